@@ -1,0 +1,15 @@
+/* units.h - sizes with suffixes ("64M", "2G") and human-readable bytes. */
+#ifndef WSRV_UNITS_H
+#define WSRV_UNITS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Parses a decimal count with an optional K, M, G or T suffix (powers of
+ * 1024, an optional trailing "iB" or "B" allowed). Returns 0 or -EINVAL. */
+int parse_size(const char *s, uint64_t *out);
+
+/* "1.50 GiB" into buf; returns buf. */
+const char *fmt_bytes(uint64_t n, char *buf, size_t len);
+
+#endif

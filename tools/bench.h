@@ -1,0 +1,8 @@
+/* bench.h - wsrv-bench's benchmarks. Each measures its baseline in the same
+ * run, prints both figures and their ratio, and returns the exit status. */
+#ifndef WSRV_BENCH_H
+#define WSRV_BENCH_H
+
+int bench_load(int argc, char **argv);
+
+#endif

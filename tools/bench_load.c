@@ -1,0 +1,283 @@
+/* bench_load.c - `wsrv-bench load`: how close the loader comes to the disk.
+ *
+ * For the same files in the same run: (1) a raw O_DIRECT io_uring read with
+ * the loader's queue depth and block size and no placement, (2) the full
+ * server load (model_load: headers, arena, read, place, checksum, seal), and
+ * (3) a plain buffered read() loop. The page cache is dropped for the files
+ * (posix_fadvise DONTNEED) before each, and what stayed cached is measured
+ * with mincore and reported.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <liburing.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "load_args.h"
+#include "progress.h"
+
+#define MAX_REPEAT 20
+
+struct files {
+	size_t n;
+	char **path;
+	uint64_t bytes;
+};
+
+static int drop_cache(const struct files *f)
+{
+	for (size_t i = 0; i < f->n; i++) {
+		int fd = open(f->path[i], O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		/* Dirty pages (a model just written) are not dropped: flush first. */
+		fdatasync(fd);
+		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+		close(fd);
+	}
+	return 0;
+}
+
+/* Fraction of the files' pages in the page cache. */
+static double cached_fraction(const struct files *f)
+{
+	uint64_t in = 0, total = 0;
+	long pg = sysconf(_SC_PAGESIZE);
+
+	for (size_t i = 0; i < f->n; i++) {
+		int fd = open(f->path[i], O_RDONLY | O_CLOEXEC);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		size_t pages = ((size_t)st.st_size + (size_t)pg - 1) / (size_t)pg;
+		void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+		unsigned char *v = malloc(pages);
+		if (m != MAP_FAILED && v && mincore(m, (size_t)st.st_size, v) == 0)
+			for (size_t p = 0; p < pages; p++)
+				in += v[p] & 1;
+		total += pages;
+		free(v);
+		if (m != MAP_FAILED)
+			munmap(m, (size_t)st.st_size);
+		close(fd);
+	}
+	return total ? (double)in / (double)total : 0;
+}
+
+/* Baseline 1: read every byte of every file with O_DIRECT through io_uring,
+ * qd reads of bs bytes in flight, into a ring of buffers; nothing placed. */
+static double raw_odirect(const struct files *f, unsigned qd, size_t bs)
+{
+	struct io_uring ring;
+	uint8_t *bufs = aligned_alloc(4096, (size_t)qd * bs);
+	int *fds = calloc(f->n, sizeof(int));
+	size_t file = 0, inflight = 0;
+	uint64_t off = 0, st_size = 0;
+	double t0;
+	struct stat st;
+
+	if (!bufs || !fds || io_uring_queue_init(qd, &ring, 0) < 0)
+		return -1;
+	memset(bufs, 0, (size_t)qd * bs); /* fault the buffers in before timing */
+	for (size_t i = 0; i < f->n; i++)
+		fds[i] = open(f->path[i], O_RDONLY | O_DIRECT | O_CLOEXEC);
+	t0 = now_seconds();
+	if (fds[0] >= 0 && fstat(fds[0], &st) == 0)
+		st_size = (uint64_t)st.st_size;
+	for (unsigned slot = 0;;) {
+		while (inflight < qd && file < f->n) {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+			io_uring_prep_read(sqe, fds[file], bufs + (size_t)slot * bs, (unsigned)bs, off);
+			slot = (slot + 1) % qd;
+			inflight++;
+			off += bs;
+			if (off >= st_size && ++file < f->n) {
+				off = 0;
+				st_size = fstat(fds[file], &st) == 0 ? (uint64_t)st.st_size : 0;
+			}
+		}
+		if (!inflight)
+			break;
+		struct io_uring_cqe *cqe;
+		io_uring_submit_and_wait(&ring, 1);
+		while (io_uring_peek_cqe(&ring, &cqe) == 0) {
+			io_uring_cqe_seen(&ring, cqe);
+			inflight--;
+		}
+	}
+	double t = now_seconds() - t0;
+	io_uring_queue_exit(&ring);
+	for (size_t i = 0; i < f->n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	free(fds);
+	free(bufs);
+	return t;
+}
+
+/* Baseline 2: a plain read() loop over each file, bs bytes at a time. */
+static double buffered_read(const struct files *f, size_t bs)
+{
+	uint8_t *buf = malloc(bs);
+	double t0 = now_seconds();
+
+	for (size_t i = 0; buf && i < f->n; i++) {
+		int fd = open(f->path[i], O_RDONLY | O_CLOEXEC);
+		while (fd >= 0 && read(fd, buf, bs) > 0)
+			;
+		if (fd >= 0)
+			close(fd);
+	}
+	free(buf);
+	return now_seconds() - t0;
+}
+
+static int model_files(const char *path, const struct load_opts *lo, struct files *f)
+{
+	struct model *m;
+	struct errinfo e;
+
+	if (model_open("bench", path, &lo->model, &m, &e) < 0) {
+		fprintf(stderr, "wsrv-bench load: %s\n", e.msg);
+		return -EINVAL;
+	}
+	f->n = m->nfiles;
+	f->path = calloc(m->nfiles, sizeof(char *));
+	for (size_t i = 0; f->path && i < m->nfiles; i++) {
+		f->path[i] = strdup(m->files[i]->path);
+		f->bytes += m->files[i]->file_size;
+	}
+	model_free(m);
+	return f->path ? 0 : -ENOMEM;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_d);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+struct result {
+	double raw[MAX_REPEAT], wsrv[MAX_REPEAT], loader[MAX_REPEAT], buf[MAX_REPEAT];
+	double cached_max;
+};
+
+static int one_round(const char *path, const struct load_opts *lo, const struct files *f,
+		     struct result *res, int i)
+{
+	unsigned qd = lo->loader.queue_depth ? lo->loader.queue_depth : LOADER_DEFAULT_QD;
+	size_t bs = lo->loader.block_size ? lo->loader.block_size : LOADER_DEFAULT_BLOCK;
+	struct loaded_model *lm;
+	struct errinfo e;
+	double c;
+
+	drop_cache(f);
+	c = cached_fraction(f);
+	res->raw[i] = raw_odirect(f, qd, bs);
+	drop_cache(f);
+	c = c > cached_fraction(f) ? c : cached_fraction(f);
+	if (model_load("bench", path, lo, &lm, &e) < 0) {
+		fprintf(stderr, "wsrv-bench load: %s\n", e.msg);
+		return -EINVAL;
+	}
+	res->wsrv[i] = lm->total_seconds;
+	res->loader[i] = lm->stats.seconds;
+	loaded_model_free(lm);
+	drop_cache(f);
+	c = c > cached_fraction(f) ? c : cached_fraction(f);
+	res->buf[i] = buffered_read(f, bs);
+	res->cached_max = c > res->cached_max ? c : res->cached_max;
+	return res->raw[i] < 0 ? -EIO : 0;
+}
+
+static void print(const struct files *f, int n, struct result *r, int json)
+{
+	double gb = (double)f->bytes / 1e9;
+	double raw = gb / median(r->raw, n), ws = gb / median(r->wsrv, n);
+	double ld = gb / median(r->loader, n), bu = gb / median(r->buf, n);
+
+	if (json) {
+		json_t *o = json_pack("{s:I, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+			"model_bytes", (json_int_t)f->bytes, "repeat", n, "wsrv_gbps", ws,
+			"loader_only_gbps", ld, "odirect_gbps", raw, "buffered_gbps", bu,
+			"wsrv_vs_odirect", ws / raw, "wsrv_vs_buffered", ws / bu,
+			"cached_fraction_max", r->cached_max);
+		json_dumpf(o, stdout, JSON_INDENT(2));
+		putchar('\n');
+		json_decref(o);
+		return;
+	}
+	printf("files: %zu, %.3f GB; median of %d runs; page cache dropped before each (max %.1f%% still cached)\n",
+	       f->n, gb, n, 100 * r->cached_max);
+	printf("  raw O_DIRECT io_uring read   %6.2f GB/s   (baseline)\n", raw);
+	printf("  wsrv load (full, as wsrvd)   %6.2f GB/s   %.2fx of raw O_DIRECT\n", ws, ws / raw);
+	printf("    of which the read loop     %6.2f GB/s   %.2fx of raw O_DIRECT\n", ld, ld / raw);
+	printf("  buffered read() loop, cold   %6.2f GB/s   wsrv is %.2fx this\n", bu, ws / bu);
+}
+
+int bench_load(int argc, char **argv)
+{
+	enum { O_MODEL = 1, O_REPEAT, O_JSON };
+	struct option opts[LOAD_OPTIONS_COUNT + 4] = {
+		{ "model", required_argument, NULL, O_MODEL },
+		{ "repeat", required_argument, NULL, O_REPEAT },
+		{ "json", no_argument, NULL, O_JSON },
+	};
+	struct load_opts lo = { 0 };
+	struct result res = { 0 };
+	struct files f = { 0 };
+	const char *path = NULL;
+	int repeat = 3, json = 0, c, r;
+	struct errinfo e;
+
+	memcpy(opts + 3, load_long_options, (LOAD_OPTIONS_COUNT + 1) * sizeof(struct option));
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		r = load_args_handle(c, optarg, &lo, &e);
+		if (r < 0) {
+			fprintf(stderr, "wsrv-bench load: %s\n", e.msg);
+			return 2;
+		}
+		if (r == 1)
+			continue;
+		if (c == O_MODEL)
+			path = optarg;
+		else if (c == O_REPEAT)
+			repeat = atoi(optarg);
+		else if (c == O_JSON)
+			json = 1;
+		else
+			return 2;
+	}
+	if (!path || repeat < 1 || repeat > MAX_REPEAT) {
+		fprintf(stderr, "usage: wsrv-bench load --model DIR [--repeat 1..%d] [--json]\n", MAX_REPEAT);
+		return 2;
+	}
+	if (model_files(path, &lo, &f) < 0)
+		return 1;
+	for (int i = 0; i < repeat; i++)
+		if (one_round(path, &lo, &f, &res, i) < 0)
+			return 1;
+	print(&f, repeat, &res, json);
+	for (size_t i = 0; i < f.n; i++)
+		free(f.path[i]);
+	free(f.path);
+	free((void *)lo.model.layer_patterns);
+	return 0;
+}

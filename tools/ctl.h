@@ -1,0 +1,15 @@
+/* ctl.h - wsrvctl's commands. Each returns the process exit status:
+ * 0 success, 1 the thing checked is bad or the request failed, 2 usage. */
+#ifndef WSRV_CTL_H
+#define WSRV_CTL_H
+
+#include <stdbool.h>
+
+struct ctl_ctx {
+	const char *socket;   /* --socket, or NULL for the default */
+	bool json;
+};
+
+int ctl_inspect(const struct ctl_ctx *c, int argc, char **argv);
+
+#endif

@@ -1,0 +1,125 @@
+/* ctl_inspect.c - `wsrvctl inspect PATH`: validate a file or model directory
+ * offline and list its tensors and layers. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "layer_name.h"
+#include "load_args.h"
+#include "model.h"
+#include "units.h"
+
+static void shape_str(const struct model_tensor *t, char *buf, size_t len)
+{
+	size_t n = (size_t)snprintf(buf, len, "[");
+
+	for (uint32_t d = 0; d < t->rank && n < len; d++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%" PRIu64, d ? ", " : "", t->shape[d]);
+	if (n < len)
+		snprintf(buf + n, len - n, "]");
+}
+
+static void layer_str(int32_t l, char *buf, size_t len)
+{
+	if (l == LAYER_GLOBAL)
+		snprintf(buf, len, "global");
+	else
+		snprintf(buf, len, "%d", l);
+}
+
+static void print_table(const struct model *m)
+{
+	char shape[96], layer[16], b[32];
+
+	printf("%-60s %-8s %-20s %-6s %12s  %s\n", "TENSOR", "DTYPE", "SHAPE", "LAYER", "BYTES", "FILE");
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *t = &m->tensors[i];
+		shape_str(t, shape, sizeof(shape));
+		layer_str(t->layer, layer, sizeof(layer));
+		printf("%-60s %-8s %-20s %-6s %12" PRIu64 "  %s\n", t->name, dtype_name(t->dtype),
+		       shape, layer, t->size, m->files[t->file]->label);
+	}
+	printf("\n%-8s %8s %14s %8s %14s\n", "LAYER", "TENSORS", "BYTES", "SEGMENT", "OFFSET");
+	for (size_t i = 0; i < m->nlayers; i++) {
+		const struct model_layer *l = &m->layers[i];
+		layer_str(l->index, layer, sizeof(layer));
+		printf("%-8s %8u %14" PRIu64 " %8u %14" PRIu64 "\n", layer, l->count, l->bytes,
+		       l->segment, l->offset);
+	}
+	printf("\n%zu tensors, %zu layer groups, %s in %zu file%s: valid\n", m->ntensors,
+	       m->nlayers, fmt_bytes(m->data_bytes, b, sizeof(b)), m->nfiles,
+	       m->nfiles == 1 ? "" : "s");
+}
+
+static json_t *tensor_json(const struct model *m, const struct model_tensor *t)
+{
+	json_t *shape = json_array();
+
+	for (uint32_t d = 0; d < t->rank; d++)
+		json_array_append_new(shape, json_integer((json_int_t)t->shape[d]));
+	return json_pack("{s:s, s:s, s:o, s:i, s:I, s:s, s:I, s:i, s:I}", "name", t->name,
+			 "dtype", dtype_name(t->dtype), "shape", shape, "layer", t->layer,
+			 "bytes", (json_int_t)t->size, "file", m->files[t->file]->label,
+			 "file_offset", (json_int_t)t->file_off, "segment", (int)t->segment,
+			 "offset", (json_int_t)t->offset);
+}
+
+static void print_json(const struct model *m)
+{
+	json_t *ts = json_array(), *ls = json_array(), *root;
+
+	for (size_t i = 0; i < m->ntensors; i++)
+		json_array_append_new(ts, tensor_json(m, &m->tensors[i]));
+	for (size_t i = 0; i < m->nlayers; i++) {
+		const struct model_layer *l = &m->layers[i];
+		json_array_append_new(ls, json_pack("{s:i, s:i, s:I, s:i, s:I, s:I}",
+			"layer", l->index, "tensors", (int)l->count, "bytes", (json_int_t)l->bytes,
+			"segment", (int)l->segment, "offset", (json_int_t)l->offset,
+			"length", (json_int_t)l->length));
+	}
+	root = json_pack("{s:s, s:b, s:I, s:I, s:o, s:o}", "path", m->path, "valid", 1,
+			 "files", (json_int_t)m->nfiles, "tensor_bytes", (json_int_t)m->data_bytes,
+			 "tensors", ts, "layers", ls);
+	if (m->config)
+		json_object_set(root, "config", m->config);
+	json_dumpf(root, stdout, JSON_INDENT(2));
+	putchar('\n');
+	json_decref(root);
+}
+
+int ctl_inspect(const struct ctl_ctx *c, int argc, char **argv)
+{
+	struct load_opts lo = { 0 };
+	struct model *m;
+	struct errinfo e;
+	int opt, r;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "", load_long_options, NULL)) != -1) {
+		r = load_args_handle(opt, optarg, &lo, &e);
+		if (r <= 0) {
+			fprintf(stderr, "wsrvctl inspect: %s\n", r < 0 ? e.msg : "unknown option");
+			return 2;
+		}
+	}
+	if (optind + 1 != argc) {
+		fprintf(stderr, "usage: wsrvctl inspect PATH [--json] [--layer-pattern PAT]\n");
+		return 2;
+	}
+	r = model_open("inspect", argv[optind], &lo.model, &m, &e);
+	free((void *)lo.model.layer_patterns);
+	if (r < 0) {
+		fprintf(stderr, "wsrvctl inspect: invalid: %s\n", e.msg);
+		return 1;
+	}
+	if (c->json)
+		print_json(m);
+	else
+		print_table(m);
+	model_free(m);
+	return 0;
+}

@@ -1,0 +1,47 @@
+/* mkmodel.h - deterministic synthetic Hugging Face model directories, with
+ * the real architectures' tensor names, shapes, dtypes and config keys. */
+#ifndef WSRV_MKMODEL_H
+#define WSRV_MKMODEL_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "errinfo.h"
+
+enum mk_fill { MK_WEIGHT, MK_NORM, MK_SCALE, MK_BIAS };
+
+struct mk_tensor {
+	char name[128];
+	enum dtype dtype;
+	uint32_t rank;
+	uint64_t shape[4];
+	enum mk_fill fill;
+};
+
+struct mk_spec {
+	struct mk_tensor *t;
+	size_t n, cap;
+	json_t *config;         /* config.json, owned */
+	uint64_t bytes;
+};
+
+/* Builds the tensor list and config of preset ("tiny", "llama-mini",
+ * "deepseek-v3-mini") scaled to at most about `size` bytes; layers = 0 takes
+ * the preset's default. On success *spec is filled (mk_spec_free). */
+int mk_preset(const char *preset, uint64_t size, unsigned layers,
+	      struct mk_spec *spec, struct errinfo *e);
+void mk_spec_free(struct mk_spec *spec);
+
+/* Writes spec into dir (created if missing) as `shards` shard files (one:
+ * model.safetensors; more: model-0000K-of-0000N.safetensors plus
+ * model.safetensors.index.json) and config.json. Tensor bytes depend only on
+ * (seed, tensor name), never on the sharding. */
+int mk_write(const struct mk_spec *spec, const char *dir, unsigned shards,
+	     uint64_t seed, struct errinfo *e);
+
+/* Bytes of one tensor. */
+uint64_t mk_tensor_bytes(const struct mk_tensor *t);
+
+#endif

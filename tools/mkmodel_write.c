@@ -1,0 +1,231 @@
+/* mkmodel_write.c - writing a spec as safetensors shards, an index and a
+ * config.json. Values are plausible weights (small BF16, non-NaN FP8,
+ * positive scales, norms near 1), so a forward pass over them stays finite. */
+#include "mkmodel.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define CHUNK (4u << 20)
+
+static uint64_t splitmix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	return z ^ (z >> 31);
+}
+
+/* One 8-byte word of values of the tensor's kind. */
+static uint64_t word(const struct mk_tensor *t, uint64_t r)
+{
+	switch (t->fill) {
+	case MK_NORM: /* BF16 near 1.0 */
+		return 0x3F803F803F803F80ULL | (r & 0x000F000F000F000FULL);
+	case MK_SCALE: /* F32 in [2^-10, 2^-9) */
+		return 0x3A8000003A800000ULL | (r & 0x007FFFFF007FFFFFULL);
+	case MK_BIAS: /* F32, small, either sign */
+		return 0x3C0000003C000000ULL | (r & 0x807FFFFF807FFFFFULL);
+	case MK_WEIGHT:
+	default:
+		if (dtype_bits(t->dtype) == 8) /* E4M3 with exponent < 8: no NaN */
+			return r & 0xBFBFBFBFBFBFBFBFULL;
+		if (t->dtype == DT_F32)
+			return 0x3C0000003C000000ULL | (r & 0x807FFFFF807FFFFFULL);
+		/* BF16 with exponents 120..123: |v| in [2^-7, 2^-3) */
+		return 0x3C003C003C003C00ULL | (r & 0x81FF81FF81FF81FFULL);
+	}
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int write_tensor(int fd, const struct mk_tensor *t, uint64_t seed, uint8_t *buf)
+{
+	uint64_t left = mk_tensor_bytes(t);
+	uint64_t s = seed ^ XXH64(t->name, strlen(t->name), 0);
+
+	while (left) {
+		size_t n = left < CHUNK ? (size_t)left : CHUNK;
+		for (size_t i = 0; i < n; i += 8) {
+			uint64_t w = word(t, splitmix(&s));
+			memcpy(buf + i, &w, n - i < 8 ? n - i : 8);
+		}
+		int r = write_all(fd, buf, n);
+		if (r < 0)
+			return r;
+		left -= n;
+	}
+	return 0;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp((*(const struct mk_tensor *const *)a)->name,
+		      (*(const struct mk_tensor *const *)b)->name);
+}
+
+/* The header of one shard: tensors sorted by name, as HF writers do, so the
+ * file order differs from the arena's layer-major order. */
+static char *shard_header(const struct mk_tensor **ts, size_t n, size_t *len)
+{
+	json_t *h = json_pack("{s:{s:s}}", "__metadata__", "format", "pt");
+	uint64_t off = 0;
+	char *txt, *padded;
+	size_t tl;
+
+	for (size_t i = 0; h && i < n; i++) {
+		json_t *shape = json_array();
+		for (uint32_t d = 0; d < ts[i]->rank; d++)
+			json_array_append_new(shape, json_integer((json_int_t)ts[i]->shape[d]));
+		uint64_t b = mk_tensor_bytes(ts[i]);
+		json_object_set_new(h, ts[i]->name, json_pack("{s:s, s:o, s:[I,I]}",
+			"dtype", dtype_name(ts[i]->dtype), "shape", shape,
+			"data_offsets", (json_int_t)off, (json_int_t)(off + b)));
+		off += b;
+	}
+	txt = h ? json_dumps(h, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	json_decref(h);
+	if (!txt)
+		return NULL;
+	tl = strlen(txt);
+	*len = (tl + 7) / 8 * 8; /* pad with spaces to 8 bytes, like the reference */
+	padded = malloc(*len);
+	if (padded) {
+		memcpy(padded, txt, tl);
+		memset(padded + tl, ' ', *len - tl);
+	}
+	free(txt);
+	return padded;
+}
+
+static int write_shard(const char *path, const struct mk_tensor **ts, size_t n,
+		       uint64_t seed, uint8_t *buf, struct errinfo *e)
+{
+	size_t hl;
+	char *hdr;
+	uint8_t len8[8];
+	int fd, r;
+
+	qsort(ts, n, sizeof(*ts), cmp_name);
+	hdr = shard_header(ts, n, &hl);
+	if (!hdr)
+		return err_set(e, -ENOMEM, "out of memory");
+	for (int i = 0; i < 8; i++)
+		len8[i] = (uint8_t)((uint64_t)hl >> (8 * i));
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		free(hdr);
+		return err_set(e, -errno, "%s: %s", path, strerror(errno));
+	}
+	r = write_all(fd, len8, 8);
+	if (r == 0)
+		r = write_all(fd, hdr, hl);
+	for (size_t i = 0; r == 0 && i < n; i++)
+		r = write_tensor(fd, ts[i], seed, buf);
+	free(hdr);
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	return r < 0 ? err_set(e, r, "%s: write failed: %s", path, strerror(-r)) : 0;
+}
+
+static int write_json(const char *dir, const char *name, json_t *j, struct errinfo *e)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (json_dump_file(j, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0)
+		return err_set(e, -EIO, "%s: cannot write", path);
+	return 0;
+}
+
+/* Shard k of n takes the tensors whose cumulative bytes fall in its share;
+ * shards follow the tensor order and none is left empty. */
+static void assign_shards(const struct mk_spec *s, unsigned n, unsigned *owner)
+{
+	uint64_t before = 0;
+
+	for (size_t i = 0; i < s->n; i++) {
+		uint64_t mid = before + mk_tensor_bytes(&s->t[i]) / 2;
+		uint64_t k = s->bytes ? (uint64_t)((__uint128_t)mid * n / s->bytes) : 0;
+		uint64_t lo = i ? owner[i - 1] : 0, hi = i ? owner[i - 1] + 1 : 0;
+		uint64_t need = n > s->n - i ? n - (s->n - i) : 0;
+
+		k = k < lo ? lo : k > hi ? hi : k;
+		owner[i] = (unsigned)(k < need ? need : k);
+		before += mk_tensor_bytes(&s->t[i]);
+	}
+}
+
+int mk_write(const struct mk_spec *spec, const char *dir, unsigned shards,
+	     uint64_t seed, struct errinfo *e)
+{
+	const struct mk_tensor **ts = calloc(spec->n + 1, sizeof(*ts));
+	unsigned *owner = calloc(spec->n + 1, sizeof(*owner));
+	uint8_t *buf = malloc(CHUNK);
+	json_t *wm = json_object();
+	int r = 0;
+
+	if (!ts || !owner || !buf || !wm) {
+		r = err_set(e, -ENOMEM, "out of memory");
+		goto out;
+	}
+	if (shards == 0 || shards > spec->n || shards > 99999) {
+		r = err_set(e, -EINVAL, "--shards %u: between 1 and the %zu tensors", shards, spec->n);
+		goto out;
+	}
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+		r = err_set(e, -errno, "%s: %s", dir, strerror(errno));
+		goto out;
+	}
+	assign_shards(spec, shards, owner);
+	for (unsigned k = 0; r == 0 && k < shards; k++) {
+		char name[64], path[4096];
+		size_t n = 0;
+		if (shards == 1)
+			snprintf(name, sizeof(name), "model.safetensors");
+		else
+			snprintf(name, sizeof(name), "model-%05u-of-%05u.safetensors", k + 1, shards);
+		for (size_t i = 0; i < spec->n; i++)
+			if (owner[i] == k) {
+				ts[n++] = &spec->t[i];
+				json_object_set_new(wm, spec->t[i].name, json_string(name));
+			}
+		snprintf(path, sizeof(path), "%s/%s", dir, name);
+		r = write_shard(path, ts, n, seed, buf, e);
+	}
+	if (r == 0 && shards > 1) {
+		json_t *idx = json_pack("{s:{s:I}, s:O}", "metadata", "total_size",
+					(json_int_t)spec->bytes, "weight_map", wm);
+		r = idx ? write_json(dir, "model.safetensors.index.json", idx, e)
+			: err_set(e, -ENOMEM, "out of memory");
+		json_decref(idx);
+	}
+	if (r == 0)
+		r = write_json(dir, "config.json", spec->config, e);
+out:
+	json_decref(wm);
+	free(ts);
+	free(owner);
+	free(buf);
+	return r;
+}

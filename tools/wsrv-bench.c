@@ -1,0 +1,31 @@
+/* wsrv-bench - benchmarks that measure a baseline in the same run. */
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+#include "log.h"
+
+static const struct {
+	const char *name;
+	int (*run)(int, char **);
+	const char *help;
+} benches[] = {
+	{ "load", bench_load,
+	  "load --model DIR [--repeat N] [--json] [load options]\n"
+	  "      the loader vs a raw O_DIRECT io_uring read and a buffered read() loop" },
+};
+
+int main(int argc, char **argv)
+{
+	log_set_ident("wsrv-bench");
+	log_set_level(LOG_WARN);
+	if (argc >= 2)
+		for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]); i++)
+			if (strcmp(argv[1], benches[i].name) == 0)
+				return benches[i].run(argc - 1, argv + 1);
+	fprintf(argc >= 2 && strcmp(argv[1], "--help") == 0 ? stdout : stderr,
+		"usage: wsrv-bench BENCHMARK [ARGS]\n");
+	for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]); i++)
+		fprintf(stderr, "  %s\n", benches[i].help);
+	return 2;
+}

@@ -1,0 +1,76 @@
+/* wsrv-mkmodel - writes a deterministic synthetic HF-style model directory. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mkmodel.h"
+#include "units.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: wsrv-mkmodel --preset tiny|llama-mini|deepseek-v3-mini --size SIZE\n"
+		   "                    [--shards N] [--layers L] [--seed S] --out DIR\n"
+		   "  SIZE takes K, M, G suffixes (64M, 2G); the model is the largest of the\n"
+		   "  preset's shapes that fits in SIZE.\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "preset", required_argument, NULL, 'p' },
+		{ "size", required_argument, NULL, 's' },
+		{ "shards", required_argument, NULL, 'n' },
+		{ "layers", required_argument, NULL, 'l' },
+		{ "seed", required_argument, NULL, 'S' },
+		{ "out", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *preset = NULL, *out = NULL;
+	unsigned long shards = 1, layers = 0;
+	unsigned long long seed = 0;
+	uint64_t size = 0;
+	struct mk_spec spec;
+	struct errinfo e;
+	char *end;
+	char b[32];
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		errno = 0;
+		switch (c) {
+		case 'p': preset = optarg; break;
+		case 's':
+			if (parse_size(optarg, &size) < 0) {
+				fprintf(stderr, "wsrv-mkmodel: --size '%s': not a size\n", optarg);
+				return 2;
+			}
+			break;
+		case 'n': shards = strtoul(optarg, &end, 10); break;
+		case 'l': layers = strtoul(optarg, &end, 10); break;
+		case 'S': seed = strtoull(optarg, &end, 0); break;
+		case 'o': out = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+		if (errno || ((c == 'n' || c == 'l' || c == 'S') && *end)) {
+			fprintf(stderr, "wsrv-mkmodel: bad number '%s'\n", optarg);
+			return 2;
+		}
+	}
+	if (!preset || !out || !size || optind < argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (mk_preset(preset, size, (unsigned)layers, &spec, &e) < 0 ||
+	    mk_write(&spec, out, (unsigned)shards, seed, &e) < 0) {
+		fprintf(stderr, "wsrv-mkmodel: %s\n", e.msg);
+		return 1;
+	}
+	printf("wrote %s: preset %s, %zu tensors, %s, %lu shard%s\n", out, preset, spec.n,
+	       fmt_bytes(spec.bytes, b, sizeof(b)), shards, shards == 1 ? "" : "s");
+	mk_spec_free(&spec);
+	return 0;
+}

@@ -1,0 +1,60 @@
+/* wsrvctl - look at models and (once the server serves) talk to wsrvd.
+ *
+ * Global options (--socket PATH, --json) may come before or after the
+ * command; exit status 0 success, 1 failure or invalid input, 2 usage. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ctl.h"
+
+static const struct {
+	const char *name;
+	int (*run)(const struct ctl_ctx *, int, char **);
+	const char *help;
+} commands[] = {
+	{ "inspect", ctl_inspect, "inspect PATH         validate a file or model directory offline" },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: wsrvctl [--socket PATH] [--json] COMMAND [ARGS]\ncommands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %s\n", commands[i].help);
+}
+
+/* Removes the global options from argv wherever they are; returns argc. */
+static int take_globals(int argc, char **argv, struct ctl_ctx *c)
+{
+	int out = 0;
+
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0) {
+			c->json = true;
+		} else if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
+			c->socket = argv[++i];
+		} else if (strncmp(argv[i], "--socket=", 9) == 0) {
+			c->socket = argv[i] + 9;
+		} else {
+			argv[out++] = argv[i];
+		}
+	}
+	argv[out] = NULL;
+	return out;
+}
+
+int main(int argc, char **argv)
+{
+	struct ctl_ctx c = { 0 };
+
+	argc = take_globals(argc, argv, &c);
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(argv[1], commands[i].name) == 0)
+			return commands[i].run(&c, argc - 1, argv + 1);
+	fprintf(stderr, "wsrvctl: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}
