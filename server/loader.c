@@ -52,6 +52,7 @@ struct block {
 	uint32_t len, need, got;
 	int buf;
 	bool done;
+	bool direct;                /* submitted on the shard's O_DIRECT fd */
 	struct block *next;
 };
 
@@ -214,6 +215,7 @@ static void submit_block(struct loader *L, struct block *b)
 	else
 		io_uring_prep_read(sqe, b->sh->fd, dst, len, off);
 	io_uring_sqe_set_data(sqe, b);
+	b->direct = b->sh->direct;
 	L->inflight++;
 }
 
@@ -320,8 +322,10 @@ static int complete(struct loader *L, struct block *b, int res, struct errinfo *
 
 	if (loader_cqe_hook)
 		loader_cqe_hook(sh->sf->path, off, &res);
-	if (res == -EINVAL && sh->direct) {
-		int r = fall_back(L, sh, e);
+	/* Every block in flight on the O_DIRECT fd may come back refused; the
+	 * first switches the shard to buffered reads, all are read again. */
+	if (res == -EINVAL && b->direct) {
+		int r = sh->direct ? fall_back(L, sh, e) : 0;
 		if (r < 0)
 			return r;
 		submit_block(L, b);
@@ -433,11 +437,13 @@ static int check_all(struct loader *L, struct errinfo *e)
 }
 
 /* After an error, waits for the reads still in flight so that none lands in
- * a buffer after it is unmapped. */
+ * a buffer after it is unmapped. Reads prepared in the same batch as the
+ * error (resubmissions) are submitted first, or they would never complete. */
 static void quiesce(struct loader *L)
 {
 	struct io_uring_cqe *cqe;
 
+	io_uring_submit(&L->ring);
 	while (L->inflight) {
 		if (io_uring_wait_cqe(&L->ring, &cqe) < 0)
 			break;

@@ -1,0 +1,38 @@
+/* helpers.h - what every test program shares: temp dirs, fd leak checks,
+ * building safetensors files by hand, generating models. */
+#ifndef WSRV_TEST_HELPERS_H
+#define WSRV_TEST_HELPERS_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Open fds of this process (from /proc/self/fd). */
+int count_fds(void);
+
+/* A fresh directory /tmp/wsrv-test-<tag>-XXXXXX (caller frees, rm_rf). */
+char *test_tmpdir(const char *tag);
+void rm_rf(const char *path);
+
+/* path = dir + "/" + name, into a static buffer rotated among 8. */
+const char *pjoin(const char *dir, const char *name);
+
+/* An in-memory safetensors file: 8-byte N, the header, then dlen data bytes
+ * (data may be NULL: bytes 0..dlen-1 mod 256). Caller frees. */
+uint8_t *st_build(const char *header, size_t dlen, const void *data, size_t *len);
+/* The same, written to path. Returns 0 or a negative errno. */
+int st_write(const char *path, const char *header, size_t dlen, const void *data);
+/* A header from a printf format, for st_build. Static buffer. */
+const char *hdr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Writes a model with tools/mkmodel into dir. Returns 0 or negative errno. */
+int make_model(const char *dir, const char *preset, uint64_t size, unsigned layers,
+	       unsigned shards, uint64_t seed);
+
+/* Reads a whole file (caller frees). */
+uint8_t *read_file(const char *path, size_t *len);
+
+/* Where the reference fixtures are. */
+const char *fixtures_dir(void);
+
+#endif

@@ -1,0 +1,231 @@
+/* test_arena.c - memfd segments: seals refuse every write, placement is read
+ * back with move_pages, the NUMA choice on synthetic multi-node machines,
+ * and clear errors for missing huge pages and a low RLIMIT_MEMLOCK. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "arena.h"
+#include "helpers.h"
+
+static int fds_before;
+
+static struct arena *make(uint64_t size, const struct arena_opts *o)
+{
+	struct arena *a = NULL;
+	struct errinfo e;
+
+	if (arena_create("test", 1, &size, o, &a, &e) < 0 || arena_populate(a, &e) < 0)
+		fail_msg("%s", e.msg);
+	return a;
+}
+
+static void seals_refuse_writes(void **s)
+{
+	struct arena_opts o = { .no_lock = geteuid() != 0 };
+	struct arena *a = make(1 << 20, &o);
+	int fd = a->seg[0].fd, seals;
+	struct errinfo e;
+	void *p;
+
+	memset(arena_wptr(a, 0, 0), 0xAB, 1 << 20);
+	assert_int_equal(arena_seal(a, &e), 0);
+	seals = fcntl(fd, F_GET_SEALS);
+	assert_true(seals & F_SEAL_SHRINK);
+	assert_true(seals & F_SEAL_GROW);
+	assert_true(seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE));
+	assert_true(seals & F_SEAL_SEAL);
+	/* A writable shared mapping is refused. */
+	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(p == MAP_FAILED);
+	assert_int_equal(errno, EPERM);
+	/* write() is refused. */
+	assert_int_equal(pwrite(fd, "x", 1, 0), -1);
+	assert_int_equal(errno, EPERM);
+	/* So are resizing and unsealing. */
+	assert_int_equal(ftruncate(fd, 2 << 20), -1);
+	assert_int_equal(ftruncate(fd, 4096), -1);
+	assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE), -1);
+	/* A read-only mapping cannot be made writable later. */
+	p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+	assert_true(p != MAP_FAILED);
+	assert_int_equal(((uint8_t *)p)[100], 0xAB);
+	assert_int_equal(mprotect(p, 4096, PROT_READ | PROT_WRITE), -1);
+	munmap(p, 4096);
+	/* The bytes are still what was loaded. */
+	assert_int_equal(arena_ptr(a, 0, 4095)[0], 0xAB);
+	arena_free(a);
+}
+
+static void placement_read_back(void **s)
+{
+	struct arena_opts o = { .no_lock = geteuid() != 0, .numa = NUMA_NODE, .numa_node = 0 };
+	uint64_t counts[NUMA_MAX_NODES];
+	struct arena *a = make(8 << 20, &o);
+	int n = arena_placement(a, counts);
+
+	assert_int_equal(n, 1024);          /* 2048 pages, 1024 sampled */
+	assert_int_equal(counts[0], 1024); /* bound to node 0: every page there */
+	assert_string_equal(a->numa.desc, "node 0");
+	arena_free(a);
+	o.numa_node = 7;
+	struct errinfo e;
+	uint64_t size = 4096;
+	assert_int_equal(arena_create("test", 1, &size, &o, &a, &e), -EINVAL);
+	assert_non_null(strstr(e.msg, "no such NUMA node"));
+}
+
+static void choose(const char *synthetic, enum numa_mode mode, int node,
+		   struct numa_choice *c, int want)
+{
+	hwloc_topology_t t;
+	struct errinfo e;
+
+	assert_int_equal(hwloc_topology_init(&t), 0);
+	assert_int_equal(hwloc_topology_set_synthetic(t, synthetic), 0);
+	assert_int_equal(hwloc_topology_load(t), 0);
+	assert_int_equal(numa_choose(t, mode, node, c, &e), want);
+	hwloc_topology_destroy(t);
+}
+
+static void numa_choice_synthetic(void **s)
+{
+	struct numa_choice c;
+
+	choose("pack:2 numa:1 core:2 pu:1", NUMA_AUTO, 0, &c, 0);
+	assert_int_equal(c.mode, NUMA_INTERLEAVE);
+	assert_int_equal(c.nodemask, 0x3);
+	assert_string_equal(c.desc, "interleave over nodes 0,1");
+	choose("pack:4 numa:1 core:1 pu:1", NUMA_NODE, 2, &c, 0);
+	assert_int_equal(c.mode, NUMA_NODE);
+	assert_int_equal(c.nodemask, 0x4);
+	choose("pack:2 numa:1 core:1 pu:1", NUMA_NODE, 3, &c, -EINVAL);
+	choose("pack:1 numa:1 core:2 pu:1", NUMA_AUTO, 0, &c, 0);
+	assert_int_equal(c.mode, NUMA_NODE);
+	assert_int_equal(c.nodemask, 0x1);
+	choose("pack:1 numa:1 core:2 pu:1", NUMA_INTERLEAVE, 0, &c, 0);
+	assert_int_equal(c.mode, NUMA_INTERLEAVE);
+}
+
+static long free_huge(void)
+{
+	FILE *f = fopen("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "re");
+	long n = 0;
+
+	if (f) {
+		if (fscanf(f, "%ld", &n) != 1)
+			n = 0;
+		fclose(f);
+	}
+	return n;
+}
+
+static void hugepages_too_few(void **s)
+{
+	struct arena_opts o = { .no_lock = true, .hugepages = HUGEPAGES_ON };
+	uint64_t size = (uint64_t)(free_huge() + 1) * (2 << 20);
+	struct arena *a = NULL;
+	struct errinfo e;
+
+	assert_int_equal(arena_create("test", 1, &size, &o, &a, &e), -ENOMEM);
+	assert_non_null(strstr(e.msg, "--hugepages on"));
+	assert_non_null(strstr(e.msg, "nr_hugepages"));
+	assert_null(a);
+	o.hugepages = HUGEPAGES_AUTO;
+	assert_int_equal(arena_create("test", 1, &size, &o, &a, &e), 0);
+	assert_int_equal(a->page_size, 4096);
+	assert_non_null(strstr(a->hugepage_note, "4 KiB pages (auto"));
+	arena_free(a);
+}
+
+/* In a child without CAP_IPC_LOCK and with a 64 KiB RLIMIT_MEMLOCK, locking
+ * a 16 MiB arena fails with a sentence that names the limit. */
+static void memlock_limit_error(void **s)
+{
+	pid_t pid = fork();
+	int status;
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+		struct __user_cap_data_struct d[2];
+		struct rlimit rl = { 64 << 10, 64 << 10 };
+		struct arena_opts o = { 0 };
+		uint64_t size = 16 << 20;
+		struct arena *a = NULL;
+		struct errinfo e;
+
+		if (syscall(SYS_capget, &h, d) == 0) {
+			d[0].effective &= ~(1u << CAP_IPC_LOCK);
+			syscall(SYS_capset, &h, d);
+		}
+		setrlimit(RLIMIT_MEMLOCK, &rl);
+		if (arena_create("test", 1, &size, &o, &a, &e) < 0)
+			_exit(2);
+		int r = arena_populate(a, &e);
+		arena_free(a);
+		_exit(r < 0 && strstr(e.msg, "RLIMIT_MEMLOCK") && strstr(e.msg, "--no-lock") ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void several_segments(void **s)
+{
+	struct arena_opts o = { .no_lock = geteuid() != 0 };
+	uint64_t sizes[3] = { 5000, 0, 3 << 20 };
+	char name[64] = "";
+	struct arena *a;
+	struct errinfo e;
+	char link[64];
+
+	assert_int_equal(arena_create("m", 3, sizes, &o, &a, &e), 0);
+	assert_int_equal(arena_populate(a, &e), 0);
+	assert_int_equal(a->seg[0].size, 8192);
+	assert_int_equal(a->seg[1].size, 4096);
+	assert_int_equal(arena_bytes(a), 8192 + 4096 + (3 << 20));
+	/* Segments carry descriptive names. */
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", a->seg[2].fd);
+	assert_true(readlink(link, name, sizeof(name) - 1) > 0);
+	assert_non_null(strstr(name, "wsrv:m:2"));
+	assert_int_equal(arena_seal(a, &e), 0);
+	arena_free(a);
+}
+
+static int setup(void **s) { fds_before = count_fds(); return 0; }
+
+static int teardown(void **s)
+{
+	if (count_fds() != fds_before) {
+		fprintf(stderr, "fd leak: %d open, %d before\n", count_fds(), fds_before);
+		return -1;
+	}
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(seals_refuse_writes),
+		cmocka_unit_test(placement_read_back),
+		cmocka_unit_test(numa_choice_synthetic),
+		cmocka_unit_test(hugepages_too_few),
+		cmocka_unit_test(memlock_limit_error),
+		cmocka_unit_test(several_segments),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,359 @@
+/* test_loader.c - the io_uring loader: every tensor's bytes in the arena
+ * equal the file's bytes and its checksum matches an independent one; the
+ * buffered fallback; and failures mid-load (read errors, short reads, a file
+ * changed under it) name the file and offset. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <xxhash.h>
+
+#include "helpers.h"
+#include "model_load.h"
+
+static int fds_before;
+static char *dir_llama, *dir_dsv3;
+
+static struct load_opts opts(void)
+{
+	struct load_opts o = { 0 };
+
+	o.arena.no_lock = geteuid() != 0;
+	return o;
+}
+
+/* Compares every tensor of lm with an independent pread of its file. */
+static void check_bytes(const struct loaded_model *lm)
+{
+	const struct model *m = lm->model;
+
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *t = &m->tensors[i];
+		uint8_t *want = malloc(t->size + 1);
+		int fd = open(m->files[t->file]->path, O_RDONLY | O_CLOEXEC);
+
+		assert_true(fd >= 0);
+		assert_int_equal(pread(fd, want, t->size, (off_t)t->file_off), (ssize_t)t->size);
+		close(fd);
+		if (memcmp(arena_ptr(lm->arena, t->segment, t->offset), want, t->size))
+			fail_msg("tensor %s: arena bytes differ from the file", t->name);
+		if (XXH3_64bits(want, t->size) != t->xxh3)
+			fail_msg("tensor %s: checksum differs", t->name);
+		free(want);
+	}
+}
+
+static struct loaded_model *load(const char *path, const struct load_opts *o)
+{
+	struct loaded_model *lm = NULL;
+	struct errinfo e;
+
+	if (model_load("m", path, o, &lm, &e) < 0)
+		fail_msg("%s", e.msg);
+	assert_true(lm->arena->sealed);
+	return lm;
+}
+
+static void bytes_equal_files(void **s)
+{
+	struct load_opts o = opts();
+	struct loaded_model *lm = load(dir_llama, &o);
+
+	check_bytes(lm);
+	assert_int_equal(lm->stats.tensor_bytes, lm->model->data_bytes);
+	loaded_model_free(lm);
+	lm = load(dir_dsv3, &o);
+	check_bytes(lm);
+	loaded_model_free(lm);
+	/* The reference fixture, whose tensors sit at unaligned offsets. */
+	lm = load(pjoin(fixtures_dir(), "overall.safetensors"), &o);
+	check_bytes(lm);
+	assert_int_equal(lm->model->ntensors, 9);
+	loaded_model_free(lm);
+}
+
+/* One read in flight and 4 KiB blocks: tensors span many blocks, blocks hold
+ * many tensors; and many small reads in flight, completing out of order. */
+static void small_blocks_and_deep_queues(void **s)
+{
+	struct load_opts o = opts();
+	struct loaded_model *lm;
+
+	o.loader.queue_depth = 1;
+	o.loader.block_size = 4096;
+	o.loader.max_shards = 1;
+	lm = load(dir_llama, &o);
+	check_bytes(lm);
+	loaded_model_free(lm);
+	o.loader.queue_depth = 256;
+	o.loader.max_shards = 8;
+	lm = load(dir_dsv3, &o);
+	check_bytes(lm);
+	loaded_model_free(lm);
+	o.model.max_segment = 1 << 20;
+	lm = load(dir_llama, &o);
+	assert_true(lm->arena->nseg > 1);
+	check_bytes(lm);
+	loaded_model_free(lm);
+}
+
+static void empty_and_scalar_tensors(void **s)
+{
+	char *d = test_tmpdir("loader-empty");
+	struct load_opts o = opts();
+	struct loaded_model *lm;
+	const char *p = pjoin(d, "x.safetensors");
+
+	assert_int_equal(st_write(p,
+		"{\"a\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]},"
+		"\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]},"
+		"\"f\":{\"dtype\":\"F4\",\"shape\":[6],\"data_offsets\":[4,7]}}", 7, NULL), 0);
+	lm = load(p, &o);
+	check_bytes(lm);
+	loaded_model_free(lm);
+	assert_int_equal(st_write(p, "{}", 0, NULL), 0);
+	lm = load(p, &o);
+	assert_int_equal(lm->model->ntensors, 0);
+	loaded_model_free(lm);
+	rm_rf(d);
+	free(d);
+}
+
+static int refuse_direct(const char *path, int flags)
+{
+	int fd;
+
+	if (flags & O_DIRECT)
+		return -EINVAL;
+	fd = open(path, flags);
+	return fd < 0 ? -errno : fd;
+}
+
+static void buffered_fallback(void **s)
+{
+	struct load_opts o = opts();
+	struct loaded_model *lm;
+
+	loader_open_hook = refuse_direct;
+	lm = load(dir_llama, &o);
+	loader_open_hook = NULL;
+	assert_int_equal(lm->stats.buffered_files, lm->model->nfiles);
+	check_bytes(lm);
+	loaded_model_free(lm);
+	o.loader.buffered = true;
+	lm = load(dir_llama, &o);
+	check_bytes(lm);
+	loaded_model_free(lm);
+}
+
+static int hook_calls;
+static int hook_res;
+static int hook_after;
+
+/* Replaces the result of the hook_after-th completion with hook_res. */
+static void cqe_inject(const char *path, uint64_t off, int *res)
+{
+	if (hook_calls++ == hook_after)
+		*res = hook_res;
+}
+
+static void expect_failure(const char *path, int res, int after, int err, const char *needle)
+{
+	struct load_opts o = opts();
+	struct loaded_model *lm = NULL;
+	struct errinfo e;
+	int r;
+
+	hook_calls = 0;
+	hook_res = res;
+	hook_after = after;
+	loader_cqe_hook = cqe_inject;
+	r = model_load("m", path, &o, &lm, &e);
+	loader_cqe_hook = NULL;
+	if (r == 0)
+		fail_msg("load succeeded; expected: %s", needle);
+	assert_int_equal(r, err);
+	assert_null(lm);
+	if (!strstr(e.msg, needle) || !strstr(e.msg, "offset") || !strstr(e.msg, ".safetensors"))
+		fail_msg("unexpected message: %s", e.msg);
+}
+
+static void read_errors_fail_the_load(void **s)
+{
+	expect_failure(dir_llama, -EIO, 3, -EIO, "read error");
+	expect_failure(dir_llama, 0, 5, -EIO, "short read");
+	expect_failure(dir_dsv3, -ENOSPC, 0, -ENOSPC, "read error");
+}
+
+/* A read refused with EINVAL (O_DIRECT not supported at read time) falls
+ * back to buffered reads for that file and still loads every byte. */
+static void einval_read_falls_back(void **s)
+{
+	struct load_opts o = opts();
+	struct loaded_model *lm = NULL;
+	struct errinfo e;
+
+	hook_calls = 0;
+	hook_res = -EINVAL;
+	hook_after = 0;
+	loader_cqe_hook = cqe_inject;
+	assert_int_equal(model_load("m", dir_llama, &o, &lm, &e), 0);
+	loader_cqe_hook = NULL;
+	assert_true(lm->stats.buffered_files >= 1);
+	check_bytes(lm);
+	loaded_model_free(lm);
+}
+
+static void cqe_refuse_all(const char *path, uint64_t off, int *res)
+{
+	if (hook_calls++ < hook_after)
+		*res = -EINVAL;
+}
+
+/* Regression: with several O_DIRECT reads in flight all refused, only the
+ * first switched the file to buffered reads and the second failed the load
+ * as a read error. */
+static void einval_on_many_reads_in_flight(void **s)
+{
+	struct load_opts o = opts();
+	struct loaded_model *lm = NULL;
+	struct errinfo e;
+
+	o.loader.block_size = 4096;
+	o.loader.max_shards = 1;
+	hook_calls = 0;
+	hook_after = 16;
+	loader_cqe_hook = cqe_refuse_all;
+	if (model_load("m", dir_llama, &o, &lm, &e) < 0)
+		fail_msg("%s", e.msg);
+	loader_cqe_hook = NULL;
+	check_bytes(lm);
+	loaded_model_free(lm);
+}
+
+static void cqe_again_then_fail(const char *path, uint64_t off, int *res)
+{
+	int k = hook_calls++;
+
+	if (k == hook_after)
+		*res = -EAGAIN;
+	else if (k == hook_after + 1)
+		*res = -EIO;
+}
+
+/* Regression: a read resubmitted (EAGAIN) in the same batch of completions
+ * as a fatal error was prepared but never submitted, and the error path
+ * waited for it forever. */
+static void error_with_resubmission_pending(void **s)
+{
+	struct load_opts o = opts();
+	struct loaded_model *lm = NULL;
+	struct errinfo e;
+
+	o.loader.block_size = 4096;
+	o.loader.queue_depth = 128;
+	hook_calls = 0;
+	hook_after = 8;
+	loader_cqe_hook = cqe_again_then_fail;
+	assert_int_equal(model_load("m", dir_llama, &o, &lm, &e), -EIO);
+	loader_cqe_hook = NULL;
+	assert_non_null(strstr(e.msg, "read error"));
+}
+
+static void file_changed_under_it(void **s)
+{
+	char *d = test_tmpdir("loader-changed");
+	struct load_opts o = opts();
+	struct model *m;
+	struct arena *a;
+	struct errinfo e;
+	int fd;
+
+	assert_int_equal(make_model(d, "tiny", 2 << 20, 2, 2, 9), 0);
+	assert_int_equal(model_open("m", d, &o.model, &m, &e), 0);
+	assert_int_equal(arena_create("m", m->nsegments, m->seg_size, &o.arena, &a, &e), 0);
+	/* Truncated after its header was read. */
+	assert_int_equal(truncate(m->files[1]->path, (off_t)m->files[1]->file_size - 100), 0);
+	assert_int_equal(loader_run(m, a, &o.loader, NULL, &e), -ESTALE);
+	assert_non_null(strstr(e.msg, "changed"));
+	assert_non_null(strstr(e.msg, "model-00002-of-00002.safetensors"));
+	/* Rewritten in place with the same size. */
+	assert_int_equal(truncate(m->files[1]->path, (off_t)m->files[1]->file_size), 0);
+	fd = open(m->files[0]->path, O_WRONLY | O_CLOEXEC);
+	assert_int_equal(pwrite(fd, "zz", 2, (off_t)m->files[0]->data_start), 2);
+	close(fd);
+	assert_int_equal(loader_run(m, a, &o.loader, NULL, &e), -ESTALE);
+	arena_free(a);
+	model_free(m);
+	rm_rf(d);
+	free(d);
+}
+
+/* tmpfs takes O_DIRECT on some kernels and refuses it on others; either way
+ * the bytes arrive. */
+static void loads_from_tmpfs(void **s)
+{
+	char *d = NULL;
+	struct load_opts o = opts();
+	struct loaded_model *lm;
+
+	if (asprintf(&d, "/dev/shm/wsrv-test-%d", getpid()) < 0 || mkdir(d, 0755) < 0)
+		skip();
+	assert_int_equal(make_model(d, "tiny", 2 << 20, 2, 1, 3), 0);
+	lm = load(d, &o);
+	check_bytes(lm);
+	loaded_model_free(lm);
+	rm_rf(d);
+	free(d);
+}
+
+static int setup(void **s)
+{
+	fds_before = count_fds();
+	dir_llama = test_tmpdir("loader-llama");
+	dir_dsv3 = test_tmpdir("loader-dsv3");
+	if (!dir_llama || !dir_dsv3)
+		return -1;
+	if (make_model(dir_llama, "llama-mini", 24 << 20, 3, 3, 42) < 0 ||
+	    make_model(dir_dsv3, "deepseek-v3-mini", 24 << 20, 2, 2, 7) < 0)
+		return -1;
+	return 0;
+}
+
+static int teardown(void **s)
+{
+	rm_rf(dir_llama);
+	rm_rf(dir_dsv3);
+	free(dir_llama);
+	free(dir_dsv3);
+	if (count_fds() != fds_before) {
+		fprintf(stderr, "fd leak: %d open, %d before\n", count_fds(), fds_before);
+		return -1;
+	}
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(bytes_equal_files),
+		cmocka_unit_test(small_blocks_and_deep_queues),
+		cmocka_unit_test(empty_and_scalar_tensors),
+		cmocka_unit_test(buffered_fallback),
+		cmocka_unit_test(read_errors_fail_the_load),
+		cmocka_unit_test(einval_read_falls_back),
+		cmocka_unit_test(einval_on_many_reads_in_flight),
+		cmocka_unit_test(error_with_resubmission_pending),
+		cmocka_unit_test(file_changed_under_it),
+		cmocka_unit_test(loads_from_tmpfs),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
