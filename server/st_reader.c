@@ -202,10 +202,13 @@ static int parse_tensor(struct st_file *f, struct pools *pl, const char *name,
 
 static void fix_pointers(struct st_file *f)
 {
+	static const uint64_t no_dims[1];
+
 	for (size_t i = 0; i < f->ntensors; i++) {
 		struct st_tensor *t = &f->tensors[i];
 		t->name = f->names + (uintptr_t)t->name;
-		t->shape = f->dims + (uintptr_t)t->shape;
+		/* With only rank-0 tensors there is no dims pool at all. */
+		t->shape = f->dims ? f->dims + (uintptr_t)t->shape : no_dims;
 	}
 }
 

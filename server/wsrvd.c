@@ -144,13 +144,14 @@ int main(int argc, char **argv)
 	int status;
 
 	log_set_ident("wsrvd");
-	if (parse(argc, argv, &a) < 0)
-		return 2;
-	if (!a.load_only) {
+	if (parse(argc, argv, &a) < 0) {
+		status = 2;
+	} else if (!a.load_only) {
 		log_err("serving clients is not built yet; run with --load-only to load, report and exit");
-		return 2;
+		status = 2;
+	} else {
+		status = load_all(&a);
 	}
-	status = load_all(&a);
 	for (int i = 0; i < a.nmodels; i++)
 		free(a.specs[i]);
 	free((void *)a.load.model.layer_patterns);

@@ -213,6 +213,19 @@ static void accepts_whitespace_rank0_empty(void **s)
 	st_file_free(f);
 }
 
+/* Regression (found by fuzz_reader): a header whose tensors are all rank 0
+ * has no dims pool, and shape pointers were computed from NULL. */
+static void only_rank0_tensors(void **s)
+{
+	struct st_file *f = expect_ok("{\"a\":{\"dtype\":\"U8\",\"shape\":[],\"data_offsets\":[0,1]}}", 1);
+
+	assert_int_equal(f->tensors[0].rank, 0);
+	assert_non_null(f->tensors[0].shape);
+	st_file_free(f);
+	expect_rule("{\"a\":{\"dtype\":\"U8\",\"shape\":[\n],\"data_offsets\":[0,6]}}", 6,
+		    ST_TENSOR_INVALID_INFO, "tensor 'a'");
+}
+
 static void accepts_all_22_dtypes(void **s)
 {
 	static const char *const names[] = {
@@ -417,6 +430,7 @@ int main(void)
 		cmocka_unit_test(rule10_incomplete_buffer),
 		cmocka_unit_test(rules_in_reference_order),
 		cmocka_unit_test(accepts_whitespace_rank0_empty),
+		cmocka_unit_test(only_rank0_tensors),
 		cmocka_unit_test(accepts_all_22_dtypes),
 		cmocka_unit_test(reference_fixtures),
 		cmocka_unit_test(reference_overall),

@@ -1,0 +1,148 @@
+/* test_cli.c - the programs as scripts see them: exit codes, messages on
+ * stderr, JSON on stdout. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+static int fds_before;
+static char *tmp;
+static char out[1 << 20], err[1 << 16];
+
+static void slurp(const char *path, char *buf, size_t cap)
+{
+	FILE *f = fopen(path, "re");
+	size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+
+	buf[n] = 0;
+	if (f)
+		fclose(f);
+}
+
+/* Runs the program named by env var `prog` with args; returns its exit
+ * status, with stdout and stderr in out and err. */
+static int run(const char *prog, ...)
+{
+	const char *argv[32];
+	const char *path = getenv(prog);
+	va_list ap;
+	int n = 0, status;
+	pid_t pid;
+
+	assert_non_null(path);
+	argv[n++] = path;
+	va_start(ap, prog);
+	while (n < 31 && (argv[n] = va_arg(ap, const char *)))
+		n++;
+	va_end(ap);
+	argv[n] = NULL;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int o = open(pjoin(tmp, "out"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int e = open(pjoin(tmp, "err"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(o, 1);
+		dup2(e, 2);
+		execv(path, (char *const *)argv);
+		_exit(127);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	slurp(pjoin(tmp, "out"), out, sizeof(out));
+	slurp(pjoin(tmp, "err"), err, sizeof(err));
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static void inspect(void **s)
+{
+	const char *model = pjoin(tmp, "model");
+	json_error_t je;
+	json_t *j;
+
+	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "2M", "--shards", "2",
+			     "--out", model, NULL), 0);
+	assert_int_equal(run("WSRV_CTL", "inspect", model, NULL), 0);
+	assert_non_null(strstr(out, "model.layers.0.self_attn.q_proj.weight"));
+	assert_non_null(strstr(out, ": valid"));
+	assert_int_equal(run("WSRV_CTL", "--json", "inspect", model, NULL), 0);
+	j = json_loads(out, 0, &je);
+	assert_non_null(j);
+	assert_true(json_is_true(json_object_get(j, "valid")));
+	assert_int_equal(json_array_size(json_object_get(j, "tensors")), 39);
+	assert_int_equal(json_integer_value(json_object_get(j, "files")), 2);
+	json_decref(j);
+	/* Invalid input: exit 1, the reason on stderr, nothing on stdout. */
+	assert_int_equal(st_write(pjoin(tmp, "bad.safetensors"),
+		"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, NULL), 0);
+	assert_int_equal(run("WSRV_CTL", "inspect", pjoin(tmp, "bad.safetensors"), NULL), 1);
+	assert_non_null(strstr(err, "bad.safetensors: tensor 'w'"));
+	assert_non_null(strstr(err, "(TensorInvalidInfo)"));
+	assert_string_equal(out, "");
+	/* Usage errors: exit 2. */
+	assert_int_equal(run("WSRV_CTL", "inspect", NULL), 2);
+	assert_int_equal(run("WSRV_CTL", "frobnicate", NULL), 2);
+	assert_int_equal(run("WSRV_CTL", NULL), 2);
+}
+
+static void wsrvd_load_only(void **s)
+{
+	const char *model = pjoin(tmp, "model2");
+	char spec[4200];
+	json_error_t je;
+	json_t *j, *m;
+
+	assert_int_equal(run("WSRV_MKMODEL", "--preset", "llama-mini", "--size", "8M", "--out",
+			     model, NULL), 0);
+	snprintf(spec, sizeof(spec), "demo=%s", model);
+	assert_int_equal(run("WSRVD", "--load-only", "--model", spec, "--no-lock", "--hugepages", "off",
+			     NULL), 0);
+	assert_non_null(strstr(out, "sealed     yes"));
+	assert_non_null(strstr(err, "model demo loaded"));
+	assert_int_equal(run("WSRVD", "--load-only", "--json", "--model", spec, "--no-lock",
+			     "--hugepages", "off", NULL), 0);
+	j = json_loads(out, 0, &je);
+	assert_non_null(j);
+	m = json_array_get(j, 0);
+	assert_true(json_is_true(json_object_get(m, "sealed")));
+	assert_int_equal(json_integer_value(json_object_get(m, "page_size")), 4096);
+	assert_non_null(json_object_get(json_object_get(m, "numa_pages_sampled"), "0"));
+	json_decref(j);
+	assert_int_equal(run("WSRVD", "--load-only", "--model", "x=/nonexistent", NULL), 1);
+	assert_non_null(strstr(err, "/nonexistent"));
+	assert_int_equal(run("WSRVD", "--load-only", "--model", "nonsense", NULL), 2);
+	assert_int_equal(run("WSRVD", "--load-only", "--model", spec, "--hugepages", "maybe", NULL), 2);
+	assert_int_equal(run("WSRV_MKMODEL", "--preset", "gpt-9", "--size", "1M", "--out", model, NULL), 1);
+	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", NULL), 2);
+}
+
+static int setup(void **s)
+{
+	fds_before = count_fds();
+	tmp = test_tmpdir("cli");
+	return tmp ? 0 : -1;
+}
+
+static int teardown(void **s)
+{
+	rm_rf(tmp);
+	free(tmp);
+	return count_fds() == fds_before ? 0 : -1;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(inspect),
+		cmocka_unit_test(wsrvd_load_only),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
