@@ -114,7 +114,7 @@ int load_args_handle(int opt, const char *arg, struct load_opts *o,
 		break;
 	case O_NO_LOCK: o->arena.no_lock = true; break;
 	case O_QD:
-		r = number("queue-depth", arg, 4096, &v, e);
+		r = number("queue-depth", arg, 1024, &v, e);
 		o->loader.queue_depth = (unsigned)v;
 		break;
 	case O_BLOCK:

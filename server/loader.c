@@ -21,6 +21,7 @@
 #include "progress.h"
 
 #define DIO_ALIGN 4096u
+#define LOADER_BUFS_PER_READ 4u
 #define HASH_CHUNK (64u << 10)
 
 int (*loader_open_hook)(const char *path, int flags);
@@ -62,6 +63,8 @@ struct loader {
 	uint8_t *bufs;
 	size_t bufs_len, bs;
 	unsigned qd, inflight;
+	unsigned nbufs;             /* > qd: finished blocks wait for their turn
+	                             * to be placed without stopping new reads */
 	struct block *blocks;
 	int *free_bufs;
 	unsigned nfree;
@@ -176,7 +179,7 @@ static int setup_ring(struct loader *L, struct errinfo *e)
 	struct iovec *iov;
 	int r;
 
-	L->bufs_len = (size_t)L->qd * L->bs;
+	L->bufs_len = (size_t)L->nbufs * L->bs;
 	L->bufs = mmap(NULL, L->bufs_len, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (L->bufs == MAP_FAILED) {
@@ -187,14 +190,14 @@ static int setup_ring(struct loader *L, struct errinfo *e)
 	if (r < 0)
 		return err_set(e, r, "io_uring_queue_init: %s", strerror(-r));
 	L->ring_ok = true;
-	iov = calloc(L->qd, sizeof(*iov));
+	iov = calloc(L->nbufs, sizeof(*iov));
 	if (!iov)
 		return err_set(e, -ENOMEM, "out of memory");
-	for (unsigned i = 0; i < L->qd; i++)
+	for (unsigned i = 0; i < L->nbufs; i++)
 		iov[i] = (struct iovec){ L->bufs + (size_t)i * L->bs, L->bs };
 	/* Registration pins the buffers and counts against RLIMIT_MEMLOCK;
 	 * plain reads into the same buffers work without it. */
-	r = io_uring_register_buffers(&L->ring, iov, L->qd);
+	r = io_uring_register_buffers(&L->ring, iov, L->nbufs);
 	L->registered = r == 0;
 	if (r < 0)
 		log_debug("io_uring_register_buffers: %s; using unregistered buffers", strerror(-r));
@@ -209,7 +212,8 @@ static void submit_block(struct loader *L, struct block *b)
 	uint64_t off = b->off + b->got;
 	unsigned len = b->len - b->got;
 
-	/* Never fails: at most qd blocks exist and the ring has qd entries. */
+	/* Never fails: at most qd reads are in flight and the ring has qd
+	 * entries. */
 	if (L->registered)
 		io_uring_prep_read_fixed(sqe, b->sh->fd, dst, len, off, b->buf);
 	else
@@ -240,7 +244,7 @@ static void fill(struct loader *L)
 {
 	struct shard *sh;
 
-	while (L->nfree && (sh = next_shard(L))) {
+	while (L->nfree && L->inflight < L->qd && (sh = next_shard(L))) {
 		int buf = L->free_bufs[--L->nfree];
 		struct block *b = &L->blocks[buf];
 		uint64_t left = sh->end - sh->next_read;
@@ -298,7 +302,9 @@ static void place_block(struct loader *L, struct block *b)
 	}
 }
 
-/* Places every finished block at the head of each shard's queue. */
+/* Places every finished block at the head of each shard's queue. After each
+ * block its buffer is reused for a new read, submitted before the next copy
+ * starts, so the disk is never idle while this thread copies and hashes. */
 static void drain(struct loader *L)
 {
 	for (size_t f = 0; f < L->nshards; f++) {
@@ -310,6 +316,8 @@ static void drain(struct loader *L)
 			if (!sh->head)
 				sh->tail = NULL;
 			L->free_bufs[L->nfree++] = b->buf;
+			fill(L);
+			io_uring_submit(&L->ring);
 		}
 	}
 	progress_update(&L->prog, L->placed);
@@ -394,15 +402,16 @@ static int init(struct loader *L, struct model *m, struct arena *a,
 	L->qd = o->queue_depth ? o->queue_depth : LOADER_DEFAULT_QD;
 	L->bs = o->block_size ? o->block_size : LOADER_DEFAULT_BLOCK;
 	L->max_shards = o->max_shards ? o->max_shards : LOADER_DEFAULT_SHARDS;
-	if (L->bs % DIO_ALIGN || L->bs > (1u << 30) || L->qd > 4096)
-		return err_set(e, -EINVAL, "block size must be a multiple of 4096 up to 1 GiB, queue depth at most 4096");
+	if (L->bs % DIO_ALIGN || L->bs > (64u << 20) || L->qd > 1024)
+		return err_set(e, -EINVAL, "block size must be a multiple of 4096 up to 64 MiB, queue depth at most 1024");
 	L->nshards = m->nfiles;
 	L->shards = calloc(L->nshards, sizeof(*L->shards));
-	L->blocks = calloc(L->qd, sizeof(*L->blocks));
-	L->free_bufs = calloc(L->qd, sizeof(*L->free_bufs));
+	L->nbufs = L->qd * LOADER_BUFS_PER_READ;
+	L->blocks = calloc(L->nbufs, sizeof(*L->blocks));
+	L->free_bufs = calloc(L->nbufs, sizeof(*L->free_bufs));
 	if (!L->shards || !L->blocks || !L->free_bufs)
 		return err_set(e, -ENOMEM, "out of memory");
-	for (unsigned i = 0; i < L->qd; i++)
+	for (unsigned i = 0; i < L->nbufs; i++)
 		L->free_bufs[L->nfree++] = (int)i;
 	for (size_t f = 0; f < L->nshards; f++) {
 		L->shards[f].sf = m->files[f];

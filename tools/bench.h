@@ -4,5 +4,6 @@
 #define WSRV_BENCH_H
 
 int bench_load(int argc, char **argv);
+int bench_header(int argc, char **argv);
 
 #endif

@@ -13,6 +13,9 @@ static const struct {
 	{ "load", bench_load,
 	  "load --model DIR [--repeat N] [--json] [load options]\n"
 	  "      the loader vs a raw O_DIRECT io_uring read and a buffered read() loop" },
+	{ "header", bench_header,
+	  "header [--tensors N] [--json]\n"
+	  "      the safetensors reader on an N-tensor header vs a bare jansson parse" },
 };
 
 int main(int argc, char **argv)
