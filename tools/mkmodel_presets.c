@@ -297,6 +297,25 @@ int mk_preset(const char *preset, uint64_t size, unsigned layers,
 		mk_spec_free(&best);
 		best = cur;
 	}
+	/* Without --layers, more layers of that width fill the rest of size. */
+	if (layers == 0) {
+		unsigned l = (unsigned)json_integer_value(json_object_get(best.config, "num_hidden_layers"));
+		uint64_t h = (uint64_t)json_integer_value(json_object_get(best.config, "hidden_size"));
+		while (l < 4096) {
+			uint64_t b = build(preset, h, l + 1, &cur);
+			if (!b) {
+				mk_spec_free(&best);
+				return err_set(e, -ENOMEM, "out of memory");
+			}
+			if (b > size) {
+				mk_spec_free(&cur);
+				break;
+			}
+			mk_spec_free(&best);
+			best = cur;
+			l++;
+		}
+	}
 	*spec = best;
 	return 0;
 }
