@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "manifest_write.h"
 #include "progress.h"
+#include <unistd.h>
 
 struct populate_job {
 	struct arena *a;
@@ -58,6 +60,7 @@ int model_load(const char *name, const char *path, const struct load_opts *o,
 
 	if (!lm)
 		return err_set(e, -ENOMEM, "out of memory");
+	lm->manifest_fd = -1;
 	r = model_open(name, path, &o->model, &lm->model, e);
 	if (r == 0)
 		r = arena_create(name, lm->model->nsegments, lm->model->seg_size,
@@ -66,6 +69,8 @@ int model_load(const char *name, const char *path, const struct load_opts *o,
 		r = fill_arena(lm, o, e);
 	if (r == 0)
 		r = arena_seal(lm->arena, e);
+	if (r == 0)
+		r = manifest_create(lm->model, lm->arena, &lm->manifest_fd, &lm->manifest_size, e);
 	if (r < 0) {
 		loaded_model_free(lm);
 		return r;
@@ -80,6 +85,8 @@ void loaded_model_free(struct loaded_model *lm)
 {
 	if (!lm)
 		return;
+	if (lm->manifest_fd >= 0)
+		close(lm->manifest_fd);
 	arena_free(lm->arena);
 	model_free(lm->model);
 	free(lm);

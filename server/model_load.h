@@ -20,6 +20,8 @@ struct loaded_model {
 	double total_seconds;        /* open + arena + load + seal */
 	uint64_t node_pages[NUMA_MAX_NODES]; /* sampled placement */
 	int pages_sampled;
+	int manifest_fd;             /* sealed memfd, owned */
+	uint64_t manifest_size;
 };
 
 /* Loads model `name` from path. On success *out is owned by the caller

@@ -10,6 +10,15 @@ struct ctl_ctx {
 	bool json;
 };
 
+struct ctl_command {
+	const char *name;
+	int (*run)(const struct ctl_ctx *, int, char **);
+	const char *help;
+};
+
 int ctl_inspect(const struct ctl_ctx *c, int argc, char **argv);
+
+/* The commands that talk to wsrvd; NULL-terminated. */
+extern const struct ctl_command ctl_server_commands[];
 
 #endif

@@ -1,4 +1,4 @@
-/* wsrvctl - look at models and (once the server serves) talk to wsrvd.
+/* wsrvctl - look at model files offline and talk to a running wsrvd.
  *
  * Global options (--socket PATH, --json) may come before or after the
  * command; exit status 0 success, 1 failure or invalid input, 2 usage. */
@@ -7,19 +7,19 @@
 
 #include "ctl.h"
 
-static const struct {
-	const char *name;
-	int (*run)(const struct ctl_ctx *, int, char **);
-	const char *help;
-} commands[] = {
-	{ "inspect", ctl_inspect, "inspect PATH         validate a file or model directory offline" },
+static const struct ctl_command offline[] = {
+	{ "inspect", ctl_inspect, "inspect PATH          validate a file or model directory offline" },
+	{ NULL, NULL, NULL },
 };
+
+static const struct ctl_command *const tables[] = { offline, ctl_server_commands };
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: wsrvctl [--socket PATH] [--json] COMMAND [ARGS]\ncommands:\n");
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(f, "  %s\n", commands[i].help);
+	for (size_t t = 0; t < 2; t++)
+		for (const struct ctl_command *c = tables[t]; c->name; c++)
+			fprintf(f, "  %s\n", c->help);
 }
 
 /* Removes the global options from argv wherever they are; returns argc. */
@@ -51,9 +51,10 @@ int main(int argc, char **argv)
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
 	}
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (strcmp(argv[1], commands[i].name) == 0)
-			return commands[i].run(&c, argc - 1, argv + 1);
+	for (size_t t = 0; t < 2; t++)
+		for (const struct ctl_command *cmd = tables[t]; cmd->name; cmd++)
+			if (strcmp(argv[1], cmd->name) == 0)
+				return cmd->run(&c, argc - 1, argv + 1);
 	fprintf(stderr, "wsrvctl: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

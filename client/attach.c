@@ -1,0 +1,227 @@
+/* attach.c - receiving a model: fds checked, manifest validated, mapped
+ * read-only; detach, fetch and release. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client_internal.h"
+#include "packet.h"
+
+/* Seals a reader relies on: the size cannot change under its mapping, and
+ * no one can write the bytes it reads. */
+#define NEED_SEALS (F_SEAL_SHRINK | F_SEAL_GROW)
+
+static int check_fd(int fd, const char *what, uint64_t want, uint64_t *size)
+{
+	struct stat st;
+	int seals;
+
+	if (fstat(fd, &st) < 0)
+		return cl_err(-errno, "%s: fstat: %s", what, strerror(errno));
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < want)
+		return cl_err(-EBADMSG, "%s: the server sent %lld bytes where %llu were promised",
+			      what, (long long)st.st_size, (unsigned long long)want);
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || (seals & NEED_SEALS) != NEED_SEALS ||
+	    !(seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)))
+		return cl_err(-EBADMSG, "%s: not sealed against writes and resizing (seals 0x%x)",
+			      what, seals < 0 ? 0 : seals);
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+static const void *map_ro(int fd, size_t len)
+{
+	void *p = mmap(NULL, len ? len : 1, PROT_READ, MAP_SHARED, fd, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void unmap_all(struct wsrv_model *m)
+{
+	for (uint32_t i = 0; m->seg && i < m->nseg; i++)
+		if (m->seg[i])
+			munmap((void *)m->seg[i], m->seg_len[i] ? m->seg_len[i] : 1);
+	if (m->manifest)
+		munmap((void *)m->manifest, m->manifest_len);
+}
+
+static int map_segments(struct wsrv_model *m, const int *fds, const Wsrv__AttachReply *ar)
+{
+	uint64_t sizes[WSRV_MAX_FDS];
+	char err[256];
+	int r;
+
+	for (uint32_t i = 0; i < m->nseg; i++) {
+		r = check_fd(fds[i + 1], "segment", ar->segment_sizes[i], &sizes[i]);
+		if (r < 0)
+			return r;
+		m->seg_len[i] = (size_t)sizes[i];
+		m->seg[i] = map_ro(fds[i + 1], m->seg_len[i]);
+		if (!m->seg[i])
+			return cl_err(-errno, "cannot map segment %u: %s", i, strerror(errno));
+	}
+	if (manifest_check(m->manifest, m->manifest_len, sizes, m->nseg, &m->v, err, sizeof(err)) < 0)
+		return cl_err(-EBADMSG, "the server sent a bad manifest: %s", err);
+	return 0;
+}
+
+static int setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__AttachReply *ar)
+{
+	uint64_t msize;
+	int r;
+
+	if (nfds < 1 || (size_t)nfds != ar->n_segment_sizes + 1 || ar->manifest_size < sizeof(struct mf_header))
+		return cl_err(-EBADMSG, "the server sent %d fds for %zu segments", nfds, ar->n_segment_sizes);
+	m->nseg = (uint32_t)ar->n_segment_sizes;
+	m->seg = calloc(m->nseg + 1, sizeof(*m->seg));
+	m->seg_len = calloc(m->nseg + 1, sizeof(*m->seg_len));
+	if (!m->seg || !m->seg_len)
+		return cl_err(-ENOMEM, "out of memory");
+	r = check_fd(fds[0], "manifest", ar->manifest_size, &msize);
+	if (r < 0)
+		return r;
+	m->manifest_len = (size_t)ar->manifest_size;
+	m->manifest = map_ro(fds[0], m->manifest_len);
+	if (!m->manifest)
+		return cl_err(-errno, "cannot map the manifest: %s", strerror(errno));
+	r = map_segments(m, fds, ar);
+	if (r == 0)
+		r = cl_build_hash(m);
+	return r;
+}
+
+static void model_free(struct wsrv_model *m)
+{
+	unmap_all(m);
+	free(m->seg);
+	free(m->seg_len);
+	free(m->hash);
+	free(m->name);
+	if (m->c)
+		cl_unref(m->c);
+	free(m);
+}
+
+static int attach_call(struct wsrv_client *c, const char *model, Wsrv__Response **r,
+		       int *fds, int *nfds)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__Attach a = WSRV__ATTACH__INIT;
+	int ret;
+
+	a.model = (char *)model;
+	q.body_case = WSRV__REQUEST__BODY_ATTACH;
+	q.attach = &a;
+	ret = cl_call(c, &q, r, fds, WSRV_MAX_FDS, nfds);
+	if (ret == 0 && ((*r)->body_case != WSRV__RESPONSE__BODY_ATTACH || !(*r)->attach)) {
+		pkt_close_fds(fds, *nfds);
+		wsrv__response__free_unpacked(*r, NULL);
+		return cl_err(-EBADMSG, "the server sent the wrong reply to Attach");
+	}
+	return ret;
+}
+
+WSRV_EXPORT int wsrv_attach(struct wsrv_client *c, const char *model, struct wsrv_model **out)
+{
+	struct wsrv_model *m = calloc(1, sizeof(*m));
+	int fds[WSRV_MAX_FDS], nfds = 0, r;
+	Wsrv__Response *resp;
+
+	if (!m || !(m->name = strdup(model))) {
+		free(m);
+		return cl_err(-ENOMEM, "out of memory");
+	}
+	r = attach_call(c, model, &resp, fds, &nfds);
+	if (r < 0) {
+		free(m->name);
+		free(m);
+		return r;
+	}
+	pthread_mutex_lock(&c->lock);
+	c->refs++;
+	pthread_mutex_unlock(&c->lock);
+	m->c = c;
+	m->attach_id = resp->attach->attach_id;
+	r = setup(m, fds, nfds, resp->attach);
+	/* The mappings keep the memory; the fds are not needed any more. */
+	pkt_close_fds(fds, nfds);
+	wsrv__response__free_unpacked(resp, NULL);
+	if (r < 0) {
+		model_free(m);
+		return r;
+	}
+	*out = m;
+	return 0;
+}
+
+static int simple_call(struct wsrv_client *c, Wsrv__Request *q)
+{
+	Wsrv__Response *r;
+	int fds[1], n, ret = cl_call(c, q, &r, fds, 0, &n);
+
+	if (ret < 0)
+		return ret;
+	ret = r->body_case == WSRV__RESPONSE__BODY_OK ? 0
+		: cl_err(-EBADMSG, "the server sent the wrong reply");
+	wsrv__response__free_unpacked(r, NULL);
+	return ret;
+}
+
+WSRV_EXPORT void wsrv_detach(struct wsrv_model *m)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__Detach d = WSRV__DETACH__INIT;
+
+	if (!m)
+		return;
+	d.attach_id = m->attach_id;
+	q.body_case = WSRV__REQUEST__BODY_DETACH;
+	q.detach = &d;
+	if (m->c->fd >= 0)
+		simple_call(m->c, &q); /* a server that is gone has forgotten us anyway */
+	model_free(m);
+}
+
+WSRV_EXPORT int wsrv_fetch_layer(struct wsrv_model *m, int32_t index, struct wsrv_lease *out)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__FetchLayer f = WSRV__FETCH_LAYER__INIT;
+	Wsrv__Response *r;
+	struct wsrv_layer l;
+	int fds[1], n, ret;
+
+	f.attach_id = m->attach_id;
+	f.layer = index;
+	q.body_case = WSRV__REQUEST__BODY_FETCH_LAYER;
+	q.fetch_layer = &f;
+	ret = cl_call(m->c, &q, &r, fds, 0, &n);
+	if (ret < 0)
+		return ret;
+	/* The extent must be the one the validated manifest has. */
+	if (r->body_case != WSRV__RESPONSE__BODY_FETCH || !r->fetch || r->fetch->n_extents != 1 ||
+	    wsrv_model_layer(m, index, &l) < 0 || r->fetch->extents[0]->segment != l.segment ||
+	    r->fetch->extents[0]->offset != l.offset || r->fetch->extents[0]->length != l.length) {
+		wsrv__response__free_unpacked(r, NULL);
+		return cl_err(-EBADMSG, "the server's extent for layer %d disagrees with its manifest", index);
+	}
+	out->id = r->fetch->lease;
+	out->layer = l;
+	wsrv__response__free_unpacked(r, NULL);
+	return 0;
+}
+
+WSRV_EXPORT int wsrv_release(struct wsrv_model *m, uint64_t lease_id)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__Release rl = WSRV__RELEASE__INIT;
+
+	rl.lease = lease_id;
+	q.body_case = WSRV__REQUEST__BODY_RELEASE;
+	q.release = &rl;
+	return simple_call(m->c, &q);
+}

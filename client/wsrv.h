@@ -1,0 +1,184 @@
+/* wsrv.h - libwsrv, the client library of wsrv, a host-local weight server.
+ *
+ * A worker connects to wsrvd over a Unix socket, attaches to a model, and
+ * reads its tensors straight from shared memory: the server's sealed memfds
+ * mapped read-only into this process, so every worker on the host shares one
+ * physical copy of the weights.
+ *
+ * Conventions:
+ * - Functions that return int return 0 (or a count) on success and a
+ *   negative errno on failure; wsrv_last_error() then has one sentence.
+ * - Out-parameters are untouched on failure.
+ * - System calls: wsrv_connect, wsrv_attach, wsrv_detach, wsrv_list_models,
+ *   wsrv_stats, wsrv_fetch_layer, wsrv_release and wsrv_disconnect talk to
+ *   the server or the kernel. Everything that reads an attached model's
+ *   manifest (wsrv_model_find, wsrv_model_tensor, wsrv_model_layer, ...)
+ *   makes no system call and does not need the server: it keeps working if
+ *   the server dies.
+ * - Thread-safety: calls on one wsrv_client are serialized by the library
+ *   and may come from any thread. Lookups on a wsrv_model are read-only and
+ *   safe from any number of threads. wsrv_detach and wsrv_disconnect must not
+ *   race with other calls on the same object.
+ * - The library never logs; set WSRV_DEBUG=1 to see its debug lines on stderr.
+ */
+#ifndef WSRV_H
+#define WSRV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WSRV_EXPORT __attribute__((visibility("default")))
+
+/* Element types, as safetensors names them (wsrv_dtype_name). */
+enum wsrv_dtype {
+	WSRV_BOOL = 0, WSRV_F4, WSRV_F6_E2M3, WSRV_F6_E3M2, WSRV_U8, WSRV_I8,
+	WSRV_F8_E5M2, WSRV_F8_E4M3, WSRV_F8_E8M0, WSRV_F8_E4M3FNUZ, WSRV_F8_E5M2FNUZ,
+	WSRV_I16, WSRV_U16, WSRV_F16, WSRV_BF16, WSRV_I32, WSRV_U32, WSRV_F32,
+	WSRV_I64, WSRV_U64, WSRV_F64, WSRV_C64,
+};
+
+/* The global group's layer index (embeddings, final norm, lm_head). */
+#define WSRV_LAYER_GLOBAL (-1)
+
+struct wsrv_client;   /* a connection to wsrvd */
+struct wsrv_model;    /* an attached model */
+
+struct wsrv_connect_opts {
+	const char *client_name;     /* shown in the server's logs; NULL: "" */
+	int numa_node;               /* the worker's node, -1 unknown */
+	const char *cpuset;          /* optional, e.g. "0-7" */
+	const char *gpu_pci_bus_id;  /* optional, e.g. "0000:17:00.0" */
+	int timeout_ms;              /* per reply; 0: 10000 */
+};
+
+/* One tensor of an attached model. Pointers stay valid until wsrv_detach. */
+struct wsrv_tensor {
+	const char *name;
+	int dtype;                   /* enum wsrv_dtype */
+	uint32_t rank;
+	const uint64_t *shape;       /* rank entries */
+	int32_t layer;               /* WSRV_LAYER_GLOBAL for the global group */
+	uint32_t segment;
+	uint64_t offset;             /* in its segment */
+	uint64_t size;               /* bytes */
+	uint64_t xxh3;               /* xxh3-64 of the bytes, computed at load */
+	const void *data;            /* the bytes, read-only shared memory */
+};
+
+/* One layer: a contiguous extent holding its tensors. */
+struct wsrv_layer {
+	int32_t index;
+	uint32_t segment;
+	uint64_t offset, length;     /* the extent in its segment */
+	uint64_t bytes;              /* sum of its tensors' sizes */
+	uint32_t first, count;       /* its tensors: wsrv_model_tensor(first..) */
+	const void *data;            /* the extent's first byte */
+};
+
+struct wsrv_lease {
+	uint64_t id;
+	struct wsrv_layer layer;
+};
+
+struct wsrv_model_info {
+	char name[128];
+	char path[512];
+	uint64_t tensor_bytes, arena_bytes, page_size;
+	uint32_t tensors, layers, segments, attached;
+	char numa[96];
+	double load_seconds;
+};
+
+#define WSRV_STATS_MAX_MODELS 64
+
+struct wsrv_stats {
+	char server_version[32];
+	double uptime_seconds;
+	uint32_t clients, attachments, open_fds;
+	uint64_t leases, requests, errors, clients_total, arena_bytes, rss_bytes;
+	size_t nmodels;
+	struct {
+		char name[128];
+		uint32_t attached;
+		uint64_t fetches, leases, arena_bytes;
+	} models[WSRV_STATS_MAX_MODELS];
+};
+
+/* The default socket: $WSRV_SOCKET, else $XDG_RUNTIME_DIR/wsrv.sock, else
+ * /run/wsrv/wsrv.sock. Thread-safe; the string is static. */
+WSRV_EXPORT const char *wsrv_default_socket(void);
+
+/* The last error's sentence in this thread ("" if none). Thread-safe. */
+WSRV_EXPORT const char *wsrv_last_error(void);
+
+/* "BF16" for WSRV_BF16 and so on; "?" when out of range. Thread-safe. */
+WSRV_EXPORT const char *wsrv_dtype_name(int dtype);
+
+/* Connects to the server at path (NULL: wsrv_default_socket()) and shakes
+ * hands. opts may be NULL. On success *out is owned by the caller
+ * (wsrv_disconnect). -ENOENT/-ECONNREFUSED: no server there; -EACCES: this
+ * user is not allowed; -EPROTONOSUPPORT: another protocol version. */
+WSRV_EXPORT int wsrv_connect(const char *path, const struct wsrv_connect_opts *opts,
+			     struct wsrv_client **out);
+
+/* Closes the connection. Attached models stay readable until detached.
+ * NULL is fine. */
+WSRV_EXPORT void wsrv_disconnect(struct wsrv_client *c);
+
+/* Up to cap models served, into out; *n gets how many there are (which may
+ * exceed cap). */
+WSRV_EXPORT int wsrv_list_models(struct wsrv_client *c, struct wsrv_model_info *out,
+				 size_t cap, size_t *n);
+
+/* The server's counters. */
+WSRV_EXPORT int wsrv_stats(struct wsrv_client *c, struct wsrv_stats *out);
+
+/* Attaches to a model: receives its manifest and segments, checks their
+ * sizes and seals, validates the manifest, maps everything read-only. On
+ * success *out is owned by the caller (wsrv_detach). -EBADMSG: the server
+ * sent something inconsistent (the sentence says what). */
+WSRV_EXPORT int wsrv_attach(struct wsrv_client *c, const char *model, struct wsrv_model **out);
+
+/* Tells the server (if it is still connected), unmaps, frees. NULL is fine. */
+WSRV_EXPORT void wsrv_detach(struct wsrv_model *m);
+
+/* The model's name. No system call. */
+WSRV_EXPORT const char *wsrv_model_name(const struct wsrv_model *m);
+
+/* Number of tensors, and tensor i in arena order (layer by layer). No
+ * system call. -ERANGE when i is out of range. */
+WSRV_EXPORT size_t wsrv_model_tensor_count(const struct wsrv_model *m);
+WSRV_EXPORT int wsrv_model_tensor(const struct wsrv_model *m, size_t i, struct wsrv_tensor *out);
+
+/* A tensor by name (a hash lookup). -ENOENT when absent. No system call. */
+WSRV_EXPORT int wsrv_model_find(const struct wsrv_model *m, const char *name,
+				struct wsrv_tensor *out);
+
+/* Number of layer groups (the global group included), the i-th in order
+ * (global first, then ascending), and a layer by index. -ENOENT / -ERANGE
+ * when absent. No system call. */
+WSRV_EXPORT size_t wsrv_model_layer_count(const struct wsrv_model *m);
+WSRV_EXPORT int wsrv_model_layer_at(const struct wsrv_model *m, size_t i, struct wsrv_layer *out);
+WSRV_EXPORT int wsrv_model_layer(const struct wsrv_model *m, int32_t index, struct wsrv_layer *out);
+
+/* The model's config.json text (not NUL-terminated; *len bytes), or NULL
+ * when it had none. No system call. */
+WSRV_EXPORT const char *wsrv_model_config(const struct wsrv_model *m, size_t *len);
+
+/* Asks the server for layer `index` and a lease on it (the server counts
+ * what each worker uses; leases end with wsrv_release, wsrv_detach or the
+ * connection). Fails with -ENOTCONN when the server is gone. */
+WSRV_EXPORT int wsrv_fetch_layer(struct wsrv_model *m, int32_t index, struct wsrv_lease *out);
+
+/* Ends a lease. */
+WSRV_EXPORT int wsrv_release(struct wsrv_model *m, uint64_t lease_id);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

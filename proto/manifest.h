@@ -1,0 +1,86 @@
+/* manifest.h - the manifest: a model's catalog as the server writes it into
+ * a sealed memfd and every client maps it.
+ *
+ * Fixed-size little-endian records at 8-byte aligned offsets, and a string
+ * table. The client validates all of it (manifest_check) before it uses a
+ * single field: sizes against the memfd, every offset and index in range,
+ * every tensor inside its segment and its layer, sizes consistent with shape
+ * and dtype.
+ */
+#ifndef WSRV_MANIFEST_H
+#define WSRV_MANIFEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MF_MAGIC "WSRVMAN"        /* 8 bytes with the NUL */
+#define MF_VERSION 1u
+#define MF_MAX_RANK 16u
+#define MF_MAX_SEGMENTS 1024u
+
+struct mf_header {
+	char magic[8];
+	uint32_t version;
+	uint32_t header_size;       /* sizeof(struct mf_header) */
+	uint64_t total_size;        /* bytes of the manifest */
+	uint32_t ntensors, nlayers, nsegments, flags;
+	uint64_t tensors_off;       /* struct mf_tensor[ntensors], arena order */
+	uint64_t layers_off;        /* struct mf_layer[nlayers], global first */
+	uint64_t segments_off;      /* struct mf_segment[nsegments] */
+	uint64_t dims_off, ndims;   /* uint64_t[ndims] */
+	uint64_t strings_off, strings_size; /* NUL-terminated names */
+	uint64_t config_off, config_size;   /* config.json text, or 0, 0 */
+	uint64_t name_off;          /* the model's name, in the strings */
+	uint64_t tensor_bytes;
+	uint64_t reserved[4];
+};
+
+struct mf_tensor {
+	uint64_t name_off;          /* into the strings */
+	uint32_t name_len;
+	uint32_t dtype;             /* enum dtype */
+	uint32_t rank;
+	int32_t layer;              /* -1: the global group */
+	uint32_t segment;
+	uint32_t reserved;
+	uint64_t dims_index;        /* first of rank entries in dims */
+	uint64_t offset;            /* in the segment */
+	uint64_t size;
+	uint64_t xxh3;
+};
+
+struct mf_layer {
+	int32_t index;
+	uint32_t segment;
+	uint64_t offset, length;
+	uint32_t first, count;      /* tensors[first .. first+count) */
+	uint64_t bytes;
+};
+
+struct mf_segment {
+	uint64_t size;
+	uint64_t page_size;
+};
+
+/* A validated view of a manifest. Pointers are into the mapping. */
+struct mf_view {
+	const struct mf_header *h;
+	const struct mf_tensor *tensors;
+	const struct mf_layer *layers;
+	const struct mf_segment *segments;
+	const uint64_t *dims;
+	const char *strings;
+	const char *config;         /* not NUL-terminated: config_size bytes */
+};
+
+/* Checks the manifest at buf (len bytes) against the segment sizes the
+ * receiver measured (fstat) and fills v. Returns 0, or -EBADMSG with a
+ * sentence in err that names the first problem. */
+int manifest_check(const void *buf, size_t len, const uint64_t *seg_sizes,
+		   uint32_t nseg, struct mf_view *v, char *err, size_t errlen);
+
+/* Bytes a tensor of this dtype and shape takes; -1 on overflow or a size
+ * that is not whole bytes. */
+int64_t manifest_tensor_bytes(uint32_t dtype, const uint64_t *shape, uint32_t rank);
+
+#endif
