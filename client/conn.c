@@ -70,6 +70,31 @@ static int recv_reply(struct wsrv_client *c, uint64_t seq, Wsrv__Response **out,
 	return 0;
 }
 
+/* After a failed send: did the server say why before it left? */
+static int lost(struct wsrv_client *c, int err)
+{
+	int fds[WSRV_MAX_FDS], n = 0;
+	long len = recv(c->fd, c->buf, c->max_packet, MSG_DONTWAIT | MSG_PEEK);
+	Wsrv__Response *r;
+
+	if (len > 0 && (len = pkt_recv(c->fd, c->buf, c->max_packet, fds, WSRV_MAX_FDS, &n)) > 0) {
+		pkt_close_fds(fds, n);
+		r = wsrv__response__unpack(NULL, (size_t)len, c->buf);
+		if (r && r->body_case == WSRV__RESPONSE__BODY_GOODBYE) {
+			wsrv__response__free_unpacked(r, NULL);
+			return cl_err(-ENOTCONN, "the server is stopping");
+		}
+		if (r && r->body_case == WSRV__RESPONSE__BODY_ERROR) {
+			int code = error_reply(r);
+			wsrv__response__free_unpacked(r, NULL);
+			return code;
+		}
+		if (r)
+			wsrv__response__free_unpacked(r, NULL);
+	}
+	return cl_err(-ENOTCONN, "lost the server: %s", strerror(-err));
+}
+
 /* The connection is unusable: close it so later calls fail fast. */
 static void drop(struct wsrv_client *c)
 {
@@ -100,10 +125,10 @@ int cl_call(struct wsrv_client *c, Wsrv__Request *req, Wsrv__Response **resp,
 	wsrv__request__pack(req, c->buf);
 	ret = pkt_send(c->fd, c->buf, len, NULL, 0);
 	if (ret < 0)
-		ret = cl_err(-ENOTCONN, "lost the server: %s", strerror(-ret));
+		ret = lost(c, ret);
 	else
 		ret = recv_reply(c, req->seq, &r, fds, maxfds, &n);
-	if (ret == -ENOTCONN || ret == -ETIMEDOUT || ret == -EBADMSG)
+	if (ret == -ENOTCONN || ret == -ETIMEDOUT || ret == -EBADMSG || ret == -EACCES)
 		drop(c);
 	pthread_mutex_unlock(&c->lock);
 	if (ret == 0 && r->body_case == WSRV__RESPONSE__BODY_ERROR) {

@@ -95,7 +95,7 @@ struct reply {
 	size_t len, cap;
 	int fds[WSRV_MAX_FDS];
 	int nfds;
-	char msg[256];              /* the sentence of an Error reply, for the log */
+	char msg[512];              /* the sentence of an Error reply, for the log */
 };
 
 /* Handles one packet from s and fills r (r->buf must hold cfg.max_message

@@ -149,12 +149,16 @@ static void settle(struct loop *L, struct session *s)
 	session_free(L->srv, s);
 }
 
+/* Tells s why it is refused. The session stays until it has read the
+ * client's first packet: closing with that packet unread would reset the
+ * connection, and the client would lose the reason. */
 static void refuse(struct loop *L, struct session *s, int code, const char *why)
 {
 	srv_reply_error(&L->reply, 0, code, "%s", why);
 	send_reply(L, s, &L->reply);
-	s->closing = true;
 	s->refused = true;
+	if (!s->recv_armed)
+		arm_recv(L, s);
 }
 
 static void on_accept(struct loop *L, int fd)
@@ -226,7 +230,7 @@ static void on_packet(struct loop *L, struct session *s, int res)
 static void on_recv(struct loop *L, struct session *s, int res)
 {
 	s->recv_armed = false;
-	if (res <= 0 || s->closing) {
+	if (res <= 0 || s->closing || s->refused) {
 		/* 0: the peer closed (or sent an empty packet, which closes it). */
 		s->closing = true;
 		settle(L, s);
@@ -313,7 +317,10 @@ static void on_tick(struct loop *L)
 
 	for (s = srv->sessions; s; s = next) {
 		next = s->next;
-		if (!s->hello && !s->closing && now - s->connected_at > srv->cfg.hello_timeout) {
+		if (s->refused && !s->closing && now - s->connected_at > srv->cfg.hello_timeout) {
+			s->closing = true; /* refused and silent: just close */
+			settle(L, s);
+		} else if (!s->hello && !s->closing && now - s->connected_at > srv->cfg.hello_timeout) {
 			log_warn("client %llu (pid %d) sent nothing for %.0f s; closing it",
 				 (unsigned long long)s->id, (int)s->cred.pid, srv->cfg.hello_timeout);
 			refuse(L, s, ETIMEDOUT, "no Hello in time");

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "mkmodel.h"
+#include <stdarg.h>
 
 int count_fds(void)
 {
@@ -147,4 +148,122 @@ uint8_t *read_file(const char *path, size_t *len)
 const char *fixtures_dir(void)
 {
 	return WSRV_FIXTURES_DIR;
+}
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "wsrv.h"
+
+static int spawn(struct test_server *ts, const char *name, const char *model, va_list ap)
+{
+	const char *argv[40];
+	char spec[4200];
+	int n = 0;
+
+	snprintf(spec, sizeof(spec), "%s=%s", name, model);
+	argv[n++] = getenv("WSRVD");
+	argv[n++] = "--socket";
+	argv[n++] = ts->sock;
+	argv[n++] = "--no-lock";
+	argv[n++] = "--hugepages";
+	argv[n++] = "off";
+	argv[n++] = "--model";
+	argv[n++] = spec;
+	while (n < 38 && (argv[n] = va_arg(ap, const char *)))
+		n++;
+	argv[n] = NULL;
+	if (!argv[0])
+		return -ENOENT;
+	ts->pid = fork();
+	if (ts->pid < 0)
+		return -errno;
+	if (ts->pid == 0) {
+		int fd = open(ts->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		/* A test that fails or is killed takes its server with it. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fd >= 0)
+			dup2(fd, 2);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	/* Ready when a client can say hello. */
+	for (int i = 0; i < 1000; i++) {
+		struct wsrv_client *c;
+		struct timespec ts10 = { 0, 10000000 };
+		int st;
+		if (wsrv_connect(ts->sock, NULL, &c) == 0) {
+			wsrv_disconnect(c);
+			return 0;
+		}
+		if (waitpid(ts->pid, &st, WNOHANG) == ts->pid)
+			return -ECHILD;
+		nanosleep(&ts10, NULL);
+	}
+	return -ETIMEDOUT;
+}
+
+int server_start(struct test_server *ts, const char *name, const char *model, ...)
+{
+	char *d = test_tmpdir("srv");
+	va_list ap;
+	int r;
+
+	if (!d)
+		return -ENOMEM;
+	snprintf(ts->dir, sizeof(ts->dir), "%s", d);
+	snprintf(ts->sock, sizeof(ts->sock), "%s/wsrv.sock", d);
+	snprintf(ts->log, sizeof(ts->log), "%s/wsrvd.log", d);
+	free(d);
+	va_start(ap, model);
+	r = spawn(ts, name, model, ap);
+	va_end(ap);
+	return r;
+}
+
+static int respawn(struct test_server *ts, const char *name, const char *model, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, model);
+	r = spawn(ts, name, model, ap);
+	va_end(ap);
+	return r;
+}
+
+int server_restart(struct test_server *ts, const char *name, const char *model)
+{
+	return respawn(ts, name, model, NULL);
+}
+
+int server_stop(struct test_server *ts, int sig)
+{
+	int st = 0;
+
+	if (ts->pid <= 0)
+		return -1;
+	kill(ts->pid, sig);
+	waitpid(ts->pid, &st, 0);
+	ts->pid = 0;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int pid_fd_count(pid_t pid)
+{
+	char path[64];
+	DIR *d;
+	struct dirent *de;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
 }

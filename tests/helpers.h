@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Open fds of this process (from /proc/self/fd). */
 int count_fds(void);
@@ -36,3 +37,22 @@ uint8_t *read_file(const char *path, size_t *len);
 const char *fixtures_dir(void);
 
 #endif
+
+/* A wsrvd started for a test, on a unique socket in its own directory. */
+struct test_server {
+	pid_t pid;
+	char dir[256];
+	char sock[200];
+	char log[300];
+};
+
+/* Starts $WSRVD --socket ... --no-lock --hugepages off --model NAME=PATH
+ * plus extra args (NULL-terminated), stderr to a log file, and waits until
+ * it answers (10 s at most). 0 or a negative errno. */
+int server_start(struct test_server *ts, const char *name, const char *model, ...);
+/* Starts again on the same socket and directory (after a kill). */
+int server_restart(struct test_server *ts, const char *name, const char *model);
+/* Sends sig and reaps it; returns its exit status (128+sig if killed). */
+int server_stop(struct test_server *ts, int sig);
+/* Open fds of a process, from /proc. */
+int pid_fd_count(pid_t pid);

@@ -1,0 +1,356 @@
+/* test_hostile.c - wsrvd against broken and hostile clients: garbage,
+ * oversized, truncated, empty and fd-carrying packets, requests before
+ * Hello, silence, thousands of connections, a client that never reads its
+ * replies, a uid outside the allow list, a client limit, and a client that
+ * tries to write the weights. Through all of it another client keeps
+ * working and the server keeps no fd it should not. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "packet.h"
+#include "wsrv.h"
+#include "wsrv.pb-c.h"
+
+static int fds_before;
+static char *model_dir;
+static struct test_server ts;
+static struct wsrv_client *good;
+static struct wsrv_model *good_m;
+
+static void sleep_ms(int ms)
+{
+	struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&t, NULL);
+}
+
+static int raw_connect(void)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct timeval tv = { 5, 0 };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	strcpy(a.sun_path, ts.sock);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+static void send_req(int fd, Wsrv__Request *q, const int *fds, int nfds)
+{
+	uint8_t buf[4096];
+	size_t n = wsrv__request__pack(q, buf);
+
+	assert_int_equal(pkt_send(fd, buf, n, fds, nfds), 0);
+}
+
+static void send_hello(int fd)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__Hello h = WSRV__HELLO__INIT;
+
+	h.protocol = WSRV_PROTOCOL_VERSION;
+	q.body_case = WSRV__REQUEST__BODY_HELLO;
+	q.hello = &h;
+	send_req(fd, &q, NULL, 0);
+}
+
+/* Receives one Response; returns its Error code, 0 for any other reply,
+ * -1 when the connection ended. fds received are closed unless kept. */
+static int recv_code(int fd, int *keep, int *nkeep)
+{
+	static uint8_t buf[WSRV_MAX_PACKET];
+	int fds[WSRV_MAX_FDS], n = 0, code;
+	long len = pkt_recv(fd, buf, sizeof(buf), fds, WSRV_MAX_FDS, &n);
+	Wsrv__Response *r;
+
+	if (len <= 0)
+		return -1;
+	r = wsrv__response__unpack(NULL, (size_t)len, buf);
+	assert_non_null(r);
+	code = r->body_case == WSRV__RESPONSE__BODY_ERROR ? r->error->code : 0;
+	wsrv__response__free_unpacked(r, NULL);
+	if (keep) {
+		memcpy(keep, fds, sizeof(int) * (size_t)n);
+		*nkeep = n;
+	} else {
+		pkt_close_fds(fds, n);
+	}
+	return code;
+}
+
+static int hello_raw(void)
+{
+	int fd = raw_connect();
+
+	send_hello(fd);
+	assert_int_equal(recv_code(fd, NULL, NULL), 0);
+	return fd;
+}
+
+/* The well-behaved client still works. */
+static void good_still_works(void)
+{
+	struct wsrv_lease l;
+
+	if (wsrv_fetch_layer(good_m, 0, &l) < 0)
+		fail_msg("the good client failed: %s", wsrv_last_error());
+	assert_int_equal(wsrv_release(good_m, l.id), 0);
+}
+
+static void garbage_oversized_truncated(void **s)
+{
+	int fd = hello_raw();
+	uint8_t junk[256], *big = calloc(1, 70000), packed[256];
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__Stats st = WSRV__STATS__INIT;
+	size_t n;
+
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (uint8_t)(i * 37 + 11);
+	assert_int_equal(pkt_send(fd, junk, sizeof(junk), NULL, 0), 0);
+	assert_int_equal(recv_code(fd, NULL, NULL), EBADMSG);
+	good_still_works();
+	assert_int_equal(pkt_send(fd, big, 70000, NULL, 0), 0);
+	assert_int_equal(recv_code(fd, NULL, NULL), EMSGSIZE);
+	good_still_works();
+	q.body_case = WSRV__REQUEST__BODY_STATS;
+	q.stats = &st;
+	q.seq = 0xFFFFFFFFFFFFULL;
+	n = wsrv__request__pack(&q, packed);
+	assert_int_equal(pkt_send(fd, packed, n - 3, NULL, 0), 0); /* truncated */
+	assert_int_equal(recv_code(fd, NULL, NULL), EBADMSG);
+	/* An empty request, and then a good one on the same connection. */
+	Wsrv__Request empty = WSRV__REQUEST__INIT;
+	empty.seq = 5; /* with no field set at all it would pack to 0 bytes */
+	send_req(fd, &empty, NULL, 0);
+	assert_int_equal(recv_code(fd, NULL, NULL), ENOSYS);
+	send_req(fd, &q, NULL, 0);
+	assert_int_equal(recv_code(fd, NULL, NULL), 0);
+	good_still_works();
+	/* A zero-length packet ends the connection. */
+	assert_int_equal(pkt_send(fd, junk, 0, NULL, 0), 0);
+	assert_int_equal(recv_code(fd, NULL, NULL), -1);
+	close(fd);
+	free(big);
+	good_still_works();
+}
+
+static void fds_sent_to_server_are_closed(void **s)
+{
+	int base = pid_fd_count(ts.pid), fd = hello_raw(), p[2];
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__Stats st = WSRV__STATS__INIT;
+
+	assert_int_equal(pipe(p), 0);
+	q.body_case = WSRV__REQUEST__BODY_STATS;
+	q.stats = &st;
+	send_req(fd, &q, p, 2);
+	assert_int_equal(recv_code(fd, NULL, NULL), EBADMSG);
+	close(p[0]);
+	close(p[1]);
+	good_still_works();
+	/* The server holds the connection, not the two fds. */
+	assert_int_equal(pid_fd_count(ts.pid), base + 1);
+	close(fd);
+}
+
+static void hello_first_and_silence(void **s)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__Stats st = WSRV__STATS__INIT;
+	Wsrv__Hello h = WSRV__HELLO__INIT;
+	int fd = raw_connect(), silent = raw_connect();
+
+	q.body_case = WSRV__REQUEST__BODY_STATS;
+	q.stats = &st;
+	send_req(fd, &q, NULL, 0);
+	assert_int_equal(recv_code(fd, NULL, NULL), EPROTO);
+	assert_int_equal(recv_code(fd, NULL, NULL), -1); /* and closed */
+	close(fd);
+	fd = raw_connect();
+	h.protocol = 999;
+	q.body_case = WSRV__REQUEST__BODY_HELLO;
+	q.hello = &h;
+	send_req(fd, &q, NULL, 0);
+	assert_int_equal(recv_code(fd, NULL, NULL), EPROTONOSUPPORT);
+	close(fd);
+	good_still_works();
+	/* --hello-timeout 1: the silent one is told and closed within 3 s. */
+	assert_int_equal(recv_code(silent, NULL, NULL), ETIMEDOUT);
+	assert_int_equal(recv_code(silent, NULL, NULL), -1);
+	close(silent);
+	good_still_works();
+}
+
+static void many_connections(void **s)
+{
+	int base = pid_fd_count(ts.pid);
+
+	for (int i = 0; i < 2000; i++) {
+		int fd = raw_connect();
+		if (i % 2)
+			send_hello(fd);
+		close(fd);
+	}
+	for (int i = 0; i < 200 && pid_fd_count(ts.pid) != base; i++)
+		sleep_ms(10);
+	assert_int_equal(pid_fd_count(ts.pid), base);
+	good_still_works();
+}
+
+/* A client that sends requests and never reads the replies: the server
+ * stops reading from it instead of queueing without bound. */
+static void client_that_never_reads(void **s)
+{
+	int fd = hello_raw(), sndbuf = 4096;
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__Stats st = WSRV__STATS__INIT;
+	uint8_t buf[64];
+	size_t n;
+	int sent = 0;
+
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+	q.body_case = WSRV__REQUEST__BODY_STATS;
+	q.stats = &st;
+	n = wsrv__request__pack(&q, buf);
+	for (int i = 0; i < 5000; i++)
+		if (send(fd, buf, n, MSG_DONTWAIT) == (ssize_t)n)
+			sent++;
+	assert_true(sent < 5000); /* the server stopped taking them */
+	good_still_works();
+	close(fd);
+	good_still_works();
+}
+
+static void writable_mapping_refused(void **s)
+{
+	int fd = hello_raw(), fds[WSRV_MAX_FDS], n = 0;
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__Attach a = WSRV__ATTACH__INIT;
+
+	a.model = "m";
+	q.body_case = WSRV__REQUEST__BODY_ATTACH;
+	q.attach = &a;
+	send_req(fd, &q, NULL, 0);
+	assert_int_equal(recv_code(fd, fds, &n), 0);
+	assert_true(n >= 2);
+	for (int i = 0; i < n; i++) {
+		void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fds[i], 0);
+		assert_true(p == MAP_FAILED);
+		assert_int_equal(errno, EPERM);
+		assert_int_equal(pwrite(fds[i], "x", 1, 0), -1);
+		assert_int_equal(ftruncate(fds[i], 0), -1);
+		p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fds[i], 0);
+		assert_true(p != MAP_FAILED);
+		assert_int_equal(mprotect(p, 4096, PROT_READ | PROT_WRITE), -1);
+		munmap(p, 4096);
+	}
+	pkt_close_fds(fds, n);
+	close(fd);
+}
+
+static void uid_outside_allow_list(void **s)
+{
+	pid_t kid;
+	int st;
+
+	if (geteuid() != 0)
+		skip(); /* needs another uid to be a stranger */
+	kid = fork();
+	if (kid == 0) {
+		struct wsrv_client *c;
+		/* The socket is 0660 root:root: make it reachable so the
+		 * server's own check is what refuses. */
+		if (chmod(ts.sock, 0666) < 0 || chmod(ts.dir, 0755) < 0 ||
+		    setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(3);
+		int r = wsrv_connect(ts.sock, NULL, &c);
+		_exit(r == -EACCES && strstr(wsrv_last_error(), "not allowed") ? 0 : 1);
+	}
+	assert_int_equal(waitpid(kid, &st, 0), kid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(chmod(ts.sock, 0660), 0);
+	good_still_works();
+}
+
+static void client_limit(void **s)
+{
+	struct test_server t2;
+	struct wsrv_client *a, *b, *c;
+
+	assert_int_equal(server_start(&t2, "m", model_dir, "--max-clients", "2", NULL), 0);
+	assert_int_equal(wsrv_connect(t2.sock, NULL, &a), 0);
+	assert_int_equal(wsrv_connect(t2.sock, NULL, &b), 0);
+	assert_int_equal(wsrv_connect(t2.sock, NULL, &c), -EUSERS);
+	wsrv_disconnect(a);
+	sleep_ms(50);
+	assert_int_equal(wsrv_connect(t2.sock, NULL, &c), 0);
+	wsrv_disconnect(b);
+	wsrv_disconnect(c);
+	assert_int_equal(server_stop(&t2, SIGTERM), 0);
+	rm_rf(t2.dir);
+}
+
+static int setup(void **s)
+{
+	signal(SIGPIPE, SIG_IGN);
+	fds_before = count_fds();
+	model_dir = test_tmpdir("hostile-model");
+	if (!model_dir || make_model(model_dir, "tiny", 2 << 20, 2, 1, 5) < 0)
+		return -1;
+	if (server_start(&ts, "m", model_dir, "--hello-timeout", "1", NULL) < 0)
+		return -1;
+	if (wsrv_connect(ts.sock, NULL, &good) < 0 || wsrv_attach(good, "m", &good_m) < 0)
+		return -1;
+	return 0;
+}
+
+static int teardown(void **s)
+{
+	int st;
+
+	wsrv_detach(good_m);
+	wsrv_disconnect(good);
+	st = server_stop(&ts, SIGTERM);
+	if (st != 0) {
+		fprintf(stderr, "wsrvd exited with %d; its log is in %s\n", st, ts.log);
+		return -1;
+	}
+	rm_rf(ts.dir);
+	rm_rf(model_dir);
+	free(model_dir);
+	return count_fds() == fds_before ? 0 : -1;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(garbage_oversized_truncated),
+		cmocka_unit_test(fds_sent_to_server_are_closed),
+		cmocka_unit_test(hello_first_and_silence),
+		cmocka_unit_test(many_connections),
+		cmocka_unit_test(client_that_never_reads),
+		cmocka_unit_test(writable_mapping_refused),
+		cmocka_unit_test(uid_outside_allow_list),
+		cmocka_unit_test(client_limit),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

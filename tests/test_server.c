@@ -1,0 +1,312 @@
+/* test_server.c - a real wsrvd: clients attach at once and read the files'
+ * bytes; leases, limits and stats; a client killed with SIGKILL is cleaned
+ * up; a server killed with SIGKILL leaves its clients reading, and a
+ * restarted one takes them back; SIGTERM says goodbye. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "helpers.h"
+#include "model.h"
+#include "wsrv.h"
+
+static int fds_before;
+static char *model_dir;
+static struct model *files; /* the model read from disk, for comparisons */
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+static struct wsrv_client *conn(const struct test_server *ts)
+{
+	struct wsrv_client *c = NULL;
+
+	if (wsrv_connect(ts->sock, NULL, &c) < 0)
+		fail_msg("connect: %s", wsrv_last_error());
+	return c;
+}
+
+/* Every tensor of m equals the file's bytes; returns mismatches. */
+static int compare_with_files(const struct wsrv_model *m)
+{
+	int bad = 0;
+
+	if (wsrv_model_tensor_count(m) != files->ntensors)
+		return -1;
+	for (size_t i = 0; i < files->ntensors; i++) {
+		const struct model_tensor *ft = &files->tensors[i];
+		struct wsrv_tensor t;
+		uint8_t *want = malloc(ft->size + 1);
+		int fd = open(files->files[ft->file]->path, O_RDONLY | O_CLOEXEC);
+
+		if (fd < 0 || pread(fd, want, ft->size, (off_t)ft->file_off) != (ssize_t)ft->size ||
+		    wsrv_model_find(m, ft->name, &t) < 0 || t.size != ft->size ||
+		    memcmp(t.data, want, t.size) != 0 || XXH3_64bits(t.data, t.size) != t.xxh3)
+			bad++;
+		if (fd >= 0)
+			close(fd);
+		free(want);
+	}
+	return bad;
+}
+
+static void several_clients_read_file_bytes(void **s)
+{
+	struct test_server ts;
+	pid_t kids[4];
+
+	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	for (int k = 0; k < 4; k++) {
+		kids[k] = fork();
+		if (kids[k] == 0) {
+			struct wsrv_client *c;
+			struct wsrv_model *m;
+			if (wsrv_connect(ts.sock, NULL, &c) < 0 || wsrv_attach(c, "m", &m) < 0)
+				_exit(2);
+			int bad = compare_with_files(m);
+			wsrv_detach(m);
+			wsrv_disconnect(c);
+			_exit(bad ? 1 : 0);
+		}
+	}
+	for (int k = 0; k < 4; k++) {
+		int st;
+		assert_int_equal(waitpid(kids[k], &st, 0), kids[k]);
+		assert_true(WIFEXITED(st));
+		assert_int_equal(WEXITSTATUS(st), 0);
+	}
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
+static void lookup_leases_and_limits(void **s)
+{
+	struct test_server ts;
+	struct wsrv_model_info mi[4];
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_lease l1, l2, l3;
+	struct wsrv_stats st;
+	struct wsrv_layer lay;
+	struct wsrv_tensor t;
+	size_t n;
+
+	assert_int_equal(server_start(&ts, "m", model_dir, "--max-leases", "2", NULL), 0);
+	c = conn(&ts);
+	assert_int_equal(wsrv_list_models(c, mi, 4, &n), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(mi[0].name, "m");
+	assert_int_equal(mi[0].tensors, files->ntensors);
+	assert_int_equal(wsrv_attach(c, "nope", &m), -ENOENT);
+	assert_non_null(strstr(wsrv_last_error(), "no model named 'nope'"));
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_model_find(m, "model.layers.1.mlp.up_proj.weight", &t), 0);
+	assert_int_equal(t.layer, 1);
+	assert_int_equal(wsrv_model_layer(m, 1, &lay), 0);
+	assert_true(t.offset >= lay.offset && t.offset + t.size <= lay.offset + lay.length);
+	assert_ptr_equal((const uint8_t *)lay.data + (t.offset - lay.offset), t.data);
+	assert_int_equal(wsrv_model_find(m, "no.such.tensor", &t), -ENOENT);
+	assert_int_equal(wsrv_model_layer(m, 99, &lay), -ENOENT);
+	/* Leases: two allowed, the third refused, release frees one. */
+	assert_int_equal(wsrv_fetch_layer(m, 0, &l1), 0);
+	assert_int_equal(wsrv_fetch_layer(m, WSRV_LAYER_GLOBAL, &l2), 0);
+	assert_int_equal(l2.layer.index, WSRV_LAYER_GLOBAL);
+	assert_int_equal(wsrv_fetch_layer(m, 1, &l3), -ENOSPC);
+	assert_non_null(strstr(wsrv_last_error(), "lease limit"));
+	assert_int_equal(wsrv_fetch_layer(m, 99, &l3), -ENOENT);
+	assert_int_equal(wsrv_stats(c, &st), 0);
+	assert_int_equal(st.leases, 2);
+	assert_int_equal(st.attachments, 1);
+	assert_int_equal(wsrv_release(m, l1.id), 0);
+	assert_int_equal(wsrv_release(m, l1.id), -ENOENT);
+	assert_int_equal(wsrv_fetch_layer(m, 1, &l3), 0);
+	wsrv_detach(m);
+	assert_int_equal(wsrv_stats(c, &st), 0);
+	assert_int_equal(st.leases, 0);
+	assert_int_equal(st.attachments, 0);
+	wsrv_disconnect(c);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
+/* Waits until the server's counters come back to the baseline. */
+static int wait_clean(const struct test_server *ts, int fd_baseline)
+{
+	for (int i = 0; i < 200; i++) {
+		struct wsrv_client *c = conn(ts);
+		struct wsrv_stats st;
+		int ok = wsrv_stats(c, &st) == 0 && st.leases == 0 && st.attachments == 0 &&
+			 st.clients == 1;
+		wsrv_disconnect(c);
+		sleep_ms(10);
+		if (ok && pid_fd_count(ts->pid) == fd_baseline)
+			return 0;
+	}
+	return -1;
+}
+
+static void client_killed_is_cleaned_up(void **s)
+{
+	struct test_server ts;
+	int p[2], base, st;
+	char ch;
+	pid_t kid;
+
+	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	base = pid_fd_count(ts.pid);
+	assert_int_equal(pipe(p), 0);
+	kid = fork();
+	if (kid == 0) {
+		struct wsrv_client *c;
+		struct wsrv_model *m;
+		struct wsrv_lease l;
+		if (wsrv_connect(ts.sock, NULL, &c) < 0 || wsrv_attach(c, "m", &m) < 0)
+			_exit(2);
+		for (int i = 0; i < 3; i++)
+			wsrv_fetch_layer(m, i, &l);
+		if (write(p[1], "x", 1) != 1)
+			_exit(3);
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &ch, 1), 1);
+	close(p[0]);
+	struct wsrv_client *c = conn(&ts);
+	struct wsrv_stats stt;
+	assert_int_equal(wsrv_stats(c, &stt), 0);
+	assert_int_equal(stt.leases, 3);
+	assert_int_equal(stt.attachments, 1);
+	wsrv_disconnect(c);
+	assert_true(pid_fd_count(ts.pid) > base);
+	kill(kid, SIGKILL);
+	waitpid(kid, &st, 0);
+	assert_int_equal(wait_clean(&ts, base), 0);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
+static void server_killed_clients_read_on(void **s)
+{
+	struct test_server ts;
+	struct wsrv_client *c, *c2;
+	struct wsrv_model *m, *m2;
+	struct wsrv_lease l;
+
+	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	c = conn(&ts);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(server_stop(&ts, SIGKILL), 128 + SIGKILL);
+	/* The mappings outlive the server. */
+	assert_int_equal(compare_with_files(m), 0);
+	assert_int_equal(wsrv_fetch_layer(m, 0, &l), -ENOTCONN);
+	assert_int_equal(wsrv_stats(c, &(struct wsrv_stats){ 0 }), -ENOTCONN);
+	/* A restarted server (the stale socket replaced) takes clients again. */
+	assert_int_equal(server_restart(&ts, "m", model_dir), 0);
+	c2 = conn(&ts);
+	assert_int_equal(wsrv_attach(c2, "m", &m2), 0);
+	assert_int_equal(compare_with_files(m2), 0);
+	assert_int_equal(wsrv_fetch_layer(m2, 0, &l), 0);
+	wsrv_detach(m);       /* the old server is gone: unmaps only */
+	wsrv_disconnect(c);
+	wsrv_detach(m2);
+	wsrv_disconnect(c2);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
+static void sigterm_says_goodbye(void **s)
+{
+	struct test_server ts;
+	struct wsrv_client *c;
+	struct wsrv_stats st;
+	struct stat sb;
+
+	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	c = conn(&ts);
+	kill(ts.pid, SIGTERM);
+	sleep_ms(200);
+	assert_int_equal(wsrv_stats(c, &st), -ENOTCONN);
+	assert_non_null(strstr(wsrv_last_error(), "stopping"));
+	wsrv_disconnect(c);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	assert_int_equal(stat(ts.sock, &sb), -1); /* the socket file is gone */
+	rm_rf(ts.dir);
+}
+
+static void second_server_refused(void **s)
+{
+	struct test_server ts, ts2;
+	int st;
+
+	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	ts2 = ts;
+	ts2.pid = fork();
+	if (ts2.pid == 0) {
+		int fd = open("/dev/null", O_WRONLY);
+		dup2(fd, 2);
+		execl(getenv("WSRVD"), "wsrvd", "--socket", ts.sock, "--no-lock", "--model",
+		      "x=/nonexistent", (char *)NULL);
+		_exit(127);
+	}
+	waitpid(ts2.pid, &st, 0);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 1);
+	/* The first still serves. */
+	wsrv_disconnect(conn(&ts));
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
+static int setup(void **s)
+{
+	struct errinfo e;
+
+	fds_before = count_fds();
+	model_dir = test_tmpdir("srv-model");
+	if (!model_dir || make_model(model_dir, "tiny", 2 << 20, 3, 2, 11) < 0)
+		return -1;
+	return model_open("m", model_dir, NULL, &files, &e);
+}
+
+static int teardown(void **s)
+{
+	model_free(files);
+	rm_rf(model_dir);
+	free(model_dir);
+	if (count_fds() != fds_before) {
+		fprintf(stderr, "fd leak: %d open, %d before\n", count_fds(), fds_before);
+		return -1;
+	}
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(several_clients_read_file_bytes),
+		cmocka_unit_test(lookup_leases_and_limits),
+		cmocka_unit_test(client_killed_is_cleaned_up),
+		cmocka_unit_test(server_killed_clients_read_on),
+		cmocka_unit_test(sigterm_says_goodbye),
+		cmocka_unit_test(second_server_refused),
+	};
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
