@@ -145,6 +145,21 @@ static void lookup_leases_and_limits(void **s)
 	rm_rf(ts.dir);
 }
 
+/* The server's fd count once it has settled (no session being freed). */
+static int quiet_fds(const struct test_server *ts)
+{
+	int a = pid_fd_count(ts->pid), b;
+
+	for (int i = 0; i < 100; i++) {
+		sleep_ms(20);
+		b = pid_fd_count(ts->pid);
+		if (a == b)
+			return a;
+		a = b;
+	}
+	return a;
+}
+
 /* Waits until the server's counters come back to the baseline. */
 static int wait_clean(const struct test_server *ts, int fd_baseline)
 {
@@ -154,10 +169,10 @@ static int wait_clean(const struct test_server *ts, int fd_baseline)
 		int ok = wsrv_stats(c, &st) == 0 && st.leases == 0 && st.attachments == 0 &&
 			 st.clients == 1;
 		wsrv_disconnect(c);
-		sleep_ms(10);
-		if (ok && pid_fd_count(ts->pid) == fd_baseline)
+		if (ok && quiet_fds(ts) == fd_baseline)
 			return 0;
 	}
+	fprintf(stderr, "server fds: %d, baseline %d\n", pid_fd_count(ts->pid), fd_baseline);
 	return -1;
 }
 
@@ -169,7 +184,7 @@ static void client_killed_is_cleaned_up(void **s)
 	pid_t kid;
 
 	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
-	base = pid_fd_count(ts.pid);
+	base = quiet_fds(&ts);
 	assert_int_equal(pipe(p), 0);
 	kid = fork();
 	if (kid == 0) {
