@@ -1,0 +1,93 @@
+/* fuzz_proto.c - libFuzzer target for the server's protocol handling: the
+ * input is a sequence of packets (2-byte little-endian length, then the
+ * bytes), each decoded and dispatched in one session against a real loaded
+ * model, as wsrvd would. Whatever comes in, every reply must be a valid
+ * Response that fits in a packet, and the session's books must balance. */
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mkmodel.h"
+#include "srv.h"
+#include "wsrv.pb-c.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static struct server srv;
+static uint8_t reply_buf[WSRV_MAX_PACKET];
+static char model_dir[] = "/tmp/wsrv-fuzz-proto-XXXXXX";
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	return remove(p);
+}
+
+static void cleanup(void)
+{
+	nftw(model_dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	char *dir = model_dir;
+	struct load_opts lo = { 0 };
+	struct loaded_model *lm;
+	struct mk_spec spec;
+	struct errinfo e;
+
+	lo.arena.no_lock = true;
+	lo.arena.hugepages = HUGEPAGES_OFF;
+	if (!mkdtemp(dir) || mk_preset("tiny", 1 << 20, 2, &spec, &e) < 0 ||
+	    mk_write(&spec, dir, 2, 1, &e) < 0 || model_load("m", dir, &lo, &lm, &e) < 0) {
+		fprintf(stderr, "fuzz_proto: cannot set up a model: %s\n", e.msg);
+		abort();
+	}
+	atexit(cleanup);
+	mk_spec_free(&spec);
+	srv.models = calloc(1, sizeof(*srv.models));
+	srv.models[0].lm = lm;
+	srv.nmodels = 1;
+	srv.cfg = (struct srv_config){ .max_clients = 8, .max_leases = 16, .max_attach = 4,
+				       .max_message = WSRV_MAX_PACKET, .max_errors = 1000 };
+	return 0;
+}
+
+static void check_reply(const struct reply *r)
+{
+	Wsrv__Response *resp;
+
+	if (r->len > r->cap)
+		__builtin_trap();
+	resp = wsrv__response__unpack(NULL, r->len, r->buf);
+	if (!resp)
+		__builtin_trap();
+	wsrv__response__free_unpacked(resp, NULL);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct reply r = { .buf = reply_buf, .cap = sizeof(reply_buf) };
+	struct session *s = session_new(&srv, open("/dev/null", O_RDONLY | O_CLOEXEC));
+
+	if (!s)
+		return 0;
+	while (size >= 2 && !s->closing) {
+		size_t len = (size_t)data[0] | (size_t)data[1] << 8;
+		data += 2;
+		size -= 2;
+		if (len > size)
+			len = size;
+		srv_dispatch(&srv, s, data, len, &r);
+		check_reply(&r);
+		data += len;
+		size -= len;
+	}
+	session_free(&srv, s);
+	if (srv.models[0].attached || srv.models[0].leases)
+		__builtin_trap(); /* a freed session left something behind */
+	return 0;
+}

@@ -1,0 +1,266 @@
+/* test_client_trust.c - libwsrv against a lying server: unsealed or short
+ * memfds, a corrupt manifest, the wrong number of fds, garbage replies and
+ * extents that disagree with the manifest. Each gets an error with a
+ * sentence, never a crash, and no fd is left open. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "manifest.h"
+#include "model_load.h"
+#include "packet.h"
+#include "wsrv.h"
+#include "wsrv.pb-c.h"
+
+enum lie { GOOD, UNSEALED, BAD_MAGIC, SHORT_SEGMENT, FEW_FDS, GARBAGE, BAD_EXTENT };
+
+static int fds_before;
+static char *tmp;
+static struct loaded_model *lm;
+static char sock[200];
+static int lfd;
+
+/* A sealed (or not) memfd holding a copy of src's first len bytes, with
+ * `patch` applied at offset 0 when given. */
+static int copy_memfd(int src, size_t len, size_t size, bool seal, const char *patch)
+{
+	int fd = memfd_create("fake", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	uint8_t *buf = calloc(1, len + 1);
+
+	assert_int_equal(pread(src, buf, len, 0), (ssize_t)len);
+	if (patch)
+		memcpy(buf, patch, strlen(patch));
+	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	assert_int_equal(pwrite(fd, buf, len < size ? len : size, 0), (ssize_t)(len < size ? len : size));
+	free(buf);
+	if (seal)
+		assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL), 0);
+	return fd;
+}
+
+static void reply(int c, Wsrv__Response *r, const int *fds, int n)
+{
+	uint8_t buf[4096];
+	size_t len = wsrv__response__pack(r, buf);
+
+	pkt_send(c, buf, len, fds, n);
+}
+
+static Wsrv__Request *next_req(int c)
+{
+	static uint8_t buf[WSRV_MAX_PACKET];
+	int fds[4], n;
+	long len = pkt_recv(c, buf, sizeof(buf), fds, 4, &n);
+
+	return len > 0 ? wsrv__request__unpack(NULL, (size_t)len, buf) : NULL;
+}
+
+static void answer_attach(int c, uint64_t seq, enum lie lie)
+{
+	Wsrv__Response r = WSRV__RESPONSE__INIT;
+	Wsrv__AttachReply ar = WSRV__ATTACH_REPLY__INIT;
+	uint64_t sizes[1] = { lm->arena->seg[0].size };
+	int fds[2], nfds = 2;
+
+	fds[0] = copy_memfd(lm->manifest_fd, lm->manifest_size, lm->manifest_size, lie != UNSEALED,
+			    lie == BAD_MAGIC ? "BADMAGIC" : NULL);
+	fds[1] = lie == SHORT_SEGMENT ? copy_memfd(lm->arena->seg[0].fd, 4096, 4096, true, NULL)
+				      : dup(lm->arena->seg[0].fd);
+	if (lie == FEW_FDS)
+		nfds = 1;
+	ar.attach_id = 1;
+	ar.manifest_size = lm->manifest_size;
+	ar.n_segment_sizes = 1;
+	ar.segment_sizes = sizes;
+	r.seq = seq;
+	r.body_case = WSRV__RESPONSE__BODY_ATTACH;
+	r.attach = &ar;
+	if (lie == GARBAGE) {
+		pkt_send(c, "\xff\xff\xff garbage", 12, fds, 2);
+	} else {
+		reply(c, &r, fds, nfds);
+	}
+	close(fds[0]);
+	close(fds[1]);
+}
+
+static void answer_fetch(int c, uint64_t seq)
+{
+	Wsrv__Response r = WSRV__RESPONSE__INIT;
+	Wsrv__FetchReply fr = WSRV__FETCH_REPLY__INIT;
+	Wsrv__Extent ext = WSRV__EXTENT__INIT, *pe = &ext;
+
+	ext.segment = 0;
+	ext.offset = 12345; /* not where the manifest says */
+	ext.length = 4096;
+	fr.lease = 1;
+	fr.n_extents = 1;
+	fr.extents = &pe;
+	r.seq = seq;
+	r.body_case = WSRV__RESPONSE__BODY_FETCH;
+	r.fetch = &fr;
+	reply(c, &r, NULL, 0);
+}
+
+/* The fake server: one connection, Hello answered properly, then lies. */
+static void *fake(void *arg)
+{
+	enum lie lie = (enum lie)(intptr_t)arg;
+	int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	Wsrv__Request *q;
+
+	while ((q = next_req(c))) {
+		Wsrv__Response r = WSRV__RESPONSE__INIT;
+		Wsrv__HelloReply h = WSRV__HELLO_REPLY__INIT;
+		Wsrv__Ok ok = WSRV__OK__INIT;
+		r.seq = q->seq;
+		if (q->body_case == WSRV__REQUEST__BODY_HELLO) {
+			h.protocol = WSRV_PROTOCOL_VERSION;
+			h.max_packet = WSRV_MAX_PACKET;
+			r.body_case = WSRV__RESPONSE__BODY_HELLO;
+			r.hello = &h;
+			reply(c, &r, NULL, 0);
+		} else if (q->body_case == WSRV__REQUEST__BODY_ATTACH) {
+			answer_attach(c, q->seq, lie);
+		} else if (q->body_case == WSRV__REQUEST__BODY_FETCH_LAYER) {
+			answer_fetch(c, q->seq);
+		} else {
+			r.body_case = WSRV__RESPONSE__BODY_OK;
+			r.ok = &ok;
+			reply(c, &r, NULL, 0);
+		}
+		wsrv__request__free_unpacked(q, NULL);
+	}
+	close(c);
+	return NULL;
+}
+
+static void expect(enum lie lie, int err, const char *needle)
+{
+	struct wsrv_client *c;
+	struct wsrv_model *m = NULL;
+	pthread_t th;
+	int r;
+
+	pthread_create(&th, NULL, fake, (void *)(intptr_t)lie);
+	assert_int_equal(wsrv_connect(sock, NULL, &c), 0);
+	r = wsrv_attach(c, "m", &m);
+	if (lie == BAD_EXTENT) {
+		struct wsrv_lease l;
+		assert_int_equal(r, 0);
+		r = wsrv_fetch_layer(m, 0, &l);
+		wsrv_detach(m);
+	}
+	if (r != err || !strstr(wsrv_last_error(), needle))
+		fail_msg("lie %d: got %d '%s', want %d '%s'", lie, r, wsrv_last_error(), err, needle);
+	wsrv_disconnect(c);
+	pthread_join(th, NULL);
+}
+
+static void good_server_works(void **s)
+{
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_tensor t;
+	pthread_t th;
+
+	pthread_create(&th, NULL, fake, (void *)(intptr_t)GOOD);
+	assert_int_equal(wsrv_connect(sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_model_tensor(m, 0, &t), 0);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	pthread_join(th, NULL);
+}
+
+static void lies_are_errors(void **s)
+{
+	expect(UNSEALED, -EBADMSG, "not sealed");
+	expect(BAD_MAGIC, -EBADMSG, "bad manifest: manifest has no WSRVMAN magic");
+	expect(SHORT_SEGMENT, -EBADMSG, "promised");
+	expect(FEW_FDS, -EBADMSG, "fds for 1 segments");
+	expect(GARBAGE, -EBADMSG, "malformed reply");
+	expect(BAD_EXTENT, -EBADMSG, "disagrees with its manifest");
+}
+
+/* Every single-byte corruption of the manifest's header and first records
+ * is either caught or harmless; none crashes the client. */
+static void manifest_corruptions(void **s)
+{
+	size_t n = lm->manifest_size < 4096 ? lm->manifest_size : 4096;
+	uint8_t *orig = malloc(lm->manifest_size);
+	uint64_t seg = lm->arena->seg[0].size;
+	struct mf_view v;
+	char err[256];
+
+	assert_int_equal(pread(lm->manifest_fd, orig, lm->manifest_size, 0), (ssize_t)lm->manifest_size);
+	assert_int_equal(manifest_check(orig, lm->manifest_size, &seg, 1, &v, err, sizeof(err)), 0);
+	for (size_t i = 0; i < n; i++) {
+		uint8_t save = orig[i];
+		for (int bit = 0; bit < 8; bit += 3) {
+			orig[i] = save ^ (uint8_t)(1u << bit);
+			(void)manifest_check(orig, lm->manifest_size, &seg, 1, &v, err, sizeof(err));
+		}
+		orig[i] = save;
+	}
+	assert_int_equal(manifest_check(orig, lm->manifest_size - 1, &seg, 1, &v, err, sizeof(err)), -EBADMSG);
+	free(orig);
+}
+
+static int setup(void **s)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct load_opts lo = { 0 };
+	struct errinfo e;
+
+	fds_before = count_fds();
+	tmp = test_tmpdir("trust");
+	if (!tmp || make_model(tmp, "tiny", 1 << 20, 2, 1, 1) < 0)
+		return -1;
+	lo.arena.no_lock = true;
+	lo.arena.hugepages = HUGEPAGES_OFF;
+	if (model_load("m", tmp, &lo, &lm, &e) < 0)
+		return -1;
+	snprintf(sock, sizeof(sock), "%s/fake.sock", tmp);
+	strcpy(a.sun_path, sock);
+	lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(lfd, 4) < 0)
+		return -1;
+	return 0;
+}
+
+static int teardown(void **s)
+{
+	close(lfd);
+	loaded_model_free(lm);
+	rm_rf(tmp);
+	free(tmp);
+	if (count_fds() != fds_before) {
+		fprintf(stderr, "fd leak: %d open, %d before\n", count_fds(), fds_before);
+		return -1;
+	}
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(good_server_works),
+		cmocka_unit_test(lies_are_errors),
+		cmocka_unit_test(manifest_corruptions),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
