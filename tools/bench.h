@@ -5,5 +5,8 @@
 
 int bench_load(int argc, char **argv);
 int bench_header(int argc, char **argv);
+int bench_share(int argc, char **argv);
+int bench_attach(int argc, char **argv);
+int bench_fetch(int argc, char **argv);
 
 #endif

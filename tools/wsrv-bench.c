@@ -16,6 +16,15 @@ static const struct {
 	{ "header", bench_header,
 	  "header [--tensors N] [--json]\n"
 	  "      the safetensors reader on an N-tensor header vs a bare jansson parse" },
+	{ "share", bench_share,
+	  "share --model DIR [--clients N] [--json]\n"
+	  "      RAM of a server and N workers vs N private copies" },
+	{ "attach", bench_attach,
+	  "attach (--model DIR ... | --sizes 64M,1G,...) [--json]\n"
+	  "      a new worker's attach time vs a safe_open of the same files" },
+	{ "fetch", bench_fetch,
+	  "fetch --model DIR [--clients N] [--requests R] [--json]\n"
+	  "      fetch-layer round trips vs a raw SOCK_SEQPACKET ping-pong" },
 };
 
 int main(int argc, char **argv)

@@ -1,0 +1,122 @@
+/* bench_util.c - a private wsrvd for benchmarks, and measurements. */
+#include "bench_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "wsrv.h"
+
+static const char *wsrvd_path(void)
+{
+	static char p[PATH_MAX + 32];
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	struct stat st;
+
+	if (n > 0) {
+		self[n] = 0;
+		snprintf(p, sizeof(p), "%s/../server/wsrvd", dirname(self));
+		if (stat(p, &st) == 0)
+			return p;
+	}
+	return getenv("WSRVD") ? getenv("WSRVD") : "wsrvd";
+}
+
+int bench_server_start(struct bench_server *bs, const char *const *specs, size_t n)
+{
+	const char *argv[80];
+	size_t k = 0;
+
+	snprintf(bs->dir, sizeof(bs->dir), "/tmp/wsrv-bench-XXXXXX");
+	if (!mkdtemp(bs->dir))
+		return -errno;
+	snprintf(bs->sock, sizeof(bs->sock), "%s/wsrv.sock", bs->dir);
+	argv[k++] = wsrvd_path();
+	argv[k++] = "--quiet";
+	argv[k++] = "--socket";
+	argv[k++] = bs->sock;
+	if (geteuid() != 0)
+		argv[k++] = "--no-lock";
+	for (size_t i = 0; i < n && k < 76; i++) {
+		argv[k++] = "--model";
+		argv[k++] = specs[i];
+	}
+	argv[k] = NULL;
+	bs->pid = fork();
+	if (bs->pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	for (int i = 0; i < 6000; i++) { /* models may take a while to load */
+		struct wsrv_client *c;
+		struct timespec ts = { 0, 20000000 };
+		int st;
+		if (wsrv_connect(bs->sock, NULL, &c) == 0) {
+			wsrv_disconnect(c);
+			return 0;
+		}
+		if (waitpid(bs->pid, &st, WNOHANG) == bs->pid)
+			return -ECHILD;
+		nanosleep(&ts, NULL);
+	}
+	return -ETIMEDOUT;
+}
+
+void bench_server_stop(struct bench_server *bs)
+{
+	char lock[240];
+
+	if (bs->pid > 0) {
+		kill(bs->pid, SIGTERM);
+		waitpid(bs->pid, NULL, 0);
+	}
+	snprintf(lock, sizeof(lock), "%s.lock", bs->sock);
+	unlink(lock);
+	rmdir(bs->dir);
+}
+
+uint64_t pss_bytes(pid_t pid)
+{
+	char path[64], line[256];
+	unsigned long long kb = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Pss: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kb * 1024;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+double percentile(double *v, size_t n, double p)
+{
+	size_t i;
+
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof(*v), cmp_d);
+	i = (size_t)(p / 100.0 * (double)(n - 1) + 0.5);
+	return v[i < n ? i : n - 1];
+}

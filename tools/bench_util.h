@@ -1,0 +1,28 @@
+/* bench_util.h - what the serving benchmarks share: a wsrvd of their own,
+ * PSS readings, percentiles. */
+#ifndef WSRV_BENCH_UTIL_H
+#define WSRV_BENCH_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct bench_server {
+	pid_t pid;
+	char dir[128];
+	char sock[200];
+};
+
+/* Starts wsrvd (next to this program in the build tree, else $WSRVD, else
+ * "wsrvd" on PATH) serving specs[0..n) ("NAME=PATH"), waits until it
+ * answers. 0 or a negative errno. */
+int bench_server_start(struct bench_server *bs, const char *const *specs, size_t n);
+void bench_server_stop(struct bench_server *bs);
+
+/* PSS of a process in bytes (smaps_rollup); 0 when unknown. */
+uint64_t pss_bytes(pid_t pid);
+
+/* The p-th percentile (0..100) of v[0..n), sorting v. */
+double percentile(double *v, size_t n, double p);
+
+#endif
