@@ -21,6 +21,7 @@
 
 #include "helpers.h"
 #include "model.h"
+#include "syscount.h"
 #include "wsrv.h"
 
 static int fds_before;
@@ -246,6 +247,44 @@ static void server_killed_clients_read_on(void **s)
 	rm_rf(ts.dir);
 }
 
+static void one_syscall(void *arg)
+{
+	*(pid_t *)arg = getppid();
+}
+
+static void resolve_everything(void *arg)
+{
+	struct wsrv_model *m = arg;
+
+	for (size_t i = 0; i < files->ntensors; i++) {
+		struct wsrv_tensor t;
+		struct wsrv_layer l;
+		if (wsrv_model_find(m, files->tensors[i].name, &t) < 0 ||
+		    wsrv_model_layer(m, t.layer, &l) < 0)
+			abort();
+	}
+}
+
+/* Resolving a tensor or a layer of an attached model makes no system
+ * call (counted with seccomp; the counter is checked to count first). */
+static void local_resolution_makes_no_syscalls(void **s)
+{
+	struct test_server ts;
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	pid_t p = 0;
+
+	assert_int_equal(count_syscalls(one_syscall, &p), 1);
+	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	c = conn(&ts);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(count_syscalls(resolve_everything, m), 0);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
 static void sigterm_says_goodbye(void **s)
 {
 	struct test_server ts;
@@ -319,6 +358,7 @@ int main(void)
 		cmocka_unit_test(lookup_leases_and_limits),
 		cmocka_unit_test(client_killed_is_cleaned_up),
 		cmocka_unit_test(server_killed_clients_read_on),
+		cmocka_unit_test(local_resolution_makes_no_syscalls),
 		cmocka_unit_test(sigterm_says_goodbye),
 		cmocka_unit_test(second_server_refused),
 	};

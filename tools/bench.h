@@ -8,5 +8,6 @@ int bench_header(int argc, char **argv);
 int bench_share(int argc, char **argv);
 int bench_attach(int argc, char **argv);
 int bench_fetch(int argc, char **argv);
+int bench_resolve(int argc, char **argv);
 
 #endif

@@ -25,6 +25,9 @@ static const struct {
 	{ "fetch", bench_fetch,
 	  "fetch --model DIR [--clients N] [--requests R] [--json]\n"
 	  "      fetch-layer round trips vs a raw SOCK_SEQPACKET ping-pong" },
+	{ "resolve", bench_resolve,
+	  "resolve --model DIR [--json]\n"
+	  "      system calls and time of local tensor/layer lookups vs a FetchLayer RPC" },
 };
 
 int main(int argc, char **argv)
