@@ -25,7 +25,7 @@ static uint64_t round_up(uint64_t v, uint64_t a)
 	return (v + a - 1) / a * a;
 }
 
-static long free_huge_pages(void)
+long arena_free_huge_pages(void)
 {
 	FILE *f = fopen(HUGE_SYSFS, "re");
 	long n = -1;
@@ -43,7 +43,7 @@ static long free_huge_pages(void)
 static int choose_pages(struct arena *a, const struct arena_opts *o,
 			uint64_t total, struct errinfo *e)
 {
-	long freep = free_huge_pages();
+	long freep = arena_free_huge_pages();
 	uint64_t need = 0;
 
 	for (uint32_t i = 0; i < a->nseg; i++)

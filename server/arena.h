@@ -78,6 +78,9 @@ static inline const uint8_t *arena_ptr(const struct arena *a, uint32_t seg, uint
  * negative errno. */
 int arena_placement(const struct arena *a, uint64_t *counts);
 
+/* Free 2 MiB huge pages on this machine, -1 when unknown. */
+long arena_free_huge_pages(void);
+
 /* Total bytes of all segments. */
 uint64_t arena_bytes(const struct arena *a);
 

@@ -50,3 +50,15 @@ const char *fmt_bytes(uint64_t n, char *buf, size_t len)
 		snprintf(buf, len, "%.2f %s", v, u[i]);
 	return buf;
 }
+
+const char *fmt_shape(const uint64_t *shape, uint32_t rank, char *buf, size_t len)
+{
+	size_t n = (size_t)snprintf(buf, len, "[");
+
+	for (uint32_t d = 0; d < rank && n < len; d++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%llu", d ? ", " : "",
+				      (unsigned long long)shape[d]);
+	if (n < len)
+		snprintf(buf + n, len - n, "]");
+	return buf;
+}

@@ -9,6 +9,9 @@
  * 1024, an optional trailing "iB" or "B" allowed). Returns 0 or -EINVAL. */
 int parse_size(const char *s, uint64_t *out);
 
+/* "[4096, 1024]" into buf; returns buf. */
+const char *fmt_shape(const uint64_t *shape, uint32_t rank, char *buf, size_t len);
+
 /* "1.50 GiB" into buf; returns buf. */
 const char *fmt_bytes(uint64_t n, char *buf, size_t len);
 

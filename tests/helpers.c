@@ -11,21 +11,22 @@
 #include <unistd.h>
 
 #include "mkmodel.h"
+#include "srv_stats.h"
 #include <stdarg.h>
 
 int count_fds(void)
 {
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
-	int n = 0;
+	return srv_count_fds();
+}
 
-	if (!d)
-		return -1;
-	while ((de = readdir(d)))
-		if (de->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n - 1; /* the directory's own fd */
+int fd_leak_check(int before)
+{
+	int now = count_fds();
+
+	if (now == before)
+		return 0;
+	fprintf(stderr, "fd leak: %d open, %d before\n", now, before);
+	return -1;
 }
 
 char *test_tmpdir(const char *tag)

@@ -11,6 +11,11 @@
 /* Open fds of this process (from /proc/self/fd). */
 int count_fds(void);
 
+/* 0 when this process has as many fds open as `before`; else -1 and a line
+ * on stderr (for a cmocka group teardown). */
+int fd_leak_check(int before);
+
+
 /* A fresh directory /tmp/wsrv-test-<tag>-XXXXXX (caller frees, rm_rf). */
 char *test_tmpdir(const char *tag);
 void rm_rf(const char *path);

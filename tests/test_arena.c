@@ -132,23 +132,11 @@ static void numa_choice_synthetic(void **s)
 	assert_int_equal(c.mode, NUMA_INTERLEAVE);
 }
 
-static long free_huge(void)
-{
-	FILE *f = fopen("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "re");
-	long n = 0;
-
-	if (f) {
-		if (fscanf(f, "%ld", &n) != 1)
-			n = 0;
-		fclose(f);
-	}
-	return n;
-}
-
 static void hugepages_too_few(void **s)
 {
 	struct arena_opts o = { .no_lock = true, .hugepages = HUGEPAGES_ON };
-	uint64_t size = (uint64_t)(free_huge() + 1) * (2 << 20);
+	long freep = arena_free_huge_pages();
+	uint64_t size = (uint64_t)((freep < 0 ? 0 : freep) + 1) * (2 << 20);
 	struct arena *a = NULL;
 	struct errinfo e;
 
@@ -227,11 +215,7 @@ static int setup(void **s) { fds_before = count_fds(); return 0; }
 
 static int teardown(void **s)
 {
-	if (count_fds() != fds_before) {
-		fprintf(stderr, "fd leak: %d open, %d before\n", count_fds(), fds_before);
-		return -1;
-	}
-	return 0;
+	return fd_leak_check(fds_before);
 }
 
 int main(void)

@@ -135,7 +135,7 @@ static int teardown(void **s)
 {
 	rm_rf(tmp);
 	free(tmp);
-	return count_fds() == fds_before ? 0 : -1;
+	return fd_leak_check(fds_before);
 }
 
 int main(void)

@@ -248,11 +248,7 @@ static int teardown(void **s)
 	loaded_model_free(lm);
 	rm_rf(tmp);
 	free(tmp);
-	if (count_fds() != fds_before) {
-		fprintf(stderr, "fd leak: %d open, %d before\n", count_fds(), fds_before);
-		return -1;
-	}
-	return 0;
+	return fd_leak_check(fds_before);
 }
 
 int main(void)

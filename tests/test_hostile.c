@@ -337,7 +337,7 @@ static int teardown(void **s)
 	rm_rf(ts.dir);
 	rm_rf(model_dir);
 	free(model_dir);
-	return count_fds() == fds_before ? 0 : -1;
+	return fd_leak_check(fds_before);
 }
 
 int main(void)

@@ -21,19 +21,6 @@
 
 static int fds_before;
 
-static long free_huge(void)
-{
-	FILE *f = fopen("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "re");
-	long n = 0;
-
-	if (f) {
-		if (fscanf(f, "%ld", &n) != 1)
-			n = 0;
-		fclose(f);
-	}
-	return n;
-}
-
 static void arena_on_huge_pages(void **s)
 {
 	struct arena_opts o = { .hugepages = HUGEPAGES_ON, .no_lock = geteuid() != 0 };
@@ -85,7 +72,7 @@ static void load_onto_huge_pages(void **s)
 }
 
 static int setup(void **s) { fds_before = count_fds(); return 0; }
-static int teardown(void **s) { return count_fds() == fds_before ? 0 : -1; }
+static int teardown(void **s) { return fd_leak_check(fds_before); }
 
 int main(void)
 {
@@ -94,9 +81,9 @@ int main(void)
 		cmocka_unit_test(load_onto_huge_pages),
 	};
 
-	if (free_huge() < NEED_PAGES) {
+	if (arena_free_huge_pages() < NEED_PAGES) {
 		fprintf(stderr, "SKIP: %ld free 2 MiB huge pages, %d needed "
-				"(echo 16 > /proc/sys/vm/nr_hugepages)\n", free_huge(), NEED_PAGES);
+				"(echo 16 > /proc/sys/vm/nr_hugepages)\n", arena_free_huge_pages(), NEED_PAGES);
 		return 77;
 	}
 	return cmocka_run_group_tests(tests, setup, teardown);

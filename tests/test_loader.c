@@ -337,11 +337,7 @@ static int teardown(void **s)
 	rm_rf(dir_dsv3);
 	free(dir_llama);
 	free(dir_dsv3);
-	if (count_fds() != fds_before) {
-		fprintf(stderr, "fd leak: %d open, %d before\n", count_fds(), fds_before);
-		return -1;
-	}
-	return 0;
+	return fd_leak_check(fds_before);
 }
 
 int main(void)

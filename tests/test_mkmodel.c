@@ -188,11 +188,7 @@ static int setup(void **s) { fds_before = count_fds(); return 0; }
 
 static int teardown(void **s)
 {
-	if (count_fds() != fds_before) {
-		fprintf(stderr, "fd leak: %d open, %d before\n", count_fds(), fds_before);
-		return -1;
-	}
-	return 0;
+	return fd_leak_check(fds_before);
 }
 
 int main(void)

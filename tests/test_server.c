@@ -344,11 +344,7 @@ static int teardown(void **s)
 	model_free(files);
 	rm_rf(model_dir);
 	free(model_dir);
-	if (count_fds() != fds_before) {
-		fprintf(stderr, "fd leak: %d open, %d before\n", count_fds(), fds_before);
-		return -1;
-	}
-	return 0;
+	return fd_leak_check(fds_before);
 }
 
 int main(void)

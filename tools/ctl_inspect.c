@@ -13,16 +13,6 @@
 #include "model.h"
 #include "units.h"
 
-static void shape_str(const struct model_tensor *t, char *buf, size_t len)
-{
-	size_t n = (size_t)snprintf(buf, len, "[");
-
-	for (uint32_t d = 0; d < t->rank && n < len; d++)
-		n += (size_t)snprintf(buf + n, len - n, "%s%" PRIu64, d ? ", " : "", t->shape[d]);
-	if (n < len)
-		snprintf(buf + n, len - n, "]");
-}
-
 static void layer_str(int32_t l, char *buf, size_t len)
 {
 	if (l == LAYER_GLOBAL)
@@ -38,7 +28,7 @@ static void print_table(const struct model *m)
 	printf("%-60s %-8s %-20s %-6s %12s  %s\n", "TENSOR", "DTYPE", "SHAPE", "LAYER", "BYTES", "FILE");
 	for (size_t i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *t = &m->tensors[i];
-		shape_str(t, shape, sizeof(shape));
+		fmt_shape(t->shape, t->rank, shape, sizeof(shape));
 		layer_str(t->layer, layer, sizeof(layer));
 		printf("%-60s %-8s %-20s %-6s %12" PRIu64 "  %s\n", t->name, dtype_name(t->dtype),
 		       shape, layer, t->size, m->files[t->file]->label);

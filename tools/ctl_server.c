@@ -136,16 +136,6 @@ static int open_model(const struct ctl_ctx *c, const char *name, struct wsrv_cli
 	return 0;
 }
 
-static void shape_str(const struct wsrv_tensor *t, char *buf, size_t len)
-{
-	size_t n = (size_t)snprintf(buf, len, "[");
-
-	for (uint32_t d = 0; d < t->rank && n < len; d++)
-		n += (size_t)snprintf(buf + n, len - n, "%s%" PRIu64, d ? ", " : "", t->shape[d]);
-	if (n < len)
-		snprintf(buf + n, len - n, "]");
-}
-
 static int cmd_tensors(const struct ctl_ctx *c, int argc, char **argv)
 {
 	struct wsrv_client *cl;
@@ -174,12 +164,17 @@ static int cmd_tensors(const struct ctl_ctx *c, int argc, char **argv)
 		wsrv_model_tensor(m, i, &t);
 		if (filter && t.layer != layer)
 			continue;
-		shape_str(&t, shape, sizeof(shape));
-		if (c->json)
-			json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:i, s:I, s:s}", "name", t.name,
-				"dtype", wsrv_dtype_name(t.dtype), "shape", shape, "layer", t.layer,
-				"bytes", (json_int_t)t.size, "xxh3", ""));
-		else
+		fmt_shape(t.shape, t.rank, shape, sizeof(shape));
+		if (c->json) {
+			json_t *dims = json_array();
+			char sum[17];
+			for (uint32_t d = 0; d < t.rank; d++)
+				json_array_append_new(dims, json_integer((json_int_t)t.shape[d]));
+			snprintf(sum, sizeof(sum), "%016" PRIx64, t.xxh3);
+			json_array_append_new(a, json_pack("{s:s, s:s, s:o, s:i, s:I, s:s}", "name", t.name,
+				"dtype", wsrv_dtype_name(t.dtype), "shape", dims, "layer", t.layer,
+				"bytes", (json_int_t)t.size, "xxh3", sum));
+		} else
 			printf("%-60s %-8s %-20s %6d %12" PRIu64 "\n", t.name, wsrv_dtype_name(t.dtype), shape,
 			       t.layer, t.size);
 	}
