@@ -49,4 +49,7 @@ void cl_unref(struct wsrv_client *c);
 /* Builds the name hash of m. */
 int cl_build_hash(struct wsrv_model *m);
 
+/* The index of the tensor named name, or -ENOENT (no error recorded). */
+int cl_find_index(const struct wsrv_model *m, const char *name);
+
 #endif

@@ -88,20 +88,28 @@ WSRV_EXPORT int wsrv_model_tensor(const struct wsrv_model *m, size_t i, struct w
 	return 0;
 }
 
-WSRV_EXPORT int wsrv_model_find(const struct wsrv_model *m, const char *name,
-				struct wsrv_tensor *out)
+int cl_find_index(const struct wsrv_model *m, const char *name)
 {
 	size_t k = name_hash(name, strlen(name)) & m->hash_mask;
 
 	while (m->hash[k]) {
 		uint32_t i = m->hash[k] - 1;
-		if (strcmp(tname(m, i), name) == 0) {
-			fill_tensor(m, i, out);
-			return 0;
-		}
+		if (strcmp(tname(m, i), name) == 0)
+			return (int)i;
 		k = (k + 1) & m->hash_mask;
 	}
-	return cl_err(-ENOENT, "model %s has no tensor '%s'", m->name, name);
+	return -ENOENT;
+}
+
+WSRV_EXPORT int wsrv_model_find(const struct wsrv_model *m, const char *name,
+				struct wsrv_tensor *out)
+{
+	int i = cl_find_index(m, name);
+
+	if (i < 0)
+		return cl_err(-ENOENT, "model %s has no tensor '%s'", m->name, name);
+	fill_tensor(m, (uint32_t)i, out);
+	return 0;
 }
 
 WSRV_EXPORT size_t wsrv_model_layer_count(const struct wsrv_model *m)

@@ -177,6 +177,88 @@ WSRV_EXPORT int wsrv_fetch_layer(struct wsrv_model *m, int32_t index, struct wsr
 /* Ends a lease. */
 WSRV_EXPORT int wsrv_release(struct wsrv_model *m, uint64_t lease_id);
 
+/* ---- Streams: layers copied to a device while the previous ones compute ---- */
+
+struct wsrv_device;   /* a device backend */
+struct wsrv_plan;     /* where each tensor lives */
+struct wsrv_stream;   /* a pipeline of device slots over a model's layers */
+
+enum wsrv_residency {
+	WSRV_STREAMED = 0,    /* copied into a slot on every pass */
+	WSRV_RESIDENT = 1,    /* copied once when the stream opens */
+	WSRV_LAYER_SHARD = 2, /* resident on rank (layer mod K), streamed elsewhere */
+};
+
+struct wsrv_host_opts {
+	double bandwidth_gbps;       /* cap on the copy engine, 0: none */
+	int numa_node;               /* where device memory goes, -1: anywhere */
+};
+
+/* The host backend: device memory is this process's own memory, copies run
+ * on a copy thread playing the DMA engine, optionally paced to a link's
+ * bandwidth. On success *out is owned by the caller (wsrv_device_destroy,
+ * after every stream on it is closed). Thread-safe. */
+WSRV_EXPORT int wsrv_device_host(const struct wsrv_host_opts *o, struct wsrv_device **out);
+WSRV_EXPORT void wsrv_device_destroy(struct wsrv_device *d);
+
+/* Plans. Rules are glob patterns over a tensor's module path (its name
+ * without a final .weight/.bias/.weight_scale_inv, with or without a leading
+ * "model."); "*" matches one dot-free component; the first matching rule
+ * wins. Tensors no rule matches: under a budget the library chooses (keeps
+ * resident what fits, streams the largest per-layer series first); without
+ * one, numbered layers stream and the global group stays resident. A plan
+ * is read-only once a stream uses it. */
+WSRV_EXPORT int wsrv_plan_new(struct wsrv_plan **out);
+/* {"residency": {"PATTERN": "resident"|"streamed"|"layer_shard:K", ...},
+ *  "budget": BYTES or "4G", "tp_plan": {...}} from text or a file. */
+WSRV_EXPORT int wsrv_plan_parse(const char *json, size_t len, struct wsrv_plan **out);
+WSRV_EXPORT int wsrv_plan_load(const char *path, struct wsrv_plan **out);
+/* Adds a rule; k is the layer_shard group size (ignored otherwise). */
+WSRV_EXPORT int wsrv_plan_add(struct wsrv_plan *p, const char *pattern, int residency, unsigned k);
+/* Device memory the stream may use (resident tensors and slots); 0: none. */
+WSRV_EXPORT int wsrv_plan_set_budget(struct wsrv_plan *p, uint64_t bytes);
+WSRV_EXPORT void wsrv_plan_free(struct wsrv_plan *p);
+
+struct wsrv_stream_opts {
+	unsigned slots;              /* D, 1 to 64; 0: 2 */
+	int rank;                    /* this worker's rank, for layer_shard */
+	const char *trace_path;      /* a Chrome trace written at close; NULL: $WSRV_TRACE */
+};
+
+struct wsrv_stream_stats {
+	uint64_t bytes_copied, copies, acquires, passes;
+	double copy_seconds;         /* the copy engine's time on this stream's layers */
+	double wait_seconds;         /* time acquire waited for a copy */
+	double hidden_fraction;      /* 1 - wait / copy */
+	uint64_t resident_bytes, slot_bytes, device_bytes;
+	uint64_t pass_copy_bytes;    /* bytes copied per pass */
+	unsigned slots;
+};
+
+/* Opens a stream over an attached model on device d (NULL: placement only,
+ * for a report) with plan p (NULL: the defaults above). Resident tensors are
+ * copied now. On success *out is owned by the caller (wsrv_stream_close,
+ * before the model is detached). A stream is used by one thread at a time. */
+WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
+				 const struct wsrv_plan *p, const struct wsrv_stream_opts *o,
+				 struct wsrv_stream **out);
+/* Makes layer `index`'s streamed tensors available on the device and starts
+ * the copies of the layers that follow it into free slots. Layers may come
+ * in any order; a layer is acquired once until released. -EBUSY when every
+ * slot holds an acquired layer. */
+WSRV_EXPORT int wsrv_stream_acquire(struct wsrv_stream *s, int32_t index);
+/* Frees the layer's slot for the next prefetch. */
+WSRV_EXPORT int wsrv_stream_release(struct wsrv_stream *s, int32_t index);
+/* A tensor's device address: resident ones always, streamed ones while their
+ * layer is acquired (-EAGAIN otherwise). No system call. */
+WSRV_EXPORT int wsrv_stream_tensor(struct wsrv_stream *s, const char *name, void **dev);
+WSRV_EXPORT int wsrv_stream_tensor_at(struct wsrv_stream *s, size_t i, void **dev);
+/* Where tensor i lives: WSRV_RESIDENT or WSRV_STREAMED. */
+WSRV_EXPORT int wsrv_stream_residency(const struct wsrv_stream *s, size_t i);
+WSRV_EXPORT int wsrv_stream_stats(struct wsrv_stream *s, struct wsrv_stream_stats *out);
+/* Waits for copies in flight, writes the trace if asked, frees. NULL is fine. */
+WSRV_EXPORT void wsrv_stream_close(struct wsrv_stream *s);
+
 #ifdef __cplusplus
 }
 #endif

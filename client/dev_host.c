@@ -1,0 +1,195 @@
+/* dev_host.c - the host device backend: "device" memory is this process's
+ * own memory, placed on the worker's NUMA node; copies run in order on a
+ * copy thread that plays the DMA engine, optionally paced to a bandwidth cap
+ * so a PCIe link can be studied on a machine without an accelerator. */
+#include <errno.h>
+#include <numa.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "client_internal.h"
+#include "device.h"
+
+#define QUEUE 256
+#define CHUNK (1u << 20)
+
+struct job {
+	void *dst;
+	const void *src;
+	size_t len;
+	double *timing;             /* start, end; written before completion */
+};
+
+struct host_dev {
+	struct wsrv_device dev;
+	int node;
+	double bw;                  /* bytes per second; 0: no cap */
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t more, progress;
+	struct job q[QUEUE];
+	int64_t submitted, completed;
+	bool stop;
+};
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Copies in chunks; with a cap, each chunk waits for the time a link of
+ * that bandwidth would take. */
+/* Returns the copy's start time; its end is now(). */
+static double run_copy(struct host_dev *h, const struct job *j)
+{
+	double t0 = now();
+
+	for (size_t off = 0; off < j->len; off += CHUNK) {
+		size_t n = j->len - off < CHUNK ? j->len - off : CHUNK;
+		memcpy((uint8_t *)j->dst + off, (const uint8_t *)j->src + off, n);
+		if (h->bw > 0) {
+			double due = t0 + (double)(off + n) / h->bw;
+			double t = now();
+			if (due > t) {
+				struct timespec ts = { (time_t)(due - t), (long)((due - t - (time_t)(due - t)) * 1e9) };
+				nanosleep(&ts, NULL);
+			}
+		}
+	}
+	return t0;
+}
+
+static void *engine(void *arg)
+{
+	struct host_dev *h = arg;
+
+	pthread_mutex_lock(&h->lock);
+	for (;;) {
+		while (!h->stop && h->completed == h->submitted)
+			pthread_cond_wait(&h->more, &h->lock);
+		if (h->completed == h->submitted)
+			break;
+		struct job j = h->q[h->completed % QUEUE];
+		pthread_mutex_unlock(&h->lock);
+		double t0 = run_copy(h, &j), t1 = now();
+		pthread_mutex_lock(&h->lock);
+		h->dev.copy_seconds += t1 - t0;
+		h->dev.copy_bytes += j.len;
+		if (j.timing) {
+			j.timing[0] = t0;
+			j.timing[1] = t1;
+		}
+		h->completed++;
+		pthread_cond_broadcast(&h->progress);
+	}
+	pthread_mutex_unlock(&h->lock);
+	return NULL;
+}
+
+static int h_alloc(struct wsrv_device *d, size_t len, void **out)
+{
+	struct host_dev *h = (struct host_dev *)d;
+	void *p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return cl_err(-ENOMEM, "host device: cannot allocate %zu bytes", len);
+	if (h->node >= 0 && numa_available() >= 0)
+		numa_tonode_memory(p, len ? len : 1, h->node);
+	*out = p;
+	return 0;
+}
+
+static void h_free(struct wsrv_device *d, void *p, size_t len)
+{
+	if (p)
+		munmap(p, len ? len : 1);
+}
+
+static int64_t h_copy(struct wsrv_device *d, void *dst, const void *src, size_t len,
+		      double *timing)
+{
+	struct host_dev *h = (struct host_dev *)d;
+	int64_t fence;
+
+	pthread_mutex_lock(&h->lock);
+	while (h->submitted - h->completed >= QUEUE)
+		pthread_cond_wait(&h->progress, &h->lock);
+	h->q[h->submitted % QUEUE] = (struct job){ dst, src, len, timing };
+	fence = ++h->submitted;
+	pthread_cond_signal(&h->more);
+	pthread_mutex_unlock(&h->lock);
+	return fence;
+}
+
+static int h_done(struct wsrv_device *d, int64_t fence)
+{
+	struct host_dev *h = (struct host_dev *)d;
+	int r;
+
+	pthread_mutex_lock(&h->lock);
+	r = h->completed >= fence;
+	pthread_mutex_unlock(&h->lock);
+	return r;
+}
+
+static int h_wait(struct wsrv_device *d, int64_t fence)
+{
+	struct host_dev *h = (struct host_dev *)d;
+
+	pthread_mutex_lock(&h->lock);
+	while (h->completed < fence)
+		pthread_cond_wait(&h->progress, &h->lock);
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+static void h_destroy(struct wsrv_device *d)
+{
+	struct host_dev *h = (struct host_dev *)d;
+
+	pthread_mutex_lock(&h->lock);
+	h->stop = true;
+	pthread_cond_signal(&h->more);
+	pthread_mutex_unlock(&h->lock);
+	pthread_join(h->thread, NULL);
+	pthread_mutex_destroy(&h->lock);
+	pthread_cond_destroy(&h->more);
+	pthread_cond_destroy(&h->progress);
+	free(h);
+}
+
+static const struct device_ops host_ops = {
+	"host", h_alloc, h_free, h_copy, h_done, h_wait, h_destroy,
+};
+
+WSRV_EXPORT int wsrv_device_host(const struct wsrv_host_opts *o, struct wsrv_device **out)
+{
+	struct host_dev *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return cl_err(-ENOMEM, "out of memory");
+	h->dev.ops = &host_ops;
+	h->node = o ? o->numa_node : -1;
+	h->bw = o && o->bandwidth_gbps > 0 ? o->bandwidth_gbps * 1e9 : 0;
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_cond_init(&h->more, NULL);
+	pthread_cond_init(&h->progress, NULL);
+	if (pthread_create(&h->thread, NULL, engine, h) != 0) {
+		free(h);
+		return cl_err(-EAGAIN, "host device: cannot start its copy thread");
+	}
+	*out = &h->dev;
+	return 0;
+}
+
+WSRV_EXPORT void wsrv_device_destroy(struct wsrv_device *d)
+{
+	if (d)
+		d->ops->destroy(d);
+}

@@ -1,0 +1,257 @@
+/* plan.c - where each tensor lives: residency rules over tensor names, from
+ * JSON ({"residency": {...}, "budget": "4G", "tp_plan": {...}}) or the API.
+ *
+ * A pattern matches a tensor's module path (its name without a final
+ * ".weight", ".bias" or ".weight_scale_inv"), with or without a leading
+ * "model."; "*" matches one dot-free component, as in Hugging Face tp_plans.
+ * The first matching rule wins. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_internal.h"
+#include "plan.h"
+
+#define MAX_RULES 1024
+
+WSRV_EXPORT int wsrv_plan_new(struct wsrv_plan **out)
+{
+	struct wsrv_plan *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return cl_err(-ENOMEM, "out of memory");
+	*out = p;
+	return 0;
+}
+
+WSRV_EXPORT void wsrv_plan_free(struct wsrv_plan *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->nrules; i++)
+		free(p->rules[i].pattern);
+	free(p->rules);
+	json_decref(p->tp_plan);
+	free(p);
+}
+
+/* A pattern is dot-separated non-empty components of [A-Za-z0-9_-] or a
+ * lone "*". */
+static int pattern_ok(const char *s)
+{
+	size_t comp = 0;
+	bool star = false;
+
+	if (!*s)
+		return 0;
+	for (; *s; s++) {
+		if (*s == '.') {
+			if (comp == 0)
+				return 0;
+			comp = 0;
+			star = false;
+			continue;
+		}
+		if (*s == '*') {
+			if (comp > 0)
+				return 0;
+			star = true;
+		} else if (star || !((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+				      (*s >= '0' && *s <= '9') || *s == '_' || *s == '-')) {
+			return 0;
+		}
+		comp++;
+	}
+	return comp > 0;
+}
+
+WSRV_EXPORT int wsrv_plan_add(struct wsrv_plan *p, const char *pattern, int residency, unsigned k)
+{
+	struct plan_rule *v;
+
+	if (!pattern_ok(pattern))
+		return cl_err(-EINVAL, "plan: '%s' is not a pattern (dot-separated names, '*' for one whole component)",
+			      pattern);
+	if (residency < WSRV_STREAMED || residency > WSRV_LAYER_SHARD)
+		return cl_err(-EINVAL, "plan: unknown residency %d for '%s'", residency, pattern);
+	if (residency == WSRV_LAYER_SHARD && (k < 1 || k > 1024))
+		return cl_err(-EINVAL, "plan: layer_shard for '%s' needs a group of 1 to 1024 workers", pattern);
+	if (p->nrules >= MAX_RULES)
+		return cl_err(-E2BIG, "plan: more than %d rules", MAX_RULES);
+	v = realloc(p->rules, (p->nrules + 1) * sizeof(*v));
+	if (!v)
+		return cl_err(-ENOMEM, "out of memory");
+	p->rules = v;
+	v[p->nrules] = (struct plan_rule){ strdup(pattern), residency, k };
+	if (!v[p->nrules].pattern)
+		return cl_err(-ENOMEM, "out of memory");
+	p->nrules++;
+	return 0;
+}
+
+WSRV_EXPORT int wsrv_plan_set_budget(struct wsrv_plan *p, uint64_t bytes)
+{
+	p->budget = bytes;
+	return 0;
+}
+
+/* "resident", "streamed", "layer_shard:K" or {"layer_shard": K}. */
+static int parse_residency(const char *pat, json_t *v, int *res, unsigned *k)
+{
+	const char *s = json_string_value(v);
+
+	if (json_is_object(v) && json_is_integer(json_object_get(v, "layer_shard"))) {
+		*res = WSRV_LAYER_SHARD;
+		*k = (unsigned)json_integer_value(json_object_get(v, "layer_shard"));
+		return 0;
+	}
+	if (s && strcmp(s, "resident") == 0)
+		*res = WSRV_RESIDENT;
+	else if (s && strcmp(s, "streamed") == 0)
+		*res = WSRV_STREAMED;
+	else if (s && strncmp(s, "layer_shard:", 12) == 0 && s[12]) {
+		*res = WSRV_LAYER_SHARD;
+		*k = (unsigned)strtoul(s + 12, NULL, 10);
+	} else
+		return cl_err(-EINVAL, "plan: '%s': unknown residency %s (resident, streamed, layer_shard:K)",
+			      pat, s ? s : "(not a string)");
+	return 0;
+}
+
+static int parse_budget(json_t *b, uint64_t *out)
+{
+	const char *s = json_string_value(b);
+	char *end;
+	double v;
+
+	if (json_is_integer(b) && json_integer_value(b) >= 0) {
+		*out = (uint64_t)json_integer_value(b);
+		return 0;
+	}
+	if (!s)
+		return cl_err(-EINVAL, "plan: budget must be bytes or a string like \"4G\"");
+	v = strtod(s, &end);
+	switch (*end) {
+	case 'K': case 'k': v *= 1024; end++; break;
+	case 'M': case 'm': v *= 1048576; end++; break;
+	case 'G': case 'g': v *= 1073741824.0; end++; break;
+	case 'T': case 't': v *= 1099511627776.0; end++; break;
+	default: break;
+	}
+	if (end == s || (*end && strcmp(end, "iB") && strcmp(end, "B")) || v < 0)
+		return cl_err(-EINVAL, "plan: budget '%s' is not a size", s);
+	*out = (uint64_t)v;
+	return 0;
+}
+
+static int from_json(struct wsrv_plan *p, json_t *root)
+{
+	json_t *res = json_object_get(root, "residency"), *v;
+	const char *pat;
+	int r;
+
+	if (!json_is_object(root))
+		return cl_err(-EINVAL, "plan: not a JSON object");
+	if (res && !json_is_object(res))
+		return cl_err(-EINVAL, "plan: \"residency\" must map patterns to residencies");
+	json_object_foreach(res, pat, v) {
+		int kind = 0;
+		unsigned k = 0;
+		if ((r = parse_residency(pat, v, &kind, &k)) < 0 || (r = wsrv_plan_add(p, pat, kind, k)) < 0)
+			return r;
+	}
+	if (json_object_get(root, "budget") &&
+	    (r = parse_budget(json_object_get(root, "budget"), &p->budget)) < 0)
+		return r;
+	if (json_object_get(root, "tp_plan"))
+		p->tp_plan = json_incref(json_object_get(root, "tp_plan"));
+	return 0;
+}
+
+WSRV_EXPORT int wsrv_plan_parse(const char *json, size_t len, struct wsrv_plan **out)
+{
+	struct wsrv_plan *p;
+	json_error_t je;
+	json_t *root;
+	int r;
+
+	root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
+	if (!root)
+		return cl_err(-EINVAL, "plan: not valid JSON: %s (line %d)", je.text, je.line);
+	r = wsrv_plan_new(&p);
+	if (r == 0 && (r = from_json(p, root)) < 0)
+		wsrv_plan_free(p);
+	json_decref(root);
+	if (r == 0)
+		*out = p;
+	return r;
+}
+
+WSRV_EXPORT int wsrv_plan_load(const char *path, struct wsrv_plan **out)
+{
+	FILE *f = fopen(path, "re");
+	char *buf;
+	long n;
+	int r;
+
+	if (!f)
+		return cl_err(-errno, "plan: %s: %s", path, strerror(errno));
+	if (fseek(f, 0, SEEK_END) < 0 || (n = ftell(f)) < 0 || n > (16 << 20) || fseek(f, 0, SEEK_SET) < 0) {
+		fclose(f);
+		return cl_err(-EFBIG, "plan: %s: unreadable or larger than 16 MiB", path);
+	}
+	buf = malloc((size_t)n + 1);
+	if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		free(buf);
+		fclose(f);
+		return cl_err(-EIO, "plan: %s: cannot read", path);
+	}
+	fclose(f);
+	r = wsrv_plan_parse(buf, (size_t)n, out);
+	free(buf);
+	return r;
+}
+
+/* Does glob match s exactly? "*" matches one non-empty dot-free run. */
+static bool match(const char *g, const char *s)
+{
+	if (*g == 0)
+		return *s == 0;
+	if (*g == '*') {
+		const char *e = s;
+		while (*e && *e != '.')
+			e++;
+		return e > s && match(g + 1, e);
+	}
+	return *g == *s && match(g + 1, s + 1);
+}
+
+/* The module path: the name without its final parameter suffix. */
+static void module_path(const char *name, char *buf, size_t cap)
+{
+	static const char *const sfx[] = { ".weight_scale_inv", ".weight", ".bias" };
+	size_t n = strlen(name);
+
+	snprintf(buf, cap, "%s", name);
+	for (size_t i = 0; i < 3; i++) {
+		size_t k = strlen(sfx[i]);
+		if (n > k && strcmp(name + n - k, sfx[i]) == 0 && n - k < cap) {
+			buf[n - k] = 0;
+			break;
+		}
+	}
+}
+
+const struct plan_rule *plan_match(const struct wsrv_plan *p, const char *name)
+{
+	char mod[512];
+
+	module_path(name, mod, sizeof(mod));
+	for (size_t i = 0; p && i < p->nrules; i++) {
+		const char *g = p->rules[i].pattern;
+		if (match(g, mod) || (strncmp(mod, "model.", 6) == 0 && match(g, mod + 6)))
+			return &p->rules[i];
+	}
+	return NULL;
+}

@@ -1,0 +1,255 @@
+/* stream.c - a worker's pipeline of device slots over a model's layers.
+ *
+ * Layers are walked in arena order (the global group first), pass after
+ * pass. Acquiring a layer puts its streamed tensors in a slot (starting the
+ * copy if it was not prefetched), starts the copies of the next layers into
+ * the free slots, and waits for its own copy only. Releasing frees the slot
+ * and starts the next prefetch at once, so the copy of layer i+D-1 runs while
+ * layer i computes. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stream_internal.h"
+
+static int find_pos(const struct wsrv_stream *s, int32_t index)
+{
+	uint32_t lo = 0, hi = s->nlayers;
+
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+		if (s->layers[mid].index == index)
+			return (int)mid;
+		if (s->layers[mid].index < index)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+static int seq_of(const struct wsrv_stream *s, int pos)
+{
+	for (uint32_t k = 0; k < s->nseq; k++)
+		if (s->seq[k] == (uint32_t)pos)
+			return (int)k;
+	return -1;
+}
+
+/* Takes a finished copy's times into the stats and the trace, once. */
+static void account(struct wsrv_stream *s, struct slot *sl)
+{
+	if (sl->timed || sl->layer < 0 || !s->d->ops->done(s->d, sl->fence))
+		return;
+	double end = sl->single ? sl->t_first[1] : sl->t_last[1];
+
+	sl->timed = true;
+	s->st.copy_seconds += end - sl->t_first[0];
+	stream_trace_add(s, s->layers[sl->layer].index, 'c', sl->t_first[0], end);
+}
+
+/* Queues the copies of layer pos into slot k. The first copy records its
+ * start, the last its end (one copy records both). */
+static int load(struct wsrv_stream *s, int pos, int k)
+{
+	struct st_layer *l = &s->layers[pos];
+	struct slot *sl = &s->slots[k];
+	uint32_t n = l->contiguous ? 1 : l->nstreamed;
+	int64_t f = 0;
+
+	sl->layer = pos;
+	sl->timed = false;
+	sl->single = n == 1;
+	l->slot = k;
+	for (uint32_t i = 0; i < n && f >= 0; i++) {
+		struct wsrv_tensor t;
+		size_t len;
+		wsrv_model_tensor(s->m, l->streamed[i], &t);
+		len = l->contiguous ? l->slot_bytes : t.size;
+		f = s->d->ops->copy(s->d, (uint8_t *)sl->mem + l->slot_off[i], t.data, len,
+				    i == 0 ? sl->t_first : i + 1 == n ? sl->t_last : NULL);
+	}
+	sl->fence = f;
+	if (f < 0)
+		return (int)f;
+	s->st.bytes_copied += l->slot_bytes;
+	s->st.copies++;
+	return 0;
+}
+
+static int free_slot(const struct wsrv_stream *s)
+{
+	for (unsigned k = 0; k < s->nslots; k++)
+		if (s->slots[k].layer < 0)
+			return (int)k;
+	return -1;
+}
+
+/* Frees the prefetched (not acquired) slot whose layer comes last in the
+ * walk from pos; waits for its copy, which cannot be taken back. */
+static int evict(struct wsrv_stream *s, int pos)
+{
+	int best = -1, best_d = -1, from = seq_of(s, pos);
+
+	for (unsigned k = 0; k < s->nslots; k++) {
+		const struct slot *sl = &s->slots[k];
+		int d;
+		if (sl->acquired || sl->layer < 0)
+			continue;
+		d = (seq_of(s, sl->layer) - from + (int)s->nseq) % (int)s->nseq;
+		if (d > best_d) {
+			best_d = d;
+			best = (int)k;
+		}
+	}
+	if (best < 0)
+		return cl_err(-EBUSY, "all %u slots hold acquired layers; release one first", s->nslots);
+	s->d->ops->wait(s->d, s->slots[best].fence);
+	account(s, &s->slots[best]);
+	s->layers[s->slots[best].layer].slot = -1;
+	s->slots[best].layer = -1;
+	return best;
+}
+
+/* Starts the copies of the layers after seq position `from` into free slots. */
+static void prefetch(struct wsrv_stream *s, int from)
+{
+	for (uint32_t k = 1; k <= s->nseq && from >= 0; k++) {
+		int pos = (int)s->seq[((uint32_t)from + k) % s->nseq], f;
+		if (s->layers[pos].slot >= 0)
+			continue;
+		if ((f = free_slot(s)) < 0 || load(s, pos, f) < 0)
+			break;
+	}
+}
+
+WSRV_EXPORT int wsrv_stream_acquire(struct wsrv_stream *s, int32_t index)
+{
+	int pos = find_pos(s, index), k, from;
+	struct st_layer *l;
+	struct slot *sl;
+	double t0;
+
+	if (!s->d)
+		return cl_err(-ENODEV, "this stream was opened without a device (a report)");
+	if (pos < 0)
+		return cl_err(-ENOENT, "model %s has no layer %d", s->m->name, index);
+	l = &s->layers[pos];
+	s->st.acquires++;
+	if (l->nstreamed == 0) {
+		s->acquire_t0 = stream_now();
+		return 0;
+	}
+	if (l->slot >= 0 && s->slots[l->slot].acquired)
+		return cl_err(-EBUSY, "layer %d is already acquired", index);
+	if (l->slot < 0) {
+		k = free_slot(s);
+		if (k < 0 && (k = evict(s, pos)) < 0)
+			return k;
+		if ((k = load(s, pos, k)) < 0)
+			return cl_err(k, "layer %d: the copy could not be queued", index);
+	}
+	from = seq_of(s, pos);
+	if (s->last >= 0 && from <= s->last)
+		s->st.passes++;
+	prefetch(s, from);
+	sl = &s->slots[l->slot];
+	t0 = stream_now();
+	if (!s->d->ops->done(s->d, sl->fence)) {
+		s->d->ops->wait(s->d, sl->fence);
+		s->st.wait_seconds += stream_now() - t0;
+		stream_trace_add(s, index, 'w', t0, stream_now());
+	}
+	account(s, sl);
+	sl->acquired = true;
+	s->last = from;
+	s->acquire_t0 = stream_now();
+	return 0;
+}
+
+WSRV_EXPORT int wsrv_stream_release(struct wsrv_stream *s, int32_t index)
+{
+	int pos = find_pos(s, index);
+	struct st_layer *l;
+
+	if (pos < 0)
+		return cl_err(-ENOENT, "model %s has no layer %d", s->m->name, index);
+	l = &s->layers[pos];
+	stream_trace_add(s, index, 'x', s->acquire_t0, stream_now());
+	if (l->nstreamed == 0)
+		return 0;
+	if (l->slot < 0 || !s->slots[l->slot].acquired)
+		return cl_err(-EINVAL, "layer %d is not acquired", index);
+	s->slots[l->slot].acquired = false;
+	s->slots[l->slot].layer = -1;
+	l->slot = -1;
+	prefetch(s, s->last);
+	return 0;
+}
+
+static int tensor_index(const struct wsrv_stream *s, const char *name)
+{
+	return cl_find_index(s->m, name);
+}
+
+static int dev_addr(struct wsrv_stream *s, uint32_t i, void **dev)
+{
+	struct wsrv_tensor t;
+	const struct st_layer *l;
+	int pos;
+
+	if (s->where[i] == WHERE_RESIDENT) {
+		*dev = (uint8_t *)s->resident + s->res_off[i];
+		return 0;
+	}
+	wsrv_model_tensor(s->m, i, &t);
+	pos = find_pos(s, t.layer);
+	l = &s->layers[pos];
+	if (l->slot < 0 || !s->slots[l->slot].acquired)
+		return cl_err(-EAGAIN, "tensor %s is streamed and layer %d is not acquired", t.name, t.layer);
+	for (uint32_t k = 0; k < l->nstreamed; k++)
+		if (l->streamed[k] == i) {
+			*dev = (uint8_t *)s->slots[l->slot].mem + l->slot_off[k];
+			return 0;
+		}
+	return cl_err(-EIO, "tensor %s: not in its layer's slot", t.name);
+}
+
+WSRV_EXPORT int wsrv_stream_tensor(struct wsrv_stream *s, const char *name, void **dev)
+{
+	int i = tensor_index(s, name);
+
+	if (i < 0)
+		return cl_err(-ENOENT, "model %s has no tensor '%s'", s->m->name, name);
+	if (!s->d)
+		return cl_err(-ENODEV, "this stream was opened without a device (a report)");
+	return dev_addr(s, (uint32_t)i, dev);
+}
+
+WSRV_EXPORT int wsrv_stream_tensor_at(struct wsrv_stream *s, size_t i, void **dev)
+{
+	if (i >= wsrv_model_tensor_count(s->m))
+		return cl_err(-ERANGE, "tensor %zu out of range", i);
+	if (!s->d)
+		return cl_err(-ENODEV, "this stream was opened without a device (a report)");
+	return dev_addr(s, (uint32_t)i, dev);
+}
+
+WSRV_EXPORT int wsrv_stream_residency(const struct wsrv_stream *s, size_t i)
+{
+	if (i >= wsrv_model_tensor_count(s->m))
+		return cl_err(-ERANGE, "tensor %zu out of range", i);
+	return s->where[i] == WHERE_RESIDENT ? WSRV_RESIDENT : WSRV_STREAMED;
+}
+
+WSRV_EXPORT int wsrv_stream_stats(struct wsrv_stream *s, struct wsrv_stream_stats *out)
+{
+	for (unsigned k = 0; s->d && k < s->nslots; k++)
+		account(s, &s->slots[k]);
+	*out = s->st;
+	out->hidden_fraction = s->st.copy_seconds > 0 ? 1.0 - s->st.wait_seconds / s->st.copy_seconds : 1.0;
+	if (out->hidden_fraction < 0)
+		out->hidden_fraction = 0;
+	return 0;
+}

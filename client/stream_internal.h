@@ -1,0 +1,73 @@
+/* stream_internal.h - a stream's state. */
+#ifndef WSRV_STREAM_INTERNAL_H
+#define WSRV_STREAM_INTERNAL_H
+
+#include "client_internal.h"
+#include "device.h"
+#include "plan.h"
+
+enum { WHERE_RESIDENT = 1, WHERE_STREAMED = 2 };
+
+struct st_layer {
+	int32_t index;
+	uint32_t *streamed;         /* tensor indices, arena order */
+	uint32_t nstreamed;
+	bool contiguous;            /* the streamed tensors are one run: one copy */
+	uint32_t seg;
+	uint64_t span_off;          /* the run's start in its segment */
+	uint64_t slot_bytes;        /* bytes it needs in a slot */
+	uint64_t *slot_off;         /* each streamed tensor's offset in the slot */
+	int slot;                   /* -1: not in a slot */
+};
+
+struct slot {
+	void *mem;
+	int layer;                  /* index into layers, -1 when free */
+	int64_t fence;
+	bool acquired;
+	double t_first[2], t_last[2];
+	bool single;                /* one copy: t_first has both ends */
+	bool timed;                 /* the copy's times were taken into stats */
+};
+
+struct trace_ev {
+	int32_t layer;
+	char kind;                  /* 'c' copy, 'w' wait, 'x' compute */
+	double t0, t1;
+};
+
+struct wsrv_stream {
+	struct wsrv_model *m;
+	struct wsrv_device *d;
+	uint8_t *where;             /* per tensor */
+	uint64_t *res_off;          /* per tensor: offset in resident memory */
+	void *resident;
+	uint64_t resident_bytes;
+	struct st_layer *layers;
+	uint32_t nlayers;
+	uint32_t *seq;              /* positions of layers with streamed tensors */
+	uint32_t nseq;
+	struct slot *slots;
+	unsigned nslots;
+	uint64_t slot_size;
+	int last;                   /* position in seq of the last acquired layer */
+	double opened, acquire_t0;
+	struct wsrv_stream_stats st;
+	struct trace_ev *trace;
+	size_t ntrace, trace_cap;
+	char *trace_path;
+};
+
+/* Decides each tensor's residency (plan rules, layer_shard by rank, then
+ * the budget); fills s->where. */
+int stream_place(struct wsrv_stream *s, const struct wsrv_plan *p, int rank, unsigned slots);
+
+/* Lays out each layer's streamed tensors in a slot; returns the slot size. */
+uint64_t stream_layout(struct wsrv_stream *s);
+
+void stream_trace_add(struct wsrv_stream *s, int32_t layer, char kind, double t0, double t1);
+int stream_trace_write(const struct wsrv_stream *s, const char *path);
+
+double stream_now(void);
+
+#endif

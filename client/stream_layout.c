@@ -1,0 +1,59 @@
+/* stream_layout.c - how each layer's streamed tensors sit in a slot: one
+ * run copied as it lies in the arena when the streamed tensors are
+ * contiguous there (one copy per layer), else packed 256-aligned. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "stream_internal.h"
+
+static void layout_one(struct wsrv_stream *s, struct st_layer *sl, const struct wsrv_layer *l)
+{
+	uint64_t off = 0;
+
+	sl->nstreamed = 0;
+	for (uint32_t k = l->first; k < l->first + l->count; k++)
+		if (s->where[k] == WHERE_STREAMED)
+			sl->streamed[sl->nstreamed++] = k;
+	/* Contiguous: the streamed ones are one unbroken run of the layer. */
+	sl->contiguous = sl->nstreamed > 0 &&
+			 sl->streamed[sl->nstreamed - 1] - sl->streamed[0] + 1 == sl->nstreamed;
+	sl->slot_bytes = 0;
+	if (sl->nstreamed == 0)
+		return;
+	if (sl->contiguous) {
+		struct wsrv_tensor a, b;
+		wsrv_model_tensor(s->m, sl->streamed[0], &a);
+		wsrv_model_tensor(s->m, sl->streamed[sl->nstreamed - 1], &b);
+		sl->seg = a.segment;
+		sl->span_off = a.offset;
+		sl->slot_bytes = b.offset + b.size - a.offset;
+		for (uint32_t i = 0; i < sl->nstreamed; i++) {
+			struct wsrv_tensor t;
+			wsrv_model_tensor(s->m, sl->streamed[i], &t);
+			sl->slot_off[i] = t.offset - a.offset;
+		}
+		return;
+	}
+	for (uint32_t i = 0; i < sl->nstreamed; i++) {
+		struct wsrv_tensor t;
+		wsrv_model_tensor(s->m, sl->streamed[i], &t);
+		off = (off + 255) & ~255ULL;
+		sl->slot_off[i] = off;
+		off += t.size;
+	}
+	sl->slot_bytes = off;
+}
+
+uint64_t stream_layout(struct wsrv_stream *s)
+{
+	uint64_t max = 0;
+
+	for (uint32_t i = 0; i < s->nlayers; i++) {
+		struct wsrv_layer l;
+		wsrv_model_layer_at(s->m, i, &l);
+		layout_one(s, &s->layers[i], &l);
+		if (s->layers[i].slot_bytes > max)
+			max = s->layers[i].slot_bytes;
+	}
+	return (max + 4095) & ~4095ULL;
+}

@@ -1,0 +1,151 @@
+/* stream_open.c - opening a stream (placement, slots, the resident upload)
+ * and closing it. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stream_internal.h"
+
+static int alloc_layers(struct wsrv_stream *s)
+{
+	s->nlayers = (uint32_t)wsrv_model_layer_count(s->m);
+	s->layers = calloc(s->nlayers + 1, sizeof(*s->layers));
+	s->seq = calloc(s->nlayers + 1, sizeof(*s->seq));
+	if (!s->layers || !s->seq)
+		return cl_err(-ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < s->nlayers; i++) {
+		struct wsrv_layer l;
+		wsrv_model_layer_at(s->m, i, &l);
+		s->layers[i].index = l.index;
+		s->layers[i].slot = -1;
+		s->layers[i].streamed = calloc(l.count + 1, sizeof(uint32_t));
+		s->layers[i].slot_off = calloc(l.count + 1, sizeof(uint64_t));
+		if (!s->layers[i].streamed || !s->layers[i].slot_off)
+			return cl_err(-ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+/* Resident tensors go to the device once, now; the stream waits for them. */
+static int upload_resident(struct wsrv_stream *s)
+{
+	size_t n = wsrv_model_tensor_count(s->m);
+	int64_t f = 0;
+	int r;
+
+	for (size_t i = 0; i < n; i++) {
+		struct wsrv_tensor t;
+		wsrv_model_tensor(s->m, i, &t);
+		if (s->where[i] != WHERE_RESIDENT)
+			continue;
+		s->res_off[i] = s->resident_bytes;
+		s->resident_bytes += (t.size + 255) & ~255ULL;
+	}
+	s->st.resident_bytes = s->resident_bytes;
+	if (!s->d || !s->resident_bytes)
+		return 0;
+	r = s->d->ops->alloc(s->d, s->resident_bytes, &s->resident);
+	for (size_t i = 0; r == 0 && i < n && f >= 0; i++) {
+		struct wsrv_tensor t;
+		wsrv_model_tensor(s->m, i, &t);
+		if (s->where[i] == WHERE_RESIDENT && t.size)
+			f = s->d->ops->copy(s->d, (uint8_t *)s->resident + s->res_off[i], t.data, t.size, NULL);
+	}
+	if (r == 0 && f < 0)
+		r = (int)f;
+	if (r == 0 && f > 0)
+		s->d->ops->wait(s->d, f);
+	return r;
+}
+
+static int alloc_slots(struct wsrv_stream *s, unsigned n)
+{
+	s->slot_size = stream_layout(s);
+	for (uint32_t i = 0; i < s->nlayers; i++) {
+		if (s->layers[i].nstreamed)
+			s->seq[s->nseq++] = i;
+		s->st.pass_copy_bytes += s->layers[i].slot_bytes;
+	}
+	s->nslots = n;
+	s->st.slots = n;
+	s->st.slot_bytes = s->slot_size;
+	s->st.device_bytes = s->resident_bytes + (uint64_t)n * s->slot_size;
+	s->slots = calloc(n, sizeof(*s->slots));
+	if (!s->slots)
+		return cl_err(-ENOMEM, "out of memory");
+	for (unsigned k = 0; k < n; k++) {
+		s->slots[k].layer = -1;
+		if (s->d && s->slot_size) {
+			int r = s->d->ops->alloc(s->d, s->slot_size, &s->slots[k].mem);
+			if (r < 0)
+				return r;
+		}
+	}
+	return 0;
+}
+
+WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
+				 const struct wsrv_plan *p, const struct wsrv_stream_opts *o,
+				 struct wsrv_stream **out)
+{
+	struct wsrv_stream *s = calloc(1, sizeof(*s));
+	size_t n = wsrv_model_tensor_count(m);
+	unsigned slots = o && o->slots ? o->slots : 2;
+	const char *trace = o && o->trace_path ? o->trace_path : getenv("WSRV_TRACE");
+	int r;
+
+	if (!s)
+		return cl_err(-ENOMEM, "out of memory");
+	s->m = m;
+	s->d = d;
+	s->last = -1;
+	s->opened = stream_now();
+	s->where = calloc(n + 1, 1);
+	s->res_off = calloc(n + 1, sizeof(uint64_t));
+	if (trace && *trace)
+		s->trace_path = strdup(trace);
+	if (!s->where || !s->res_off)
+		r = cl_err(-ENOMEM, "out of memory");
+	else if (slots > 64)
+		r = cl_err(-EINVAL, "a stream has 1 to 64 slots, not %u", slots);
+	else if ((r = alloc_layers(s)) == 0 && (r = stream_place(s, p, o ? o->rank : 0, slots)) == 0 &&
+		 (r = upload_resident(s)) == 0)
+		r = alloc_slots(s, slots);
+	if (r < 0) {
+		wsrv_stream_close(s);
+		return r;
+	}
+	*out = s;
+	return 0;
+}
+
+WSRV_EXPORT void wsrv_stream_close(struct wsrv_stream *s)
+{
+	if (!s)
+		return;
+	/* Copies still running write into the slots: let them land first. */
+	for (unsigned k = 0; s->d && s->slots && k < s->nslots; k++)
+		if (s->slots[k].layer >= 0)
+			s->d->ops->wait(s->d, s->slots[k].fence);
+	if (s->trace_path && s->d) {
+		struct wsrv_stream_stats st;
+		wsrv_stream_stats(s, &st);
+		stream_trace_write(s, s->trace_path);
+	}
+	for (unsigned k = 0; s->d && s->slots && k < s->nslots; k++)
+		s->d->ops->free(s->d, s->slots[k].mem, s->slot_size);
+	if (s->d && s->resident)
+		s->d->ops->free(s->d, s->resident, s->resident_bytes);
+	for (uint32_t i = 0; s->layers && i < s->nlayers; i++) {
+		free(s->layers[i].streamed);
+		free(s->layers[i].slot_off);
+	}
+	free(s->layers);
+	free(s->seq);
+	free(s->slots);
+	free(s->where);
+	free(s->res_off);
+	free(s->trace);
+	free(s->trace_path);
+	free(s);
+}

@@ -1,0 +1,263 @@
+/* test_stream.c - layer streams on the host backend: the device bytes equal
+ * the shared mapping's for every plan; slots are reused and the ring wraps
+ * over many passes; layers out of order; a stream closed mid-pass;
+ * layer_shard ownership for K = 1..4; budget choices; invalid plans. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "wsrv.h"
+
+static int fds_before;
+static char *model_dir;
+static struct test_server ts;
+static struct wsrv_client *cl;
+static struct wsrv_model *m;
+static struct wsrv_device *dev;
+
+/* Every tensor of an acquired layer (and every resident one) has the
+ * shared mapping's bytes at its device address. */
+static void check_layer(struct wsrv_stream *s, int32_t layer)
+{
+	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
+		struct wsrv_tensor t;
+		void *d;
+		wsrv_model_tensor(m, i, &t);
+		if (t.layer != layer && wsrv_stream_residency(s, i) != WSRV_RESIDENT)
+			continue;
+		if (wsrv_stream_tensor_at(s, i, &d) < 0)
+			fail_msg("%s: %s", t.name, wsrv_last_error());
+		if (memcmp(d, t.data, t.size) != 0)
+			fail_msg("%s: device bytes differ from the shared mapping", t.name);
+	}
+}
+
+static void walk(struct wsrv_stream *s, int passes)
+{
+	for (int p = 0; p < passes; p++)
+		for (size_t i = 0; i < wsrv_model_layer_count(m); i++) {
+			struct wsrv_layer l;
+			wsrv_model_layer_at(m, i, &l);
+			if (wsrv_stream_acquire(s, l.index) < 0)
+				fail_msg("acquire %d: %s", l.index, wsrv_last_error());
+			check_layer(s, l.index);
+			assert_int_equal(wsrv_stream_release(s, l.index), 0);
+		}
+}
+
+static struct wsrv_stream *open_with(const char *json, unsigned slots, int rank)
+{
+	struct wsrv_stream_opts o = { .slots = slots, .rank = rank };
+	struct wsrv_plan *p = NULL;
+	struct wsrv_stream *s;
+
+	if (json && wsrv_plan_parse(json, strlen(json), &p) < 0)
+		fail_msg("plan: %s", wsrv_last_error());
+	if (wsrv_stream_open(m, dev, p, &o, &s) < 0)
+		fail_msg("open: %s", wsrv_last_error());
+	wsrv_plan_free(p);
+	return s;
+}
+
+static void exact_for_every_plan(void **st)
+{
+	static const char *const plans[] = {
+		NULL,                                                   /* default */
+		"{\"residency\": {\"*\": \"resident\", \"layers.*\": \"resident\"}}",
+		"{\"residency\": {\"embed_tokens\": \"streamed\", \"norm\": \"streamed\", \"lm_head\": \"streamed\"}}",
+		"{\"residency\": {\"layers.*.mlp.*\": \"resident\"}}",  /* non-contiguous streamed */
+		"{\"residency\": {\"layers.*.self_attn.o_proj\": \"layer_shard:2\"}}",
+		"{\"residency\": {\"layers.*.mlp.down_proj\": \"layer_shard:3\"}}",
+		"{\"budget\": \"1600K\"}",
+	};
+
+	for (size_t k = 0; k < sizeof(plans) / sizeof(plans[0]); k++)
+		for (unsigned slots = 1; slots <= 3; slots++) {
+			struct wsrv_stream *s = open_with(plans[k], slots, 1);
+			walk(s, 2);
+			wsrv_stream_close(s);
+		}
+}
+
+static void ring_wraps_and_counts(void **st)
+{
+	struct wsrv_stream *s = open_with(NULL, 2, 0);
+	struct wsrv_stream_stats ss;
+
+	walk(s, 5);
+	assert_int_equal(wsrv_stream_stats(s, &ss), 0);
+	assert_int_equal(ss.slots, 2);
+	assert_int_equal(ss.acquires, 5 * wsrv_model_layer_count(m));
+	assert_true(ss.passes >= 4);
+	/* Every layer is copied once per pass (the global group is resident),
+	 * plus what was prefetched for a sixth pass that never came. */
+	assert_true(ss.copies >= 5 * (wsrv_model_layer_count(m) - 1));
+	assert_true(ss.copies <= 5 * (wsrv_model_layer_count(m) - 1) + ss.slots);
+	assert_true(ss.bytes_copied >= 5 * ss.pass_copy_bytes);
+	assert_true(ss.copy_seconds > 0);
+	assert_true(ss.hidden_fraction >= 0 && ss.hidden_fraction <= 1);
+	assert_int_equal(ss.device_bytes, ss.resident_bytes + 2 * ss.slot_bytes);
+	wsrv_stream_close(s);
+}
+
+static void out_of_order_and_busy(void **st)
+{
+	struct wsrv_stream *s = open_with(NULL, 2, 0);
+	void *d;
+
+	assert_int_equal(wsrv_stream_acquire(s, 2), 0);
+	check_layer(s, 2);
+	assert_int_equal(wsrv_stream_acquire(s, 0), 0);   /* evicts the prefetched 3 */
+	check_layer(s, 0);
+	assert_int_equal(wsrv_stream_acquire(s, 1), -EBUSY); /* both slots held */
+	assert_int_equal(wsrv_stream_acquire(s, 2), -EBUSY); /* already acquired */
+	assert_int_equal(wsrv_stream_tensor(s, "model.layers.1.mlp.up_proj.weight", &d), -EAGAIN);
+	assert_int_equal(wsrv_stream_release(s, 2), 0);
+	assert_int_equal(wsrv_stream_release(s, 2), -EINVAL);
+	assert_int_equal(wsrv_stream_acquire(s, 1), 0);
+	check_layer(s, 1);
+	assert_int_equal(wsrv_stream_acquire(s, 77), -ENOENT);
+	assert_int_equal(wsrv_stream_tensor(s, "nope", &d), -ENOENT);
+	wsrv_stream_close(s); /* with layers acquired and copies in flight */
+}
+
+static void closed_mid_pass(void **st)
+{
+	struct wsrv_host_opts ho = { .bandwidth_gbps = 0.05 }; /* slow: copies still running */
+	struct wsrv_stream_opts o = { .slots = 3 };
+	struct wsrv_device *slow;
+	struct wsrv_stream *s;
+
+	assert_int_equal(wsrv_device_host(&ho, &slow), 0);
+	assert_int_equal(wsrv_stream_open(m, slow, NULL, &o, &s), 0);
+	assert_int_equal(wsrv_stream_acquire(s, 0), 0);
+	wsrv_stream_close(s);
+	wsrv_device_destroy(slow);
+}
+
+static void layer_shard_ownership(void **st)
+{
+	for (unsigned k = 1; k <= 4; k++)
+		for (unsigned rank = 0; rank < k; rank++) {
+			char json[200];
+			struct wsrv_stream *s;
+			snprintf(json, sizeof(json), "{\"residency\": {\"layers.*.mlp.up_proj\": \"layer_shard:%u\"}}", k);
+			s = open_with(json, 2, (int)rank);
+			for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
+				struct wsrv_tensor t;
+				wsrv_model_tensor(m, i, &t);
+				if (!strstr(t.name, "mlp.up_proj"))
+					continue;
+				int want = (unsigned)t.layer % k == rank ? WSRV_RESIDENT : WSRV_STREAMED;
+				assert_int_equal(wsrv_stream_residency(s, i), want);
+			}
+			walk(s, 1);
+			wsrv_stream_close(s);
+		}
+}
+
+static void budget_choices(void **st)
+{
+	struct wsrv_stream_stats ss;
+	struct wsrv_stream *s;
+	struct wsrv_plan *p;
+	uint64_t all = 0;
+
+	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
+		struct wsrv_tensor t;
+		wsrv_model_tensor(m, i, &t);
+		all += (t.size + 255) & ~255ULL;
+	}
+	/* Room for everything: everything resident, nothing streamed. */
+	s = open_with("{\"budget\": 1073741824}", 2, 0);
+	wsrv_stream_stats(s, &ss);
+	assert_int_equal(ss.resident_bytes, all);
+	assert_int_equal(ss.pass_copy_bytes, 0);
+	walk(s, 1);
+	wsrv_stream_close(s);
+	/* A tight budget: it fits, and the largest series went first. */
+	s = open_with("{\"budget\": \"1600K\"}", 2, 0);
+	wsrv_stream_stats(s, &ss);
+	assert_true(ss.device_bytes <= 1600 * 1024);
+	assert_true(ss.pass_copy_bytes > 0);
+	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
+		struct wsrv_tensor t;
+		wsrv_model_tensor(m, i, &t);
+		if (strstr(t.name, "mlp.down_proj") && t.layer >= 0)
+			assert_int_equal(wsrv_stream_residency(s, i), WSRV_STREAMED);
+	}
+	wsrv_stream_close(s);
+	/* Too small to work at all. */
+	assert_int_equal(wsrv_plan_parse("{\"budget\": 4096}", 16, &p), 0);
+	assert_int_equal(wsrv_stream_open(m, dev, p, NULL, &s), -ENOSPC);
+	assert_non_null(strstr(wsrv_last_error(), "too small"));
+	wsrv_plan_free(p);
+}
+
+static void invalid_plans(void **st)
+{
+	static const struct { const char *json, *needle; } bad[] = {
+		{ "{\"residency\": {\"layers.*\": \"sometimes\"}}", "unknown residency" },
+		{ "{\"residency\": {\"layers..x\": \"resident\"}}", "not a pattern" },
+		{ "{\"residency\": {\"la*ers\": \"resident\"}}", "not a pattern" },
+		{ "{\"residency\": {\"x\": \"layer_shard:0\"}}", "group of 1 to 1024" },
+		{ "{\"residency\": [1]}", "must map patterns" },
+		{ "{\"budget\": \"lots\"}", "not a size" },
+		{ "[", "not valid JSON" },
+	};
+	struct wsrv_plan *p;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(wsrv_plan_parse(bad[i].json, strlen(bad[i].json), &p), -EINVAL);
+		if (!strstr(wsrv_last_error(), bad[i].needle))
+			fail_msg("'%s': %s", bad[i].json, wsrv_last_error());
+	}
+	assert_int_equal(wsrv_plan_load("/nonexistent/plan.json", &p), -ENOENT);
+}
+
+static int setup(void **st)
+{
+	signal(SIGPIPE, SIG_IGN);
+	fds_before = count_fds();
+	model_dir = test_tmpdir("stream-model");
+	if (!model_dir || make_model(model_dir, "tiny", 2 << 20, 4, 2, 3) < 0 ||
+	    server_start(&ts, "m", model_dir, NULL) < 0 || wsrv_connect(ts.sock, NULL, &cl) < 0 ||
+	    wsrv_attach(cl, "m", &m) < 0 || wsrv_device_host(NULL, &dev) < 0)
+		return -1;
+	return 0;
+}
+
+static int teardown(void **st)
+{
+	wsrv_device_destroy(dev);
+	wsrv_detach(m);
+	wsrv_disconnect(cl);
+	server_stop(&ts, SIGTERM);
+	rm_rf(ts.dir);
+	rm_rf(model_dir);
+	free(model_dir);
+	return fd_leak_check(fds_before);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(exact_for_every_plan),
+		cmocka_unit_test(ring_wraps_and_counts),
+		cmocka_unit_test(out_of_order_and_busy),
+		cmocka_unit_test(closed_mid_pass),
+		cmocka_unit_test(layer_shard_ownership),
+		cmocka_unit_test(budget_choices),
+		cmocka_unit_test(invalid_plans),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
