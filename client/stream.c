@@ -37,6 +37,16 @@ static int seq_of(const struct wsrv_stream *s, int pos)
 	return -1;
 }
 
+/* The seq position just before the first streamed layer after pos, so
+ * that prefetch() starts there. */
+static int seq_before(const struct wsrv_stream *s, int pos)
+{
+	for (uint32_t k = 0; k < s->nseq; k++)
+		if (s->seq[k] > (uint32_t)pos)
+			return (int)((k + s->nseq - 1) % s->nseq);
+	return s->nseq ? (int)s->nseq - 1 : -1;
+}
+
 /* Takes a finished copy's times into the stats and the trace, once. */
 static void account(struct wsrv_stream *s, struct slot *sl)
 {
@@ -113,7 +123,7 @@ static int evict(struct wsrv_stream *s, int pos)
 }
 
 /* Starts the copies of the layers after seq position `from` into free slots. */
-static void prefetch(struct wsrv_stream *s, int from)
+void stream_prefetch(struct wsrv_stream *s, int from)
 {
 	for (uint32_t k = 1; k <= s->nseq && from >= 0; k++) {
 		int pos = (int)s->seq[((uint32_t)from + k) % s->nseq], f;
@@ -138,6 +148,8 @@ WSRV_EXPORT int wsrv_stream_acquire(struct wsrv_stream *s, int32_t index)
 	l = &s->layers[pos];
 	s->st.acquires++;
 	if (l->nstreamed == 0) {
+		/* Nothing to copy for this one; keep the next ones coming. */
+		stream_prefetch(s, seq_before(s, pos));
 		s->acquire_t0 = stream_now();
 		return 0;
 	}
@@ -153,7 +165,7 @@ WSRV_EXPORT int wsrv_stream_acquire(struct wsrv_stream *s, int32_t index)
 	from = seq_of(s, pos);
 	if (s->last >= 0 && from <= s->last)
 		s->st.passes++;
-	prefetch(s, from);
+	stream_prefetch(s, from);
 	sl = &s->slots[l->slot];
 	t0 = stream_now();
 	if (!s->d->ops->done(s->d, sl->fence)) {
@@ -184,7 +196,7 @@ WSRV_EXPORT int wsrv_stream_release(struct wsrv_stream *s, int32_t index)
 	s->slots[l->slot].acquired = false;
 	s->slots[l->slot].layer = -1;
 	l->slot = -1;
-	prefetch(s, s->last);
+	stream_prefetch(s, s->last);
 	return 0;
 }
 

@@ -70,4 +70,8 @@ int stream_trace_write(const struct wsrv_stream *s, const char *path);
 
 double stream_now(void);
 
+/* Starts the copies of the layers after seq position from (-1: none) into
+ * the free slots. */
+void stream_prefetch(struct wsrv_stream *s, int from);
+
 #endif

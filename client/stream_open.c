@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "stream_internal.h"
 
@@ -58,6 +60,30 @@ static int upload_resident(struct wsrv_stream *s)
 	return r;
 }
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+
+/* Maps the shared pages the stream will copy from into this process now,
+ * once, instead of faulting them in during the first pass (the cuda
+ * backend's cudaHostRegister does the same walk). Best effort. */
+static void populate_sources(struct wsrv_stream *s)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+
+	for (uint32_t i = 0; i < s->nlayers; i++) {
+		const struct st_layer *l = &s->layers[i];
+		struct wsrv_layer wl;
+		uintptr_t a, b;
+		if (!l->nstreamed)
+			continue;
+		wsrv_model_layer_at(s->m, i, &wl);
+		a = (uintptr_t)wl.data & ~(uintptr_t)(pg - 1);
+		b = ((uintptr_t)wl.data + wl.length + (uintptr_t)pg - 1) & ~(uintptr_t)(pg - 1);
+		madvise((void *)a, b - a, MADV_POPULATE_READ);
+	}
+}
+
 static int alloc_slots(struct wsrv_stream *s, unsigned n)
 {
 	s->slot_size = stream_layout(s);
@@ -66,6 +92,8 @@ static int alloc_slots(struct wsrv_stream *s, unsigned n)
 			s->seq[s->nseq++] = i;
 		s->st.pass_copy_bytes += s->layers[i].slot_bytes;
 	}
+	if (s->d)
+		populate_sources(s);
 	s->nslots = n;
 	s->st.slots = n;
 	s->st.slot_bytes = s->slot_size;
@@ -115,6 +143,9 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 		wsrv_stream_close(s);
 		return r;
 	}
+	/* The first layers start copying now, before anyone asks. */
+	if (s->d && s->nseq)
+		stream_prefetch(s, (int)s->nseq - 1);
 	*out = s;
 	return 0;
 }

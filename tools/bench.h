@@ -9,5 +9,6 @@ int bench_share(int argc, char **argv);
 int bench_attach(int argc, char **argv);
 int bench_fetch(int argc, char **argv);
 int bench_resolve(int argc, char **argv);
+int bench_pipeline(int argc, char **argv);
 
 #endif

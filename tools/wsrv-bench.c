@@ -28,6 +28,9 @@ static const struct {
 	{ "resolve", bench_resolve,
 	  "resolve --model DIR [--json]\n"
 	  "      system calls and time of local tensor/layer lookups vs a FetchLayer RPC" },
+	{ "pipeline", bench_pipeline,
+	  "pipeline --model DIR [--compute-us C] [--bandwidth GBPS] [--slots D] [--trace F] [--json]\n"
+	  "      a layer stream vs all-resident and synchronous offload" },
 };
 
 int main(int argc, char **argv)
