@@ -3,6 +3,7 @@
  * device budget, everything else resident until it does not fit, streaming
  * the largest per-layer series first. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,7 @@ static void series_of(const struct wsrv_tensor *t, char *buf, size_t cap)
 struct series {
 	char key[256];
 	uint64_t bytes;
+	bool global;                /* a tensor of the global group */
 };
 
 static int cmp_series(const void *a, const void *b)
@@ -66,6 +68,22 @@ static uint64_t device_bytes(struct wsrv_stream *s, unsigned slots)
 	return res + slots * stream_layout(s);
 }
 
+static void set_series(struct wsrv_stream *s, const uint8_t *automatic, const char *key, uint8_t where)
+{
+	size_t n = wsrv_model_tensor_count(s->m);
+	char k2[256];
+
+	for (size_t i = 0; i < n; i++) {
+		struct wsrv_tensor t;
+		if (!automatic[i])
+			continue;
+		wsrv_model_tensor(s->m, i, &t);
+		series_of(&t, k2, sizeof(k2));
+		if (strcmp(k2, key) == 0)
+			s->where[i] = where;
+	}
+}
+
 static int fit_budget(struct wsrv_stream *s, const uint8_t *automatic, uint64_t budget, unsigned slots)
 {
 	size_t n = wsrv_model_tensor_count(s->m), ns = 0;
@@ -86,22 +104,23 @@ static int fit_budget(struct wsrv_stream *s, const uint8_t *automatic, uint64_t 
 		if (k == ns)
 			snprintf(ser[ns++].key, sizeof(ser[0].key), "%s", key);
 		ser[k].bytes += t.size;
+		ser[k].global = t.layer < 0;
 	}
 	qsort(ser, ns, sizeof(*ser), cmp_series);
 	for (size_t k = 0; k < ns && device_bytes(s, slots) > budget; k++) {
-		for (size_t i = 0; i < n; i++) {
-			struct wsrv_tensor t;
-			if (!automatic[i])
-				continue;
-			wsrv_model_tensor(s->m, i, &t);
-			series_of(&t, key, sizeof(key));
-			if (strcmp(key, ser[k].key) == 0)
-				s->where[i] = WHERE_STREAMED;
-		}
+		uint64_t before = device_bytes(s, slots);
+		set_series(s, automatic, ser[k].key, WHERE_STREAMED);
+		/* A series of the global group is one tensor in one "layer":
+		 * streaming it through D slots can cost more than keeping it, so
+		 * it streams only when that helps. Series across numbered layers
+		 * stream in size order: each may not pay alone (its layers share
+		 * the slots), but together they do. */
+		if (ser[k].global && device_bytes(s, slots) >= before)
+			set_series(s, automatic, ser[k].key, WHERE_RESIDENT);
 	}
 	free(ser);
 	if (device_bytes(s, slots) > budget)
-		return cl_err(-ENOSPC, "plan: a device budget of %llu bytes is too small: streaming everything allowed still needs %llu",
+		return cl_err(-ENOSPC, "plan: a device budget of %llu bytes is too small: the least this model can stream with needs %llu",
 			      (unsigned long long)budget, (unsigned long long)device_bytes(s, slots));
 	return 0;
 }

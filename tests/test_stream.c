@@ -200,6 +200,16 @@ static void budget_choices(void **st)
 	assert_int_equal(wsrv_plan_parse("{\"budget\": 4096}", 16, &p), 0);
 	assert_int_equal(wsrv_stream_open(m, dev, p, NULL, &s), -ENOSPC);
 	assert_non_null(strstr(wsrv_last_error(), "too small"));
+	/* One byte under "all resident" must be met. (The regression of the
+	 * budget search trading a big global tensor for D slots is pinned by
+	 * test_worker's llama budget, where embed_tokens is the largest.) */
+	char json[64];
+	snprintf(json, sizeof(json), "{\"budget\": %llu}", (unsigned long long)all - 1);
+	s = open_with(json, 2, 0);
+	wsrv_stream_stats(s, &ss);
+	assert_true(ss.device_bytes < all);
+	walk(s, 1);
+	wsrv_stream_close(s);
 	wsrv_plan_free(p);
 }
 

@@ -306,5 +306,6 @@ const struct ctl_command ctl_server_commands[] = {
 	{ "stats", cmd_stats, "stats                 the server's counters" },
 	{ "verify", cmd_verify, "verify MODEL [--hold S]  check every checksum in the shared mapping" },
 	{ "dump", cmd_dump, "dump MODEL TENSOR -o FILE  the tensor's bytes as a worker sees them" },
+	{ "plan", ctl_plan, "plan MODEL --plan FILE [--rank R --world W]  where each tensor lives, device memory" },
 	{ NULL, NULL, NULL },
 };

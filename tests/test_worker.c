@@ -1,0 +1,132 @@
+/* test_worker.c - the example worker's forward pass through a stream is
+ * bit-identical to the same pass over the direct mapping, for several plans
+ * (all resident, all streamed, layer_shard K = 2 and 3 on every rank, a
+ * budget), on a BF16 Llama-shaped model and an FP8 DeepSeek-V3-shaped one
+ * (block scales). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward.h"
+#include "helpers.h"
+#include "wsrv.h"
+
+static int fds_before;
+static char *dir_llama, *dir_ds;
+static struct test_server ts;
+static struct wsrv_client *cl;
+static struct wsrv_device *dev;
+
+static const struct { const char *json; unsigned k; } plans[] = {
+	{ "{\"budget\": \"1T\"}", 1 },                                             /* all resident */
+	{ "{\"residency\": {\"embed_tokens\": \"streamed\", \"norm\": \"streamed\", \"lm_head\": \"streamed\"}}", 1 },
+	{ "{\"residency\": {\"layers.*.self_attn.o_proj\": \"layer_shard:2\", \"layers.*.mlp.down_proj\": \"layer_shard:2\"}}", 2 },
+	{ "{\"residency\": {\"layers.*.self_attn.q_b_proj\": \"layer_shard:3\", \"layers.*.mlp.up_proj\": \"layer_shard:3\"}}", 3 },
+	{ NULL, 1 },  /* a budget: made per model below */
+};
+
+static void exact(const char *model)
+{
+	struct wsrv_model *m;
+	uint64_t direct, streamed;
+
+	uint64_t total = 0;
+	char budget[64];
+
+	assert_int_equal(wsrv_attach(cl, model, &m), 0);
+	assert_int_equal(forward_pass(m, NULL, 2, &direct), 0);
+	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
+		struct wsrv_tensor t;
+		wsrv_model_tensor(m, i, &t);
+		total += t.size;
+	}
+	/* A budget between "every layer streamed" (which fits) and "all
+	 * resident": the library has to choose. Regression: on the llama
+	 * model, whose embed_tokens and lm_head are its largest tensors, the
+	 * budget search streamed them through D slots, needed more memory
+	 * than keeping everything, and refused; on the DeepSeek one, refusing
+	 * every series that did not pay alone left its experts resident. */
+	struct wsrv_stream *probe;
+	struct wsrv_stream_stats ps;
+	assert_int_equal(wsrv_stream_open(m, NULL, NULL, NULL, &probe), 0);
+	wsrv_stream_stats(probe, &ps);
+	wsrv_stream_close(probe);
+	snprintf(budget, sizeof(budget), "{\"budget\": %llu}", (unsigned long long)(ps.device_bytes + total) / 2);
+	for (size_t i = 0; i < sizeof(plans) / sizeof(plans[0]); i++) {
+		const char *json = plans[i].json ? plans[i].json : budget;
+		struct wsrv_plan *p;
+		assert_int_equal(wsrv_plan_parse(json, strlen(json), &p), 0);
+		for (unsigned rank = 0; rank < plans[i].k; rank++) {
+			struct wsrv_stream_opts o = { .slots = 2 + rank % 2, .rank = (int)rank };
+			struct wsrv_stream *s;
+			if (wsrv_stream_open(m, dev, p, &o, &s) < 0)
+				fail_msg("%s plan %zu: %s", model, i, wsrv_last_error());
+			assert_int_equal(forward_pass(m, s, 2, &streamed), 0);
+			if (streamed != direct)
+				fail_msg("%s plan %zu rank %u: %016llx through the stream, %016llx direct", model, i,
+					 rank, (unsigned long long)streamed, (unsigned long long)direct);
+			wsrv_stream_close(s);
+		}
+		wsrv_plan_free(p);
+	}
+	wsrv_detach(m);
+}
+
+static void llama_bf16(void **st) { exact("llama"); }
+static void deepseek_fp8(void **st) { exact("ds"); }
+
+static void fp8_decoding(void **st)
+{
+	assert_true(fp8_e4m3(0x38) == 1.0f);        /* exp 7, man 0 */
+	assert_true(fp8_e4m3(0xB8) == -1.0f);
+	assert_true(fp8_e4m3(0x7E) == 448.0f);      /* the largest */
+	assert_true(fp8_e4m3(0x01) == 0x1p-9f);     /* the smallest subnormal */
+	assert_true(fp8_e4m3(0x7F) != fp8_e4m3(0x7F)); /* NaN */
+}
+
+static int setup(void **st)
+{
+	char spec[600];
+
+	signal(SIGPIPE, SIG_IGN);
+	fds_before = count_fds();
+	dir_llama = test_tmpdir("worker-llama");
+	dir_ds = test_tmpdir("worker-ds");
+	if (!dir_llama || !dir_ds || make_model(dir_llama, "llama-mini", 6 << 20, 3, 2, 1) < 0 ||
+	    make_model(dir_ds, "deepseek-v3-mini", 40 << 20, 3, 2, 2) < 0)
+		return -1;
+	snprintf(spec, sizeof(spec), "ds=%s", dir_ds);
+	if (server_start(&ts, "llama", dir_llama, "--model", spec, NULL) < 0 ||
+	    wsrv_connect(ts.sock, NULL, &cl) < 0 || wsrv_device_host(NULL, &dev) < 0)
+		return -1;
+	return 0;
+}
+
+static int teardown(void **st)
+{
+	wsrv_device_destroy(dev);
+	wsrv_disconnect(cl);
+	server_stop(&ts, SIGTERM);
+	rm_rf(ts.dir);
+	rm_rf(dir_llama);
+	rm_rf(dir_ds);
+	free(dir_llama);
+	free(dir_ds);
+	return fd_leak_check(fds_before);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(fp8_decoding),
+		cmocka_unit_test(llama_bf16),
+		cmocka_unit_test(deepseek_fp8),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
