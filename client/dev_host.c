@@ -19,7 +19,8 @@
 struct job {
 	void *dst;
 	const void *src;
-	size_t len;
+	size_t len;                 /* bytes per row */
+	size_t height, pitch;       /* rows, and their distance in src */
 	double *timing;             /* start, end; written before completion */
 };
 
@@ -49,9 +50,16 @@ static double now(void)
  * (large copies then use non-temporal stores); capped, chunks of about half
  * a millisecond of the link's time, each released when the link would have
  * carried it. */
+static void copy_rows(struct host_dev *h, const struct job *j, double t0);
+
 static double run_copy(struct host_dev *h, const struct job *j)
 {
 	double t0 = now();
+
+	if (j->height > 1) {
+		copy_rows(h, j, t0);
+		return t0;
+	}
 	size_t chunk = h->bw > 0 ? (size_t)(h->bw * 0.0005) : j->len;
 
 	if (chunk < CHUNK)
@@ -71,6 +79,21 @@ static double run_copy(struct host_dev *h, const struct job *j)
 	return t0;
 }
 
+/* A strided copy: row by row, paced like a flat one. */
+static void copy_rows(struct host_dev *h, const struct job *j, double t0)
+{
+	for (size_t r = 0; r < j->height; r++) {
+		memcpy((uint8_t *)j->dst + r * j->len, (const uint8_t *)j->src + r * j->pitch, j->len);
+		if (h->bw > 0) {
+			double due = t0 + (double)((r + 1) * j->len) / h->bw, t = now();
+			if (due > t + 0.0002) {
+				struct timespec ts = { (time_t)(due - t), (long)((due - t - (time_t)(due - t)) * 1e9) };
+				nanosleep(&ts, NULL);
+			}
+		}
+	}
+}
+
 static void *engine(void *arg)
 {
 	struct host_dev *h = arg;
@@ -86,7 +109,7 @@ static void *engine(void *arg)
 		double t0 = run_copy(h, &j), t1 = now();
 		pthread_mutex_lock(&h->lock);
 		h->dev.copy_seconds += t1 - t0;
-		h->dev.copy_bytes += j.len;
+		h->dev.copy_bytes += j.len * (j.height ? j.height : 1);
 		if (j.timing) {
 			j.timing[0] = t0;
 			j.timing[1] = t1;
@@ -120,8 +143,8 @@ static void h_free(struct wsrv_device *d, void *p, size_t len)
 		munmap(p, len ? len : 1);
 }
 
-static int64_t h_copy(struct wsrv_device *d, void *dst, const void *src, size_t len,
-		      double *timing)
+static int64_t h_copy2d(struct wsrv_device *d, void *dst, const void *src, size_t width,
+			size_t height, size_t pitch, double *timing)
 {
 	struct host_dev *h = (struct host_dev *)d;
 	int64_t fence;
@@ -129,11 +152,17 @@ static int64_t h_copy(struct wsrv_device *d, void *dst, const void *src, size_t 
 	pthread_mutex_lock(&h->lock);
 	while (h->submitted - h->completed >= QUEUE)
 		pthread_cond_wait(&h->progress, &h->lock);
-	h->q[h->submitted % QUEUE] = (struct job){ dst, src, len, timing };
+	h->q[h->submitted % QUEUE] = (struct job){ dst, src, width, height, pitch, timing };
 	fence = ++h->submitted;
 	pthread_cond_signal(&h->more);
 	pthread_mutex_unlock(&h->lock);
 	return fence;
+}
+
+static int64_t h_copy(struct wsrv_device *d, void *dst, const void *src, size_t len,
+		      double *timing)
+{
+	return h_copy2d(d, dst, src, len, 1, len, timing);
 }
 
 static int h_done(struct wsrv_device *d, int64_t fence)
@@ -174,7 +203,7 @@ static void h_destroy(struct wsrv_device *d)
 }
 
 static const struct device_ops host_ops = {
-	"host", h_alloc, h_free, h_copy, h_done, h_wait, h_destroy,
+	"host", h_alloc, h_free, h_copy, h_copy2d, h_done, h_wait, h_destroy,
 };
 
 WSRV_EXPORT int wsrv_device_host(const struct wsrv_host_opts *o, struct wsrv_device **out)

@@ -21,6 +21,10 @@ struct device_ops {
 	 * are written there before the fence completes. */
 	int64_t (*copy)(struct wsrv_device *d, void *dst, const void *src, size_t len,
 			double *timing);
+	/* The same for height rows of width bytes, pitch apart in src, packed
+	 * in dst (cudaMemcpy2DAsync's shape). */
+	int64_t (*copy2d)(struct wsrv_device *d, void *dst, const void *src, size_t width,
+			  size_t height, size_t pitch, double *timing);
 	/* Has every copy up to fence completed? */
 	int (*done)(struct wsrv_device *d, int64_t fence);
 	/* Blocks until every copy up to fence has completed. */

@@ -214,7 +214,7 @@ WSRV_EXPORT int wsrv_plan_load(const char *path, struct wsrv_plan **out)
 }
 
 /* Does glob match s exactly? "*" matches one non-empty dot-free run. */
-static bool match(const char *g, const char *s)
+bool plan_glob(const char *g, const char *s)
 {
 	if (*g == 0)
 		return *s == 0;
@@ -222,13 +222,13 @@ static bool match(const char *g, const char *s)
 		const char *e = s;
 		while (*e && *e != '.')
 			e++;
-		return e > s && match(g + 1, e);
+		return e > s && plan_glob(g + 1, e);
 	}
-	return *g == *s && match(g + 1, s + 1);
+	return *g == *s && plan_glob(g + 1, s + 1);
 }
 
 /* The module path: the name without its final parameter suffix. */
-static void module_path(const char *name, char *buf, size_t cap)
+void plan_module_path(const char *name, char *buf, size_t cap)
 {
 	static const char *const sfx[] = { ".weight_scale_inv", ".weight", ".bias" };
 	size_t n = strlen(name);
@@ -247,10 +247,10 @@ const struct plan_rule *plan_match(const struct wsrv_plan *p, const char *name)
 {
 	char mod[512];
 
-	module_path(name, mod, sizeof(mod));
+	plan_module_path(name, mod, sizeof(mod));
 	for (size_t i = 0; p && i < p->nrules; i++) {
 		const char *g = p->rules[i].pattern;
-		if (match(g, mod) || (strncmp(mod, "model.", 6) == 0 && match(g, mod + 6)))
+		if (plan_glob(g, mod) || (strncmp(mod, "model.", 6) == 0 && plan_glob(g, mod + 6)))
 			return &p->rules[i];
 	}
 	return NULL;

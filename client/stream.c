@@ -73,12 +73,16 @@ static int load(struct wsrv_stream *s, int pos, int k)
 	sl->single = n == 1;
 	l->slot = k;
 	for (uint32_t i = 0; i < n && f >= 0; i++) {
+		const struct tp_view *v = &s->views[l->streamed[i]];
+		double *timing = i == 0 ? sl->t_first : i + 1 == n ? sl->t_last : NULL;
 		struct wsrv_tensor t;
-		size_t len;
 		wsrv_model_tensor(s->m, l->streamed[i], &t);
-		len = l->contiguous ? l->slot_bytes : t.size;
-		f = s->d->ops->copy(s->d, (uint8_t *)sl->mem + l->slot_off[i], t.data, len,
-				    i == 0 ? sl->t_first : i + 1 == n ? sl->t_last : NULL);
+		if (l->contiguous)
+			f = s->d->ops->copy(s->d, sl->mem, t.data, l->slot_bytes, timing);
+		else
+			f = s->d->ops->copy2d(s->d, (uint8_t *)sl->mem + l->slot_off[i],
+					      (const uint8_t *)t.data + v->src_off, v->width, v->height,
+					      v->pitch, timing);
 	}
 	sl->fence = f;
 	if (f < 0)
@@ -216,6 +220,8 @@ static int dev_addr(struct wsrv_stream *s, uint32_t i, void **dev)
 		return 0;
 	}
 	wsrv_model_tensor(s->m, i, &t);
+	if (s->where[i] == WHERE_ABSENT)
+		return cl_err(-ENOENT, "tensor %s is not in rank %d's view", t.name, s->rank);
 	pos = find_pos(s, t.layer);
 	l = &s->layers[pos];
 	if (l->slot < 0 || !s->slots[l->slot].acquired)
@@ -252,7 +258,22 @@ WSRV_EXPORT int wsrv_stream_residency(const struct wsrv_stream *s, size_t i)
 {
 	if (i >= wsrv_model_tensor_count(s->m))
 		return cl_err(-ERANGE, "tensor %zu out of range", i);
-	return s->where[i] == WHERE_RESIDENT ? WSRV_RESIDENT : WSRV_STREAMED;
+	return s->where[i] == WHERE_RESIDENT ? WSRV_RESIDENT
+	     : s->where[i] == WHERE_STREAMED ? WSRV_STREAMED : WSRV_NOT_IN_VIEW;
+}
+
+WSRV_EXPORT int wsrv_stream_view(const struct wsrv_stream *s, size_t i, struct wsrv_view *out)
+{
+	const struct tp_view *v;
+
+	if (i >= wsrv_model_tensor_count(s->m))
+		return cl_err(-ERANGE, "tensor %zu out of range", i);
+	v = &s->views[i];
+	out->present = v->present;
+	out->rank = v->rank;
+	memcpy(out->shape, v->shape, sizeof(out->shape));
+	out->bytes = v->bytes;
+	return 0;
 }
 
 WSRV_EXPORT int wsrv_stream_stats(struct wsrv_stream *s, struct wsrv_stream_stats *out)

@@ -5,8 +5,9 @@
 #include "client_internal.h"
 #include "device.h"
 #include "plan.h"
+#include "tp_view.h"
 
-enum { WHERE_RESIDENT = 1, WHERE_STREAMED = 2 };
+enum { WHERE_ABSENT = 0, WHERE_RESIDENT = 1, WHERE_STREAMED = 2 };
 
 struct st_layer {
 	int32_t index;
@@ -40,6 +41,8 @@ struct wsrv_stream {
 	struct wsrv_model *m;
 	struct wsrv_device *d;
 	uint8_t *where;             /* per tensor */
+	struct tp_view *views;      /* per tensor: this rank's part of it */
+	int rank, world;
 	uint64_t *res_off;          /* per tensor: offset in resident memory */
 	void *resident;
 	uint64_t resident_bytes;

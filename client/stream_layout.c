@@ -1,6 +1,7 @@
 /* stream_layout.c - how each layer's streamed tensors sit in a slot: one
- * run copied as it lies in the arena when the streamed tensors are
- * contiguous there (one copy per layer), else packed 256-aligned. */
+ * run copied as it lies in the arena when the streamed tensors are whole
+ * and contiguous there (one copy per layer), else each tensor's view
+ * packed 256-aligned. */
 #include <errno.h>
 #include <stdlib.h>
 
@@ -14,9 +15,15 @@ static void layout_one(struct wsrv_stream *s, struct st_layer *sl, const struct 
 	for (uint32_t k = l->first; k < l->first + l->count; k++)
 		if (s->where[k] == WHERE_STREAMED)
 			sl->streamed[sl->nstreamed++] = k;
-	/* Contiguous: the streamed ones are one unbroken run of the layer. */
+	/* Contiguous: the streamed ones are one unbroken run of the layer,
+	 * each seen whole (no tensor-parallel slice). */
 	sl->contiguous = sl->nstreamed > 0 &&
 			 sl->streamed[sl->nstreamed - 1] - sl->streamed[0] + 1 == sl->nstreamed;
+	for (uint32_t i = 0; sl->contiguous && i < sl->nstreamed; i++) {
+		struct wsrv_tensor t;
+		wsrv_model_tensor(s->m, sl->streamed[i], &t);
+		sl->contiguous = s->views[sl->streamed[i]].bytes == t.size && s->views[sl->streamed[i]].height == 1;
+	}
 	sl->slot_bytes = 0;
 	if (sl->nstreamed == 0)
 		return;
@@ -35,11 +42,9 @@ static void layout_one(struct wsrv_stream *s, struct st_layer *sl, const struct 
 		return;
 	}
 	for (uint32_t i = 0; i < sl->nstreamed; i++) {
-		struct wsrv_tensor t;
-		wsrv_model_tensor(s->m, sl->streamed[i], &t);
 		off = (off + 255) & ~255ULL;
 		sl->slot_off[i] = off;
-		off += t.size;
+		off += s->views[sl->streamed[i]].bytes;
 	}
 	sl->slot_bytes = off;
 }

@@ -36,22 +36,23 @@ static int upload_resident(struct wsrv_stream *s)
 	int r;
 
 	for (size_t i = 0; i < n; i++) {
-		struct wsrv_tensor t;
-		wsrv_model_tensor(s->m, i, &t);
 		if (s->where[i] != WHERE_RESIDENT)
 			continue;
 		s->res_off[i] = s->resident_bytes;
-		s->resident_bytes += (t.size + 255) & ~255ULL;
+		s->resident_bytes += (s->views[i].bytes + 255) & ~255ULL;
 	}
 	s->st.resident_bytes = s->resident_bytes;
 	if (!s->d || !s->resident_bytes)
 		return 0;
 	r = s->d->ops->alloc(s->d, s->resident_bytes, &s->resident);
 	for (size_t i = 0; r == 0 && i < n && f >= 0; i++) {
+		const struct tp_view *v = &s->views[i];
 		struct wsrv_tensor t;
 		wsrv_model_tensor(s->m, i, &t);
-		if (s->where[i] == WHERE_RESIDENT && t.size)
-			f = s->d->ops->copy(s->d, (uint8_t *)s->resident + s->res_off[i], t.data, t.size, NULL);
+		if (s->where[i] == WHERE_RESIDENT && v->bytes)
+			f = s->d->ops->copy2d(s->d, (uint8_t *)s->resident + s->res_off[i],
+					      (const uint8_t *)t.data + v->src_off, v->width, v->height,
+					      v->pitch, NULL);
 	}
 	if (r == 0 && f < 0)
 		r = (int)f;
@@ -130,13 +131,18 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 	s->opened = stream_now();
 	s->where = calloc(n + 1, 1);
 	s->res_off = calloc(n + 1, sizeof(uint64_t));
+	s->views = calloc(n + 1, sizeof(*s->views));
+	s->rank = o ? o->rank : 0;
+	s->world = o && o->world > 1 ? o->world : 1;
 	if (trace && *trace)
 		s->trace_path = strdup(trace);
-	if (!s->where || !s->res_off)
+	if (!s->where || !s->res_off || !s->views)
 		r = cl_err(-ENOMEM, "out of memory");
 	else if (slots > 64)
 		r = cl_err(-EINVAL, "a stream has 1 to 64 slots, not %u", slots);
-	else if ((r = alloc_layers(s)) == 0 && (r = stream_place(s, p, o ? o->rank : 0, slots)) == 0 &&
+	else if ((r = alloc_layers(s)) == 0 &&
+		 (r = tp_resolve(m, p ? p->tp_plan : NULL, s->rank, s->world, s->views)) == 0 &&
+		 (r = stream_place(s, p, s->rank, slots)) == 0 &&
 		 (r = upload_resident(s)) == 0)
 		r = alloc_slots(s, slots);
 	if (r < 0) {
@@ -176,6 +182,7 @@ WSRV_EXPORT void wsrv_stream_close(struct wsrv_stream *s)
 	free(s->slots);
 	free(s->where);
 	free(s->res_off);
+	free(s->views);
 	free(s->trace);
 	free(s->trace_path);
 	free(s);

@@ -59,12 +59,9 @@ static uint64_t device_bytes(struct wsrv_stream *s, unsigned slots)
 	uint64_t res = 0;
 	size_t n = wsrv_model_tensor_count(s->m);
 
-	for (size_t i = 0; i < n; i++) {
-		struct wsrv_tensor t;
-		wsrv_model_tensor(s->m, i, &t);
+	for (size_t i = 0; i < n; i++)
 		if (s->where[i] == WHERE_RESIDENT)
-			res += (t.size + 255) & ~255ULL;
-	}
+			res += (s->views[i].bytes + 255) & ~255ULL;
 	return res + slots * stream_layout(s);
 }
 
@@ -103,7 +100,7 @@ static int fit_budget(struct wsrv_stream *s, const uint8_t *automatic, uint64_t 
 			;
 		if (k == ns)
 			snprintf(ser[ns++].key, sizeof(ser[0].key), "%s", key);
-		ser[k].bytes += t.size;
+		ser[k].bytes += s->views[i].bytes;
 		ser[k].global = t.layer < 0;
 	}
 	qsort(ser, ns, sizeof(*ser), cmp_series);
@@ -138,7 +135,9 @@ int stream_place(struct wsrv_stream *s, const struct wsrv_plan *p, int rank, uns
 		const struct plan_rule *rule;
 		wsrv_model_tensor(s->m, i, &t);
 		rule = plan_match(p, t.name);
-		if (rule) {
+		if (!s->views[i].present) {
+			s->where[i] = WHERE_ABSENT; /* another rank's expert */
+		} else if (rule) {
 			s->where[i] = (uint8_t)where_for(rule, t.layer, rank);
 		} else if (p && p->budget) {
 			automatic[i] = 1;

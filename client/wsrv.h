@@ -187,6 +187,7 @@ enum wsrv_residency {
 	WSRV_STREAMED = 0,    /* copied into a slot on every pass */
 	WSRV_RESIDENT = 1,    /* copied once when the stream opens */
 	WSRV_LAYER_SHARD = 2, /* resident on rank (layer mod K), streamed elsewhere */
+	WSRV_NOT_IN_VIEW = 3, /* another rank's (an expert it owns): not on this device */
 };
 
 struct wsrv_host_opts {
@@ -221,7 +222,8 @@ WSRV_EXPORT void wsrv_plan_free(struct wsrv_plan *p);
 
 struct wsrv_stream_opts {
 	unsigned slots;              /* D, 1 to 64; 0: 2 */
-	int rank;                    /* this worker's rank, for layer_shard */
+	int rank;                    /* this worker's rank: layer_shard, tp_plan */
+	int world;                   /* tensor-parallel world W with the plan's tp_plan; 0/1: none */
 	const char *trace_path;      /* a Chrome trace written at close; NULL: $WSRV_TRACE */
 };
 
@@ -253,8 +255,24 @@ WSRV_EXPORT int wsrv_stream_release(struct wsrv_stream *s, int32_t index);
  * layer is acquired (-EAGAIN otherwise). No system call. */
 WSRV_EXPORT int wsrv_stream_tensor(struct wsrv_stream *s, const char *name, void **dev);
 WSRV_EXPORT int wsrv_stream_tensor_at(struct wsrv_stream *s, size_t i, void **dev);
-/* Where tensor i lives: WSRV_RESIDENT or WSRV_STREAMED. */
+/* Where tensor i lives: WSRV_RESIDENT, WSRV_STREAMED or WSRV_NOT_IN_VIEW. */
 WSRV_EXPORT int wsrv_stream_residency(const struct wsrv_stream *s, size_t i);
+
+/* What this rank sees of tensor i under the plan's tp_plan: its shard's
+ * shape and bytes (packed on the device), or present = 0 for another rank's
+ * expert. Strategies: colwise (dim 0 of [out, in], and of its bias),
+ * rowwise (dim 1; a bias stays whole), replicate, experts (expert E of N on
+ * rank E / (N / W)), kv_heads (by heads; heads replicated when W exceeds
+ * them); Hugging Face's names (local_colwise, colwise_rep, local, gather,
+ * ...) as aliases. FP8 weight_scale_inv tensors split with their weight, in
+ * 128x128 blocks. A shape that does not divide fails wsrv_stream_open. */
+struct wsrv_view {
+	int present;
+	uint32_t rank;
+	uint64_t shape[16];
+	uint64_t bytes;
+};
+WSRV_EXPORT int wsrv_stream_view(const struct wsrv_stream *s, size_t i, struct wsrv_view *out);
 WSRV_EXPORT int wsrv_stream_stats(struct wsrv_stream *s, struct wsrv_stream_stats *out);
 /* Waits for copies in flight, writes the trace if asked, frees. NULL is fine. */
 WSRV_EXPORT void wsrv_stream_close(struct wsrv_stream *s);

@@ -20,17 +20,22 @@ static int report(const struct ctl_ctx *c, struct wsrv_model *m, struct wsrv_str
 
 	wsrv_stream_stats(s, &st);
 	if (!c->json)
-		printf("%-64s %6s %12s  %s\n", "TENSOR", "LAYER", "BYTES", "WHERE");
+		printf("%-64s %6s %12s %12s  %s\n", "TENSOR", "LAYER", "BYTES", "THIS RANK", "WHERE");
 	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
 		struct wsrv_tensor t;
 		const char *where;
 		wsrv_model_tensor(m, i, &t);
-		where = wsrv_stream_residency(s, i) == WSRV_RESIDENT ? "resident" : "streamed";
+		struct wsrv_view v;
+		int res = wsrv_stream_residency(s, i);
+		wsrv_stream_view(s, i, &v);
+		where = res == WSRV_RESIDENT ? "resident" : res == WSRV_STREAMED ? "streamed" : "not in this rank's view";
 		if (c->json)
-			json_array_append_new(ts, json_pack("{s:s, s:i, s:I, s:s}", "name", t.name,
-				"layer", t.layer, "bytes", (json_int_t)t.size, "where", where));
+			json_array_append_new(ts, json_pack("{s:s, s:i, s:I, s:I, s:s}", "name", t.name,
+				"layer", t.layer, "bytes", (json_int_t)t.size, "view_bytes", (json_int_t)v.bytes,
+				"where", where));
 		else
-			printf("%-64s %6d %12" PRIu64 "  %s\n", t.name, t.layer, t.size, where);
+			printf("%-64s %6d %12" PRIu64 " %12" PRIu64 "  %s\n", t.name, t.layer, t.size,
+			       v.present ? v.bytes : 0, where);
 	}
 	if (c->json) {
 		json_t *o = json_pack("{s:i, s:i, s:I, s:I, s:I, s:I, s:o}", "rank", rank,
@@ -71,7 +76,7 @@ int ctl_plan(const struct ctl_ctx *c, int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (o == 'p') plan_path = optarg;
 		else if (o == 'r') so.rank = atoi(optarg);
-		else if (o == 'w') world = atoi(optarg);
+		else if (o == 'w') so.world = world = atoi(optarg);
 		else if (o == 's') so.slots = (unsigned)atoi(optarg);
 		else return 2;
 	}

@@ -268,24 +268,72 @@ static int cmd_verify(const struct ctl_ctx *c, int argc, char **argv)
 	return bad ? 1 : 0;
 }
 
+/* The bytes of tensor name as rank of world sees them under plan_path:
+ * through a stream on the host device, as a worker would have them. */
+static int dump_view(struct wsrv_model *m, const char *name, const char *plan_path, int rank,
+		     int world, const char *outp)
+{
+	struct wsrv_stream_opts so = { .slots = 1, .rank = rank, .world = world };
+	struct wsrv_plan *p = NULL;
+	struct wsrv_device *d = NULL;
+	struct wsrv_stream *s = NULL;
+	struct wsrv_tensor t;
+	struct wsrv_view v;
+	void *dev;
+	int fd, r = 1;
+
+	if (wsrv_model_find(m, name, &t) < 0 || wsrv_plan_load(plan_path, &p) < 0 ||
+	    wsrv_device_host(NULL, &d) < 0 || wsrv_stream_open(m, d, p, &so, &s) < 0 ||
+	    wsrv_stream_acquire(s, t.layer) < 0 || wsrv_stream_tensor(s, name, &dev) < 0) {
+		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
+	} else {
+		for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
+			struct wsrv_tensor x;
+			wsrv_model_tensor(m, i, &x);
+			if (x.data == t.data)
+				wsrv_stream_view(s, i, &v);
+		}
+		fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0 || write(fd, dev, v.bytes) != (ssize_t)v.bytes || close(fd) < 0)
+			fprintf(stderr, "wsrvctl: %s: %s\n", outp, strerror(errno));
+		else
+			r = 0;
+	}
+	wsrv_stream_close(s);
+	wsrv_device_destroy(d);
+	wsrv_plan_free(p);
+	return r;
+}
+
 static int cmd_dump(const struct ctl_ctx *c, int argc, char **argv)
 {
+	const char *outp = NULL, *plan = NULL;
 	struct wsrv_client *cl;
 	struct wsrv_model *m;
 	struct wsrv_tensor t;
-	const char *outp = NULL;
-	int fd, r = 0;
+	int fd, r = 0, rank = 0, world = 1;
 
-	for (int i = 3; i + 1 < argc; i += 2)
+	for (int i = 3; i + 1 < argc; i += 2) {
 		if (strcmp(argv[i], "-o") == 0)
 			outp = argv[i + 1];
-	if (argc != 5 || !outp) {
-		fprintf(stderr, "usage: wsrvctl dump MODEL TENSOR -o FILE\n");
+		else if (strcmp(argv[i], "--plan") == 0)
+			plan = argv[i + 1];
+		else if (strcmp(argv[i], "--rank") == 0)
+			rank = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--world") == 0)
+			world = atoi(argv[i + 1]);
+		else
+			outp = NULL, i = argc;
+	}
+	if (argc < 5 || argc % 2 == 0 || !outp || world < 1 || rank < 0 || rank >= world) {
+		fprintf(stderr, "usage: wsrvctl dump MODEL TENSOR [--plan FILE --rank R --world W] -o FILE\n");
 		return 2;
 	}
 	if (open_model(c, argv[1], &cl, &m))
 		return 1;
-	if (wsrv_model_find(m, argv[2], &t) < 0) {
+	if (plan) {
+		r = dump_view(m, argv[2], plan, rank, world, outp);
+	} else if (wsrv_model_find(m, argv[2], &t) < 0) {
 		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
 		r = 1;
 	} else if ((fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0 ||
@@ -305,7 +353,7 @@ const struct ctl_command ctl_server_commands[] = {
 	{ "layers", cmd_layers, "layers MODEL          a model's layers and their extents" },
 	{ "stats", cmd_stats, "stats                 the server's counters" },
 	{ "verify", cmd_verify, "verify MODEL [--hold S]  check every checksum in the shared mapping" },
-	{ "dump", cmd_dump, "dump MODEL TENSOR -o FILE  the tensor's bytes as a worker sees them" },
+	{ "dump", cmd_dump, "dump MODEL TENSOR [--plan F --rank R --world W] -o FILE  the bytes as a worker (rank) sees them" },
 	{ "plan", ctl_plan, "plan MODEL --plan FILE [--rank R --world W]  where each tensor lives, device memory" },
 	{ NULL, NULL, NULL },
 };
