@@ -203,7 +203,8 @@ static void h_destroy(struct wsrv_device *d)
 }
 
 static const struct device_ops host_ops = {
-	"host", h_alloc, h_free, h_copy, h_copy2d, h_done, h_wait, h_destroy,
+	.name = "host", .alloc = h_alloc, .free = h_free, .copy = h_copy, .copy2d = h_copy2d,
+	.done = h_done, .wait = h_wait, .destroy = h_destroy,
 };
 
 WSRV_EXPORT int wsrv_device_host(const struct wsrv_host_opts *o, struct wsrv_device **out)

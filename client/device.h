@@ -29,6 +29,17 @@ struct device_ops {
 	int (*done)(struct wsrv_device *d, int64_t fence);
 	/* Blocks until every copy up to fence has completed. */
 	int (*wait)(struct wsrv_device *d, int64_t fence);
+	/* Makes the consumer of the data wait for every copy up to fence:
+	 * the host backend blocks; a GPU backend makes its compute stream wait
+	 * on the copy's event, so the CPU does not block. NULL: wait. */
+	int (*gate)(struct wsrv_device *d, int64_t fence);
+	/* The consumer is done with data released now: copies queued later
+	 * must not overwrite it before the consumer's queued work has run.
+	 * NULL: nothing to do (the host backend's consumer is synchronous). */
+	void (*consumed)(struct wsrv_device *d);
+	/* Host memory the copies will read (page-locks it on a GPU); called
+	 * once per range a stream uses. NULL: nothing to do. */
+	int (*register_host)(struct wsrv_device *d, const void *p, size_t len);
 	void (*destroy)(struct wsrv_device *d);
 };
 

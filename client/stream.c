@@ -173,7 +173,10 @@ WSRV_EXPORT int wsrv_stream_acquire(struct wsrv_stream *s, int32_t index)
 	sl = &s->slots[l->slot];
 	t0 = stream_now();
 	if (!s->d->ops->done(s->d, sl->fence)) {
-		s->d->ops->wait(s->d, sl->fence);
+		if (s->d->ops->gate)
+			s->d->ops->gate(s->d, sl->fence);
+		else
+			s->d->ops->wait(s->d, sl->fence);
 		s->st.wait_seconds += stream_now() - t0;
 		stream_trace_add(s, index, 'w', t0, stream_now());
 	}
@@ -200,6 +203,8 @@ WSRV_EXPORT int wsrv_stream_release(struct wsrv_stream *s, int32_t index)
 	s->slots[l->slot].acquired = false;
 	s->slots[l->slot].layer = -1;
 	l->slot = -1;
+	if (s->d->ops->consumed)
+		s->d->ops->consumed(s->d);
 	stream_prefetch(s, s->last);
 	return 0;
 }

@@ -95,6 +95,9 @@ static int alloc_slots(struct wsrv_stream *s, unsigned n)
 	}
 	if (s->d)
 		populate_sources(s);
+	/* Page-locked once per stream, not per copy (it is slow on a GPU). */
+	for (uint32_t i = 0; s->d && s->d->ops->register_host && i < s->m->nseg; i++)
+		s->d->ops->register_host(s->d, s->m->seg[i], s->m->seg_len[i]);
 	s->nslots = n;
 	s->st.slots = n;
 	s->st.slot_bytes = s->slot_size;

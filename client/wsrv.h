@@ -202,6 +202,19 @@ struct wsrv_host_opts {
 WSRV_EXPORT int wsrv_device_host(const struct wsrv_host_opts *o, struct wsrv_device **out);
 WSRV_EXPORT void wsrv_device_destroy(struct wsrv_device *d);
 
+struct wsrv_cuda_opts {
+	int device;                  /* the CUDA device ordinal */
+	void *compute_stream;        /* the worker's cudaStream_t; NULL: acquire blocks */
+};
+
+/* The CUDA backend: device memory from cudaMalloc; the model's shared
+ * segments page-locked with cudaHostRegister (read-only where the device
+ * supports it, else copies bounce through pinned buffers); copies on a
+ * dedicated stream with an event each; acquire makes compute_stream wait
+ * on the layer's event, so the CPU does not block. -ENODEV without a GPU,
+ * -EOPNOTSUPP when libwsrv was built without CUDA. */
+WSRV_EXPORT int wsrv_device_cuda(const struct wsrv_cuda_opts *o, struct wsrv_device **out);
+
 /* Plans. Rules are glob patterns over a tensor's module path (its name
  * without a final .weight/.bias/.weight_scale_inv, with or without a leading
  * "model."); "*" matches one dot-free component; the first matching rule
