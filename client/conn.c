@@ -333,6 +333,26 @@ WSRV_EXPORT int wsrv_stats(struct wsrv_client *c, struct wsrv_stats *out)
 		out->models[i].arena_bytes = s->models[i]->arena_bytes;
 		out->nmodels++;
 	}
+	for (size_t i = 0; i < s->n_streams && i < WSRV_STATS_MAX_STREAMS; i++) {
+		const Wsrv__ClientStream *cs = s->streams[i];
+		const Wsrv__StreamReport *rp = cs->report;
+		if (!rp)
+			continue;
+		out->streams[out->nstreams].client_id = cs->client_id;
+		out->streams[out->nstreams].pid = cs->pid;
+		copy_str(out->streams[out->nstreams].client, sizeof(out->streams[0].client), cs->client_name);
+		copy_str(out->streams[out->nstreams].model, sizeof(out->streams[0].model), rp->model);
+		out->streams[out->nstreams].stream_id = rp->stream_id;
+		out->streams[out->nstreams].slots = rp->slots;
+		out->streams[out->nstreams].bytes_copied = rp->bytes_copied;
+		out->streams[out->nstreams].acquires = rp->acquires;
+		out->streams[out->nstreams].passes = rp->passes;
+		out->streams[out->nstreams].device_bytes = rp->device_bytes;
+		out->streams[out->nstreams].copy_seconds = rp->copy_seconds;
+		out->streams[out->nstreams].wait_seconds = rp->wait_seconds;
+		out->streams[out->nstreams].hidden_fraction = rp->hidden_fraction;
+		out->nstreams++;
+	}
 	wsrv__response__free_unpacked(r, NULL);
 	return 0;
 }

@@ -167,8 +167,8 @@ WSRV_EXPORT int wsrv_stream_acquire(struct wsrv_stream *s, int32_t index)
 			return cl_err(k, "layer %d: the copy could not be queued", index);
 	}
 	from = seq_of(s, pos);
-	if (s->last >= 0 && from <= s->last)
-		s->st.passes++;
+	if (s->last < 0 || from <= s->last)
+		s->st.passes++; /* a pass begins: the first, or the walk wrapped */
 	stream_prefetch(s, from);
 	sl = &s->slots[l->slot];
 	t0 = stream_now();
@@ -290,4 +290,38 @@ WSRV_EXPORT int wsrv_stream_stats(struct wsrv_stream *s, struct wsrv_stream_stat
 	if (out->hidden_fraction < 0)
 		out->hidden_fraction = 0;
 	return 0;
+}
+
+int stream_send_report(struct wsrv_stream *s, bool closed)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__StreamReport rp = WSRV__STREAM_REPORT__INIT;
+	struct wsrv_stream_stats st;
+	Wsrv__Response *r;
+	int fds[1], n, ret;
+
+	wsrv_stream_stats(s, &st);
+	rp.model = s->m->name;
+	rp.stream_id = s->id;
+	rp.bytes_copied = st.bytes_copied;
+	rp.copy_seconds = st.copy_seconds;
+	rp.wait_seconds = st.wait_seconds;
+	rp.hidden_fraction = st.hidden_fraction;
+	rp.acquires = st.acquires;
+	rp.passes = st.passes;
+	rp.slots = st.slots;
+	rp.device_bytes = st.device_bytes;
+	rp.closed = closed;
+	q.body_case = WSRV__REQUEST__BODY_REPORT_STREAM;
+	q.report_stream = &rp;
+	ret = cl_call(s->m->c, &q, &r, fds, 0, &n);
+	if (ret < 0)
+		return ret;
+	wsrv__response__free_unpacked(r, NULL);
+	return 0;
+}
+
+WSRV_EXPORT int wsrv_stream_report(struct wsrv_stream *s)
+{
+	return stream_send_report(s, false);
 }

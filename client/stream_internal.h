@@ -43,6 +43,7 @@ struct wsrv_stream {
 	uint8_t *where;             /* per tensor */
 	struct tp_view *views;      /* per tensor: this rank's part of it */
 	int rank, world;
+	uint32_t id;                /* numbers this process's streams, for reports */
 	uint64_t *res_off;          /* per tensor: offset in resident memory */
 	void *resident;
 	uint64_t resident_bytes;
@@ -76,5 +77,9 @@ double stream_now(void);
 /* Starts the copies of the layers after seq position from (-1: none) into
  * the free slots. */
 void stream_prefetch(struct wsrv_stream *s, int from);
+
+/* Sends the counters to the server; closed: the stream's last word, after
+ * which the server forgets it. */
+int stream_send_report(struct wsrv_stream *s, bool closed);
 
 #endif

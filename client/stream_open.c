@@ -128,9 +128,12 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 
 	if (!s)
 		return cl_err(-ENOMEM, "out of memory");
+	static uint32_t next_id;
+
 	s->m = m;
 	s->d = d;
 	s->last = -1;
+	s->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
 	s->opened = stream_now();
 	s->where = calloc(n + 1, 1);
 	s->res_off = calloc(n + 1, sizeof(uint64_t));
@@ -167,6 +170,8 @@ WSRV_EXPORT void wsrv_stream_close(struct wsrv_stream *s)
 	for (unsigned k = 0; s->d && s->slots && k < s->nslots; k++)
 		if (s->slots[k].layer >= 0)
 			s->d->ops->wait(s->d, s->slots[k].fence);
+	if (s->d && s->slots && s->m->c->fd >= 0)
+		stream_send_report(s, true); /* a server that is gone does not mind */
 	if (s->trace_path && s->d) {
 		struct wsrv_stream_stats st;
 		wsrv_stream_stats(s, &st);

@@ -94,6 +94,7 @@ struct wsrv_model_info {
 };
 
 #define WSRV_STATS_MAX_MODELS 64
+#define WSRV_STATS_MAX_STREAMS 64
 
 struct wsrv_stats {
 	char server_version[32];
@@ -106,6 +107,14 @@ struct wsrv_stats {
 		uint32_t attached;
 		uint64_t fetches, leases, arena_bytes;
 	} models[WSRV_STATS_MAX_MODELS];
+	size_t nstreams;             /* workers' layer streams, as last reported */
+	struct {
+		uint64_t client_id;
+		uint32_t pid, stream_id, slots;
+		char client[65], model[64];
+		uint64_t bytes_copied, acquires, passes, device_bytes;
+		double copy_seconds, wait_seconds, hidden_fraction;
+	} streams[WSRV_STATS_MAX_STREAMS];
 };
 
 /* The default socket: $WSRV_SOCKET, else $XDG_RUNTIME_DIR/wsrv.sock, else
@@ -287,6 +296,10 @@ struct wsrv_view {
 };
 WSRV_EXPORT int wsrv_stream_view(const struct wsrv_stream *s, size_t i, struct wsrv_view *out);
 WSRV_EXPORT int wsrv_stream_stats(struct wsrv_stream *s, struct wsrv_stream_stats *out);
+/* Sends the stream's counters to the server, which shows them in its stats
+ * (wsrvctl stats) until the stream closes. A server call: not for every
+ * layer. */
+WSRV_EXPORT int wsrv_stream_report(struct wsrv_stream *s);
 /* Waits for copies in flight, writes the trace if asked, frees. NULL is fine. */
 WSRV_EXPORT void wsrv_stream_close(struct wsrv_stream *s);
 

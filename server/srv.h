@@ -35,6 +35,15 @@ struct srv_model {
 	uint64_t fetches, leases;
 };
 
+#define SRV_MAX_STREAMS 16    /* stream reports kept per client */
+
+struct stream_report {
+	char model[64];
+	uint32_t stream_id, slots;
+	uint64_t bytes_copied, acquires, passes, device_bytes;
+	double copy_seconds, wait_seconds, hidden_fraction;
+};
+
 struct lease {
 	uint64_t id;
 	uint32_t attach_id;
@@ -66,6 +75,8 @@ struct session {
 	/* attachments: attach_model[i] is the model index + 1 of attach id i+1 */
 	uint32_t *attach_model;
 	uint32_t nattach;
+	struct stream_report streams[SRV_MAX_STREAMS];
+	uint32_t nstreams;
 	struct lease *leases;       /* ids ascending */
 	uint32_t nleases;
 	uint64_t next_lease;

@@ -344,6 +344,40 @@ static int do_detach(struct server *srv, struct session *s, const Wsrv__Detach *
 	return 0;
 }
 
+/* Keeps a stream's counters (replacing its previous report) for Stats. */
+static int do_report(struct session *s, const Wsrv__StreamReport *rp, uint64_t seq, struct reply *r)
+{
+	struct stream_report *x = NULL;
+
+	for (uint32_t i = 0; i < s->nstreams; i++)
+		if (s->streams[i].stream_id == rp->stream_id)
+			x = &s->streams[i];
+	if (rp->closed) {
+		if (x)
+			*x = s->streams[--s->nstreams];
+		reply_ok(r, seq);
+		return 0;
+	}
+	if (!x && s->nstreams >= SRV_MAX_STREAMS) {
+		srv_reply_error(r, seq, ENOSPC, "at most %d open streams reported per client", SRV_MAX_STREAMS);
+		return -ENOSPC;
+	}
+	if (!x)
+		x = &s->streams[s->nstreams++];
+	snprintf(x->model, sizeof(x->model), "%s", rp->model ? rp->model : "");
+	x->stream_id = rp->stream_id;
+	x->slots = rp->slots;
+	x->bytes_copied = rp->bytes_copied;
+	x->acquires = rp->acquires;
+	x->passes = rp->passes;
+	x->device_bytes = rp->device_bytes;
+	x->copy_seconds = rp->copy_seconds;
+	x->wait_seconds = rp->wait_seconds;
+	x->hidden_fraction = rp->hidden_fraction;
+	reply_ok(r, seq);
+	return 0;
+}
+
 static int handle(struct server *srv, struct session *s, const Wsrv__Request *q, struct reply *r)
 {
 	if (q->body_case != WSRV__REQUEST__BODY_HELLO && !s->hello) {
@@ -364,6 +398,7 @@ static int handle(struct server *srv, struct session *s, const Wsrv__Request *q,
 	case WSRV__REQUEST__BODY_RELEASE: return do_release(srv, s, q->release, q->seq, r);
 	case WSRV__REQUEST__BODY_DETACH: return do_detach(srv, s, q->detach, q->seq, r);
 	case WSRV__REQUEST__BODY_STATS: return srv_stats_reply(srv, q->seq, r);
+	case WSRV__REQUEST__BODY_REPORT_STREAM: return do_report(s, q->report_stream, q->seq, r);
 	default:
 		srv_reply_error(r, q->seq, ENOSYS, "unknown or empty request");
 		return -ENOSYS;

@@ -36,6 +36,49 @@ static uint64_t rss_bytes(void)
 	return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
+/* Every client's stream reports, for the Stats reply; freed by the caller
+ * (one allocation holding the arrays). */
+static void *stream_reports(const struct server *srv, Wsrv__ClientStream ***out, size_t *n)
+{
+	size_t total = 0, k = 0;
+	uint8_t *mem;
+	Wsrv__ClientStream **ptrs, *cs;
+	Wsrv__StreamReport *rp;
+
+	for (const struct session *s = srv->sessions; s; s = s->next)
+		total += s->nstreams;
+	mem = calloc(total + 1, sizeof(*ptrs) + sizeof(*cs) + sizeof(*rp));
+	if (!mem)
+		return NULL;
+	ptrs = (void *)mem;
+	cs = (void *)(mem + (total + 1) * sizeof(*ptrs));
+	rp = (void *)((uint8_t *)cs + (total + 1) * sizeof(*cs));
+	for (const struct session *s = srv->sessions; s; s = s->next)
+		for (uint32_t i = 0; i < s->nstreams; i++, k++) {
+			const struct stream_report *x = &s->streams[i];
+			wsrv__client_stream__init(&cs[k]);
+			wsrv__stream_report__init(&rp[k]);
+			cs[k].client_id = s->id;
+			cs[k].pid = (uint32_t)s->cred.pid;
+			cs[k].client_name = (char *)s->name;
+			cs[k].report = &rp[k];
+			rp[k].model = (char *)x->model;
+			rp[k].stream_id = x->stream_id;
+			rp[k].bytes_copied = x->bytes_copied;
+			rp[k].copy_seconds = x->copy_seconds;
+			rp[k].wait_seconds = x->wait_seconds;
+			rp[k].hidden_fraction = x->hidden_fraction;
+			rp[k].acquires = x->acquires;
+			rp[k].passes = x->passes;
+			rp[k].slots = x->slots;
+			rp[k].device_bytes = x->device_bytes;
+			ptrs[k] = &cs[k];
+		}
+	*out = ptrs;
+	*n = total;
+	return mem;
+}
+
 int srv_stats_reply(struct server *srv, uint64_t seq, struct reply *r)
 {
 	Wsrv__Response resp = WSRV__RESPONSE__INIT;
@@ -76,10 +119,12 @@ int srv_stats_reply(struct server *srv, uint64_t seq, struct reply *r)
 	st.open_fds = (uint32_t)srv_count_fds();
 	st.n_models = srv->nmodels;
 	st.models = mp;
+	void *streams = stream_reports(srv, &st.streams, &st.n_streams);
 	resp.seq = seq;
 	resp.body_case = WSRV__RESPONSE__BODY_STATS;
 	resp.stats = &st;
 	srv_pack(r, &resp);
+	free(streams);
 	free(ms);
 	free(mp);
 	return 0;

@@ -34,20 +34,29 @@ static void print_json(json_t *j)
 
 static json_t *stats_json(const struct wsrv_stats *s)
 {
-	json_t *models = json_array();
+	json_t *models = json_array(), *streams = json_array();
+
+	for (size_t i = 0; i < s->nstreams; i++)
+		json_array_append_new(streams, json_pack("{s:I, s:i, s:s, s:s, s:I, s:I, s:f, s:f, s:f, s:i}",
+			"client_id", (json_int_t)s->streams[i].client_id, "pid", (int)s->streams[i].pid,
+			"client", s->streams[i].client, "model", s->streams[i].model,
+			"passes", (json_int_t)s->streams[i].passes,
+			"bytes_copied", (json_int_t)s->streams[i].bytes_copied,
+			"copy_seconds", s->streams[i].copy_seconds, "wait_seconds", s->streams[i].wait_seconds,
+			"hidden_fraction", s->streams[i].hidden_fraction, "slots", (int)s->streams[i].slots));
 
 	for (size_t i = 0; i < s->nmodels; i++)
 		json_array_append_new(models, json_pack("{s:s, s:i, s:I, s:I, s:I}",
 			"name", s->models[i].name, "attached", (int)s->models[i].attached,
 			"fetches", (json_int_t)s->models[i].fetches, "leases", (json_int_t)s->models[i].leases,
 			"arena_bytes", (json_int_t)s->models[i].arena_bytes));
-	return json_pack("{s:s, s:f, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:o}",
+	return json_pack("{s:s, s:f, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:o, s:o}",
 		"server_version", s->server_version, "uptime_seconds", s->uptime_seconds,
 		"clients", (int)s->clients, "attachments", (int)s->attachments,
 		"leases", (json_int_t)s->leases, "requests", (json_int_t)s->requests,
 		"errors", (json_int_t)s->errors, "clients_total", (json_int_t)s->clients_total,
 		"arena_bytes", (json_int_t)s->arena_bytes, "rss_bytes", (json_int_t)s->rss_bytes,
-		"open_fds", (int)s->open_fds, "models", models);
+		"open_fds", (int)s->open_fds, "models", models, "streams", streams);
 }
 
 /* status and stats: the same counters, status adds the models' details. */
@@ -81,6 +90,12 @@ static int stats_cmd(const struct ctl_ctx *c, bool status)
 		printf("model      %-20s %u attached, %" PRIu64 " fetches, %" PRIu64 " leases%s%s\n",
 		       s.models[i].name, s.models[i].attached, s.models[i].fetches, s.models[i].leases,
 		       status && i < n ? ", " : "", status && i < n ? mi[i].numa : "");
+	for (size_t i = 0; i < s.nstreams; i++)
+		printf("stream     client %" PRIu64 " (pid %u, %s) on %s: %" PRIu64 " passes, %s copied in %.3f s, waited %.3f s, %.1f%% hidden, %u slots\n",
+		       s.streams[i].client_id, s.streams[i].pid, s.streams[i].client, s.streams[i].model,
+		       s.streams[i].passes, fmt_bytes(s.streams[i].bytes_copied, b1, sizeof(b1)),
+		       s.streams[i].copy_seconds, s.streams[i].wait_seconds,
+		       100 * s.streams[i].hidden_fraction, s.streams[i].slots);
 	return 0;
 }
 

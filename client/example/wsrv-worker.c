@@ -67,6 +67,7 @@ int main(int argc, char **argv)
 		return fail("stream");
 	if (forward_pass(m, s, passes, &digest) < 0)
 		return fail("forward pass");
+	wsrv_stream_report(s); /* for wsrvctl stats while this worker holds on */
 	wsrv_stream_stats(s, &st);
 	printf("worker %d: %d pass%s over %s: digest %016" PRIx64 "; %" PRIu64 " bytes streamed, %.0f%% of copy time hidden\n",
 	       (int)getpid(), passes, passes == 1 ? "" : "es", model, digest, st.bytes_copied,
