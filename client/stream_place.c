@@ -3,6 +3,7 @@
  * device budget, everything else resident until it does not fit, streaming
  * the largest per-layer series first. */
 #include <errno.h>
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,15 +45,6 @@ struct series {
 	bool global;                /* a tensor of the global group */
 };
 
-static int cmp_series(const void *a, const void *b)
-{
-	const struct series *x = a, *y = b;
-
-	if (x->bytes != y->bytes)
-		return x->bytes > y->bytes ? -1 : 1;
-	return strcmp(x->key, y->key);
-}
-
 /* Device bytes of the current choice: resident tensors plus the slots. */
 static uint64_t device_bytes(struct wsrv_stream *s, unsigned slots)
 {
@@ -65,61 +57,97 @@ static uint64_t device_bytes(struct wsrv_stream *s, unsigned slots)
 	return res + slots * stream_layout(s);
 }
 
-static void set_series(struct wsrv_stream *s, const uint8_t *automatic, const char *key, uint8_t where)
+/* Every automatic tensor of series k gets `where`. */
+static void set_series(struct wsrv_stream *s, const uint32_t *sid, uint32_t k, uint8_t where)
 {
-	size_t n = wsrv_model_tensor_count(s->m);
-	char k2[256];
-
-	for (size_t i = 0; i < n; i++) {
-		struct wsrv_tensor t;
-		if (!automatic[i])
-			continue;
-		wsrv_model_tensor(s->m, i, &t);
-		series_of(&t, k2, sizeof(k2));
-		if (strcmp(k2, key) == 0)
+	for (size_t i = 0; i < wsrv_model_tensor_count(s->m); i++)
+		if (sid[i] == k)
 			s->where[i] = where;
-	}
 }
 
-static int fit_budget(struct wsrv_stream *s, const uint8_t *automatic, uint64_t budget, unsigned slots)
+/* Groups the automatic tensors into series: sid[i] is tensor i's series
+ * (UINT32_MAX for tensors a rule placed), each series' key and bytes in
+ * ser. The keys are indexed by a hash, so this is linear in the tensors.
+ * Returns the number of series or a negative errno. */
+static long group_series(struct wsrv_stream *s, const uint8_t *automatic, uint32_t *sid,
+			 struct series *ser)
 {
-	size_t n = wsrv_model_tensor_count(s->m), ns = 0;
-	struct series *ser = calloc(n + 1, sizeof(*ser));
+	json_t *index = json_object();
 	char key[256];
+	long ns = 0;
 
-	if (!ser)
+	if (!index)
 		return cl_err(-ENOMEM, "out of memory");
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < wsrv_model_tensor_count(s->m); i++) {
 		struct wsrv_tensor t;
-		size_t k;
+		json_t *k;
+		sid[i] = UINT32_MAX;
 		if (!automatic[i])
 			continue;
 		wsrv_model_tensor(s->m, i, &t);
 		series_of(&t, key, sizeof(key));
-		for (k = 0; k < ns && strcmp(ser[k].key, key); k++)
-			;
-		if (k == ns)
-			snprintf(ser[ns++].key, sizeof(ser[0].key), "%s", key);
-		ser[k].bytes += s->views[i].bytes;
-		ser[k].global = t.layer < 0;
+		k = json_object_get(index, key);
+		if (!k) {
+			snprintf(ser[ns].key, sizeof(ser[0].key), "%s", key);
+			ser[ns].global = t.layer < 0;
+			k = json_integer(ns++);
+			json_object_set_new(index, key, k);
+		}
+		sid[i] = (uint32_t)json_integer_value(k);
+		ser[sid[i]].bytes += s->views[i].bytes;
 	}
-	qsort(ser, ns, sizeof(*ser), cmp_series);
-	for (size_t k = 0; k < ns && device_bytes(s, slots) > budget; k++) {
-		uint64_t before = device_bytes(s, slots);
-		set_series(s, automatic, ser[k].key, WHERE_STREAMED);
+	json_decref(index);
+	return ns;
+}
+
+static int cmp_by_bytes(const void *a, const void *b)
+{
+	const struct series *x = *(const struct series *const *)a, *y = *(const struct series *const *)b;
+
+	if (x->bytes != y->bytes)
+		return x->bytes > y->bytes ? -1 : 1;
+	return strcmp(x->key, y->key);
+}
+
+static int fit_budget(struct wsrv_stream *s, const uint8_t *automatic, uint64_t budget, unsigned slots)
+{
+	size_t n = wsrv_model_tensor_count(s->m);
+	struct series *ser = calloc(n + 1, sizeof(*ser)), **order = calloc(n + 1, sizeof(*order));
+	uint32_t *sid = calloc(n + 1, sizeof(*sid));
+	long ns = ser && order && sid ? group_series(s, automatic, sid, ser) : -ENOMEM;
+	uint64_t cur = device_bytes(s, slots);
+	int r = 0;
+
+	if (ns < 0) {
+		r = ns == -ENOMEM ? cl_err(-ENOMEM, "out of memory") : (int)ns;
+		goto out;
+	}
+	for (long k = 0; k < ns; k++)
+		order[k] = &ser[k];
+	qsort(order, (size_t)ns, sizeof(*order), cmp_by_bytes);
+	for (long k = 0; k < ns && cur > budget; k++) {
+		uint32_t id = (uint32_t)(order[k] - ser);
+		uint64_t after;
+		set_series(s, sid, id, WHERE_STREAMED);
+		after = device_bytes(s, slots);
 		/* A series of the global group is one tensor in one "layer":
 		 * streaming it through D slots can cost more than keeping it, so
 		 * it streams only when that helps. Series across numbered layers
 		 * stream in size order: each may not pay alone (its layers share
 		 * the slots), but together they do. */
-		if (ser[k].global && device_bytes(s, slots) >= before)
-			set_series(s, automatic, ser[k].key, WHERE_RESIDENT);
+		if (ser[id].global && after >= cur)
+			set_series(s, sid, id, WHERE_RESIDENT);
+		else
+			cur = after;
 	}
+	if (cur > budget)
+		r = cl_err(-ENOSPC, "plan: a device budget of %llu bytes is too small: the least this model can stream with needs %llu",
+			   (unsigned long long)budget, (unsigned long long)cur);
+out:
 	free(ser);
-	if (device_bytes(s, slots) > budget)
-		return cl_err(-ENOSPC, "plan: a device budget of %llu bytes is too small: the least this model can stream with needs %llu",
-			      (unsigned long long)budget, (unsigned long long)device_bytes(s, slots));
-	return 0;
+	free(order);
+	free(sid);
+	return r;
 }
 
 int stream_place(struct wsrv_stream *s, const struct wsrv_plan *p, int rank, unsigned slots)
