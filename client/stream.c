@@ -209,11 +209,6 @@ WSRV_EXPORT int wsrv_stream_release(struct wsrv_stream *s, int32_t index)
 	return 0;
 }
 
-static int tensor_index(const struct wsrv_stream *s, const char *name)
-{
-	return cl_find_index(s->m, name);
-}
-
 static int dev_addr(struct wsrv_stream *s, uint32_t i, void **dev)
 {
 	struct wsrv_tensor t;
@@ -241,7 +236,7 @@ static int dev_addr(struct wsrv_stream *s, uint32_t i, void **dev)
 
 WSRV_EXPORT int wsrv_stream_tensor(struct wsrv_stream *s, const char *name, void **dev)
 {
-	int i = tensor_index(s, name);
+	int i = cl_find_index(s->m, name);
 
 	if (i < 0)
 		return cl_err(-ENOENT, "model %s has no tensor '%s'", s->m->name, name);

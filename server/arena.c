@@ -40,8 +40,7 @@ long arena_free_huge_pages(void)
 
 /* Decides the page size: huge pages when asked, or in auto mode when enough
  * 2 MiB pages are free for the whole arena. */
-static int choose_pages(struct arena *a, const struct arena_opts *o,
-			uint64_t total, struct errinfo *e)
+static int choose_pages(struct arena *a, const struct arena_opts *o, struct errinfo *e)
 {
 	long freep = arena_free_huge_pages();
 	uint64_t need = 0;
@@ -67,7 +66,6 @@ static int choose_pages(struct arena *a, const struct arena_opts *o,
 	snprintf(a->hugepage_note, sizeof(a->hugepage_note),
 		 "4 KiB pages (auto: %" PRIu64 " 2 MiB huge pages needed, %ld free)",
 		 need, freep < 0 ? 0 : freep);
-	(void)total;
 	return 0;
 }
 
@@ -155,7 +153,6 @@ int arena_create(const char *name, uint32_t nseg, const uint64_t *sizes,
 		 struct errinfo *e)
 {
 	struct arena *a = calloc(1, sizeof(*a));
-	uint64_t total = 0;
 	int r;
 
 	if (!a || !(a->seg = calloc(nseg ? nseg : 1, sizeof(*a->seg)))) {
@@ -166,11 +163,10 @@ int arena_create(const char *name, uint32_t nseg, const uint64_t *sizes,
 	for (uint32_t i = 0; i < nseg; i++) {
 		a->seg[i].fd = -1;
 		a->seg[i].size = sizes[i];
-		total += sizes[i];
 	}
 	r = numa_choose_here(o->numa, o->numa_node, &a->numa, e);
 	if (r == 0)
-		r = choose_pages(a, o, total, e);
+		r = choose_pages(a, o, e);
 	a->locked = !o->no_lock;
 	for (uint32_t i = 0; r == 0 && i < nseg; i++) {
 		/* A zero-byte segment still gets one page, so it can be mapped. */

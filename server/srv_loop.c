@@ -117,7 +117,7 @@ static void send_reply(struct loop *L, struct session *s, const struct reply *r)
 	s->pending_sends++;
 }
 
-static void log_gone(const struct server *srv, const struct session *s)
+static void log_gone(const struct session *s)
 {
 	uint64_t leases = s->nleases;
 	uint32_t att = 0;
@@ -128,7 +128,6 @@ static void log_gone(const struct server *srv, const struct session *s)
 		log_info("client %llu (pid %d, uid %d) gone: released %u attachment%s, %llu lease%s",
 			 (unsigned long long)s->id, (int)s->cred.pid, (int)s->cred.uid, att,
 			 att == 1 ? "" : "s", (unsigned long long)leases, leases == 1 ? "" : "s");
-	(void)srv;
 }
 
 /* Frees s once it is closing and nothing of it is in flight; cancels a
@@ -145,7 +144,7 @@ static void settle(struct loop *L, struct session *s)
 	}
 	if (s->pending_sends)
 		return;
-	log_gone(L->srv, s);
+	log_gone(s);
 	session_free(L->srv, s);
 }
 

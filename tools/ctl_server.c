@@ -302,11 +302,14 @@ static int dump_view(struct wsrv_model *m, const char *name, const char *plan_pa
 	    wsrv_stream_acquire(s, t.layer) < 0 || wsrv_stream_tensor(s, name, &dev) < 0) {
 		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
 	} else {
+		/* By name: an empty tensor can share its address with the next. */
 		for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
 			struct wsrv_tensor x;
 			wsrv_model_tensor(m, i, &x);
-			if (x.data == t.data)
+			if (strcmp(x.name, name) == 0) {
 				wsrv_stream_view(s, i, &v);
+				break;
+			}
 		}
 		fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (fd < 0 || write(fd, dev, v.bytes) != (ssize_t)v.bytes || close(fd) < 0)
