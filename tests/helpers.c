@@ -268,3 +268,34 @@ int pid_fd_count(pid_t pid)
 	closedir(d);
 	return n;
 }
+
+int two_models_start(struct two_models *f, const char *tag, unsigned layers)
+{
+	char t1[64], t2[64], spec[600];
+
+	snprintf(t1, sizeof(t1), "%s-llama", tag);
+	snprintf(t2, sizeof(t2), "%s-ds", tag);
+	memset(f, 0, sizeof(*f));
+	f->dir_llama = test_tmpdir(t1);
+	f->dir_ds = test_tmpdir(t2);
+	if (!f->dir_llama || !f->dir_ds || make_model(f->dir_llama, "llama-mini", 6 << 20, layers, 2, 1) < 0 ||
+	    make_model(f->dir_ds, "deepseek-v3-mini", 40 << 20, layers, 2, 2) < 0)
+		return -1;
+	snprintf(spec, sizeof(spec), "ds=%s", f->dir_ds);
+	if (server_start(&f->ts, "llama", f->dir_llama, "--model", spec, NULL) < 0 ||
+	    wsrv_connect(f->ts.sock, NULL, &f->cl) < 0 || wsrv_device_host(NULL, &f->dev) < 0)
+		return -1;
+	return 0;
+}
+
+void two_models_stop(struct two_models *f)
+{
+	wsrv_device_destroy(f->dev);
+	wsrv_disconnect(f->cl);
+	server_stop(&f->ts, SIGTERM);
+	rm_rf(f->ts.dir);
+	rm_rf(f->dir_llama);
+	rm_rf(f->dir_ds);
+	free(f->dir_llama);
+	free(f->dir_ds);
+}

@@ -8,6 +8,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct wsrv_client;
+struct wsrv_device;
+
 /* Open fds of this process (from /proc/self/fd). */
 int count_fds(void);
 
@@ -61,3 +64,15 @@ int server_restart(struct test_server *ts, const char *name, const char *model);
 int server_stop(struct test_server *ts, int sig);
 /* Open fds of a process, from /proc. */
 int pid_fd_count(pid_t pid);
+
+/* A server with two generated models, "llama" (llama-mini, 6 MiB: 8 heads,
+ * 2 KV heads) and "ds" (deepseek-v3-mini, 40 MiB, FP8), each of `layers`
+ * layers, a client connected to it and a host device. */
+struct two_models {
+	char *dir_llama, *dir_ds;
+	struct test_server ts;
+	struct wsrv_client *cl;
+	struct wsrv_device *dev;
+};
+int two_models_start(struct two_models *f, const char *tag, unsigned layers);
+void two_models_stop(struct two_models *f);

@@ -19,10 +19,7 @@
 #include "wsrv.h"
 
 static int fds_before;
-static char *dir_llama, *dir_ds;
-static struct test_server ts;
-static struct wsrv_client *cl;
-static struct wsrv_device *dev;
+static struct two_models fx;
 
 static const char LLAMA_TP[] =
 	"\"tp_plan\": {\"layers.*.self_attn.q_proj\": \"colwise\", \"layers.*.self_attn.k_proj\": \"kv_heads\","
@@ -101,7 +98,7 @@ static void check_rank(struct wsrv_model *m, bool ds, int w, int r, bool streame
 
 	snprintf(json, sizeof(json), "{%s%s}", ds ? DS_TP : LLAMA_TP, streamed ? "" : ", \"budget\": \"1T\"");
 	assert_int_equal(wsrv_plan_parse(json, strlen(json), &p), 0);
-	if (wsrv_stream_open(m, dev, p, &o, &s) < 0)
+	if (wsrv_stream_open(m, fx.dev, p, &o, &s) < 0)
 		fail_msg("W=%d r=%d: %s", w, r, wsrv_last_error());
 	for (size_t li = 0; li < wsrv_model_layer_count(m); li++) {
 		struct wsrv_layer l;
@@ -141,7 +138,7 @@ static void llama_views(void **st)
 {
 	struct wsrv_model *m;
 
-	assert_int_equal(wsrv_attach(cl, "llama", &m), 0);
+	assert_int_equal(wsrv_attach(fx.cl, "llama", &m), 0);
 	for (int w = 1; w <= 8; w *= 2)
 		for (int r = 0; r < w; r++)
 			check_rank(m, false, w, r, r % 2 == 1);
@@ -152,7 +149,7 @@ static void deepseek_views(void **st)
 {
 	struct wsrv_model *m;
 
-	assert_int_equal(wsrv_attach(cl, "ds", &m), 0);
+	assert_int_equal(wsrv_attach(fx.cl, "ds", &m), 0);
 	for (int w = 1; w <= 4; w *= 2)
 		for (int r = 0; r < w; r++)
 			check_rank(m, true, w, r, r % 2 == 0);
@@ -178,9 +175,9 @@ static void errors(void **st)
 		struct wsrv_model *m;
 		struct wsrv_plan *p;
 		struct wsrv_stream *s;
-		assert_int_equal(wsrv_attach(cl, bad[i].model, &m), 0);
+		assert_int_equal(wsrv_attach(fx.cl, bad[i].model, &m), 0);
 		assert_int_equal(wsrv_plan_parse(bad[i].json, strlen(bad[i].json), &p), 0);
-		if (wsrv_stream_open(m, dev, p, &o, &s) != -EINVAL)
+		if (wsrv_stream_open(m, fx.dev, p, &o, &s) != -EINVAL)
 			fail_msg("case %zu (%s, W=%d) was accepted", i, bad[i].json, bad[i].w);
 		if (!strstr(wsrv_last_error(), bad[i].needle))
 			fail_msg("case %zu: %s", i, wsrv_last_error());
@@ -191,33 +188,14 @@ static void errors(void **st)
 
 static int setup(void **st)
 {
-	char spec[600];
-
 	signal(SIGPIPE, SIG_IGN);
 	fds_before = count_fds();
-	dir_llama = test_tmpdir("tp-llama");
-	dir_ds = test_tmpdir("tp-ds");
-	/* llama-mini at this size: 8 heads, 2 KV heads, hidden 256. */
-	if (!dir_llama || !dir_ds || make_model(dir_llama, "llama-mini", 6 << 20, 2, 2, 1) < 0 ||
-	    make_model(dir_ds, "deepseek-v3-mini", 40 << 20, 2, 2, 2) < 0)
-		return -1;
-	snprintf(spec, sizeof(spec), "ds=%s", dir_ds);
-	if (server_start(&ts, "llama", dir_llama, "--model", spec, NULL) < 0 ||
-	    wsrv_connect(ts.sock, NULL, &cl) < 0 || wsrv_device_host(NULL, &dev) < 0)
-		return -1;
-	return 0;
+	return two_models_start(&fx, "tp", 2);
 }
 
 static int teardown(void **st)
 {
-	wsrv_device_destroy(dev);
-	wsrv_disconnect(cl);
-	server_stop(&ts, SIGTERM);
-	rm_rf(ts.dir);
-	rm_rf(dir_llama);
-	rm_rf(dir_ds);
-	free(dir_llama);
-	free(dir_ds);
+	two_models_stop(&fx);
 	return fd_leak_check(fds_before);
 }
 

@@ -18,10 +18,7 @@
 #include "wsrv.h"
 
 static int fds_before;
-static char *dir_llama, *dir_ds;
-static struct test_server ts;
-static struct wsrv_client *cl;
-static struct wsrv_device *dev;
+static struct two_models fx;
 
 static const struct { const char *json; unsigned k; } plans[] = {
 	{ "{\"budget\": \"1T\"}", 1 },                                             /* all resident */
@@ -39,7 +36,7 @@ static void exact(const char *model)
 	uint64_t total = 0;
 	char budget[64];
 
-	assert_int_equal(wsrv_attach(cl, model, &m), 0);
+	assert_int_equal(wsrv_attach(fx.cl, model, &m), 0);
 	assert_int_equal(forward_pass(m, NULL, 2, &direct), 0);
 	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
 		struct wsrv_tensor t;
@@ -65,7 +62,7 @@ static void exact(const char *model)
 		for (unsigned rank = 0; rank < plans[i].k; rank++) {
 			struct wsrv_stream_opts o = { .slots = 2 + rank % 2, .rank = (int)rank };
 			struct wsrv_stream *s;
-			if (wsrv_stream_open(m, dev, p, &o, &s) < 0)
+			if (wsrv_stream_open(m, fx.dev, p, &o, &s) < 0)
 				fail_msg("%s plan %zu: %s", model, i, wsrv_last_error());
 			assert_int_equal(forward_pass(m, s, 2, &streamed), 0);
 			if (streamed != direct)
@@ -92,32 +89,14 @@ static void fp8_decoding(void **st)
 
 static int setup(void **st)
 {
-	char spec[600];
-
 	signal(SIGPIPE, SIG_IGN);
 	fds_before = count_fds();
-	dir_llama = test_tmpdir("worker-llama");
-	dir_ds = test_tmpdir("worker-ds");
-	if (!dir_llama || !dir_ds || make_model(dir_llama, "llama-mini", 6 << 20, 3, 2, 1) < 0 ||
-	    make_model(dir_ds, "deepseek-v3-mini", 40 << 20, 3, 2, 2) < 0)
-		return -1;
-	snprintf(spec, sizeof(spec), "ds=%s", dir_ds);
-	if (server_start(&ts, "llama", dir_llama, "--model", spec, NULL) < 0 ||
-	    wsrv_connect(ts.sock, NULL, &cl) < 0 || wsrv_device_host(NULL, &dev) < 0)
-		return -1;
-	return 0;
+	return two_models_start(&fx, "worker", 3);
 }
 
 static int teardown(void **st)
 {
-	wsrv_device_destroy(dev);
-	wsrv_disconnect(cl);
-	server_stop(&ts, SIGTERM);
-	rm_rf(ts.dir);
-	rm_rf(dir_llama);
-	rm_rf(dir_ds);
-	free(dir_llama);
-	free(dir_ds);
+	two_models_stop(&fx);
 	return fd_leak_check(fds_before);
 }
 
