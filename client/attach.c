@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* attach.c - receiving a model: fds checked, manifest validated, mapped
  * read-only; detach, fetch and release. */
 #include <errno.h>

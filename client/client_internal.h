@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* client_internal.h - libwsrv's private structures. */
 #ifndef WSRV_CLIENT_INTERNAL_H
 #define WSRV_CLIENT_INTERNAL_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* conn.c - the connection: connect, handshake, one request at a time. */
 #include <errno.h>
 #include <stdio.h>
@@ -10,18 +11,18 @@
 
 #include "client_internal.h"
 #include "packet.h"
+#include "sockpath.h"
 
 WSRV_EXPORT const char *wsrv_default_socket(void)
 {
-	static __thread char buf[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	const char *s = getenv("WSRV_SOCKET"), *x = getenv("XDG_RUNTIME_DIR");
+	static __thread char buf[SOCKPATH_MAX];
+	char err[256];
+	int r = sockpath_default(buf, sizeof(buf), err, sizeof(err));
 
-	if (s && *s)
-		snprintf(buf, sizeof(buf), "%s", s);
-	else if (x && *x)
-		snprintf(buf, sizeof(buf), "%s/wsrv.sock", x);
-	else
-		snprintf(buf, sizeof(buf), "/run/wsrv/wsrv.sock");
+	if (r < 0) {
+		cl_err(r, "%s", err);
+		return NULL;
+	}
 	return buf;
 }
 
@@ -180,10 +181,11 @@ static int open_socket(const char *path, int timeout_ms)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
-	int fd;
+	char err[256];
+	int fd = sockpath_check(path, err, sizeof(err));
 
-	if (strlen(path) >= sizeof(a.sun_path))
-		return cl_err(-ENAMETOOLONG, "%s: socket path too long", path);
+	if (fd < 0)
+		return cl_err(fd, "%s", err);
 	strcpy(a.sun_path, path);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -191,9 +193,9 @@ static int open_socket(const char *path, int timeout_ms)
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		int err = errno;
+		int code = errno;
 		close(fd);
-		return cl_err(-err, "cannot connect to wsrvd at %s: %s", path, strerror(err));
+		return cl_err(-code, "cannot connect to wsrvd at %s: %s", path, strerror(code));
 	}
 	return fd;
 }
@@ -204,8 +206,8 @@ WSRV_EXPORT int wsrv_connect(const char *path, const struct wsrv_connect_opts *o
 	struct wsrv_client *c;
 	int fd, ret;
 
-	if (!path)
-		path = wsrv_default_socket();
+	if (!path && !(path = wsrv_default_socket()))
+		return -ENAMETOOLONG;
 	fd = open_socket(path, opts && opts->timeout_ms > 0 ? opts->timeout_ms : 10000);
 	if (fd < 0)
 		return fd;

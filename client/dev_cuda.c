@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* dev_cuda.c - the CUDA device backend.
  *
  * The host ranges a stream copies from (the model's shared segments) are

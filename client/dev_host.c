@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* dev_host.c - the host device backend: "device" memory is this process's
  * own memory, placed on the worker's NUMA node; copies run in order on a
  * copy thread that plays the DMA engine, optionally paced to a bandwidth cap
@@ -11,6 +12,7 @@
 #include <time.h>
 
 #include "client_internal.h"
+#include "clock.h"
 #include "device.h"
 
 #define QUEUE 256
@@ -36,17 +38,9 @@ struct host_dev {
 	bool stop;
 };
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Copies in chunks; with a cap, each chunk waits for the time a link of
  * that bandwidth would take. */
-/* Returns the copy's start time; its end is now(). Uncapped, one memcpy
+/* Returns the copy's start time; its end is mono_now(). Uncapped, one memcpy
  * (large copies then use non-temporal stores); capped, chunks of about half
  * a millisecond of the link's time, each released when the link would have
  * carried it. */
@@ -54,7 +48,7 @@ static void copy_rows(struct host_dev *h, const struct job *j, double t0);
 
 static double run_copy(struct host_dev *h, const struct job *j)
 {
-	double t0 = now();
+	double t0 = mono_now();
 
 	if (j->height > 1) {
 		copy_rows(h, j, t0);
@@ -69,7 +63,7 @@ static double run_copy(struct host_dev *h, const struct job *j)
 		memcpy((uint8_t *)j->dst + off, (const uint8_t *)j->src + off, n);
 		if (h->bw > 0) {
 			double due = t0 + (double)(off + n) / h->bw;
-			double t = now();
+			double t = mono_now();
 			if (due > t) {
 				struct timespec ts = { (time_t)(due - t), (long)((due - t - (time_t)(due - t)) * 1e9) };
 				nanosleep(&ts, NULL);
@@ -85,7 +79,7 @@ static void copy_rows(struct host_dev *h, const struct job *j, double t0)
 	for (size_t r = 0; r < j->height; r++) {
 		memcpy((uint8_t *)j->dst + r * j->len, (const uint8_t *)j->src + r * j->pitch, j->len);
 		if (h->bw > 0) {
-			double due = t0 + (double)((r + 1) * j->len) / h->bw, t = now();
+			double due = t0 + (double)((r + 1) * j->len) / h->bw, t = mono_now();
 			if (due > t + 0.0002) {
 				struct timespec ts = { (time_t)(due - t), (long)((due - t - (time_t)(due - t)) * 1e9) };
 				nanosleep(&ts, NULL);
@@ -106,7 +100,7 @@ static void *engine(void *arg)
 			break;
 		struct job j = h->q[h->completed % QUEUE];
 		pthread_mutex_unlock(&h->lock);
-		double t0 = run_copy(h, &j), t1 = now();
+		double t0 = run_copy(h, &j), t1 = mono_now();
 		pthread_mutex_lock(&h->lock);
 		h->dev.copy_seconds += t1 - t0;
 		h->dev.copy_bytes += j.len * (j.height ? j.height : 1);

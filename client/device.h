@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* device.h - the device backends' interface: allocate, free, an
  * asynchronous host-to-device copy, completion and wait. A backend
  * completes copies in submission order on its copy engine; a "fence" is the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* error.c - the last error's sentence, per thread; debug lines on demand. */
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* lookup.c - reading an attached model: no system calls, no server. */
 #include <errno.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* plan.c - where each tensor lives: residency rules over tensor names, from
  * JSON ({"residency": {...}, "budget": "4G", "tp_plan": {...}}) or the API.
  *
@@ -12,6 +13,7 @@
 
 #include "client_internal.h"
 #include "plan.h"
+#include "units.h"
 
 #define MAX_RULES 1024
 
@@ -122,8 +124,6 @@ static int parse_residency(const char *pat, json_t *v, int *res, unsigned *k)
 static int parse_budget(json_t *b, uint64_t *out)
 {
 	const char *s = json_string_value(b);
-	char *end;
-	double v;
 
 	if (json_is_integer(b) && json_integer_value(b) >= 0) {
 		*out = (uint64_t)json_integer_value(b);
@@ -131,17 +131,8 @@ static int parse_budget(json_t *b, uint64_t *out)
 	}
 	if (!s)
 		return cl_err(-EINVAL, "plan: budget must be bytes or a string like \"4G\"");
-	v = strtod(s, &end);
-	switch (*end) {
-	case 'K': case 'k': v *= 1024; end++; break;
-	case 'M': case 'm': v *= 1048576; end++; break;
-	case 'G': case 'g': v *= 1073741824.0; end++; break;
-	case 'T': case 't': v *= 1099511627776.0; end++; break;
-	default: break;
-	}
-	if (end == s || (*end && strcmp(end, "iB") && strcmp(end, "B")) || v < 0)
-		return cl_err(-EINVAL, "plan: budget '%s' is not a size", s);
-	*out = (uint64_t)v;
+	if (parse_size(s, out) < 0)
+		return cl_err(-EINVAL, "plan: budget '%s' is not a size (bytes, or a number with K, M, G, T)", s);
 	return 0;
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* plan.h - libwsrv's plans: residency rules and a budget. */
 #ifndef WSRV_PLAN_H
 #define WSRV_PLAN_H

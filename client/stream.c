@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* stream.c - a worker's pipeline of device slots over a model's layers.
  *
  * Layers are walked in arena order (the global group first), pass after
@@ -154,7 +155,7 @@ WSRV_EXPORT int wsrv_stream_acquire(struct wsrv_stream *s, int32_t index)
 	if (l->nstreamed == 0) {
 		/* Nothing to copy for this one; keep the next ones coming. */
 		stream_prefetch(s, seq_before(s, pos));
-		s->acquire_t0 = stream_now();
+		s->acquire_t0 = mono_now();
 		return 0;
 	}
 	if (l->slot >= 0 && s->slots[l->slot].acquired)
@@ -171,19 +172,19 @@ WSRV_EXPORT int wsrv_stream_acquire(struct wsrv_stream *s, int32_t index)
 		s->st.passes++; /* a pass begins: the first, or the walk wrapped */
 	stream_prefetch(s, from);
 	sl = &s->slots[l->slot];
-	t0 = stream_now();
+	t0 = mono_now();
 	if (!s->d->ops->done(s->d, sl->fence)) {
 		if (s->d->ops->gate)
 			s->d->ops->gate(s->d, sl->fence);
 		else
 			s->d->ops->wait(s->d, sl->fence);
-		s->st.wait_seconds += stream_now() - t0;
-		stream_trace_add(s, index, 'w', t0, stream_now());
+		s->st.wait_seconds += mono_now() - t0;
+		stream_trace_add(s, index, 'w', t0, mono_now());
 	}
 	account(s, sl);
 	sl->acquired = true;
 	s->last = from;
-	s->acquire_t0 = stream_now();
+	s->acquire_t0 = mono_now();
 	return 0;
 }
 
@@ -195,7 +196,7 @@ WSRV_EXPORT int wsrv_stream_release(struct wsrv_stream *s, int32_t index)
 	if (pos < 0)
 		return cl_err(-ENOENT, "model %s has no layer %d", s->m->name, index);
 	l = &s->layers[pos];
-	stream_trace_add(s, index, 'x', s->acquire_t0, stream_now());
+	stream_trace_add(s, index, 'x', s->acquire_t0, mono_now());
 	if (l->nstreamed == 0)
 		return 0;
 	if (l->slot < 0 || !s->slots[l->slot].acquired)

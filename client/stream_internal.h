@@ -1,7 +1,9 @@
+// SPDX-License-Identifier: MIT
 /* stream_internal.h - a stream's state. */
 #ifndef WSRV_STREAM_INTERNAL_H
 #define WSRV_STREAM_INTERNAL_H
 
+#include "clock.h"
 #include "client_internal.h"
 #include "device.h"
 #include "plan.h"
@@ -71,8 +73,6 @@ uint64_t stream_layout(struct wsrv_stream *s);
 
 void stream_trace_add(struct wsrv_stream *s, int32_t layer, char kind, double t0, double t1);
 int stream_trace_write(const struct wsrv_stream *s, const char *path);
-
-double stream_now(void);
 
 /* Starts the copies of the layers after seq position from (-1: none) into
  * the free slots. */

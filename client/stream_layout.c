@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* stream_layout.c - how each layer's streamed tensors sit in a slot: one
  * run copied as it lies in the arena when the streamed tensors are whole
  * and contiguous there (one copy per layer), else each tensor's view

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* stream_open.c - opening a stream (placement, slots, the resident upload)
  * and closing it. */
 #include <errno.h>
@@ -134,7 +135,7 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 	s->d = d;
 	s->last = -1;
 	s->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
-	s->opened = stream_now();
+	s->opened = mono_now();
 	s->where = calloc(n + 1, 1);
 	s->res_off = calloc(n + 1, sizeof(uint64_t));
 	s->views = calloc(n + 1, sizeof(*s->views));

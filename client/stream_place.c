@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* stream_place.c - which tensors are resident and which streamed: explicit
  * rules first (layer_shard resolved by the worker's rank), then, under a
  * device budget, everything else resident until it does not fit, streaming

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* stream_trace.c - a Chrome trace of a stream (chrome://tracing, Perfetto):
  * copies on one track, waits and compute on another, per layer. */
 #include <errno.h>
@@ -8,14 +9,6 @@
 #include "stream_internal.h"
 
 #define TRACE_MAX (1u << 20)
-
-double stream_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 void stream_trace_add(struct wsrv_stream *s, int32_t layer, char kind, double t0, double t1)
 {

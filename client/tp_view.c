@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tp_view.c - tensor-parallel views, in the vocabulary of Hugging Face
  * tp_plans and mistral.rs's parallel layers.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tp_view.h - tensor-parallel views: what rank r of W sees of each tensor
  * under a tp_plan, as one 2-D copy (height rows of width bytes, pitch
  * apart) from the tensor's bytes. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* wsrv.h - libwsrv, the client library of wsrv, a host-local weight server.
  *
  * A worker connects to wsrvd over a Unix socket, attaches to a model, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* dtype.c - dtype names and widths, as the reference implementation has them. */
 #include "dtype.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* dtype.h - the 22 safetensors element types and their widths in bits. */
 #ifndef WSRV_DTYPE_H
 #define WSRV_DTYPE_H

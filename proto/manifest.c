@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* manifest.c - validating a manifest received from the server. */
 #include "manifest.h"
 

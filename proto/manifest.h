@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* manifest.h - the manifest: a model's catalog as the server writes it into
  * a sealed memfd and every client maps it.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* packet.c - sending and receiving packets with SCM_RIGHTS. */
 #include "packet.h"
 

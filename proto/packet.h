@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* packet.h - one protocol packet over a SOCK_SEQPACKET socket, with fds
  * (blocking; the client's side and the tests'). */
 #ifndef WSRV_PACKET_H

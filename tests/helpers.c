@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* helpers.c - shared test helpers. */
 #include "helpers.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* helpers.h - what every test program shares: temp dirs, fd leak checks,
  * building safetensors files by hand, generating models. */
 #ifndef WSRV_TEST_HELPERS_H

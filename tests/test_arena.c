@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* test_arena.c - memfd segments: seals refuse every write, placement is read
  * back with move_pages, the NUMA choice on synthetic multi-node machines,
  * and clear errors for missing huge pages and a low RLIMIT_MEMLOCK. */

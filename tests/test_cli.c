@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* test_cli.c - the programs as scripts see them: exit codes, messages on
  * stderr, JSON on stdout. */
 #include <stdarg.h>

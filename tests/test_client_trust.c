@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* test_client_trust.c - libwsrv against a lying server: unsealed or short
  * memfds, a corrupt manifest, the wrong number of fds, garbage replies and
  * extents that disagree with the manifest. Each gets an error with a

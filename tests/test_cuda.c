@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* test_cuda.c - the CUDA backend on a real GPU: every layer streamed with
  * the compute stream gated on the copy events, copied back and compared
  * with the shared mapping, whole and as tensor-parallel views (2-D copies).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* test_hostile.c - wsrvd against broken and hostile clients: garbage,
  * oversized, truncated, empty and fd-carrying packets, requests before
  * Hello, silence, thousands of connections, a client that never reads its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* test_hugepages.c - an arena on 2 MiB huge pages: created, loaded, sealed
  * and placed like any other. Exits 77 (SKIP) when too few huge pages are
  * reserved: echo 16 > /proc/sys/vm/nr_hugepages to run it. */

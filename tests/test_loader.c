@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* test_loader.c - the io_uring loader: every tensor's bytes in the arena
  * equal the file's bytes and its checksum matches an independent one; the
  * buffered fallback; and failures mid-load (read errors, short reads, a file

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* test_mkmodel.c - the synthetic models: deterministic, independent of the
  * sharding, with the real architectures' names, shapes, dtypes and config. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* test_model.c - model directories and their index, layer names, and the
  * layer-major layout. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* test_reader.c - the safetensors reader: one test per reference rule, what
  * the reference accepts, its order of checks, and its fixture files. */
 #include <stdarg.h>

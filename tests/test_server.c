@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* test_server.c - a real wsrvd: clients attach at once and read the files'
  * bytes; leases, limits and stats; a client killed with SIGKILL is cleaned
  * up; a server killed with SIGKILL leaves its clients reading, and a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* test_stream.c - layer streams on the host backend: the device bytes equal
  * the shared mapping's for every plan; slots are reused and the ring wraps
  * over many passes; layers out of order; a stream closed mid-pass;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* test_tp.c - tensor-parallel views, byte-exact against slicing done here,
  * independently, element by element: colwise, rowwise, replicate, experts,
  * kv_heads (W up to 8 over 2 KV heads: replicated heads), Hugging Face's

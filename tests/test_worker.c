@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* test_worker.c - the example worker's forward pass through a stream is
  * bit-identical to the same pass over the direct mapping, for several plans
  * (all resident, all streamed, layer_shard K = 2 and 3 on every rank, a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* bench.h - wsrv-bench's benchmarks. Each measures its baseline in the same
  * run, prints both figures and their ratio, and returns the exit status. */
 #ifndef WSRV_BENCH_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* bench_attach.c - `wsrv-bench attach`: how long a new worker takes to get
  * at an already loaded model, across model sizes.
  *
@@ -40,7 +41,7 @@ static double safe_open_ms(const char *path)
 {
 	struct model *m;
 	struct errinfo e;
-	double t0 = now_seconds();
+	double t0 = mono_now();
 
 	if (model_open("x", path, NULL, &m, &e) < 0)
 		return -1;
@@ -53,7 +54,7 @@ static double safe_open_ms(const char *path)
 			close(fd);
 	}
 	model_free(m);
-	return (now_seconds() - t0) * 1e3;
+	return (mono_now() - t0) * 1e3;
 }
 
 static int measure(const char *sock, struct entry *en)
@@ -63,16 +64,16 @@ static int measure(const char *sock, struct entry *en)
 	for (int i = 0; i < REPS; i++) {
 		struct wsrv_client *c;
 		struct wsrv_model *m;
-		double t0 = now_seconds(), t1, t2;
+		double t0 = mono_now(), t1, t2;
 		if (wsrv_connect(sock, NULL, &c) < 0)
 			return -1;
-		t1 = now_seconds();
+		t1 = mono_now();
 		if (wsrv_attach(c, en->name, &m) < 0) {
 			fprintf(stderr, "wsrv-bench attach: %s\n", wsrv_last_error());
 			wsrv_disconnect(c);
 			return -1;
 		}
-		t2 = now_seconds();
+		t2 = mono_now();
 		wsrv_detach(m);
 		wsrv_disconnect(c);
 		a[i] = (t2 - t1) * 1e3;

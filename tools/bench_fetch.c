@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* bench_fetch.c - `wsrv-bench fetch`: round trips of the fetch-layer RPC.
  *
  * 1 and N client threads, each on its own connection, fetch a layer and
@@ -89,12 +90,12 @@ static void *wsrv_thread(void *arg)
 	layers = (int)wsrv_model_layer_count(m) - 1;
 	for (int i = -WARMUP; i < j->requests; i++) {
 		int32_t layer = layers > 0 ? (int32_t)((i + WARMUP) % layers) : WSRV_LAYER_GLOBAL;
-		double t0 = now_seconds();
+		double t0 = mono_now();
 		if (wsrv_fetch_layer(m, layer, &l) < 0) {
 			j->failed = 1;
 			break;
 		}
-		double t1 = now_seconds();
+		double t1 = mono_now();
 		wsrv_release(m, l.id);
 		if (i >= 0)
 			j->rtt[i] = (t1 - t0) * 1e6;
@@ -110,12 +111,12 @@ static void *floor_thread(void *arg)
 	char buf[256] = { 0 };
 
 	for (int i = -WARMUP; i < j->requests; i++) {
-		double t0 = now_seconds();
+		double t0 = mono_now();
 		if (send(j->fd, buf, j->sz->fetch_req, 0) < 0 || recv(j->fd, buf, sizeof(buf), 0) <= 0) {
 			j->failed = 1;
 			break;
 		}
-		double t1 = now_seconds();
+		double t1 = mono_now();
 		if (send(j->fd, buf, j->sz->rel_req, 0) < 0 || recv(j->fd, buf, sizeof(buf), 0) <= 0) {
 			j->failed = 1;
 			break;

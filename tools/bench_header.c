@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* bench_header.c - `wsrv-bench header`: the reader's cost on a large header.
  *
  * Builds a header of N tensors (default 100,000, names as a real model's) and
@@ -63,18 +64,18 @@ int bench_header(int argc, char **argv)
 		struct errinfo e;
 		json_error_t je;
 		uint64_t hl;
-		double t0 = now_seconds();
+		double t0 = mono_now();
 
 		if (st_file_parse_buffer("bench", buf, len, &f, &e) < 0) {
 			fprintf(stderr, "wsrv-bench header: %s\n", e.msg);
 			return 1;
 		}
-		double t1 = now_seconds();
+		double t1 = mono_now();
 		st_file_free(f);
 		memcpy(&hl, buf, 8);
-		double t2 = now_seconds();
+		double t2 = mono_now();
 		json_t *j = json_loadb((const char *)buf + 8, hl, 0, &je);
-		double t3 = now_seconds();
+		double t3 = mono_now();
 		json_decref(j);
 		best_reader = t1 - t0 < best_reader ? t1 - t0 : best_reader;
 		best_json = t3 - t2 < best_json ? t3 - t2 : best_json;

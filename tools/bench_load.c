@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* bench_load.c - `wsrv-bench load`: how close the loader comes to the disk.
  *
  * For the same files in the same run: (1) a raw O_DIRECT io_uring read with
@@ -108,7 +109,7 @@ static double raw_odirect(const struct files *f, unsigned qd, size_t bs, unsigne
 		fds[i] = open(f->path[i], O_RDONLY | O_DIRECT | O_CLOEXEC);
 		size[i] = fds[i] >= 0 && fstat(fds[i], &st) == 0 ? (uint64_t)st.st_size : 0;
 	}
-	t0 = now_seconds();
+	t0 = mono_now();
 	for (;;) {
 		while (nfree) {
 			/* The next file with bytes left among the first `streams` such. */
@@ -144,7 +145,7 @@ static double raw_odirect(const struct files *f, unsigned qd, size_t bs, unsigne
 			inflight--;
 		}
 	}
-	t = now_seconds() - t0;
+	t = mono_now() - t0;
 	for (size_t i = 0; i < f->n; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
@@ -164,7 +165,7 @@ out:
 static double buffered_read(const struct files *f, size_t bs)
 {
 	uint8_t *buf = malloc(bs);
-	double t0 = now_seconds();
+	double t0 = mono_now();
 
 	for (size_t i = 0; buf && i < f->n; i++) {
 		int fd = open(f->path[i], O_RDONLY | O_CLOEXEC);
@@ -174,7 +175,7 @@ static double buffered_read(const struct files *f, size_t bs)
 			close(fd);
 	}
 	free(buf);
-	return now_seconds() - t0;
+	return mono_now() - t0;
 }
 
 static int model_files(const char *path, const struct load_opts *lo, struct files *f)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* bench_pipeline.c - `wsrv-bench pipeline`: do the copies hide behind
  * compute?
  *
@@ -29,9 +30,9 @@ struct cfg {
 
 static void spin(double us)
 {
-	double end = now_seconds() + us / 1e6;
+	double end = mono_now() + us / 1e6;
 
-	while (now_seconds() < end)
+	while (mono_now() < end)
 		;
 }
 
@@ -54,7 +55,7 @@ static double run(struct wsrv_model *m, const char *plan_json, double bw, unsign
 		return -1;
 	}
 	wsrv_plan_free(p);
-	t0 = now_seconds();
+	t0 = mono_now();
 	for (int k = 0; k < c->passes; k++)
 		for (size_t i = 0; i < wsrv_model_layer_count(m); i++) {
 			struct wsrv_layer l;
@@ -64,7 +65,7 @@ static double run(struct wsrv_model *m, const char *plan_json, double bw, unsign
 			spin(c->compute_us);
 			wsrv_stream_release(s, l.index);
 		}
-	t = now_seconds() - t0;
+	t = mono_now() - t0;
 	if (st)
 		wsrv_stream_stats(s, st);
 	wsrv_stream_close(s);
@@ -86,7 +87,7 @@ static double memcpy_gbps(struct wsrv_model *m, int passes)
 	}
 	dst = mmap(NULL, max, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	memset(dst, 0, max);
-	t0 = now_seconds();
+	t0 = mono_now();
 	for (int k = 0; k < passes; k++)
 		for (size_t i = 1; i < wsrv_model_layer_count(m); i++) {
 			struct wsrv_layer l;
@@ -94,7 +95,7 @@ static double memcpy_gbps(struct wsrv_model *m, int passes)
 			memcpy(dst, l.data, l.length);
 			bytes += l.length;
 		}
-	t = now_seconds() - t0;
+	t = mono_now() - t0;
 	munmap(dst, max);
 	return (double)bytes / t / 1e9;
 }

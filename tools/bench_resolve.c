@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* bench_resolve.c - `wsrv-bench resolve`: resolving tensors and layers of an
  * attached model, locally. Counts the system calls made while resolving
  * every tensor by name and every layer by index (seccomp, see syscount.c)
@@ -49,10 +50,10 @@ static double fetch_us(struct wsrv_model *m)
 
 	for (int i = 0; i < 2000; i++) {
 		struct wsrv_lease l;
-		double t0 = now_seconds();
+		double t0 = mono_now();
 		if (wsrv_fetch_layer(m, 0, &l) < 0)
 			return -1;
-		v[i] = (now_seconds() - t0) * 1e6;
+		v[i] = (mono_now() - t0) * 1e6;
 		wsrv_release(m, l.id);
 	}
 	return percentile(v, 2000, 50);
@@ -96,9 +97,9 @@ int bench_resolve(int argc, char **argv)
 		w.names[i] = strdup(t.name);
 	}
 	int64_t calls = count_syscalls(resolve_all, &w);
-	double t0 = now_seconds();
+	double t0 = mono_now();
 	resolve_all(&w);
-	double per = (now_seconds() - t0) * 1e9 / ((double)w.rounds * (double)(w.n + 2 * wsrv_model_layer_count(w.m)));
+	double per = (mono_now() - t0) * 1e9 / ((double)w.rounds * (double)(w.n + 2 * wsrv_model_layer_count(w.m)));
 	double rpc = fetch_us(w.m);
 	size_t lookups = (size_t)w.rounds * (w.n + 2 * wsrv_model_layer_count(w.m));
 

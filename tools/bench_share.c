@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* bench_share.c - `wsrv-bench share`: what N co-located workers cost in RAM.
  *
  * N clients attach to one wsrvd and read every byte of the model through

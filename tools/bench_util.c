@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* bench_util.c - a private wsrvd for benchmarks, and measurements. */
 #include "bench_util.h"
 

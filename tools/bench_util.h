@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* bench_util.h - what the serving benchmarks share: a wsrvd of their own,
  * PSS readings, percentiles. */
 #ifndef WSRV_BENCH_UTIL_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* ctl.h - wsrvctl's commands. Each returns the process exit status:
  * 0 success, 1 the thing checked is bad or the request failed, 2 usage. */
 #ifndef WSRV_CTL_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* ctl_inspect.c - `wsrvctl inspect PATH`: validate a file or model directory
  * offline and list its tensors and layers. */
 #include <getopt.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* ctl_plan.c - `wsrvctl plan MODEL --plan FILE [--rank R] [--slots D]`:
  * where every tensor lives under a plan (nothing left out), and what the
  * device memory and the copy volume per pass come to. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* ctl_server.c - wsrvctl's commands that talk to a running wsrvd through
  * libwsrv: status, models, tensors, layers, stats, verify, dump. */
 #include <errno.h>

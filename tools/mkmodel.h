@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* mkmodel.h - deterministic synthetic Hugging Face model directories, with
  * the real architectures' tensor names, shapes, dtypes and config keys. */
 #ifndef WSRV_MKMODEL_H

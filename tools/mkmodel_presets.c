@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* mkmodel_presets.c - the architectures: Llama (tiny, llama-mini) and
  * DeepSeek-V3 (MLA attention, a dense first layer, MoE layers with routed and
  * shared experts, FP8 E4M3 weights with 128x128 block scales). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* mkmodel_write.c - writing a spec as safetensors shards, an index and a
  * config.json. Values are plausible weights (small BF16, non-NaN FP8,
  * positive scales, norms near 1), so a forward pass over them stays finite. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* syscount.c - counting system calls with seccomp SECCOMP_RET_TRAP. */
 #include "syscount.h"
 

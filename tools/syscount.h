@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* syscount.h - how many system calls a piece of code makes, measured. */
 #ifndef WSRV_SYSCOUNT_H
 #define WSRV_SYSCOUNT_H

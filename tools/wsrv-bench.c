@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* wsrv-bench - benchmarks that measure a baseline in the same run. */
 #include <stdio.h>
 #include <string.h>

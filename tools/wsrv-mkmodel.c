@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* wsrv-mkmodel - writes a deterministic synthetic HF-style model directory. */
 #include <errno.h>
 #include <getopt.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* wsrvctl - look at model files offline and talk to a running wsrvd.
  *
  * Global options (--socket PATH, --json) may come before or after the

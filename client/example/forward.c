@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* forward.c - a forward pass over streamed or mapped weights.
  *
  * The activation is a vector of ACT floats. Each 2-D weight W [rows, cols]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* forward.h - the example worker's computation: a forward pass over a
  * model's layers, a matrix-vector product per 2-D weight, with BF16, F16,
  * F32 and FP8 E4M3 (with its 128x128 block scales) decoded to float. */

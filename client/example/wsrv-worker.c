@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* wsrv-worker - an example inference worker: attaches to a model on wsrvd,
  * streams its layers through a host device with a plan, and runs a forward
  * pass on the CPU (a matrix-vector product per weight). Prints the result's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* fuzz_proto.c - libFuzzer target for the server's protocol handling: the
  * input is a sequence of packets (2-byte little-endian length, then the
  * bytes), each decoded and dispatched in one session against a real loaded

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* fuzz_reader.c - libFuzzer target for the safetensors reader: any bytes as a
  * whole file, then the layer names of whatever it accepted. Seeds: the
  * reference fixtures and tests/fuzz/corpus. */

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: MIT
+/* units.c - size parsing and printing. */
+#include "units.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* The fraction ".ddd" at p scaled by 2^shift, rounded down, into *add;
+ * *end past it. -EINVAL for digits a byte count cannot take. */
+static int fraction(const char *p, unsigned shift, uint64_t *add, const char **end)
+{
+	uint64_t num = 0, den = 1;
+
+	*add = 0;
+	*end = p;
+	if (*p != '.')
+		return 0;
+	p++;
+	if (!isdigit((unsigned char)*p))
+		return -EINVAL;
+	for (; isdigit((unsigned char)*p); p++)
+		if (den < 1000000000ULL) { /* nine digits are more than any suffix needs */
+			num = num * 10 + (uint64_t)(*p - '0');
+			den *= 10;
+		}
+	*end = p;
+	/* num < den <= 1e9 and shift <= 40: num << shift fits in 64 bits. */
+	*add = (num << shift) / den;
+	return 0;
+}
+
+int parse_size(const char *s, uint64_t *out)
+{
+	static const char sfx[] = "KMGTP";
+	unsigned long long v;
+	const char *p, *end;
+	char *iend;
+	unsigned shift = 0;
+	uint64_t add;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &iend, 10);
+	if (errno)
+		return -EINVAL;
+	end = iend;
+	/* The suffix decides how the fraction scales: find it past the digits. */
+	for (p = end; *p == '.' || isdigit((unsigned char)*p); p++)
+		;
+	if (*p && strchr(sfx, toupper((unsigned char)*p)))
+		shift = 10 * (unsigned)(strchr(sfx, toupper((unsigned char)*p)) - sfx + 1);
+	if (fraction(end, shift, &add, &end) < 0 || (end != iend && shift == 0))
+		return -EINVAL; /* "1.5" bytes is not a size */
+	if (shift)
+		end++;
+	if (*end && strcasecmp(end, "iB") && strcasecmp(end, "B"))
+		return -EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -EINVAL;
+	v <<= shift;
+	if (v > UINT64_MAX - add)
+		return -EINVAL;
+	*out = (uint64_t)v + add;
+	return 0;
+}
+
+const char *fmt_bytes(uint64_t n, char *buf, size_t len)
+{
+	static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)n;
+	int i = 0;
+
+	while (v >= 1024 && i < 4) {
+		v /= 1024;
+		i++;
+	}
+	if (i == 0)
+		snprintf(buf, len, "%llu B", (unsigned long long)n);
+	else
+		snprintf(buf, len, "%.2f %s", v, u[i]);
+	return buf;
+}
+
+const char *fmt_shape(const uint64_t *shape, uint32_t rank, char *buf, size_t len)
+{
+	size_t n = (size_t)snprintf(buf, len, "[");
+
+	for (uint32_t d = 0; d < rank && n < len; d++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%llu", d ? ", " : "",
+				      (unsigned long long)shape[d]);
+	if (n < len)
+		snprintf(buf + n, len - n, "]");
+	return buf;
+}

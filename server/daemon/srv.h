@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: MIT
+/* srv.h - wsrvd's serving state: the models it holds, the client sessions,
+ * their attachments and leases, and the limits on all of them. */
+#ifndef WSRV_SRV_H
+#define WSRV_SRV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "clock.h"
+#include "model_load.h"
+#include "packet.h"
+
+#define SRV_MAX_ALLOW 32
+
+struct srv_config {
+	const char *socket_path;
+	uint32_t max_clients;       /* sessions at once */
+	uint32_t max_leases;        /* per session */
+	uint32_t max_attach;        /* per session */
+	uint32_t max_message;       /* bytes per packet, at most WSRV_MAX_PACKET */
+	uint32_t max_errors;        /* protocol errors before a session is closed */
+	double hello_timeout;       /* seconds a new connection may stay silent */
+	uid_t allow_uid[SRV_MAX_ALLOW];
+	size_t n_allow_uid;
+	gid_t allow_gid[SRV_MAX_ALLOW];
+	size_t n_allow_gid;
+};
+
+struct srv_model {
+	struct loaded_model *lm;    /* owned */
+	uint32_t attached;
+	uint64_t fetches, leases;
+};
+
+#define SRV_MAX_STREAMS 16    /* stream reports kept per client */
+
+struct stream_report {
+	char model[64];
+	uint32_t stream_id, slots;
+	uint64_t bytes_copied, acquires, passes, device_bytes;
+	double copy_seconds, wait_seconds, hidden_fraction;
+};
+
+struct lease {
+	uint64_t id;
+	uint32_t attach_id;
+	int32_t layer;
+};
+
+enum srv_op_kind { OP_ACCEPT, OP_RECV, OP_SEND, OP_SIGNAL, OP_TICK, OP_CANCEL };
+
+/* What an io_uring completion is about (its user_data). */
+struct srv_op {
+	enum srv_op_kind kind;
+	struct session *s;
+};
+
+struct session {
+	struct srv_op recv_op;
+	uint64_t id;
+	int fd;
+	struct ucred cred;
+	bool hello;                 /* handshake done */
+	bool closing;               /* no more requests; freed when idle */
+	bool refused;               /* closing after an access error */
+	bool recv_armed;
+	uint32_t pending_sends;
+	uint32_t errors;
+	double connected_at;
+	char name[65];
+	int32_t numa_node;
+	/* attachments: attach_model[i] is the model index + 1 of attach id i+1 */
+	uint32_t *attach_model;
+	uint32_t nattach;
+	struct stream_report streams[SRV_MAX_STREAMS];
+	uint32_t nstreams;
+	struct lease *leases;       /* ids ascending */
+	uint32_t nleases;
+	uint64_t next_lease;
+	/* the receive in flight */
+	uint8_t *rbuf;
+	struct iovec riov;
+	struct msghdr rmsg;
+	char rctrl[CMSG_SPACE(sizeof(int) * 8)];
+	struct session *next;
+};
+
+struct server {
+	struct srv_config cfg;
+	struct srv_model *models;
+	size_t nmodels;
+	struct session *sessions;   /* list */
+	uint32_t nsessions;
+	uint64_t next_session;
+	double started;
+	uint64_t requests, errors, clients_total;
+	bool stopping;
+};
+
+/* A reply: one packet and the fds that travel with it (not owned). */
+struct reply {
+	uint8_t *buf;
+	size_t len, cap;
+	int fds[WSRV_MAX_FDS];
+	int nfds;
+	char msg[512];              /* the sentence of an Error reply, for the log */
+};
+
+/* Handles one packet from s and fills r (r->buf must hold cfg.max_message
+ * bytes). Never fails: bad input gets an Error reply. Sets s->closing when
+ * the session must end after the reply. */
+void srv_dispatch(struct server *srv, struct session *s, const uint8_t *pkt,
+		  size_t len, struct reply *r);
+
+/* Sessions: create (the fd is owned by the session from then on) and free
+ * (releases attachments and leases, closes the fd). */
+struct session *session_new(struct server *srv, int fd);
+void session_free(struct server *srv, struct session *s);
+
+/* Releases every lease and attachment of s (as on disconnect). */
+void session_release_all(struct server *srv, struct session *s);
+
+/* Is this peer allowed? Root and the listed uids and gids are. */
+bool srv_peer_allowed(const struct server *srv, const struct ucred *c);
+
+#endif

@@ -1,0 +1,397 @@
+// SPDX-License-Identifier: MIT
+/* srv_dispatch.c - one request in, one reply out. Pure with respect to I/O:
+ * the event loop does the sending, so this is what the protocol fuzzer
+ * drives. */
+#include "srv.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "srv_reply.h"
+#include "srv_stats.h"
+#include "wsrv.pb-c.h"
+
+#define WSRV_VERSION_STRING "0.1.0"
+
+static void reply_ok(struct reply *r, uint64_t seq)
+{
+	Wsrv__Response resp = WSRV__RESPONSE__INIT;
+	Wsrv__Ok ok = WSRV__OK__INIT;
+
+	resp.seq = seq;
+	resp.body_case = WSRV__RESPONSE__BODY_OK;
+	resp.ok = &ok;
+	srv_pack(r, &resp);
+}
+
+static int do_hello(struct server *srv, struct session *s, const Wsrv__Hello *h,
+		    uint64_t seq, struct reply *r)
+{
+	Wsrv__Response resp = WSRV__RESPONSE__INIT;
+	Wsrv__HelloReply hr = WSRV__HELLO_REPLY__INIT;
+
+	if (h->protocol != WSRV_PROTOCOL_VERSION) {
+		srv_reply_error(r, seq, EPROTONOSUPPORT,
+				"protocol version %u is not supported (the server speaks %u)",
+				h->protocol, WSRV_PROTOCOL_VERSION);
+		s->closing = true;
+		return -EPROTONOSUPPORT;
+	}
+	snprintf(s->name, sizeof(s->name), "%s", h->client_name ? h->client_name : "");
+	s->numa_node = h->numa_node;
+	s->hello = true;
+	hr.protocol = WSRV_PROTOCOL_VERSION;
+	hr.server_version = WSRV_VERSION_STRING;
+	hr.server_pid = (uint32_t)getpid();
+	hr.max_packet = srv->cfg.max_message;
+	hr.max_leases = srv->cfg.max_leases;
+	hr.client_id = s->id;
+	resp.seq = seq;
+	resp.body_case = WSRV__RESPONSE__BODY_HELLO;
+	resp.hello = &hr;
+	srv_pack(r, &resp);
+	log_debug("client %llu hello: name '%s', pid %d, uid %d", (unsigned long long)s->id,
+		 s->name, (int)s->cred.pid, (int)s->cred.uid);
+	return 0;
+}
+
+static void model_info(const struct srv_model *sm, Wsrv__ModelInfo *mi)
+{
+	const struct loaded_model *lm = sm->lm;
+	uint32_t numbered = 0;
+
+	for (size_t i = 0; i < lm->model->nlayers; i++)
+		numbered += lm->model->layers[i].index >= 0;
+	wsrv__model_info__init(mi);
+	mi->name = lm->model->name;
+	mi->path = lm->model->path;
+	mi->tensor_bytes = lm->model->data_bytes;
+	mi->arena_bytes = arena_bytes(lm->arena);
+	mi->tensors = (uint32_t)lm->model->ntensors;
+	mi->layers = numbered;
+	mi->segments = lm->arena->nseg;
+	mi->page_size = lm->arena->page_size;
+	mi->numa = (char *)lm->arena->numa.desc;
+	mi->load_seconds = lm->stats.seconds;
+	mi->attached = sm->attached;
+}
+
+static int do_list(struct server *srv, uint64_t seq, struct reply *r)
+{
+	Wsrv__Response resp = WSRV__RESPONSE__INIT;
+	Wsrv__ModelList ml = WSRV__MODEL_LIST__INIT;
+	Wsrv__ModelInfo *infos = calloc(srv->nmodels + 1, sizeof(*infos));
+	Wsrv__ModelInfo **ptrs = calloc(srv->nmodels + 1, sizeof(*ptrs));
+
+	if (!infos || !ptrs) {
+		free(infos);
+		free(ptrs);
+		srv_reply_error(r, seq, ENOMEM, "out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < srv->nmodels; i++) {
+		model_info(&srv->models[i], &infos[i]);
+		ptrs[i] = &infos[i];
+	}
+	ml.n_models = srv->nmodels;
+	ml.models = ptrs;
+	resp.seq = seq;
+	resp.body_case = WSRV__RESPONSE__BODY_MODELS;
+	resp.models = &ml;
+	srv_pack(r, &resp);
+	free(infos);
+	free(ptrs);
+	return 0;
+}
+
+static int find_model(const struct server *srv, const char *name)
+{
+	for (size_t i = 0; i < srv->nmodels; i++)
+		if (name && strcmp(srv->models[i].lm->model->name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *a,
+		     uint64_t seq, struct reply *r)
+{
+	Wsrv__Response resp = WSRV__RESPONSE__INIT;
+	Wsrv__AttachReply ar = WSRV__ATTACH_REPLY__INIT;
+	uint64_t sizes[WSRV_MAX_FDS];
+	int mi = find_model(srv, a->model);
+	const struct loaded_model *lm;
+	uint32_t *v, slot = s->nattach;
+
+	if (mi < 0) {
+		srv_reply_error(r, seq, ENOENT, "no model named '%.64s'", a->model ? a->model : "");
+		return -ENOENT;
+	}
+	lm = srv->models[mi].lm;
+	if (lm->arena->nseg + 1 > WSRV_MAX_FDS) {
+		srv_reply_error(r, seq, E2BIG, "model '%s' has more segments than one reply carries",
+				lm->model->name);
+		return -E2BIG;
+	}
+	for (uint32_t i = 0; i < s->nattach; i++)
+		if (!s->attach_model[i] && slot == s->nattach)
+			slot = i;
+	if (slot == s->nattach && s->nattach >= srv->cfg.max_attach) {
+		srv_reply_error(r, seq, EMFILE, "attachment limit of %u reached; detach first",
+				srv->cfg.max_attach);
+		return -EMFILE;
+	}
+	if (slot == s->nattach) {
+		v = realloc(s->attach_model, (s->nattach + 1) * sizeof(*v));
+		if (!v) {
+			srv_reply_error(r, seq, ENOMEM, "out of memory");
+			return -ENOMEM;
+		}
+		s->attach_model = v;
+		s->nattach++;
+	}
+	s->attach_model[slot] = (uint32_t)mi + 1;
+	srv->models[mi].attached++;
+	r->fds[0] = lm->manifest_fd;
+	for (uint32_t i = 0; i < lm->arena->nseg; i++) {
+		r->fds[i + 1] = lm->arena->seg[i].fd;
+		sizes[i] = lm->arena->seg[i].size;
+	}
+	r->nfds = (int)lm->arena->nseg + 1;
+	ar.attach_id = slot + 1;
+	ar.manifest_size = lm->manifest_size;
+	ar.n_segment_sizes = lm->arena->nseg;
+	ar.segment_sizes = sizes;
+	resp.seq = seq;
+	resp.body_case = WSRV__RESPONSE__BODY_ATTACH;
+	resp.attach = &ar;
+	srv_pack(r, &resp);
+	log_info("client %llu (pid %d, uid %d) attached model %s", (unsigned long long)s->id,
+		 (int)s->cred.pid, (int)s->cred.uid, lm->model->name);
+	return 0;
+}
+
+/* The model behind an attach id, or NULL with an error reply. */
+static struct srv_model *attached_model(struct server *srv, struct session *s, uint32_t id,
+					uint64_t seq, struct reply *r)
+{
+	if (id == 0 || id > s->nattach || !s->attach_model[id - 1]) {
+		srv_reply_error(r, seq, EBADF, "attach id %u is not one of this client's", id);
+		return NULL;
+	}
+	return &srv->models[s->attach_model[id - 1] - 1];
+}
+
+static const struct model_layer *find_layer(const struct model *m, int32_t index)
+{
+	size_t lo = 0, hi = m->nlayers;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (m->layers[mid].index == index)
+			return &m->layers[mid];
+		if (m->layers[mid].index < index)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static int do_fetch(struct server *srv, struct session *s, const Wsrv__FetchLayer *f,
+		    uint64_t seq, struct reply *r)
+{
+	Wsrv__Response resp = WSRV__RESPONSE__INIT;
+	Wsrv__FetchReply fr = WSRV__FETCH_REPLY__INIT;
+	Wsrv__Extent ext = WSRV__EXTENT__INIT, *pext = &ext;
+	struct srv_model *sm = attached_model(srv, s, f->attach_id, seq, r);
+	const struct model_layer *l;
+	struct lease *v;
+
+	if (!sm)
+		return -EBADF;
+	l = find_layer(sm->lm->model, f->layer);
+	if (!l) {
+		srv_reply_error(r, seq, ENOENT, "model '%s' has no layer %d", sm->lm->model->name,
+				f->layer);
+		return -ENOENT;
+	}
+	if (s->nleases >= srv->cfg.max_leases) {
+		srv_reply_error(r, seq, ENOSPC, "lease limit of %u reached; release some first",
+				srv->cfg.max_leases);
+		return -ENOSPC;
+	}
+	v = realloc(s->leases, (s->nleases + 1) * sizeof(*v));
+	if (!v) {
+		srv_reply_error(r, seq, ENOMEM, "out of memory");
+		return -ENOMEM;
+	}
+	s->leases = v;
+	v[s->nleases++] = (struct lease){ s->next_lease, f->attach_id, f->layer };
+	sm->leases++;
+	sm->fetches++;
+	ext.segment = l->segment;
+	ext.offset = l->offset;
+	ext.length = l->length;
+	fr.lease = s->next_lease++;
+	fr.n_extents = 1;
+	fr.extents = &pext;
+	resp.seq = seq;
+	resp.body_case = WSRV__RESPONSE__BODY_FETCH;
+	resp.fetch = &fr;
+	srv_pack(r, &resp);
+	return 0;
+}
+
+static int lease_index(const struct session *s, uint64_t id)
+{
+	uint32_t lo = 0, hi = s->nleases;
+
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+		if (s->leases[mid].id == id)
+			return (int)mid;
+		if (s->leases[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+static void drop_lease(struct server *srv, struct session *s, uint32_t i)
+{
+	uint32_t m = s->attach_model[s->leases[i].attach_id - 1];
+
+	if (m)
+		srv->models[m - 1].leases--;
+	memmove(&s->leases[i], &s->leases[i + 1], (s->nleases - i - 1) * sizeof(*s->leases));
+	s->nleases--;
+}
+
+static int do_release(struct server *srv, struct session *s, const Wsrv__Release *rl,
+		      uint64_t seq, struct reply *r)
+{
+	int i = lease_index(s, rl->lease);
+
+	if (i < 0) {
+		srv_reply_error(r, seq, ENOENT, "lease %llu is not one of this client's",
+				(unsigned long long)rl->lease);
+		return -ENOENT;
+	}
+	drop_lease(srv, s, (uint32_t)i);
+	reply_ok(r, seq);
+	return 0;
+}
+
+static int do_detach(struct server *srv, struct session *s, const Wsrv__Detach *d,
+		     uint64_t seq, struct reply *r)
+{
+	struct srv_model *sm = attached_model(srv, s, d->attach_id, seq, r);
+
+	if (!sm)
+		return -EBADF;
+	for (uint32_t i = s->nleases; i-- > 0;)
+		if (s->leases[i].attach_id == d->attach_id)
+			drop_lease(srv, s, i);
+	sm->attached--;
+	s->attach_model[d->attach_id - 1] = 0;
+	log_info("client %llu detached model %s", (unsigned long long)s->id, sm->lm->model->name);
+	reply_ok(r, seq);
+	return 0;
+}
+
+/* Keeps a stream's counters (replacing its previous report) for Stats. */
+static int do_report(struct session *s, const Wsrv__StreamReport *rp, uint64_t seq, struct reply *r)
+{
+	struct stream_report *x = NULL;
+
+	for (uint32_t i = 0; i < s->nstreams; i++)
+		if (s->streams[i].stream_id == rp->stream_id)
+			x = &s->streams[i];
+	if (rp->closed) {
+		if (x)
+			*x = s->streams[--s->nstreams];
+		reply_ok(r, seq);
+		return 0;
+	}
+	if (!x && s->nstreams >= SRV_MAX_STREAMS) {
+		srv_reply_error(r, seq, ENOSPC, "at most %d open streams reported per client", SRV_MAX_STREAMS);
+		return -ENOSPC;
+	}
+	if (!x)
+		x = &s->streams[s->nstreams++];
+	snprintf(x->model, sizeof(x->model), "%s", rp->model ? rp->model : "");
+	x->stream_id = rp->stream_id;
+	x->slots = rp->slots;
+	x->bytes_copied = rp->bytes_copied;
+	x->acquires = rp->acquires;
+	x->passes = rp->passes;
+	x->device_bytes = rp->device_bytes;
+	x->copy_seconds = rp->copy_seconds;
+	x->wait_seconds = rp->wait_seconds;
+	x->hidden_fraction = rp->hidden_fraction;
+	reply_ok(r, seq);
+	return 0;
+}
+
+static int handle(struct server *srv, struct session *s, const Wsrv__Request *q, struct reply *r)
+{
+	if (q->body_case != WSRV__REQUEST__BODY_HELLO && !s->hello) {
+		srv_reply_error(r, q->seq, EPROTO, "the first request must be Hello");
+		s->closing = true;
+		return -EPROTO;
+	}
+	switch (q->body_case) {
+	case WSRV__REQUEST__BODY_HELLO:
+		if (s->hello) {
+			srv_reply_error(r, q->seq, EPROTO, "Hello was already received");
+			return -EPROTO;
+		}
+		return do_hello(srv, s, q->hello, q->seq, r);
+	case WSRV__REQUEST__BODY_LIST_MODELS: return do_list(srv, q->seq, r);
+	case WSRV__REQUEST__BODY_ATTACH: return do_attach(srv, s, q->attach, q->seq, r);
+	case WSRV__REQUEST__BODY_FETCH_LAYER: return do_fetch(srv, s, q->fetch_layer, q->seq, r);
+	case WSRV__REQUEST__BODY_RELEASE: return do_release(srv, s, q->release, q->seq, r);
+	case WSRV__REQUEST__BODY_DETACH: return do_detach(srv, s, q->detach, q->seq, r);
+	case WSRV__REQUEST__BODY_STATS: return srv_stats_reply(srv, q->seq, r);
+	case WSRV__REQUEST__BODY_REPORT_STREAM: return do_report(s, q->report_stream, q->seq, r);
+	default:
+		srv_reply_error(r, q->seq, ENOSYS, "unknown or empty request");
+		return -ENOSYS;
+	}
+}
+
+void srv_dispatch(struct server *srv, struct session *s, const uint8_t *pkt,
+		  size_t len, struct reply *r)
+{
+	Wsrv__Request *q = wsrv__request__unpack(NULL, len, pkt);
+	int rc;
+
+	r->nfds = 0;
+	r->len = 0;
+	srv->requests++;
+	if (!q) {
+		srv_reply_error(r, 0, EBADMSG, "the packet is not a wsrv Request");
+		rc = -EBADMSG;
+	} else {
+		rc = handle(srv, s, q, r);
+		wsrv__request__free_unpacked(q, NULL);
+	}
+	if (rc < 0) {
+		srv->errors++;
+		if (++s->errors == 1)
+			log_warn("client %llu (pid %d, uid %d): %s (further errors of this client are logged at debug level)",
+				 (unsigned long long)s->id, (int)s->cred.pid, (int)s->cred.uid, r->msg);
+		else
+			log_debug("client %llu: %s", (unsigned long long)s->id, r->msg);
+		if (s->errors > srv->cfg.max_errors) {
+			log_warn("client %llu: more than %u protocol errors; closing it",
+				 (unsigned long long)s->id, srv->cfg.max_errors);
+			s->closing = true;
+		}
+	}
+}

@@ -1,0 +1,474 @@
+// SPDX-License-Identifier: MIT
+/* srv_loop.c - accept, receive, dispatch, send: all on one io_uring.
+ *
+ * Nothing here blocks on a client: receives and sends are io_uring
+ * operations, a client that does not read its replies stops being read from
+ * (at most SRV_MAX_PENDING replies queue up), and a session is freed only
+ * once no operation of it is in flight.
+ */
+#include "srv_loop.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "srv_socket.h"
+#include "srv_reply.h"
+#include "srv_stats.h"
+#include "wsrv.pb-c.h"
+
+#ifdef HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+#define SRV_RING 512
+#define SRV_MAX_PENDING 8
+#define SRV_STOP_GRACE 2.0
+
+struct send_op {
+	struct srv_op op;
+	struct msghdr msg;
+	struct iovec iov;
+	char ctrl[CMSG_SPACE(sizeof(int) * WSRV_MAX_FDS)];
+	uint8_t buf[];
+};
+
+struct loop {
+	struct io_uring ring;
+	struct server *srv;
+	int lfd, lock, sigfd;
+	struct srv_op accept_op, sig_op, tick_op, cancel_op;
+	struct signalfd_siginfo si;
+	struct __kernel_timespec tick;
+	bool accept_armed;
+	double stop_deadline;
+	struct reply reply;
+};
+
+static struct io_uring_sqe *sqe_get(struct loop *L)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&L->ring);
+
+	if (!sqe) { /* the ring is full: hand what is queued to the kernel */
+		io_uring_submit(&L->ring);
+		sqe = io_uring_get_sqe(&L->ring);
+	}
+	return sqe;
+}
+
+static void arm_accept(struct loop *L)
+{
+	struct io_uring_sqe *sqe = sqe_get(L);
+
+	io_uring_prep_multishot_accept(sqe, L->lfd, NULL, NULL, SOCK_CLOEXEC);
+	io_uring_sqe_set_data(sqe, &L->accept_op);
+	L->accept_armed = true;
+}
+
+static void arm_recv(struct loop *L, struct session *s)
+{
+	struct io_uring_sqe *sqe = sqe_get(L);
+
+	s->riov = (struct iovec){ s->rbuf, (size_t)L->srv->cfg.max_message + 1 };
+	memset(&s->rmsg, 0, sizeof(s->rmsg));
+	memset(s->rctrl, 0, sizeof(s->rctrl));
+	s->rmsg.msg_iov = &s->riov;
+	s->rmsg.msg_iovlen = 1;
+	s->rmsg.msg_control = s->rctrl;
+	s->rmsg.msg_controllen = sizeof(s->rctrl);
+	s->recv_op = (struct srv_op){ OP_RECV, s };
+	io_uring_prep_recvmsg(sqe, s->fd, &s->rmsg, MSG_CMSG_CLOEXEC);
+	io_uring_sqe_set_data(sqe, &s->recv_op);
+	s->recv_armed = true;
+}
+
+/* Queues r to s; the fds are the server's own and stay open. */
+static void send_reply(struct loop *L, struct session *s, const struct reply *r)
+{
+	struct send_op *op = malloc(sizeof(*op) + r->len);
+	struct io_uring_sqe *sqe;
+
+	if (!op) {
+		s->closing = true;
+		return;
+	}
+	memset(op, 0, sizeof(*op));
+	op->op = (struct srv_op){ OP_SEND, s };
+	memcpy(op->buf, r->buf, r->len);
+	op->iov = (struct iovec){ op->buf, r->len };
+	op->msg.msg_iov = &op->iov;
+	op->msg.msg_iovlen = 1;
+	if (r->nfds) {
+		struct cmsghdr *c;
+		op->msg.msg_control = op->ctrl;
+		op->msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)r->nfds);
+		c = CMSG_FIRSTHDR(&op->msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)r->nfds);
+		memcpy(CMSG_DATA(c), r->fds, sizeof(int) * (size_t)r->nfds);
+	}
+	sqe = sqe_get(L);
+	io_uring_prep_sendmsg(sqe, s->fd, &op->msg, MSG_NOSIGNAL);
+	io_uring_sqe_set_data(sqe, &op->op);
+	s->pending_sends++;
+}
+
+static void log_gone(const struct session *s)
+{
+	uint64_t leases = s->nleases;
+	uint32_t att = 0;
+
+	for (uint32_t i = 0; i < s->nattach; i++)
+		att += s->attach_model[i] != 0;
+	if (s->hello || att || leases)
+		log_info("client %llu (pid %d, uid %d) gone: released %u attachment%s, %llu lease%s",
+			 (unsigned long long)s->id, (int)s->cred.pid, (int)s->cred.uid, att,
+			 att == 1 ? "" : "s", (unsigned long long)leases, leases == 1 ? "" : "s");
+}
+
+/* Frees s once it is closing and nothing of it is in flight; cancels a
+ * receive still armed so that it soon is. */
+static void settle(struct loop *L, struct session *s)
+{
+	if (!s->closing)
+		return;
+	if (s->recv_armed) {
+		struct io_uring_sqe *sqe = sqe_get(L);
+		io_uring_prep_cancel(sqe, &s->recv_op, 0);
+		io_uring_sqe_set_data(sqe, &L->cancel_op);
+		return;
+	}
+	if (s->pending_sends)
+		return;
+	log_gone(s);
+	session_free(L->srv, s);
+}
+
+/* Tells s why it is refused. The session stays until it has read the
+ * client's first packet: closing with that packet unread would reset the
+ * connection, and the client would lose the reason. */
+static void refuse(struct loop *L, struct session *s, int code, const char *why)
+{
+	srv_reply_error(&L->reply, 0, code, "%s", why);
+	send_reply(L, s, &L->reply);
+	s->refused = true;
+	if (!s->recv_armed)
+		arm_recv(L, s);
+}
+
+static void on_accept(struct loop *L, int fd)
+{
+	struct server *srv = L->srv;
+	socklen_t len = sizeof(struct ucred);
+	struct session *s;
+
+	if (srv->stopping) {
+		close(fd);
+		return;
+	}
+	s = session_new(srv, fd);
+	if (!s) {
+		log_err("out of memory for a new client");
+		return;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &s->cred, &len) < 0) {
+		s->closing = true;
+		settle(L, s);
+		return;
+	}
+	if (!srv_peer_allowed(srv, &s->cred)) {
+		log_warn("refused a client: uid %d, gid %d, pid %d is not allowed (--allow-uid, --allow-gid)",
+			 (int)s->cred.uid, (int)s->cred.gid, (int)s->cred.pid);
+		refuse(L, s, EACCES, "this user is not allowed to use this wsrvd");
+	} else if (srv->nsessions > srv->cfg.max_clients) {
+		log_warn("refused a client (pid %d): %u clients is the limit (--max-clients)",
+			 (int)s->cred.pid, srv->cfg.max_clients);
+		refuse(L, s, EUSERS, "the server has as many clients as it takes (--max-clients)");
+	} else {
+		arm_recv(L, s);
+	}
+}
+
+static void on_packet(struct loop *L, struct session *s, int res)
+{
+	struct server *srv = L->srv;
+	int fds[8], nfds, total;
+
+	total = pkt_take_fds(&s->rmsg, fds, 8, &nfds);
+	pkt_close_fds(fds, nfds);
+	if (total > 0) {
+		srv->requests++;
+		srv->errors++;
+		if (++s->errors == 1)
+			log_warn("client %llu (pid %d) sent %d file descriptor%s; closed them",
+				 (unsigned long long)s->id, (int)s->cred.pid, total, total == 1 ? "" : "s");
+		srv_reply_error(&L->reply, 0, EBADMSG,
+				"clients must not send file descriptors (%d closed)", total);
+		if (s->errors > srv->cfg.max_errors)
+			s->closing = true;
+	} else if ((size_t)res > srv->cfg.max_message) {
+		srv->requests++;
+		srv->errors++;
+		if (++s->errors == 1)
+			log_warn("client %llu (pid %d) sent a packet over %u bytes",
+				 (unsigned long long)s->id, (int)s->cred.pid, srv->cfg.max_message);
+		srv_reply_error(&L->reply, 0, EMSGSIZE, "packets are at most %u bytes",
+				srv->cfg.max_message);
+		if (s->errors > srv->cfg.max_errors)
+			s->closing = true;
+	} else {
+		srv_dispatch(srv, s, s->rbuf, (size_t)res, &L->reply);
+	}
+	send_reply(L, s, &L->reply);
+}
+
+static void on_recv(struct loop *L, struct session *s, int res)
+{
+	s->recv_armed = false;
+	if (res <= 0 || s->closing || s->refused) {
+		/* 0: the peer closed (or sent an empty packet, which closes it). */
+		s->closing = true;
+		settle(L, s);
+		return;
+	}
+	on_packet(L, s, res);
+	if (!s->closing && s->pending_sends < SRV_MAX_PENDING)
+		arm_recv(L, s);
+	settle(L, s);
+}
+
+static void on_send(struct loop *L, struct send_op *op, int res)
+{
+	struct session *s = op->op.s;
+
+	free(op);
+	s->pending_sends--;
+	if (res < 0)
+		s->closing = true;
+	if (!s->closing && !s->recv_armed && s->pending_sends < SRV_MAX_PENDING)
+		arm_recv(L, s);
+	settle(L, s);
+}
+
+static void arm_signal(struct loop *L)
+{
+	struct io_uring_sqe *sqe = sqe_get(L);
+
+	io_uring_prep_read(sqe, L->sigfd, &L->si, sizeof(L->si), 0);
+	io_uring_sqe_set_data(sqe, &L->sig_op);
+}
+
+static void arm_tick(struct loop *L)
+{
+	struct io_uring_sqe *sqe = sqe_get(L);
+
+	L->tick = (struct __kernel_timespec){ .tv_sec = 1 };
+	io_uring_prep_timeout(sqe, &L->tick, 0, 0);
+	io_uring_sqe_set_data(sqe, &L->tick_op);
+}
+
+static void goodbye(struct loop *L, struct session *s, const char *why)
+{
+	Wsrv__Response resp = WSRV__RESPONSE__INIT;
+	Wsrv__Goodbye gb = WSRV__GOODBYE__INIT;
+
+	gb.reason = (char *)why;
+	resp.body_case = WSRV__RESPONSE__BODY_GOODBYE;
+	resp.goodbye = &gb;
+	L->reply.nfds = 0;
+	srv_pack(&L->reply, &resp);
+	send_reply(L, s, &L->reply);
+	s->closing = true;
+}
+
+static void stop(struct loop *L)
+{
+	struct server *srv = L->srv;
+	struct session *s, *next;
+
+	if (srv->stopping)
+		return;
+	srv->stopping = true;
+	L->stop_deadline = mono_now() + SRV_STOP_GRACE;
+	log_info("stopping: no new clients; saying goodbye to %u", srv->nsessions);
+#ifdef HAVE_SYSTEMD
+	sd_notify(0, "STOPPING=1");
+#endif
+	srv_unlisten(srv->cfg.socket_path, L->lfd, L->lock);
+	L->lfd = L->lock = -1;
+	for (s = srv->sessions; s; s = next) {
+		next = s->next;
+		if (!s->closing)
+			goodbye(L, s, "the server is stopping");
+		settle(L, s);
+	}
+}
+
+static void on_tick(struct loop *L)
+{
+	struct server *srv = L->srv;
+	double now = mono_now();
+	struct session *s, *next;
+
+	for (s = srv->sessions; s; s = next) {
+		next = s->next;
+		if (s->refused && !s->closing && now - s->connected_at > srv->cfg.hello_timeout) {
+			s->closing = true; /* refused and silent: just close */
+			settle(L, s);
+		} else if (!s->hello && !s->closing && now - s->connected_at > srv->cfg.hello_timeout) {
+			log_warn("client %llu (pid %d) sent nothing for %.0f s; closing it",
+				 (unsigned long long)s->id, (int)s->cred.pid, srv->cfg.hello_timeout);
+			refuse(L, s, ETIMEDOUT, "no Hello in time");
+			settle(L, s);
+		}
+	}
+	if (!srv->stopping && !L->accept_armed)
+		arm_accept(L);
+	arm_tick(L);
+}
+
+static void on_cqe(struct loop *L, struct io_uring_cqe *cqe)
+{
+	struct srv_op *op = io_uring_cqe_get_data(cqe);
+
+	switch (op->kind) {
+	case OP_ACCEPT:
+		if (!(cqe->flags & IORING_CQE_F_MORE))
+			L->accept_armed = false; /* re-armed on the next tick */
+		if (cqe->res >= 0)
+			on_accept(L, cqe->res);
+		else if (cqe->res != -ECANCELED && !L->srv->stopping)
+			log_warn("accept: %s", strerror(-cqe->res));
+		break;
+	case OP_RECV: on_recv(L, op->s, cqe->res); break;
+	case OP_SEND: on_send(L, (struct send_op *)op, cqe->res); break;
+	case OP_SIGNAL:
+		if (cqe->res == sizeof(L->si))
+			stop(L);
+		else
+			arm_signal(L);
+		break;
+	case OP_TICK: on_tick(L); break;
+	case OP_CANCEL: break;
+	}
+}
+
+static int setup(struct loop *L, struct server *srv, int lfd, int lock, struct errinfo *e)
+{
+	sigset_t mask;
+	int r;
+
+	L->srv = srv;
+	L->accept_op.kind = OP_ACCEPT;
+	L->sig_op.kind = OP_SIGNAL;
+	L->tick_op.kind = OP_TICK;
+	L->cancel_op.kind = OP_CANCEL;
+	L->reply.cap = srv->cfg.max_message;
+	L->reply.buf = malloc(L->reply.cap);
+	if (!L->reply.buf)
+		return err_set(e, -ENOMEM, "out of memory");
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	L->sigfd = signalfd(-1, &mask, SFD_CLOEXEC);
+	if (L->sigfd < 0)
+		return err_set(e, -errno, "signalfd: %s", strerror(errno));
+	L->lfd = lfd;
+	L->lock = lock;
+	/* One thread submits and reaps: completions' task work can wait until
+	 * the loop asks for events, instead of interrupting it (fewer wakeups
+	 * per request). Older kernels refuse the flags; then plain setup. */
+	r = io_uring_queue_init(SRV_RING, &L->ring,
+				IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN);
+	if (r == -EINVAL)
+		r = io_uring_queue_init(SRV_RING, &L->ring, 0);
+	if (r < 0)
+		return err_set(e, r, "io_uring_queue_init: %s", strerror(-r));
+	return 0;
+}
+
+/* Ends every session: its socket is shut down so that its receive and sends
+ * complete, and the loop runs until all are freed (or a second passes). */
+static void close_all(struct loop *L)
+{
+	struct server *srv = L->srv;
+	struct session *s, *next;
+
+	for (s = srv->sessions; s; s = next) {
+		next = s->next;
+		s->closing = true;
+		shutdown(s->fd, SHUT_RDWR);
+		settle(L, s);
+	}
+	for (int i = 0; i < 20 && srv->sessions; i++) {
+		struct __kernel_timespec ts = { .tv_nsec = 50000000 };
+		struct io_uring_cqe *cqe;
+		unsigned head, n = 0;
+
+		io_uring_submit_and_wait_timeout(&L->ring, &cqe, 1, &ts, NULL);
+		io_uring_for_each_cqe(&L->ring, head, cqe) {
+			on_cqe(L, cqe);
+			n++;
+		}
+		io_uring_cq_advance(&L->ring, n);
+	}
+}
+
+static void teardown(struct loop *L)
+{
+	struct server *srv = L->srv;
+
+	close_all(L);
+	io_uring_queue_exit(&L->ring);
+	if (srv->sessions)
+		log_warn("%u clients did not finish closing", srv->nsessions);
+	srv_unlisten(srv->cfg.socket_path, L->lfd, L->lock);
+	if (L->sigfd >= 0)
+		close(L->sigfd);
+	free(L->reply.buf);
+}
+
+int srv_run(struct server *srv, int lfd, int lock, struct errinfo *e)
+{
+	struct loop L = { .lfd = -1, .lock = -1, .sigfd = -1 };
+	int r = setup(&L, srv, lfd, lock, e);
+
+	if (r < 0) {
+		srv_unlisten(srv->cfg.socket_path, lfd, lock);
+		if (L.sigfd >= 0)
+			close(L.sigfd);
+		free(L.reply.buf);
+		return r;
+	}
+	srv->started = mono_now();
+	arm_accept(&L);
+	arm_signal(&L);
+	arm_tick(&L);
+	log_info("serving %zu model%s on %s", srv->nmodels, srv->nmodels == 1 ? "" : "s",
+		 srv->cfg.socket_path);
+#ifdef HAVE_SYSTEMD
+	sd_notify(0, "READY=1");
+#endif
+	while (!srv->stopping || (srv->sessions && mono_now() < L.stop_deadline)) {
+		struct io_uring_cqe *cqe;
+		unsigned head, n = 0;
+
+		io_uring_submit_and_wait(&L.ring, 1);
+		io_uring_for_each_cqe(&L.ring, head, cqe) {
+			on_cqe(&L, cqe);
+			n++;
+		}
+		io_uring_cq_advance(&L.ring, n);
+	}
+	teardown(&L);
+	log_info("stopped");
+	return 0;
+}

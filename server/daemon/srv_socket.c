@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: MIT
+/* srv_socket.c - binding the socket path safely. */
+#include "srv_socket.h"
+
+#include "sockpath.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+static int fill_addr(const char *path, struct sockaddr_un *a, struct errinfo *e)
+{
+	char why[256];
+	int r = sockpath_check(path, why, sizeof(why));
+
+	if (r < 0)
+		return err_set(e, r, "--socket: %s", why);
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	strcpy(a->sun_path, path);
+	return 0;
+}
+
+/* 1 when a server answers on path, 0 when the file is stale, <0 on error. */
+static int probe(const char *path, const struct sockaddr_un *a, struct errinfo *e)
+{
+	struct stat st;
+	int fd, r;
+
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : err_set(e, -errno, "%s: %s", path, strerror(errno));
+	if (!S_ISSOCK(st.st_mode))
+		return err_set(e, -EEXIST, "%s exists and is not a socket; not replacing it", path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return err_set(e, -errno, "socket: %s", strerror(errno));
+	r = connect(fd, (const struct sockaddr *)a, sizeof(*a));
+	close(fd);
+	return r == 0 ? 1 : 0;
+}
+
+static int take_lock(const char *path, int *lock, struct errinfo *e)
+{
+	char lp[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
+	int fd;
+
+	snprintf(lp, sizeof(lp), "%s.lock", path);
+	fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return err_set(e, -errno, "%s: %s", lp, strerror(errno));
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		close(fd);
+		return err_set(e, -EADDRINUSE, "another wsrvd holds %s; not starting a second one", lp);
+	}
+	*lock = fd;
+	return 0;
+}
+
+int srv_listen(const char *path, int *sock, int *lock, struct errinfo *e)
+{
+	struct sockaddr_un a;
+	int fd, lk = -1, r;
+	mode_t old;
+
+	r = fill_addr(path, &a, e);
+	if (r == 0 && strncmp(path, "/run/wsrv/", 10) == 0)
+		mkdir("/run/wsrv", 0755);
+	if (r < 0 || (r = take_lock(path, &lk, e)) < 0)
+		return r;
+	r = probe(path, &a, e);
+	if (r == 1)
+		r = err_set(e, -EADDRINUSE, "a wsrvd is already serving on %s; not starting a second one", path);
+	if (r < 0) {
+		close(lk);
+		return r;
+	}
+	unlink(path); /* stale: its server is gone */
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	old = umask(0117); /* the socket file is created 0660 */
+	r = fd < 0 || bind(fd, (const struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 512) < 0;
+	umask(old);
+	if (r) {
+		r = err_set(e, -errno, "%s: cannot listen: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		close(lk);
+		return r;
+	}
+	chmod(path, 0660);
+	*sock = fd;
+	*lock = lk;
+	return 0;
+}
+
+void srv_unlisten(const char *path, int sock, int lock)
+{
+	if (sock >= 0) {
+		unlink(path);
+		close(sock);
+	}
+	/* The lock file stays: removing it would let a starting server lock a
+	 * new file while this one still holds the old. */
+	if (lock >= 0)
+		close(lock);
+}

@@ -1,0 +1,17 @@
+// SPDX-License-Identifier: MIT
+/* srv_socket.h - the server's listening socket. */
+#ifndef WSRV_SRV_SOCKET_H
+#define WSRV_SRV_SOCKET_H
+
+#include "errinfo.h"
+
+/* Listens on path (AF_UNIX, SOCK_SEQPACKET, mode 0660). A lock file
+ * (path + ".lock", held for the server's life) keeps two servers apart; a
+ * socket file left by a dead server is replaced, a live one is refused.
+ * On success *sock and *lock are owned by the caller. */
+int srv_listen(const char *path, int *sock, int *lock, struct errinfo *e);
+
+/* Removes the socket file and closes both fds (the lock file stays). */
+void srv_unlisten(const char *path, int sock, int lock);
+
+#endif

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+/* srv_stats.c - counting what the server holds. */
+#include "srv_reply.h"
+#include "srv_stats.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "wsrv.pb-c.h"
+
+int srv_count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n - 1;
+}
+
+static uint64_t rss_bytes(void)
+{
+	FILE *f = fopen("/proc/self/statm", "re");
+	unsigned long size = 0, res = 0;
+
+	if (f) {
+		if (fscanf(f, "%lu %lu", &size, &res) != 2)
+			res = 0;
+		fclose(f);
+	}
+	return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Every client's stream reports, for the Stats reply; freed by the caller
+ * (one allocation holding the arrays). */
+static void *stream_reports(const struct server *srv, Wsrv__ClientStream ***out, size_t *n)
+{
+	size_t total = 0, k = 0;
+	uint8_t *mem;
+	Wsrv__ClientStream **ptrs, *cs;
+	Wsrv__StreamReport *rp;
+
+	for (const struct session *s = srv->sessions; s; s = s->next)
+		total += s->nstreams;
+	mem = calloc(total + 1, sizeof(*ptrs) + sizeof(*cs) + sizeof(*rp));
+	if (!mem)
+		return NULL;
+	ptrs = (void *)mem;
+	cs = (void *)(mem + (total + 1) * sizeof(*ptrs));
+	rp = (void *)((uint8_t *)cs + (total + 1) * sizeof(*cs));
+	for (const struct session *s = srv->sessions; s; s = s->next)
+		for (uint32_t i = 0; i < s->nstreams; i++, k++) {
+			const struct stream_report *x = &s->streams[i];
+			wsrv__client_stream__init(&cs[k]);
+			wsrv__stream_report__init(&rp[k]);
+			cs[k].client_id = s->id;
+			cs[k].pid = (uint32_t)s->cred.pid;
+			cs[k].client_name = (char *)s->name;
+			cs[k].report = &rp[k];
+			rp[k].model = (char *)x->model;
+			rp[k].stream_id = x->stream_id;
+			rp[k].bytes_copied = x->bytes_copied;
+			rp[k].copy_seconds = x->copy_seconds;
+			rp[k].wait_seconds = x->wait_seconds;
+			rp[k].hidden_fraction = x->hidden_fraction;
+			rp[k].acquires = x->acquires;
+			rp[k].passes = x->passes;
+			rp[k].slots = x->slots;
+			rp[k].device_bytes = x->device_bytes;
+			ptrs[k] = &cs[k];
+		}
+	*out = ptrs;
+	*n = total;
+	return mem;
+}
+
+int srv_stats_reply(struct server *srv, uint64_t seq, struct reply *r)
+{
+	Wsrv__Response resp = WSRV__RESPONSE__INIT;
+	Wsrv__StatsReply st = WSRV__STATS_REPLY__INIT;
+	Wsrv__ModelStats *ms = calloc(srv->nmodels + 1, sizeof(*ms));
+	Wsrv__ModelStats **mp = calloc(srv->nmodels + 1, sizeof(*mp));
+	uint32_t attachments = 0;
+	uint64_t leases = 0;
+
+	if (!ms || !mp) {
+		free(ms);
+		free(mp);
+		srv_reply_error(r, seq, ENOMEM, "out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < srv->nmodels; i++) {
+		const struct srv_model *m = &srv->models[i];
+		wsrv__model_stats__init(&ms[i]);
+		ms[i].name = m->lm->model->name;
+		ms[i].attached = m->attached;
+		ms[i].fetches = m->fetches;
+		ms[i].leases = m->leases;
+		ms[i].arena_bytes = arena_bytes(m->lm->arena);
+		mp[i] = &ms[i];
+		attachments += m->attached;
+		leases += m->leases;
+		st.arena_bytes += ms[i].arena_bytes;
+	}
+	st.server_version = "0.1.0";
+	st.uptime_seconds = mono_now() - srv->started;
+	st.clients = srv->nsessions;
+	st.attachments = attachments;
+	st.leases = leases;
+	st.requests = srv->requests;
+	st.errors = srv->errors;
+	st.clients_total = srv->clients_total;
+	st.rss_bytes = rss_bytes();
+	st.open_fds = (uint32_t)srv_count_fds();
+	st.n_models = srv->nmodels;
+	st.models = mp;
+	void *streams = stream_reports(srv, &st.streams, &st.n_streams);
+	resp.seq = seq;
+	resp.body_case = WSRV__RESPONSE__BODY_STATS;
+	resp.stats = &st;
+	srv_pack(r, &resp);
+	free(streams);
+	free(ms);
+	free(mp);
+	return 0;
+}

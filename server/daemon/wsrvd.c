@@ -1,0 +1,299 @@
+// SPDX-License-Identifier: MIT
+/* wsrvd.c - the weight server: loads its models into sealed shared memory,
+ * then serves them to the workers of this host over a Unix socket.
+ *
+ * With --load-only it loads every model exactly as it will when serving,
+ * reports what it got, and exits: a pre-flight check of a host's disk,
+ * memory, NUMA and huge-page setup.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "load_args.h"
+#include "log.h"
+#include "report.h"
+#include "srv_loop.h"
+#include "sockpath.h"
+#include "srv_socket.h"
+
+#define MAX_MODELS 64
+
+struct args {
+	struct load_opts load;
+	struct srv_config srv;
+	const char *names[MAX_MODELS];
+	const char *paths[MAX_MODELS];
+	char *specs[MAX_MODELS];
+	int nmodels;
+	int load_only;
+	int json;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: wsrvd --model NAME=PATH [--model NAME=PATH ...] [options]\n"
+		"  --model NAME=PATH         a .safetensors file or a Hugging Face model directory\n"
+		"  --socket PATH             default $WSRV_SOCKET, else $XDG_RUNTIME_DIR/wsrv.sock,\n"
+		"                            else /run/wsrv/wsrv.sock\n"
+		"  --allow-uid UID           a user that may connect (repeatable; default: ours; root always)\n"
+		"  --allow-gid GID           a group whose members may connect (repeatable)\n"
+		"  --max-clients N           clients at once (default 1024)\n"
+		"  --max-leases N            leases per client (default 4096)\n"
+		"  --max-attach N            attachments per client (default 64)\n"
+		"  --max-message SIZE        bytes per packet, at most 64K (default 64K)\n"
+		"  --hello-timeout SECONDS   how long a new client may stay silent (default 10)\n"
+		"  --load-only               load, report and exit\n"
+		"  --json                    with --load-only: report as JSON on stdout\n"
+		"  --quiet / --verbose       log less / more\n"
+		"%s", load_options_help);
+}
+
+static int add_model(struct args *a, const char *spec)
+{
+	char *s, *eq;
+
+	if (a->nmodels >= MAX_MODELS) {
+		log_err("at most %d models", MAX_MODELS);
+		return -E2BIG;
+	}
+	s = strdup(spec);
+	eq = s ? strchr(s, '=') : NULL;
+	if (!eq || eq == s || !eq[1]) {
+		log_err("--model '%s': expected NAME=PATH", spec);
+		free(s);
+		return -EINVAL;
+	}
+	*eq = 0;
+	a->specs[a->nmodels] = s;
+	a->names[a->nmodels] = s;
+	a->paths[a->nmodels++] = eq + 1;
+	return 0;
+}
+
+enum { O_MODEL = 1, O_LOAD_ONLY, O_JSON, O_QUIET, O_VERBOSE, O_HELP, O_SOCKET, O_UID, O_GID,
+       O_MAX_CLIENTS, O_MAX_LEASES, O_MAX_ATTACH, O_MAX_MESSAGE, O_HELLO_TIMEOUT };
+
+static int num(const char *opt, const char *arg, unsigned long lo, unsigned long hi,
+	       unsigned long *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(arg, &end, 10);
+	if (errno || end == arg || *end || v < lo || v > hi) {
+		log_err("--%s '%s': expected a number from %lu to %lu", opt, arg, lo, hi);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+/* The serving options; 1 when handled, 0 when not one, <0 on error. */
+static int srv_option(int c, const char *arg, struct srv_config *cfg)
+{
+	unsigned long v = 0;
+	int r = 0;
+
+	switch (c) {
+	case O_SOCKET: cfg->socket_path = arg; return 1;
+	case O_UID:
+		if ((r = num("allow-uid", arg, 0, UINT32_MAX - 1, &v)) == 0 && cfg->n_allow_uid < SRV_MAX_ALLOW)
+			cfg->allow_uid[cfg->n_allow_uid++] = (uid_t)v;
+		break;
+	case O_GID:
+		if ((r = num("allow-gid", arg, 0, UINT32_MAX - 1, &v)) == 0 && cfg->n_allow_gid < SRV_MAX_ALLOW)
+			cfg->allow_gid[cfg->n_allow_gid++] = (gid_t)v;
+		break;
+	case O_MAX_CLIENTS: r = num("max-clients", arg, 1, 65536, &v); cfg->max_clients = (uint32_t)v; break;
+	case O_MAX_LEASES: r = num("max-leases", arg, 1, 1 << 20, &v); cfg->max_leases = (uint32_t)v; break;
+	case O_MAX_ATTACH: r = num("max-attach", arg, 1, 4096, &v); cfg->max_attach = (uint32_t)v; break;
+	case O_MAX_MESSAGE:
+		r = num("max-message", arg, 1024, WSRV_MAX_PACKET, &v);
+		cfg->max_message = (uint32_t)v;
+		break;
+	case O_HELLO_TIMEOUT: r = num("hello-timeout", arg, 1, 3600, &v); cfg->hello_timeout = (double)v; break;
+	default: return 0;
+	}
+	return r < 0 ? r : 1;
+}
+
+static int parse(int argc, char **argv, struct args *a)
+{
+	static const struct option own[] = {
+		{ "model", required_argument, NULL, O_MODEL },
+		{ "load-only", no_argument, NULL, O_LOAD_ONLY },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "quiet", no_argument, NULL, O_QUIET },
+		{ "verbose", no_argument, NULL, O_VERBOSE },
+		{ "help", no_argument, NULL, O_HELP },
+		{ "socket", required_argument, NULL, O_SOCKET },
+		{ "allow-uid", required_argument, NULL, O_UID },
+		{ "allow-gid", required_argument, NULL, O_GID },
+		{ "max-clients", required_argument, NULL, O_MAX_CLIENTS },
+		{ "max-leases", required_argument, NULL, O_MAX_LEASES },
+		{ "max-attach", required_argument, NULL, O_MAX_ATTACH },
+		{ "max-message", required_argument, NULL, O_MAX_MESSAGE },
+		{ "hello-timeout", required_argument, NULL, O_HELLO_TIMEOUT },
+	};
+	struct option all[sizeof(own) / sizeof(own[0]) + LOAD_OPTIONS_COUNT + 1];
+	struct errinfo e;
+	int c, r;
+
+	memcpy(all, own, sizeof(own));
+	memcpy(all + sizeof(own) / sizeof(own[0]), load_long_options,
+	       (LOAD_OPTIONS_COUNT + 1) * sizeof(struct option));
+	while ((c = getopt_long(argc, argv, "", all, NULL)) != -1) {
+		r = load_args_handle(c, optarg, &a->load, &e);
+		if (r < 0) {
+			log_err("%s", e.msg);
+			return r;
+		}
+		if (r == 1)
+			continue;
+		r = srv_option(c, optarg, &a->srv);
+		if (r < 0)
+			return r;
+		if (r == 1)
+			continue;
+		switch (c) {
+		case O_MODEL: if (add_model(a, optarg) < 0) return -EINVAL; break;
+		case O_LOAD_ONLY: a->load_only = 1; break;
+		case O_JSON: a->json = 1; break;
+		case O_QUIET: log_set_level(LOG_WARN); break;
+		case O_VERBOSE: log_set_level(LOG_DEBUG); break;
+		case O_HELP: usage(stdout); exit(0);
+		default: usage(stderr); return -EINVAL;
+		}
+	}
+	if (optind < argc || a->nmodels == 0) {
+		usage(stderr);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int load_all(struct args *a)
+{
+	json_t *arr = json_array();
+	int status = 0;
+
+	for (int i = 0; i < a->nmodels; i++) {
+		struct loaded_model *lm;
+		struct errinfo e;
+
+		a->load.loader.progress = !a->json;
+		if (model_load(a->names[i], a->paths[i], &a->load, &lm, &e) < 0) {
+			log_err("model %s: %s", a->names[i], e.msg);
+			status = 1;
+			continue;
+		}
+		log_info("model %s loaded: %zu tensors, %.2f GB in %.3f s (%.2f GB/s)",
+			 a->names[i], lm->model->ntensors, (double)lm->model->data_bytes / 1e9,
+			 lm->stats.seconds,
+			 lm->stats.seconds > 0 ? (double)lm->model->data_bytes / lm->stats.seconds / 1e9 : 0.0);
+		if (a->json)
+			json_array_append_new(arr, report_loaded_json(lm));
+		else
+			report_loaded(stdout, lm);
+		loaded_model_free(lm);
+	}
+	if (a->json) {
+		json_dumpf(arr, stdout, JSON_INDENT(2));
+		fputc('\n', stdout);
+	}
+	json_decref(arr);
+	return status;
+}
+
+/* Loads every model into srv; any failure stops the server from starting. */
+static int load_for_serving(struct args *a, struct server *srv)
+{
+	srv->models = calloc((size_t)a->nmodels, sizeof(*srv->models));
+	if (!srv->models)
+		return -ENOMEM;
+	for (int i = 0; i < a->nmodels; i++) {
+		struct loaded_model *lm;
+		struct errinfo e;
+
+		for (int k = 0; k < i; k++)
+			if (strcmp(a->names[k], a->names[i]) == 0) {
+				log_err("model name %s given twice", a->names[i]);
+				return -EINVAL;
+			}
+		a->load.loader.progress = true;
+		if (model_load(a->names[i], a->paths[i], &a->load, &lm, &e) < 0) {
+			log_err("model %s: %s", a->names[i], e.msg);
+			return -EINVAL;
+		}
+		log_info("model %s loaded: %zu tensors, %.2f GB in %.3f s (%.2f GB/s), %s, %s",
+			 a->names[i], lm->model->ntensors, (double)lm->model->data_bytes / 1e9,
+			 lm->stats.seconds,
+			 lm->stats.seconds > 0 ? (double)lm->model->data_bytes / lm->stats.seconds / 1e9 : 0.0,
+			 lm->arena->numa.desc, lm->arena->hugepage_note);
+		srv->models[srv->nmodels++].lm = lm;
+	}
+	return 0;
+}
+
+static int serve(struct args *a)
+{
+	struct server srv = { .cfg = a->srv };
+	char path[SOCKPATH_MAX];
+	struct errinfo e;
+	int status = 0, lfd, lock;
+
+	if (!srv.cfg.socket_path) {
+		if (sockpath_default(path, sizeof(path), e.msg, sizeof(e.msg)) < 0) {
+			log_err("%s", e.msg);
+			return 1;
+		}
+		srv.cfg.socket_path = path;
+	}
+	if (srv.cfg.n_allow_uid < SRV_MAX_ALLOW)
+		srv.cfg.allow_uid[srv.cfg.n_allow_uid++] = getuid();
+	log_info("starting: %d model%s, socket %s", a->nmodels, a->nmodels == 1 ? "" : "s",
+		 srv.cfg.socket_path);
+	/* The socket first: a second server on the same path should learn
+	 * that before it spends minutes loading. Clients that connect during
+	 * the load wait in the backlog. */
+	if (srv_listen(srv.cfg.socket_path, &lfd, &lock, &e) < 0) {
+		log_err("%s", e.msg);
+		status = 1;
+	} else if (load_for_serving(a, &srv) < 0) {
+		srv_unlisten(srv.cfg.socket_path, lfd, lock);
+		status = 1;
+	} else if (srv_run(&srv, lfd, lock, &e) < 0) {
+		log_err("%s", e.msg);
+		status = 1;
+	}
+	for (size_t i = 0; i < srv.nmodels; i++)
+		loaded_model_free(srv.models[i].lm);
+	free(srv.models);
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	struct args a = { .srv = { .max_clients = 1024, .max_leases = 4096, .max_attach = 64,
+				   .max_message = WSRV_MAX_PACKET, .max_errors = 64,
+				   .hello_timeout = 10 } };
+	int status;
+
+	log_set_ident("wsrvd");
+	if (parse(argc, argv, &a) < 0)
+		status = 2;
+	else if (a.load_only)
+		status = load_all(&a);
+	else
+		status = serve(&a);
+	for (int i = 0; i < a.nmodels; i++)
+		free(a.specs[i]);
+	free((void *)a.load.model.layer_patterns);
+	return status;
+}

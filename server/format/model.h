@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: MIT
+/* model.h - a model: its files, its tensors with their layers, and where each
+ * tensor goes in the arena (the layer-major layout).
+ *
+ * model_open() reads and checks the headers only. The loader fills the
+ * tensors' bytes and checksums into an arena laid out as the model says.
+ */
+#ifndef WSRV_MODEL_H
+#define WSRV_MODEL_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "errinfo.h"
+#include "st_reader.h"
+
+#define MODEL_MIN_ALIGN 256u
+#define MODEL_LAYER_ALIGN 4096u
+
+struct model_opts {
+	const char *const *layer_patterns; /* extra "{N}" patterns, may be NULL */
+	size_t n_layer_patterns;
+	uint64_t tensor_align;  /* power of two >= 256; 0 means 256 */
+	uint64_t max_segment;   /* split the arena at layer boundaries; 0: one segment */
+};
+
+struct model_tensor {
+	const char *name;       /* in the owning st_file's pool */
+	enum dtype dtype;
+	uint32_t rank;
+	const uint64_t *shape;
+	int32_t layer;          /* LAYER_GLOBAL for the global group */
+	uint32_t file;          /* index into model.files */
+	uint64_t file_off;      /* absolute offset of the bytes in that file */
+	uint64_t size;
+	uint32_t segment;       /* arena position, from the layout */
+	uint64_t offset;
+	uint64_t xxh3;          /* xxh3-64 of the bytes, set by the loader */
+};
+
+/* A layer, or the global group: one contiguous extent of the arena. */
+struct model_layer {
+	int32_t index;          /* LAYER_GLOBAL first, then ascending */
+	uint32_t segment;
+	uint64_t offset, length;
+	uint32_t first, count;  /* its tensors: model.tensors[first..first+count) */
+	uint64_t bytes;         /* sum of its tensors' sizes (no padding) */
+};
+
+struct model {
+	char *name;
+	char *path;
+	size_t nfiles;
+	struct st_file **files;
+	size_t ntensors;
+	struct model_tensor *tensors;   /* in arena order */
+	size_t nlayers;
+	struct model_layer *layers;
+	json_t *config;                 /* config.json, or NULL */
+	uint32_t nsegments;
+	uint64_t *seg_size;             /* bytes used in each segment */
+	uint64_t data_bytes;            /* sum of all tensor sizes */
+	uint64_t tensor_align;
+	uint32_t *by_name;              /* tensor indices sorted by name */
+};
+
+/* Opens a .safetensors file or a Hugging Face model directory at path, checks
+ * every header and the index against the shards, and lays the tensors out.
+ * On success *out is owned by the caller (model_free). */
+int model_open(const char *name, const char *path, const struct model_opts *o,
+	       struct model **out, struct errinfo *e);
+void model_free(struct model *m);
+
+/* Binary search by name over a name-sorted index built by model_open;
+ * NULL when absent. */
+const struct model_tensor *model_find(const struct model *m, const char *name);
+
+/* Internal steps of model_open, exposed for tests. */
+int model_dir_files(const char *dir, struct model *m, struct errinfo *e);
+int model_layout(struct model *m, const struct model_opts *o, struct errinfo *e);
+
+#endif

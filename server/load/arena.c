@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: MIT
+/* arena.c - memfd segments: creation, placement, prefault, lock and seal. */
+#include "arena.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/memfd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#define HUGE_2M (2u << 20)
+#define ARENA_POPULATE_CHUNK (64u << 20)
+#define HUGE_SYSFS "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+static uint64_t round_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+long arena_free_huge_pages(void)
+{
+	FILE *f = fopen(HUGE_SYSFS, "re");
+	long n = -1;
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &n) != 1)
+		n = -1;
+	fclose(f);
+	return n;
+}
+
+/* Decides the page size: huge pages when asked, or in auto mode when enough
+ * 2 MiB pages are free for the whole arena. */
+static int choose_pages(struct arena *a, const struct arena_opts *o, struct errinfo *e)
+{
+	long freep = arena_free_huge_pages();
+	uint64_t need = 0;
+
+	for (uint32_t i = 0; i < a->nseg; i++)
+		need += round_up(a->seg[i].size ? a->seg[i].size : 1, HUGE_2M) / HUGE_2M;
+	a->page_size = 4096;
+	if (o->hugepages == HUGEPAGES_OFF) {
+		snprintf(a->hugepage_note, sizeof(a->hugepage_note), "4 KiB pages (--hugepages off)");
+		return 0;
+	}
+	if (freep >= 0 && (uint64_t)freep >= need) {
+		a->hugetlb = true;
+		a->page_size = HUGE_2M;
+		snprintf(a->hugepage_note, sizeof(a->hugepage_note),
+			 "2 MiB huge pages (%" PRIu64 " used of %ld free)", need, freep);
+		return 0;
+	}
+	if (o->hugepages == HUGEPAGES_ON)
+		return err_set(e, -ENOMEM,
+			       "--hugepages on: the arena needs %" PRIu64 " 2 MiB huge pages but %ld are free; reserve more with: echo N > /proc/sys/vm/nr_hugepages",
+			       need, freep < 0 ? 0 : freep);
+	snprintf(a->hugepage_note, sizeof(a->hugepage_note),
+		 "4 KiB pages (auto: %" PRIu64 " 2 MiB huge pages needed, %ld free)",
+		 need, freep < 0 ? 0 : freep);
+	return 0;
+}
+
+static int lock_error(uint64_t bytes, int err, struct errinfo *e)
+{
+	struct rlimit rl = { 0 };
+
+	getrlimit(RLIMIT_MEMLOCK, &rl);
+	return err_set(e, -err,
+		       "cannot lock %" PRIu64 " bytes of weights in memory (%s): RLIMIT_MEMLOCK is %s%" PRIu64 " bytes; raise it (ulimit -l, LimitMEMLOCK= in the unit) or run with --no-lock",
+		       bytes, strerror(err), rl.rlim_cur == RLIM_INFINITY ? "unlimited, " : "",
+		       rl.rlim_cur == RLIM_INFINITY ? 0 : (uint64_t)rl.rlim_cur);
+}
+
+/* Allocates, maps and locks [off, off+len) of a segment. fallocate puts the
+ * pages in (zeroed, placed by the segment's shared NUMA policy) several times
+ * faster than faulting them in one by one; MADV_POPULATE_WRITE then maps them
+ * and mlock pins them. */
+static int populate_range(struct arena *a, struct arena_seg *s, size_t off,
+			  size_t len, struct errinfo *e)
+{
+	if (fallocate(s->fd, 0, (off_t)off, (off_t)len) < 0 && errno != EOPNOTSUPP)
+		return err_set(e, -errno, "cannot allocate %zu bytes of shared memory%s: %s", len,
+			       a->hugetlb ? " (huge pages)" : "", strerror(errno));
+	if (madvise(s->rw + off, len, MADV_POPULATE_WRITE) < 0) {
+		if (errno != EINVAL)
+			return err_set(e, -errno, "cannot populate %zu bytes of shared memory: %s",
+				       len, strerror(errno));
+		for (size_t o = 0; o < len; o += a->page_size)
+			((volatile uint8_t *)s->rw)[off + o] = 0;
+	}
+	if (a->locked && mlock(s->rw + off, len) < 0)
+		return lock_error(s->size, errno, e);
+	return 0;
+}
+
+int arena_populate(struct arena *a, struct errinfo *e)
+{
+	for (uint32_t i = 0; i < a->nseg; i++) {
+		struct arena_seg *s = &a->seg[i];
+		for (size_t off = 0; off < s->size; off += ARENA_POPULATE_CHUNK) {
+			size_t len = s->size - off < ARENA_POPULATE_CHUNK ? s->size - off
+									  : ARENA_POPULATE_CHUNK;
+			int r = populate_range(a, s, off, len, e);
+			if (r < 0)
+				return r;
+			if (__atomic_load_n(&a->stop_populate, __ATOMIC_RELAXED))
+				return -ECANCELED;
+		}
+	}
+	return 0;
+}
+
+static int create_seg(struct arena *a, const char *name, uint32_t i,
+		      const struct arena_opts *o, struct errinfo *e)
+{
+	struct arena_seg *s = &a->seg[i];
+	unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
+	char label[240];
+	int r;
+
+	if (a->hugetlb)
+		flags |= MFD_HUGETLB | MFD_HUGE_2MB;
+	snprintf(label, sizeof(label), "wsrv:%s:%u", name, i);
+	s->fd = memfd_create(label, flags);
+	if (s->fd < 0)
+		return err_set(e, -errno, "memfd_create(%s): %s", label, strerror(errno));
+	if (ftruncate(s->fd, (off_t)s->size) < 0)
+		return err_set(e, -errno, "%s: cannot size to %zu bytes: %s", label, s->size,
+			       strerror(errno));
+	s->rw = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+	if (s->rw == MAP_FAILED) {
+		s->rw = NULL;
+		return err_set(e, -errno, "%s: cannot map %zu bytes: %s", label, s->size,
+			       strerror(errno));
+	}
+	r = numa_apply(s->rw, s->size, &a->numa, e);
+	if (r < 0)
+		err_prefix(e, label);
+	return r;
+}
+
+int arena_create(const char *name, uint32_t nseg, const uint64_t *sizes,
+		 const struct arena_opts *o, struct arena **out,
+		 struct errinfo *e)
+{
+	struct arena *a = calloc(1, sizeof(*a));
+	int r;
+
+	if (!a || !(a->seg = calloc(nseg ? nseg : 1, sizeof(*a->seg)))) {
+		free(a);
+		return err_set(e, -ENOMEM, "out of memory");
+	}
+	a->nseg = nseg;
+	for (uint32_t i = 0; i < nseg; i++) {
+		a->seg[i].fd = -1;
+		a->seg[i].size = sizes[i];
+	}
+	r = numa_choose_here(o->numa, o->numa_node, &a->numa, e);
+	if (r == 0)
+		r = choose_pages(a, o, e);
+	a->locked = !o->no_lock;
+	for (uint32_t i = 0; r == 0 && i < nseg; i++) {
+		/* A zero-byte segment still gets one page, so it can be mapped. */
+		a->seg[i].size = round_up(sizes[i] ? sizes[i] : 1, a->page_size);
+		r = create_seg(a, name, i, o, e);
+	}
+	if (r < 0) {
+		arena_free(a);
+		return r;
+	}
+	*out = a;
+	return 0;
+}
+
+/* The segment's own mapping is kept (it holds the lock) but made read-only;
+ * F_SEAL_FUTURE_WRITE then refuses every new writable mapping and every
+ * write(), which is what readers rely on, and F_SEAL_SEAL fixes the set. */
+static int seal_seg(struct arena_seg *s, struct errinfo *e)
+{
+	int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
+
+	if (mprotect(s->rw, s->size, PROT_READ) < 0)
+		return err_set(e, -errno, "cannot make a segment read-only: %s", strerror(errno));
+	s->ro = s->rw;
+	s->rw = NULL;
+	if (fcntl(s->fd, F_ADD_SEALS, seals) < 0)
+		return err_set(e, -errno, "cannot seal a segment: %s", strerror(errno));
+	return 0;
+}
+
+int arena_seal(struct arena *a, struct errinfo *e)
+{
+	for (uint32_t i = 0; i < a->nseg; i++) {
+		int r = seal_seg(&a->seg[i], e);
+		if (r < 0)
+			return r;
+	}
+	a->sealed = true;
+	return 0;
+}
+
+int arena_placement(const struct arena *a, uint64_t *counts)
+{
+	int total = 0;
+
+	memset(counts, 0, NUMA_MAX_NODES * sizeof(*counts));
+	for (uint32_t i = 0; i < a->nseg; i++) {
+		const void *p = a->sealed ? (const void *)a->seg[i].ro : a->seg[i].rw;
+		int r = numa_sample(p, a->seg[i].size, a->page_size, 1024, counts);
+		if (r < 0)
+			return r;
+		total += r;
+	}
+	return total;
+}
+
+uint64_t arena_bytes(const struct arena *a)
+{
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < a->nseg; i++)
+		n += a->seg[i].size;
+	return n;
+}
+
+void arena_free(struct arena *a)
+{
+	if (!a)
+		return;
+	for (uint32_t i = 0; i < a->nseg; i++) {
+		struct arena_seg *s = &a->seg[i];
+		if (s->rw)
+			munmap(s->rw, s->size);
+		if (s->ro)
+			munmap((void *)s->ro, s->size);
+		if (s->fd >= 0)
+			close(s->fd);
+	}
+	free(a->seg);
+	free(a);
+}

@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: MIT
+/* load_args.c - parsing the load options. */
+#include "load_args.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layer_name.h"
+#include "units.h"
+
+enum {
+	O_NUMA = LOAD_OPT_BASE, O_NUMA_NODE, O_HUGEPAGES, O_NO_LOCK, O_QD,
+	O_BLOCK, O_SHARDS, O_BUFFERED, O_ALIGN, O_MAX_SEGMENT, O_LAYER_PATTERN,
+};
+
+const struct option load_long_options[] = {
+	{ "numa", required_argument, NULL, O_NUMA },
+	{ "numa-node", required_argument, NULL, O_NUMA_NODE },
+	{ "hugepages", required_argument, NULL, O_HUGEPAGES },
+	{ "no-lock", no_argument, NULL, O_NO_LOCK },
+	{ "queue-depth", required_argument, NULL, O_QD },
+	{ "block-size", required_argument, NULL, O_BLOCK },
+	{ "concurrent-shards", required_argument, NULL, O_SHARDS },
+	{ "buffered", no_argument, NULL, O_BUFFERED },
+	{ "align", required_argument, NULL, O_ALIGN },
+	{ "max-segment", required_argument, NULL, O_MAX_SEGMENT },
+	{ "layer-pattern", required_argument, NULL, O_LAYER_PATTERN },
+	{ 0 },
+};
+
+const char load_options_help[] =
+	"  --numa auto|interleave    arena placement (auto: hwloc decides)\n"
+	"  --numa-node N             bind the arena to NUMA node N\n"
+	"  --hugepages auto|on|off   2 MiB huge pages (auto: when enough are free)\n"
+	"  --no-lock                 do not mlock the arena (needs no RLIMIT_MEMLOCK)\n"
+	"  --queue-depth N           reads in flight (default 64)\n"
+	"  --block-size SIZE         bytes per read, multiple of 4K (default 1M)\n"
+	"  --concurrent-shards N     shards read at once (default 4)\n"
+	"  --buffered                plain buffered reads instead of O_DIRECT\n"
+	"  --align SIZE              tensor alignment in the arena (default 256)\n"
+	"  --max-segment SIZE        split the arena into memfds of at most SIZE\n"
+	"  --layer-pattern PAT       extra layer name pattern, e.g. 'enc.block.{N}.'\n";
+
+static int add_pattern(struct model_opts *mo, const char *arg, struct errinfo *e)
+{
+	const char **v;
+
+	if (layer_pattern_check(arg) < 0)
+		return err_set(e, -EINVAL, "--layer-pattern '%s': needs exactly one {N}", arg);
+	v = realloc((void *)mo->layer_patterns, (mo->n_layer_patterns + 1) * sizeof(*v));
+	if (!v)
+		return err_set(e, -ENOMEM, "out of memory");
+	v[mo->n_layer_patterns++] = arg;
+	mo->layer_patterns = v;
+	return 0;
+}
+
+static int number(const char *opt, const char *arg, unsigned long max,
+		  unsigned long *out, struct errinfo *e)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(arg, &end, 10);
+	if (errno || *end || end == arg || v > max)
+		return err_set(e, -EINVAL, "--%s '%s': not a number up to %lu", opt, arg, max);
+	*out = v;
+	return 0;
+}
+
+static int size_opt(const char *opt, const char *arg, uint64_t *out, struct errinfo *e)
+{
+	if (parse_size(arg, out) < 0)
+		return err_set(e, -EINVAL, "--%s '%s': not a size (e.g. 4096, 1M)", opt, arg);
+	return 0;
+}
+
+static int enum_opt(const char *opt, const char *arg, const char *const *names,
+		    int n, int *out, struct errinfo *e)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(arg, names[i]) == 0) {
+			*out = i;
+			return 0;
+		}
+	return err_set(e, -EINVAL, "--%s '%s': unknown value", opt, arg);
+}
+
+int load_args_handle(int opt, const char *arg, struct load_opts *o,
+		     struct errinfo *e)
+{
+	static const char *const numa[] = { "auto", "node", "interleave" };
+	static const char *const hp[] = { "auto", "on", "off" };
+	unsigned long v = 0;
+	uint64_t sz = 0;
+	int r = 0, iv = 0;
+
+	switch (opt) {
+	case O_NUMA:
+		r = enum_opt("numa", arg, numa, 3, &iv, e);
+		if (r == 0 && iv == NUMA_NODE)
+			r = err_set(e, -EINVAL, "--numa node: use --numa-node N");
+		o->arena.numa = (enum numa_mode)iv;
+		break;
+	case O_NUMA_NODE:
+		r = number("numa-node", arg, 63, &v, e);
+		o->arena.numa = NUMA_NODE;
+		o->arena.numa_node = (int)v;
+		break;
+	case O_HUGEPAGES:
+		r = enum_opt("hugepages", arg, hp, 3, &iv, e);
+		o->arena.hugepages = (enum hugepages_mode)iv;
+		break;
+	case O_NO_LOCK: o->arena.no_lock = true; break;
+	case O_QD:
+		r = number("queue-depth", arg, 1024, &v, e);
+		o->loader.queue_depth = (unsigned)v;
+		break;
+	case O_BLOCK:
+		r = size_opt("block-size", arg, &sz, e);
+		o->loader.block_size = (size_t)sz;
+		break;
+	case O_SHARDS:
+		r = number("concurrent-shards", arg, 1024, &v, e);
+		o->loader.max_shards = (unsigned)v;
+		break;
+	case O_BUFFERED: o->loader.buffered = true; break;
+	case O_ALIGN: r = size_opt("align", arg, &o->model.tensor_align, e); break;
+	case O_MAX_SEGMENT: r = size_opt("max-segment", arg, &o->model.max_segment, e); break;
+	case O_LAYER_PATTERN: r = add_pattern(&o->model, arg, e); break;
+	default: return 0;
+	}
+	return r < 0 ? r : 1;
+}

@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: MIT
+/* load_args.h - the command-line options that say how models are loaded,
+ * shared by wsrvd and wsrv-bench so both load the same way. */
+#ifndef WSRV_LOAD_ARGS_H
+#define WSRV_LOAD_ARGS_H
+
+#include <getopt.h>
+
+#include "errinfo.h"
+#include "model_load.h"
+
+/* getopt_long entries; their vals start at LOAD_OPT_BASE. Terminated by a
+ * zero entry, so callers copy them in front of their own. */
+#define LOAD_OPT_BASE 0x1000
+extern const struct option load_long_options[];
+#define LOAD_OPTIONS_COUNT 11
+
+/* The help text for these options. */
+extern const char load_options_help[];
+
+/* Handles one option returned by getopt_long. Returns 1 if it was a load
+ * option (applied to o), 0 if not, or a negative errno with e set. */
+int load_args_handle(int opt, const char *arg, struct load_opts *o,
+		     struct errinfo *e);
+
+#endif

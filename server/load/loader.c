@@ -1,0 +1,514 @@
+// SPDX-License-Identifier: MIT
+/* loader.c - the io_uring read loop and in-order placement.
+ *
+ * Each shard's data region is read as aligned blocks; completions arrive in
+ * any order, but a shard's blocks are placed strictly in file order so each
+ * tensor's checksum can be computed in one streaming pass over its bytes.
+ */
+#include "loader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <liburing.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "log.h"
+#include "progress.h"
+
+#define DIO_ALIGN 4096u
+#define LOADER_BUFS_PER_READ 4u
+#define HASH_CHUNK (64u << 10)
+
+int (*loader_open_hook)(const char *path, int flags);
+void (*loader_cqe_hook)(const char *path, uint64_t off, int *res);
+
+struct piece {
+	uint64_t file_off, size;
+	uint8_t *dst;
+	struct model_tensor *t;
+};
+
+struct block;
+
+struct shard {
+	const struct st_file *sf;
+	int fd;
+	bool direct;
+	struct piece *pieces;
+	size_t npieces, cur;
+	uint64_t cur_done;          /* bytes of pieces[cur] placed */
+	XXH3_state_t *xs;
+	uint64_t next_read, end;    /* submission cursor and end of file */
+	struct block *head, *tail;  /* submitted blocks, in file order */
+};
+
+struct block {
+	struct shard *sh;
+	uint64_t off;
+	uint32_t len, need, got;
+	int buf;
+	bool done;
+	bool direct;                /* submitted on the shard's O_DIRECT fd */
+	struct block *next;
+};
+
+struct loader {
+	struct io_uring ring;
+	bool ring_ok, registered;
+	uint8_t *bufs;
+	size_t bufs_len, bs;
+	unsigned qd, inflight;
+	unsigned nbufs;             /* > qd: finished blocks wait for their turn
+	                             * to be placed without stopping new reads */
+	struct block *blocks;
+	int *free_bufs;
+	unsigned nfree;
+	struct shard *shards;
+	size_t nshards, rr;
+	unsigned max_shards;
+	uint64_t placed, read;
+	struct progress prog;
+	struct loader_stats *st;
+};
+
+static uint64_t align_down(uint64_t v, uint64_t a) { return v / a * a; }
+static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+static int do_open(const char *path, int flags)
+{
+	int fd;
+
+	if (loader_open_hook)
+		return loader_open_hook(path, flags);
+	fd = open(path, flags);
+	return fd < 0 ? -errno : fd;
+}
+
+static int cmp_piece(const void *a, const void *b)
+{
+	const struct piece *x = a, *y = b;
+
+	return x->file_off < y->file_off ? -1 : x->file_off > y->file_off;
+}
+
+/* Builds each shard's list of non-empty tensors in file order; empty tensors
+ * get their checksum here. */
+static int plan_pieces(struct loader *L, struct model *m, struct arena *a,
+		       struct errinfo *e)
+{
+	static const uint8_t none[1];
+
+	for (size_t i = 0; i < m->ntensors; i++) {
+		struct model_tensor *t = &m->tensors[i];
+		struct shard *sh = &L->shards[t->file];
+		if (t->size == 0) {
+			t->xxh3 = XXH3_64bits(none, 0);
+			continue;
+		}
+		sh->pieces[sh->npieces++] = (struct piece){
+			t->file_off, t->size, arena_wptr(a, t->segment, t->offset), t };
+	}
+	for (size_t f = 0; f < L->nshards; f++) {
+		struct shard *sh = &L->shards[f];
+		qsort(sh->pieces, sh->npieces, sizeof(*sh->pieces), cmp_piece);
+		sh->next_read = align_down(sh->sf->data_start, DIO_ALIGN);
+		sh->end = sh->npieces ? sh->sf->file_size : sh->next_read;
+		if (!(sh->xs = XXH3_createState()))
+			return err_set(e, -ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+/* The file must still be the one whose header was read. */
+static int check_same(const struct shard *sh, const char *when, struct errinfo *e)
+{
+	const struct st_file *sf = sh->sf;
+	struct stat st;
+
+	if (fstat(sh->fd, &st) < 0)
+		return err_set(e, -errno, "%s: cannot stat: %s", sf->path, strerror(errno));
+	if (st.st_dev != sf->dev || st.st_ino != sf->ino ||
+	    (uint64_t)st.st_size != sf->file_size ||
+	    st.st_mtim.tv_sec != sf->mtime.tv_sec || st.st_mtim.tv_nsec != sf->mtime.tv_nsec)
+		return err_set(e, -ESTALE, "%s: the file changed %s (size %" PRIu64 " -> %" PRIu64 ")",
+			       sf->path, when, sf->file_size, (uint64_t)st.st_size);
+	return 0;
+}
+
+static int open_shard(struct shard *sh, bool buffered, struct errinfo *e)
+{
+	const char *path = sh->sf->path;
+	int fd = -EINVAL;
+
+	if (!buffered)
+		fd = do_open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+	sh->direct = fd >= 0;
+	if (fd == -EINVAL) {
+		if (!buffered)
+			log_info("%s: O_DIRECT refused by the file system; reading it buffered", path);
+		fd = do_open(path, O_RDONLY | O_CLOEXEC);
+	}
+	if (fd < 0)
+		return err_set(e, fd, "%s: cannot open: %s", path, strerror(-fd));
+	sh->fd = fd;
+	return check_same(sh, "since its header was read", e);
+}
+
+/* Switches a shard whose O_DIRECT reads were refused to buffered reads. */
+static int fall_back(struct loader *L, struct shard *sh, struct errinfo *e)
+{
+	int fd = do_open(sh->sf->path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return err_set(e, fd, "%s: cannot open: %s", sh->sf->path, strerror(-fd));
+	log_info("%s: O_DIRECT reads refused; reading it buffered", sh->sf->path);
+	close(sh->fd);
+	sh->fd = fd;
+	sh->direct = false;
+	L->st->buffered_files++;
+	return 0;
+}
+
+static int setup_ring(struct loader *L, struct errinfo *e)
+{
+	struct iovec *iov;
+	int r;
+
+	L->bufs_len = (size_t)L->nbufs * L->bs;
+	L->bufs = mmap(NULL, L->bufs_len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (L->bufs == MAP_FAILED) {
+		L->bufs = NULL;
+		return err_set(e, -ENOMEM, "cannot allocate %zu bytes of read buffers", L->bufs_len);
+	}
+	r = io_uring_queue_init(L->qd, &L->ring, 0);
+	if (r < 0)
+		return err_set(e, r, "io_uring_queue_init: %s", strerror(-r));
+	L->ring_ok = true;
+	iov = calloc(L->nbufs, sizeof(*iov));
+	if (!iov)
+		return err_set(e, -ENOMEM, "out of memory");
+	for (unsigned i = 0; i < L->nbufs; i++)
+		iov[i] = (struct iovec){ L->bufs + (size_t)i * L->bs, L->bs };
+	/* Registration pins the buffers and counts against RLIMIT_MEMLOCK;
+	 * plain reads into the same buffers work without it. */
+	r = io_uring_register_buffers(&L->ring, iov, L->nbufs);
+	L->registered = r == 0;
+	if (r < 0)
+		log_debug("io_uring_register_buffers: %s; using unregistered buffers", strerror(-r));
+	free(iov);
+	return 0;
+}
+
+static void submit_block(struct loader *L, struct block *b)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&L->ring);
+	uint8_t *dst = L->bufs + (size_t)b->buf * L->bs + b->got;
+	uint64_t off = b->off + b->got;
+	unsigned len = b->len - b->got;
+
+	/* Never fails: at most qd reads are in flight and the ring has qd
+	 * entries. */
+	if (L->registered)
+		io_uring_prep_read_fixed(sqe, b->sh->fd, dst, len, off, b->buf);
+	else
+		io_uring_prep_read(sqe, b->sh->fd, dst, len, off);
+	io_uring_sqe_set_data(sqe, b);
+	b->direct = b->sh->direct;
+	L->inflight++;
+}
+
+/* The next shard with reads left, round-robin over the first max_shards
+ * such shards. */
+static struct shard *next_shard(struct loader *L)
+{
+	size_t seen = 0;
+
+	for (size_t k = 0; k < L->nshards && seen < L->max_shards; k++) {
+		struct shard *sh = &L->shards[(L->rr + k) % L->nshards];
+		if (sh->next_read >= sh->end)
+			continue;
+		seen++;
+		L->rr = (L->rr + k + 1) % L->nshards;
+		return sh;
+	}
+	return NULL;
+}
+
+static void fill(struct loader *L)
+{
+	struct shard *sh;
+
+	while (L->nfree && L->inflight < L->qd && (sh = next_shard(L))) {
+		int buf = L->free_bufs[--L->nfree];
+		struct block *b = &L->blocks[buf];
+		uint64_t left = sh->end - sh->next_read;
+
+		*b = (struct block){ .sh = sh, .off = sh->next_read, .buf = buf };
+		b->need = (uint32_t)(left < L->bs ? left : L->bs);
+		b->len = (uint32_t)align_up(b->need, DIO_ALIGN);
+		sh->next_read += b->need;
+		if (sh->tail)
+			sh->tail->next = b;
+		else
+			sh->head = b;
+		sh->tail = b;
+		submit_block(L, b);
+	}
+}
+
+/* Copies src into dst and feeds the checksum, in cache-sized chunks so the
+ * bytes are hashed while still hot. */
+static void place(uint8_t *dst, const uint8_t *src, uint64_t n, XXH3_state_t *xs)
+{
+	while (n) {
+		size_t c = n < HASH_CHUNK ? (size_t)n : HASH_CHUNK;
+		memcpy(dst, src, c);
+		XXH3_64bits_update(xs, src, c);
+		dst += c;
+		src += c;
+		n -= c;
+	}
+}
+
+static void place_block(struct loader *L, struct block *b)
+{
+	struct shard *sh = b->sh;
+	const uint8_t *buf = L->bufs + (size_t)b->buf * L->bs;
+	uint64_t endb = b->off + b->need;
+
+	while (sh->cur < sh->npieces) {
+		struct piece *p = &sh->pieces[sh->cur];
+		uint64_t start = p->file_off + sh->cur_done;
+		uint64_t stop = p->file_off + p->size < endb ? p->file_off + p->size : endb;
+
+		if (start >= endb)
+			break;
+		if (sh->cur_done == 0)
+			XXH3_64bits_reset(sh->xs);
+		place(p->dst + sh->cur_done, buf + (start - b->off), stop - start, sh->xs);
+		sh->cur_done += stop - start;
+		L->placed += stop - start;
+		if (sh->cur_done == p->size) {
+			p->t->xxh3 = XXH3_64bits_digest(sh->xs);
+			sh->cur++;
+			sh->cur_done = 0;
+		}
+	}
+}
+
+/* Places every finished block at the head of each shard's queue. After each
+ * block its buffer is reused for a new read, submitted before the next copy
+ * starts, so the disk is never idle while this thread copies and hashes. */
+static void drain(struct loader *L)
+{
+	for (size_t f = 0; f < L->nshards; f++) {
+		struct shard *sh = &L->shards[f];
+		while (sh->head && sh->head->done) {
+			struct block *b = sh->head;
+			place_block(L, b);
+			sh->head = b->next;
+			if (!sh->head)
+				sh->tail = NULL;
+			L->free_bufs[L->nfree++] = b->buf;
+			fill(L);
+			io_uring_submit(&L->ring);
+		}
+	}
+	progress_update(&L->prog, L->placed);
+}
+
+static int complete(struct loader *L, struct block *b, int res, struct errinfo *e)
+{
+	struct shard *sh = b->sh;
+	uint64_t off = b->off + b->got;
+
+	if (loader_cqe_hook)
+		loader_cqe_hook(sh->sf->path, off, &res);
+	/* Every block in flight on the O_DIRECT fd may come back refused; the
+	 * first switches the shard to buffered reads, all are read again. */
+	if (res == -EINVAL && b->direct) {
+		int r = sh->direct ? fall_back(L, sh, e) : 0;
+		if (r < 0)
+			return r;
+		submit_block(L, b);
+		return 0;
+	}
+	if (res == -EAGAIN || res == -EINTR) {
+		submit_block(L, b);
+		return 0;
+	}
+	if (res < 0)
+		return err_set(e, res, "%s: read error at offset %" PRIu64 ": %s",
+			       sh->sf->path, off, strerror(-res));
+	b->got += (uint32_t)res;
+	L->read += (uint64_t)res;
+	if (b->got >= b->need) {
+		b->done = true;
+		return 0;
+	}
+	if (res == 0 || (sh->direct && b->got % DIO_ALIGN))
+		return err_set(e, -EIO,
+			       "%s: short read at offset %" PRIu64 ": the file ends before its %" PRIu64 " bytes (changed while loading?)",
+			       sh->sf->path, off + (uint64_t)res, sh->sf->file_size);
+	submit_block(L, b);
+	return 0;
+}
+
+static bool finished(const struct loader *L)
+{
+	for (size_t f = 0; f < L->nshards; f++)
+		if (L->shards[f].cur < L->shards[f].npieces)
+			return false;
+	return true;
+}
+
+static int run_loop(struct loader *L, struct errinfo *e)
+{
+	while (!finished(L)) {
+		struct io_uring_cqe *cqe;
+		unsigned head, n = 0;
+		int r;
+
+		fill(L);
+		if (L->inflight == 0)
+			return err_set(e, -EIO, "loader stalled with tensors left to place");
+		r = io_uring_submit_and_wait(&L->ring, 1);
+		if (r < 0 && r != -EINTR)
+			return err_set(e, r, "io_uring_submit_and_wait: %s", strerror(-r));
+		io_uring_for_each_cqe(&L->ring, head, cqe) {
+			r = complete(L, io_uring_cqe_get_data(cqe), cqe->res, e);
+			n++;
+			L->inflight--;
+			if (r < 0) {
+				io_uring_cq_advance(&L->ring, n);
+				return r;
+			}
+		}
+		io_uring_cq_advance(&L->ring, n);
+		drain(L);
+	}
+	return 0;
+}
+
+static int init(struct loader *L, struct model *m, struct arena *a,
+		const struct loader_opts *o, struct errinfo *e)
+{
+	L->qd = o->queue_depth ? o->queue_depth : LOADER_DEFAULT_QD;
+	L->bs = o->block_size ? o->block_size : LOADER_DEFAULT_BLOCK;
+	L->max_shards = o->max_shards ? o->max_shards : LOADER_DEFAULT_SHARDS;
+	if (L->bs % DIO_ALIGN || L->bs > (64u << 20) || L->qd > 1024)
+		return err_set(e, -EINVAL, "block size must be a multiple of 4096 up to 64 MiB, queue depth at most 1024");
+	L->nshards = m->nfiles;
+	L->shards = calloc(L->nshards, sizeof(*L->shards));
+	L->nbufs = L->qd * LOADER_BUFS_PER_READ;
+	L->blocks = calloc(L->nbufs, sizeof(*L->blocks));
+	L->free_bufs = calloc(L->nbufs, sizeof(*L->free_bufs));
+	if (!L->shards || !L->blocks || !L->free_bufs)
+		return err_set(e, -ENOMEM, "out of memory");
+	for (unsigned i = 0; i < L->nbufs; i++)
+		L->free_bufs[L->nfree++] = (int)i;
+	for (size_t f = 0; f < L->nshards; f++) {
+		L->shards[f].sf = m->files[f];
+		L->shards[f].fd = -1;
+		L->shards[f].pieces = calloc(m->files[f]->ntensors + 1, sizeof(struct piece));
+		if (!L->shards[f].pieces)
+			return err_set(e, -ENOMEM, "out of memory");
+	}
+	return plan_pieces(L, m, a, e);
+}
+
+static int open_all(struct loader *L, const struct loader_opts *o, struct errinfo *e)
+{
+	for (size_t f = 0; f < L->nshards; f++) {
+		int r = open_shard(&L->shards[f], o->buffered, e);
+		if (r < 0)
+			return r;
+		if (!L->shards[f].direct)
+			L->st->buffered_files++;
+	}
+	return 0;
+}
+
+static int check_all(struct loader *L, struct errinfo *e)
+{
+	for (size_t f = 0; f < L->nshards; f++) {
+		int r = check_same(&L->shards[f], "while it was being loaded", e);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* After an error, waits for the reads still in flight so that none lands in
+ * a buffer after it is unmapped. Reads prepared in the same batch as the
+ * error (resubmissions) are submitted first, or they would never complete. */
+static void quiesce(struct loader *L)
+{
+	struct io_uring_cqe *cqe;
+
+	io_uring_submit(&L->ring);
+	while (L->inflight) {
+		if (io_uring_wait_cqe(&L->ring, &cqe) < 0)
+			break;
+		io_uring_cqe_seen(&L->ring, cqe);
+		L->inflight--;
+	}
+}
+
+static void cleanup(struct loader *L)
+{
+	if (L->ring_ok) {
+		quiesce(L);
+		io_uring_queue_exit(&L->ring);
+	}
+	for (size_t f = 0; L->shards && f < L->nshards; f++) {
+		if (L->shards[f].fd >= 0)
+			close(L->shards[f].fd);
+		XXH3_freeState(L->shards[f].xs);
+		free(L->shards[f].pieces);
+	}
+	if (L->bufs)
+		munmap(L->bufs, L->bufs_len);
+	free(L->shards);
+	free(L->blocks);
+	free(L->free_bufs);
+}
+
+int loader_run(struct model *m, struct arena *a, const struct loader_opts *o,
+	       struct loader_stats *st, struct errinfo *e)
+{
+	static const struct loader_opts defaults = { 0 };
+	struct loader_stats dummy;
+	struct loader L = { 0 };
+	double t0 = mono_now();
+	int r;
+
+	if (!o)
+		o = &defaults;
+	L.st = st ? st : &dummy;
+	memset(L.st, 0, sizeof(*L.st));
+	r = init(&L, m, a, o, e);
+	if (r == 0)
+		r = open_all(&L, o, e);
+	if (r == 0)
+		r = setup_ring(&L, e);
+	if (r == 0) {
+		progress_begin(&L.prog, o->progress, m->data_bytes);
+		r = run_loop(&L, e);
+		progress_end(&L.prog);
+	}
+	if (r == 0)
+		r = check_all(&L, e);
+	L.st->bytes_read = L.read;
+	L.st->tensor_bytes = L.placed;
+	L.st->seconds = mono_now() - t0;
+	cleanup(&L);
+	return r;
+}

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: MIT
+/* loader.h - reads a model's files into its arena with io_uring.
+ *
+ * Many large O_DIRECT reads are in flight at once into registered bounce
+ * buffers; each block is placed, in file order per shard, at its tensors'
+ * arena offsets while the tensors' xxh3-64 checksums are computed in the same
+ * pass. Several shards are read concurrently. Where O_DIRECT is refused the
+ * shard is read buffered, and a log line says so.
+ */
+#ifndef WSRV_LOADER_H
+#define WSRV_LOADER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "errinfo.h"
+#include "model.h"
+
+#define LOADER_DEFAULT_QD 64u
+#define LOADER_DEFAULT_BLOCK (1u << 20)
+#define LOADER_DEFAULT_SHARDS 4u
+
+struct loader_opts {
+	unsigned queue_depth;   /* reads in flight; 0: default */
+	size_t block_size;      /* bytes per read, a multiple of 4096; 0: default */
+	unsigned max_shards;    /* shards read at once; 0: default */
+	bool buffered;          /* never try O_DIRECT */
+	bool progress;          /* draw a progress bar when stderr is a terminal */
+};
+
+struct loader_stats {
+	uint64_t bytes_read;    /* from the files, block padding included */
+	uint64_t tensor_bytes;  /* placed into the arena */
+	double seconds;
+	unsigned buffered_files;/* files that fell back to buffered reads */
+};
+
+/* Fills every tensor of m into a (laid out by m) and sets each tensor's
+ * xxh3. Fails, naming the file and offset, on a read error, a short read or a
+ * file that changed since its header was read; a failed load leaves the
+ * arena's contents undefined, and the caller must not serve it. */
+int loader_run(struct model *m, struct arena *a, const struct loader_opts *o,
+	       struct loader_stats *st, struct errinfo *e);
+
+/* Test seams: when set, called for every open of a model file (returns an fd
+ * or a negative errno) and with every read completion's result, which the
+ * hook may change to inject an error or a short read. */
+extern int (*loader_open_hook)(const char *path, int flags);
+extern void (*loader_cqe_hook)(const char *path, uint64_t off, int *res);
+
+#endif

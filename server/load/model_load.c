@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: MIT
+/* model_load.c - files to sealed shared memory. */
+#include "model_load.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "manifest_write.h"
+#include "progress.h"
+#include <unistd.h>
+
+struct populate_job {
+	struct arena *a;
+	struct errinfo e;
+	int r;
+};
+
+static void *populate_main(void *arg)
+{
+	struct populate_job *j = arg;
+
+	j->r = arena_populate(j->a, &j->e);
+	return NULL;
+}
+
+/* Populates the arena on a second thread while the loader reads: allocating
+ * and locking pages costs CPU time of the order of the disk time, and the
+ * reads themselves need little CPU. */
+static int fill_arena(struct loaded_model *lm, const struct load_opts *o,
+		      struct errinfo *e)
+{
+	struct populate_job job = { .a = lm->arena };
+	pthread_t th;
+	bool threaded = pthread_create(&th, NULL, populate_main, &job) == 0;
+	int r;
+
+	if (!threaded)
+		populate_main(&job);
+	r = loader_run(lm->model, lm->arena, &o->loader, &lm->stats, e);
+	if (r < 0)
+		__atomic_store_n(&lm->arena->stop_populate, true, __ATOMIC_RELAXED);
+	if (threaded)
+		pthread_join(th, NULL);
+	if (r == 0 && job.r < 0) {
+		*e = job.e;
+		r = job.r;
+	}
+	return r;
+}
+
+/* The manifest of lm's model as its arena holds it. */
+static int write_manifest(struct loaded_model *lm, struct errinfo *e)
+{
+	uint64_t *sizes = calloc(lm->arena->nseg + 1, sizeof(*sizes));
+	int r;
+
+	if (!sizes)
+		return err_set(e, -ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < lm->arena->nseg; i++)
+		sizes[i] = lm->arena->seg[i].size;
+	r = manifest_create(lm->model, sizes, lm->arena->page_size, &lm->manifest_fd,
+			    &lm->manifest_size, e);
+	free(sizes);
+	return r;
+}
+
+int model_load(const char *name, const char *path, const struct load_opts *o,
+	       struct loaded_model **out, struct errinfo *e)
+{
+	struct loaded_model *lm = calloc(1, sizeof(*lm));
+	double t0 = mono_now();
+	int r;
+
+	if (!lm)
+		return err_set(e, -ENOMEM, "out of memory");
+	lm->manifest_fd = -1;
+	r = model_open(name, path, &o->model, &lm->model, e);
+	if (r == 0)
+		r = arena_create(name, lm->model->nsegments, lm->model->seg_size,
+				 &o->arena, &lm->arena, e);
+	if (r == 0)
+		r = fill_arena(lm, o, e);
+	if (r == 0)
+		r = arena_seal(lm->arena, e);
+	if (r == 0)
+		r = write_manifest(lm, e);
+	if (r < 0) {
+		loaded_model_free(lm);
+		return r;
+	}
+	lm->total_seconds = mono_now() - t0;
+	lm->pages_sampled = arena_placement(lm->arena, lm->node_pages);
+	*out = lm;
+	return 0;
+}
+
+void loaded_model_free(struct loaded_model *lm)
+{
+	if (!lm)
+		return;
+	if (lm->manifest_fd >= 0)
+		close(lm->manifest_fd);
+	arena_free(lm->arena);
+	model_free(lm->model);
+	free(lm);
+}
+
+void loaded_model_placement(const struct loaded_model *lm, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = 0;
+	if (lm->pages_sampled <= 0) {
+		snprintf(buf, len, "unknown (move_pages: %s)",
+			 lm->pages_sampled < 0 ? strerror(-lm->pages_sampled) : "no pages");
+		return;
+	}
+	for (int i = 0; i < NUMA_MAX_NODES && n < len; i++) {
+		if (!lm->node_pages[i])
+			continue;
+		n += (size_t)snprintf(buf + n, len - n, "%snode %d: %.0f%%", n ? ", " : "", i,
+				      100.0 * (double)lm->node_pages[i] / lm->pages_sampled);
+	}
+}

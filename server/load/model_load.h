@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: MIT
+/* model_load.h - the whole path from files to a sealed arena: open and check
+ * the model, create the arena, load it, seal it, and report what it got. */
+#ifndef WSRV_MODEL_LOAD_H
+#define WSRV_MODEL_LOAD_H
+
+#include "arena.h"
+#include "loader.h"
+#include "model.h"
+
+struct load_opts {
+	struct model_opts model;
+	struct arena_opts arena;
+	struct loader_opts loader;
+};
+
+struct loaded_model {
+	struct model *model;         /* owned */
+	struct arena *arena;         /* owned, sealed */
+	struct loader_stats stats;
+	double total_seconds;        /* open + arena + load + seal */
+	uint64_t node_pages[NUMA_MAX_NODES]; /* sampled placement */
+	int pages_sampled;
+	int manifest_fd;             /* sealed memfd, owned */
+	uint64_t manifest_size;
+};
+
+/* Loads model `name` from path. On success *out is owned by the caller
+ * (loaded_model_free) and its arena is sealed; on failure nothing is left. */
+int model_load(const char *name, const char *path, const struct load_opts *o,
+	       struct loaded_model **out, struct errinfo *e);
+void loaded_model_free(struct loaded_model *lm);
+
+/* "node 0: 100%" style summary of the sampled placement. */
+void loaded_model_placement(const struct loaded_model *lm, char *buf, size_t len);
+
+#endif
