@@ -4,7 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -34,8 +37,40 @@ static int error_reply(const Wsrv__Response *r)
 	return cl_err(-code, "server: %s", e && e->message ? e->message : "error");
 }
 
+#define BULK_MAX (64u << 20)
+
+/* A Bulk reply's memfd (fd, owned by the caller): sealed, regular, of the
+ * size announced, at most BULK_MAX; the Response in it replaces *r. */
+static int unbulk(int fd, Wsrv__Response **r)
+{
+	uint64_t size = (*r)->bulk ? (*r)->bulk->size : 0;
+	Wsrv__Response *inner;
+	struct stat st;
+	void *p;
+	int seals = fcntl(fd, F_GET_SEALS);
+
+	if (size == 0 || size > BULK_MAX || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size != size || seals < 0 ||
+	    (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW) ||
+	    !(seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)))
+		return cl_err(-EBADMSG, "the server sent a bulk reply that is not a sealed memfd of its stated size");
+	p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return cl_err(-errno, "cannot map a bulk reply: %s", strerror(errno));
+	inner = wsrv__response__unpack(NULL, size, p);
+	munmap(p, size);
+	if (!inner || inner->body_case == WSRV__RESPONSE__BODY_BULK || inner->seq != (*r)->seq) {
+		if (inner)
+			wsrv__response__free_unpacked(inner, NULL);
+		return cl_err(-EBADMSG, "the server sent a malformed bulk reply");
+	}
+	wsrv__response__free_unpacked(*r, NULL);
+	*r = inner;
+	return 0;
+}
+
 /* Receives the reply to seq, skipping nothing: a Goodbye ends the
- * connection. Caller holds the lock. */
+ * connection; a Bulk reply is read from its memfd. Caller holds the lock. */
 static int recv_reply(struct wsrv_client *c, uint64_t seq, Wsrv__Response **out,
 		      int *fds, int maxfds, int *nfds)
 {
@@ -43,13 +78,17 @@ static int recv_reply(struct wsrv_client *c, uint64_t seq, Wsrv__Response **out,
 	Wsrv__Response *r;
 	long len = pkt_recv(c->fd, c->buf, c->max_packet, got, WSRV_MAX_FDS, &n);
 
+	/* A server that refused us and closed may leave ECONNRESET ahead of
+	 * its Error packet in our queue: the packet is the next receive. */
+	if (len == -ECONNRESET)
+		len = pkt_recv(c->fd, c->buf, c->max_packet, got, WSRV_MAX_FDS, &n);
 	if (len == -EAGAIN || len == -EWOULDBLOCK)
 		return cl_err(-ETIMEDOUT, "the server did not answer in time");
 	if (len < 0)
 		return cl_err(len == -EMSGSIZE ? -EBADMSG : -ENOTCONN,
 			      "lost the server: %s", strerror((int)-len));
 	r = wsrv__response__unpack(NULL, (size_t)len, c->buf);
-	if (!r || n > maxfds) {
+	if (!r || (n > maxfds && !(r->body_case == WSRV__RESPONSE__BODY_BULK && n == 1))) {
 		pkt_close_fds(got, n);
 		if (r)
 			wsrv__response__free_unpacked(r, NULL);
@@ -64,6 +103,16 @@ static int recv_reply(struct wsrv_client *c, uint64_t seq, Wsrv__Response **out,
 		pkt_close_fds(got, n);
 		wsrv__response__free_unpacked(r, NULL);
 		return cl_err(-EBADMSG, "the server answered another request");
+	}
+	if (r->body_case == WSRV__RESPONSE__BODY_BULK) {
+		int ret = n == 1 ? unbulk(got[0], &r)
+			: cl_err(-EBADMSG, "the server sent a bulk reply with %d fds", n);
+		pkt_close_fds(got, n);
+		n = 0;
+		if (ret < 0) {
+			wsrv__response__free_unpacked(r, NULL);
+			return ret;
+		}
 	}
 	memcpy(fds, got, sizeof(int) * (size_t)n);
 	*nfds = n;

@@ -15,7 +15,8 @@
 #include "model_load.h"
 #include "packet.h"
 
-#define SRV_MAX_ALLOW 32
+#define SRV_MAX_ALLOW 32        /* --allow-uid and --allow-gid entries each */
+#define SRV_MAX_BULK (64u << 20) /* a reply in a memfd (Bulk) is at most this */
 
 struct srv_config {
 	const char *socket_path;
@@ -25,7 +26,7 @@ struct srv_config {
 	uint32_t max_message;       /* bytes per packet, at most WSRV_MAX_PACKET */
 	uint32_t max_errors;        /* protocol errors before a session is closed */
 	double hello_timeout;       /* seconds a new connection may stay silent */
-	uid_t allow_uid[SRV_MAX_ALLOW];
+	uid_t allow_uid[SRV_MAX_ALLOW + 1]; /* + the server's own uid */
 	size_t n_allow_uid;
 	gid_t allow_gid[SRV_MAX_ALLOW];
 	size_t n_allow_gid;
@@ -54,6 +55,13 @@ struct lease {
 
 enum srv_op_kind { OP_ACCEPT, OP_RECV, OP_SEND, OP_SIGNAL, OP_TICK, OP_CANCEL };
 
+/* At most `burst` events per `window` seconds pass; the rest are counted
+ * and reported with the next one that passes. */
+struct ratelimit {
+	double window, start;
+	unsigned burst, passed, suppressed;
+};
+
 /* What an io_uring completion is about (its user_data). */
 struct srv_op {
 	enum srv_op_kind kind;
@@ -62,14 +70,16 @@ struct srv_op {
 
 struct session {
 	struct srv_op recv_op;
+	struct srv_op cancel_op;    /* the cancel of recv_op, while in flight */
 	uint64_t id;
 	int fd;
 	struct ucred cred;
 	bool hello;                 /* handshake done */
 	bool closing;               /* no more requests; freed when idle */
-	bool refused;               /* closing after an access error */
 	bool recv_armed;
+	bool cancel_armed;          /* s is not freed before its cancel completes */
 	uint32_t pending_sends;
+	uint32_t fds_unread;        /* fds sent since the client last had nothing unread */
 	uint32_t errors;
 	double connected_at;
 	char name[65];
@@ -98,22 +108,28 @@ struct server {
 	uint32_t nsessions;
 	uint64_t next_session;
 	double started;
-	uint64_t requests, errors, clients_total;
+	uint64_t requests, errors, clients_total, refused;
+	uint32_t fd_budget;         /* fds a client may have unread: 4 Attach replies */
 	bool stopping;
 };
 
-/* A reply: one packet and the fds that travel with it (not owned). */
+/* A reply: one packet and the fds that travel with it: the server's own
+ * (the models' memfds, which stay open), except owned_fd (a Bulk reply's
+ * memfd, or -1), which whoever sends or drops the reply closes. */
 struct reply {
 	uint8_t *buf;
 	size_t len, cap;
 	int fds[WSRV_MAX_FDS];
 	int nfds;
+	int owned_fd;
+	uint32_t fd_room;           /* fds this reply may carry (the client's budget) */
 	char msg[512];              /* the sentence of an Error reply, for the log */
 };
 
 /* Handles one packet from s and fills r (r->buf must hold cfg.max_message
  * bytes). Never fails: bad input gets an Error reply. Sets s->closing when
- * the session must end after the reply. */
+ * the session must end after the reply. r->owned_fd is the caller's to
+ * close (or send) afterwards. */
 void srv_dispatch(struct server *srv, struct session *s, const uint8_t *pkt,
 		  size_t len, struct reply *r);
 
@@ -125,7 +141,15 @@ void session_free(struct server *srv, struct session *s);
 /* Releases every lease and attachment of s (as on disconnect). */
 void session_release_all(struct server *srv, struct session *s);
 
-/* Is this peer allowed? Root and the listed uids and gids are. */
-bool srv_peer_allowed(const struct server *srv, const struct ucred *c);
+/* Is the peer on fd (credentials c) allowed? Root, the listed uids, and
+ * members of the listed gids (primary or supplementary: SO_PEERGROUPS). */
+bool srv_peer_allowed(const struct server *srv, int fd, const struct ucred *c);
+
+/* How many more fds s may be sent before it reads what it has: the budget
+ * less those still unread (SIOCOUTQ tells when everything was read). */
+uint32_t srv_fd_room(const struct server *srv, struct session *s);
+
+/* True when the event passes the limit (see struct ratelimit). */
+bool ratelimit_pass(struct ratelimit *rl, double now);
 
 #endif

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "escape.h"
 #include "log.h"
 #include "srv_reply.h"
 #include "srv_stats.h"
@@ -55,7 +56,7 @@ static int do_hello(struct server *srv, struct session *s, const Wsrv__Hello *h,
 	resp.hello = &hr;
 	srv_pack(r, &resp);
 	log_debug("client %llu hello: name '%s', pid %d, uid %d", (unsigned long long)s->id,
-		 s->name, (int)s->cred.pid, (int)s->cred.uid);
+		 esc(s->name), (int)s->cred.pid, (int)s->cred.uid);
 	return 0;
 }
 
@@ -127,10 +128,16 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 	uint32_t *v, slot = s->nattach;
 
 	if (mi < 0) {
-		srv_reply_error(r, seq, ENOENT, "no model named '%.64s'", a->model ? a->model : "");
+		srv_reply_error(r, seq, ENOENT, "no model named '%s'", esc(a->model));
 		return -ENOENT;
 	}
 	lm = srv->models[mi].lm;
+	if (lm->arena->nseg + 1 > r->fd_room) {
+		srv_reply_error(r, seq, EAGAIN,
+				"%u file descriptors sent to this client are still unread; read the replies first",
+				s->fds_unread);
+		return -EAGAIN;
+	}
 	if (lm->arena->nseg + 1 > WSRV_MAX_FDS) {
 		srv_reply_error(r, seq, E2BIG, "model '%s' has more segments than one reply carries",
 				lm->model->name);
@@ -170,7 +177,7 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 	resp.attach = &ar;
 	srv_pack(r, &resp);
 	log_info("client %llu (pid %d, uid %d) attached model %s", (unsigned long long)s->id,
-		 (int)s->cred.pid, (int)s->cred.uid, lm->model->name);
+		 (int)s->cred.pid, (int)s->cred.uid, esc(lm->model->name));
 	return 0;
 }
 
@@ -299,7 +306,7 @@ static int do_detach(struct server *srv, struct session *s, const Wsrv__Detach *
 			drop_lease(srv, s, i);
 	sm->attached--;
 	s->attach_model[d->attach_id - 1] = 0;
-	log_info("client %llu detached model %s", (unsigned long long)s->id, sm->lm->model->name);
+	log_info("client %llu detached model %s", (unsigned long long)s->id, esc(sm->lm->model->name));
 	reply_ok(r, seq);
 	return 0;
 }
@@ -373,8 +380,14 @@ void srv_dispatch(struct server *srv, struct session *s, const uint8_t *pkt,
 
 	r->nfds = 0;
 	r->len = 0;
+	r->owned_fd = -1;
+	r->fd_room = srv_fd_room(srv, s);
 	srv->requests++;
-	if (!q) {
+	if (!q && !s->hello) {
+		srv_reply_error(r, 0, EPROTO, "the first packet must be a Hello request");
+		s->closing = true;
+		rc = -EPROTO;
+	} else if (!q) {
 		srv_reply_error(r, 0, EBADMSG, "the packet is not a wsrv Request");
 		rc = -EBADMSG;
 	} else {
@@ -385,9 +398,9 @@ void srv_dispatch(struct server *srv, struct session *s, const uint8_t *pkt,
 		srv->errors++;
 		if (++s->errors == 1)
 			log_warn("client %llu (pid %d, uid %d): %s (further errors of this client are logged at debug level)",
-				 (unsigned long long)s->id, (int)s->cred.pid, (int)s->cred.uid, r->msg);
+				 (unsigned long long)s->id, (int)s->cred.pid, (int)s->cred.uid, esc(r->msg));
 		else
-			log_debug("client %llu: %s", (unsigned long long)s->id, r->msg);
+			log_debug("client %llu: %s", (unsigned long long)s->id, esc(r->msg));
 		if (s->errors > srv->cfg.max_errors) {
 			log_warn("client %llu: more than %u protocol errors; closing it",
 				 (unsigned long long)s->id, srv->cfg.max_errors);

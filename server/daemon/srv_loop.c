@@ -9,6 +9,7 @@
 #include "srv_loop.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <liburing.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -17,6 +18,8 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "escape.h"
+#include "srv_refuse.h"
 #include "srv_socket.h"
 #include "srv_reply.h"
 #include "srv_stats.h"
@@ -32,6 +35,8 @@
 
 struct send_op {
 	struct srv_op op;
+	int owned_fd;               /* closed when the send completes; -1: none */
+	int nfds;
 	struct msghdr msg;
 	struct iovec iov;
 	char ctrl[CMSG_SPACE(sizeof(int) * WSRV_MAX_FDS)];
@@ -42,12 +47,14 @@ struct loop {
 	struct io_uring ring;
 	struct server *srv;
 	int lfd, lock, sigfd;
-	struct srv_op accept_op, sig_op, tick_op, cancel_op;
+	int reserve_fd;             /* given up to accept a client when out of fds */
+	struct srv_op accept_op, sig_op, tick_op;
 	struct signalfd_siginfo si;
 	struct __kernel_timespec tick;
 	bool accept_armed;
 	double stop_deadline;
 	struct reply reply;
+	struct ratelimit refusals, send_errors;
 };
 
 static struct io_uring_sqe *sqe_get(struct loop *L)
@@ -87,18 +94,26 @@ static void arm_recv(struct loop *L, struct session *s)
 	s->recv_armed = true;
 }
 
-/* Queues r to s; the fds are the server's own and stay open. */
-static void send_reply(struct loop *L, struct session *s, const struct reply *r)
+/* Queues r to s. The fds are the server's own and stay open, except
+ * r->owned_fd, which the send takes (r->owned_fd becomes -1). */
+static void send_reply(struct loop *L, struct session *s, struct reply *r)
 {
 	struct send_op *op = malloc(sizeof(*op) + r->len);
 	struct io_uring_sqe *sqe;
 
 	if (!op) {
+		if (r->owned_fd >= 0)
+			close(r->owned_fd);
+		r->owned_fd = -1;
 		s->closing = true;
 		return;
 	}
 	memset(op, 0, sizeof(*op));
 	op->op = (struct srv_op){ OP_SEND, s };
+	op->owned_fd = r->owned_fd;
+	op->nfds = r->nfds;
+	r->owned_fd = -1;
+	s->fds_unread += (uint32_t)r->nfds;
 	memcpy(op->buf, r->buf, r->len);
 	op->iov = (struct iovec){ op->buf, r->len };
 	op->msg.msg_iov = &op->iov;
@@ -138,38 +153,61 @@ static void settle(struct loop *L, struct session *s)
 {
 	if (!s->closing)
 		return;
-	if (s->recv_armed) {
+	if (s->recv_armed && !s->cancel_armed) {
+		/* The cancel names the receive by its address, so s (and that
+		 * address) lives until the cancel too has completed: a new
+		 * session at the same address could otherwise lose its
+		 * receive to this cancel. */
 		struct io_uring_sqe *sqe = sqe_get(L);
 		io_uring_prep_cancel(sqe, &s->recv_op, 0);
-		io_uring_sqe_set_data(sqe, &L->cancel_op);
-		return;
+		s->cancel_op = (struct srv_op){ OP_CANCEL, s };
+		io_uring_sqe_set_data(sqe, &s->cancel_op);
+		s->cancel_armed = true;
 	}
-	if (s->pending_sends)
+	if (s->recv_armed || s->cancel_armed || s->pending_sends)
 		return;
 	log_gone(s);
 	session_free(L->srv, s);
 }
 
-/* Tells s why it is refused. The session stays until it has read the
- * client's first packet: closing with that packet unread would reset the
- * connection, and the client would lose the reason. */
-static void refuse(struct loop *L, struct session *s, int code, const char *why)
+/* Refuses a connection at once (it never becomes a session, so it counts
+ * against nothing), and logs it within the refusal rate limit. */
+static void refuse(struct loop *L, int fd, const struct ucred *c, int code, const char *why)
 {
-	srv_reply_error(&L->reply, 0, code, "%s", why);
-	send_reply(L, s, &L->reply);
-	s->refused = true;
-	if (!s->recv_armed)
-		arm_recv(L, s);
+	struct ratelimit *rl = &L->refusals;
+
+	L->srv->refused++;
+	if (ratelimit_pass(rl, mono_now())) {
+		log_warn("refused a client (uid %d, gid %d, pid %d): %s", (int)c->uid, (int)c->gid,
+			 (int)c->pid, why);
+		if (rl->suppressed)
+			log_warn("... and %u more refusals not logged", rl->suppressed);
+		rl->suppressed = 0;
+	}
+	srv_refuse_fd(fd, code, why);
 }
 
 static void on_accept(struct loop *L, int fd)
 {
 	struct server *srv = L->srv;
-	socklen_t len = sizeof(struct ucred);
+	struct ucred cred = { .pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1 };
+	socklen_t len = sizeof(cred);
 	struct session *s;
 
 	if (srv->stopping) {
 		close(fd);
+		return;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+		close(fd);
+		return;
+	}
+	if (!srv_peer_allowed(srv, fd, &cred)) {
+		refuse(L, fd, &cred, EACCES, "this user is not allowed to use this wsrvd (--allow-uid, --allow-gid)");
+		return;
+	}
+	if (srv->nsessions >= srv->cfg.max_clients) {
+		refuse(L, fd, &cred, EUSERS, "the server has as many clients as it takes (--max-clients)");
 		return;
 	}
 	s = session_new(srv, fd);
@@ -177,21 +215,30 @@ static void on_accept(struct loop *L, int fd)
 		log_err("out of memory for a new client");
 		return;
 	}
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &s->cred, &len) < 0) {
-		s->closing = true;
-		settle(L, s);
-		return;
-	}
-	if (!srv_peer_allowed(srv, &s->cred)) {
-		log_warn("refused a client: uid %d, gid %d, pid %d is not allowed (--allow-uid, --allow-gid)",
-			 (int)s->cred.uid, (int)s->cred.gid, (int)s->cred.pid);
-		refuse(L, s, EACCES, "this user is not allowed to use this wsrvd");
-	} else if (srv->nsessions > srv->cfg.max_clients) {
-		log_warn("refused a client (pid %d): %u clients is the limit (--max-clients)",
-			 (int)s->cred.pid, srv->cfg.max_clients);
-		refuse(L, s, EUSERS, "the server has as many clients as it takes (--max-clients)");
-	} else {
-		arm_recv(L, s);
+	s->cred = cred;
+	arm_recv(L, s);
+}
+
+/* Out of fds: the pending connections cannot be accepted into sessions.
+ * The reserve fd is given up for each in turn, so that it is answered
+ * EUSERS and closed instead of waiting in the backlog for nothing. */
+static void shed_connections(struct loop *L)
+{
+	for (int i = 0; i < 64; i++) {
+		struct ucred c = { 0, (uid_t)-1, (gid_t)-1 };
+		int fd;
+
+		if (L->reserve_fd >= 0)
+			close(L->reserve_fd);
+		fd = accept4(L->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd >= 0) {
+			socklen_t len = sizeof(c);
+			getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &len);
+			refuse(L, fd, &c, EUSERS, "the server is out of file descriptors; try again later");
+		}
+		L->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			break;
 	}
 }
 
@@ -202,7 +249,17 @@ static void on_packet(struct loop *L, struct session *s, int res)
 
 	total = pkt_take_fds(&s->rmsg, fds, 8, &nfds);
 	pkt_close_fds(fds, nfds);
-	if (total > 0) {
+	L->reply.owned_fd = -1;
+	if (!s->hello && (total > 0 || (size_t)res > srv->cfg.max_message ||
+			  (s->rmsg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))) {
+		/* Anything but a Hello first ends the connection. */
+		srv->requests++;
+		srv->errors++;
+		log_warn("client %llu (pid %d) sent %s before Hello; closing it", (unsigned long long)s->id,
+			 (int)s->cred.pid, total > 0 ? "file descriptors" : "an oversized packet");
+		srv_reply_error(&L->reply, 0, EPROTO, "the first packet must be a Hello request");
+		s->closing = true;
+	} else if (total > 0) {
 		srv->requests++;
 		srv->errors++;
 		if (++s->errors == 1)
@@ -231,7 +288,7 @@ static void on_packet(struct loop *L, struct session *s, int res)
 static void on_recv(struct loop *L, struct session *s, int res)
 {
 	s->recv_armed = false;
-	if (res <= 0 || s->closing || s->refused) {
+	if (res <= 0 || s->closing) {
 		/* 0: the peer closed (or sent an empty packet, which closes it). */
 		s->closing = true;
 		settle(L, s);
@@ -243,14 +300,43 @@ static void on_recv(struct loop *L, struct session *s, int res)
 	settle(L, s);
 }
 
+/* A send that failed for the server's own reasons (fds in flight over
+ * RLIMIT_NOFILE: ETOOMANYREFS; memory) is the client's loss of one reply,
+ * not of its connection: it gets an Error in its place. A peer that is
+ * gone (EPIPE, ECONNRESET) is closed. */
+static void send_failed(struct loop *L, struct session *s, const struct send_op *op, int res)
+{
+	bool peer_gone = res == -EPIPE || res == -ECONNRESET || res == -ENOTCONN;
+
+	if (peer_gone) {
+		log_debug("client %llu: send: %s", (unsigned long long)s->id, strerror(-res));
+		s->closing = true;
+		return;
+	}
+	if (ratelimit_pass(&L->send_errors, mono_now()))
+		log_warn("client %llu (pid %d): a reply with %d file descriptor%s could not be sent: %s",
+			 (unsigned long long)s->id, (int)s->cred.pid, op->nfds, op->nfds == 1 ? "" : "s",
+			 strerror(-res));
+	if (op->nfds == 0 || s->closing) {
+		s->closing = true;
+		return;
+	}
+	srv_reply_error(&L->reply, 0, -res == ETOOMANYREFS ? EAGAIN : -res,
+			"the server could not pass the reply's file descriptors (%s); try again",
+			strerror(-res));
+	send_reply(L, s, &L->reply);
+}
+
 static void on_send(struct loop *L, struct send_op *op, int res)
 {
 	struct session *s = op->op.s;
 
-	free(op);
 	s->pending_sends--;
+	if (op->owned_fd >= 0)
+		close(op->owned_fd);
 	if (res < 0)
-		s->closing = true;
+		send_failed(L, s, op, res);
+	free(op);
 	if (!s->closing && !s->recv_armed && s->pending_sends < SRV_MAX_PENDING)
 		arm_recv(L, s);
 	settle(L, s);
@@ -282,6 +368,7 @@ static void goodbye(struct loop *L, struct session *s, const char *why)
 	resp.body_case = WSRV__RESPONSE__BODY_GOODBYE;
 	resp.goodbye = &gb;
 	L->reply.nfds = 0;
+	L->reply.owned_fd = -1;
 	srv_pack(&L->reply, &resp);
 	send_reply(L, s, &L->reply);
 	s->closing = true;
@@ -318,13 +405,13 @@ static void on_tick(struct loop *L)
 
 	for (s = srv->sessions; s; s = next) {
 		next = s->next;
-		if (s->refused && !s->closing && now - s->connected_at > srv->cfg.hello_timeout) {
-			s->closing = true; /* refused and silent: just close */
-			settle(L, s);
-		} else if (!s->hello && !s->closing && now - s->connected_at > srv->cfg.hello_timeout) {
-			log_warn("client %llu (pid %d) sent nothing for %.0f s; closing it",
-				 (unsigned long long)s->id, (int)s->cred.pid, srv->cfg.hello_timeout);
-			refuse(L, s, ETIMEDOUT, "no Hello in time");
+		if (!s->hello && !s->closing && now - s->connected_at > srv->cfg.hello_timeout) {
+			if (ratelimit_pass(&L->refusals, now))
+				log_warn("client %llu (pid %d) sent nothing for %.0f s; closing it",
+					 (unsigned long long)s->id, (int)s->cred.pid, srv->cfg.hello_timeout);
+			srv_reply_error(&L->reply, 0, ETIMEDOUT, "no Hello in time");
+			send_reply(L, s, &L->reply);
+			s->closing = true;
 			settle(L, s);
 		}
 	}
@@ -341,10 +428,16 @@ static void on_cqe(struct loop *L, struct io_uring_cqe *cqe)
 	case OP_ACCEPT:
 		if (!(cqe->flags & IORING_CQE_F_MORE))
 			L->accept_armed = false; /* re-armed on the next tick */
-		if (cqe->res >= 0)
+		if (cqe->res >= 0) {
 			on_accept(L, cqe->res);
-		else if (cqe->res != -ECANCELED && !L->srv->stopping)
-			log_warn("accept: %s", strerror(-cqe->res));
+		} else if ((cqe->res == -EMFILE || cqe->res == -ENFILE) && !L->srv->stopping) {
+			shed_connections(L);
+			if (!L->accept_armed)
+				arm_accept(L);
+		} else if (cqe->res != -ECANCELED && !L->srv->stopping) {
+			if (ratelimit_pass(&L->send_errors, mono_now()))
+				log_warn("accept: %s", strerror(-cqe->res));
+		}
 		break;
 	case OP_RECV: on_recv(L, op->s, cqe->res); break;
 	case OP_SEND: on_send(L, (struct send_op *)op, cqe->res); break;
@@ -355,7 +448,10 @@ static void on_cqe(struct loop *L, struct io_uring_cqe *cqe)
 			arm_signal(L);
 		break;
 	case OP_TICK: on_tick(L); break;
-	case OP_CANCEL: break;
+	case OP_CANCEL:
+		op->s->cancel_armed = false;
+		settle(L, op->s);
+		break;
 	}
 }
 
@@ -368,8 +464,11 @@ static int setup(struct loop *L, struct server *srv, int lfd, int lock, struct e
 	L->accept_op.kind = OP_ACCEPT;
 	L->sig_op.kind = OP_SIGNAL;
 	L->tick_op.kind = OP_TICK;
-	L->cancel_op.kind = OP_CANCEL;
+	L->refusals = (struct ratelimit){ .window = 10, .burst = 5 };
+	L->send_errors = (struct ratelimit){ .window = 10, .burst = 5 };
+	L->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	L->reply.cap = srv->cfg.max_message;
+	L->reply.owned_fd = -1;
 	L->reply.buf = malloc(L->reply.cap);
 	if (!L->reply.buf)
 		return err_set(e, -ENOMEM, "out of memory");
@@ -433,12 +532,14 @@ static void teardown(struct loop *L)
 	srv_unlisten(srv->cfg.socket_path, L->lfd, L->lock);
 	if (L->sigfd >= 0)
 		close(L->sigfd);
+	if (L->reserve_fd >= 0)
+		close(L->reserve_fd);
 	free(L->reply.buf);
 }
 
 int srv_run(struct server *srv, int lfd, int lock, struct errinfo *e)
 {
-	struct loop L = { .lfd = -1, .lock = -1, .sigfd = -1 };
+	struct loop L = { .lfd = -1, .lock = -1, .sigfd = -1, .reserve_fd = -1 };
 	int r = setup(&L, srv, lfd, lock, e);
 
 	if (r < 0) {

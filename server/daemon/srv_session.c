@@ -4,8 +4,9 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
+#include <linux/sockios.h>
 
 #include "log.h"
 
@@ -65,7 +66,24 @@ void session_free(struct server *srv, struct session *s)
 	free(s);
 }
 
-bool srv_peer_allowed(const struct server *srv, const struct ucred *c)
+/* Is one of the peer's supplementary groups listed? */
+static bool groups_allowed(const struct server *srv, int fd)
+{
+	gid_t groups[256];
+	socklen_t len = sizeof(groups);
+
+	/* A peer in more than 256 groups is checked on its first 256 only:
+	 * the kernel then answers ERANGE, and we refuse rather than guess. */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+		return false;
+	for (size_t g = 0; g < len / sizeof(gid_t); g++)
+		for (size_t i = 0; i < srv->cfg.n_allow_gid; i++)
+			if (srv->cfg.allow_gid[i] == groups[g])
+				return true;
+	return false;
+}
+
+bool srv_peer_allowed(const struct server *srv, int fd, const struct ucred *c)
 {
 	if (c->uid == 0)
 		return true;
@@ -75,5 +93,32 @@ bool srv_peer_allowed(const struct server *srv, const struct ucred *c)
 	for (size_t i = 0; i < srv->cfg.n_allow_gid; i++)
 		if (srv->cfg.allow_gid[i] == c->gid)
 			return true;
+	return srv->cfg.n_allow_gid > 0 && groups_allowed(srv, fd);
+}
+
+uint32_t srv_fd_room(const struct server *srv, struct session *s)
+{
+	int queued = 0;
+
+	/* Every byte of every reply sent is read once the socket's send queue
+	 * is empty (a SEQPACKET skb stays charged to us until then), and so
+	 * is every fd that travelled with them. */
+	if (s->fds_unread && s->pending_sends == 0 &&
+	    ioctl(s->fd, SIOCOUTQ, &queued) == 0 && queued == 0)
+		s->fds_unread = 0;
+	return s->fds_unread >= srv->fd_budget ? 0 : srv->fd_budget - s->fds_unread;
+}
+
+bool ratelimit_pass(struct ratelimit *rl, double now)
+{
+	if (now - rl->start >= rl->window) {
+		rl->start = now;
+		rl->passed = 0;
+	}
+	if (rl->passed < rl->burst) {
+		rl->passed++;
+		return true;
+	}
+	rl->suppressed++;
 	return false;
 }

@@ -41,20 +41,36 @@ static int probe(const char *path, const struct sockaddr_un *a, struct errinfo *
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return err_set(e, -errno, "socket: %s", strerror(errno));
-	r = connect(fd, (const struct sockaddr *)a, sizeof(*a));
+	r = connect(fd, (const struct sockaddr *)a, sizeof(*a)) < 0 ? errno : 0;
 	close(fd);
-	return r == 0 ? 1 : 0;
+	if (r == 0)
+		return 1;
+	/* Only a refused connection says that nobody listens there. A stream
+	 * or datagram socket of another service answers EPROTOTYPE: that one
+	 * is alive, and not ours to delete. */
+	if (r == ECONNREFUSED || r == ENOENT)
+		return 0;
+	return err_set(e, -EEXIST, "%s is a socket in use (%s), perhaps another service's; not replacing it",
+		       path, strerror(r));
 }
 
 static int take_lock(const char *path, int *lock, struct errinfo *e)
 {
 	char lp[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
+	struct stat st;
 	int fd;
 
 	snprintf(lp, sizeof(lp), "%s.lock", path);
-	fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	/* O_NOFOLLOW: a symbolic link planted here must not make us create or
+	 * lock a file elsewhere. */
+	fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK, 0600);
 	if (fd < 0)
-		return err_set(e, -errno, "%s: %s", lp, strerror(errno));
+		return err_set(e, -errno, "%s: %s%s", lp, strerror(errno),
+			       errno == ELOOP ? " (a symbolic link; refusing to follow it)" : "");
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return err_set(e, -EEXIST, "%s is not a regular file; not using it as a lock", lp);
+	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		close(fd);
 		return err_set(e, -EADDRINUSE, "another wsrvd holds %s; not starting a second one", lp);
@@ -83,8 +99,12 @@ int srv_listen(const char *path, int *sock, int *lock, struct errinfo *e)
 	}
 	unlink(path); /* stale: its server is gone */
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	old = umask(0117); /* the socket file is created 0660 */
-	r = fd < 0 || bind(fd, (const struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 512) < 0;
+	/* The socket file takes its mode from the socket's inode and the
+	 * umask at bind: no chmod by path afterwards, which would follow a
+	 * symbolic link put there in between. */
+	old = umask(0117);
+	r = fd < 0 || fchmod(fd, 0660) < 0 || bind(fd, (const struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    listen(fd, 512) < 0;
 	umask(old);
 	if (r) {
 		r = err_set(e, -errno, "%s: cannot listen: %s", path, strerror(errno));
@@ -93,7 +113,6 @@ int srv_listen(const char *path, int *sock, int *lock, struct errinfo *e)
 		close(lk);
 		return r;
 	}
-	chmod(path, 0660);
 	*sock = fd;
 	*lock = lk;
 	return 0;
@@ -101,12 +120,18 @@ int srv_listen(const char *path, int *sock, int *lock, struct errinfo *e)
 
 void srv_unlisten(const char *path, int sock, int lock)
 {
+	char lp[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
+
 	if (sock >= 0) {
 		unlink(path);
 		close(sock);
 	}
-	/* The lock file stays: removing it would let a starting server lock a
-	 * new file while this one still holds the old. */
-	if (lock >= 0)
+	/* The lock file goes while we still hold it, after the socket: a
+	 * server starting now either finds it locked, or creates a new one
+	 * and finds no socket of ours. */
+	if (lock >= 0) {
+		snprintf(lp, sizeof(lp), "%s.lock", path);
+		unlink(lp);
 		close(lock);
+	}
 }

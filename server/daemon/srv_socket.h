@@ -11,7 +11,7 @@
  * On success *sock and *lock are owned by the caller. */
 int srv_listen(const char *path, int *sock, int *lock, struct errinfo *e);
 
-/* Removes the socket file and closes both fds (the lock file stays). */
+/* Removes the socket file, then the lock file, and closes both fds. */
 void srv_unlisten(const char *path, int sock, int lock);
 
 #endif

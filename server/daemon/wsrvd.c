@@ -11,14 +11,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include "escape.h"
 #include "load_args.h"
 #include "log.h"
 #include "report.h"
 #include "srv_loop.h"
 #include "sockpath.h"
 #include "srv_socket.h"
+#include "units.h"
 
 #define MAX_MODELS 64
 
@@ -94,6 +97,32 @@ static int num(const char *opt, const char *arg, unsigned long lo, unsigned long
 	return 0;
 }
 
+/* A size ("64K") from lo to hi bytes. */
+static int size_opt(const char *opt, const char *arg, unsigned long lo, unsigned long hi,
+		    unsigned long *out)
+{
+	uint64_t v;
+
+	if (parse_size(arg, &v) < 0 || v < lo || v > hi) {
+		log_err("--%s '%s': expected a size from %lu to %lu bytes (K, M suffixes allowed)",
+			opt, arg, lo, hi);
+		return -EINVAL;
+	}
+	*out = (unsigned long)v;
+	return 0;
+}
+
+/* An allow list takes SRV_MAX_ALLOW entries; one more is an error, never
+ * dropped in silence. */
+static int allow_full(const char *opt, size_t n)
+{
+	if (n < SRV_MAX_ALLOW)
+		return 0;
+	log_err("--%s: at most %d entries (use --allow-gid with a group for more users)", opt,
+		SRV_MAX_ALLOW);
+	return -E2BIG;
+}
+
 /* The serving options; 1 when handled, 0 when not one, <0 on error. */
 static int srv_option(int c, const char *arg, struct srv_config *cfg)
 {
@@ -103,24 +132,44 @@ static int srv_option(int c, const char *arg, struct srv_config *cfg)
 	switch (c) {
 	case O_SOCKET: cfg->socket_path = arg; return 1;
 	case O_UID:
-		if ((r = num("allow-uid", arg, 0, UINT32_MAX - 1, &v)) == 0 && cfg->n_allow_uid < SRV_MAX_ALLOW)
+		if ((r = num("allow-uid", arg, 0, UINT32_MAX - 1, &v)) == 0 &&
+		    (r = allow_full("allow-uid", cfg->n_allow_uid)) == 0)
 			cfg->allow_uid[cfg->n_allow_uid++] = (uid_t)v;
 		break;
 	case O_GID:
-		if ((r = num("allow-gid", arg, 0, UINT32_MAX - 1, &v)) == 0 && cfg->n_allow_gid < SRV_MAX_ALLOW)
+		if ((r = num("allow-gid", arg, 0, UINT32_MAX - 1, &v)) == 0 &&
+		    (r = allow_full("allow-gid", cfg->n_allow_gid)) == 0)
 			cfg->allow_gid[cfg->n_allow_gid++] = (gid_t)v;
 		break;
 	case O_MAX_CLIENTS: r = num("max-clients", arg, 1, 65536, &v); cfg->max_clients = (uint32_t)v; break;
 	case O_MAX_LEASES: r = num("max-leases", arg, 1, 1 << 20, &v); cfg->max_leases = (uint32_t)v; break;
 	case O_MAX_ATTACH: r = num("max-attach", arg, 1, 4096, &v); cfg->max_attach = (uint32_t)v; break;
 	case O_MAX_MESSAGE:
-		r = num("max-message", arg, 1024, WSRV_MAX_PACKET, &v);
+		r = size_opt("max-message", arg, 1024, WSRV_MAX_PACKET, &v);
 		cfg->max_message = (uint32_t)v;
 		break;
 	case O_HELLO_TIMEOUT: r = num("hello-timeout", arg, 1, 3600, &v); cfg->hello_timeout = (double)v; break;
 	default: return 0;
 	}
 	return r < 0 ? r : 1;
+}
+
+/* Model names are unique and printable, for --load-only as for serving. */
+static int check_names(const struct args *a)
+{
+	for (int i = 0; i < a->nmodels; i++) {
+		for (const char *c = a->names[i]; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+				log_err("model name '%s' has a control character", esc(a->names[i]));
+				return -EINVAL;
+			}
+		for (int k = 0; k < i; k++)
+			if (strcmp(a->names[k], a->names[i]) == 0) {
+				log_err("model name %s given twice", esc(a->names[i]));
+				return -EINVAL;
+			}
+	}
+	return 0;
 }
 
 static int parse(int argc, char **argv, struct args *a)
@@ -171,11 +220,15 @@ static int parse(int argc, char **argv, struct args *a)
 		default: usage(stderr); return -EINVAL;
 		}
 	}
-	if (optind < argc || a->nmodels == 0) {
-		usage(stderr);
+	if (optind < argc) {
+		log_err("unexpected argument '%s'", argv[optind]);
 		return -EINVAL;
 	}
-	return 0;
+	if (a->nmodels == 0) {
+		log_err("no model given (--model NAME=PATH)");
+		return -EINVAL;
+	}
+	return check_names(a);
 }
 
 static int load_all(struct args *a)
@@ -221,11 +274,6 @@ static int load_for_serving(struct args *a, struct server *srv)
 		struct loaded_model *lm;
 		struct errinfo e;
 
-		for (int k = 0; k < i; k++)
-			if (strcmp(a->names[k], a->names[i]) == 0) {
-				log_err("model name %s given twice", a->names[i]);
-				return -EINVAL;
-			}
 		a->load.loader.progress = true;
 		if (model_load(a->names[i], a->paths[i], &a->load, &lm, &e) < 0) {
 			log_err("model %s: %s", a->names[i], e.msg);
@@ -238,6 +286,47 @@ static int load_for_serving(struct args *a, struct server *srv)
 			 lm->arena->numa.desc, lm->arena->hugepage_note);
 		srv->models[srv->nmodels++].lm = lm;
 	}
+	return 0;
+}
+
+/* Raises the soft RLIMIT_NOFILE to the hard one, sets each client's budget
+ * of unread fds (four Attach replies of the largest model), and refuses a
+ * configuration the limit cannot carry: the server's own fds (a socket per
+ * client, the models' memfds) and, unless privileged, every fd in flight
+ * to unread replies, which the kernel charges to our user against the same
+ * limit. */
+static int fd_limits(struct server *srv)
+{
+	uint64_t own = 32, per_attach = 1, inflight, need;
+	struct rlimit rl;
+
+	for (size_t i = 0; i < srv->nmodels; i++) {
+		own += 1 + srv->models[i].lm->arena->nseg;
+		if (1 + srv->models[i].lm->arena->nseg > per_attach)
+			per_attach = 1 + srv->models[i].lm->arena->nseg;
+	}
+	srv->fd_budget = (uint32_t)(4 * per_attach);
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		log_err("getrlimit: %s", strerror(errno));
+		return -errno;
+	}
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	own += srv->cfg.max_clients;
+	inflight = geteuid() == 0 ? 0 : (uint64_t)srv->cfg.max_clients * srv->fd_budget;
+	need = own > inflight ? own : inflight;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+		log_err("RLIMIT_NOFILE is %llu, and --max-clients %u needs %llu (%llu open%s); lower --max-clients or raise the limit (LimitNOFILE= in the unit)",
+			(unsigned long long)rl.rlim_cur, srv->cfg.max_clients, (unsigned long long)need,
+			(unsigned long long)own,
+			inflight ? ", or in flight to clients that have not read their replies" : "");
+		return -EMFILE;
+	}
+	log_debug("RLIMIT_NOFILE %llu; each client may hold %u unread fds",
+		  (unsigned long long)rl.rlim_cur, srv->fd_budget);
 	return 0;
 }
 
@@ -255,8 +344,7 @@ static int serve(struct args *a)
 		}
 		srv.cfg.socket_path = path;
 	}
-	if (srv.cfg.n_allow_uid < SRV_MAX_ALLOW)
-		srv.cfg.allow_uid[srv.cfg.n_allow_uid++] = getuid();
+	srv.cfg.allow_uid[srv.cfg.n_allow_uid++] = getuid(); /* room kept for it */
 	log_info("starting: %d model%s, socket %s", a->nmodels, a->nmodels == 1 ? "" : "s",
 		 srv.cfg.socket_path);
 	/* The socket first: a second server on the same path should learn
@@ -265,7 +353,7 @@ static int serve(struct args *a)
 	if (srv_listen(srv.cfg.socket_path, &lfd, &lock, &e) < 0) {
 		log_err("%s", e.msg);
 		status = 1;
-	} else if (load_for_serving(a, &srv) < 0) {
+	} else if (load_for_serving(a, &srv) < 0 || fd_limits(&srv) < 0) {
 		srv_unlisten(srv.cfg.socket_path, lfd, lock);
 		status = 1;
 	} else if (srv_run(&srv, lfd, lock, &e) < 0) {

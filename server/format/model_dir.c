@@ -3,13 +3,17 @@
  * Face directory whose index must agree with its shards exactly. */
 #include "model.h"
 
+#include "file_open.h"
+
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define INDEX_NAME "model.safetensors.index.json"
 
@@ -181,8 +185,13 @@ static int open_shards(struct model *m, const char *dir, const char *ipath,
 static int load_json_file(const char *path, json_t **out, struct errinfo *e)
 {
 	json_error_t jerr;
-	json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	json_t *j;
+	int fd = file_open_regular(path, O_RDONLY, NULL, e);
 
+	if (fd < 0)
+		return fd;
+	j = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
+	close(fd);
 	if (!j)
 		return err_set(e, -EINVAL, "%s: not valid JSON: %s (line %d)", path,
 			       jerr.text, jerr.line);

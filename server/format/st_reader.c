@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file_open.h"
 #include "utf8.h"
 
 static const char *const rule_names[ST_RULE_COUNT] = {
@@ -431,18 +432,9 @@ int st_file_open(const char *path, struct st_file **out, struct errinfo *e)
 	struct stat st;
 	int fd, r;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = file_open_regular(path, O_RDONLY, &st, e);
 	if (fd < 0)
-		return err_set(e, -errno, "%s: cannot open: %s", path, strerror(errno));
-	if (fstat(fd, &st) < 0) {
-		r = err_set(e, -errno, "%s: cannot stat: %s", path, strerror(errno));
-		close(fd);
-		return r;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		return err_set(e, -EINVAL, "%s: not a regular file", path);
-	}
+		return fd;
 	f = file_new(path);
 	if (!f) {
 		close(fd);

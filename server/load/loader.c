@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "file_open.h"
 #include "log.h"
 #include "progress.h"
 
@@ -86,8 +87,8 @@ static int do_open(const char *path, int flags)
 
 	if (loader_open_hook)
 		return loader_open_hook(path, flags);
-	fd = open(path, flags);
-	return fd < 0 ? -errno : fd;
+	fd = file_open_regular(path, flags, NULL, NULL);
+	return fd;
 }
 
 static int cmp_piece(const void *a, const void *b)

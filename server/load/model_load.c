@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "manifest.h"
 #include "manifest_write.h"
+#include "packet.h"
 #include "progress.h"
 #include <unistd.h>
 
@@ -52,6 +54,21 @@ static int fill_arena(struct loaded_model *lm, const struct load_opts *o,
 	return r;
 }
 
+/* What a client could never attach, refused before any byte is read, the
+ * same for --load-only as for serving: a rank over the manifest's limit,
+ * more segments than one Attach reply carries. */
+static int check_servable(const struct model *m, struct errinfo *e)
+{
+	for (size_t i = 0; i < m->ntensors; i++)
+		if (m->tensors[i].rank > MF_MAX_RANK)
+			return err_set(e, -E2BIG, "tensor %s has rank %u; a manifest takes at most %u",
+				       m->tensors[i].name, m->tensors[i].rank, MF_MAX_RANK);
+	if (m->nsegments + 1 > WSRV_MAX_FDS)
+		return err_set(e, -E2BIG, "the arena needs %u segments; an Attach reply carries at most %u (raise --max-segment)",
+			       m->nsegments, WSRV_MAX_FDS - 1);
+	return 0;
+}
+
 /* The manifest of lm's model as its arena holds it. */
 static int write_manifest(struct loaded_model *lm, struct errinfo *e)
 {
@@ -79,6 +96,8 @@ int model_load(const char *name, const char *path, const struct load_opts *o,
 		return err_set(e, -ENOMEM, "out of memory");
 	lm->manifest_fd = -1;
 	r = model_open(name, path, &o->model, &lm->model, e);
+	if (r == 0)
+		r = check_servable(lm->model, e);
 	if (r == 0)
 		r = arena_create(name, lm->model->nsegments, lm->model->seg_size,
 				 &o->arena, &lm->arena, e);

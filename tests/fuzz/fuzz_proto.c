@@ -54,6 +54,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	srv.nmodels = 1;
 	srv.cfg = (struct srv_config){ .max_clients = 8, .max_leases = 16, .max_attach = 4,
 				       .max_message = WSRV_MAX_PACKET, .max_errors = 1000 };
+	srv.fd_budget = 8;
 	return 0;
 }
 
@@ -84,6 +85,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			len = size;
 		srv_dispatch(&srv, s, data, len, &r);
 		check_reply(&r);
+		if (r.owned_fd >= 0)
+			close(r.owned_fd);
 		data += len;
 		size -= len;
 	}

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: MIT
+/* file_open.c - opening model files safely. */
+#include "file_open.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *kind(mode_t m)
+{
+	if (S_ISDIR(m))
+		return "a directory";
+	if (S_ISFIFO(m))
+		return "a FIFO";
+	if (S_ISCHR(m) || S_ISBLK(m))
+		return "a device";
+	if (S_ISSOCK(m))
+		return "a socket";
+	return "not a regular file";
+}
+
+int file_open_regular(const char *path, int flags, struct stat *out, struct errinfo *e)
+{
+	struct stat st;
+	int fd, r;
+
+	/* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
+	fd = open(path, flags | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return err_set(e, -errno, "%s: cannot open: %s", path, strerror(errno));
+	if (fstat(fd, &st) < 0) {
+		r = err_set(e, -errno, "%s: cannot stat: %s", path, strerror(errno));
+		close(fd);
+		return r;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return err_set(e, -EINVAL, "%s: not a regular file (%s)", path, kind(st.st_mode));
+	}
+	/* Regular files ignore O_NONBLOCK for reads, but io_uring does not:
+	 * it would answer -EAGAIN instead of waiting for the page cache. */
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+		r = err_set(e, -errno, "%s: fcntl: %s", path, strerror(errno));
+		close(fd);
+		return r;
+	}
+	if (out)
+		*out = st;
+	return fd;
+}
