@@ -9,10 +9,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mkmodel.h"
+#include "packet.h"
 #include "srv_stats.h"
+#include "wsrv.pb-c.h"
 #include <stdarg.h>
 
 int count_fds(void)
@@ -188,6 +196,13 @@ static int spawn(struct test_server *ts, const char *name, const char *model, va
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (fd >= 0)
 			dup2(fd, 2);
+		if (ts->nofile) {
+			struct rlimit rl = { ts->nofile, ts->nofile };
+			if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+				_exit(126);
+		}
+		if (ts->uid && (chmod(ts->dir, 0777) < 0 || setgid(ts->gid) < 0 || setuid(ts->uid) < 0))
+			_exit(126);
 		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
@@ -299,4 +314,103 @@ void two_models_stop(struct two_models *f)
 	rm_rf(f->dir_ds);
 	free(f->dir_llama);
 	free(f->dir_ds);
+}
+
+int raw_connect(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct timeval tv = { 5, 0 };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		int r = -errno;
+		close(fd);
+		return r;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+int raw_send(int fd, const void *q, const int *fds, int nfds)
+{
+	static uint8_t buf[WSRV_MAX_PACKET];
+	size_t n = wsrv__request__get_packed_size(q);
+
+	if (n > sizeof(buf))
+		return -EMSGSIZE;
+	wsrv__request__pack(q, buf);
+	return pkt_send(fd, buf, n, fds, nfds);
+}
+
+int raw_hello(int fd, const char *name)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__Hello h = WSRV__HELLO__INIT;
+
+	h.protocol = WSRV_PROTOCOL_VERSION;
+	h.client_name = (char *)(name ? name : "");
+	q.body_case = WSRV__REQUEST__BODY_HELLO;
+	q.hello = &h;
+	return raw_send(fd, &q, NULL, 0);
+}
+
+int raw_recv_code(int fd, int *keep, int *nkeep)
+{
+	static uint8_t buf[WSRV_MAX_PACKET];
+	int fds[WSRV_MAX_FDS], n = 0, code;
+	long len = pkt_recv(fd, buf, sizeof(buf), fds, WSRV_MAX_FDS, &n);
+	Wsrv__Response *r;
+
+	if (len <= 0)
+		return -1;
+	r = wsrv__response__unpack(NULL, (size_t)len, buf);
+	if (!r) {
+		pkt_close_fds(fds, n);
+		return -2;
+	}
+	code = r->body_case == WSRV__RESPONSE__BODY_ERROR ? r->error->code : 0;
+	wsrv__response__free_unpacked(r, NULL);
+	if (keep) {
+		memcpy(keep, fds, sizeof(int) * (size_t)n);
+		*nkeep = n;
+	} else {
+		pkt_close_fds(fds, n);
+	}
+	return code;
+}
+
+int run_prog(const char *const *argv, const char *const *env, const char *out,
+	     const char *err, unsigned nofile, int timeout_s)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		int o = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		int e = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		dup2(o, 1);
+		dup2(e, 2);
+		for (int i = 0; env && env[i]; i++)
+			putenv((char *)env[i]);
+		if (nofile) {
+			struct rlimit rl = { nofile, nofile };
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	for (int i = 0; i < timeout_s * 100; i++) {
+		struct timespec t = { 0, 10000000 };
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		nanosleep(&t, NULL);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return 128 + SIGKILL;
 }

@@ -53,6 +53,11 @@ struct test_server {
 	char dir[256];
 	char sock[200];
 	char log[300];
+	/* Set before server_start, or left 0: the server's RLIMIT_NOFILE (soft
+	 * and hard), and a uid (and gid) to run as instead of ours. */
+	unsigned nofile;
+	uid_t uid;
+	gid_t gid;
 };
 
 /* Starts $WSRVD --socket ... --no-lock --hugepages off --model NAME=PATH
@@ -65,6 +70,25 @@ int server_restart(struct test_server *ts, const char *name, const char *model);
 int server_stop(struct test_server *ts, int sig);
 /* Open fds of a process, from /proc. */
 int pid_fd_count(pid_t pid);
+
+/* Raw protocol, for tests that play a client libwsrv would never be. */
+struct ProtobufCMessage;
+/* Connects to path (5 s receive timeout); -errno on failure. */
+int raw_connect(const char *path);
+/* Packs the Request q (a Wsrv__Request *) and sends it with nfds fds. */
+int raw_send(int fd, const void *q, const int *fds, int nfds);
+/* Sends Hello with name (NULL: none). */
+int raw_hello(int fd, const char *name);
+/* Receives one Response: its Error code, 0 for any other reply, -1 when the
+ * connection ended. fds received are closed unless keep is non-NULL. */
+int raw_recv_code(int fd, int *keep, int *nkeep);
+
+/* Runs argv[0] with argv (NULL-terminated) and env assignments (NAME=VALUE,
+ * NULL-terminated, may be NULL), stdout and stderr into the files out and
+ * err; nofile > 0 sets RLIMIT_NOFILE. Gives up (SIGKILL) after timeout_s.
+ * Returns the exit status, 128 + signal when killed. */
+int run_prog(const char *const *argv, const char *const *env, const char *out,
+	     const char *err, unsigned nofile, int timeout_s);
 
 /* A server with two generated models, "llama" (llama-mini, 6 MiB: 8 heads,
  * 2 KV heads) and "ds" (deepseek-v3-mini, 40 MiB, FP8), each of `layers`

@@ -41,64 +41,32 @@ static void sleep_ms(int ms)
 	nanosleep(&t, NULL);
 }
 
-static int raw_connect(void)
+static int conn(void)
 {
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	struct timeval tv = { 5, 0 };
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	int fd = raw_connect(ts.sock);
 
-	strcpy(a.sun_path, ts.sock);
-	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	assert_true(fd >= 0);
 	return fd;
 }
 
 static void send_req(int fd, Wsrv__Request *q, const int *fds, int nfds)
 {
-	uint8_t buf[4096];
-	size_t n = wsrv__request__pack(q, buf);
-
-	assert_int_equal(pkt_send(fd, buf, n, fds, nfds), 0);
+	assert_int_equal(raw_send(fd, q, fds, nfds), 0);
 }
 
 static void send_hello(int fd)
 {
-	Wsrv__Request q = WSRV__REQUEST__INIT;
-	Wsrv__Hello h = WSRV__HELLO__INIT;
-
-	h.protocol = WSRV_PROTOCOL_VERSION;
-	q.body_case = WSRV__REQUEST__BODY_HELLO;
-	q.hello = &h;
-	send_req(fd, &q, NULL, 0);
+	assert_int_equal(raw_hello(fd, NULL), 0);
 }
 
-/* Receives one Response; returns its Error code, 0 for any other reply,
- * -1 when the connection ended. fds received are closed unless kept. */
 static int recv_code(int fd, int *keep, int *nkeep)
 {
-	static uint8_t buf[WSRV_MAX_PACKET];
-	int fds[WSRV_MAX_FDS], n = 0, code;
-	long len = pkt_recv(fd, buf, sizeof(buf), fds, WSRV_MAX_FDS, &n);
-	Wsrv__Response *r;
-
-	if (len <= 0)
-		return -1;
-	r = wsrv__response__unpack(NULL, (size_t)len, buf);
-	assert_non_null(r);
-	code = r->body_case == WSRV__RESPONSE__BODY_ERROR ? r->error->code : 0;
-	wsrv__response__free_unpacked(r, NULL);
-	if (keep) {
-		memcpy(keep, fds, sizeof(int) * (size_t)n);
-		*nkeep = n;
-	} else {
-		pkt_close_fds(fds, n);
-	}
-	return code;
+	return raw_recv_code(fd, keep, nkeep);
 }
 
 static int hello_raw(void)
 {
-	int fd = raw_connect();
+	int fd = conn();
 
 	send_hello(fd);
 	assert_int_equal(recv_code(fd, NULL, NULL), 0);
@@ -177,7 +145,7 @@ static void hello_first_and_silence(void **s)
 	Wsrv__Request q = WSRV__REQUEST__INIT;
 	Wsrv__Stats st = WSRV__STATS__INIT;
 	Wsrv__Hello h = WSRV__HELLO__INIT;
-	int fd = raw_connect(), silent = raw_connect();
+	int fd = conn(), silent = conn();
 
 	q.body_case = WSRV__REQUEST__BODY_STATS;
 	q.stats = &st;
@@ -185,7 +153,7 @@ static void hello_first_and_silence(void **s)
 	assert_int_equal(recv_code(fd, NULL, NULL), EPROTO);
 	assert_int_equal(recv_code(fd, NULL, NULL), -1); /* and closed */
 	close(fd);
-	fd = raw_connect();
+	fd = conn();
 	h.protocol = 999;
 	q.body_case = WSRV__REQUEST__BODY_HELLO;
 	q.hello = &h;
@@ -205,7 +173,7 @@ static void many_connections(void **s)
 	int base = pid_fd_count(ts.pid);
 
 	for (int i = 0; i < 2000; i++) {
-		int fd = raw_connect();
+		int fd = conn();
 		if (i % 2)
 			send_hello(fd);
 		close(fd);
@@ -294,7 +262,7 @@ static void uid_outside_allow_list(void **s)
 
 static void client_limit(void **s)
 {
-	struct test_server t2;
+	struct test_server t2 = { 0 };
 	struct wsrv_client *a, *b, *c;
 
 	assert_int_equal(server_start(&t2, "m", model_dir, "--max-clients", "2", NULL), 0);

@@ -70,7 +70,7 @@ static int compare_with_files(const struct wsrv_model *m)
 
 static void several_clients_read_file_bytes(void **s)
 {
-	struct test_server ts;
+	struct test_server ts = { 0 };
 	pid_t kids[4];
 
 	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
@@ -99,7 +99,7 @@ static void several_clients_read_file_bytes(void **s)
 
 static void lookup_leases_and_limits(void **s)
 {
-	struct test_server ts;
+	struct test_server ts = { 0 };
 	struct wsrv_model_info mi[4];
 	struct wsrv_client *c;
 	struct wsrv_model *m;
@@ -180,7 +180,7 @@ static int wait_clean(const struct test_server *ts, int fd_baseline)
 
 static void client_killed_is_cleaned_up(void **s)
 {
-	struct test_server ts;
+	struct test_server ts = { 0 };
 	int p[2], base, st;
 	char ch;
 	pid_t kid;
@@ -221,7 +221,7 @@ static void client_killed_is_cleaned_up(void **s)
 
 static void server_killed_clients_read_on(void **s)
 {
-	struct test_server ts;
+	struct test_server ts = { 0 };
 	struct wsrv_client *c, *c2;
 	struct wsrv_model *m, *m2;
 	struct wsrv_lease l;
@@ -270,7 +270,7 @@ static void resolve_everything(void *arg)
  * call (counted with seccomp; the counter is checked to count first). */
 static void local_resolution_makes_no_syscalls(void **s)
 {
-	struct test_server ts;
+	struct test_server ts = { 0 };
 	struct wsrv_client *c;
 	struct wsrv_model *m;
 	pid_t p = 0;
@@ -288,7 +288,7 @@ static void local_resolution_makes_no_syscalls(void **s)
 
 static void sigterm_says_goodbye(void **s)
 {
-	struct test_server ts;
+	struct test_server ts = { 0 };
 	struct wsrv_client *c;
 	struct wsrv_stats st;
 	struct stat sb;
@@ -307,7 +307,7 @@ static void sigterm_says_goodbye(void **s)
 
 static void second_server_refused(void **s)
 {
-	struct test_server ts, ts2;
+	struct test_server ts = { 0 }, ts2;
 	int st;
 
 	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);

@@ -128,7 +128,7 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 	uint32_t *v, slot = s->nattach;
 
 	if (mi < 0) {
-		srv_reply_error(r, seq, ENOENT, "no model named '%s'", esc(a->model));
+		srv_reply_error(r, seq, ENOENT, "no model named '%.64s'", a->model ? a->model : "");
 		return -ENOENT;
 	}
 	lm = srv->models[mi].lm;

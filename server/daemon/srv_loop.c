@@ -415,6 +415,10 @@ static void on_tick(struct loop *L)
 			settle(L, s);
 		}
 	}
+	if (L->refusals.suppressed && now - L->refusals.start >= L->refusals.window) {
+		log_warn("... and %u more refusals not logged", L->refusals.suppressed);
+		L->refusals.suppressed = 0;
+	}
 	if (!srv->stopping && !L->accept_armed)
 		arm_accept(L);
 	arm_tick(L);
