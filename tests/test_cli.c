@@ -125,6 +125,47 @@ static void wsrvd_load_only(void **s)
 	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", NULL), 2);
 }
 
+/* Issue 13, items 13-14: every bad argument is exit 2 and a sentence; no
+ * number wraps or becomes 0. */
+static void bad_arguments(void **s)
+{
+	char model[4096], spec[4200];
+
+	snprintf(model, sizeof(model), "%s", pjoin(tmp, "m3"));
+
+	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--shards",
+			     "4294967297", "--out", model, NULL), 2);
+	assert_non_null(strstr(err, "--shards '4294967297'"));
+	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--shards", "-1",
+			     "--out", model, NULL), 2);
+	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "0", "--out", model, NULL), 2);
+	assert_non_null(strstr(err, "--size '0'"));
+	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model,
+			     "extra", NULL), 2);
+	assert_non_null(strstr(err, "unexpected argument 'extra'"));
+	assert_int_equal(run("WSRV_CTL", "tensors", "m", "--layer", "abc", NULL), 2);
+	assert_non_null(strstr(err, "--layer 'abc'"));
+	assert_int_equal(run("WSRV_CTL", "verify", "m", "--hold", "-5", NULL), 2);
+	assert_int_equal(run("WSRV_CTL", "dump", "m", "t", "--rank", "1", "--world", "2", "-o",
+			     pjoin(tmp, "x"), NULL), 2);
+	assert_non_null(strstr(err, "need --plan"));
+	assert_int_equal(run("WSRV_CTL", "dump", "m", "t", "--plan", "p", "--rank", "abc", "-o",
+			     pjoin(tmp, "x"), NULL), 2);
+	assert_int_equal(run("WSRV_CTL", "stats", "extra", NULL), 2);
+	assert_int_equal(run("WSRV_CTL", "models", "extra", NULL), 2);
+	assert_int_equal(run("WSRV_CTL", "stats", "--socket", NULL), 2);
+	assert_non_null(strstr(err, "--socket needs a PATH"));
+	assert_int_equal(run("WSRV_CTL", "plan", "m", "--rank", "x", NULL), 2);
+	/* SIZE means a size: 64K is taken. */
+	if (run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL) != 0)
+		fail_msg("mkmodel: %s", err);
+	snprintf(spec, sizeof(spec), "m=%s", model);
+	assert_int_equal(run("WSRVD", "--load-only", "--no-lock", "--hugepages", "off", "--max-message",
+			     "64K", "--model", spec, NULL), 0);
+	assert_int_equal(run("WSRVD", "--load-only", "--no-lock", "--model", spec, "stray", NULL), 2);
+	assert_non_null(strstr(err, "unexpected argument 'stray'"));
+}
+
 static int setup(void **s)
 {
 	fds_before = count_fds();
@@ -144,6 +185,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(inspect),
 		cmocka_unit_test(wsrvd_load_only),
+		cmocka_unit_test(bad_arguments),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "escape.h"
 #include "layer_name.h"
 #include "load_args.h"
 #include "model.h"
@@ -31,7 +32,7 @@ static void print_table(const struct model *m)
 		const struct model_tensor *t = &m->tensors[i];
 		fmt_shape(t->shape, t->rank, shape, sizeof(shape));
 		layer_str(t->layer, layer, sizeof(layer));
-		printf("%-60s %-8s %-20s %-6s %12" PRIu64 "  %s\n", t->name, dtype_name(t->dtype),
+		printf("%-60s %-8s %-20s %-6s %12" PRIu64 "  %s\n", esc(t->name), dtype_name(t->dtype),
 		       shape, layer, t->size, m->files[t->file]->label);
 	}
 	printf("\n%-8s %8s %14s %8s %14s\n", "LAYER", "TENSORS", "BYTES", "SEGMENT", "OFFSET");

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "cliarg.h"
+#include "cliarg.h"
 #include "units.h"
 #include "wsrv.h"
 
@@ -76,9 +78,9 @@ int ctl_plan(const struct ctl_ctx *c, int argc, char **argv)
 	optind = 1;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (o == 'p') plan_path = optarg;
-		else if (o == 'r') so.rank = atoi(optarg);
-		else if (o == 'w') so.world = world = atoi(optarg);
-		else if (o == 's') so.slots = (unsigned)atoi(optarg);
+		else if (o == 'r') so.rank = (int)cliarg_long("wsrvctl", "--rank", optarg, 0, 4095);
+		else if (o == 'w') so.world = world = (int)cliarg_long("wsrvctl", "--world", optarg, 1, 4096);
+		else if (o == 's') so.slots = (unsigned)cliarg_long("wsrvctl", "--slots", optarg, 1, 64);
 		else return 2;
 	}
 	if (optind + 1 != argc || !plan_path || world < 1 || so.rank < 0 || so.rank >= world) {

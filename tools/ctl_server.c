@@ -12,6 +12,9 @@
 #include <xxhash.h>
 
 #include "ctl.h"
+#include "cliarg.h"
+#include "escape.h"
+#include "cliarg.h"
 #include "units.h"
 #include "wsrv.h"
 
@@ -33,22 +36,31 @@ static void print_json(json_t *j)
 	json_decref(j);
 }
 
+/* A string a peer chose, for JSON: as it is when it is UTF-8, else escaped
+ * (jansson refuses it, and the entry would vanish without a word). */
+static json_t *peer_str(const char *s)
+{
+	char buf[1024];
+
+	return json_string(s) ?: json_string(str_escape(s, buf, sizeof(buf)));
+}
+
 static json_t *stats_json(const struct wsrv_stats *s)
 {
 	json_t *models = json_array(), *streams = json_array();
 
 	for (size_t i = 0; i < s->nstreams; i++)
-		json_array_append_new(streams, json_pack("{s:I, s:i, s:s, s:s, s:I, s:I, s:f, s:f, s:f, s:i}",
+		json_array_append_new(streams, json_pack("{s:I, s:i, s:o, s:o, s:I, s:I, s:f, s:f, s:f, s:i}",
 			"client_id", (json_int_t)s->streams[i].client_id, "pid", (int)s->streams[i].pid,
-			"client", s->streams[i].client, "model", s->streams[i].model,
+			"client", peer_str(s->streams[i].client), "model", peer_str(s->streams[i].model),
 			"passes", (json_int_t)s->streams[i].passes,
 			"bytes_copied", (json_int_t)s->streams[i].bytes_copied,
 			"copy_seconds", s->streams[i].copy_seconds, "wait_seconds", s->streams[i].wait_seconds,
 			"hidden_fraction", s->streams[i].hidden_fraction, "slots", (int)s->streams[i].slots));
 
 	for (size_t i = 0; i < s->nmodels; i++)
-		json_array_append_new(models, json_pack("{s:s, s:i, s:I, s:I, s:I}",
-			"name", s->models[i].name, "attached", (int)s->models[i].attached,
+		json_array_append_new(models, json_pack("{s:o, s:i, s:I, s:I, s:I}",
+			"name", peer_str(s->models[i].name), "attached", (int)s->models[i].attached,
 			"fetches", (json_int_t)s->models[i].fetches, "leases", (json_int_t)s->models[i].leases,
 			"arena_bytes", (json_int_t)s->models[i].arena_bytes));
 	return json_pack("{s:s, s:f, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:o, s:o}",
@@ -89,19 +101,35 @@ static int stats_cmd(const struct ctl_ctx *c, bool status)
 	       s.requests, s.errors, s.attachments, s.leases, s.open_fds);
 	for (size_t i = 0; i < s.nmodels; i++)
 		printf("model      %-20s %u attached, %" PRIu64 " fetches, %" PRIu64 " leases%s%s\n",
-		       s.models[i].name, s.models[i].attached, s.models[i].fetches, s.models[i].leases,
+		       esc(s.models[i].name), s.models[i].attached, s.models[i].fetches, s.models[i].leases,
 		       status && i < n ? ", " : "", status && i < n ? mi[i].numa : "");
 	for (size_t i = 0; i < s.nstreams; i++)
 		printf("stream     client %" PRIu64 " (pid %u, %s) on %s: %" PRIu64 " passes, %s copied in %.3f s, waited %.3f s, %.1f%% hidden, %u slots\n",
-		       s.streams[i].client_id, s.streams[i].pid, s.streams[i].client, s.streams[i].model,
+		       s.streams[i].client_id, s.streams[i].pid, esc(s.streams[i].client), esc(s.streams[i].model),
 		       s.streams[i].passes, fmt_bytes(s.streams[i].bytes_copied, b1, sizeof(b1)),
 		       s.streams[i].copy_seconds, s.streams[i].wait_seconds,
 		       100 * s.streams[i].hidden_fraction, s.streams[i].slots);
 	return 0;
 }
 
-static int cmd_status(const struct ctl_ctx *c, int argc, char **argv) { return stats_cmd(c, true); }
-static int cmd_stats(const struct ctl_ctx *c, int argc, char **argv) { return stats_cmd(c, false); }
+/* Commands that take no arguments refuse extra ones. */
+static int no_args(const char *cmd, int argc, char **argv)
+{
+	if (argc == 1)
+		return 0;
+	fprintf(stderr, "wsrvctl: %s takes no arguments (got '%s')\n", cmd, argv[1]);
+	return 2;
+}
+
+static int cmd_status(const struct ctl_ctx *c, int argc, char **argv)
+{
+	return no_args("status", argc, argv) ?: stats_cmd(c, true);
+}
+
+static int cmd_stats(const struct ctl_ctx *c, int argc, char **argv)
+{
+	return no_args("stats", argc, argv) ?: stats_cmd(c, false);
+}
 
 static int cmd_models(const struct ctl_ctx *c, int argc, char **argv)
 {
@@ -109,6 +137,9 @@ static int cmd_models(const struct ctl_ctx *c, int argc, char **argv)
 	struct wsrv_client *cl;
 	size_t n = 0;
 	char b[32];
+
+	if (no_args("models", argc, argv))
+		return 2;
 
 	if (connect_or_fail(c, &cl))
 		return 1;
@@ -121,8 +152,8 @@ static int cmd_models(const struct ctl_ctx *c, int argc, char **argv)
 	if (c->json) {
 		json_t *a = json_array();
 		for (size_t i = 0; i < n && i < WSRV_STATS_MAX_MODELS; i++)
-			json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:I, s:i, s:i, s:i, s:I, s:s, s:f, s:i}",
-				"name", mi[i].name, "path", mi[i].path, "tensor_bytes", (json_int_t)mi[i].tensor_bytes,
+			json_array_append_new(a, json_pack("{s:o, s:o, s:I, s:I, s:i, s:i, s:i, s:I, s:s, s:f, s:i}",
+				"name", peer_str(mi[i].name), "path", peer_str(mi[i].path), "tensor_bytes", (json_int_t)mi[i].tensor_bytes,
 				"arena_bytes", (json_int_t)mi[i].arena_bytes, "tensors", (int)mi[i].tensors,
 				"layers", (int)mi[i].layers, "segments", (int)mi[i].segments,
 				"page_size", (json_int_t)mi[i].page_size, "numa", mi[i].numa,
@@ -132,7 +163,7 @@ static int cmd_models(const struct ctl_ctx *c, int argc, char **argv)
 	}
 	printf("%-20s %8s %7s %12s %9s %8s  %s\n", "MODEL", "TENSORS", "LAYERS", "BYTES", "PAGE", "ATTACHED", "NUMA");
 	for (size_t i = 0; i < n && i < WSRV_STATS_MAX_MODELS; i++)
-		printf("%-20s %8u %7u %12s %9" PRIu64 " %8u  %s\n", mi[i].name, mi[i].tensors, mi[i].layers,
+		printf("%-20s %8u %7u %12s %9" PRIu64 " %8u  %s\n", esc(mi[i].name), mi[i].tensors, mi[i].layers,
 		       fmt_bytes(mi[i].tensor_bytes, b, sizeof(b)), mi[i].page_size, mi[i].attached, mi[i].numa);
 	return 0;
 }
@@ -163,7 +194,7 @@ static int cmd_tensors(const struct ctl_ctx *c, int argc, char **argv)
 
 	if (argc == 4 && strcmp(argv[2], "--layer") == 0) {
 		filter = true;
-		layer = strtol(argv[3], NULL, 10);
+		layer = cliarg_long("wsrvctl", "--layer", argv[3], -1, INT32_MAX);
 	} else if (argc != 2) {
 		fprintf(stderr, "usage: wsrvctl tensors MODEL [--layer N]\n");
 		json_decref(a);
@@ -187,11 +218,11 @@ static int cmd_tensors(const struct ctl_ctx *c, int argc, char **argv)
 			for (uint32_t d = 0; d < t.rank; d++)
 				json_array_append_new(dims, json_integer((json_int_t)t.shape[d]));
 			snprintf(sum, sizeof(sum), "%016" PRIx64, t.xxh3);
-			json_array_append_new(a, json_pack("{s:s, s:s, s:o, s:i, s:I, s:s}", "name", t.name,
+			json_array_append_new(a, json_pack("{s:o, s:s, s:o, s:i, s:I, s:s}", "name", peer_str(t.name),
 				"dtype", wsrv_dtype_name(t.dtype), "shape", dims, "layer", t.layer,
 				"bytes", (json_int_t)t.size, "xxh3", sum));
 		} else
-			printf("%-60s %-8s %-20s %6d %12" PRIu64 "\n", t.name, wsrv_dtype_name(t.dtype), shape,
+			printf("%-60s %-8s %-20s %6d %12" PRIu64 "\n", esc(t.name), wsrv_dtype_name(t.dtype), shape,
 			       t.layer, t.size);
 	}
 	if (c->json)
@@ -253,7 +284,7 @@ static int cmd_verify(const struct ctl_ctx *c, int argc, char **argv)
 	char b[32];
 
 	if (argc == 4 && strcmp(argv[2], "--hold") == 0)
-		hold = strtol(argv[3], NULL, 10);
+		hold = cliarg_long("wsrvctl", "--hold", argv[3], 0, 86400 * 365);
 	else if (argc != 2) {
 		fprintf(stderr, "usage: wsrvctl verify MODEL [--hold SECONDS]\n");
 		return 2;
@@ -331,6 +362,7 @@ static int cmd_dump(const struct ctl_ctx *c, int argc, char **argv)
 	struct wsrv_model *m;
 	struct wsrv_tensor t;
 	int fd, r = 0, rank = 0, world = 1;
+	bool tp = false;
 
 	for (int i = 3; i + 1 < argc; i += 2) {
 		if (strcmp(argv[i], "-o") == 0)
@@ -338,14 +370,18 @@ static int cmd_dump(const struct ctl_ctx *c, int argc, char **argv)
 		else if (strcmp(argv[i], "--plan") == 0)
 			plan = argv[i + 1];
 		else if (strcmp(argv[i], "--rank") == 0)
-			rank = atoi(argv[i + 1]);
+			rank = (int)cliarg_long("wsrvctl", "--rank", argv[i + 1], 0, 4095), tp = true;
 		else if (strcmp(argv[i], "--world") == 0)
-			world = atoi(argv[i + 1]);
+			world = (int)cliarg_long("wsrvctl", "--world", argv[i + 1], 1, 4096), tp = true;
 		else
 			outp = NULL, i = argc;
 	}
 	if (argc < 5 || argc % 2 == 0 || !outp || world < 1 || rank < 0 || rank >= world) {
 		fprintf(stderr, "usage: wsrvctl dump MODEL TENSOR [--plan FILE --rank R --world W] -o FILE\n");
+		return 2;
+	}
+	if (tp && !plan) {
+		fprintf(stderr, "wsrvctl: dump: --rank and --world need --plan (without it the whole tensor is dumped)\n");
 		return 2;
 	}
 	if (open_model(c, argv[1], &cl, &m))

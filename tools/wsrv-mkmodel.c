@@ -7,7 +7,10 @@
 #include <string.h>
 
 #include "mkmodel.h"
+#include "cliarg.h"
 #include "units.h"
+
+#define P "wsrv-mkmodel"
 
 static void usage(FILE *f)
 {
@@ -40,28 +43,30 @@ int main(int argc, char **argv)
 	int c;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		errno = 0;
 		switch (c) {
 		case 'p': preset = optarg; break;
-		case 's':
-			if (parse_size(optarg, &size) < 0) {
-				fprintf(stderr, "wsrv-mkmodel: --size '%s': not a size\n", optarg);
+		case 's': size = cliarg_size(P, "--size", optarg, 1, 1ULL << 50); break;
+		case 'n': shards = (unsigned long)cliarg_long(P, "--shards", optarg, 1, 4096); break;
+		case 'l': layers = (unsigned long)cliarg_long(P, "--layers", optarg, 0, 1 << 20); break;
+		case 'S':
+			errno = 0;
+			seed = strtoull(optarg, &end, 0);
+			if (errno || end == optarg || *end || *optarg == '-') {
+				fprintf(stderr, P ": --seed '%s': expected a whole number from 0 to 2^64-1\n", optarg);
 				return 2;
 			}
 			break;
-		case 'n': shards = strtoul(optarg, &end, 10); break;
-		case 'l': layers = strtoul(optarg, &end, 10); break;
-		case 'S': seed = strtoull(optarg, &end, 0); break;
 		case 'o': out = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
-		if (errno || ((c == 'n' || c == 'l' || c == 'S') && *end)) {
-			fprintf(stderr, "wsrv-mkmodel: bad number '%s'\n", optarg);
-			return 2;
-		}
 	}
-	if (!preset || !out || !size || optind < argc) {
+	if (optind < argc) {
+		fprintf(stderr, P ": unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	if (!preset || !out || !size) {
+		fprintf(stderr, P ": %s is required\n", !preset ? "--preset" : !out ? "--out" : "--size");
 		usage(stderr);
 		return 2;
 	}

@@ -4,6 +4,7 @@
  * Global options (--socket PATH, --json) may come before or after the
  * command; exit status 0 success, 1 failure or invalid input, 2 usage. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ctl.h"
@@ -31,10 +32,18 @@ static int take_globals(int argc, char **argv, struct ctl_ctx *c)
 	for (int i = 0; i < argc; i++) {
 		if (strcmp(argv[i], "--json") == 0) {
 			c->json = true;
-		} else if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
+		} else if (strcmp(argv[i], "--socket") == 0) {
+			if (i + 1 >= argc || !argv[i + 1][0]) {
+				fprintf(stderr, "wsrvctl: --socket needs a PATH\n");
+				exit(2);
+			}
 			c->socket = argv[++i];
 		} else if (strncmp(argv[i], "--socket=", 9) == 0) {
 			c->socket = argv[i] + 9;
+			if (!c->socket[0]) {
+				fprintf(stderr, "wsrvctl: --socket needs a PATH\n");
+				exit(2);
+			}
 		} else {
 			argv[out++] = argv[i];
 		}
