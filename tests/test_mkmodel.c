@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -185,6 +186,36 @@ static void scales_with_size(void **s)
 	assert_non_null(strstr(e.msg, "unknown preset"));
 }
 
+/* Issue 13, item 13: a rerun into an existing directory left the old index
+ * beside the new files; a model that cannot fit left a truncated file. */
+static void rerun_replaces_and_no_space_refused(void **s)
+{
+	char *dir = test_tmpdir("mk-rerun"), out[4096];
+	struct mk_spec spec;
+	struct model *m;
+	struct errinfo e;
+	struct stat st;
+
+	snprintf(out, sizeof(out), "%s/model", dir);
+	assert_int_equal(mk_preset("tiny", 2 << 20, 2, &spec, &e), 0);
+	assert_int_equal(mk_write(&spec, out, 3, 1, &e), 0);
+	assert_int_equal(stat(pjoin(out, "model.safetensors.index.json"), &st), 0);
+	assert_int_equal(mk_write(&spec, out, 1, 1, &e), 0);
+	assert_int_equal(stat(pjoin(out, "model.safetensors.index.json"), &st), -1);
+	assert_int_equal(model_open("m", out, NULL, &m, &e), 0);
+	assert_int_equal(m->nfiles, 1);
+	model_free(m);
+	mk_spec_free(&spec);
+	assert_int_equal(mk_preset("tiny", 1ULL << 50, 0, &spec, &e), 0);
+	assert_int_equal(mk_write(&spec, out, 1, 1, &e), -ENOSPC);
+	assert_non_null(strstr(e.msg, "MiB free"));
+	assert_int_equal(model_open("m", out, NULL, &m, &e), 0); /* untouched */
+	model_free(m);
+	mk_spec_free(&spec);
+	rm_rf(dir);
+	free(dir);
+}
+
 static int setup(void **s) { fds_before = count_fds(); return 0; }
 
 static int teardown(void **s)
@@ -199,6 +230,7 @@ int main(void)
 		cmocka_unit_test(llama_structure),
 		cmocka_unit_test(dsv3_structure),
 		cmocka_unit_test(scales_with_size),
+		cmocka_unit_test(rerun_replaces_and_no_space_refused),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -6,6 +6,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,8 +183,8 @@ static void assign_shards(const struct mk_spec *s, unsigned n, unsigned *owner)
 	}
 }
 
-int mk_write(const struct mk_spec *spec, const char *dir, unsigned shards,
-	     uint64_t seed, struct errinfo *e)
+static int write_dir(const struct mk_spec *spec, const char *dir, unsigned shards,
+		     uint64_t seed, struct errinfo *e)
 {
 	const struct mk_tensor **ts = calloc(spec->n + 1, sizeof(*ts));
 	unsigned *owner = calloc(spec->n + 1, sizeof(*owner));
@@ -228,5 +234,53 @@ out:
 	free(ts);
 	free(owner);
 	free(buf);
+	return r;
+}
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	return remove(p) < 0 ? -1 : 0;
+}
+
+/* Is there room for the model next to dir? */
+static int check_space(const struct mk_spec *spec, const char *dir, struct errinfo *e)
+{
+	char parent[4096];
+	struct statvfs v;
+	uint64_t avail, need = spec->bytes + (1u << 20);
+
+	snprintf(parent, sizeof(parent), "%s", dir);
+	if (statvfs(dirname(parent), &v) < 0)
+		return 0; /* the writes will say what is wrong */
+	avail = (uint64_t)v.f_bavail * v.f_frsize;
+	if (avail < need)
+		return err_set(e, -ENOSPC, "%s: %.1f MiB free, the model needs %.1f MiB", parent,
+			       (double)avail / 1048576.0, (double)need / 1048576.0);
+	return 0;
+}
+
+/* Writes into a new directory beside dir and swaps it into place, so a
+ * failure (ENOSPC included) leaves dir as it was and a rerun never mixes an
+ * old index with new shards. */
+int mk_write(const struct mk_spec *spec, const char *dir, unsigned shards,
+	     uint64_t seed, struct errinfo *e)
+{
+	char tmp[3968]; /* room for "/" and a file name within PATH_MAX */
+	int r = check_space(spec, dir, e);
+
+	if (r < 0)
+		return r;
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp-XXXXXX", dir) >= sizeof(tmp))
+		return err_set(e, -ENAMETOOLONG, "%s: path too long", dir);
+	if (!mkdtemp(tmp) || chmod(tmp, 0755) < 0)
+		return err_set(e, -errno, "%s: %s", tmp, strerror(errno));
+	r = write_dir(spec, tmp, shards, seed, e);
+	if (r == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE) < 0) {
+		if (errno == ENOENT && rename(tmp, dir) == 0)
+			return 0;
+		r = err_set(e, -errno, "%s: cannot replace it: %s", dir, strerror(errno));
+	}
+	/* tmp now holds the old model, or the failed new one. */
+	nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 	return r;
 }
