@@ -119,7 +119,10 @@ struct wsrv_stats {
 };
 
 /* The default socket: $WSRV_SOCKET, else $XDG_RUNTIME_DIR/wsrv.sock, else
- * /run/wsrv/wsrv.sock. Thread-safe; the string is static. */
+ * /run/wsrv/wsrv.sock (wsrvd uses the same rule). Thread-safe; the string
+ * is per thread and static. NULL, with wsrv_last_error() saying which
+ * variable, when the path is longer than a Unix socket address takes: it
+ * is never truncated. */
 WSRV_EXPORT const char *wsrv_default_socket(void);
 
 /* The last error's sentence in this thread ("" if none). Thread-safe. */
@@ -131,7 +134,9 @@ WSRV_EXPORT const char *wsrv_dtype_name(int dtype);
 /* Connects to the server at path (NULL: wsrv_default_socket()) and shakes
  * hands. opts may be NULL. On success *out is owned by the caller
  * (wsrv_disconnect). -ENOENT/-ECONNREFUSED: no server there; -EACCES: this
- * user is not allowed; -EPROTONOSUPPORT: another protocol version. */
+ * user is not allowed; -EUSERS: the server is full; -EPROTONOSUPPORT:
+ * another protocol version; -ENAMETOOLONG: the path does not fit a Unix
+ * socket address. */
 WSRV_EXPORT int wsrv_connect(const char *path, const struct wsrv_connect_opts *opts,
 			     struct wsrv_client **out);
 
