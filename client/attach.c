@@ -16,7 +16,7 @@
  * no one can write the bytes it reads. */
 #define NEED_SEALS (F_SEAL_SHRINK | F_SEAL_GROW)
 
-static int check_fd(int fd, const char *what, uint64_t want, uint64_t *size)
+int cl_check_fd(int fd, const char *what, uint64_t want, uint64_t *size)
 {
 	struct stat st;
 	int seals;
@@ -58,7 +58,7 @@ static int map_segments(struct wsrv_model *m, const int *fds, const Wsrv__Attach
 	int r;
 
 	for (uint32_t i = 0; i < m->nseg; i++) {
-		r = check_fd(fds[i + 1], "segment", ar->segment_sizes[i], &sizes[i]);
+		r = cl_check_fd(fds[i + 1], "segment", ar->segment_sizes[i], &sizes[i]);
 		if (r < 0)
 			return r;
 		m->seg_len[i] = (size_t)sizes[i];
@@ -83,7 +83,7 @@ static int setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__Att
 	m->seg_len = calloc(m->nseg + 1, sizeof(*m->seg_len));
 	if (!m->seg || !m->seg_len)
 		return cl_err(-ENOMEM, "out of memory");
-	r = check_fd(fds[0], "manifest", ar->manifest_size, &msize);
+	r = cl_check_fd(fds[0], "manifest", ar->manifest_size, &msize);
 	if (r < 0)
 		return r;
 	m->manifest_len = (size_t)ar->manifest_size;

@@ -47,6 +47,11 @@ int cl_call(struct wsrv_client *c, Wsrv__Request *req, Wsrv__Response **resp,
 
 void cl_unref(struct wsrv_client *c);
 
+/* Checks an fd the server sent: a regular file of at least want bytes,
+ * sealed against resizing and writes. Sets *size to its size. 0, or
+ * -EBADMSG (or fstat's errno) with a sentence naming what. */
+int cl_check_fd(int fd, const char *what, uint64_t want, uint64_t *size);
+
 /* Builds the name hash of m. */
 int cl_build_hash(struct wsrv_model *m);
 

@@ -4,10 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -43,17 +41,20 @@ static int error_reply(const Wsrv__Response *r)
  * size announced, at most BULK_MAX; the Response in it replaces *r. */
 static int unbulk(int fd, Wsrv__Response **r)
 {
-	uint64_t size = (*r)->bulk ? (*r)->bulk->size : 0;
+	uint64_t size = (*r)->bulk ? (*r)->bulk->size : 0, got;
 	Wsrv__Response *inner;
-	struct stat st;
 	void *p;
-	int seals = fcntl(fd, F_GET_SEALS);
+	int ret;
 
-	if (size == 0 || size > BULK_MAX || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_size != size || seals < 0 ||
-	    (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW) ||
-	    !(seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)))
-		return cl_err(-EBADMSG, "the server sent a bulk reply that is not a sealed memfd of its stated size");
+	if (size == 0 || size > BULK_MAX)
+		return cl_err(-EBADMSG, "the server sent a bulk reply of %llu bytes",
+			      (unsigned long long)size);
+	ret = cl_check_fd(fd, "bulk reply", size, &got);
+	if (ret < 0)
+		return ret;
+	if (got != size)
+		return cl_err(-EBADMSG, "the server sent a bulk reply of %llu bytes where %llu were stated",
+			      (unsigned long long)got, (unsigned long long)size);
 	p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		return cl_err(-errno, "cannot map a bulk reply: %s", strerror(errno));

@@ -35,32 +35,23 @@ static void slurp(const char *path, char *buf, size_t cap)
 static int run(const char *prog, ...)
 {
 	const char *argv[32];
-	const char *path = getenv(prog);
+	char o[4096], e[4096];
 	va_list ap;
 	int n = 0, status;
-	pid_t pid;
 
-	assert_non_null(path);
-	argv[n++] = path;
+	argv[n++] = getenv(prog);
+	assert_non_null(argv[0]);
 	va_start(ap, prog);
 	while (n < 31 && (argv[n] = va_arg(ap, const char *)))
 		n++;
 	va_end(ap);
 	argv[n] = NULL;
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		int o = open(pjoin(tmp, "out"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		int e = open(pjoin(tmp, "err"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		dup2(o, 1);
-		dup2(e, 2);
-		execv(path, (char *const *)argv);
-		_exit(127);
-	}
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	slurp(pjoin(tmp, "out"), out, sizeof(out));
-	slurp(pjoin(tmp, "err"), err, sizeof(err));
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	snprintf(o, sizeof(o), "%s", pjoin(tmp, "out"));
+	snprintf(e, sizeof(e), "%s", pjoin(tmp, "err"));
+	status = run_prog(argv, NULL, o, e, 0, 120);
+	slurp(o, out, sizeof(out));
+	slurp(e, err, sizeof(err));
+	return status;
 }
 
 static void inspect(void **s)

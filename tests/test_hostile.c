@@ -54,22 +54,12 @@ static void send_req(int fd, Wsrv__Request *q, const int *fds, int nfds)
 	assert_int_equal(raw_send(fd, q, fds, nfds), 0);
 }
 
-static void send_hello(int fd)
-{
-	assert_int_equal(raw_hello(fd, NULL), 0);
-}
-
-static int recv_code(int fd, int *keep, int *nkeep)
-{
-	return raw_recv_code(fd, keep, nkeep);
-}
-
 static int hello_raw(void)
 {
 	int fd = conn();
 
-	send_hello(fd);
-	assert_int_equal(recv_code(fd, NULL, NULL), 0);
+	assert_int_equal(raw_hello(fd, NULL), 0);
+	assert_int_equal(raw_recv_code(fd, NULL, NULL), 0);
 	return fd;
 }
 
@@ -94,28 +84,28 @@ static void garbage_oversized_truncated(void **s)
 	for (size_t i = 0; i < sizeof(junk); i++)
 		junk[i] = (uint8_t)(i * 37 + 11);
 	assert_int_equal(pkt_send(fd, junk, sizeof(junk), NULL, 0), 0);
-	assert_int_equal(recv_code(fd, NULL, NULL), EBADMSG);
+	assert_int_equal(raw_recv_code(fd, NULL, NULL), EBADMSG);
 	good_still_works();
 	assert_int_equal(pkt_send(fd, big, 70000, NULL, 0), 0);
-	assert_int_equal(recv_code(fd, NULL, NULL), EMSGSIZE);
+	assert_int_equal(raw_recv_code(fd, NULL, NULL), EMSGSIZE);
 	good_still_works();
 	q.body_case = WSRV__REQUEST__BODY_STATS;
 	q.stats = &st;
 	q.seq = 0xFFFFFFFFFFFFULL;
 	n = wsrv__request__pack(&q, packed);
 	assert_int_equal(pkt_send(fd, packed, n - 3, NULL, 0), 0); /* truncated */
-	assert_int_equal(recv_code(fd, NULL, NULL), EBADMSG);
+	assert_int_equal(raw_recv_code(fd, NULL, NULL), EBADMSG);
 	/* An empty request, and then a good one on the same connection. */
 	Wsrv__Request empty = WSRV__REQUEST__INIT;
 	empty.seq = 5; /* with no field set at all it would pack to 0 bytes */
 	send_req(fd, &empty, NULL, 0);
-	assert_int_equal(recv_code(fd, NULL, NULL), ENOSYS);
+	assert_int_equal(raw_recv_code(fd, NULL, NULL), ENOSYS);
 	send_req(fd, &q, NULL, 0);
-	assert_int_equal(recv_code(fd, NULL, NULL), 0);
+	assert_int_equal(raw_recv_code(fd, NULL, NULL), 0);
 	good_still_works();
 	/* A zero-length packet ends the connection. */
 	assert_int_equal(pkt_send(fd, junk, 0, NULL, 0), 0);
-	assert_int_equal(recv_code(fd, NULL, NULL), -1);
+	assert_int_equal(raw_recv_code(fd, NULL, NULL), -1);
 	close(fd);
 	free(big);
 	good_still_works();
@@ -131,7 +121,7 @@ static void fds_sent_to_server_are_closed(void **s)
 	q.body_case = WSRV__REQUEST__BODY_STATS;
 	q.stats = &st;
 	send_req(fd, &q, p, 2);
-	assert_int_equal(recv_code(fd, NULL, NULL), EBADMSG);
+	assert_int_equal(raw_recv_code(fd, NULL, NULL), EBADMSG);
 	close(p[0]);
 	close(p[1]);
 	good_still_works();
@@ -150,20 +140,20 @@ static void hello_first_and_silence(void **s)
 	q.body_case = WSRV__REQUEST__BODY_STATS;
 	q.stats = &st;
 	send_req(fd, &q, NULL, 0);
-	assert_int_equal(recv_code(fd, NULL, NULL), EPROTO);
-	assert_int_equal(recv_code(fd, NULL, NULL), -1); /* and closed */
+	assert_int_equal(raw_recv_code(fd, NULL, NULL), EPROTO);
+	assert_int_equal(raw_recv_code(fd, NULL, NULL), -1); /* and closed */
 	close(fd);
 	fd = conn();
 	h.protocol = 999;
 	q.body_case = WSRV__REQUEST__BODY_HELLO;
 	q.hello = &h;
 	send_req(fd, &q, NULL, 0);
-	assert_int_equal(recv_code(fd, NULL, NULL), EPROTONOSUPPORT);
+	assert_int_equal(raw_recv_code(fd, NULL, NULL), EPROTONOSUPPORT);
 	close(fd);
 	good_still_works();
 	/* --hello-timeout 1: the silent one is told and closed within 3 s. */
-	assert_int_equal(recv_code(silent, NULL, NULL), ETIMEDOUT);
-	assert_int_equal(recv_code(silent, NULL, NULL), -1);
+	assert_int_equal(raw_recv_code(silent, NULL, NULL), ETIMEDOUT);
+	assert_int_equal(raw_recv_code(silent, NULL, NULL), -1);
 	close(silent);
 	good_still_works();
 }
@@ -175,7 +165,7 @@ static void many_connections(void **s)
 	for (int i = 0; i < 2000; i++) {
 		int fd = conn();
 		if (i % 2)
-			send_hello(fd);
+			assert_int_equal(raw_hello(fd, NULL), 0);
 		close(fd);
 	}
 	for (int i = 0; i < 200 && pid_fd_count(ts.pid) != base; i++)
@@ -218,7 +208,7 @@ static void writable_mapping_refused(void **s)
 	q.body_case = WSRV__REQUEST__BODY_ATTACH;
 	q.attach = &a;
 	send_req(fd, &q, NULL, 0);
-	assert_int_equal(recv_code(fd, fds, &n), 0);
+	assert_int_equal(raw_recv_code(fd, fds, &n), 0);
 	assert_true(n >= 2);
 	for (int i = 0; i < n; i++) {
 		void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fds[i], 0);

@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "escape.h"
 #include "srv_refuse.h"
 #include "srv_socket.h"
 #include "srv_reply.h"
@@ -170,6 +169,14 @@ static void settle(struct loop *L, struct session *s)
 	session_free(L->srv, s);
 }
 
+/* Logs how many refusals the rate limit kept out of the log, once. */
+static void report_suppressed(struct ratelimit *rl)
+{
+	if (rl->suppressed)
+		log_warn("... and %u more refusals not logged", rl->suppressed);
+	rl->suppressed = 0;
+}
+
 /* Refuses a connection at once (it never becomes a session, so it counts
  * against nothing), and logs it within the refusal rate limit. */
 static void refuse(struct loop *L, int fd, const struct ucred *c, int code, const char *why)
@@ -180,9 +187,7 @@ static void refuse(struct loop *L, int fd, const struct ucred *c, int code, cons
 	if (ratelimit_pass(rl, mono_now())) {
 		log_warn("refused a client (uid %d, gid %d, pid %d): %s", (int)c->uid, (int)c->gid,
 			 (int)c->pid, why);
-		if (rl->suppressed)
-			log_warn("... and %u more refusals not logged", rl->suppressed);
-		rl->suppressed = 0;
+		report_suppressed(rl);
 	}
 	srv_refuse_fd(fd, code, why);
 }
@@ -415,10 +420,8 @@ static void on_tick(struct loop *L)
 			settle(L, s);
 		}
 	}
-	if (L->refusals.suppressed && now - L->refusals.start >= L->refusals.window) {
-		log_warn("... and %u more refusals not logged", L->refusals.suppressed);
-		L->refusals.suppressed = 0;
-	}
+	if (now - L->refusals.start >= L->refusals.window)
+		report_suppressed(&L->refusals);
 	if (!srv->stopping && !L->accept_armed)
 		arm_accept(L);
 	arm_tick(L);
