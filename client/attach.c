@@ -129,10 +129,14 @@ static int attach_call(struct wsrv_client *c, const char *model, Wsrv__Response 
 
 WSRV_EXPORT int wsrv_attach(struct wsrv_client *c, const char *model, struct wsrv_model **out)
 {
-	struct wsrv_model *m = calloc(1, sizeof(*m));
+	struct wsrv_model *m;
 	int fds[WSRV_MAX_FDS], nfds = 0, r;
 	Wsrv__Response *resp;
 
+	CL_NEED(c);
+	CL_NEED(model);
+	CL_NEED(out);
+	m = calloc(1, sizeof(*m));
 	if (!m || !(m->name = strdup(model))) {
 		free(m);
 		return cl_err(-ENOMEM, "out of memory");
@@ -183,7 +187,7 @@ WSRV_EXPORT void wsrv_detach(struct wsrv_model *m)
 	d.attach_id = m->attach_id;
 	q.body_case = WSRV__REQUEST__BODY_DETACH;
 	q.detach = &d;
-	if (m->c->fd >= 0)
+	if (cl_connected(m->c))
 		simple_call(m->c, &q); /* a server that is gone has forgotten us anyway */
 	model_free(m);
 }
@@ -196,6 +200,8 @@ WSRV_EXPORT int wsrv_fetch_layer(struct wsrv_model *m, int32_t index, struct wsr
 	struct wsrv_layer l;
 	int fds[1], n, ret;
 
+	CL_NEED(m);
+	CL_NEED(out);
 	f.attach_id = m->attach_id;
 	f.layer = index;
 	q.body_case = WSRV__REQUEST__BODY_FETCH_LAYER;
@@ -210,6 +216,7 @@ WSRV_EXPORT int wsrv_fetch_layer(struct wsrv_model *m, int32_t index, struct wsr
 		wsrv__response__free_unpacked(r, NULL);
 		return cl_err(-EBADMSG, "the server's extent for layer %d disagrees with its manifest", index);
 	}
+	CL_RESULT(out);
 	out->id = r->fetch->lease;
 	out->layer = l;
 	wsrv__response__free_unpacked(r, NULL);
@@ -221,6 +228,7 @@ WSRV_EXPORT int wsrv_release(struct wsrv_model *m, uint64_t lease_id)
 	Wsrv__Request q = WSRV__REQUEST__INIT;
 	Wsrv__Release rl = WSRV__RELEASE__INIT;
 
+	CL_NEED(m);
 	rl.lease = lease_id;
 	q.body_case = WSRV__REQUEST__BODY_RELEASE;
 	q.release = &rl;

@@ -5,6 +5,8 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
 
 #include "manifest.h"
 #include "wsrv.h"
@@ -34,6 +36,35 @@ struct wsrv_model {
 	size_t hash_mask;
 };
 
+/* Marks a definition as part of the ABI; everything else is hidden
+ * (-fvisibility=hidden), and libwsrv.map names each symbol's version. */
+#define WSRV_EXPORT __attribute__((visibility("default")))
+
+/* Returns -EINVAL with a sentence naming the function when p is NULL. */
+#define CL_NEED(p) do { \
+	if (!(p)) \
+		return cl_err(-EINVAL, "%s: %s is NULL", __func__, #p); \
+} while (0)
+
+/* A result struct, zeroed, with its size set (see wsrv.h). */
+#define CL_RESULT(out) do { \
+	memset((out), 0, sizeof(*(out))); \
+	(out)->struct_size = sizeof(*(out)); \
+} while (0)
+
+/* Copies the caller's options o (NULL: none, every field its default) into
+ * copy, lib_size bytes zeroed first. o's first field is its size: less
+ * than min_size (the first version's) is -EINVAL; a tail past lib_size
+ * must be zero (-E2BIG), and so must the bytes from reserved_off on
+ * (-EINVAL). what names the struct in the sentence. */
+int cl_opts(const void *o, void *copy, size_t lib_size, size_t min_size,
+	    size_t reserved_off, const char *what);
+#define CL_OPTS(o, copy) cl_opts((o), (copy), sizeof(*(copy)), sizeof(*(copy)), \
+				 offsetof(__typeof__(*(copy)), reserved), #o)
+
+/* Is the connection still up? Takes the client's lock. */
+bool cl_connected(struct wsrv_client *c);
+
 /* Records the sentence for wsrv_last_error and returns code. */
 int cl_err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cl_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -45,12 +76,28 @@ void cl_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cl_call(struct wsrv_client *c, Wsrv__Request *req, Wsrv__Response **resp,
 	    int *fds, int maxfds, int *nfds);
 
+/* cl_call for a request whose reply carries no fds and must be of body
+ * case want; what names the request in the sentence. */
+int cl_query(struct wsrv_client *c, Wsrv__Request *q, int want, Wsrv__Response **out,
+	     const char *what);
+
+/* A string the server sent, never NULL. */
+static inline const char *cl_str(const char *s)
+{
+	return s ? s : "";
+}
+
 void cl_unref(struct wsrv_client *c);
 
 /* Checks an fd the server sent: a regular file of at least want bytes,
  * sealed against resizing and writes. Sets *size to its size. 0, or
  * -EBADMSG (or fstat's errno) with a sentence naming what. */
 int cl_check_fd(int fd, const char *what, uint64_t want, uint64_t *size);
+
+/* Is sc the F32 [ceil(rows/blk[0]), ceil(cols/blk[1])] block scale of the
+ * 2-D weight w? 0, or -EINVAL naming both. */
+int cl_fp8_scale_check(const struct wsrv_tensor *w, const struct wsrv_tensor *sc,
+		       const uint64_t blk[2]);
 
 /* Builds the name hash of m. */
 int cl_build_hash(struct wsrv_model *m);

@@ -195,7 +195,23 @@ int cl_call(struct wsrv_client *c, Wsrv__Request *req, Wsrv__Response **resp,
 	return ret;
 }
 
-static int hello(struct wsrv_client *c, const struct wsrv_connect_opts *o)
+int cl_query(struct wsrv_client *c, Wsrv__Request *q, int want, Wsrv__Response **out,
+	     const char *what)
+{
+	Wsrv__Response *r;
+	int fds[1], n, ret = cl_call(c, q, &r, fds, 0, &n);
+
+	if (ret < 0)
+		return ret;
+	if ((int)r->body_case != want) {
+		wsrv__response__free_unpacked(r, NULL);
+		return cl_err(-EBADMSG, "the server sent the wrong reply to %s", what);
+	}
+	*out = r;
+	return 0;
+}
+
+static int hello(struct wsrv_client *c, const char *name)
 {
 	Wsrv__Request q = WSRV__REQUEST__INIT;
 	Wsrv__Hello h = WSRV__HELLO__INIT;
@@ -203,11 +219,8 @@ static int hello(struct wsrv_client *c, const struct wsrv_connect_opts *o)
 	int fds[1], n, ret;
 
 	h.protocol = WSRV_PROTOCOL_VERSION;
-	h.client_name = (char *)(o && o->client_name ? o->client_name : "");
+	h.client_name = (char *)(name ? name : "");
 	h.pid = (uint32_t)getpid();
-	h.numa_node = o ? o->numa_node : -1;
-	h.cpuset = (char *)(o && o->cpuset ? o->cpuset : "");
-	h.gpu_pci_bus_id = (char *)(o && o->gpu_pci_bus_id ? o->gpu_pci_bus_id : "");
 	q.body_case = WSRV__REQUEST__BODY_HELLO;
 	q.hello = &h;
 	ret = cl_call(c, &q, &r, fds, 0, &n);
@@ -253,12 +266,18 @@ static int open_socket(const char *path, int timeout_ms)
 WSRV_EXPORT int wsrv_connect(const char *path, const struct wsrv_connect_opts *opts,
 			     struct wsrv_client **out)
 {
+	struct wsrv_connect_opts o;
 	struct wsrv_client *c;
 	int fd, ret;
 
+	CL_NEED(out);
+	if ((ret = CL_OPTS(opts, &o)) < 0)
+		return ret;
+	if (o.timeout_ms < 0)
+		return cl_err(-EINVAL, "opts->timeout_ms is %d; it must be 0 or more", o.timeout_ms);
 	if (!path && !(path = wsrv_default_socket()))
 		return -ENAMETOOLONG;
-	fd = open_socket(path, opts && opts->timeout_ms > 0 ? opts->timeout_ms : 10000);
+	fd = open_socket(path, o.timeout_ms > 0 ? o.timeout_ms : 10000);
 	if (fd < 0)
 		return fd;
 	c = calloc(1, sizeof(*c));
@@ -273,7 +292,7 @@ WSRV_EXPORT int wsrv_connect(const char *path, const struct wsrv_connect_opts *o
 	c->refs = 1;
 	c->max_packet = WSRV_MAX_PACKET;
 	pthread_mutex_init(&c->lock, NULL);
-	ret = hello(c, opts);
+	ret = hello(c, o.client_name);
 	if (ret < 0) {
 		cl_unref(c);
 		return ret;
@@ -295,6 +314,16 @@ void cl_unref(struct wsrv_client *c)
 	free(c);
 }
 
+bool cl_connected(struct wsrv_client *c)
+{
+	bool up;
+
+	pthread_mutex_lock(&c->lock);
+	up = c->fd >= 0;
+	pthread_mutex_unlock(&c->lock);
+	return up;
+}
+
 WSRV_EXPORT void wsrv_disconnect(struct wsrv_client *c)
 {
 	if (!c)
@@ -305,106 +334,3 @@ WSRV_EXPORT void wsrv_disconnect(struct wsrv_client *c)
 	cl_unref(c);
 }
 
-static void copy_str(char *dst, size_t cap, const char *src)
-{
-	snprintf(dst, cap, "%s", src ? src : "");
-}
-
-WSRV_EXPORT int wsrv_list_models(struct wsrv_client *c, struct wsrv_model_info *out,
-				 size_t cap, size_t *n)
-{
-	Wsrv__Request q = WSRV__REQUEST__INIT;
-	Wsrv__ListModels lm = WSRV__LIST_MODELS__INIT;
-	Wsrv__Response *r;
-	int fds[1], nf, ret;
-
-	q.body_case = WSRV__REQUEST__BODY_LIST_MODELS;
-	q.list_models = &lm;
-	ret = cl_call(c, &q, &r, fds, 0, &nf);
-	if (ret < 0)
-		return ret;
-	if (r->body_case != WSRV__RESPONSE__BODY_MODELS || !r->models) {
-		wsrv__response__free_unpacked(r, NULL);
-		return cl_err(-EBADMSG, "the server sent the wrong reply to ListModels");
-	}
-	for (size_t i = 0; i < r->models->n_models && i < cap; i++) {
-		const Wsrv__ModelInfo *m = r->models->models[i];
-		struct wsrv_model_info *o = &out[i];
-		copy_str(o->name, sizeof(o->name), m->name);
-		copy_str(o->path, sizeof(o->path), m->path);
-		copy_str(o->numa, sizeof(o->numa), m->numa);
-		o->tensor_bytes = m->tensor_bytes;
-		o->arena_bytes = m->arena_bytes;
-		o->page_size = m->page_size;
-		o->tensors = m->tensors;
-		o->layers = m->layers;
-		o->segments = m->segments;
-		o->attached = m->attached;
-		o->load_seconds = m->load_seconds;
-	}
-	*n = r->models->n_models;
-	wsrv__response__free_unpacked(r, NULL);
-	return 0;
-}
-
-WSRV_EXPORT int wsrv_stats(struct wsrv_client *c, struct wsrv_stats *out)
-{
-	Wsrv__Request q = WSRV__REQUEST__INIT;
-	Wsrv__Stats st = WSRV__STATS__INIT;
-	Wsrv__Response *r;
-	const Wsrv__StatsReply *s;
-	int fds[1], nf, ret;
-
-	q.body_case = WSRV__REQUEST__BODY_STATS;
-	q.stats = &st;
-	ret = cl_call(c, &q, &r, fds, 0, &nf);
-	if (ret < 0)
-		return ret;
-	s = r->stats;
-	if (r->body_case != WSRV__RESPONSE__BODY_STATS || !s) {
-		wsrv__response__free_unpacked(r, NULL);
-		return cl_err(-EBADMSG, "the server sent the wrong reply to Stats");
-	}
-	memset(out, 0, sizeof(*out));
-	copy_str(out->server_version, sizeof(out->server_version), s->server_version);
-	out->uptime_seconds = s->uptime_seconds;
-	out->clients = s->clients;
-	out->attachments = s->attachments;
-	out->open_fds = s->open_fds;
-	out->leases = s->leases;
-	out->requests = s->requests;
-	out->errors = s->errors;
-	out->clients_total = s->clients_total;
-	out->arena_bytes = s->arena_bytes;
-	out->rss_bytes = s->rss_bytes;
-	for (size_t i = 0; i < s->n_models && i < WSRV_STATS_MAX_MODELS; i++) {
-		copy_str(out->models[i].name, sizeof(out->models[i].name), s->models[i]->name);
-		out->models[i].attached = s->models[i]->attached;
-		out->models[i].fetches = s->models[i]->fetches;
-		out->models[i].leases = s->models[i]->leases;
-		out->models[i].arena_bytes = s->models[i]->arena_bytes;
-		out->nmodels++;
-	}
-	for (size_t i = 0; i < s->n_streams && i < WSRV_STATS_MAX_STREAMS; i++) {
-		const Wsrv__ClientStream *cs = s->streams[i];
-		const Wsrv__StreamReport *rp = cs->report;
-		if (!rp)
-			continue;
-		out->streams[out->nstreams].client_id = cs->client_id;
-		out->streams[out->nstreams].pid = cs->pid;
-		copy_str(out->streams[out->nstreams].client, sizeof(out->streams[0].client), cs->client_name);
-		copy_str(out->streams[out->nstreams].model, sizeof(out->streams[0].model), rp->model);
-		out->streams[out->nstreams].stream_id = rp->stream_id;
-		out->streams[out->nstreams].slots = rp->slots;
-		out->streams[out->nstreams].bytes_copied = rp->bytes_copied;
-		out->streams[out->nstreams].acquires = rp->acquires;
-		out->streams[out->nstreams].passes = rp->passes;
-		out->streams[out->nstreams].device_bytes = rp->device_bytes;
-		out->streams[out->nstreams].copy_seconds = rp->copy_seconds;
-		out->streams[out->nstreams].wait_seconds = rp->wait_seconds;
-		out->streams[out->nstreams].hidden_fraction = rp->hidden_fraction;
-		out->nstreams++;
-	}
-	wsrv__response__free_unpacked(r, NULL);
-	return 0;
-}

@@ -269,18 +269,22 @@ static int setup(struct cuda_dev *c)
 
 WSRV_EXPORT int wsrv_device_cuda(const struct wsrv_cuda_opts *o, struct wsrv_device **out)
 {
-	struct cuda_dev *c = calloc(1, sizeof(*c));
+	struct wsrv_cuda_opts co;
+	struct cuda_dev *c;
 	int n = 0, r;
 
-	if (!c)
+	CL_NEED(out);
+	if ((r = CL_OPTS(o, &co)) < 0)
+		return r;
+	if (!(c = calloc(1, sizeof(*c))))
 		return cl_err(-ENOMEM, "out of memory");
 	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
 		free(c);
 		return cl_err(-ENODEV, "cuda: no GPU here");
 	}
 	c->dev.ops = &cuda_ops;
-	c->device = o ? o->device : 0;
-	c->compute = o ? (cudaStream_t)o->compute_stream : 0;
+	c->device = co.device;
+	c->compute = (cudaStream_t)co.compute_stream;
 	r = setup(c);
 	if (r < 0) {
 		c_destroy(&c->dev);
@@ -294,6 +298,12 @@ WSRV_EXPORT int wsrv_device_cuda(const struct wsrv_cuda_opts *o, struct wsrv_dev
 
 WSRV_EXPORT int wsrv_device_cuda(const struct wsrv_cuda_opts *o, struct wsrv_device **out)
 {
+	struct wsrv_cuda_opts co;
+	int r;
+
+	CL_NEED(out);
+	if ((r = CL_OPTS(o, &co)) < 0)
+		return r;
 	return cl_err(-EOPNOTSUPP, "libwsrv was built without CUDA (meson -Dcuda=enabled needs the toolkit)");
 }
 

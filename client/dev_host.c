@@ -203,13 +203,24 @@ static const struct device_ops host_ops = {
 
 WSRV_EXPORT int wsrv_device_host(const struct wsrv_host_opts *o, struct wsrv_device **out)
 {
-	struct host_dev *h = calloc(1, sizeof(*h));
+	struct wsrv_host_opts ho;
+	struct host_dev *h;
+	int r;
 
-	if (!h)
+	CL_NEED(out);
+	if ((r = CL_OPTS(o, &ho)) < 0)
+		return r;
+	if (!o)
+		ho.numa_node = -1;
+	if (ho.bandwidth_gbps < 0 || ho.bandwidth_gbps != ho.bandwidth_gbps)
+		return cl_err(-EINVAL, "host device: bandwidth_gbps must be 0 or more");
+	if (ho.numa_node < -1)
+		return cl_err(-EINVAL, "host device: numa_node %d is not a node (-1: anywhere)", ho.numa_node);
+	if (!(h = calloc(1, sizeof(*h))))
 		return cl_err(-ENOMEM, "out of memory");
 	h->dev.ops = &host_ops;
-	h->node = o ? o->numa_node : -1;
-	h->bw = o && o->bandwidth_gbps > 0 ? o->bandwidth_gbps * 1e9 : 0;
+	h->node = ho.numa_node;
+	h->bw = ho.bandwidth_gbps > 0 ? ho.bandwidth_gbps * 1e9 : 0;
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_cond_init(&h->more, NULL);
 	pthread_cond_init(&h->progress, NULL);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* error.c - the last error's sentence, per thread; debug lines on demand. */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,14 +21,20 @@ int cl_err(int code, const char *fmt, ...)
 	return code;
 }
 
+static pthread_once_t debug_once = PTHREAD_ONCE_INIT;
+static bool debug_on;
+
+static void debug_init(void)
+{
+	debug_on = getenv("WSRV_DEBUG") != NULL;
+}
+
 void cl_debug(const char *fmt, ...)
 {
-	static int on = -1;
 	va_list ap;
 
-	if (on < 0)
-		on = getenv("WSRV_DEBUG") != NULL;
-	if (!on)
+	pthread_once(&debug_once, debug_init);
+	if (!debug_on)
 		return;
 	va_start(ap, fmt);
 	fprintf(stderr, "libwsrv: ");
@@ -39,6 +46,11 @@ void cl_debug(const char *fmt, ...)
 WSRV_EXPORT const char *wsrv_last_error(void)
 {
 	return last;
+}
+
+WSRV_EXPORT const char *wsrv_version(void)
+{
+	return WSRV_VERSION;
 }
 
 WSRV_EXPORT const char *wsrv_dtype_name(int dtype)

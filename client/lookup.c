@@ -45,6 +45,7 @@ static void fill_tensor(const struct wsrv_model *m, uint32_t i, struct wsrv_tens
 {
 	const struct mf_tensor *t = &m->v.tensors[i];
 
+	CL_RESULT(o);
 	o->name = tname(m, i);
 	o->dtype = (int)t->dtype;
 	o->rank = t->rank;
@@ -61,6 +62,7 @@ static void fill_layer(const struct wsrv_model *m, uint32_t i, struct wsrv_layer
 {
 	const struct mf_layer *l = &m->v.layers[i];
 
+	CL_RESULT(o);
 	o->index = l->index;
 	o->segment = l->segment;
 	o->offset = l->offset;
@@ -73,16 +75,18 @@ static void fill_layer(const struct wsrv_model *m, uint32_t i, struct wsrv_layer
 
 WSRV_EXPORT const char *wsrv_model_name(const struct wsrv_model *m)
 {
-	return m->name;
+	return m ? m->name : NULL;
 }
 
 WSRV_EXPORT size_t wsrv_model_tensor_count(const struct wsrv_model *m)
 {
-	return m->v.h->ntensors;
+	return m ? m->v.h->ntensors : 0;
 }
 
 WSRV_EXPORT int wsrv_model_tensor(const struct wsrv_model *m, size_t i, struct wsrv_tensor *out)
 {
+	CL_NEED(m);
+	CL_NEED(out);
 	if (i >= m->v.h->ntensors)
 		return cl_err(-ERANGE, "tensor %zu: the model has %u", i, m->v.h->ntensors);
 	fill_tensor(m, (uint32_t)i, out);
@@ -105,9 +109,12 @@ int cl_find_index(const struct wsrv_model *m, const char *name)
 WSRV_EXPORT int wsrv_model_find(const struct wsrv_model *m, const char *name,
 				struct wsrv_tensor *out)
 {
-	int i = cl_find_index(m, name);
+	int i;
 
-	if (i < 0)
+	CL_NEED(m);
+	CL_NEED(name);
+	CL_NEED(out);
+	if ((i = cl_find_index(m, name)) < 0)
 		return cl_err(-ENOENT, "model %s has no tensor '%s'", m->name, name);
 	fill_tensor(m, (uint32_t)i, out);
 	return 0;
@@ -115,11 +122,13 @@ WSRV_EXPORT int wsrv_model_find(const struct wsrv_model *m, const char *name,
 
 WSRV_EXPORT size_t wsrv_model_layer_count(const struct wsrv_model *m)
 {
-	return m->v.h->nlayers;
+	return m ? m->v.h->nlayers : 0;
 }
 
 WSRV_EXPORT int wsrv_model_layer_at(const struct wsrv_model *m, size_t i, struct wsrv_layer *out)
 {
+	CL_NEED(m);
+	CL_NEED(out);
 	if (i >= m->v.h->nlayers)
 		return cl_err(-ERANGE, "layer group %zu: the model has %u", i, m->v.h->nlayers);
 	fill_layer(m, (uint32_t)i, out);
@@ -128,8 +137,11 @@ WSRV_EXPORT int wsrv_model_layer_at(const struct wsrv_model *m, size_t i, struct
 
 WSRV_EXPORT int wsrv_model_layer(const struct wsrv_model *m, int32_t index, struct wsrv_layer *out)
 {
-	uint32_t lo = 0, hi = m->v.h->nlayers;
+	uint32_t lo = 0, hi;
 
+	CL_NEED(m);
+	CL_NEED(out);
+	hi = m->v.h->nlayers;
 	while (lo < hi) {
 		uint32_t mid = (lo + hi) / 2;
 		int32_t x = m->v.layers[mid].index;
@@ -147,6 +159,10 @@ WSRV_EXPORT int wsrv_model_layer(const struct wsrv_model *m, int32_t index, stru
 
 WSRV_EXPORT const char *wsrv_model_config(const struct wsrv_model *m, size_t *len)
 {
+	if (!m || !len) {
+		cl_err(-EINVAL, "wsrv_model_config: %s is NULL", m ? "len" : "m");
+		return NULL;
+	}
 	*len = m->v.h->config_size;
 	return m->v.h->config_size ? m->v.config : NULL;
 }

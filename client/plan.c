@@ -19,9 +19,10 @@
 
 WSRV_EXPORT int wsrv_plan_new(struct wsrv_plan **out)
 {
-	struct wsrv_plan *p = calloc(1, sizeof(*p));
+	struct wsrv_plan *p;
 
-	if (!p)
+	CL_NEED(out);
+	if (!(p = calloc(1, sizeof(*p))))
 		return cl_err(-ENOMEM, "out of memory");
 	*out = p;
 	return 0;
@@ -72,6 +73,8 @@ WSRV_EXPORT int wsrv_plan_add(struct wsrv_plan *p, const char *pattern, int resi
 {
 	struct plan_rule *v;
 
+	CL_NEED(p);
+	CL_NEED(pattern);
 	if (!pattern_ok(pattern))
 		return cl_err(-EINVAL, "plan: '%s' is not a pattern (dot-separated names, '*' for one whole component)",
 			      pattern);
@@ -94,6 +97,7 @@ WSRV_EXPORT int wsrv_plan_add(struct wsrv_plan *p, const char *pattern, int resi
 
 WSRV_EXPORT int wsrv_plan_set_budget(struct wsrv_plan *p, uint64_t bytes)
 {
+	CL_NEED(p);
 	p->budget = bytes;
 	return 0;
 }
@@ -167,6 +171,8 @@ WSRV_EXPORT int wsrv_plan_parse(const char *json, size_t len, struct wsrv_plan *
 	json_t *root;
 	int r;
 
+	CL_NEED(json);
+	CL_NEED(out);
 	root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
 	if (!root)
 		return cl_err(-EINVAL, "plan: not valid JSON: %s (line %d)", je.text, je.line);
@@ -181,12 +187,14 @@ WSRV_EXPORT int wsrv_plan_parse(const char *json, size_t len, struct wsrv_plan *
 
 WSRV_EXPORT int wsrv_plan_load(const char *path, struct wsrv_plan **out)
 {
-	FILE *f = fopen(path, "re");
+	FILE *f;
 	char *buf;
 	long n;
 	int r;
 
-	if (!f)
+	CL_NEED(path);
+	CL_NEED(out);
+	if (!(f = fopen(path, "re")))
 		return cl_err(-errno, "plan: %s: %s", path, strerror(errno));
 	if (fseek(f, 0, SEEK_END) < 0 || (n = ftell(f)) < 0 || n > (16 << 20) || fseek(f, 0, SEEK_SET) < 0) {
 		fclose(f);

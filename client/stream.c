@@ -105,7 +105,7 @@ static int free_slot(const struct wsrv_stream *s)
  * walk from pos; waits for its copy, which cannot be taken back. */
 static int evict(struct wsrv_stream *s, int pos)
 {
-	int best = -1, best_d = -1, from = seq_of(s, pos);
+	int best = -1, best_d = -1, from = seq_of(s, pos), r;
 
 	for (unsigned k = 0; k < s->nslots; k++) {
 		const struct slot *sl = &s->slots[k];
@@ -120,7 +120,8 @@ static int evict(struct wsrv_stream *s, int pos)
 	}
 	if (best < 0)
 		return cl_err(-EBUSY, "all %u slots hold acquired layers; release one first", s->nslots);
-	s->d->ops->wait(s->d, s->slots[best].fence);
+	if ((r = s->d->ops->wait(s->d, s->slots[best].fence)) < 0)
+		return cl_err(r, "layer %d: its copy failed", s->layers[s->slots[best].layer].index);
 	account(s, &s->slots[best]);
 	s->layers[s->slots[best].layer].slot = -1;
 	s->slots[best].layer = -1;
@@ -141,11 +142,13 @@ void stream_prefetch(struct wsrv_stream *s, int from)
 
 WSRV_EXPORT int wsrv_stream_acquire(struct wsrv_stream *s, int32_t index)
 {
-	int pos = find_pos(s, index), k, from;
+	int pos, k, from, r = 0;
 	struct st_layer *l;
 	struct slot *sl;
 	double t0;
 
+	CL_NEED(s);
+	pos = find_pos(s, index);
 	if (!s->d)
 		return cl_err(-ENODEV, "this stream was opened without a device (a report)");
 	if (pos < 0)
@@ -174,13 +177,13 @@ WSRV_EXPORT int wsrv_stream_acquire(struct wsrv_stream *s, int32_t index)
 	sl = &s->slots[l->slot];
 	t0 = mono_now();
 	if (!s->d->ops->done(s->d, sl->fence)) {
-		if (s->d->ops->gate)
-			s->d->ops->gate(s->d, sl->fence);
-		else
-			s->d->ops->wait(s->d, sl->fence);
+		r = s->d->ops->gate ? s->d->ops->gate(s->d, sl->fence) : s->d->ops->wait(s->d, sl->fence);
 		s->st.wait_seconds += mono_now() - t0;
 		stream_trace_add(s, index, 'w', t0, mono_now());
 	}
+	/* The layer stays in its slot: a later acquire waits for it again. */
+	if (r < 0)
+		return cl_err(r, "layer %d: its copy failed", index);
 	account(s, sl);
 	sl->acquired = true;
 	s->last = from;
@@ -190,10 +193,11 @@ WSRV_EXPORT int wsrv_stream_acquire(struct wsrv_stream *s, int32_t index)
 
 WSRV_EXPORT int wsrv_stream_release(struct wsrv_stream *s, int32_t index)
 {
-	int pos = find_pos(s, index);
 	struct st_layer *l;
+	int pos;
 
-	if (pos < 0)
+	CL_NEED(s);
+	if ((pos = find_pos(s, index)) < 0)
 		return cl_err(-ENOENT, "model %s has no layer %d", s->m->name, index);
 	l = &s->layers[pos];
 	stream_trace_add(s, index, 'x', s->acquire_t0, mono_now());
@@ -237,9 +241,12 @@ static int dev_addr(struct wsrv_stream *s, uint32_t i, void **dev)
 
 WSRV_EXPORT int wsrv_stream_tensor(struct wsrv_stream *s, const char *name, void **dev)
 {
-	int i = cl_find_index(s->m, name);
+	int i;
 
-	if (i < 0)
+	CL_NEED(s);
+	CL_NEED(name);
+	CL_NEED(dev);
+	if ((i = cl_find_index(s->m, name)) < 0)
 		return cl_err(-ENOENT, "model %s has no tensor '%s'", s->m->name, name);
 	if (!s->d)
 		return cl_err(-ENODEV, "this stream was opened without a device (a report)");
@@ -248,6 +255,8 @@ WSRV_EXPORT int wsrv_stream_tensor(struct wsrv_stream *s, const char *name, void
 
 WSRV_EXPORT int wsrv_stream_tensor_at(struct wsrv_stream *s, size_t i, void **dev)
 {
+	CL_NEED(s);
+	CL_NEED(dev);
 	if (i >= wsrv_model_tensor_count(s->m))
 		return cl_err(-ERANGE, "tensor %zu out of range", i);
 	if (!s->d)
@@ -257,6 +266,7 @@ WSRV_EXPORT int wsrv_stream_tensor_at(struct wsrv_stream *s, size_t i, void **de
 
 WSRV_EXPORT int wsrv_stream_residency(const struct wsrv_stream *s, size_t i)
 {
+	CL_NEED(s);
 	if (i >= wsrv_model_tensor_count(s->m))
 		return cl_err(-ERANGE, "tensor %zu out of range", i);
 	return s->where[i] == WHERE_RESIDENT ? WSRV_RESIDENT
@@ -267,21 +277,27 @@ WSRV_EXPORT int wsrv_stream_view(const struct wsrv_stream *s, size_t i, struct w
 {
 	const struct tp_view *v;
 
+	CL_NEED(s);
+	CL_NEED(out);
 	if (i >= wsrv_model_tensor_count(s->m))
 		return cl_err(-ERANGE, "tensor %zu out of range", i);
 	v = &s->views[i];
+	CL_RESULT(out);
 	out->present = v->present;
 	out->rank = v->rank;
-	memcpy(out->shape, v->shape, sizeof(out->shape));
+	out->shape = v->shape;
 	out->bytes = v->bytes;
 	return 0;
 }
 
 WSRV_EXPORT int wsrv_stream_stats(struct wsrv_stream *s, struct wsrv_stream_stats *out)
 {
+	CL_NEED(s);
+	CL_NEED(out);
 	for (unsigned k = 0; s->d && k < s->nslots; k++)
 		account(s, &s->slots[k]);
 	*out = s->st;
+	out->struct_size = sizeof(*out);
 	out->hidden_fraction = s->st.copy_seconds > 0 ? 1.0 - s->st.wait_seconds / s->st.copy_seconds : 1.0;
 	if (out->hidden_fraction < 0)
 		out->hidden_fraction = 0;
@@ -319,5 +335,6 @@ int stream_send_report(struct wsrv_stream *s, bool closed)
 
 WSRV_EXPORT int wsrv_stream_report(struct wsrv_stream *s)
 {
+	CL_NEED(s);
 	return stream_send_report(s, false);
 }

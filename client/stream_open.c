@@ -56,9 +56,9 @@ static int upload_resident(struct wsrv_stream *s)
 					      v->pitch, NULL);
 	}
 	if (r == 0 && f < 0)
-		r = (int)f;
-	if (r == 0 && f > 0)
-		s->d->ops->wait(s->d, f);
+		r = cl_err((int)f, "the upload of the resident tensors could not be queued");
+	if (r == 0 && f > 0 && (r = s->d->ops->wait(s->d, f)) < 0)
+		r = cl_err(r, "the upload of the resident tensors failed");
 	return r;
 }
 
@@ -97,8 +97,11 @@ static int alloc_slots(struct wsrv_stream *s, unsigned n)
 	if (s->d)
 		populate_sources(s);
 	/* Page-locked once per stream, not per copy (it is slow on a GPU). */
-	for (uint32_t i = 0; s->d && s->d->ops->register_host && i < s->m->nseg; i++)
-		s->d->ops->register_host(s->d, s->m->seg[i], s->m->seg_len[i]);
+	for (uint32_t i = 0; s->d && s->d->ops->register_host && i < s->m->nseg; i++) {
+		int r = s->d->ops->register_host(s->d, s->m->seg[i], s->m->seg_len[i]);
+		if (r < 0)
+			return cl_err(r, "the device cannot read segment %u", i);
+	}
 	s->nslots = n;
 	s->st.slots = n;
 	s->st.slot_bytes = s->slot_size;
@@ -121,15 +124,25 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 				 const struct wsrv_plan *p, const struct wsrv_stream_opts *o,
 				 struct wsrv_stream **out)
 {
-	struct wsrv_stream *s = calloc(1, sizeof(*s));
-	size_t n = wsrv_model_tensor_count(m);
-	unsigned slots = o && o->slots ? o->slots : 2;
-	const char *trace = o && o->trace_path ? o->trace_path : getenv("WSRV_TRACE");
+	static uint32_t next_id;
+	struct wsrv_stream_opts so;
+	struct wsrv_stream *s;
+	size_t n;
+	unsigned slots;
+	const char *trace;
 	int r;
 
-	if (!s)
+	CL_NEED(m);
+	CL_NEED(out);
+	if ((r = CL_OPTS(o, &so)) < 0)
+		return r;
+	if (so.world < 0 || so.rank < 0 || (so.world > 1 && so.rank >= so.world))
+		return cl_err(-EINVAL, "rank %d of world %d: a rank is 0 to world-1", so.rank, so.world);
+	n = wsrv_model_tensor_count(m);
+	slots = so.slots ? so.slots : 2;
+	trace = so.trace_path ? so.trace_path : getenv("WSRV_TRACE");
+	if (!(s = calloc(1, sizeof(*s))))
 		return cl_err(-ENOMEM, "out of memory");
-	static uint32_t next_id;
 
 	s->m = m;
 	s->d = d;
@@ -139,8 +152,8 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 	s->where = calloc(n + 1, 1);
 	s->res_off = calloc(n + 1, sizeof(uint64_t));
 	s->views = calloc(n + 1, sizeof(*s->views));
-	s->rank = o ? o->rank : 0;
-	s->world = o && o->world > 1 ? o->world : 1;
+	s->rank = so.rank;
+	s->world = so.world > 1 ? so.world : 1;
 	if (trace && *trace)
 		s->trace_path = strdup(trace);
 	if (!s->where || !s->res_off || !s->views)
@@ -171,7 +184,7 @@ WSRV_EXPORT void wsrv_stream_close(struct wsrv_stream *s)
 	for (unsigned k = 0; s->d && s->slots && k < s->nslots; k++)
 		if (s->slots[k].layer >= 0)
 			s->d->ops->wait(s->d, s->slots[k].fence);
-	if (s->d && s->slots && s->m->c->fd >= 0)
+	if (s->d && s->slots && cl_connected(s->m->c))
 		stream_send_report(s, true); /* a server that is gone does not mind */
 	if (s->trace_path && s->d) {
 		struct wsrv_stream_stats st;

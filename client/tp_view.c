@@ -7,8 +7,9 @@
  * belongs to rank E / (N / W), other ranks do not see it; kv_heads: split
  * the K/V projection by heads, and when W exceeds the KV heads rank r gets
  * head r / (W / n_kv), heads replicated (mistral.rs compute_kv_shard). FP8
- * block scales (weight_scale_inv, 128x128) are split with their weight, in
- * blocks. */
+ * block scales (weight_scale_inv) are split with their weight, in the
+ * blocks config.json states (quantization_config.weight_block_size, else
+ * 128x128). */
 #include "tp_view.h"
 
 #include <errno.h>
@@ -116,10 +117,8 @@ static void cols(const struct wsrv_tensor *t, uint64_t c0, uint64_t n, struct tp
 	v->bytes = v->width * v->height;
 }
 
-/* The block size of the dims of a scale tensor (128) or of a weight (1). */
 static int split(const struct wsrv_tensor *t, int dim, int rank, int world, struct tp_view *v)
 {
-	uint64_t blk = is_scale(t->name) ? 128 : 1;
 	uint64_t n = t->shape[dim];
 
 	if (t->rank <= (uint32_t)dim) /* a 1-D bias under rowwise stays whole */
@@ -128,7 +127,7 @@ static int split(const struct wsrv_tensor *t, int dim, int rank, int world, stru
 		return cl_err(-EINVAL, "tensor '%s': %s elements are not whole bytes and cannot be split",
 			      t->name, dtype_name((enum dtype)t->dtype));
 	if (n % (uint64_t)world)
-		return no_divide(t, dim, n, world, blk > 1 ? " blocks of 128" : "");
+		return no_divide(t, dim, n, world, is_scale(t->name) ? " scale blocks" : "");
 	if (dim == 0)
 		rows(t, n / (uint64_t)world * (uint64_t)rank, n / (uint64_t)world, v);
 	else if (t->rank == 2)
@@ -138,20 +137,26 @@ static int split(const struct wsrv_tensor *t, int dim, int rank, int world, stru
 	return 0;
 }
 
-/* The weight a scale belongs to must split in whole 128-blocks. */
-static int check_blocks(const struct wsrv_model *m, const struct wsrv_tensor *t, int dim, int world)
+/* A scale must fit its weight, and the weight split in whole blocks. */
+static int check_blocks(const struct wsrv_model *m, const struct wsrv_tensor *t, int dim, int world,
+			const uint64_t blk[2])
 {
-	char w[600];
+	char w[600], why[96];
 	struct wsrv_tensor wt;
 	size_t n = strlen(t->name);
+	int r;
 
 	if (!is_scale(t->name))
 		return 0;
 	snprintf(w, sizeof(w), "%.*s.weight", (int)(n - 17), t->name);
-	if (wsrv_model_find(m, w, &wt) < 0 || wt.rank != 2)
+	if (wsrv_model_find(m, w, &wt) < 0)
 		return 0;
-	if (wt.shape[dim] % ((uint64_t)world * 128))
-		return no_divide(&wt, dim, wt.shape[dim], world, ": its 128x128 scale blocks would be cut");
+	if ((r = cl_fp8_scale_check(&wt, t, blk)) < 0)
+		return r;
+	snprintf(why, sizeof(why), ": its %llux%llu scale blocks would be cut",
+		 (unsigned long long)blk[0], (unsigned long long)blk[1]);
+	if (wt.shape[dim] % ((uint64_t)world * blk[dim]))
+		return no_divide(&wt, dim, wt.shape[dim], world, why);
 	return 0;
 }
 
@@ -188,18 +193,18 @@ static int kv_heads(const struct wsrv_model *m, const struct wsrv_tensor *t, int
 }
 
 static int one(const struct wsrv_model *m, const struct wsrv_tensor *t, enum strategy st, int rank,
-	       int world, long experts, struct tp_view *v)
+	       int world, long experts, const uint64_t blk[2], struct tp_view *v)
 {
 	int r;
 
 	switch (st) {
 	case S_REPLICATE: whole(t, v); return 0;
 	case S_COLWISE:
-		if ((r = check_blocks(m, t, 0, world)) < 0)
+		if ((r = check_blocks(m, t, 0, world, blk)) < 0)
 			return r;
 		return split(t, 0, rank, world, v);
 	case S_ROWWISE:
-		if ((r = check_blocks(m, t, 1, world)) < 0)
+		if ((r = check_blocks(m, t, 1, world, blk)) < 0)
 			return r;
 		return split(t, 1, rank, world, v);
 	case S_EXPERTS: {
@@ -223,10 +228,14 @@ static int one(const struct wsrv_model *m, const struct wsrv_tensor *t, enum str
 int tp_resolve(const struct wsrv_model *m, const json_t *tp, int rank, int world, struct tp_view *views)
 {
 	long experts = config_int(m, "n_routed_experts");
+	uint64_t blk[2] = { 128, 128 };
+	int r;
 
 	/* Without tensor parallelism the rank only serves layer_shard. */
 	if (world > 1 && (rank < 0 || rank >= world))
 		return cl_err(-EINVAL, "tensor parallelism: rank %d is not in a world of %d", rank, world);
+	if (tp && world > 1 && (r = wsrv_model_fp8_block(m, blk)) < 0)
+		return r;
 	if (tp && !json_is_object(tp))
 		return cl_err(-EINVAL, "plan: \"tp_plan\" must map patterns to strategies");
 	if (experts <= 0)
@@ -235,7 +244,6 @@ int tp_resolve(const struct wsrv_model *m, const json_t *tp, int rank, int world
 		struct wsrv_tensor t;
 		const json_t *rule;
 		enum strategy st = S_REPLICATE;
-		int r;
 
 		wsrv_model_tensor(m, i, &t);
 		memset(&views[i], 0, sizeof(views[i]));
@@ -244,7 +252,7 @@ int tp_resolve(const struct wsrv_model *m, const json_t *tp, int rank, int world
 		if (rule && strategy(json_string_value(rule), &st) < 0)
 			return cl_err(-EINVAL, "plan: tensor '%s': unknown tensor-parallel strategy '%s'", t.name,
 				      json_string_value(rule) ? json_string_value(rule) : "(not a string)");
-		if ((r = one(m, &t, st, rank, world, experts, &views[i])) < 0)
+		if ((r = one(m, &t, st, rank, world, experts, blk, &views[i])) < 0)
 			return r;
 	}
 	return 0;

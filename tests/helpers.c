@@ -414,3 +414,15 @@ int run_prog(const char *const *argv, const char *const *env, const char *out,
 	waitpid(pid, &st, 0);
 	return 128 + SIGKILL;
 }
+
+int server_counters(struct wsrv_client *c, struct wsrv_server_stats *out)
+{
+	struct wsrv_stats *s;
+	int r = wsrv_stats(c, &s);
+
+	if (r < 0)
+		return r;
+	r = wsrv_stats_server(s, out);
+	wsrv_stats_free(s);
+	return r;
+}

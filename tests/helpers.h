@@ -11,6 +11,11 @@
 
 struct wsrv_client;
 struct wsrv_device;
+struct wsrv_server_stats;
+
+/* The server's totals through wsrv_stats (the snapshot freed): 0 or the
+ * call's negative errno. */
+int server_counters(struct wsrv_client *c, struct wsrv_server_stats *out);
 
 /* Open fds of this process (from /proc/self/fd). */
 int count_fds(void);

@@ -29,7 +29,7 @@ static cudaStream_t compute;
 
 static void check_stream(const char *json, int world, int rank)
 {
-	struct wsrv_stream_opts o = { .slots = 2, .rank = rank, .world = world };
+	struct wsrv_stream_opts o = { .struct_size = sizeof(o), .slots = 2, .rank = rank, .world = world };
 	struct wsrv_plan *p = NULL;
 	struct wsrv_stream *s;
 	uint8_t *host = malloc(16 << 20);
@@ -88,7 +88,7 @@ static int setup(void **st)
 	    server_start(&ts, "m", model_dir, NULL) < 0 || wsrv_connect(ts.sock, NULL, &cl) < 0 ||
 	    wsrv_attach(cl, "m", &m) < 0 || cudaStreamCreate(&compute) != cudaSuccess)
 		return -1;
-	struct wsrv_cuda_opts co = { .device = 0, .compute_stream = compute };
+	struct wsrv_cuda_opts co = { .struct_size = sizeof(co), .device = 0, .compute_stream = compute };
 	return wsrv_device_cuda(&co, &dev);
 }
 

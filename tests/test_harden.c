@@ -134,8 +134,10 @@ static void stats_of_many_streams(void **s)
 	Wsrv__Request q = WSRV__REQUEST__INIT;
 	Wsrv__StreamReport rp = WSRV__STREAM_REPORT__INIT;
 	char name[64], model[64];
+	struct wsrv_stream_record rec;
+	struct wsrv_server_stats sv;
 	struct wsrv_client *c;
-	struct wsrv_stats st;
+	struct wsrv_stats *st;
 	int fds[30];
 
 	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
@@ -158,7 +160,15 @@ static void stats_of_many_streams(void **s)
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
 	if (wsrv_stats(c, &st) < 0)
 		fail_msg("stats: %s", wsrv_last_error());
-	assert_int_equal(st.clients, 31);
+	/* Every one of the 480 streams comes back, none truncated. */
+	assert_int_equal(wsrv_stats_server(st, &sv), 0);
+	assert_int_equal(sv.clients, 31);
+	assert_int_equal(wsrv_stats_stream_count(st), 480);
+	assert_int_equal(wsrv_stats_stream(st, 479, &rec), 0);
+	assert_string_equal(rec.model, model);
+	assert_int_equal(strncmp(rec.client, "client-", 7), 0);
+	assert_int_equal(wsrv_stats_stream(st, 480, &rec), -ERANGE);
+	wsrv_stats_free(st);
 	wsrv_disconnect(c);
 	for (int i = 0; i < 30; i++)
 		close(fds[i]);

@@ -100,21 +100,26 @@ static void several_clients_read_file_bytes(void **s)
 static void lookup_leases_and_limits(void **s)
 {
 	struct test_server ts = { 0 };
-	struct wsrv_model_info mi[4];
+	struct wsrv_model_list *ml;
+	struct wsrv_model_info mi;
 	struct wsrv_client *c;
 	struct wsrv_model *m;
 	struct wsrv_lease l1, l2, l3;
-	struct wsrv_stats st;
+	struct wsrv_server_stats st;
 	struct wsrv_layer lay;
 	struct wsrv_tensor t;
-	size_t n;
 
 	assert_int_equal(server_start(&ts, "m", model_dir, "--max-leases", "2", NULL), 0);
 	c = conn(&ts);
-	assert_int_equal(wsrv_list_models(c, mi, 4, &n), 0);
-	assert_int_equal(n, 1);
-	assert_string_equal(mi[0].name, "m");
-	assert_int_equal(mi[0].tensors, files->ntensors);
+	assert_int_equal(wsrv_list_models(c, &ml), 0);
+	assert_int_equal(wsrv_model_list_count(ml), 1);
+	assert_int_equal(wsrv_model_list_at(ml, 0, &mi), 0);
+	assert_int_equal(mi.struct_size, sizeof(mi));
+	assert_string_equal(mi.name, "m");
+	assert_int_equal(mi.tensors, files->ntensors);
+	assert_int_equal(mi.tensor_bytes, files->data_bytes);
+	assert_int_equal(wsrv_model_list_at(ml, 1, &mi), -ERANGE);
+	wsrv_model_list_free(ml);
 	assert_int_equal(wsrv_attach(c, "nope", &m), -ENOENT);
 	assert_non_null(strstr(wsrv_last_error(), "no model named 'nope'"));
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
@@ -132,14 +137,14 @@ static void lookup_leases_and_limits(void **s)
 	assert_int_equal(wsrv_fetch_layer(m, 1, &l3), -ENOSPC);
 	assert_non_null(strstr(wsrv_last_error(), "lease limit"));
 	assert_int_equal(wsrv_fetch_layer(m, 99, &l3), -ENOENT);
-	assert_int_equal(wsrv_stats(c, &st), 0);
+	assert_int_equal(server_counters(c, &st), 0);
 	assert_int_equal(st.leases, 2);
 	assert_int_equal(st.attachments, 1);
 	assert_int_equal(wsrv_release(m, l1.id), 0);
 	assert_int_equal(wsrv_release(m, l1.id), -ENOENT);
 	assert_int_equal(wsrv_fetch_layer(m, 1, &l3), 0);
 	wsrv_detach(m);
-	assert_int_equal(wsrv_stats(c, &st), 0);
+	assert_int_equal(server_counters(c, &st), 0);
 	assert_int_equal(st.leases, 0);
 	assert_int_equal(st.attachments, 0);
 	wsrv_disconnect(c);
@@ -167,8 +172,8 @@ static int wait_clean(const struct test_server *ts, int fd_baseline)
 {
 	for (int i = 0; i < 200; i++) {
 		struct wsrv_client *c = conn(ts);
-		struct wsrv_stats st;
-		int ok = wsrv_stats(c, &st) == 0 && st.leases == 0 && st.attachments == 0 &&
+		struct wsrv_server_stats st;
+		int ok = server_counters(c, &st) == 0 && st.leases == 0 && st.attachments == 0 &&
 			 st.clients == 1;
 		wsrv_disconnect(c);
 		if (ok && quiet_fds(ts) == fd_baseline)
@@ -206,8 +211,8 @@ static void client_killed_is_cleaned_up(void **s)
 	assert_int_equal(read(p[0], &ch, 1), 1);
 	close(p[0]);
 	struct wsrv_client *c = conn(&ts);
-	struct wsrv_stats stt;
-	assert_int_equal(wsrv_stats(c, &stt), 0);
+	struct wsrv_server_stats stt;
+	assert_int_equal(server_counters(c, &stt), 0);
 	assert_int_equal(stt.leases, 3);
 	assert_int_equal(stt.attachments, 1);
 	wsrv_disconnect(c);
@@ -233,7 +238,7 @@ static void server_killed_clients_read_on(void **s)
 	/* The mappings outlive the server. */
 	assert_int_equal(compare_with_files(m), 0);
 	assert_int_equal(wsrv_fetch_layer(m, 0, &l), -ENOTCONN);
-	assert_int_equal(wsrv_stats(c, &(struct wsrv_stats){ 0 }), -ENOTCONN);
+	assert_int_equal(server_counters(c, &(struct wsrv_server_stats){ 0 }), -ENOTCONN);
 	/* A restarted server (the stale socket replaced) takes clients again. */
 	assert_int_equal(server_restart(&ts, "m", model_dir), 0);
 	c2 = conn(&ts);
@@ -290,14 +295,14 @@ static void sigterm_says_goodbye(void **s)
 {
 	struct test_server ts = { 0 };
 	struct wsrv_client *c;
-	struct wsrv_stats st;
+	struct wsrv_server_stats st;
 	struct stat sb;
 
 	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
 	c = conn(&ts);
 	kill(ts.pid, SIGTERM);
 	sleep_ms(200);
-	assert_int_equal(wsrv_stats(c, &st), -ENOTCONN);
+	assert_int_equal(server_counters(c, &st), -ENOTCONN);
 	assert_non_null(strstr(wsrv_last_error(), "stopping"));
 	wsrv_disconnect(c);
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);

@@ -57,7 +57,7 @@ static void walk(struct wsrv_stream *s, int passes)
 
 static struct wsrv_stream *open_with(const char *json, unsigned slots, int rank)
 {
-	struct wsrv_stream_opts o = { .slots = slots, .rank = rank };
+	struct wsrv_stream_opts o = { .struct_size = sizeof(o), .slots = slots, .rank = rank };
 	struct wsrv_plan *p = NULL;
 	struct wsrv_stream *s;
 
@@ -108,14 +108,17 @@ static void ring_wraps_and_counts(void **st)
 	assert_int_equal(ss.device_bytes, ss.resident_bytes + 2 * ss.slot_bytes);
 	assert_int_equal(ss.passes, 5);
 	/* The counters reach the server's stats (wsrvctl stats). */
-	struct wsrv_stats sv;
+	struct wsrv_stream_record rec;
+	struct wsrv_stats *sv;
 	assert_int_equal(wsrv_stream_report(s), 0);
 	assert_int_equal(wsrv_stats(cl, &sv), 0);
-	assert_int_equal(sv.nstreams, 1);
-	assert_string_equal(sv.streams[0].model, "m");
-	assert_int_equal(sv.streams[0].bytes_copied, ss.bytes_copied);
-	assert_int_equal(sv.streams[0].passes, 5);
-	assert_int_equal(sv.streams[0].slots, 2);
+	assert_int_equal(wsrv_stats_stream_count(sv), 1);
+	assert_int_equal(wsrv_stats_stream(sv, 0, &rec), 0);
+	assert_string_equal(rec.model, "m");
+	assert_int_equal(rec.bytes_copied, ss.bytes_copied);
+	assert_int_equal(rec.passes, 5);
+	assert_int_equal(rec.slots, 2);
+	wsrv_stats_free(sv);
 	wsrv_stream_close(s);
 }
 
@@ -142,8 +145,8 @@ static void out_of_order_and_busy(void **st)
 
 static void closed_mid_pass(void **st)
 {
-	struct wsrv_host_opts ho = { .bandwidth_gbps = 0.05 }; /* slow: copies still running */
-	struct wsrv_stream_opts o = { .slots = 3 };
+	struct wsrv_host_opts ho = { .struct_size = sizeof(ho), .bandwidth_gbps = 0.05 }; /* slow: copies still running */
+	struct wsrv_stream_opts o = { .struct_size = sizeof(o), .slots = 3 };
 	struct wsrv_device *slow;
 	struct wsrv_stream *s;
 

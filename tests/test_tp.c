@@ -91,7 +91,7 @@ static const char *strategy_of(const char *name, bool ds)
 static void check_rank(struct wsrv_model *m, bool ds, int w, int r, bool streamed)
 {
 	char json[1024];
-	struct wsrv_stream_opts o = { .slots = 2, .rank = r, .world = w };
+	struct wsrv_stream_opts o = { .struct_size = sizeof(o), .slots = 2, .rank = r, .world = w };
 	struct wsrv_plan *p;
 	struct wsrv_stream *s;
 	uint8_t *want = malloc(64 << 20);
@@ -172,7 +172,7 @@ static void errors(void **st)
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		struct wsrv_stream_opts o = { .rank = 0, .world = bad[i].w };
+		struct wsrv_stream_opts o = { .struct_size = sizeof(o), .rank = 0, .world = bad[i].w };
 		struct wsrv_model *m;
 		struct wsrv_plan *p;
 		struct wsrv_stream *s;

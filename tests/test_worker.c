@@ -61,7 +61,7 @@ static void exact(const char *model)
 		struct wsrv_plan *p;
 		assert_int_equal(wsrv_plan_parse(json, strlen(json), &p), 0);
 		for (unsigned rank = 0; rank < plans[i].k; rank++) {
-			struct wsrv_stream_opts o = { .slots = 2 + rank % 2, .rank = (int)rank };
+			struct wsrv_stream_opts o = { .struct_size = sizeof(o), .slots = 2 + rank % 2, .rank = (int)rank };
 			struct wsrv_stream *s;
 			if (wsrv_stream_open(m, fx.dev, p, &o, &s) < 0)
 				fail_msg("%s plan %zu: %s", model, i, wsrv_last_error());

@@ -41,8 +41,8 @@ static void spin(double us)
 static double run(struct wsrv_model *m, const char *plan_json, double bw, unsigned slots,
 		  const struct cfg *c, const char *trace, struct wsrv_stream_stats *st)
 {
-	struct wsrv_host_opts ho = { .bandwidth_gbps = bw, .numa_node = -1 };
-	struct wsrv_stream_opts so = { .slots = slots, .trace_path = trace };
+	struct wsrv_host_opts ho = { .struct_size = sizeof(ho), .bandwidth_gbps = bw, .numa_node = -1 };
+	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = slots, .trace_path = trace };
 	struct wsrv_plan *p = NULL;
 	struct wsrv_device *d;
 	struct wsrv_stream *s;

@@ -4,6 +4,7 @@
 #ifndef WSRV_CTL_H
 #define WSRV_CTL_H
 
+#include <jansson.h>
 #include <stdbool.h>
 
 struct ctl_ctx {
@@ -17,6 +18,19 @@ struct ctl_command {
 	const char *help;
 };
 
+struct wsrv_client;
+
+/* Connects as "wsrvctl"; prints the reason and returns 1 on failure. */
+int ctl_connect(const struct ctl_ctx *c, struct wsrv_client **cl);
+/* Prints j indented on stdout and drops it. */
+void ctl_print_json(json_t *j);
+/* A string a peer chose, for JSON: as it is when it is UTF-8, else escaped
+ * (jansson refuses it, and the entry would vanish without a word). */
+json_t *ctl_peer_str(const char *s);
+
+int ctl_status(const struct ctl_ctx *c, int argc, char **argv);
+int ctl_stats(const struct ctl_ctx *c, int argc, char **argv);
+int ctl_models(const struct ctl_ctx *c, int argc, char **argv);
 int ctl_inspect(const struct ctl_ctx *c, int argc, char **argv);
 int ctl_plan(const struct ctl_ctx *c, int argc, char **argv);
 

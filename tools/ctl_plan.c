@@ -11,7 +11,7 @@
 
 #include "ctl.h"
 #include "cliarg.h"
-#include "cliarg.h"
+#include "escape.h"
 #include "units.h"
 #include "wsrv.h"
 
@@ -33,11 +33,11 @@ static int report(const struct ctl_ctx *c, struct wsrv_model *m, struct wsrv_str
 		wsrv_stream_view(s, i, &v);
 		where = res == WSRV_RESIDENT ? "resident" : res == WSRV_STREAMED ? "streamed" : "not in this rank's view";
 		if (c->json)
-			json_array_append_new(ts, json_pack("{s:s, s:i, s:I, s:I, s:s}", "name", t.name,
+			json_array_append_new(ts, json_pack("{s:o, s:i, s:I, s:I, s:s}", "name", ctl_peer_str(t.name),
 				"layer", t.layer, "bytes", (json_int_t)t.size, "view_bytes", (json_int_t)v.bytes,
 				"where", where));
 		else
-			printf("%-64s %6d %12" PRIu64 " %12" PRIu64 "  %s\n", t.name, t.layer, t.size,
+			printf("%-64s %6d %12" PRIu64 " %12" PRIu64 "  %s\n", esc(t.name), t.layer, t.size,
 			       v.present ? v.bytes : 0, where);
 	}
 	if (c->json) {
@@ -66,8 +66,7 @@ int ctl_plan(const struct ctl_ctx *c, int argc, char **argv)
 		{ "slots", required_argument, NULL, 's' },
 		{ 0 },
 	};
-	struct wsrv_connect_opts co = { .client_name = "wsrvctl", .numa_node = -1 };
-	struct wsrv_stream_opts so = { .slots = 2 };
+	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 2 };
 	const char *plan_path = NULL;
 	struct wsrv_plan *p = NULL;
 	struct wsrv_client *cl;
@@ -91,8 +90,13 @@ int ctl_plan(const struct ctl_ctx *c, int argc, char **argv)
 		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
 		return 1;
 	}
-	if (wsrv_connect(c->socket, &co, &cl) < 0 || wsrv_attach(cl, argv[optind], &m) < 0) {
+	if (ctl_connect(c, &cl)) {
+		wsrv_plan_free(p);
+		return 1;
+	}
+	if (wsrv_attach(cl, argv[optind], &m) < 0) {
 		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
+		wsrv_disconnect(cl);
 		wsrv_plan_free(p);
 		return 1;
 	}

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,11 +57,19 @@ static float elem(const struct wsrv_tensor *t, const uint8_t *w, size_t i)
 	}
 }
 
+static __thread char why[1024];
+
+const char *forward_error(void)
+{
+	return why;
+}
+
 struct weight {
 	struct wsrv_tensor t;
 	const uint8_t *w;           /* the bytes to read: device or mapping */
 	const uint8_t *scale;       /* F32 block scales (FP8), or NULL */
 	uint64_t scale_cols;
+	uint64_t blk[2];            /* rows and columns one scale covers */
 };
 
 /* y = W x, folded into act. */
@@ -75,7 +84,7 @@ static void matvec(const struct weight *wt, float *act)
 			float v = elem(&wt->t, wt->w, r * cols + c);
 			if (wt->scale) {
 				float s;
-				memcpy(&s, wt->scale + 4 * ((r / 128) * wt->scale_cols + c / 128), 4);
+				memcpy(&s, wt->scale + 4 * ((r / wt->blk[0]) * wt->scale_cols + c / wt->blk[1]), 4);
 				v *= s;
 			}
 			acc += v * act[c % ACT];
@@ -103,27 +112,50 @@ static const uint8_t *bytes_of(struct wsrv_model *m, struct wsrv_stream *s, size
 	return wsrv_stream_tensor_at(s, i, &d) == 0 ? d : NULL;
 }
 
-static int layer_pass(struct wsrv_model *m, struct wsrv_stream *s, const struct wsrv_layer *l, float *act)
+/* An FP8 weight's block scale, when it has one: F32 [ceil(rows / blk[0]),
+ * ceil(cols / blk[1])], else -EINVAL (a scale of another shape would be
+ * read out of its bounds). */
+static int find_scale(struct wsrv_model *m, struct wsrv_stream *s, struct weight *wt)
+{
+	const uint64_t *b = wt->blk;
+	char name[600];
+	struct wsrv_tensor sc;
+	void *d;
+
+	snprintf(name, sizeof(name), "%s_scale_inv", wt->t.name);
+	if (wsrv_model_find(m, name, &sc) < 0)
+		return 0;
+	if (sc.dtype != WSRV_F32 || sc.rank != 2 || sc.shape[0] != (wt->t.shape[0] + b[0] - 1) / b[0] ||
+	    sc.shape[1] != (wt->t.shape[1] + b[1] - 1) / b[1]) {
+		snprintf(why, sizeof(why), "%s: not the F32 [ceil(rows/%llu), ceil(cols/%llu)] block scale of its weight",
+			 name, (unsigned long long)b[0], (unsigned long long)b[1]);
+		return -EINVAL;
+	}
+	wt->scale = s ? (wsrv_stream_tensor(s, name, &d) == 0 ? d : NULL) : sc.data;
+	wt->scale_cols = sc.shape[1];
+	return wt->scale ? 0 : -EAGAIN;
+}
+
+static bool computable(const struct wsrv_tensor *t)
+{
+	return t->rank == 2 && t->shape[0] && t->shape[1] && !strstr(t->name, "weight_scale_inv") &&
+	       (t->dtype == WSRV_BF16 || t->dtype == WSRV_F16 || t->dtype == WSRV_F32 ||
+		t->dtype == WSRV_F8_E4M3);
+}
+
+static int layer_pass(struct wsrv_model *m, struct wsrv_stream *s, const struct wsrv_layer *l,
+		      const uint64_t blk[2], float *act)
 {
 	for (uint32_t i = l->first; i < l->first + l->count; i++) {
-		struct weight wt = { 0 };
-		char scale_name[600];
-		struct wsrv_tensor sc;
+		struct weight wt = { .blk = { blk[0], blk[1] } };
+		int r;
 		wsrv_model_tensor(m, i, &wt.t);
-		if (wt.t.rank != 2 || strstr(wt.t.name, "weight_scale_inv") ||
-		    (wt.t.dtype != WSRV_BF16 && wt.t.dtype != WSRV_F16 && wt.t.dtype != WSRV_F32 &&
-		     wt.t.dtype != WSRV_F8_E4M3))
-			continue;
+		if (!computable(&wt.t))
+			continue; /* an empty one too: [2^63-1, 0] has nothing to do */
 		if (!(wt.w = bytes_of(m, s, i)))
 			return -EAGAIN;
-		snprintf(scale_name, sizeof(scale_name), "%s_scale_inv", wt.t.name);
-		if (wt.t.dtype == WSRV_F8_E4M3 && wsrv_model_find(m, scale_name, &sc) == 0) {
-			void *d;
-			wt.scale = s ? (wsrv_stream_tensor(s, scale_name, &d) == 0 ? d : NULL) : sc.data;
-			wt.scale_cols = sc.shape[1];
-			if (!wt.scale)
-				return -EAGAIN;
-		}
+		if (wt.t.dtype == WSRV_F8_E4M3 && (r = find_scale(m, s, &wt)) < 0)
+			return r;
 		matvec(&wt, act);
 	}
 	return 0;
@@ -131,10 +163,16 @@ static int layer_pass(struct wsrv_model *m, struct wsrv_stream *s, const struct 
 
 int forward_pass(struct wsrv_model *m, struct wsrv_stream *s, int passes, uint64_t *digest)
 {
-	float *act = malloc(ACT * sizeof(float));
-	int r = 0;
+	float *act;
+	uint64_t blk[2];
+	int r;
 
-	if (!act)
+	why[0] = 0;
+	if ((r = wsrv_model_fp8_block(m, blk)) < 0) {
+		snprintf(why, sizeof(why), "%s", wsrv_last_error());
+		return r;
+	}
+	if (!(act = malloc(ACT * sizeof(float))))
 		return -ENOMEM;
 	for (int i = 0; i < ACT; i++)
 		act[i] = sinf((float)i * 0.37f) * 0.5f;
@@ -144,7 +182,7 @@ int forward_pass(struct wsrv_model *m, struct wsrv_stream *s, int passes, uint64
 			wsrv_model_layer_at(m, i, &l);
 			if (s && (r = wsrv_stream_acquire(s, l.index)) < 0)
 				break;
-			r = layer_pass(m, s, &l, act);
+			r = layer_pass(m, s, &l, blk, act);
 			if (s)
 				wsrv_stream_release(s, l.index);
 		}

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* forward.h - the example worker's computation: a forward pass over a
  * model's layers, a matrix-vector product per 2-D weight, with BF16, F16,
- * F32 and FP8 E4M3 (with its 128x128 block scales) decoded to float. */
+ * F32 and FP8 E4M3 (with its block scales, of the block size config.json
+ * states) decoded to float. */
 #ifndef WSRV_EXAMPLE_FORWARD_H
 #define WSRV_EXAMPLE_FORWARD_H
 
@@ -15,6 +16,10 @@
  * when s is NULL. The activation starts from a fixed vector; the result is
  * its xxh3-64 in *digest. Same bytes, same order: the same bits either way. */
 int forward_pass(struct wsrv_model *m, struct wsrv_stream *s, int passes, uint64_t *digest);
+
+/* Why the last forward_pass in this thread failed, when it was the model's
+ * fault (a scale that does not fit its weight); else "". */
+const char *forward_error(void);
 
 /* The float value of an FP8 E4M3 byte (NaN for 0x7f and 0xff). */
 float fp8_e4m3(uint8_t b);

@@ -10,8 +10,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "cliarg.h"
 #include "forward.h"
 #include "wsrv.h"
+
+#define P "wsrv-worker"
 
 static int fail(const char *what)
 {
@@ -28,9 +31,9 @@ int main(int argc, char **argv)
 		{ "bandwidth", required_argument, NULL, 'b' }, { "hold", required_argument, NULL, 'h' },
 		{ "check", no_argument, NULL, 'c' }, { 0 },
 	};
-	struct wsrv_connect_opts co = { .client_name = "wsrv-worker", .numa_node = -1 };
-	struct wsrv_stream_opts so = { .slots = 2 };
-	struct wsrv_host_opts ho = { .numa_node = -1 };
+	struct wsrv_connect_opts co = { .struct_size = sizeof(co), .client_name = "wsrv-worker" };
+	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 2 };
+	struct wsrv_host_opts ho = { .struct_size = sizeof(ho), .numa_node = -1 };
 	const char *sock = NULL, *model = NULL, *plan_path = NULL;
 	int passes = 1, hold = 0, check = 0, o;
 	struct wsrv_plan *plan = NULL;
@@ -46,16 +49,16 @@ int main(int argc, char **argv)
 		case 'S': sock = optarg; break;
 		case 'm': model = optarg; break;
 		case 'p': plan_path = optarg; break;
-		case 'r': so.rank = atoi(optarg); break;
-		case 's': so.slots = (unsigned)atoi(optarg); break;
-		case 'n': passes = atoi(optarg); break;
-		case 'b': ho.bandwidth_gbps = atof(optarg); break;
-		case 'h': hold = atoi(optarg); break;
+		case 'r': so.rank = (int)cliarg_long(P, "--rank", optarg, 0, 4095); break;
+		case 's': so.slots = (unsigned)cliarg_long(P, "--slots", optarg, 1, 64); break;
+		case 'n': passes = (int)cliarg_long(P, "--passes", optarg, 1, 1000000); break;
+		case 'b': ho.bandwidth_gbps = cliarg_double(P, "--bandwidth", optarg, 0, 1e6); break;
+		case 'h': hold = (int)cliarg_long(P, "--hold", optarg, 0, 86400 * 365); break;
 		case 'c': check = 1; break;
 		default: return 2;
 		}
 	}
-	if (!model || passes < 1) {
+	if (!model || optind != argc) {
 		fprintf(stderr, "usage: wsrv-worker [--socket PATH] --model NAME [--plan FILE] [--rank R]\n"
 				"                   [--slots D] [--passes N] [--bandwidth GBPS] [--hold S] [--check]\n");
 		return 2;
@@ -66,8 +69,11 @@ int main(int argc, char **argv)
 		return fail("attach");
 	if (wsrv_device_host(&ho, &d) < 0 || wsrv_stream_open(m, d, plan, &so, &s) < 0)
 		return fail("stream");
-	if (forward_pass(m, s, passes, &digest) < 0)
-		return fail("forward pass");
+	if (forward_pass(m, s, passes, &digest) < 0) {
+		fprintf(stderr, "wsrv-worker: forward pass: %s\n",
+			*forward_error() ? forward_error() : wsrv_last_error());
+		return 1;
+	}
 	wsrv_stream_report(s); /* for wsrvctl stats while this worker holds on */
 	wsrv_stream_stats(s, &st);
 	printf("worker %d: %d pass%s over %s: digest %016" PRIx64 "; %" PRIu64 " bytes streamed, %.0f%% of copy time hidden\n",

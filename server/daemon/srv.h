@@ -83,7 +83,6 @@ struct session {
 	uint32_t errors;
 	double connected_at;
 	char name[65];
-	int32_t numa_node;
 	/* attachments: attach_model[i] is the model index + 1 of attach id i+1 */
 	uint32_t *attach_model;
 	uint32_t nattach;

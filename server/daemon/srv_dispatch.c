@@ -16,7 +16,6 @@
 #include "srv_stats.h"
 #include "wsrv.pb-c.h"
 
-#define WSRV_VERSION_STRING "0.1.0"
 
 static void reply_ok(struct reply *r, uint64_t seq)
 {
@@ -43,7 +42,6 @@ static int do_hello(struct server *srv, struct session *s, const Wsrv__Hello *h,
 		return -EPROTONOSUPPORT;
 	}
 	snprintf(s->name, sizeof(s->name), "%s", h->client_name ? h->client_name : "");
-	s->numa_node = h->numa_node;
 	s->hello = true;
 	hr.protocol = WSRV_PROTOCOL_VERSION;
 	hr.server_version = WSRV_VERSION_STRING;

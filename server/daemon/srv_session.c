@@ -24,7 +24,6 @@ struct session *session_new(struct server *srv, int fd)
 	}
 	s->id = ++srv->next_session;
 	s->fd = fd;
-	s->numa_node = -1;
 	s->connected_at = mono_now();
 	s->next_lease = 1;
 	s->next = srv->sessions;

@@ -109,7 +109,7 @@ int srv_stats_reply(struct server *srv, uint64_t seq, struct reply *r)
 		leases += m->leases;
 		st.arena_bytes += ms[i].arena_bytes;
 	}
-	st.server_version = "0.1.0";
+	st.server_version = WSRV_VERSION_STRING;
 	st.uptime_seconds = mono_now() - srv->started;
 	st.clients = srv->nsessions;
 	st.attachments = attachments;

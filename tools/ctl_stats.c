@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: MIT
+/* ctl_stats.c - wsrvctl status, stats and models: the server's counters
+ * and its models, as tables or --json. Every string a peer chose is
+ * escaped in tables and kept (escaped if not UTF-8) in JSON. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "escape.h"
+#include "units.h"
+#include "wsrv.h"
+
+static json_t *streams_json(const struct wsrv_stats *s)
+{
+	json_t *a = json_array();
+	struct wsrv_stream_record r;
+
+	for (size_t i = 0; wsrv_stats_stream(s, i, &r) == 0; i++)
+		json_array_append_new(a, json_pack("{s:I, s:i, s:o, s:o, s:I, s:I, s:f, s:f, s:f, s:i}",
+			"client_id", (json_int_t)r.client_id, "pid", (int)r.pid,
+			"client", ctl_peer_str(r.client), "model", ctl_peer_str(r.model),
+			"passes", (json_int_t)r.passes, "bytes_copied", (json_int_t)r.bytes_copied,
+			"copy_seconds", r.copy_seconds, "wait_seconds", r.wait_seconds,
+			"hidden_fraction", r.hidden_fraction, "slots", (int)r.slots));
+	return a;
+}
+
+static json_t *stats_json(const struct wsrv_stats *s)
+{
+	json_t *models = json_array();
+	struct wsrv_server_stats v;
+	struct wsrv_model_stats m;
+
+	for (size_t i = 0; wsrv_stats_model(s, i, &m) == 0; i++)
+		json_array_append_new(models, json_pack("{s:o, s:i, s:I, s:I, s:I}",
+			"name", ctl_peer_str(m.name), "attached", (int)m.attached,
+			"fetches", (json_int_t)m.fetches, "leases", (json_int_t)m.leases,
+			"arena_bytes", (json_int_t)m.arena_bytes));
+	wsrv_stats_server(s, &v);
+	return json_pack("{s:o, s:f, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:o, s:o}",
+		"server_version", ctl_peer_str(v.server_version), "uptime_seconds", v.uptime_seconds,
+		"clients", (int)v.clients, "attachments", (int)v.attachments,
+		"leases", (json_int_t)v.leases, "requests", (json_int_t)v.requests,
+		"errors", (json_int_t)v.errors, "clients_total", (json_int_t)v.clients_total,
+		"arena_bytes", (json_int_t)v.arena_bytes, "rss_bytes", (json_int_t)v.rss_bytes,
+		"open_fds", (int)v.open_fds, "models", models, "streams", streams_json(s));
+}
+
+/* Where model name's memory is, from the list; "" when it is not there. */
+static const char *numa_of(const struct wsrv_model_list *l, const char *name)
+{
+	struct wsrv_model_info mi;
+
+	for (size_t i = 0; l && wsrv_model_list_at(l, i, &mi) == 0; i++)
+		if (strcmp(mi.name, name) == 0)
+			return mi.numa;
+	return "";
+}
+
+static void print_stats(const struct wsrv_stats *s, const struct wsrv_model_list *l)
+{
+	struct wsrv_server_stats v;
+	struct wsrv_model_stats m;
+	struct wsrv_stream_record r;
+	char b1[32], b2[32];
+
+	wsrv_stats_server(s, &v);
+	printf("server     wsrvd %s, up %.1f s\n", esc(v.server_version), v.uptime_seconds);
+	printf("clients    %u now (one is this wsrvctl), %" PRIu64 " since start\n", v.clients, v.clients_total);
+	printf("memory     %s of arenas, %s resident in the server\n",
+	       fmt_bytes(v.arena_bytes, b1, sizeof(b1)), fmt_bytes(v.rss_bytes, b2, sizeof(b2)));
+	printf("requests   %" PRIu64 " (%" PRIu64 " errors); %u attachments, %" PRIu64 " leases, %u open fds\n",
+	       v.requests, v.errors, v.attachments, v.leases, v.open_fds);
+	for (size_t i = 0; wsrv_stats_model(s, i, &m) == 0; i++)
+		printf("model      %-20s %u attached, %" PRIu64 " fetches, %" PRIu64 " leases%s%s\n",
+		       esc(m.name), m.attached, m.fetches, m.leases, l ? ", " : "", esc(numa_of(l, m.name)));
+	for (size_t i = 0; wsrv_stats_stream(s, i, &r) == 0; i++)
+		printf("stream     client %" PRIu64 " (pid %u, %s) on %s: %" PRIu64 " passes, %s copied in %.3f s, waited %.3f s, %.1f%% hidden, %u slots\n",
+		       r.client_id, r.pid, esc(r.client), esc(r.model), r.passes,
+		       fmt_bytes(r.bytes_copied, b1, sizeof(b1)), r.copy_seconds, r.wait_seconds,
+		       100 * r.hidden_fraction, r.slots);
+}
+
+/* status and stats: the same counters, status adds where each model is. */
+static int stats_cmd(const struct ctl_ctx *c, bool status)
+{
+	struct wsrv_model_list *l = NULL;
+	struct wsrv_stats *s;
+	struct wsrv_client *cl;
+
+	if (ctl_connect(c, &cl))
+		return 1;
+	if (wsrv_stats(cl, &s) < 0 || (status && wsrv_list_models(cl, &l) < 0)) {
+		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
+		wsrv_disconnect(cl);
+		return 1;
+	}
+	wsrv_disconnect(cl);
+	if (c->json)
+		ctl_print_json(stats_json(s));
+	else
+		print_stats(s, l);
+	wsrv_stats_free(s);
+	wsrv_model_list_free(l);
+	return 0;
+}
+
+/* Commands that take no arguments refuse extra ones. */
+static int no_args(const char *cmd, int argc, char **argv)
+{
+	if (argc == 1)
+		return 0;
+	fprintf(stderr, "wsrvctl: %s takes no arguments (got '%s')\n", cmd, argv[1]);
+	return 2;
+}
+
+int ctl_status(const struct ctl_ctx *c, int argc, char **argv)
+{
+	return no_args("status", argc, argv) ?: stats_cmd(c, true);
+}
+
+int ctl_stats(const struct ctl_ctx *c, int argc, char **argv)
+{
+	return no_args("stats", argc, argv) ?: stats_cmd(c, false);
+}
+
+static json_t *models_json(const struct wsrv_model_list *l)
+{
+	json_t *a = json_array();
+	struct wsrv_model_info mi;
+
+	for (size_t i = 0; wsrv_model_list_at(l, i, &mi) == 0; i++)
+		json_array_append_new(a, json_pack("{s:o, s:o, s:I, s:I, s:i, s:i, s:i, s:I, s:o, s:f, s:i}",
+			"name", ctl_peer_str(mi.name), "path", ctl_peer_str(mi.path),
+			"tensor_bytes", (json_int_t)mi.tensor_bytes, "arena_bytes", (json_int_t)mi.arena_bytes,
+			"tensors", (int)mi.tensors, "layers", (int)mi.layers, "segments", (int)mi.segments,
+			"page_size", (json_int_t)mi.page_size, "numa", ctl_peer_str(mi.numa),
+			"load_seconds", mi.load_seconds, "attached", (int)mi.attached));
+	return a;
+}
+
+int ctl_models(const struct ctl_ctx *c, int argc, char **argv)
+{
+	struct wsrv_model_list *l;
+	struct wsrv_model_info mi;
+	struct wsrv_client *cl;
+	char b[32];
+
+	if (no_args("models", argc, argv))
+		return 2;
+	if (ctl_connect(c, &cl))
+		return 1;
+	if (wsrv_list_models(cl, &l) < 0) {
+		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
+		wsrv_disconnect(cl);
+		return 1;
+	}
+	wsrv_disconnect(cl);
+	if (c->json) {
+		ctl_print_json(models_json(l));
+		wsrv_model_list_free(l);
+		return 0;
+	}
+	printf("%-20s %8s %7s %12s %9s %8s  %s\n", "MODEL", "TENSORS", "LAYERS", "BYTES", "PAGE", "ATTACHED", "NUMA");
+	for (size_t i = 0; wsrv_model_list_at(l, i, &mi) == 0; i++)
+		printf("%-20s %8u %7u %12s %9" PRIu64 " %8u  %s\n", esc(mi.name), mi.tensors, mi.layers,
+		       fmt_bytes(mi.tensor_bytes, b, sizeof(b)), mi.page_size, mi.attached, esc(mi.numa));
+	wsrv_model_list_free(l);
+	return 0;
+}
