@@ -86,8 +86,13 @@ static int load(struct wsrv_stream *s, int pos, int k)
 					      v->pitch, timing);
 	}
 	sl->fence = f;
-	if (f < 0)
+	if (f < 0) {
+		/* Nothing of this layer is in the slot: it stays free. (Copies
+		 * queued before the failure land in memory no one reads.) */
+		sl->layer = -1;
+		l->slot = -1;
 		return (int)f;
+	}
 	s->st.bytes_copied += l->slot_bytes;
 	s->st.copies++;
 	return 0;

@@ -63,6 +63,17 @@ struct mf_segment {
 	uint64_t page_size;
 };
 
+/* The records are the wire format between wsrvd and every client, read in
+ * place: their sizes and key offsets must never change by accident (a new
+ * compiler, a new field). A change is a new MF_VERSION. */
+_Static_assert(sizeof(struct mf_header) == 160, "mf_header is 160 bytes");
+_Static_assert(offsetof(struct mf_header, reserved) == 128, "mf_header.reserved at 128");
+_Static_assert(sizeof(struct mf_tensor) == 64, "mf_tensor is 64 bytes");
+_Static_assert(offsetof(struct mf_tensor, size) == 48, "mf_tensor.size at 48");
+_Static_assert(sizeof(struct mf_layer) == 40, "mf_layer is 40 bytes");
+_Static_assert(offsetof(struct mf_layer, bytes) == 32, "mf_layer.bytes at 32");
+_Static_assert(sizeof(struct mf_segment) == 16, "mf_segment is 16 bytes");
+
 /* A validated view of a manifest. Pointers are into the mapping. */
 struct mf_view {
 	const struct mf_header *h;

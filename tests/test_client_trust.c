@@ -19,12 +19,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "arena.h"
 #include "helpers.h"
 #include "manifest.h"
 #include "model_load.h"
 #include "packet.h"
 #include "wsrv.h"
 #include "wsrv.pb-c.h"
+#include <xxhash.h>
 
 enum lie { GOOD, UNSEALED, BAD_MAGIC, SHORT_SEGMENT, FEW_FDS, GARBAGE, BAD_EXTENT };
 
@@ -181,7 +183,16 @@ static void good_server_works(void **s)
 	pthread_create(&th, NULL, fake, (void *)(intptr_t)GOOD);
 	assert_int_equal(wsrv_connect(sock, NULL, &c), 0);
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
-	assert_int_equal(wsrv_model_tensor(m, 0, &t), 0);
+	/* Every tensor the server loaded, with its bytes and checksum. */
+	assert_int_equal(wsrv_model_tensor_count(m), lm->model->ntensors);
+	for (size_t i = 0; i < lm->model->ntensors; i++) {
+		const struct model_tensor *want = model_find(lm->model, lm->model->tensors[i].name);
+		assert_int_equal(wsrv_model_find(m, want->name, &t), 0);
+		assert_int_equal(t.size, want->size);
+		assert_int_equal(t.xxh3, want->xxh3);
+		assert_memory_equal(t.data, arena_ptr(lm->arena, want->segment, want->offset), want->size);
+		assert_int_equal(XXH3_64bits(t.data, t.size), t.xxh3);
+	}
 	wsrv_detach(m);
 	wsrv_disconnect(c);
 	pthread_join(th, NULL);
@@ -197,8 +208,34 @@ static void lies_are_errors(void **s)
 	expect(BAD_EXTENT, -EBADMSG, "disagrees with its manifest");
 }
 
-/* Every single-byte corruption of the manifest's header and first records
- * is either caught or harmless; none crashes the client. */
+/* What a view manifest_check accepted must hold for a client to read it
+ * blindly: every tensor, layer, shape and name inside its bounds. */
+static void view_in_bounds(const struct mf_view *v, uint64_t msize, uint64_t seg, size_t byte, int bit)
+{
+	const struct mf_header *h = v->h;
+
+	if (h->strings_size == 0 || v->strings[h->strings_size - 1] != 0)
+		fail_msg("byte %zu bit %d: accepted strings that do not end in NUL", byte, bit);
+	for (uint32_t i = 0; i < h->ntensors; i++) {
+		const struct mf_tensor *t = &v->tensors[i];
+		if (t->segment != 0 || t->offset > seg || t->size > seg - t->offset ||
+		    t->dims_index > h->ndims || t->rank > h->ndims - t->dims_index ||
+		    t->name_off >= h->strings_size || t->name_len >= h->strings_size - t->name_off)
+			fail_msg("byte %zu bit %d: accepted tensor %u out of bounds", byte, bit, i);
+	}
+	for (uint32_t i = 0; i < h->nlayers; i++) {
+		const struct mf_layer *l = &v->layers[i];
+		if (l->segment != 0 || l->offset > seg || l->length > seg - l->offset ||
+		    l->first > h->ntensors || l->count > h->ntensors - l->first)
+			fail_msg("byte %zu bit %d: accepted layer %u out of bounds", byte, bit, i);
+	}
+	if (h->config_size && (h->config_off > msize || h->config_size > msize - h->config_off))
+		fail_msg("byte %zu bit %d: accepted a config out of bounds", byte, bit);
+}
+
+/* Every single-bit corruption of the manifest's header and first records
+ * is either caught (-EBADMSG) or leaves a view whose every record is in
+ * bounds; none crashes the client. */
 static void manifest_corruptions(void **s)
 {
 	size_t n = lm->manifest_size < 4096 ? lm->manifest_size : 4096;
@@ -208,15 +245,25 @@ static void manifest_corruptions(void **s)
 	char err[256];
 
 	assert_int_equal(pread(lm->manifest_fd, orig, lm->manifest_size, 0), (ssize_t)lm->manifest_size);
+	size_t caught = 0, magic_caught = 0;
 	assert_int_equal(manifest_check(orig, lm->manifest_size, &seg, 1, &v, err, sizeof(err)), 0);
 	for (size_t i = 0; i < n; i++) {
 		uint8_t save = orig[i];
-		for (int bit = 0; bit < 8; bit += 3) {
+		for (int bit = 0; bit < 8; bit++) {
 			orig[i] = save ^ (uint8_t)(1u << bit);
-			(void)manifest_check(orig, lm->manifest_size, &seg, 1, &v, err, sizeof(err));
+			int r = manifest_check(orig, lm->manifest_size, &seg, 1, &v, err, sizeof(err));
+			if (r == 0)
+				view_in_bounds(&v, lm->manifest_size, seg, i, bit);
+			else if (r != -EBADMSG)
+				fail_msg("byte %zu bit %d: manifest_check returned %d", i, bit, r);
+			caught += r < 0;
+			magic_caught += r < 0 && i < 8;
 		}
 		orig[i] = save;
 	}
+	/* The magic, the version and the header's size are always checked. */
+	assert_int_equal(magic_caught, 8 * 8);
+	assert_true(caught > n);
 	assert_int_equal(manifest_check(orig, lm->manifest_size - 1, &seg, 1, &v, err, sizeof(err)), -EBADMSG);
 	free(orig);
 }

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -93,6 +94,60 @@ static void several_clients_read_file_bytes(void **s)
 		assert_true(WIFEXITED(st));
 		assert_int_equal(WEXITSTATUS(st), 0);
 	}
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
+/* One client shared by several threads, as the header promises: each
+ * thread attaches, fetches, releases, reads the stats and detaches, over
+ * and over; every call succeeds and every reply is the caller's own. */
+#define THREADS 4
+#define ROUNDS 25
+
+static void *one_thread(void *arg)
+{
+	struct wsrv_client *c = arg;
+	struct wsrv_server_stats st;
+	struct wsrv_model *m;
+	struct wsrv_lease l;
+	intptr_t bad = 0;
+
+	for (int i = 0; i < ROUNDS && !bad; i++) {
+		if (wsrv_attach(c, "m", &m) < 0) {
+			bad = 1;
+			break;
+		}
+		bad |= wsrv_fetch_layer(m, i % 2, &l) < 0 || l.layer.index != i % 2;
+		bad |= !bad && wsrv_release(m, l.id) < 0;
+		bad |= server_counters(c, &st) < 0 || st.attachments < 1;
+		bad |= i == 0 && compare_with_files(m) != 0;
+		wsrv_detach(m);
+	}
+	return (void *)bad;
+}
+
+static void threads_share_one_client(void **s)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_server_stats st;
+	pthread_t th[THREADS];
+	struct wsrv_client *c;
+	void *bad;
+
+	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	c = conn(&ts);
+	for (int i = 0; i < THREADS; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, one_thread, c), 0);
+	for (int i = 0; i < THREADS; i++) {
+		assert_int_equal(pthread_join(th[i], &bad), 0);
+		if (bad)
+			fail_msg("thread %d: %s", i, wsrv_last_error());
+	}
+	assert_int_equal(server_counters(c, &st), 0);
+	assert_int_equal(st.attachments, 0);
+	assert_int_equal(st.leases, 0);
+	assert_int_equal(st.errors, 0);
+	wsrv_disconnect(c);
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
 	rm_rf(ts.dir);
 }
@@ -358,6 +413,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(several_clients_read_file_bytes),
 		cmocka_unit_test(lookup_leases_and_limits),
+		cmocka_unit_test(threads_share_one_client),
 		cmocka_unit_test(client_killed_is_cleaned_up),
 		cmocka_unit_test(server_killed_clients_read_on),
 		cmocka_unit_test(local_resolution_makes_no_syscalls),
