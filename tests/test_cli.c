@@ -155,6 +155,20 @@ static void bad_arguments(void **s)
 			     "64K", "--model", spec, NULL), 0);
 	assert_int_equal(run("WSRVD", "--load-only", "--no-lock", "--model", spec, "stray", NULL), 2);
 	assert_non_null(strstr(err, "unexpected argument 'stray'"));
+	/* wsrv-bench and the example worker: the same strict numbers. */
+	assert_int_equal(run("WSRV_BENCH", "pipeline", "--model", model, "--trace", "/nonexistent/t.json",
+			     NULL), 2);
+	assert_non_null(strstr(err, "--trace /nonexistent/t.json"));
+	assert_int_equal(run("WSRV_BENCH", "fetch", "--model", model, "--clients", "abc", NULL), 2);
+	assert_non_null(strstr(err, "--clients 'abc'"));
+	assert_int_equal(run("WSRV_BENCH", "share", "--model", model, "--clients", "2", "extra", NULL), 2);
+	assert_int_equal(run("WSRV_BENCH", "load", "--model", model, "--repeat", "0", NULL), 2);
+	assert_int_equal(run("WSRV_BENCH", "header", "--tensors", "5x", NULL), 2);
+	assert_int_equal(run("WSRV_BENCH", "pipeline", "--model", model, "--slots", "99", NULL), 2);
+	assert_int_equal(run("WSRV_WORKER", "--model", "m", "--rank", "abc", NULL), 2);
+	assert_non_null(strstr(err, "--rank 'abc'"));
+	assert_int_equal(run("WSRV_WORKER", "--model", "m", "--passes", "-1", NULL), 2);
+	assert_int_equal(run("WSRV_WORKER", "--model", "m", "extra", NULL), 2);
 }
 
 static int setup(void **s)

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cliarg.h"
 #include "bench.h"
 #include "bench_util.h"
 #include "progress.h"
@@ -231,12 +232,12 @@ int bench_fetch(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (c == 'm') path = optarg;
-		else if (c == 'n') n = atoi(optarg);
-		else if (c == 'r') requests = atoi(optarg);
+		else if (c == 'n') n = (int)cliarg_long("wsrv-bench fetch", "--clients", optarg, 1, MAX_CLIENTS);
+		else if (c == 'r') requests = (int)cliarg_long("wsrv-bench fetch", "--requests", optarg, 10, 10000000);
 		else if (c == 'j') json = 1;
 		else return 2;
 	}
-	if (!path || n < 1 || n > MAX_CLIENTS || requests < 10 || requests > 10000000) {
+	if (!path || optind != argc) {
 		fprintf(stderr, "usage: wsrv-bench fetch --model DIR [--clients 1..%d] [--requests R] [--json]\n",
 			MAX_CLIENTS);
 		return 2;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cliarg.h"
 #include "bench.h"
 #include "progress.h"
 #include "st_reader.h"
@@ -51,14 +52,20 @@ int bench_header(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (c == 't')
-			n = strtoul(optarg, NULL, 10);
+			n = (size_t)cliarg_long("wsrv-bench header", "--tensors", optarg, 1, 10000000);
 		else if (c == 'j')
 			json = 1;
 		else
 			return 2;
 	}
-	if (n == 0 || n > 10000000 || !(buf = build(n, &len)))
+	if (optind != argc) {
+		fprintf(stderr, "wsrv-bench header: unexpected argument '%s'\n", argv[optind]);
 		return 2;
+	}
+	if (!(buf = build(n, &len))) {
+		fprintf(stderr, "wsrv-bench header: out of memory\n");
+		return 1;
+	}
 	for (int r = 0; r < reps; r++) {
 		struct st_file *f;
 		struct errinfo e;

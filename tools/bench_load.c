@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cliarg.h"
 #include "bench.h"
 #include "load_args.h"
 #include "progress.h"
@@ -300,13 +301,13 @@ int bench_load(int argc, char **argv)
 		if (c == O_MODEL)
 			path = optarg;
 		else if (c == O_REPEAT)
-			repeat = atoi(optarg);
+			repeat = (int)cliarg_long("wsrv-bench load", "--repeat", optarg, 1, MAX_REPEAT);
 		else if (c == O_JSON)
 			json = 1;
 		else
 			return 2;
 	}
-	if (!path || repeat < 1 || repeat > MAX_REPEAT) {
+	if (!path || optind != argc) {
 		fprintf(stderr, "usage: wsrv-bench load --model DIR [--repeat 1..%d] [--json]\n", MAX_REPEAT);
 		return 2;
 	}

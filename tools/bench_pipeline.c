@@ -9,13 +9,18 @@
  * slots: the next layers copy while this one computes). Also the host
  * backend's uncapped copy bandwidth next to a plain memcpy of the same
  * layers. */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "cliarg.h"
 #include "bench.h"
 #include "bench_util.h"
 #include "progress.h"
@@ -169,6 +174,33 @@ static int measure(struct wsrv_model *m, struct cfg *c, int json)
 	return 0;
 }
 
+#define P "wsrv-bench pipeline"
+
+/* The trace goes where --trace says, or the run fails: tried before the
+ * run (exit 2), checked after it (the stream writes it as it closes). */
+static int trace_writable(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	if (fd < 0) {
+		fprintf(stderr, P ": --trace %s: %s\n", path, strerror(errno));
+		return 2;
+	}
+	close(fd);
+	return 0;
+}
+
+static int trace_written(const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0 || st.st_size == 0) {
+		fprintf(stderr, P ": the trace was not written to %s\n", path);
+		return 1;
+	}
+	return 0;
+}
+
 int bench_pipeline(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -193,20 +225,22 @@ int bench_pipeline(int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
 		case 'm': path = optarg; break;
-		case 'c': c.compute_us = atof(optarg); break;
-		case 'b': c.bandwidth = atof(optarg); break;
-		case 's': c.slots = (unsigned)atoi(optarg); break;
-		case 'p': c.passes = atoi(optarg); break;
+		case 'c': c.compute_us = cliarg_double(P, "--compute-us", optarg, 0, 1e9); break;
+		case 'b': c.bandwidth = cliarg_double(P, "--bandwidth", optarg, 1e-6, 1e6); break;
+		case 's': c.slots = (unsigned)cliarg_long(P, "--slots", optarg, 1, 64); break;
+		case 'p': c.passes = (int)cliarg_long(P, "--passes", optarg, 1, 1000000); break;
 		case 't': c.trace = optarg; break;
 		case 'j': json = 1; break;
 		default: return 2;
 		}
 	}
-	if (!path || c.bandwidth <= 0 || c.slots < 1 || c.slots > 64 || c.passes < 1) {
+	if (!path || optind != argc) {
 		fprintf(stderr, "usage: wsrv-bench pipeline --model DIR [--compute-us C] [--bandwidth GBPS]\n"
 				"                          [--slots D] [--passes P] [--trace FILE] [--json]\n");
 		return 2;
 	}
+	if (c.trace && (r = trace_writable(c.trace)) != 0)
+		return r;
 	snprintf(spec, sizeof(spec), "m=%s", path);
 	if (bench_server_start(&bs, (const char *[]){ spec }, 1) < 0 ||
 	    wsrv_connect(bs.sock, NULL, &cl) < 0 || wsrv_attach(cl, "m", &m) < 0) {
@@ -214,6 +248,8 @@ int bench_pipeline(int argc, char **argv)
 		return 1;
 	}
 	r = measure(m, &c, json);
+	if (r == 0 && c.trace)
+		r = trace_written(c.trace);
 	wsrv_detach(m);
 	wsrv_disconnect(cl);
 	bench_server_stop(&bs);

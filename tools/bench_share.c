@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "cliarg.h"
 #include "bench.h"
 #include "bench_util.h"
 #include "model.h"
@@ -123,11 +124,11 @@ int bench_share(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (c == 'm') path = optarg;
-		else if (c == 'n') n = atoi(optarg);
+		else if (c == 'n') n = (int)cliarg_long("wsrv-bench share", "--clients", optarg, 1, MAX_CLIENTS);
 		else if (c == 'j') json = 1;
 		else return 2;
 	}
-	if (!path || n < 1 || n > MAX_CLIENTS) {
+	if (!path || optind != argc) {
 		fprintf(stderr, "usage: wsrv-bench share --model DIR [--clients 1..%d] [--json]\n", MAX_CLIENTS);
 		return 2;
 	}
