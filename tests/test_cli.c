@@ -171,6 +171,28 @@ static void bad_arguments(void **s)
 	assert_int_equal(run("WSRV_WORKER", "--model", "m", "extra", NULL), 2);
 }
 
+/* wsrv-bench starts the wsrvd built beside it, not whatever $WSRVD or the
+ * PATH has (it looked in the wrong place after the server moved, and a
+ * fresh build had none there). */
+static void bench_runs_the_wsrvd_beside_it(void **s)
+{
+	const char *model = pjoin(tmp, "bench-model");
+	const char *argv[] = { getenv("WSRV_BENCH"), "resolve", "--model", model, NULL };
+	const char *env[] = { "WSRVD=/nonexistent/wsrvd", "PATH=/nonexistent", NULL };
+	char o[4096], e[4096];
+
+	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL), 0);
+	snprintf(o, sizeof(o), "%s", pjoin(tmp, "out"));
+	snprintf(e, sizeof(e), "%s", pjoin(tmp, "err"));
+	assert_non_null(argv[0]);
+	if (run_prog(argv, env, o, e, 0, 120) != 0) {
+		slurp(e, err, sizeof(err));
+		fail_msg("wsrv-bench resolve: %s", err);
+	}
+	slurp(o, out, sizeof(out));
+	assert_non_null(strstr(out, "system calls made        0"));
+}
+
 static int setup(void **s)
 {
 	fds_before = count_fds();
@@ -191,6 +213,7 @@ int main(void)
 		cmocka_unit_test(inspect),
 		cmocka_unit_test(wsrvd_load_only),
 		cmocka_unit_test(bad_arguments),
+		cmocka_unit_test(bench_runs_the_wsrvd_beside_it),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

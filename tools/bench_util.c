@@ -27,7 +27,7 @@ static const char *wsrvd_path(void)
 
 	if (n > 0) {
 		self[n] = 0;
-		snprintf(p, sizeof(p), "%s/../server/wsrvd", dirname(self));
+		snprintf(p, sizeof(p), "%s/../server/daemon/wsrvd", dirname(self));
 		if (stat(p, &st) == 0)
 			return p;
 	}
