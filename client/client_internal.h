@@ -56,11 +56,11 @@ struct wsrv_model {
  * copy, lib_size bytes zeroed first. o's first field is its size: less
  * than min_size (the first version's) is -EINVAL; a tail past lib_size
  * must be zero (-E2BIG), and so must the bytes from reserved_off on
- * (-EINVAL). what names the struct in the sentence. */
+ * (-EINVAL). what (the caller's name) starts the sentence. */
 int cl_opts(const void *o, void *copy, size_t lib_size, size_t min_size,
 	    size_t reserved_off, const char *what);
 #define CL_OPTS(o, copy) cl_opts((o), (copy), sizeof(*(copy)), sizeof(*(copy)), \
-				 offsetof(__typeof__(*(copy)), reserved), #o)
+				 offsetof(__typeof__(*(copy)), reserved), __func__)
 
 /* Is the connection still up? Takes the client's lock. */
 bool cl_connected(struct wsrv_client *c);

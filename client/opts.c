@@ -28,15 +28,15 @@ int cl_opts(const void *o, void *copy, size_t lib_size, size_t min_size,
 		return 0;
 	memcpy(&size, o, sizeof(size));
 	if (size < min_size)
-		return cl_err(-EINVAL, "%s: struct_size is %u; set it to sizeof the struct (%zu)",
+		return cl_err(-EINVAL, "%s: the options' struct_size is %u; set it to sizeof the struct (%zu)",
 			      what, size, lib_size);
 	if (size > OPTS_MAX)
-		return cl_err(-E2BIG, "%s: struct_size %u is not a struct size", what, size);
+		return cl_err(-E2BIG, "%s: the options' struct_size %u is not a struct size", what, size);
 	if (size > lib_size && !zero((const uint8_t *)o + lib_size, size - lib_size))
-		return cl_err(-E2BIG, "%s: fields this libwsrv (%s) does not know are set",
+		return cl_err(-E2BIG, "%s: options this libwsrv (%s) does not know are set",
 			      what, WSRV_VERSION);
 	memcpy(copy, o, size < lib_size ? size : lib_size);
 	if (!zero((const uint8_t *)copy + reserved_off, lib_size - reserved_off))
-		return cl_err(-EINVAL, "%s: reserved fields must be zero", what);
+		return cl_err(-EINVAL, "%s: the options' reserved fields must be zero", what);
 	return 0;
 }

@@ -146,7 +146,7 @@ static void options_read_by_size(void **st)
 
 	/* A caller who forgot struct_size. */
 	assert_int_equal(wsrv_device_host(&o, &d), -EINVAL);
-	assert_non_null(strstr(wsrv_last_error(), "struct_size"));
+	assert_non_null(strstr(wsrv_last_error(), "wsrv_device_host: the options' struct_size is 0"));
 	/* Larger than this library knows, the rest zero: fine. */
 	assert_int_equal(wsrv_device_host(&n.known, &d), 0);
 	wsrv_device_destroy(d);
