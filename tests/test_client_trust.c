@@ -278,7 +278,7 @@ static int setup(void **s)
 	tmp = test_tmpdir("trust");
 	if (!tmp || make_model(tmp, "tiny", 1 << 20, 2, 1, 1) < 0)
 		return -1;
-	lo.arena.no_lock = true;
+	lo.arena.lock = LOCK_OFF;
 	lo.arena.hugepages = HUGEPAGES_OFF;
 	if (model_load("m", tmp, &lo, &lm, &e) < 0)
 		return -1;

@@ -24,8 +24,9 @@ static int fds_before;
 
 static void arena_on_huge_pages(void **s)
 {
-	struct arena_opts o = { .hugepages = HUGEPAGES_ON, .no_lock = geteuid() != 0 };
+	struct arena_opts o = { .hugepages = HUGEPAGES_ON, .lock = geteuid() != 0 ? LOCK_OFF : LOCK_ON };
 	uint64_t size = 3 << 20, counts[NUMA_MAX_NODES];
+	static uint8_t fill[3 << 20];
 	struct arena *a;
 	struct errinfo e;
 	void *p;
@@ -35,7 +36,8 @@ static void arena_on_huge_pages(void **s)
 	assert_true(a->hugetlb);
 	assert_int_equal(a->page_size, 2 << 20);
 	assert_int_equal(a->seg[0].size, 4 << 20);
-	memset(arena_wptr(a, 0, 0), 0x5A, 3 << 20);
+	memset(fill, 0x5A, sizeof(fill));
+	assert_int_equal(arena_write(a, 0, 0, fill, sizeof(fill), &e), 0);
 	assert_int_equal(arena_seal(a, &e), 0);
 	p = mmap(NULL, 2 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, a->seg[0].fd, 0);
 	assert_true(p == MAP_FAILED);
@@ -53,7 +55,7 @@ static void load_onto_huge_pages(void **s)
 	struct errinfo e;
 
 	o.arena.hugepages = HUGEPAGES_ON;
-	o.arena.no_lock = geteuid() != 0;
+	o.arena.lock = geteuid() != 0 ? LOCK_OFF : LOCK_ON;
 	assert_int_equal(make_model(d, "tiny", 4 << 20, 4, 2, 3), 0);
 	if (model_load("m", d, &o, &lm, &e) < 0)
 		fail_msg("%s", e.msg);

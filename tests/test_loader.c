@@ -27,7 +27,7 @@ static struct load_opts opts(void)
 {
 	struct load_opts o = { 0 };
 
-	o.arena.no_lock = geteuid() != 0;
+	o.arena.lock = geteuid() != 0 ? LOCK_OFF : LOCK_ON;
 	/* Huge pages are test_hugepages' business; tests run in parallel and
 	 * must not race for the few reserved. */
 	o.arena.hugepages = HUGEPAGES_OFF;

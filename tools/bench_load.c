@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +29,16 @@
 #include "progress.h"
 
 #define MAX_REPEAT 20
+
+/* CPU time of this process, all threads, user + system. */
+static double cpu_now(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
 
 struct files {
 	size_t n;
@@ -162,6 +173,53 @@ out:
 	return t;
 }
 
+/* Waits until memory freed by the step before has gone back to the host.
+ * On a VM with free page reporting (as here: page_reporting's min_free_ms
+ * is 0), freed memory returns to the hypervisor at once, and the next first
+ * touch of it costs the guest up to 1 CPU-second per GB; memory freed a
+ * moment ago may not have gone yet and is cheap. Both the load and its CPU
+ * floor are measured after this pause, so they start from the same state:
+ * the state of a server started on a machine that was idle. */
+static void settle(void)
+{
+	usleep(1500 * 1000);
+}
+
+/* Baseline 3, for CPU: what putting the same bytes into fresh shared memory
+ * costs at the least, with no disk and no checksum: write() from one hot
+ * buffer into a memfd, then (when the load locks) map and lock the pages as
+ * the arena does. On a VM whose host reclaims freed memory this alone can
+ * cost more than the rest of the load. Returns CPU seconds or -1. */
+static double fresh_memory_cpu(uint64_t bytes, bool lock)
+{
+	size_t bs = 1 << 20, len = (size_t)(bytes + 4095) / 4096 * 4096;
+	uint8_t *buf = malloc(bs);
+	int fd = memfd_create("wsrv-bench-floor", MFD_CLOEXEC);
+	void *p = MAP_FAILED;
+	double c0 = cpu_now(), c = -1;
+
+	if (!buf || fd < 0 || ftruncate(fd, (off_t)len) < 0)
+		goto out;
+	p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED || (lock && mlock2(p, len, MLOCK_ONFAULT) < 0))
+		goto out;
+	memset(buf, 0x5a, bs);
+	c0 = cpu_now();
+	for (size_t off = 0; off < len; off += bs)
+		if (pwrite(fd, buf, len - off < bs ? len - off : bs, (off_t)off) < 0)
+			goto out;
+	if (lock && madvise(p, len, MADV_POPULATE_READ) < 0)
+		goto out;
+	c = cpu_now() - c0;
+out:
+	if (p != MAP_FAILED)
+		munmap(p, len);
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return c;
+}
+
 /* Baseline 2: a plain read() loop over each file, bs bytes at a time. */
 static double buffered_read(const struct files *f, size_t bs)
 {
@@ -212,6 +270,7 @@ static double median(double *v, int n)
 
 struct result {
 	double raw[MAX_REPEAT], wsrv[MAX_REPEAT], loader[MAX_REPEAT], buf[MAX_REPEAT];
+	double cpu[MAX_REPEAT], floor[MAX_REPEAT];
 	double cached_max;
 };
 
@@ -223,6 +282,7 @@ static int one_round(const char *path, const struct load_opts *lo, const struct 
 	size_t bs = lo->loader.block_size ? lo->loader.block_size : LOADER_DEFAULT_BLOCK;
 	struct loaded_model *lm;
 	struct errinfo e;
+	bool locked = false;
 	double c;
 
 	drop_cache(f);
@@ -230,19 +290,25 @@ static int one_round(const char *path, const struct load_opts *lo, const struct 
 	res->raw[i] = raw_odirect(f, qd, bs, streams);
 	drop_cache(f);
 	c = c > cached_fraction(f) ? c : cached_fraction(f);
+	settle();
+	double c0 = cpu_now();
 	if (model_load("bench", path, lo, &lm, &e) < 0) {
 		fprintf(stderr, "wsrv-bench load: %s\n", e.msg);
 		return -EINVAL;
 	}
 	res->wsrv[i] = lm->total_seconds;
+	res->cpu[i] = (cpu_now() - c0) / ((double)f->bytes / 1e9);
+	settle();
+	res->floor[i] = fresh_memory_cpu(f->bytes, locked) / ((double)f->bytes / 1e9);
 	res->loader[i] = lm->stats.seconds;
+	locked = lm->arena->locked;
 	loaded_model_free(lm);
 	drop_cache(f);
 	c = c > cached_fraction(f) ? c : cached_fraction(f);
 	res->buf[i] = buffered_read(f, bs);
 	/* Per-run figures on stderr: the spread says how noisy the disk is. */
-	fprintf(stderr, "run %d: raw O_DIRECT %.2f GB/s, wsrv %.2f GB/s, buffered %.2f GB/s\n", i,
-		(double)f->bytes / 1e9 / res->raw[i], (double)f->bytes / 1e9 / res->wsrv[i],
+	fprintf(stderr, "run %d: raw O_DIRECT %.2f GB/s, wsrv %.2f GB/s (%.3f cpu-s/GB, floor %.3f), buffered %.2f GB/s\n", i,
+		(double)f->bytes / 1e9 / res->raw[i], (double)f->bytes / 1e9 / res->wsrv[i], res->cpu[i], res->floor[i],
 		(double)f->bytes / 1e9 / res->buf[i]);
 	res->cached_max = c > res->cached_max ? c : res->cached_max;
 	return res->raw[i] < 0 ? -EIO : 0;

@@ -17,6 +17,9 @@
 #define ARENA_POPULATE_CHUNK (64u << 20)
 #define HUGE_SYSFS "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
@@ -70,13 +73,49 @@ static int choose_pages(struct arena *a, const struct arena_opts *o, struct erri
 	return 0;
 }
 
+/* Swap configured on this machine, in KiB, from /proc/meminfo; -1 when
+ * unknown (then it is assumed to exist). */
+static long swap_total_kib(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	char line[128];
+	long kib = -1;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "SwapTotal: %ld kB", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kib;
+}
+
+static void choose_lock(struct arena *a, const struct arena_opts *o)
+{
+	const char *why;
+
+	if (o->lock == LOCK_ON) {
+		a->locked = true;
+		why = "locked (--lock on)";
+	} else if (o->lock == LOCK_OFF) {
+		why = "not locked (--lock off)";
+	} else if (a->hugetlb) {
+		why = "not locked (auto: huge pages are never swapped)";
+	} else if (swap_total_kib() == 0) {
+		why = "not locked (auto: no swap, so shared memory cannot be paged out)";
+	} else {
+		a->locked = true;
+		why = "locked (auto: this machine has swap)";
+	}
+	snprintf(a->lock_note, sizeof(a->lock_note), "%s", why);
+}
+
 static int lock_error(uint64_t bytes, int err, struct errinfo *e)
 {
 	struct rlimit rl = { 0 };
 
 	getrlimit(RLIMIT_MEMLOCK, &rl);
 	return err_set(e, -err,
-		       "cannot lock %" PRIu64 " bytes of weights in memory (%s): RLIMIT_MEMLOCK is %s%" PRIu64 " bytes; raise it (ulimit -l, LimitMEMLOCK= in the unit) or run with --no-lock",
+		       "cannot lock %" PRIu64 " bytes of weights in memory (%s): RLIMIT_MEMLOCK is %s%" PRIu64 " bytes; raise it (ulimit -l, LimitMEMLOCK= in the unit) or run with --lock off",
 		       bytes, strerror(err), rl.rlim_cur == RLIM_INFINITY ? "unlimited, " : "",
 		       rl.rlim_cur == RLIM_INFINITY ? 0 : (uint64_t)rl.rlim_cur);
 }
@@ -105,6 +144,8 @@ static int populate_range(struct arena *a, struct arena_seg *s, size_t off,
 
 int arena_populate(struct arena *a, struct errinfo *e)
 {
+	if (a->fill_by_write)
+		return 0;
 	for (uint32_t i = 0; i < a->nseg; i++) {
 		struct arena_seg *s = &a->seg[i];
 		for (size_t off = 0; off < s->size; off += ARENA_POPULATE_CHUNK) {
@@ -117,6 +158,58 @@ int arena_populate(struct arena *a, struct errinfo *e)
 				return -ECANCELED;
 		}
 	}
+	return 0;
+}
+
+int arena_write(struct arena *a, uint32_t seg, uint64_t off, const void *src,
+		size_t len, struct errinfo *e)
+{
+	struct arena_seg *s = &a->seg[seg];
+	const uint8_t *p = src;
+
+	if (!a->fill_by_write) {
+		memcpy(s->rw + off, src, len);
+		return 0;
+	}
+	while (len) {
+		ssize_t n = pwrite(s->fd, p, len, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return err_set(e, n < 0 ? -errno : -ENOSPC,
+				       "cannot write %zu bytes into shared memory: %s", len,
+				       n < 0 ? strerror(errno) : "no progress");
+		p += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Filling by write: the only mapping is read-only from the start; locking
+ * is on fault, so that nothing is allocated now but the limit is checked. */
+static int map_for_write(struct arena *a, struct arena_seg *s, const char *label,
+			 struct errinfo *e)
+{
+	void *p = mmap(NULL, s->size, PROT_READ, MAP_SHARED, s->fd, 0);
+
+	if (p == MAP_FAILED)
+		return err_set(e, -errno, "%s: cannot map %zu bytes: %s", label, s->size,
+			       strerror(errno));
+	s->ro = p;
+	if (a->locked && mlock2(p, s->size, MLOCK_ONFAULT) < 0)
+		return lock_error(s->size, errno, e);
+	return 0;
+}
+
+static int map_for_copy(struct arena_seg *s, const char *label, struct errinfo *e)
+{
+	void *p = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+
+	if (p == MAP_FAILED)
+		return err_set(e, -errno, "%s: cannot map %zu bytes: %s", label, s->size,
+			       strerror(errno));
+	s->rw = p;
 	return 0;
 }
 
@@ -137,13 +230,10 @@ static int create_seg(struct arena *a, const char *name, uint32_t i,
 	if (ftruncate(s->fd, (off_t)s->size) < 0)
 		return err_set(e, -errno, "%s: cannot size to %zu bytes: %s", label, s->size,
 			       strerror(errno));
-	s->rw = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
-	if (s->rw == MAP_FAILED) {
-		s->rw = NULL;
-		return err_set(e, -errno, "%s: cannot map %zu bytes: %s", label, s->size,
-			       strerror(errno));
-	}
-	r = numa_apply(s->rw, s->size, &a->numa, e);
+	r = a->fill_by_write ? map_for_write(a, s, label, e) : map_for_copy(s, label, e);
+	if (r < 0)
+		return r;
+	r = numa_apply(s->rw ? s->rw : (void *)s->ro, s->size, &a->numa, e);
 	if (r < 0)
 		err_prefix(e, label);
 	return r;
@@ -168,7 +258,8 @@ int arena_create(const char *name, uint32_t nseg, const uint64_t *sizes,
 	r = numa_choose_here(o->numa, o->numa_node, &a->numa, e);
 	if (r == 0)
 		r = choose_pages(a, o, e);
-	a->locked = !o->no_lock;
+	choose_lock(a, o);
+	a->fill_by_write = !a->hugetlb;
 	for (uint32_t i = 0; r == 0 && i < nseg; i++) {
 		/* A zero-byte segment still gets one page, so it can be mapped. */
 		a->seg[i].size = round_up(sizes[i] ? sizes[i] : 1, a->page_size);
@@ -185,14 +276,22 @@ int arena_create(const char *name, uint32_t nseg, const uint64_t *sizes,
 /* The segment's own mapping is kept (it holds the lock) but made read-only;
  * F_SEAL_FUTURE_WRITE then refuses every new writable mapping and every
  * write(), which is what readers rely on, and F_SEAL_SEAL fixes the set. */
-static int seal_seg(struct arena_seg *s, struct errinfo *e)
+static int seal_seg(struct arena *a, struct arena_seg *s, struct errinfo *e)
 {
 	int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
 
-	if (mprotect(s->rw, s->size, PROT_READ) < 0)
+	if (s->rw && mprotect(s->rw, s->size, PROT_READ) < 0)
 		return err_set(e, -errno, "cannot make a segment read-only: %s", strerror(errno));
-	s->ro = s->rw;
-	s->rw = NULL;
+	if (s->rw) {
+		s->ro = s->rw;
+		s->rw = NULL;
+	}
+	/* Written pages are in the memfd but not in this mapping: map them, and
+	 * so lock them (MLOCK_ONFAULT). Without the lock nothing needs them. */
+	if (a->fill_by_write && a->locked &&
+	    madvise((void *)s->ro, s->size, MADV_POPULATE_READ) < 0)
+		return err_set(e, -errno, "cannot map and lock %zu bytes of weights: %s", s->size,
+			       strerror(errno));
 	if (fcntl(s->fd, F_ADD_SEALS, seals) < 0)
 		return err_set(e, -errno, "cannot seal a segment: %s", strerror(errno));
 	return 0;
@@ -201,7 +300,7 @@ static int seal_seg(struct arena_seg *s, struct errinfo *e)
 int arena_seal(struct arena *a, struct errinfo *e)
 {
 	for (uint32_t i = 0; i < a->nseg; i++) {
-		int r = seal_seg(&a->seg[i], e);
+		int r = seal_seg(a, &a->seg[i], e);
 		if (r < 0)
 			return r;
 	}
@@ -215,7 +314,7 @@ int arena_placement(const struct arena *a, uint64_t *counts)
 
 	memset(counts, 0, NUMA_MAX_NODES * sizeof(*counts));
 	for (uint32_t i = 0; i < a->nseg; i++) {
-		const void *p = a->sealed ? (const void *)a->seg[i].ro : a->seg[i].rw;
+		const void *p = a->seg[i].rw ? a->seg[i].rw : (const void *)a->seg[i].ro;
 		int r = numa_sample(p, a->seg[i].size, a->page_size, 1024, counts);
 		if (r < 0)
 			return r;

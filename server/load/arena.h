@@ -2,9 +2,19 @@
 /* arena.h - the server's shared memory for one model: memfd segments with a
  * NUMA policy and a page size, prefaulted, locked, and sealed once loaded.
  *
- * Life: arena_create (writable, placed, prefaulted, locked) -> the loader
- * writes through arena_wptr -> arena_seal (read-only mapping kept, writable
- * mapping gone, seals added) -> arena_free.
+ * Two ways to fill it, chosen by arena_create:
+ * - by write (4 KiB pages): the memfd is mapped read-only from the start and
+ *   the loader write()s into it (arena_write). shmem's write path allocates
+ *   each page and copies into it without zeroing it first, and without a
+ *   page fault: one touch per page. arena_seal maps the pages in (and so
+ *   locks them: the mapping is mlock2(MLOCK_ONFAULT)ed at creation, which
+ *   checks RLIMIT_MEMLOCK before any byte is read).
+ * - by mapping (hugetlb, which has no write()): arena_populate allocates,
+ *   maps and locks every page, on another thread while the loader copies
+ *   through arena_wptr; arena_seal makes the mapping read-only.
+ *
+ * Life: arena_create -> (arena_populate) -> arena_write -> arena_seal (seals
+ * added) -> arena_free.
  */
 #ifndef WSRV_ARENA_H
 #define WSRV_ARENA_H
@@ -18,11 +28,16 @@
 
 enum hugepages_mode { HUGEPAGES_AUTO = 0, HUGEPAGES_ON, HUGEPAGES_OFF };
 
+/* Whether the arena's pages are mlocked. Auto: when the machine has swap,
+ * the only place shared memory can be paged out to (huge pages never are);
+ * with none, a lock would cost CPU time and RLIMIT_MEMLOCK for nothing. */
+enum lock_mode { LOCK_AUTO = 0, LOCK_ON, LOCK_OFF };
+
 struct arena_opts {
 	enum numa_mode numa;
 	int numa_node;                 /* for NUMA_NODE */
 	enum hugepages_mode hugepages;
-	bool no_lock;                  /* skip mlock (unprivileged use) */
+	enum lock_mode lock;
 };
 
 struct arena_seg {
@@ -37,11 +52,13 @@ struct arena {
 	struct arena_seg *seg;
 	size_t page_size;              /* 4096 or the huge page size */
 	bool hugetlb;
+	bool fill_by_write;            /* arena_write is pwrite, see above */
 	bool locked;
 	bool sealed;
 	bool stop_populate;            /* set (atomically) to stop arena_populate early */
 	struct numa_choice numa;
 	char hugepage_note[160];       /* why this page size was chosen */
+	char lock_note[96];            /* whether locked, and why */
 };
 
 /* Creates nseg segments of sizes[i] bytes each, named "wsrv:<name>:<i>".
@@ -50,21 +67,21 @@ int arena_create(const char *name, uint32_t nseg, const uint64_t *sizes,
 		 const struct arena_opts *o, struct arena **out,
 		 struct errinfo *e);
 
-/* Allocates, maps and locks every page, after the NUMA policy is set and
- * before sealing. Safe to run on another thread while the loader writes into
- * the arena (a page either thread touches first is simply faulted in by it).
- * Returns -ECANCELED if stop_populate was set, or an error naming
- * RLIMIT_MEMLOCK when pages cannot be locked. */
+/* Filling by mapping: allocates, maps and locks every page, after the NUMA
+ * policy is set and before sealing. Safe to run on another thread while the
+ * loader writes into the arena (a page either thread touches first is simply
+ * faulted in by it). Returns -ECANCELED if stop_populate was set, or an error
+ * naming RLIMIT_MEMLOCK when pages cannot be locked. Filling by write: does
+ * nothing (pages are allocated as they are written). */
 int arena_populate(struct arena *a, struct errinfo *e);
 
-/* Writable address of (seg, off); only before arena_seal. */
-static inline uint8_t *arena_wptr(struct arena *a, uint32_t seg, uint64_t off)
-{
-	return a->seg[seg].rw + off;
-}
+/* Copies len bytes from src to (seg, off); only before arena_seal. Fails
+ * with a sentence (out of memory, a memory cgroup's limit) and -errno. */
+int arena_write(struct arena *a, uint32_t seg, uint64_t off, const void *src,
+		size_t len, struct errinfo *e);
 
-/* Seals every segment: its mapping becomes read-only (and stays locked),
- * then F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL: no
+/* Seals every segment: its mapping becomes read-only (and its pages are
+ * mapped and locked), then F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL: no
  * one can map it writable, write() to it, or change its size or seals. */
 int arena_seal(struct arena *a, struct errinfo *e);
 

@@ -11,13 +11,14 @@
 
 enum {
 	O_NUMA = LOAD_OPT_BASE, O_NUMA_NODE, O_HUGEPAGES, O_NO_LOCK, O_QD,
-	O_BLOCK, O_SHARDS, O_BUFFERED, O_ALIGN, O_MAX_SEGMENT, O_LAYER_PATTERN,
+	O_BLOCK, O_SHARDS, O_BUFFERED, O_ALIGN, O_MAX_SEGMENT, O_LAYER_PATTERN, O_LOCK,
 };
 
 const struct option load_long_options[] = {
 	{ "numa", required_argument, NULL, O_NUMA },
 	{ "numa-node", required_argument, NULL, O_NUMA_NODE },
 	{ "hugepages", required_argument, NULL, O_HUGEPAGES },
+	{ "lock", required_argument, NULL, O_LOCK },
 	{ "no-lock", no_argument, NULL, O_NO_LOCK },
 	{ "queue-depth", required_argument, NULL, O_QD },
 	{ "block-size", required_argument, NULL, O_BLOCK },
@@ -33,7 +34,8 @@ const char load_options_help[] =
 	"  --numa auto|interleave    arena placement (auto: hwloc decides)\n"
 	"  --numa-node N             bind the arena to NUMA node N\n"
 	"  --hugepages auto|on|off   2 MiB huge pages (auto: when enough are free)\n"
-	"  --no-lock                 do not mlock the arena (needs no RLIMIT_MEMLOCK)\n"
+	"  --lock auto|on|off        mlock the arena (auto: when the machine has swap)\n"
+	"  --no-lock                 the same as --lock off\n"
 	"  --queue-depth N           reads in flight (default 64)\n"
 	"  --block-size SIZE         bytes per read, multiple of 4K (default 1M)\n"
 	"  --concurrent-shards N     shards read at once (default 4)\n"
@@ -113,7 +115,11 @@ int load_args_handle(int opt, const char *arg, struct load_opts *o,
 		r = enum_opt("hugepages", arg, hp, 3, &iv, e);
 		o->arena.hugepages = (enum hugepages_mode)iv;
 		break;
-	case O_NO_LOCK: o->arena.no_lock = true; break;
+	case O_LOCK:
+		r = enum_opt("lock", arg, hp, 3, &iv, e);
+		o->arena.lock = (enum lock_mode)iv;
+		break;
+	case O_NO_LOCK: o->arena.lock = LOCK_OFF; break;
 	case O_QD:
 		r = number("queue-depth", arg, 1024, &v, e);
 		o->loader.queue_depth = (unsigned)v;

@@ -21,17 +21,18 @@
 #include "file_open.h"
 #include "log.h"
 #include "progress.h"
+#include "xxh3_stream.h"
 
 #define DIO_ALIGN 4096u
 #define LOADER_BUFS_PER_READ 4u
-#define HASH_CHUNK (64u << 10)
 
 int (*loader_open_hook)(const char *path, int flags);
 void (*loader_cqe_hook)(const char *path, uint64_t off, int *res);
 
 struct piece {
 	uint64_t file_off, size;
-	uint8_t *dst;
+	uint32_t seg;               /* where it goes in the arena */
+	uint64_t off;
 	struct model_tensor *t;
 };
 
@@ -44,7 +45,7 @@ struct shard {
 	struct piece *pieces;
 	size_t npieces, cur;
 	uint64_t cur_done;          /* bytes of pieces[cur] placed */
-	XXH3_state_t *xs;
+	struct xxh3_stream *xs;
 	uint64_t next_read, end;    /* submission cursor and end of file */
 	struct block *head, *tail;  /* submitted blocks, in file order */
 };
@@ -75,6 +76,7 @@ struct loader {
 	unsigned max_shards;
 	uint64_t placed, read;
 	struct progress prog;
+	struct arena *arena;
 	struct loader_stats *st;
 };
 
@@ -100,8 +102,7 @@ static int cmp_piece(const void *a, const void *b)
 
 /* Builds each shard's list of non-empty tensors in file order; empty tensors
  * get their checksum here. */
-static int plan_pieces(struct loader *L, struct model *m, struct arena *a,
-		       struct errinfo *e)
+static int plan_pieces(struct loader *L, struct model *m, struct errinfo *e)
 {
 	static const uint8_t none[1];
 
@@ -113,14 +114,14 @@ static int plan_pieces(struct loader *L, struct model *m, struct arena *a,
 			continue;
 		}
 		sh->pieces[sh->npieces++] = (struct piece){
-			t->file_off, t->size, arena_wptr(a, t->segment, t->offset), t };
+			t->file_off, t->size, t->segment, t->offset, t };
 	}
 	for (size_t f = 0; f < L->nshards; f++) {
 		struct shard *sh = &L->shards[f];
 		qsort(sh->pieces, sh->npieces, sizeof(*sh->pieces), cmp_piece);
 		sh->next_read = align_down(sh->sf->data_start, DIO_ALIGN);
 		sh->end = sh->npieces ? sh->sf->file_size : sh->next_read;
-		if (!(sh->xs = XXH3_createState()))
+		if (!(sh->xs = xxh3_stream_new()))
 			return err_set(e, -ENOMEM, "out of memory");
 	}
 	return 0;
@@ -264,21 +265,16 @@ static void fill(struct loader *L)
 	}
 }
 
-/* Copies src into dst and feeds the checksum, in cache-sized chunks so the
- * bytes are hashed while still hot. */
-static void place(uint8_t *dst, const uint8_t *src, uint64_t n, XXH3_state_t *xs)
+/* Feeds the checksum, then copies into the arena: the bytes are hashed
+ * while the copy is still to come, and copied while still in the cache. */
+static int place(struct loader *L, const struct piece *p, uint64_t done,
+		 const uint8_t *src, uint64_t n, struct xxh3_stream *xs, struct errinfo *e)
 {
-	while (n) {
-		size_t c = n < HASH_CHUNK ? (size_t)n : HASH_CHUNK;
-		memcpy(dst, src, c);
-		XXH3_64bits_update(xs, src, c);
-		dst += c;
-		src += c;
-		n -= c;
-	}
+	xxh3_stream_update(xs, src, n);
+	return arena_write(L->arena, p->seg, p->off + done, src, n, e);
 }
 
-static void place_block(struct loader *L, struct block *b)
+static int place_block(struct loader *L, struct block *b, struct errinfo *e)
 {
 	struct shard *sh = b->sh;
 	const uint8_t *buf = L->bufs + (size_t)b->buf * L->bs;
@@ -292,28 +288,33 @@ static void place_block(struct loader *L, struct block *b)
 		if (start >= endb)
 			break;
 		if (sh->cur_done == 0)
-			XXH3_64bits_reset(sh->xs);
-		place(p->dst + sh->cur_done, buf + (start - b->off), stop - start, sh->xs);
+			xxh3_stream_reset(sh->xs);
+		int r = place(L, p, sh->cur_done, buf + (start - b->off), stop - start, sh->xs, e);
+		if (r < 0)
+			return r;
 		sh->cur_done += stop - start;
 		L->placed += stop - start;
 		if (sh->cur_done == p->size) {
-			p->t->xxh3 = XXH3_64bits_digest(sh->xs);
+			p->t->xxh3 = xxh3_stream_digest(sh->xs);
 			sh->cur++;
 			sh->cur_done = 0;
 		}
 	}
+	return 0;
 }
 
 /* Places every finished block at the head of each shard's queue. After each
  * block its buffer is reused for a new read, submitted before the next copy
  * starts, so the disk is never idle while this thread copies and hashes. */
-static void drain(struct loader *L)
+static int drain(struct loader *L, struct errinfo *e)
 {
 	for (size_t f = 0; f < L->nshards; f++) {
 		struct shard *sh = &L->shards[f];
 		while (sh->head && sh->head->done) {
 			struct block *b = sh->head;
-			place_block(L, b);
+			int r = place_block(L, b, e);
+			if (r < 0)
+				return r;
 			sh->head = b->next;
 			if (!sh->head)
 				sh->tail = NULL;
@@ -323,6 +324,7 @@ static void drain(struct loader *L)
 		}
 	}
 	progress_update(&L->prog, L->placed);
+	return 0;
 }
 
 static int complete(struct loader *L, struct block *b, int res, struct errinfo *e)
@@ -393,9 +395,30 @@ static int run_loop(struct loader *L, struct errinfo *e)
 			}
 		}
 		io_uring_cq_advance(&L->ring, n);
-		drain(L);
+		r = drain(L, e);
+		if (r < 0)
+			return r;
 	}
 	return 0;
+}
+
+/* The pool of read buffers: LOADER_BUFS_PER_READ per read in flight, so
+ * finished blocks can wait for their turn without stopping the disk, but
+ * never more than the model's blocks (a 64 MiB model does not pay for a
+ * 256 MiB pool, its allocation and its registration). */
+static void size_pool(struct loader *L, const struct model *m)
+{
+	uint64_t blocks = 0, most = (uint64_t)L->qd * LOADER_BUFS_PER_READ;
+
+	for (size_t f = 0; f < m->nfiles; f++) {
+		uint64_t from = align_down(m->files[f]->data_start, DIO_ALIGN);
+		blocks += (m->files[f]->file_size - from + L->bs - 1) / L->bs;
+	}
+	L->nbufs = (unsigned)(blocks < most ? blocks : most);
+	if (L->nbufs == 0)
+		L->nbufs = 1;
+	if (L->qd > L->nbufs)
+		L->qd = L->nbufs;
 }
 
 static int init(struct loader *L, struct model *m, struct arena *a,
@@ -406,9 +429,10 @@ static int init(struct loader *L, struct model *m, struct arena *a,
 	L->max_shards = o->max_shards ? o->max_shards : LOADER_DEFAULT_SHARDS;
 	if (L->bs % DIO_ALIGN || L->bs > (64u << 20) || L->qd > 1024)
 		return err_set(e, -EINVAL, "block size must be a multiple of 4096 up to 64 MiB, queue depth at most 1024");
+	L->arena = a;
 	L->nshards = m->nfiles;
 	L->shards = calloc(L->nshards, sizeof(*L->shards));
-	L->nbufs = L->qd * LOADER_BUFS_PER_READ;
+	size_pool(L, m);
 	L->blocks = calloc(L->nbufs, sizeof(*L->blocks));
 	L->free_bufs = calloc(L->nbufs, sizeof(*L->free_bufs));
 	if (!L->shards || !L->blocks || !L->free_bufs)
@@ -422,7 +446,7 @@ static int init(struct loader *L, struct model *m, struct arena *a,
 		if (!L->shards[f].pieces)
 			return err_set(e, -ENOMEM, "out of memory");
 	}
-	return plan_pieces(L, m, a, e);
+	return plan_pieces(L, m, e);
 }
 
 static int open_all(struct loader *L, const struct loader_opts *o, struct errinfo *e)
@@ -472,7 +496,7 @@ static void cleanup(struct loader *L)
 	for (size_t f = 0; L->shards && f < L->nshards; f++) {
 		if (L->shards[f].fd >= 0)
 			close(L->shards[f].fd);
-		XXH3_freeState(L->shards[f].xs);
+		xxh3_stream_free(L->shards[f].xs);
 		free(L->shards[f].pieces);
 	}
 	if (L->bufs)
@@ -508,6 +532,7 @@ int loader_run(struct model *m, struct arena *a, const struct loader_opts *o,
 	if (r == 0)
 		r = check_all(&L, e);
 	L.st->bytes_read = L.read;
+	L.st->pool_bytes = L.bufs_len;
 	L.st->tensor_bytes = L.placed;
 	L.st->seconds = mono_now() - t0;
 	cleanup(&L);

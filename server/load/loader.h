@@ -35,6 +35,7 @@ struct loader_stats {
 	uint64_t tensor_bytes;  /* placed into the arena */
 	double seconds;
 	unsigned buffered_files;/* files that fell back to buffered reads */
+	uint64_t pool_bytes;    /* read buffers allocated */
 };
 
 /* Fills every tensor of m into a (laid out by m) and sets each tensor's

@@ -29,17 +29,20 @@ static void *populate_main(void *arg)
 	return NULL;
 }
 
-/* Populates the arena on a second thread while the loader reads: allocating
- * and locking pages costs CPU time of the order of the disk time, and the
- * reads themselves need little CPU. */
+/* Filling by mapping (huge pages), populates the arena on a second thread
+ * while the loader reads: allocating and locking pages costs CPU time of the
+ * order of the disk time, and the reads themselves need little CPU. */
 static int fill_arena(struct loaded_model *lm, const struct load_opts *o,
 		      struct errinfo *e)
 {
 	struct populate_job job = { .a = lm->arena };
 	pthread_t th;
-	bool threaded = pthread_create(&th, NULL, populate_main, &job) == 0;
+	bool threaded = false;
 	int r;
 
+	/* Filled by write, the arena needs no populating at all. */
+	if (!lm->arena->fill_by_write)
+		threaded = pthread_create(&th, NULL, populate_main, &job) == 0;
 	if (!threaded)
 		populate_main(&job);
 	r = loader_run(lm->model, lm->arena, &o->loader, &lm->stats, e);

@@ -103,8 +103,11 @@ int numa_sample(const void *addr, size_t len, size_t page, size_t samples,
 		r = -ENOMEM;
 		goto out;
 	}
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		pages[i] = (char *)addr + (i * npages / n) * page;
+		/* A page not mapped here (never faulted in) has no node to report. */
+		(void)*(volatile const char *)pages[i];
+	}
 	/* nodes == NULL: only report where each page is. */
 	if (numa_move_pages(0, n, pages, NULL, status, 0) < 0) {
 		r = -errno;

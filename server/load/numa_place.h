@@ -37,7 +37,7 @@ int numa_apply(void *addr, size_t len, const struct numa_choice *c,
 
 /* Where pages of [addr, addr+len) really are: samples up to `samples` pages
  * with move_pages and counts them per node into counts[NUMA_MAX_NODES].
- * Pages must be present. Returns the number sampled or a negative errno. */
+ * Reads each sampled page first, so it is mapped. Returns the number sampled or a negative errno. */
 int numa_sample(const void *addr, size_t len, size_t page, size_t samples,
 		uint64_t *counts);
 

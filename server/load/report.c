@@ -31,7 +31,7 @@ void report_loaded(FILE *out, const struct loaded_model *lm)
 		fmt_bytes(m->data_bytes, b1, sizeof(b1)),
 		fmt_bytes(arena_bytes(a), b2, sizeof(b2)), a->nseg, a->nseg == 1 ? "" : "s");
 	fprintf(out, "  numa       %s; measured: %s\n", a->numa.desc, place);
-	fprintf(out, "  pages      %s%s\n", a->hugepage_note, a->locked ? ", locked" : ", not locked");
+	fprintf(out, "  pages      %s, %s\n", a->hugepage_note, a->lock_note);
 	fprintf(out, "  sealed     %s\n", a->sealed ? "yes (shrink, grow, write, seal)" : "no");
 	fprintf(out, "  load       %.3f s, %.2f GB/s from disk%s\n", s->seconds,
 		s->seconds > 0 ? (double)s->tensor_bytes / s->seconds / 1e9 : 0.0,

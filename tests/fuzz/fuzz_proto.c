@@ -40,7 +40,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	struct mk_spec spec;
 	struct errinfo e;
 
-	lo.arena.no_lock = true;
+	lo.arena.lock = LOCK_OFF;
 	lo.arena.hugepages = HUGEPAGES_OFF;
 	if (!mkdtemp(dir) || mk_preset("tiny", 1 << 20, 2, &spec, &e) < 0 ||
 	    mk_write(&spec, dir, 2, 1, &e) < 0 || model_load("m", dir, &lo, &lm, &e) < 0) {
