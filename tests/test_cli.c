@@ -85,6 +85,28 @@ static void inspect(void **s)
 	assert_int_equal(run("WSRV_CTL", NULL), 2);
 }
 
+/* Issue 12: the load time covered only the read loop. It covers headers
+ * through the published manifest, the phases add up to no more than it, and
+ * the read-buffer pool of a small model is no larger than the model. */
+static void load_time_is_whole(json_t *m)
+{
+	json_t *ph = json_object_get(m, "phases");
+	const char *keys[] = { "open_parse_s", "allocate_place_s", "read_s", "seal_s" };
+	double total = json_real_value(json_object_get(m, "load_seconds")), sum = 0;
+
+	assert_non_null(ph);
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		json_t *v = json_object_get(ph, keys[i]);
+		assert_true(json_is_real(v));
+		sum += json_real_value(v);
+	}
+	assert_true(total > 0 && sum <= total + 1e-6 && sum > total * 0.9);
+	assert_true(json_real_value(json_object_get(ph, "checksum_s")) <=
+		    json_real_value(json_object_get(ph, "read_s")));
+	assert_true(json_integer_value(json_object_get(m, "read_pool_bytes")) <=
+		    json_integer_value(json_object_get(m, "tensor_bytes")) + (4 << 20));
+}
+
 static void wsrvd_load_only(void **s)
 {
 	const char *model = pjoin(tmp, "model2");
@@ -107,7 +129,15 @@ static void wsrvd_load_only(void **s)
 	assert_true(json_is_true(json_object_get(m, "sealed")));
 	assert_int_equal(json_integer_value(json_object_get(m, "page_size")), 4096);
 	assert_non_null(json_object_get(json_object_get(m, "numa_pages_sampled"), "0"));
+	load_time_is_whole(m);
 	json_decref(j);
+	/* --verbose logs the phases. */
+	assert_int_equal(run("WSRVD", "--load-only", "--verbose", "--model", spec, "--lock", "off",
+			     NULL), 0);
+	assert_non_null(strstr(err, "read"));
+	assert_non_null(strstr(err, "checksum"));
+	assert_non_null(strstr(out, "open     "));
+	assert_int_equal(run("WSRVD", "--load-only", "--model", spec, "--lock", "maybe", NULL), 2);
 	assert_int_equal(run("WSRVD", "--load-only", "--model", "x=/nonexistent", NULL), 1);
 	assert_non_null(strstr(err, "/nonexistent"));
 	assert_int_equal(run("WSRVD", "--load-only", "--model", "nonsense", NULL), 2);

@@ -310,6 +310,43 @@ static void lock_removed_on_stop(void **s)
 	rm_rf(ts.dir);
 }
 
+/* SIGTERM while the models load killed the server (the signal was blocked
+ * only once it served), leaving SOCKET and SOCKET.lock behind. Now the load
+ * stops, both go, and the exit status is 0: the stop was asked for. */
+static void stop_while_loading_cleans_up(void **s)
+{
+	char *dir = test_tmpdir("harden-big"), spec[300], lock[300];
+	const char *sock = pjoin(tmp, "loading.sock");
+	struct stat st;
+	int status;
+	pid_t pid;
+
+	assert_int_equal(make_model(dir, "llama-mini", 64 << 20, 4, 1, 9), 0);
+	snprintf(spec, sizeof(spec), "m=%s", dir);
+	snprintf(lock, sizeof(lock), "%s.lock", sock);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open(pjoin(tmp, "err"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		dup2(fd, 2);
+		execl(getenv("WSRVD"), "wsrvd", "--socket", sock, "--model", spec, (char *)NULL);
+		_exit(127);
+	}
+	/* The socket exists from before the load on. */
+	for (int i = 0; i < 5000 && stat(sock, &st) < 0; i++)
+		sleep_ms(1);
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	slurp(pjoin(tmp, "err"));
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_non_null(strstr(text, "stopped by a signal while loading"));
+	assert_int_equal(stat(sock, &st), -1);
+	assert_int_equal(stat(lock, &st), -1);
+	rm_rf(dir);
+	free(dir);
+}
+
 /* 5: a WSRV_SOCKET too long for sun_path was truncated; the server did not
  * read WSRV_SOCKET at all. */
 static void socket_env_honoured_and_checked(void **s)
@@ -538,6 +575,7 @@ int main(void)
 		cmocka_unit_test(live_socket_of_another_service_kept),
 		cmocka_unit_test(lock_symlink_not_followed),
 		cmocka_unit_test(lock_removed_on_stop),
+		cmocka_unit_test(stop_while_loading_cleans_up),
 		cmocka_unit_test(socket_env_honoured_and_checked),
 		cmocka_unit_test(fd_limit_checked),
 		cmocka_unit_test(log_injection_escaped),

@@ -75,7 +75,7 @@ static void model_info(const struct srv_model *sm, Wsrv__ModelInfo *mi)
 	mi->segments = lm->arena->nseg;
 	mi->page_size = lm->arena->page_size;
 	mi->numa = (char *)lm->arena->numa.desc;
-	mi->load_seconds = lm->stats.seconds;
+	mi->load_seconds = lm->total_seconds;
 	mi->attached = sm->attached;
 }
 

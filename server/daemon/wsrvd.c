@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,10 +247,7 @@ static int load_all(struct args *a)
 			status = 1;
 			continue;
 		}
-		log_info("model %s loaded: %zu tensors, %.2f GB in %.3f s (%.2f GB/s)",
-			 a->names[i], lm->model->ntensors, (double)lm->model->data_bytes / 1e9,
-			 lm->stats.seconds,
-			 lm->stats.seconds > 0 ? (double)lm->model->data_bytes / lm->stats.seconds / 1e9 : 0.0);
+		report_log_loaded(lm);
 		if (a->json)
 			json_array_append_new(arr, report_loaded_json(lm));
 		else
@@ -264,6 +262,18 @@ static int load_all(struct args *a)
 	return status;
 }
 
+/* SIGINT or SIGTERM waiting: serve() blocks them before it takes the socket,
+ * so that they stop a load (which may take minutes) through the loader, and
+ * the socket and its lock file are removed, instead of killing the process
+ * and leaving both behind. srv_run reads them from then on. */
+static bool stop_requested(void)
+{
+	sigset_t pending;
+
+	return sigpending(&pending) == 0 &&
+	       (sigismember(&pending, SIGINT) == 1 || sigismember(&pending, SIGTERM) == 1);
+}
+
 /* Loads every model into srv; any failure stops the server from starting. */
 static int load_for_serving(struct args *a, struct server *srv)
 {
@@ -275,15 +285,15 @@ static int load_for_serving(struct args *a, struct server *srv)
 		struct errinfo e;
 
 		a->load.loader.progress = true;
+		a->load.loader.stop = stop_requested;
 		if (model_load(a->names[i], a->paths[i], &a->load, &lm, &e) < 0) {
-			log_err("model %s: %s", a->names[i], e.msg);
+			if (stop_requested())
+				log_info("model %s: stopped by a signal while loading", a->names[i]);
+			else
+				log_err("model %s: %s", a->names[i], e.msg);
 			return -EINVAL;
 		}
-		log_info("model %s loaded: %zu tensors, %.2f GB in %.3f s (%.2f GB/s), %s, %s",
-			 a->names[i], lm->model->ntensors, (double)lm->model->data_bytes / 1e9,
-			 lm->stats.seconds,
-			 lm->stats.seconds > 0 ? (double)lm->model->data_bytes / lm->stats.seconds / 1e9 : 0.0,
-			 lm->arena->numa.desc, lm->arena->hugepage_note);
+		report_log_loaded(lm);
 		srv->models[srv->nmodels++].lm = lm;
 	}
 	return 0;
@@ -336,6 +346,7 @@ static int serve(struct args *a)
 	char path[SOCKPATH_MAX];
 	struct errinfo e;
 	int status = 0, lfd, lock;
+	sigset_t stop;
 
 	if (!srv.cfg.socket_path) {
 		if (sockpath_default(path, sizeof(path), e.msg, sizeof(e.msg)) < 0) {
@@ -347,15 +358,19 @@ static int serve(struct args *a)
 	srv.cfg.allow_uid[srv.cfg.n_allow_uid++] = getuid(); /* room kept for it */
 	log_info("starting: %d model%s, socket %s", a->nmodels, a->nmodels == 1 ? "" : "s",
 		 srv.cfg.socket_path);
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	sigprocmask(SIG_BLOCK, &stop, NULL);
 	/* The socket first: a second server on the same path should learn
 	 * that before it spends minutes loading. Clients that connect during
 	 * the load wait in the backlog. */
 	if (srv_listen(srv.cfg.socket_path, &lfd, &lock, &e) < 0) {
 		log_err("%s", e.msg);
 		status = 1;
-	} else if (load_for_serving(a, &srv) < 0 || fd_limits(&srv) < 0) {
+	} else if (load_for_serving(a, &srv) < 0 || fd_limits(&srv) < 0 || stop_requested()) {
 		srv_unlisten(srv.cfg.socket_path, lfd, lock);
-		status = 1;
+		status = stop_requested() ? 0 : 1; /* asked to stop: not a failure */
 	} else if (srv_run(&srv, lfd, lock, &e) < 0) {
 		log_err("%s", e.msg);
 		status = 1;

@@ -77,6 +77,7 @@ struct loader {
 	uint64_t placed, read;
 	struct progress prog;
 	struct arena *arena;
+	bool (*stop)(void);
 	struct loader_stats *st;
 };
 
@@ -270,8 +271,15 @@ static void fill(struct loader *L)
 static int place(struct loader *L, const struct piece *p, uint64_t done,
 		 const uint8_t *src, uint64_t n, struct xxh3_stream *xs, struct errinfo *e)
 {
+	double t0 = mono_now(), t1;
+	int r;
+
 	xxh3_stream_update(xs, src, n);
-	return arena_write(L->arena, p->seg, p->off + done, src, n, e);
+	t1 = mono_now();
+	r = arena_write(L->arena, p->seg, p->off + done, src, n, e);
+	L->st->hash_seconds += t1 - t0;
+	L->st->copy_seconds += mono_now() - t1;
+	return r;
 }
 
 static int place_block(struct loader *L, struct block *b, struct errinfo *e)
@@ -379,6 +387,8 @@ static int run_loop(struct loader *L, struct errinfo *e)
 		unsigned head, n = 0;
 		int r;
 
+		if (L->stop && L->stop())
+			return err_set(e, -ECANCELED, "the load was stopped");
 		fill(L);
 		if (L->inflight == 0)
 			return err_set(e, -EIO, "loader stalled with tensors left to place");
@@ -430,6 +440,7 @@ static int init(struct loader *L, struct model *m, struct arena *a,
 	if (L->bs % DIO_ALIGN || L->bs > (64u << 20) || L->qd > 1024)
 		return err_set(e, -EINVAL, "block size must be a multiple of 4096 up to 64 MiB, queue depth at most 1024");
 	L->arena = a;
+	L->stop = o->stop;
 	L->nshards = m->nfiles;
 	L->shards = calloc(L->nshards, sizeof(*L->shards));
 	size_pool(L, m);

@@ -28,12 +28,15 @@ struct loader_opts {
 	unsigned max_shards;    /* shards read at once; 0: default */
 	bool buffered;          /* never try O_DIRECT */
 	bool progress;          /* draw a progress bar when stderr is a terminal */
+	bool (*stop)(void);     /* when set and true, the load stops (-ECANCELED) */
 };
 
 struct loader_stats {
 	uint64_t bytes_read;    /* from the files, block padding included */
 	uint64_t tensor_bytes;  /* placed into the arena */
-	double seconds;
+	double seconds;         /* opening the files through the last placement */
+	double hash_seconds;    /* of which computing checksums */
+	double copy_seconds;    /* of which copying into the arena */
 	unsigned buffered_files;/* files that fell back to buffered reads */
 	uint64_t pool_bytes;    /* read buffers allocated */
 };

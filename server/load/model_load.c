@@ -88,33 +88,51 @@ static int write_manifest(struct loaded_model *lm, struct errinfo *e)
 	return r;
 }
 
+/* Times each step of the load into lm->phases; stops at the first error. */
+static int load_steps(struct loaded_model *lm, const char *name, const char *path,
+		      const struct load_opts *o, struct errinfo *e)
+{
+	struct load_phases *ph = &lm->phases;
+	double t = mono_now(), t0 = t;
+	int r;
+
+	r = model_open(name, path, &o->model, &lm->model, e);
+	if (r == 0)
+		r = check_servable(lm->model, e);
+	ph->open_s = mono_now() - t;
+	t = mono_now();
+	if (r == 0)
+		r = arena_create(name, lm->model->nsegments, lm->model->seg_size,
+				 &o->arena, &lm->arena, e);
+	ph->arena_s = mono_now() - t;
+	t = mono_now();
+	if (r == 0)
+		r = fill_arena(lm, o, e);
+	ph->read_s = mono_now() - t;
+	t = mono_now();
+	if (r == 0)
+		r = arena_seal(lm->arena, e);
+	if (r == 0)
+		r = write_manifest(lm, e);
+	ph->seal_s = mono_now() - t;
+	lm->total_seconds = mono_now() - t0;
+	return r;
+}
+
 int model_load(const char *name, const char *path, const struct load_opts *o,
 	       struct loaded_model **out, struct errinfo *e)
 {
 	struct loaded_model *lm = calloc(1, sizeof(*lm));
-	double t0 = mono_now();
 	int r;
 
 	if (!lm)
 		return err_set(e, -ENOMEM, "out of memory");
 	lm->manifest_fd = -1;
-	r = model_open(name, path, &o->model, &lm->model, e);
-	if (r == 0)
-		r = check_servable(lm->model, e);
-	if (r == 0)
-		r = arena_create(name, lm->model->nsegments, lm->model->seg_size,
-				 &o->arena, &lm->arena, e);
-	if (r == 0)
-		r = fill_arena(lm, o, e);
-	if (r == 0)
-		r = arena_seal(lm->arena, e);
-	if (r == 0)
-		r = write_manifest(lm, e);
+	r = load_steps(lm, name, path, o, e);
 	if (r < 0) {
 		loaded_model_free(lm);
 		return r;
 	}
-	lm->total_seconds = mono_now() - t0;
 	lm->pages_sampled = arena_placement(lm->arena, lm->node_pages);
 	*out = lm;
 	return 0;

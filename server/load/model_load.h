@@ -14,11 +14,20 @@ struct load_opts {
 	struct loader_opts loader;
 };
 
+/* Where the load's time went, in seconds of wall time. */
+struct load_phases {
+	double open_s;               /* opening the files, parsing their headers */
+	double arena_s;              /* allocating the arena, placing tensors */
+	double read_s;               /* reading and placing (loader_stats) */
+	double seal_s;               /* mapping, locking, sealing, the manifest */
+};
+
 struct loaded_model {
 	struct model *model;         /* owned */
 	struct arena *arena;         /* owned, sealed */
 	struct loader_stats stats;
-	double total_seconds;        /* open + arena + load + seal */
+	double total_seconds;        /* headers parsed through manifest published */
+	struct load_phases phases;
 	uint64_t node_pages[NUMA_MAX_NODES]; /* sampled placement */
 	int pages_sampled;
 	int manifest_fd;             /* sealed memfd, owned */

@@ -3,6 +3,8 @@
 #include "report.h"
 
 #include "layer_name.h"
+#include "log.h"
+#include "xxh3_stream.h"
 #include "units.h"
 
 static size_t numbered_layers(const struct model *m)
@@ -12,6 +14,11 @@ static size_t numbered_layers(const struct model *m)
 	for (size_t i = 0; i < m->nlayers; i++)
 		n += m->layers[i].index != LAYER_GLOBAL;
 	return n;
+}
+
+static double gbps(const struct loaded_model *lm)
+{
+	return lm->total_seconds > 0 ? (double)lm->model->data_bytes / lm->total_seconds / 1e9 : 0.0;
 }
 
 void report_loaded(FILE *out, const struct loaded_model *lm)
@@ -33,9 +40,28 @@ void report_loaded(FILE *out, const struct loaded_model *lm)
 	fprintf(out, "  numa       %s; measured: %s\n", a->numa.desc, place);
 	fprintf(out, "  pages      %s, %s\n", a->hugepage_note, a->lock_note);
 	fprintf(out, "  sealed     %s\n", a->sealed ? "yes (shrink, grow, write, seal)" : "no");
-	fprintf(out, "  load       %.3f s, %.2f GB/s from disk%s\n", s->seconds,
-		s->seconds > 0 ? (double)s->tensor_bytes / s->seconds / 1e9 : 0.0,
-		s->buffered_files ? " (some files read buffered)" : " (O_DIRECT)");
+	fprintf(out, "  load       %.3f s, %.2f GB/s, headers through the published manifest\n",
+		lm->total_seconds, gbps(lm));
+	fprintf(out, "    open     %.3f s (open, parse headers)\n", lm->phases.open_s);
+	fprintf(out, "    arena    %.3f s (allocate, place)\n", lm->phases.arena_s);
+	fprintf(out, "    read     %.3f s %s; of which checksum %.3f s (xxh3, %s), copy %.3f s\n",
+		lm->phases.read_s, s->buffered_files ? "(some files read buffered)" : "(O_DIRECT)",
+		s->hash_seconds, xxh3_stream_impl(), s->copy_seconds);
+	fprintf(out, "    seal     %.3f s (map, lock, seal, manifest)\n", lm->phases.seal_s);
+}
+
+void report_log_loaded(const struct loaded_model *lm)
+{
+	const struct load_phases *p = &lm->phases;
+
+	log_info("model %s loaded: %zu tensors, %.2f GB in %.3f s (%.2f GB/s), %s, %s, %s",
+		 lm->model->name, lm->model->ntensors, (double)lm->model->data_bytes / 1e9,
+		 lm->total_seconds, gbps(lm), lm->arena->numa.desc, lm->arena->hugepage_note,
+		 lm->arena->lock_note);
+	log_debug("model %s: open %.3f s, arena %.3f s, read %.3f s (checksum %.3f s, copy %.3f s, %.2f GB/s), seal %.3f s",
+		  lm->model->name, p->open_s, p->arena_s, p->read_s, lm->stats.hash_seconds,
+		  lm->stats.copy_seconds,
+		  p->read_s > 0 ? (double)lm->stats.tensor_bytes / p->read_s / 1e9 : 0.0, p->seal_s);
 }
 
 json_t *report_loaded_json(const struct loaded_model *lm)
@@ -51,15 +77,19 @@ json_t *report_loaded_json(const struct loaded_model *lm)
 		snprintf(key, sizeof(key), "%d", i);
 		json_object_set_new(nodes, key, json_integer((json_int_t)lm->node_pages[i]));
 	}
-	return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:o, s:I, s:b, s:b, s:f, s:f, s:I}",
+	json_t *phases = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}",
+		"open_parse_s", lm->phases.open_s, "allocate_place_s", lm->phases.arena_s,
+		"read_s", lm->phases.read_s, "checksum_s", lm->stats.hash_seconds,
+		"copy_s", lm->stats.copy_seconds, "seal_s", lm->phases.seal_s);
+	return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:o, s:I, s:b, s:s, s:b, s:f, s:f, s:o, s:I, s:I, s:s}",
 		"name", m->name, "path", m->path,
 		"files", (json_int_t)m->nfiles, "tensors", (json_int_t)m->ntensors,
 		"layers", (json_int_t)numbered_layers(m),
 		"tensor_bytes", (json_int_t)m->data_bytes,
 		"arena_bytes", (json_int_t)arena_bytes(a), "segments", (json_int_t)a->nseg,
 		"numa_policy", a->numa.desc, "numa_pages_sampled", nodes,
-		"page_size", (json_int_t)a->page_size, "locked", a->locked, "sealed", a->sealed,
-		"load_seconds", lm->stats.seconds,
-		"load_gbps", lm->stats.seconds > 0 ? (double)lm->stats.tensor_bytes / lm->stats.seconds / 1e9 : 0.0,
-		"buffered_files", (json_int_t)lm->stats.buffered_files);
+		"page_size", (json_int_t)a->page_size, "locked", a->locked, "lock", a->lock_note,
+		"sealed", a->sealed, "load_seconds", lm->total_seconds, "load_gbps", gbps(lm),
+		"phases", phases, "buffered_files", (json_int_t)lm->stats.buffered_files,
+		"read_pool_bytes", (json_int_t)lm->stats.pool_bytes, "checksum", xxh3_stream_impl());
 }

@@ -12,6 +12,8 @@
  * size, load time and throughput. */
 void report_loaded(FILE *out, const struct loaded_model *lm);
 /* The same as a new JSON object (owned by the caller). */
+/* The log line of a load (info), and its phases (debug: --verbose). */
+void report_log_loaded(const struct loaded_model *lm);
 json_t *report_loaded_json(const struct loaded_model *lm);
 
 #endif
