@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -223,6 +224,28 @@ static void bench_runs_the_wsrvd_beside_it(void **s)
 	assert_non_null(strstr(out, "system calls made        0"));
 }
 
+/* Issue 12: `wsrv-bench SUB --help` and `wsrv-worker --help` said
+ * "unrecognized option"; `wsrv-bench attach --model DIR` made the folder for
+ * generated models it did not use. */
+static void help_and_no_stray_folder(void **s)
+{
+	const char *model = pjoin(tmp, "attach-model");
+	char workdir[4096], spec[4200];
+	struct stat st;
+
+	assert_int_equal(run("WSRV_BENCH", "load", "--help", NULL), 0);
+	assert_non_null(strstr(out, "usage: wsrv-bench load --model DIR"));
+	assert_int_equal(run("WSRV_BENCH", "pipeline", "-h", NULL), 0);
+	assert_non_null(strstr(out, "usage: wsrv-bench pipeline"));
+	assert_int_equal(run("WSRV_WORKER", "--help", NULL), 0);
+	assert_non_null(strstr(out, "usage: wsrv-worker"));
+	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL), 0);
+	snprintf(workdir, sizeof(workdir), "%s", pjoin(tmp, "unused-workdir"));
+	snprintf(spec, sizeof(spec), "%s", model);
+	assert_int_equal(run("WSRV_BENCH", "attach", "--model", spec, "--workdir", workdir, NULL), 0);
+	assert_int_equal(stat(workdir, &st), -1);
+}
+
 static int setup(void **s)
 {
 	fds_before = count_fds();
@@ -244,6 +267,7 @@ int main(void)
 		cmocka_unit_test(wsrvd_load_only),
 		cmocka_unit_test(bad_arguments),
 		cmocka_unit_test(bench_runs_the_wsrvd_beside_it),
+		cmocka_unit_test(help_and_no_stray_folder),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -163,7 +163,9 @@ int bench_attach(int argc, char **argv)
 		else if (c == 'j') json = 1;
 		else return 2;
 	}
-	mkdir(workdir, 0755);
+	/* The folder is for generated models: made only when some are. */
+	if (sizes)
+		mkdir(workdir, 0755);
 	if ((sizes && make_sizes(sizes, workdir, en, &n) < 0) || n == 0) {
 		fprintf(stderr, "usage: wsrv-bench attach (--model DIR ... | --sizes 64M,256M,1G) [--workdir D] [--json]\n");
 		return 2;

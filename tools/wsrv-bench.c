@@ -39,9 +39,15 @@ int main(int argc, char **argv)
 	log_set_ident("wsrv-bench");
 	log_set_level(LOG_WARN);
 	if (argc >= 2)
-		for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]); i++)
-			if (strcmp(argv[1], benches[i].name) == 0)
-				return benches[i].run(argc - 1, argv + 1);
+		for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]); i++) {
+			if (strcmp(argv[1], benches[i].name) != 0)
+				continue;
+			if (argc == 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
+				printf("usage: wsrv-bench %s\n", benches[i].help);
+				return 0;
+			}
+			return benches[i].run(argc - 1, argv + 1);
+		}
 	fprintf(argc >= 2 && strcmp(argv[1], "--help") == 0 ? stdout : stderr,
 		"usage: wsrv-bench BENCHMARK [ARGS]\n");
 	for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]); i++)

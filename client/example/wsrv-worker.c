@@ -29,8 +29,11 @@ int main(int argc, char **argv)
 		{ "plan", required_argument, NULL, 'p' }, { "rank", required_argument, NULL, 'r' },
 		{ "slots", required_argument, NULL, 's' }, { "passes", required_argument, NULL, 'n' },
 		{ "bandwidth", required_argument, NULL, 'b' }, { "hold", required_argument, NULL, 'h' },
-		{ "check", no_argument, NULL, 'c' }, { 0 },
+		{ "check", no_argument, NULL, 'c' }, { "help", no_argument, NULL, 'H' }, { 0 },
 	};
+	static const char usage[] =
+		"usage: wsrv-worker [--socket PATH] --model NAME [--plan FILE] [--rank R]\n"
+		"                   [--slots D] [--passes N] [--bandwidth GBPS] [--hold S] [--check]\n";
 	struct wsrv_connect_opts co = { .struct_size = sizeof(co), .client_name = "wsrv-worker" };
 	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 2 };
 	struct wsrv_host_opts ho = { .struct_size = sizeof(ho), .numa_node = -1 };
@@ -55,12 +58,12 @@ int main(int argc, char **argv)
 		case 'b': ho.bandwidth_gbps = cliarg_double(P, "--bandwidth", optarg, 0, 1e6); break;
 		case 'h': hold = (int)cliarg_long(P, "--hold", optarg, 0, 86400 * 365); break;
 		case 'c': check = 1; break;
+		case 'H': fputs(usage, stdout); return 0;
 		default: return 2;
 		}
 	}
 	if (!model || optind != argc) {
-		fprintf(stderr, "usage: wsrv-worker [--socket PATH] --model NAME [--plan FILE] [--rank R]\n"
-				"                   [--slots D] [--passes N] [--bandwidth GBPS] [--hold S] [--check]\n");
+		fputs(usage, stderr);
 		return 2;
 	}
 	if (plan_path && wsrv_plan_load(plan_path, &plan) < 0)
