@@ -11,5 +11,6 @@ int bench_attach(int argc, char **argv);
 int bench_fetch(int argc, char **argv);
 int bench_resolve(int argc, char **argv);
 int bench_pipeline(int argc, char **argv);
+int bench_serve(int argc, char **argv);
 
 #endif

@@ -34,15 +34,27 @@ static const char *wsrvd_path(void)
 	return getenv("WSRVD") ? getenv("WSRVD") : "wsrvd";
 }
 
-int bench_server_start(struct bench_server *bs, const char *const *specs, size_t n)
+int bench_server_reserve(struct bench_server *bs)
 {
-	const char *argv[80];
-	size_t k = 0;
-
 	snprintf(bs->dir, sizeof(bs->dir), "/tmp/wsrv-bench-XXXXXX");
 	if (!mkdtemp(bs->dir))
 		return -errno;
 	snprintf(bs->sock, sizeof(bs->sock), "%s/wsrv.sock", bs->dir);
+	return 0;
+}
+
+int bench_server_start(struct bench_server *bs, const char *const *specs, size_t n)
+{
+	int r = bench_server_reserve(bs);
+
+	return r < 0 ? r : bench_server_launch(bs, specs, n);
+}
+
+int bench_server_launch(struct bench_server *bs, const char *const *specs, size_t n)
+{
+	const char *argv[80];
+	size_t k = 0;
+
 	argv[k++] = wsrvd_path();
 	argv[k++] = "--quiet";
 	argv[k++] = "--socket";

@@ -18,6 +18,11 @@ struct bench_server {
  * "wsrvd" on PATH) serving specs[0..n) ("NAME=PATH"), waits until it
  * answers. 0 or a negative errno. */
 int bench_server_start(struct bench_server *bs, const char *const *specs, size_t n);
+/* bench_server_start in two steps, so that clients can be started on the
+ * socket's path before the server: reserve picks the directory and path,
+ * launch starts wsrvd there and waits until it answers. */
+int bench_server_reserve(struct bench_server *bs);
+int bench_server_launch(struct bench_server *bs, const char *const *specs, size_t n);
 void bench_server_stop(struct bench_server *bs);
 
 /* PSS of a process in bytes (smaps_rollup); 0 when unknown. */

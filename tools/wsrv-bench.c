@@ -12,8 +12,12 @@ static const struct {
 	const char *help;
 } benches[] = {
 	{ "load", bench_load,
-	  "load --model DIR [--repeat N] [--json] [load options]\n"
-	  "      the loader vs a raw O_DIRECT io_uring read and a buffered read() loop" },
+	  "load --model DIR [--repeat N] [--contend] [--json] [load options]\n"
+	  "      the loader vs a raw O_DIRECT io_uring read and a buffered read() loop;\n"
+	  "      its CPU per GB; --contend keeps one core busy meanwhile" },
+	{ "serve", bench_serve,
+	  "serve --model DIR [--workers N] [--repeat N] [--json]\n"
+	  "      wsrvd + N workers touching every page vs N processes mmapping the files" },
 	{ "header", bench_header,
 	  "header [--tensors N] [--json]\n"
 	  "      the safetensors reader on an N-tensor header vs a bare jansson parse" },

@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: MIT
+/* bench_serve.c - `wsrv-bench serve`: time to serve, from a cold cache.
+ *
+ * wsrv: wsrvd starts and N workers attach and touch every page of every
+ * tensor; the clock stops when the last worker has. The page-cache peer, in
+ * the same run: N processes mmap the same files and touch every page (what
+ * safetensors' safe_open does), sharing the page cache. Also a raw O_DIRECT
+ * read and a buffered read of the same files. The page cache is dropped
+ * before each. Targets: serve_s <= mmap_peer_s, and serve_s <= 1.1 x the
+ * faster of odirect_s and buffered_s.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "bench_files.h"
+#include "bench_util.h"
+#include "cliarg.h"
+#include "progress.h"
+#include "wsrv.h"
+
+#define MAX_WORKERS 32
+#define MAX_REPEAT 10
+
+/* Reads one byte of every page of [p, p+n). */
+static unsigned touch(const volatile uint8_t *p, uint64_t n)
+{
+	unsigned sum = 0;
+
+	for (uint64_t o = 0; o < n; o += 4096)
+		sum += p[o];
+	return sum;
+}
+
+/* A wsrv worker: connects as soon as the socket answers, attaches, touches
+ * every tensor's pages, says so on `done`, and waits to be killed. */
+static int serve_worker(const char *sock, int done)
+{
+	struct wsrv_connect_opts co = { .struct_size = sizeof(co), .timeout_ms = 60000 };
+	struct timespec ms = { 0, 1000000 };
+	struct wsrv_client *c = NULL;
+	struct wsrv_model *m;
+	unsigned sum = 0;
+
+	for (int i = 0; i < 60000 && wsrv_connect(sock, &co, &c) < 0; i++)
+		nanosleep(&ms, NULL);
+	if (!c || wsrv_attach(c, "m", &m) < 0)
+		return 1;
+	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
+		struct wsrv_tensor t = { .struct_size = sizeof(t) };
+		if (wsrv_model_tensor(m, i, &t) == 0)
+			sum += touch(t.data, t.size);
+	}
+	if (write(done, &sum, 1) != 1)
+		return 1;
+	pause();
+	return 0;
+}
+
+/* The page-cache peer: mmap every file, touch every page. */
+static int mmap_worker(const struct files *f, int done)
+{
+	unsigned sum = 0;
+
+	for (size_t i = 0; i < f->n; i++) {
+		int fd = open(f->path[i], O_RDONLY | O_CLOEXEC);
+		struct stat st;
+		void *p;
+		if (fd < 0 || fstat(fd, &st) < 0)
+			return 1;
+		p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+		close(fd);
+		if (p == MAP_FAILED)
+			return 1;
+		sum += touch(p, (uint64_t)st.st_size);
+	}
+	if (write(done, &sum, 1) != 1)
+		return 1;
+	pause();
+	return 0;
+}
+
+struct crew {
+	pid_t pid[MAX_WORKERS];
+	int n, done[2];
+};
+
+static int crew_start(struct crew *w, int n, const char *sock, const struct files *f)
+{
+	if (pipe2(w->done, O_CLOEXEC) < 0)
+		return -errno;
+	for (w->n = 0; w->n < n; w->n++) {
+		pid_t pid = fork();
+		if (pid < 0)
+			return -errno;
+		if (pid == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			close(w->done[0]);
+			_exit(sock ? serve_worker(sock, w->done[1]) : mmap_worker(f, w->done[1]));
+		}
+		w->pid[w->n] = pid;
+	}
+	close(w->done[1]);
+	return 0;
+}
+
+/* Waits for every worker's byte; then stops them. 0, or -EIO when one died. */
+static int crew_finish(struct crew *w)
+{
+	char b;
+	int got = 0;
+
+	while (got < w->n && read(w->done[0], &b, 1) == 1)
+		got++;
+	for (int i = 0; i < w->n; i++) {
+		kill(w->pid[i], SIGKILL);
+		waitpid(w->pid[i], NULL, 0);
+	}
+	close(w->done[0]);
+	return got == w->n ? 0 : -EIO;
+}
+
+static double mmap_peer(const struct files *f, int n)
+{
+	struct crew w;
+	double t0 = mono_now(), t;
+
+	if (crew_start(&w, n, NULL, f) < 0)
+		return -1;
+	t = crew_finish(&w) == 0 ? mono_now() - t0 : -1;
+	return t;
+}
+
+/* wsrvd and its workers start together, as a deployment would start them. */
+static double serve(const char *path, int n)
+{
+	struct bench_server bs = { 0 };
+	char spec[4200], sock[sizeof(bs.sock)];
+	const char *specs[1] = { spec };
+	struct crew w;
+	double t0, t = -1;
+
+	snprintf(spec, sizeof(spec), "m=%s", path);
+	if (bench_server_reserve(&bs) < 0)
+		return -1;
+	snprintf(sock, sizeof(sock), "%s", bs.sock);
+	t0 = mono_now();
+	if (crew_start(&w, n, sock, NULL) < 0)
+		return -1;
+	if (bench_server_launch(&bs, specs, 1) == 0 && crew_finish(&w) == 0)
+		t = mono_now() - t0;
+	else
+		crew_finish(&w);
+	bench_server_stop(&bs);
+	return t;
+}
+
+struct result {
+	double serve[MAX_REPEAT], peer[MAX_REPEAT], odirect[MAX_REPEAT], buffered[MAX_REPEAT];
+};
+
+static int one_round(const char *path, const struct files *f, int n, struct result *r, int i)
+{
+	drop_cache(f);
+	r->odirect[i] = raw_odirect(f, LOADER_DEFAULT_QD, LOADER_DEFAULT_BLOCK, LOADER_DEFAULT_SHARDS);
+	drop_cache(f);
+	r->buffered[i] = buffered_read(f, LOADER_DEFAULT_BLOCK);
+	drop_cache(f);
+	r->peer[i] = mmap_peer(f, n);
+	drop_cache(f);
+	r->serve[i] = serve(path, n);
+	fprintf(stderr, "run %d: serve %.3f s, mmap peer %.3f s, O_DIRECT %.3f s, buffered %.3f s\n",
+		i, r->serve[i], r->peer[i], r->odirect[i], r->buffered[i]);
+	return r->serve[i] < 0 || r->peer[i] < 0 || r->odirect[i] < 0 ? -EIO : 0;
+}
+
+static void print(const struct files *f, int n, int repeat, struct result *r, int json)
+{
+	double sv = median(r->serve, repeat), pe = median(r->peer, repeat);
+	double od = median(r->odirect, repeat), bu = median(r->buffered, repeat);
+	double best = od < bu ? od : bu;
+
+	if (json) {
+		json_t *o = json_pack("{s:I, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f}",
+			"model_bytes", (json_int_t)f->bytes, "workers", n, "repeat", repeat,
+			"serve_s", sv, "mmap_peer_s", pe, "odirect_s", od, "buffered_s", bu,
+			"serve_vs_mmap_peer", sv / pe, "serve_vs_best_read", sv / best);
+		json_dumpf(o, stdout, JSON_INDENT(2));
+		putchar('\n');
+		json_decref(o);
+		return;
+	}
+	printf("files: %zu, %.3f GB; %d workers; median of %d runs; page cache dropped before each\n",
+	       f->n, (double)f->bytes / 1e9, n, repeat);
+	printf("  wsrvd + %d workers attached, every page touched  %7.3f s\n", n, sv);
+	printf("  %d processes mmap + touch (page-cache peer)      %7.3f s   wsrv is %.2fx this\n", n, pe, sv / pe);
+	printf("  raw O_DIRECT read                                %7.3f s\n", od);
+	printf("  buffered read                                    %7.3f s   wsrv is %.2fx the faster read\n",
+	       bu, sv / best);
+}
+
+int bench_serve(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "model", required_argument, NULL, 'm' },
+		{ "workers", required_argument, NULL, 'w' },
+		{ "repeat", required_argument, NULL, 'r' },
+		{ "json", no_argument, NULL, 'j' },
+		{ 0 },
+	};
+	struct result r = { 0 };
+	struct files f = { 0 };
+	const char *path = NULL;
+	int n = 4, repeat = 3, json = 0, c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'm') path = optarg;
+		else if (c == 'w') n = (int)cliarg_long("wsrv-bench serve", "--workers", optarg, 1, MAX_WORKERS);
+		else if (c == 'r') repeat = (int)cliarg_long("wsrv-bench serve", "--repeat", optarg, 1, MAX_REPEAT);
+		else if (c == 'j') json = 1;
+		else return 2;
+	}
+	if (!path || optind != argc) {
+		fprintf(stderr, "usage: wsrv-bench serve --model DIR [--workers 1..%d] [--repeat 1..%d] [--json]\n",
+			MAX_WORKERS, MAX_REPEAT);
+		return 2;
+	}
+	if (model_files(path, NULL, &f) < 0)
+		return 1;
+	for (int i = 0; i < repeat; i++)
+		if (one_round(path, &f, n, &r, i) < 0) {
+			files_free(&f);
+			return 1;
+		}
+	print(&f, n, repeat, &r, json);
+	files_free(&f);
+	return 0;
+}
