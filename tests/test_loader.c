@@ -18,6 +18,7 @@
 #include <xxhash.h>
 
 #include "helpers.h"
+#include "xxh3_stream.h"
 #include "model_load.h"
 
 static int fds_before;
@@ -152,10 +153,80 @@ static void buffered_fallback(void **s)
 	assert_int_equal(lm->stats.buffered_files, lm->model->nfiles);
 	check_bytes(lm);
 	loaded_model_free(lm);
-	o.loader.buffered = true;
+	o.loader.read = READ_BUFFERED;
 	lm = load(dir_llama, &o);
 	check_bytes(lm);
 	loaded_model_free(lm);
+}
+
+static int eopnotsupp_once;
+
+static void refuse_dontcache(const char *path, uint64_t off, int *res)
+{
+	if (eopnotsupp_once && *res > 0) {
+		eopnotsupp_once = 0;
+		*res = -EOPNOTSUPP;
+	}
+}
+
+/* Issue 12: buffered reads that leave nothing cached (RWF_DONTCACHE), and a
+ * kernel or file system without it: the read is done again plainly. */
+static void dontcache_reads(void **s)
+{
+	struct load_opts o = opts();
+	struct loaded_model *lm;
+
+	o.loader.read = READ_DONTCACHE;
+	lm = load(dir_llama, &o);
+	assert_int_equal(lm->stats.buffered_files, lm->model->nfiles);
+	check_bytes(lm);
+	loaded_model_free(lm);
+	eopnotsupp_once = 1;
+	loader_cqe_hook = refuse_dontcache;
+	lm = load(dir_llama, &o);
+	loader_cqe_hook = NULL;
+	assert_int_equal(eopnotsupp_once, 0);
+	check_bytes(lm);
+	loaded_model_free(lm);
+}
+
+/* Issue 12: a small model paid for a 256 MiB pool of read buffers. The pool
+ * is sized from the model: no more buffers than it has blocks. */
+static void pool_sized_from_model(void **s)
+{
+	struct load_opts o = opts();
+	struct loaded_model *lm = load(dir_llama, &o);
+	uint64_t blocks = 0;
+
+	for (size_t f = 0; f < lm->model->nfiles; f++)
+		blocks += lm->model->files[f]->file_size / LOADER_DEFAULT_BLOCK + 2;
+	assert_true(lm->stats.pool_bytes > 0);
+	assert_true(lm->stats.pool_bytes <= blocks * LOADER_DEFAULT_BLOCK);
+	assert_true(lm->stats.pool_bytes < (uint64_t)LOADER_DEFAULT_QD * LOADER_DEFAULT_BLOCK);
+	loaded_model_free(lm);
+}
+
+/* The AVX2 xxh3 (where the CPU has it) gives libxxhash's value, however the
+ * bytes are split between updates. */
+static void streaming_hash_matches_libxxhash(void **s)
+{
+	static uint8_t buf[300000];
+	static const size_t cuts[] = { 0, 1, 63, 64, 65, 240, 241, 1024, 4095, 65536, 100001 };
+	struct xxh3_stream *h = xxh3_stream_new();
+
+	assert_non_null(h);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 2654435761u >> 13);
+	for (size_t c = 0; c < sizeof(cuts) / sizeof(cuts[0]); c++) {
+		size_t n = sizeof(buf) - c * 7, at = cuts[c] < n ? cuts[c] : n;
+		xxh3_stream_reset(h);
+		xxh3_stream_update(h, buf, at);
+		xxh3_stream_update(h, buf + at, n - at);
+		assert_true(xxh3_stream_digest(h) == XXH3_64bits(buf, n));
+	}
+	xxh3_stream_reset(h);
+	assert_true(xxh3_stream_digest(h) == XXH3_64bits(buf, 0));
+	xxh3_stream_free(h);
 }
 
 static int hook_calls;
@@ -348,6 +419,9 @@ int main(void)
 		cmocka_unit_test(small_blocks_and_deep_queues),
 		cmocka_unit_test(empty_and_scalar_tensors),
 		cmocka_unit_test(buffered_fallback),
+		cmocka_unit_test(dontcache_reads),
+		cmocka_unit_test(pool_sized_from_model),
+		cmocka_unit_test(streaming_hash_matches_libxxhash),
 		cmocka_unit_test(read_errors_fail_the_load),
 		cmocka_unit_test(einval_read_falls_back),
 		cmocka_unit_test(einval_on_many_reads_in_flight),

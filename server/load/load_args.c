@@ -11,7 +11,7 @@
 
 enum {
 	O_NUMA = LOAD_OPT_BASE, O_NUMA_NODE, O_HUGEPAGES, O_NO_LOCK, O_QD,
-	O_BLOCK, O_SHARDS, O_BUFFERED, O_ALIGN, O_MAX_SEGMENT, O_LAYER_PATTERN, O_LOCK,
+	O_BLOCK, O_SHARDS, O_BUFFERED, O_ALIGN, O_MAX_SEGMENT, O_LAYER_PATTERN, O_LOCK, O_READ,
 };
 
 const struct option load_long_options[] = {
@@ -23,6 +23,7 @@ const struct option load_long_options[] = {
 	{ "queue-depth", required_argument, NULL, O_QD },
 	{ "block-size", required_argument, NULL, O_BLOCK },
 	{ "concurrent-shards", required_argument, NULL, O_SHARDS },
+	{ "read", required_argument, NULL, O_READ },
 	{ "buffered", no_argument, NULL, O_BUFFERED },
 	{ "align", required_argument, NULL, O_ALIGN },
 	{ "max-segment", required_argument, NULL, O_MAX_SEGMENT },
@@ -39,7 +40,10 @@ const char load_options_help[] =
 	"  --queue-depth N           reads in flight (default 64)\n"
 	"  --block-size SIZE         bytes per read, multiple of 4K (default 1M)\n"
 	"  --concurrent-shards N     shards read at once (default 4)\n"
-	"  --buffered                plain buffered reads instead of O_DIRECT\n"
+	"  --read direct|dontcache|buffered\n"
+	"                            O_DIRECT (default), buffered reads that leave\n"
+	"                            nothing cached (RWF_DONTCACHE), or plain buffered\n"
+	"  --buffered                the same as --read buffered\n"
 	"  --align SIZE              tensor alignment in the arena (default 256)\n"
 	"  --max-segment SIZE        split the arena into memfds of at most SIZE\n"
 	"  --layer-pattern PAT       extra layer name pattern, e.g. 'enc.block.{N}.'\n";
@@ -95,6 +99,7 @@ int load_args_handle(int opt, const char *arg, struct load_opts *o,
 {
 	static const char *const numa[] = { "auto", "node", "interleave" };
 	static const char *const hp[] = { "auto", "on", "off" };
+	static const char *const rd[] = { "direct", "dontcache", "buffered" };
 	unsigned long v = 0;
 	uint64_t sz = 0;
 	int r = 0, iv = 0;
@@ -132,7 +137,11 @@ int load_args_handle(int opt, const char *arg, struct load_opts *o,
 		r = number("concurrent-shards", arg, 1024, &v, e);
 		o->loader.max_shards = (unsigned)v;
 		break;
-	case O_BUFFERED: o->loader.buffered = true; break;
+	case O_READ:
+		r = enum_opt("read", arg, rd, 3, &iv, e);
+		o->loader.read = (enum read_mode)iv;
+		break;
+	case O_BUFFERED: o->loader.read = READ_BUFFERED; break;
 	case O_ALIGN: r = size_opt("align", arg, &o->model.tensor_align, e); break;
 	case O_MAX_SEGMENT: r = size_opt("max-segment", arg, &o->model.max_segment, e); break;
 	case O_LAYER_PATTERN: r = add_pattern(&o->model, arg, e); break;

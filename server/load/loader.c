@@ -24,6 +24,9 @@
 #include "xxh3_stream.h"
 
 #define DIO_ALIGN 4096u
+#ifndef RWF_DONTCACHE
+#define RWF_DONTCACHE 0x00000080
+#endif
 #define LOADER_BUFS_PER_READ 4u
 
 int (*loader_open_hook)(const char *path, int flags);
@@ -42,6 +45,7 @@ struct shard {
 	const struct st_file *sf;
 	int fd;
 	bool direct;
+	bool dontcache;             /* buffered reads with RWF_DONTCACHE */
 	struct piece *pieces;
 	size_t npieces, cur;
 	uint64_t cur_done;          /* bytes of pieces[cur] placed */
@@ -144,11 +148,13 @@ static int check_same(const struct shard *sh, const char *when, struct errinfo *
 	return 0;
 }
 
-static int open_shard(struct shard *sh, bool buffered, struct errinfo *e)
+static int open_shard(struct shard *sh, enum read_mode mode, struct errinfo *e)
 {
 	const char *path = sh->sf->path;
+	bool buffered = mode != READ_DIRECT;
 	int fd = -EINVAL;
 
+	sh->dontcache = mode == READ_DONTCACHE;
 	if (!buffered)
 		fd = do_open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
 	sh->direct = fd >= 0;
@@ -222,6 +228,8 @@ static void submit_block(struct loader *L, struct block *b)
 		io_uring_prep_read_fixed(sqe, b->sh->fd, dst, len, off, b->buf);
 	else
 		io_uring_prep_read(sqe, b->sh->fd, dst, len, off);
+	if (b->sh->dontcache && !b->sh->direct)
+		sqe->rw_flags = RWF_DONTCACHE;
 	io_uring_sqe_set_data(sqe, b);
 	b->direct = b->sh->direct;
 	L->inflight++;
@@ -351,6 +359,13 @@ static int complete(struct loader *L, struct block *b, int res, struct errinfo *
 		submit_block(L, b);
 		return 0;
 	}
+	/* RWF_DONTCACHE unknown to the kernel or the file system. */
+	if ((res == -EOPNOTSUPP || res == -EINVAL) && sh->dontcache && !b->direct) {
+		log_info("%s: RWF_DONTCACHE not supported here; reading it buffered", sh->sf->path);
+		sh->dontcache = false;
+		submit_block(L, b);
+		return 0;
+	}
 	if (res == -EAGAIN || res == -EINTR) {
 		submit_block(L, b);
 		return 0;
@@ -463,7 +478,7 @@ static int init(struct loader *L, struct model *m, struct arena *a,
 static int open_all(struct loader *L, const struct loader_opts *o, struct errinfo *e)
 {
 	for (size_t f = 0; f < L->nshards; f++) {
-		int r = open_shard(&L->shards[f], o->buffered, e);
+		int r = open_shard(&L->shards[f], o->read, e);
 		if (r < 0)
 			return r;
 		if (!L->shards[f].direct)

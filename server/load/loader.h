@@ -22,11 +22,18 @@
 #define LOADER_DEFAULT_BLOCK (1u << 20)
 #define LOADER_DEFAULT_SHARDS 4u
 
+/* How files are read. Direct: O_DIRECT, buffered where the file system
+ * refuses it. Dontcache: buffered reads that drop their pages from the page
+ * cache as they complete (RWF_DONTCACHE, Linux 6.14 and later; plain
+ * buffered where the file system lacks it), for disks where O_DIRECT is the
+ * slower path. Buffered: plain reads through the page cache. */
+enum read_mode { READ_DIRECT = 0, READ_DONTCACHE, READ_BUFFERED };
+
 struct loader_opts {
 	unsigned queue_depth;   /* reads in flight; 0: default */
 	size_t block_size;      /* bytes per read, a multiple of 4096; 0: default */
 	unsigned max_shards;    /* shards read at once; 0: default */
-	bool buffered;          /* never try O_DIRECT */
+	enum read_mode read;
 	bool progress;          /* draw a progress bar when stderr is a terminal */
 	bool (*stop)(void);     /* when set and true, the load stops (-ECANCELED) */
 };
@@ -37,7 +44,7 @@ struct loader_stats {
 	double seconds;         /* opening the files through the last placement */
 	double hash_seconds;    /* of which computing checksums */
 	double copy_seconds;    /* of which copying into the arena */
-	unsigned buffered_files;/* files that fell back to buffered reads */
+	unsigned buffered_files;/* files read through the page cache */
 	uint64_t pool_bytes;    /* read buffers allocated */
 };
 
