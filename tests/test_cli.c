@@ -244,6 +244,16 @@ static void help_and_no_stray_folder(void **s)
 	snprintf(spec, sizeof(spec), "%s", model);
 	assert_int_equal(run("WSRV_BENCH", "attach", "--model", spec, "--workdir", workdir, NULL), 0);
 	assert_int_equal(stat(workdir, &st), -1);
+	/* Issue 12: the figures the load and serve benchmarks must report. */
+	assert_int_equal(run("WSRV_BENCH", "serve", "--model", spec, "--workers", "2", "--repeat", "1",
+			     "--json", NULL), 0);
+	for (const char *const *k = (const char *const[]){ "\"serve_s\"", "\"mmap_peer_s\"",
+							  "\"odirect_s\"", "\"buffered_s\"", NULL }; *k; k++)
+		assert_non_null(strstr(out, *k));
+	assert_int_equal(run("WSRV_BENCH", "load", "--model", spec, "--repeat", "1", "--contend",
+			     "--json", NULL), 0);
+	assert_non_null(strstr(out, "\"cpu_s_per_gb\""));
+	assert_non_null(strstr(out, "\"contend\": true"));
 }
 
 static int setup(void **s)

@@ -152,7 +152,7 @@ static void print(const struct files *f, int n, struct result *r, int json)
 	double cpu = median(r->cpu, n), fill = median(r->fill, n);
 
 	if (json) {
-		json_t *o = json_pack("{s:I, s:i, s:b, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+		json_t *o = json_pack("{s:I, s:i, s:b, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
 			"model_bytes", (json_int_t)f->bytes, "repeat", n, "contend", r->contend,
 			"wsrv_gbps", ws, "loader_only_gbps", ld, "odirect_gbps", raw,
 			"buffered_gbps", bu, "wsrv_vs_odirect", ws / raw, "wsrv_vs_buffered", ws / bu,

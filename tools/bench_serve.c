@@ -114,33 +114,42 @@ static int crew_start(struct crew *w, int n, const char *sock, const struct file
 		w->pid[w->n] = pid;
 	}
 	close(w->done[1]);
+	w->done[1] = -1;
 	return 0;
 }
 
-/* Waits for every worker's byte; then stops them. 0, or -EIO when one died. */
-static int crew_finish(struct crew *w)
+/* Waits for every worker's byte: 0, or -EIO when one died first. */
+static int crew_wait(struct crew *w)
 {
 	char b;
 	int got = 0;
 
 	while (got < w->n && read(w->done[0], &b, 1) == 1)
 		got++;
+	return got == w->n ? 0 : -EIO;
+}
+
+/* Stops the workers started and closes the pipe. */
+static void crew_stop(struct crew *w)
+{
 	for (int i = 0; i < w->n; i++) {
 		kill(w->pid[i], SIGKILL);
 		waitpid(w->pid[i], NULL, 0);
 	}
-	close(w->done[0]);
-	return got == w->n ? 0 : -EIO;
+	if (w->done[0] >= 0)
+		close(w->done[0]);
+	if (w->done[1] >= 0)
+		close(w->done[1]);
 }
 
 static double mmap_peer(const struct files *f, int n)
 {
-	struct crew w;
-	double t0 = mono_now(), t;
+	struct crew w = { .done = { -1, -1 } };
+	double t0 = mono_now(), t = -1;
 
-	if (crew_start(&w, n, NULL, f) < 0)
-		return -1;
-	t = crew_finish(&w) == 0 ? mono_now() - t0 : -1;
+	if (crew_start(&w, n, NULL, f) == 0 && crew_wait(&w) == 0)
+		t = mono_now() - t0;
+	crew_stop(&w);
 	return t;
 }
 
@@ -150,7 +159,7 @@ static double serve(const char *path, int n)
 	struct bench_server bs = { 0 };
 	char spec[4200], sock[sizeof(bs.sock)];
 	const char *specs[1] = { spec };
-	struct crew w;
+	struct crew w = { .done = { -1, -1 } };
 	double t0, t = -1;
 
 	snprintf(spec, sizeof(spec), "m=%s", path);
@@ -158,12 +167,10 @@ static double serve(const char *path, int n)
 		return -1;
 	snprintf(sock, sizeof(sock), "%s", bs.sock);
 	t0 = mono_now();
-	if (crew_start(&w, n, sock, NULL) < 0)
-		return -1;
-	if (bench_server_launch(&bs, specs, 1) == 0 && crew_finish(&w) == 0)
+	if (crew_start(&w, n, sock, NULL) == 0 && bench_server_launch(&bs, specs, 1) == 0 &&
+	    crew_wait(&w) == 0)
 		t = mono_now() - t0;
-	else
-		crew_finish(&w);
+	crew_stop(&w);
 	bench_server_stop(&bs);
 	return t;
 }
