@@ -61,6 +61,7 @@ struct block {
 	int buf;
 	bool done;
 	bool direct;                /* submitted on the shard's O_DIRECT fd */
+	bool dontcache;             /* submitted with RWF_DONTCACHE */
 	struct block *next;
 };
 
@@ -228,10 +229,11 @@ static void submit_block(struct loader *L, struct block *b)
 		io_uring_prep_read_fixed(sqe, b->sh->fd, dst, len, off, b->buf);
 	else
 		io_uring_prep_read(sqe, b->sh->fd, dst, len, off);
-	if (b->sh->dontcache && !b->sh->direct)
+	b->direct = b->sh->direct;
+	b->dontcache = b->sh->dontcache && !b->direct;
+	if (b->dontcache)
 		sqe->rw_flags = RWF_DONTCACHE;
 	io_uring_sqe_set_data(sqe, b);
-	b->direct = b->sh->direct;
 	L->inflight++;
 }
 
@@ -359,9 +361,12 @@ static int complete(struct loader *L, struct block *b, int res, struct errinfo *
 		submit_block(L, b);
 		return 0;
 	}
-	/* RWF_DONTCACHE unknown to the kernel or the file system. */
-	if ((res == -EOPNOTSUPP || res == -EINVAL) && sh->dontcache && !b->direct) {
-		log_info("%s: RWF_DONTCACHE not supported here; reading it buffered", sh->sf->path);
+	/* RWF_DONTCACHE unknown to the kernel or the file system: every block
+	 * in flight with it may come back refused; the first switches the
+	 * shard to plain buffered reads, all are read again. */
+	if ((res == -EOPNOTSUPP || res == -EINVAL) && b->dontcache) {
+		if (sh->dontcache)
+			log_info("%s: RWF_DONTCACHE not supported here; reading it buffered", sh->sf->path);
 		sh->dontcache = false;
 		submit_block(L, b);
 		return 0;
