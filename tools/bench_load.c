@@ -15,14 +15,11 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
-#include <liburing.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cliarg.h"
@@ -37,8 +34,8 @@
  * On a VM with free page reporting (as here: page_reporting's min_free_ms
  * is 0), freed memory returns to the hypervisor at once, and the next first
  * touch of it costs the guest up to 1 CPU-second per GB; memory freed a
- * moment ago may not have gone yet and is cheap. Both the load and its CPU
- * floor are measured after this pause, so they start from the same state:
+ * moment ago may not have gone yet and is cheap. Both the load and the
+ * fresh-memory fill are measured after this pause, so they start from the same state:
  * the state of a server started on a machine that was idle. */
 static void settle(void)
 {
@@ -55,7 +52,7 @@ static double fresh_memory_cpu(uint64_t bytes, bool lock)
 {
 	size_t bs = 1 << 20, len = (size_t)(bytes + 4095) / 4096 * 4096;
 	uint8_t *buf = malloc(bs);
-	int fd = memfd_create("wsrv-bench-floor", MFD_CLOEXEC);
+	int fd = memfd_create("wsrv-bench-fill", MFD_CLOEXEC);
 	void *p = MAP_FAILED;
 	double c0 = cpu_now(), c = -1;
 

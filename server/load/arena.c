@@ -273,16 +273,17 @@ int arena_create(const char *name, uint32_t nseg, const uint64_t *sizes,
 	return 0;
 }
 
-/* The segment's own mapping is kept (it holds the lock) but made read-only;
+/* The segment's own mapping is kept (it holds the lock) and is read-only;
  * F_SEAL_FUTURE_WRITE then refuses every new writable mapping and every
  * write(), which is what readers rely on, and F_SEAL_SEAL fixes the set. */
 static int seal_seg(struct arena *a, struct arena_seg *s, struct errinfo *e)
 {
 	int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
 
-	if (s->rw && mprotect(s->rw, s->size, PROT_READ) < 0)
-		return err_set(e, -errno, "cannot make a segment read-only: %s", strerror(errno));
 	if (s->rw) {
+		if (mprotect(s->rw, s->size, PROT_READ) < 0)
+			return err_set(e, -errno, "cannot make a segment read-only: %s",
+				       strerror(errno));
 		s->ro = s->rw;
 		s->rw = NULL;
 	}

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* arena.h - the server's shared memory for one model: memfd segments with a
- * NUMA policy and a page size, prefaulted, locked, and sealed once loaded.
+ * NUMA policy and a page size, filled, locked where that matters, and sealed
+ * once loaded.
  *
  * Two ways to fill it, chosen by arena_create:
  * - by write (4 KiB pages): the memfd is mapped read-only from the start and
@@ -11,7 +12,8 @@
  *   checks RLIMIT_MEMLOCK before any byte is read).
  * - by mapping (hugetlb, which has no write()): arena_populate allocates,
  *   maps and locks every page, on another thread while the loader copies
- *   through arena_wptr; arena_seal makes the mapping read-only.
+ *   into the mapping (arena_write is memcpy); arena_seal makes the mapping
+ *   read-only.
  *
  * Life: arena_create -> (arena_populate) -> arena_write -> arena_seal (seals
  * added) -> arena_free.
@@ -80,9 +82,10 @@ int arena_populate(struct arena *a, struct errinfo *e);
 int arena_write(struct arena *a, uint32_t seg, uint64_t off, const void *src,
 		size_t len, struct errinfo *e);
 
-/* Seals every segment: its mapping becomes read-only (and its pages are
- * mapped and locked), then F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL: no
- * one can map it writable, write() to it, or change its size or seals. */
+/* Seals every segment: its mapping becomes read-only (and, when locked, its
+ * pages are mapped and locked), then F_SEAL_SHRINK | F_SEAL_GROW |
+ * F_SEAL_FUTURE_WRITE | F_SEAL_SEAL: no one can map it writable, write() to
+ * it, or change its size or seals. */
 int arena_seal(struct arena *a, struct errinfo *e);
 
 /* Read-only address of (seg, off); only after arena_seal. */
