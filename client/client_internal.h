@@ -67,6 +67,8 @@ bool cl_connected(struct wsrv_client *c);
 
 /* Records the sentence for wsrv_last_error and returns code. */
 int cl_err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* cl_err with the error already set kept after fmt: "fmt: earlier". */
+int cl_wrap(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cl_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Sends req and receives its Response (caller frees with

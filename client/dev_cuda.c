@@ -1,159 +1,131 @@
 // SPDX-License-Identifier: MIT
-/* dev_cuda.c - the CUDA device backend.
+/* dev_cuda.c - the CUDA device backend, over the driver API loaded at run
+ * time (cuda_api.c), in the device's primary context so its pointers work
+ * in the worker's own CUDA or PyTorch code.
  *
- * The host ranges a stream copies from (the model's shared segments) are
- * page-locked once with cudaHostRegister, read-only where the device
- * supports it; where registering fails, copies go through a ring of pinned
- * bounce buffers instead. Copies are cudaMemcpyAsync / cudaMemcpy2DAsync on
- * a dedicated copy stream with an event per copy (the fence); acquiring a
- * layer makes the worker's compute stream wait on that event
- * (cudaStreamWaitEvent), so the CPU does not block on a copy; releasing one
- * records an event on the compute stream that later copies wait for before
- * they overwrite the slot. */
+ * Copies run on a stream of ours, each between two timing events: the
+ * second is the copy's fence, and the time between them is the copy's
+ * time. Acquiring a layer makes the worker's compute stream wait on the
+ * fence (cuStreamWaitEvent) between two events of its own, whose distance
+ * is the time compute stood still; the CPU does not block. Releasing a
+ * layer records an event on the compute stream that later copies wait for
+ * before they overwrite its slot. Event times are put on the host's clock
+ * through one base event recorded at setup. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "client_internal.h"
-#include "device.h"
+#include "clock.h"
+#include "dev_cuda.h"
 
-#ifdef HAVE_CUDA
-#include <cuda_runtime_api.h>
-
-#define EVENTS 1024
-#define BOUNCE (32u << 20)
-#define NBOUNCE 2
-#define MAX_REG 64
-
-struct reg { const void *p; size_t len; };
-
-struct cuda_dev {
-	struct wsrv_device dev;
-	int device;
-	cudaStream_t copy, compute;  /* compute: the worker's, may be 0 */
-	cudaEvent_t ev[EVENTS];
-	int64_t submitted;
-	cudaEvent_t released;
-	bool release_pending;
-	bool ro_ok;                  /* cudaHostRegisterReadOnly supported */
-	struct reg regs[MAX_REG];
-	int nregs;
-	void *bounce[NBOUNCE];       /* pinned staging, used when unregistered */
-	cudaEvent_t bounce_ev[NBOUNCE];
-	int next_bounce;
-};
-
-static int cu_err(cudaError_t e, const char *what)
+void cu_enter(struct cuda_dev *c)
 {
-	return cl_err(-EIO, "cuda: %s: %s", what, cudaGetErrorString(e));
+	c->cu->CtxPushCurrent(c->ctx);
 }
 
-static bool registered(const struct cuda_dev *c, const void *p, size_t len)
+void cu_leave(struct cuda_dev *c)
 {
-	for (int i = 0; i < c->nregs; i++)
-		if ((const char *)p >= (const char *)c->regs[i].p &&
-		    (const char *)p + len <= (const char *)c->regs[i].p + c->regs[i].len)
-			return true;
-	return false;
+	CUcontext was;
+
+	c->cu->CtxPopCurrent(&was);
+}
+
+int cu_fail(struct cuda_dev *c, CUresult e, const char *what)
+{
+	return cl_err(e == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO, "cuda: %s: %s", what,
+		      cuda_api_strerror(c->cu, e));
 }
 
 static int c_alloc(struct wsrv_device *d, size_t len, void **out)
 {
 	struct cuda_dev *c = (struct cuda_dev *)d;
-	cudaError_t e;
+	CUdeviceptr p = 0;
+	CUresult e;
 
-	cudaSetDevice(c->device);
-	e = cudaMalloc(out, len ? len : 1);
-	return e == cudaSuccess ? 0 : cu_err(e, "cudaMalloc");
-}
-
-static void c_free(struct wsrv_device *d, void *p, size_t len)
-{
-	if (p)
-		cudaFree(p);
-}
-
-/* The event for a new fence; an event is reused only once its old copy is
- * done. */
-static int64_t next_fence(struct cuda_dev *c, cudaStream_t on)
-{
-	int64_t f = ++c->submitted;
-	cudaEvent_t ev = c->ev[f % EVENTS];
-
-	cudaEventSynchronize(ev); /* the copy EVENTS fences ago, long finished */
-	if (cudaEventRecord(ev, on) != cudaSuccess)
-		return cu_err(cudaGetLastError(), "cudaEventRecord");
-	return f;
-}
-
-/* Before a copy: wait for the consumer's work on memory released since. */
-static void order_after_release(struct cuda_dev *c)
-{
-	if (c->release_pending) {
-		cudaStreamWaitEvent(c->copy, c->released, 0);
-		c->release_pending = false;
-	}
-}
-
-/* An unregistered source: staged through the pinned bounce ring, in
- * chunks, rows packed. */
-static int bounced(struct cuda_dev *c, void *dst, const void *src, size_t width, size_t height,
-		   size_t pitch)
-{
-	size_t rows_per = width ? BOUNCE / width : 0, done = 0;
-
-	if (rows_per == 0)
-		return cl_err(-E2BIG, "cuda: a row of %zu bytes is larger than the bounce buffer", width);
-	while (done < height) {
-		size_t n = height - done < rows_per ? height - done : rows_per;
-		int b = c->next_bounce;
-		c->next_bounce = (b + 1) % NBOUNCE;
-		cudaEventSynchronize(c->bounce_ev[b]); /* its last copy has left */
-		for (size_t r = 0; r < n; r++)
-			memcpy((char *)c->bounce[b] + r * width, (const char *)src + (done + r) * pitch, width);
-		if (cudaMemcpyAsync((char *)dst + done * width, c->bounce[b], n * width,
-				    cudaMemcpyHostToDevice, c->copy) != cudaSuccess)
-			return cu_err(cudaGetLastError(), "cudaMemcpyAsync");
-		cudaEventRecord(c->bounce_ev[b], c->copy);
-		done += n;
-	}
+	pthread_mutex_lock(&c->lock);
+	cu_enter(c);
+	e = c->cu->MemAlloc(&p, len ? len : 1);
+	cu_leave(c);
+	pthread_mutex_unlock(&c->lock);
+	if (e != CUDA_SUCCESS)
+		return cu_fail(c, e, "cuMemAlloc");
+	*out = (void *)(uintptr_t)p;
 	return 0;
 }
 
-static void CUDART_CB stamp(void *arg)
+/* Freed only once both streams are past their use of it: the copies,
+ * and the compute stream's work queued so far. */
+static void c_free(struct wsrv_device *d, void *p, size_t len)
 {
-	struct timespec ts;
+	struct cuda_dev *c = (struct cuda_dev *)d;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	*(double *)arg = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	if (!p)
+		return;
+	pthread_mutex_lock(&c->lock);
+	cu_enter(c);
+	c->cu->StreamSynchronize(c->copy);
+	if (c->compute)
+		c->cu->StreamSynchronize(c->compute);
+	c->cu->MemFree((CUdeviceptr)(uintptr_t)p);
+	cu_leave(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Before a copy: wait for the consumer's work on memory released since. */
+static int order_after_release(struct cuda_dev *c)
+{
+	CUresult e;
+
+	if (!c->release_pending)
+		return 0;
+	if ((e = c->cu->StreamWaitEvent(c->copy, c->released, 0)) != CUDA_SUCCESS)
+		return cu_fail(c, e, "cuStreamWaitEvent (release)");
+	c->release_pending = false;
+	return 0;
+}
+
+/* The fence's events, free for reuse: the copy CU_FENCES fences ago is
+ * long finished, but is waited for all the same. */
+static struct cu_fence *take_fence(struct cuda_dev *c, int64_t fence)
+{
+	struct cu_fence *f = &c->f[fence % CU_FENCES];
+
+	if (f->fence)
+		c->cu->EventSynchronize(f->end);
+	f->fence = 0;
+	f->timing = NULL;
+	return f;
 }
 
 static int64_t c_copy2d(struct wsrv_device *d, void *dst, const void *src, size_t width,
 			size_t height, size_t pitch, double *timing)
 {
 	struct cuda_dev *c = (struct cuda_dev *)d;
-	cudaError_t e = cudaSuccess;
-	int r = 0;
+	int64_t fence = c->submitted + 1;
+	struct cu_fence *f;
+	CUresult e;
+	int r;
 
-	cudaSetDevice(c->device);
-	order_after_release(c);
-	if (timing)
-		cudaLaunchHostFunc(c->copy, stamp, &timing[0]);
-	if (!registered(c, src, (height - 1) * pitch + width))
-		r = bounced(c, dst, src, width, height, pitch);
-	else if (height == 1)
-		e = cudaMemcpyAsync(dst, src, width, cudaMemcpyHostToDevice, c->copy);
-	else
-		e = cudaMemcpy2DAsync(dst, width, src, pitch, width, height, cudaMemcpyHostToDevice, c->copy);
-	if (e != cudaSuccess)
-		return cu_err(e, "cudaMemcpyAsync");
-	if (r < 0)
-		return r;
-	if (timing)
-		cudaLaunchHostFunc(c->copy, stamp, &timing[1]);
-	c->dev.copy_bytes += width * height;
-	return next_fence(c, c->copy);
+	pthread_mutex_lock(&c->lock);
+	cu_enter(c);
+	f = take_fence(c, fence);
+	if ((r = order_after_release(c)) == 0 &&
+	    (e = c->cu->EventRecord(f->start, c->copy)) != CUDA_SUCCESS)
+		r = cu_fail(c, e, "cuEventRecord");
+	if (r == 0)
+		r = cu_copy_rows(c, dst, src, width, height, pitch);
+	if (r == 0 && (e = c->cu->EventRecord(f->end, c->copy)) != CUDA_SUCCESS)
+		r = cu_fail(c, e, "cuEventRecord");
+	if (r == 0) {
+		f->fence = fence;
+		f->timing = timing;
+		c->submitted = fence;
+	}
+	cu_leave(c);
+	pthread_mutex_unlock(&c->lock);
+	return r < 0 ? r : fence;
 }
 
 static int64_t c_copy(struct wsrv_device *d, void *dst, const void *src, size_t len, double *timing)
@@ -161,109 +133,264 @@ static int64_t c_copy(struct wsrv_device *d, void *dst, const void *src, size_t 
 	return c_copy2d(d, dst, src, len, 1, len, timing);
 }
 
+/* A completed copy's times go where its caller asked. */
+static void fill_timing(struct cuda_dev *c, struct cu_fence *f)
+{
+	float since = 0, took = 0;
+
+	if (!f->timing)
+		return;
+	if (c->cu->EventElapsedTime(&since, c->base, f->start) != CUDA_SUCCESS ||
+	    c->cu->EventElapsedTime(&took, f->start, f->end) != CUDA_SUCCESS) {
+		f->timing[0] = f->timing[1] = NAN; /* unknown: not counted */
+	} else {
+		f->timing[0] = c->base_host + since / 1e3;
+		f->timing[1] = f->timing[0] + took / 1e3;
+	}
+	f->timing = NULL;
+}
+
+/* Copies complete in order: once fence is, so is every one before it. */
+static void fill_timings(struct cuda_dev *c, int64_t fence)
+{
+	int64_t k = c->timed_upto + 1;
+
+	if (k < fence - CU_FENCES + 1)
+		k = fence - CU_FENCES + 1;
+	for (; k <= fence; k++)
+		if (c->f[k % CU_FENCES].fence == k)
+			fill_timing(c, &c->f[k % CU_FENCES]);
+	if (fence > c->timed_upto)
+		c->timed_upto = fence;
+}
+
+/* 1 when done, 0 when not; with block, waits. */
+static int finish(struct cuda_dev *c, int64_t fence, bool block)
+{
+	struct cu_fence *f;
+	CUresult e;
+	int r = 1;
+
+	if (fence <= 0)
+		return 1;
+	pthread_mutex_lock(&c->lock);
+	f = &c->f[fence % CU_FENCES];
+	if (f->fence == fence && fence > c->timed_upto) {
+		cu_enter(c);
+		e = block ? c->cu->EventSynchronize(f->end) : c->cu->EventQuery(f->end);
+		if (e == CUDA_SUCCESS)
+			fill_timings(c, fence);
+		else if (e == CUDA_ERROR_NOT_READY && !block)
+			r = 0;
+		else
+			r = cu_fail(c, e, block ? "cuEventSynchronize" : "cuEventQuery");
+		cu_leave(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
 static int c_done(struct wsrv_device *d, int64_t fence)
 {
-	struct cuda_dev *c = (struct cuda_dev *)d;
-
-	return fence <= c->submitted - EVENTS || cudaEventQuery(c->ev[fence % EVENTS]) == cudaSuccess;
+	/* An error reads as not done: the wait or gate that follows reports it. */
+	return finish((struct cuda_dev *)d, fence, false) == 1;
 }
 
 static int c_wait(struct wsrv_device *d, int64_t fence)
 {
-	struct cuda_dev *c = (struct cuda_dev *)d;
-	cudaError_t e;
+	int r = finish((struct cuda_dev *)d, fence, true);
 
-	if (fence <= c->submitted - EVENTS)
-		return 0;
-	e = cudaEventSynchronize(c->ev[fence % EVENTS]);
-	return e == cudaSuccess ? 0 : cu_err(e, "cudaEventSynchronize");
+	return r < 0 ? r : 0;
 }
 
-static int c_gate(struct wsrv_device *d, int64_t fence)
+static int c_gate(struct wsrv_device *d, int64_t fence, int64_t *ticket)
 {
 	struct cuda_dev *c = (struct cuda_dev *)d;
+	struct cu_fence *f = &c->f[fence % CU_FENCES];
+	struct cu_gate *g;
+	CUresult e;
 
+	*ticket = 0;
 	if (!c->compute)
 		return c_wait(d, fence);
-	if (fence <= c->submitted - EVENTS)
+	pthread_mutex_lock(&c->lock);
+	if (f->fence != fence) { /* long done */
+		pthread_mutex_unlock(&c->lock);
 		return 0;
-	return cudaStreamWaitEvent(c->compute, c->ev[fence % EVENTS], 0) == cudaSuccess
-		? 0 : cu_err(cudaGetLastError(), "cudaStreamWaitEvent");
+	}
+	cu_enter(c);
+	g = &c->g[++c->gates % CU_GATES];
+	g->ticket = 0;
+	if ((e = c->cu->EventRecord(g->before, c->compute)) == CUDA_SUCCESS &&
+	    (e = c->cu->StreamWaitEvent(c->compute, f->end, 0)) == CUDA_SUCCESS &&
+	    (e = c->cu->EventRecord(g->after, c->compute)) == CUDA_SUCCESS)
+		*ticket = g->ticket = c->gates;
+	cu_leave(c);
+	pthread_mutex_unlock(&c->lock);
+	return e == CUDA_SUCCESS ? 0 : cu_fail(c, e, "making the compute stream wait for a copy");
+}
+
+static int c_gap(struct wsrv_device *d, int64_t ticket, bool block, double span[2])
+{
+	struct cuda_dev *c = (struct cuda_dev *)d;
+	struct cu_gate *g = &c->g[ticket % CU_GATES];
+	float since = 0, ms = 0;
+	CUresult e;
+	int r = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (ticket <= 0 || g->ticket != ticket) {
+		pthread_mutex_unlock(&c->lock);
+		return -ENOENT;
+	}
+	cu_enter(c);
+	e = block ? c->cu->EventSynchronize(g->after) : c->cu->EventQuery(g->after);
+	if (e == CUDA_ERROR_NOT_READY)
+		r = -EAGAIN;
+	else if (e != CUDA_SUCCESS ||
+		 (e = c->cu->EventElapsedTime(&since, c->base, g->before)) != CUDA_SUCCESS ||
+		 (e = c->cu->EventElapsedTime(&ms, g->before, g->after)) != CUDA_SUCCESS)
+		r = cu_fail(c, e, "timing the compute stream's wait");
+	else {
+		span[0] = c->base_host + since / 1e3;
+		span[1] = span[0] + ms / 1e3;
+	}
+	if (r != -EAGAIN)
+		g->ticket = 0;
+	cu_leave(c);
+	pthread_mutex_unlock(&c->lock);
+	return r;
 }
 
 static void c_consumed(struct wsrv_device *d)
 {
 	struct cuda_dev *c = (struct cuda_dev *)d;
 
-	if (c->compute) {
-		cudaEventRecord(c->released, c->compute);
+	if (!c->compute)
+		return;
+	pthread_mutex_lock(&c->lock);
+	cu_enter(c);
+	/* A failed record leaves the flag down: the copies then wait for
+	 * nothing, so say so. */
+	if (c->cu->EventRecord(c->released, c->compute) == CUDA_SUCCESS)
 		c->release_pending = true;
-	}
+	else
+		cl_debug("cuda: cuEventRecord on the compute stream failed; later copies may overwrite a slot in use");
+	cu_leave(c);
+	pthread_mutex_unlock(&c->lock);
 }
 
-static int c_register(struct wsrv_device *d, const void *p, size_t len)
+static void destroy_events(struct cuda_dev *c)
 {
-	struct cuda_dev *c = (struct cuda_dev *)d;
-	cudaError_t e;
-
-	if (registered(c, p, len) || c->nregs >= MAX_REG)
-		return 0;
-	cudaSetDevice(c->device);
-	/* A read-only mapping can only be registered read-only; without that
-	 * support the copies bounce through pinned memory. */
-	e = cudaHostRegister((void *)p, len, c->ro_ok ? cudaHostRegisterReadOnly : cudaHostRegisterDefault);
-	if (e != cudaSuccess) {
-		cudaGetLastError();
-		cl_debug("cudaHostRegister of %zu bytes failed (%s); copies will bounce", len, cudaGetErrorString(e));
-		return 0;
+	for (int i = 0; i < CU_FENCES; i++) {
+		if (c->f[i].start)
+			c->cu->EventDestroy(c->f[i].start);
+		if (c->f[i].end)
+			c->cu->EventDestroy(c->f[i].end);
 	}
-	c->regs[c->nregs++] = (struct reg){ p, len };
-	return 0;
+	for (int i = 0; i < CU_GATES; i++) {
+		if (c->g[i].before)
+			c->cu->EventDestroy(c->g[i].before);
+		if (c->g[i].after)
+			c->cu->EventDestroy(c->g[i].after);
+	}
+	for (int i = 0; i < CU_NBOUNCE; i++) {
+		if (c->bounce_ev[i])
+			c->cu->EventDestroy(c->bounce_ev[i]);
+		if (c->bounce[i])
+			c->cu->MemFreeHost(c->bounce[i]);
+	}
+	if (c->released)
+		c->cu->EventDestroy(c->released);
+	if (c->base)
+		c->cu->EventDestroy(c->base);
 }
 
 static void c_destroy(struct wsrv_device *d)
 {
 	struct cuda_dev *c = (struct cuda_dev *)d;
 
-	cudaSetDevice(c->device);
-	cudaStreamSynchronize(c->copy);
-	for (int i = 0; i < c->nregs; i++)
-		cudaHostUnregister((void *)c->regs[i].p);
-	for (int i = 0; i < EVENTS; i++)
-		cudaEventDestroy(c->ev[i]);
-	for (int i = 0; i < NBOUNCE; i++) {
-		cudaEventDestroy(c->bounce_ev[i]);
-		cudaFreeHost(c->bounce[i]);
+	if (c->ctx) {
+		cu_enter(c);
+		if (c->copy)
+			c->cu->StreamSynchronize(c->copy);
+		cu_unregister_all(c);
+		destroy_events(c);
+		if (c->copy)
+			c->cu->StreamDestroy(c->copy);
+		cu_leave(c);
+		c->cu->PrimaryCtxRelease(c->device);
 	}
-	cudaEventDestroy(c->released);
-	cudaStreamDestroy(c->copy);
+	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
 
 static const struct device_ops cuda_ops = {
 	.name = "cuda", .alloc = c_alloc, .free = c_free, .copy = c_copy, .copy2d = c_copy2d,
-	.done = c_done, .wait = c_wait, .gate = c_gate, .consumed = c_consumed,
-	.register_host = c_register, .destroy = c_destroy,
+	.done = c_done, .wait = c_wait, .gate = c_gate, .gap = c_gap, .consumed = c_consumed,
+	.register_host = cu_register, .unregister_host = cu_unregister, .destroy = c_destroy,
 };
 
+static CUresult make_events(struct cuda_dev *c)
+{
+	CUresult e = CUDA_SUCCESS;
+
+	for (int i = 0; i < CU_FENCES && e == CUDA_SUCCESS; i++)
+		if ((e = c->cu->EventCreate(&c->f[i].start, CU_EVENT_DEFAULT)) == CUDA_SUCCESS)
+			e = c->cu->EventCreate(&c->f[i].end, CU_EVENT_DEFAULT);
+	for (int i = 0; i < CU_GATES && e == CUDA_SUCCESS; i++)
+		if ((e = c->cu->EventCreate(&c->g[i].before, CU_EVENT_DEFAULT)) == CUDA_SUCCESS)
+			e = c->cu->EventCreate(&c->g[i].after, CU_EVENT_DEFAULT);
+	for (int i = 0; i < CU_NBOUNCE && e == CUDA_SUCCESS; i++)
+		if ((e = c->cu->MemAllocHost(&c->bounce[i], CU_BOUNCE)) == CUDA_SUCCESS)
+			e = c->cu->EventCreate(&c->bounce_ev[i], CU_EVENT_DISABLE_TIMING);
+	if (e == CUDA_SUCCESS)
+		e = c->cu->EventCreate(&c->released, CU_EVENT_DISABLE_TIMING);
+	if (e == CUDA_SUCCESS)
+		e = c->cu->EventCreate(&c->base, CU_EVENT_DEFAULT);
+	return e;
+}
+
+/* The stream, events and buffers, in the primary context; the base event
+ * recorded and waited for, so event times map to the host's clock. */
 static int setup(struct cuda_dev *c)
 {
 	int ro = 0;
+	CUresult e;
 
-	if (cudaSetDevice(c->device) != cudaSuccess)
-		return cu_err(cudaGetLastError(), "cudaSetDevice");
-	cudaDeviceGetAttribute(&ro, cudaDevAttrHostRegisterReadOnlySupported, c->device);
+	cu_enter(c);
+	c->cu->DeviceGetAttribute(&ro, CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED, c->device);
 	c->ro_ok = ro != 0;
-	if (cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking) != cudaSuccess ||
-	    cudaEventCreateWithFlags(&c->released, cudaEventDisableTiming) != cudaSuccess)
-		return cu_err(cudaGetLastError(), "cuda stream or event");
-	for (int i = 0; i < EVENTS; i++)
-		if (cudaEventCreateWithFlags(&c->ev[i], cudaEventDisableTiming) != cudaSuccess)
-			return cu_err(cudaGetLastError(), "cudaEventCreate");
-	for (int i = 0; i < NBOUNCE; i++)
-		if (cudaHostAlloc(&c->bounce[i], BOUNCE, cudaHostAllocDefault) != cudaSuccess ||
-		    cudaEventCreateWithFlags(&c->bounce_ev[i], cudaEventDisableTiming) != cudaSuccess)
-			return cu_err(cudaGetLastError(), "pinned bounce buffers");
+	if ((e = c->cu->StreamCreate(&c->copy, CU_STREAM_NON_BLOCKING)) == CUDA_SUCCESS &&
+	    (e = make_events(c)) == CUDA_SUCCESS &&
+	    (e = c->cu->EventRecord(c->base, c->copy)) == CUDA_SUCCESS)
+		e = c->cu->EventSynchronize(c->base);
+	c->base_host = mono_now();
+	cu_leave(c);
+	if (!c->ro_ok)
+		cl_debug("cuda: device %d cannot lock read-only memory; every copy bounces", c->device);
+	return e == CUDA_SUCCESS ? 0 : cu_fail(c, e, "setting up the copy stream");
+}
+
+/* The device's primary context, retained; -ENODEV with a sentence when
+ * there is no such device. */
+static int open_device(struct cuda_dev *c, int ordinal)
+{
+	const char *why;
+	int n = 0, r;
+	CUresult e;
+
+	if ((r = cuda_api_get(&c->cu, &why)) < 0)
+		return cl_err(r, "cuda: %s", why);
+	if ((e = c->cu->DeviceGetCount(&n)) != CUDA_SUCCESS || n == 0)
+		return cl_err(-ENODEV, "cuda: no GPU here (the driver sees none)");
+	if (ordinal < 0 || ordinal >= n)
+		return cl_err(-ENODEV, "cuda: no device %d (the driver sees %d)", ordinal, n);
+	if ((e = c->cu->DeviceGet(&c->device, ordinal)) != CUDA_SUCCESS ||
+	    (e = c->cu->PrimaryCtxRetain(&c->ctx, c->device)) != CUDA_SUCCESS) {
+		c->ctx = NULL;
+		return cu_fail(c, e, "the device's primary context");
+	}
 	return 0;
 }
 
@@ -271,40 +398,24 @@ WSRV_EXPORT int wsrv_device_cuda(const struct wsrv_cuda_opts *o, struct wsrv_dev
 {
 	struct wsrv_cuda_opts co;
 	struct cuda_dev *c;
-	int n = 0, r;
+	int r;
 
 	CL_NEED(out);
 	if ((r = CL_OPTS(o, &co)) < 0)
 		return r;
+#ifdef WSRV_NO_CUDA
+	return cl_err(-EOPNOTSUPP, "libwsrv was built without its cuda backend (-Dcuda=disabled)");
+#endif
 	if (!(c = calloc(1, sizeof(*c))))
 		return cl_err(-ENOMEM, "out of memory");
-	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-		free(c);
-		return cl_err(-ENODEV, "cuda: no GPU here");
-	}
+	pthread_mutex_init(&c->lock, NULL);
 	c->dev.ops = &cuda_ops;
-	c->device = co.device;
-	c->compute = (cudaStream_t)co.compute_stream;
-	r = setup(c);
-	if (r < 0) {
+	c->compute = (CUstream)co.compute_stream;
+	c->reg_chunk = co.register_chunk_bytes ? co.register_chunk_bytes : CU_REG_CHUNK;
+	if ((r = open_device(c, co.device)) < 0 || (r = setup(c)) < 0) {
 		c_destroy(&c->dev);
 		return r;
 	}
 	*out = &c->dev;
 	return 0;
 }
-
-#else
-
-WSRV_EXPORT int wsrv_device_cuda(const struct wsrv_cuda_opts *o, struct wsrv_device **out)
-{
-	struct wsrv_cuda_opts co;
-	int r;
-
-	CL_NEED(out);
-	if ((r = CL_OPTS(o, &co)) < 0)
-		return r;
-	return cl_err(-EOPNOTSUPP, "libwsrv was built without CUDA (meson -Dcuda=enabled needs the toolkit)");
-}
-
-#endif

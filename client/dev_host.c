@@ -102,8 +102,6 @@ static void *engine(void *arg)
 		pthread_mutex_unlock(&h->lock);
 		double t0 = run_copy(h, &j), t1 = mono_now();
 		pthread_mutex_lock(&h->lock);
-		h->dev.copy_seconds += t1 - t0;
-		h->dev.copy_bytes += j.len * (j.height ? j.height : 1);
 		if (j.timing) {
 			j.timing[0] = t0;
 			j.timing[1] = t1;

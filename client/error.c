@@ -21,6 +21,18 @@ int cl_err(int code, const char *fmt, ...)
 	return code;
 }
 
+int cl_wrap(int code, const char *fmt, ...)
+{
+	char was[sizeof(last)], what[256];
+	va_list ap;
+
+	snprintf(was, sizeof(was), "%s", last);
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	return cl_err(code, "%s: %s", what, was);
+}
+
 static pthread_once_t debug_once = PTHREAD_ONCE_INIT;
 static bool debug_on;
 

@@ -8,6 +8,7 @@
  * and starts the next prefetch at once, so the copy of layer i+D-1 runs while
  * layer i computes. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,34 +49,91 @@ static int seq_before(const struct wsrv_stream *s, int pos)
 	return s->nseq ? (int)s->nseq - 1 : -1;
 }
 
-/* Takes a finished copy's times into the stats and the trace, once. */
-static void account(struct wsrv_stream *s, struct slot *sl)
+static void take_copy(struct wsrv_stream *s, const struct copy_rec *c)
 {
-	if (sl->timed || sl->layer < 0 || !s->d->ops->done(s->d, sl->fence))
-		return;
-	double end = sl->single ? sl->t_first[1] : sl->t_last[1];
+	double end = c->single ? c->t_first[1] : c->t_last[1];
 
-	sl->timed = true;
-	s->st.copy_seconds += end - sl->t_first[0];
-	stream_trace_add(s, s->layers[sl->layer].index, 'c', sl->t_first[0], end);
+	if (isnan(c->t_first[0]) || isnan(end))
+		return; /* the backend could not time it */
+	s->st.copy_seconds += end - c->t_first[0];
+	stream_trace_add(s, c->layer, 'c', c->t_first[0], end);
+}
+
+/* Records in order of their fences, which complete in order. */
+static void harvest_copies(struct wsrv_stream *s, bool all)
+{
+	while (s->rec_tail != s->rec_head) {
+		struct copy_rec *c = &s->recs[s->rec_tail % STREAM_RECS];
+		if (!s->d->ops->done(s->d, c->fence)) {
+			if (!all)
+				return;
+			if (s->d->ops->wait(s->d, c->fence) < 0) {
+				s->rec_tail++; /* failed: no time to take */
+				continue;
+			}
+		}
+		take_copy(s, c);
+		s->rec_tail++;
+	}
+}
+
+static void harvest_gates(struct wsrv_stream *s, bool all)
+{
+	while (s->gate_tail != s->gate_head) {
+		struct gate_rec *g = &s->gates[s->gate_tail % STREAM_RECS];
+		double span[2];
+		int r = s->d->ops->gap(s->d, g->ticket, all, span);
+		if (r == -EAGAIN)
+			return;
+		if (r == 0) {
+			s->st.wait_seconds += span[1] - span[0];
+			stream_trace_add(s, g->layer, 'w', span[0], span[1]);
+		}
+		s->gate_tail++;
+	}
+}
+
+void stream_harvest(struct wsrv_stream *s, bool all)
+{
+	if (!s->d)
+		return;
+	harvest_copies(s, all);
+	harvest_gates(s, all);
+}
+
+/* A record for a layer's copies; the oldest is waited for when all are
+ * taken (it is long done: STREAM_RECS copies ago). */
+static struct copy_rec *new_rec(struct wsrv_stream *s, int32_t layer)
+{
+	struct copy_rec *c;
+
+	if (s->rec_head - s->rec_tail == STREAM_RECS) {
+		c = &s->recs[s->rec_tail % STREAM_RECS];
+		if (s->d->ops->wait(s->d, c->fence) == 0)
+			take_copy(s, c);
+		s->rec_tail++;
+	}
+	c = &s->recs[s->rec_head % STREAM_RECS];
+	*c = (struct copy_rec){ .layer = layer, .t_first = { NAN, NAN }, .t_last = { NAN, NAN } };
+	return c;
 }
 
 /* Queues the copies of layer pos into slot k. The first copy records its
- * start, the last its end (one copy records both). */
+ * start, the last its end (one copy records both). On failure nothing of
+ * the layer is in the slot, which stays free; copies queued before the
+ * failure land in it harmlessly, and are still waited for. */
 static int load(struct wsrv_stream *s, int pos, int k)
 {
 	struct st_layer *l = &s->layers[pos];
 	struct slot *sl = &s->slots[k];
 	uint32_t n = l->contiguous ? 1 : l->nstreamed;
-	int64_t f = 0;
+	struct copy_rec *c = new_rec(s, l->index);
+	int64_t f = 0, last = 0;
 
-	sl->layer = pos;
-	sl->timed = false;
-	sl->single = n == 1;
-	l->slot = k;
+	c->single = n == 1;
 	for (uint32_t i = 0; i < n && f >= 0; i++) {
 		const struct tp_view *v = &s->views[l->streamed[i]];
-		double *timing = i == 0 ? sl->t_first : i + 1 == n ? sl->t_last : NULL;
+		double *timing = i == 0 ? c->t_first : i + 1 == n ? c->t_last : NULL;
 		struct wsrv_tensor t;
 		wsrv_model_tensor(s->m, l->streamed[i], &t);
 		if (l->contiguous)
@@ -84,15 +142,19 @@ static int load(struct wsrv_stream *s, int pos, int k)
 			f = s->d->ops->copy2d(s->d, (uint8_t *)sl->mem + l->slot_off[i],
 					      (const uint8_t *)t.data + v->src_off, v->width, v->height,
 					      v->pitch, timing);
+		if (f > 0)
+			last = f;
 	}
-	sl->fence = f;
-	if (f < 0) {
-		/* Nothing of this layer is in the slot: it stays free. (Copies
-		 * queued before the failure land in memory no one reads.) */
-		sl->layer = -1;
-		l->slot = -1;
+	if (last > 0) {
+		c->fence = last;
+		c->single = c->single || f < 0;
+		s->rec_head++;
+		sl->fence = last; /* a free slot's last copy, waited for at close */
+	}
+	if (f < 0)
 		return (int)f;
-	}
+	sl->layer = pos;
+	l->slot = k;
 	s->st.bytes_copied += l->slot_bytes;
 	s->st.copies++;
 	return 0;
@@ -126,8 +188,7 @@ static int evict(struct wsrv_stream *s, int pos)
 	if (best < 0)
 		return cl_err(-EBUSY, "all %u slots hold acquired layers; release one first", s->nslots);
 	if ((r = s->d->ops->wait(s->d, s->slots[best].fence)) < 0)
-		return cl_err(r, "layer %d: its copy failed", s->layers[s->slots[best].layer].index);
-	account(s, &s->slots[best]);
+		return cl_wrap(r, "layer %d: its copy failed", s->layers[s->slots[best].layer].index);
 	s->layers[s->slots[best].layer].slot = -1;
 	s->slots[best].layer = -1;
 	return best;
@@ -145,12 +206,36 @@ void stream_prefetch(struct wsrv_stream *s, int from)
 	}
 }
 
+/* Makes the consumer wait for the slot's copies: the compute stream
+ * through a gate, whose gap is taken later, or the CPU, timed here. */
+static int wait_for(struct wsrv_stream *s, struct slot *sl, int32_t index)
+{
+	double t0 = mono_now();
+	int64_t ticket = 0;
+	int r;
+
+	if (s->d->ops->done(s->d, sl->fence))
+		return 0;
+	if (s->d->ops->gate)
+		r = s->d->ops->gate(s->d, sl->fence, &ticket);
+	else
+		r = s->d->ops->wait(s->d, sl->fence);
+	if (r == 0 && ticket > 0) {
+		if (s->gate_head - s->gate_tail == STREAM_RECS)
+			harvest_gates(s, true); /* the compute stream is far behind */
+		s->gates[s->gate_head++ % STREAM_RECS] = (struct gate_rec){ ticket, index };
+	} else if (r == 0) {
+		s->st.wait_seconds += mono_now() - t0;
+		stream_trace_add(s, index, 'w', t0, mono_now());
+	}
+	return r;
+}
+
 WSRV_EXPORT int wsrv_stream_acquire(struct wsrv_stream *s, int32_t index)
 {
 	int pos, k, from, r = 0;
 	struct st_layer *l;
 	struct slot *sl;
-	double t0;
 
 	CL_NEED(s);
 	pos = find_pos(s, index);
@@ -172,27 +257,20 @@ WSRV_EXPORT int wsrv_stream_acquire(struct wsrv_stream *s, int32_t index)
 		k = free_slot(s);
 		if (k < 0 && (k = evict(s, pos)) < 0)
 			return k;
-		if ((k = load(s, pos, k)) < 0)
-			return cl_err(k, "layer %d: the copy could not be queued", index);
+		if ((r = load(s, pos, k)) < 0)
+			return cl_wrap(r, "layer %d: the copy could not be queued", index);
 	}
 	from = seq_of(s, pos);
 	if (s->last < 0 || from <= s->last)
 		s->st.passes++; /* a pass begins: the first, or the walk wrapped */
 	stream_prefetch(s, from);
 	sl = &s->slots[l->slot];
-	t0 = mono_now();
-	if (!s->d->ops->done(s->d, sl->fence)) {
-		r = s->d->ops->gate ? s->d->ops->gate(s->d, sl->fence) : s->d->ops->wait(s->d, sl->fence);
-		s->st.wait_seconds += mono_now() - t0;
-		stream_trace_add(s, index, 'w', t0, mono_now());
-	}
-	/* The layer stays in its slot: a later acquire waits for it again. */
-	if (r < 0)
-		return cl_err(r, "layer %d: its copy failed", index);
-	account(s, sl);
+	if ((r = wait_for(s, sl, index)) < 0)
+		return cl_wrap(r, "layer %d: its copy failed", index); /* it stays in its slot */
 	sl->acquired = true;
 	s->last = from;
 	s->acquire_t0 = mono_now();
+	stream_harvest(s, false);
 	return 0;
 }
 
@@ -299,8 +377,7 @@ WSRV_EXPORT int wsrv_stream_stats(struct wsrv_stream *s, struct wsrv_stream_stat
 {
 	CL_NEED(s);
 	CL_NEED(out);
-	for (unsigned k = 0; s->d && k < s->nslots; k++)
-		account(s, &s->slots[k]);
+	stream_harvest(s, false);
 	*out = s->st;
 	out->struct_size = sizeof(*out);
 	out->hidden_fraction = s->st.copy_seconds > 0 ? 1.0 - s->st.wait_seconds / s->st.copy_seconds : 1.0;

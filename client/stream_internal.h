@@ -26,11 +26,31 @@ struct st_layer {
 struct slot {
 	void *mem;
 	int layer;                  /* index into layers, -1 when free */
-	int64_t fence;
+	int64_t fence;              /* the last copy of its layer */
 	bool acquired;
+};
+
+/* A queued layer's copies, until their times are taken into the stats:
+ * the backend writes t_first (the first copy) and t_last (the last) when
+ * it finds them done, so a record lives until then, whatever happens to
+ * the slot. */
+#define STREAM_RECS 256
+struct copy_rec {
+	int64_t fence;
+	int32_t layer;              /* the layer's index */
 	double t_first[2], t_last[2];
 	bool single;                /* one copy: t_first has both ends */
-	bool timed;                 /* the copy's times were taken into stats */
+};
+
+/* A gate the consumer has yet to pass (device.h's gap). */
+struct gate_rec {
+	int64_t ticket;
+	int32_t layer;
+};
+
+/* A host range the stream page-locked through its device. */
+struct src_range {
+	uintptr_t a, b;
 };
 
 struct trace_ev {
@@ -57,6 +77,12 @@ struct wsrv_stream {
 	unsigned nslots;
 	uint64_t slot_size;
 	int last;                   /* position in seq of the last acquired layer */
+	struct copy_rec recs[STREAM_RECS];
+	uint64_t rec_head, rec_tail;    /* next free, oldest not taken */
+	struct gate_rec gates[STREAM_RECS];
+	uint64_t gate_head, gate_tail;
+	struct src_range *srcs;     /* registered with the device, unregistered at close */
+	size_t nsrcs;
 	double opened, acquire_t0;
 	struct wsrv_stream_stats st;
 	struct trace_ev *trace;
@@ -73,6 +99,15 @@ uint64_t stream_layout(struct wsrv_stream *s);
 
 void stream_trace_add(struct wsrv_stream *s, int32_t layer, char kind, double t0, double t1);
 int stream_trace_write(const struct wsrv_stream *s, const char *path);
+
+/* Takes the times of finished copies and passed gates into the stats and
+ * the trace; all: waits for every one. */
+void stream_harvest(struct wsrv_stream *s, bool all);
+
+/* Page-locks what the stream copies (its sources, merged) through its
+ * device, timed into the stats; stream_unregister undoes it. */
+int stream_register(struct wsrv_stream *s);
+void stream_unregister(struct wsrv_stream *s);
 
 /* Starts the copies of the layers after seq position from (-1: none) into
  * the free slots. */

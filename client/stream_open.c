@@ -33,7 +33,7 @@ static int alloc_layers(struct wsrv_stream *s)
 static int upload_resident(struct wsrv_stream *s)
 {
 	size_t n = wsrv_model_tensor_count(s->m);
-	int64_t f = 0;
+	int64_t f = 0, last = 0;
 	int r;
 
 	for (size_t i = 0; i < n; i++) {
@@ -54,11 +54,14 @@ static int upload_resident(struct wsrv_stream *s)
 			f = s->d->ops->copy2d(s->d, (uint8_t *)s->resident + s->res_off[i],
 					      (const uint8_t *)t.data + v->src_off, v->width, v->height,
 					      v->pitch, NULL);
+		if (f > 0)
+			last = f;
 	}
-	if (r == 0 && f < 0)
-		r = cl_err((int)f, "the upload of the resident tensors could not be queued");
-	if (r == 0 && f > 0 && (r = s->d->ops->wait(s->d, f)) < 0)
-		r = cl_err(r, "the upload of the resident tensors failed");
+	/* Waited for even after a failure: the memory is freed next. */
+	if (last > 0 && (r = s->d->ops->wait(s->d, last)) < 0)
+		r = cl_wrap(r, "the upload of the resident tensors failed");
+	if (f < 0)
+		r = cl_wrap((int)f, "the upload of the resident tensors could not be queued");
 	return r;
 }
 
@@ -96,12 +99,6 @@ static int alloc_slots(struct wsrv_stream *s, unsigned n)
 	}
 	if (s->d)
 		populate_sources(s);
-	/* Page-locked once per stream, not per copy (it is slow on a GPU). */
-	for (uint32_t i = 0; s->d && s->d->ops->register_host && i < s->m->nseg; i++) {
-		int r = s->d->ops->register_host(s->d, s->m->seg[i], s->m->seg_len[i]);
-		if (r < 0)
-			return cl_err(r, "the device cannot read segment %u", i);
-	}
 	s->nslots = n;
 	s->st.slots = n;
 	s->st.slot_bytes = s->slot_size;
@@ -163,6 +160,7 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 	else if ((r = alloc_layers(s)) == 0 &&
 		 (r = tp_resolve(m, p ? p->tp_plan : NULL, s->rank, s->world, s->views)) == 0 &&
 		 (r = stream_place(s, p, s->rank, slots)) == 0 &&
+		 (r = stream_register(s)) == 0 &&
 		 (r = upload_resident(s)) == 0)
 		r = alloc_slots(s, slots);
 	if (r < 0) {
@@ -180,10 +178,11 @@ WSRV_EXPORT void wsrv_stream_close(struct wsrv_stream *s)
 {
 	if (!s)
 		return;
-	/* Copies still running write into the slots: let them land first. */
+	/* Copies still running write into the slots: let them land first
+	 * (and take their times). */
+	stream_harvest(s, true);
 	for (unsigned k = 0; s->d && s->slots && k < s->nslots; k++)
-		if (s->slots[k].layer >= 0)
-			s->d->ops->wait(s->d, s->slots[k].fence);
+		s->d->ops->wait(s->d, s->slots[k].fence);
 	if (s->d && s->slots && cl_connected(s->m->c))
 		stream_send_report(s, true); /* a server that is gone does not mind */
 	if (s->trace_path && s->d) {
@@ -195,6 +194,7 @@ WSRV_EXPORT void wsrv_stream_close(struct wsrv_stream *s)
 		s->d->ops->free(s->d, s->slots[k].mem, s->slot_size);
 	if (s->d && s->resident)
 		s->d->ops->free(s->d, s->resident, s->resident_bytes);
+	stream_unregister(s);
 	for (uint32_t i = 0; s->layers && i < s->nlayers; i++) {
 		free(s->layers[i].streamed);
 		free(s->layers[i].slot_off);

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: MIT
+/* cuda_api.c - loading the CUDA driver at run time. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#include "cuda_api.h"
+
+/* Each entry point's offset in struct cuda_api and the names to try, the
+ * versioned one first (the names cuda.h maps the plain ones to). */
+struct entry { size_t off; const char *name, *alt; };
+
+#define E(f, n, a) { offsetof(struct cuda_api, f), n, a }
+static const struct entry entries[] = {
+	E(Init, "cuInit", NULL),
+	E(DriverGetVersion, "cuDriverGetVersion", NULL),
+	E(GetErrorString, "cuGetErrorString", NULL),
+	E(DeviceGetCount, "cuDeviceGetCount", NULL),
+	E(DeviceGet, "cuDeviceGet", NULL),
+	E(DeviceGetAttribute, "cuDeviceGetAttribute", NULL),
+	E(DeviceGetName, "cuDeviceGetName", NULL),
+	E(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL),
+	E(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"),
+	E(CtxPushCurrent, "cuCtxPushCurrent_v2", NULL),
+	E(CtxPopCurrent, "cuCtxPopCurrent_v2", NULL),
+	E(CtxGetCurrent, "cuCtxGetCurrent", NULL),
+	E(StreamCreate, "cuStreamCreate", NULL),
+	E(StreamDestroy, "cuStreamDestroy_v2", NULL),
+	E(StreamWaitEvent, "cuStreamWaitEvent", NULL),
+	E(StreamSynchronize, "cuStreamSynchronize", NULL),
+	E(LaunchHostFunc, "cuLaunchHostFunc", NULL),
+	E(EventCreate, "cuEventCreate", NULL),
+	E(EventDestroy, "cuEventDestroy_v2", NULL),
+	E(EventRecord, "cuEventRecord", NULL),
+	E(EventQuery, "cuEventQuery", NULL),
+	E(EventSynchronize, "cuEventSynchronize", NULL),
+	E(EventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime"),
+	E(MemAlloc, "cuMemAlloc_v2", NULL),
+	E(MemFree, "cuMemFree_v2", NULL),
+	E(MemAllocHost, "cuMemAllocHost_v2", NULL),
+	E(MemFreeHost, "cuMemFreeHost", NULL),
+	E(MemHostRegister, "cuMemHostRegister_v2", NULL),
+	E(MemHostUnregister, "cuMemHostUnregister", NULL),
+	E(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", NULL),
+	E(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", NULL),
+	E(MemcpyDtoH, "cuMemcpyDtoH_v2", NULL),
+	E(Memcpy2DAsync, "cuMemcpy2DAsync_v2", NULL),
+};
+#undef E
+
+static struct cuda_api api;
+static const char *load_error;
+static char why_buf[256];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void load(void)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	CUresult e;
+
+	if (!h) {
+		load_error = "no CUDA driver here (libcuda.so.1 cannot be loaded)";
+		return;
+	}
+	for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++) {
+		void *f = dlsym(h, entries[i].name);
+		if (!f && entries[i].alt)
+			f = dlsym(h, entries[i].alt);
+		if (!f) {
+			snprintf(why_buf, sizeof(why_buf), "the CUDA driver has no %s (too old?)", entries[i].name);
+			load_error = why_buf;
+			return; /* the handle stays open: harmless, and once */
+		}
+		*(void **)((char *)&api + entries[i].off) = f;
+	}
+	if ((e = api.Init(0)) != CUDA_SUCCESS) {
+		snprintf(why_buf, sizeof(why_buf), "cuInit failed: %s (no GPU, or the driver is not loaded)",
+			 cuda_api_strerror(&api, e));
+		load_error = why_buf;
+	}
+}
+
+int cuda_api_get(const struct cuda_api **out, const char **why)
+{
+	pthread_once(&once, load);
+	if (load_error) {
+		*why = load_error;
+		return -ENODEV;
+	}
+	*out = &api;
+	return 0;
+}
+
+const char *cuda_api_strerror(const struct cuda_api *a, CUresult e)
+{
+	static __thread char buf[32];
+	const char *s = NULL;
+
+	if (a->GetErrorString && a->GetErrorString(e, &s) == CUDA_SUCCESS && s)
+		return s;
+	snprintf(buf, sizeof(buf), "CUDA error %d", e);
+	return buf;
+}

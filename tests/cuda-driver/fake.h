@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: MIT
+/* fake.h - the test driver's state: a libcuda.so.1 stand-in over host
+ * memory, for machines without a GPU, used by the tests only
+ * (LD_LIBRARY_PATH). It implements the driver calls libwsrv makes and
+ * enforces the contracts a real driver enforces or leaves undefined; a
+ * broken one is a "violation": printed, counted, and at exit turned into a
+ * failed test (exit status 3) unless a test took the count.
+ *
+ * Streams are in-order queues, each run by a thread. Ordering between
+ * streams is checked logically, not by timing: every stream carries a
+ * vector clock (how far into each other stream it is ordered after),
+ * merged through events and host synchronisation, and each device
+ * allocation remembers how far into each stream it was last written and
+ * read. A read not ordered after a write on another stream, or a write not
+ * ordered after another stream's read, is a violation even if the timing
+ * happened to work out. */
+#ifndef FAKE_H
+#define FAKE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cuda_api.h"
+#include "fake_api.h"
+
+#define FK_STREAMS 32               /* live streams at most; slot 0: the host */
+
+enum fk_op { OP_COPY, OP_RECORD, OP_WAIT, OP_HOSTFN };
+
+struct fk_event {
+	unsigned flags;
+	uint64_t gen, done_gen;     /* records queued, records run */
+	double t;                   /* when the last one ran */
+	uint64_t vc[FK_STREAMS];    /* what its last record is ordered after */
+};
+
+struct fk_job {
+	enum fk_op op;
+	struct fk_job *next;
+	char *dst;
+	const char *src;
+	size_t width, height, spitch, dpitch;
+	struct fk_event *ev;
+	uint64_t gen;
+	CUhostFn fn;
+	void *arg;
+};
+
+struct CUstream_st {
+	int idx;                    /* its component of the clocks */
+	pthread_t thread;
+	struct fk_job *head, *tail;
+	bool busy, stop;
+	uint64_t vc[FK_STREAMS];
+};
+
+struct fk_alloc {
+	uintptr_t a, b;
+	uint64_t wr[FK_STREAMS], rd[FK_STREAMS];
+};
+
+struct fk_reg {
+	uintptr_t a, b;
+	unsigned flags;
+	bool pinned;                /* cuMemAllocHost's, not a registration */
+};
+
+struct fake {
+	pthread_mutex_t lock;       /* everything below */
+	pthread_cond_t cond;        /* any queue or event changed */
+	bool inited;
+	int primary_refs;
+	struct CUstream_st *streams[FK_STREAMS];
+	uint64_t host_vc[FK_STREAMS];
+	struct fk_alloc *allocs;
+	size_t nallocs;
+	struct fk_reg *regs;
+	size_t nregs;
+	/* knobs (fakecuda_set) */
+	long long ro_supported, max_register, gbps;
+	/* failure injection: the (n+1)-th next call of a kind fails */
+	long long fail_alloc, fail_copy, fail_register, fail_alloc_host, fail_record;
+	/* observations (fakecuda_get) */
+	long long violations, registrations, largest_register, copies_2d, copies;
+	long long live_events;
+};
+
+extern struct fake fk;
+
+void fk_violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+bool fk_fail_now(long long *counter);
+CUresult fk_need_ctx(void);
+double fk_now(void);
+
+/* Streams (fake_stream.c). */
+void fk_enqueue(struct CUstream_st *s, struct fk_job *j);
+void fk_host_learns(const uint64_t *vc);
+void fk_sync_all(void);
+struct CUstream_st *fk_stream(CUstream s);
+
+/* Memory (fake_mem.c). */
+struct fk_alloc *fk_alloc_at(uintptr_t p, size_t len);
+const struct fk_reg *fk_reg_over(uintptr_t p, size_t len);
+void fk_access(struct fk_alloc *a, int idx, const uint64_t *vc, uint64_t seq, bool write,
+	       const char *what);
+
+#endif

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: MIT
+/* fake_copy.c - the test driver's copies: host to device (flat and 2-D)
+ * and device to host, checked against the contracts before they queue. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake.h"
+
+struct shape {
+	char *dst;
+	const char *src;
+	size_t width, height, spitch, dpitch;
+};
+
+static size_t extent(size_t width, size_t height, size_t pitch)
+{
+	return height ? (height - 1) * pitch + width : 0;
+}
+
+/* Under fk.lock: the device side's allocation, or NULL (a violation). */
+static struct fk_alloc *device_side(const char *p, size_t len, const char *what)
+{
+	struct fk_alloc *a = fk_alloc_at((uintptr_t)p, len);
+
+	if (!a)
+		fk_violation("%s: %p + %zu is not in live device memory (freed, or never allocated)", what,
+			     (const void *)p, len);
+	return a;
+}
+
+/* Under fk.lock: an async copy's host side must be page-locked; a write
+ * into it must not be to read-only registered memory. */
+static void host_side(const char *p, size_t len, bool written, bool async, const char *what)
+{
+	const struct fk_reg *g = fk_reg_over((uintptr_t)p, len);
+
+	if (!g && async)
+		fk_violation("%s: an async copy from pageable host memory %p + %zu (not registered or pinned;"
+			     " the driver copies it synchronously)", what, (const void *)p, len);
+	else if (written && (g->flags & CU_MEMHOSTREGISTER_READ_ONLY))
+		fk_violation("%s: a write into read-only registered host memory %p", what, (const void *)p);
+}
+
+static CUresult queue_copy(CUstream h, const struct shape *c, bool to_device, const char *what)
+{
+	size_t dlen = extent(c->width, c->height, c->dpitch), slen = extent(c->width, c->height, c->spitch);
+	struct CUstream_st *s;
+	struct fk_alloc *a;
+	struct fk_job *j;
+
+	if (fk_need_ctx() != CUDA_SUCCESS)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (fk_fail_now(&fk.fail_copy))
+		return CUDA_ERROR_UNKNOWN;
+	if (!(j = calloc(1, sizeof(*j))))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_lock(&fk.lock);
+	s = fk_stream(h);
+	a = to_device ? device_side(c->dst, dlen, what) : device_side(c->src, slen, what);
+	if (!s || !a) {
+		pthread_mutex_unlock(&fk.lock);
+		free(j);
+		return s ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
+	}
+	if (to_device)
+		host_side(c->src, slen, false, true, what);
+	else
+		host_side(c->dst, dlen, true, true, what);
+	s->vc[s->idx]++;
+	fk_access(a, s->idx, s->vc, s->vc[s->idx], to_device, what);
+	*j = (struct fk_job){ .op = OP_COPY, .dst = c->dst, .src = c->src, .width = c->width,
+			      .height = c->height, .spitch = c->spitch, .dpitch = c->dpitch };
+	fk.copies++;
+	fk.copies_2d += c->height > 1;
+	fk_enqueue(s, j);
+	pthread_mutex_unlock(&fk.lock);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t len, CUstream s)
+{
+	struct shape c = { (char *)(uintptr_t)dst, src, len, 1, len, len };
+
+	return queue_copy(s, &c, true, "cuMemcpyHtoDAsync");
+}
+
+CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t len, CUstream s)
+{
+	struct shape c = { dst, (const char *)(uintptr_t)src, len, 1, len, len };
+
+	return queue_copy(s, &c, false, "cuMemcpyDtoHAsync");
+}
+
+CUresult cuMemcpy2DAsync_v2(const struct cu_memcpy2d *m, CUstream s)
+{
+	struct shape c;
+
+	if (!m || m->srcMemoryType != CU_MEMORYTYPE_HOST || m->dstMemoryType != CU_MEMORYTYPE_DEVICE ||
+	    m->srcXInBytes || m->srcY || m->dstXInBytes || m->dstY || m->WidthInBytes > m->srcPitch ||
+	    m->WidthInBytes > m->dstPitch)
+		return CUDA_ERROR_INVALID_VALUE; /* only what libwsrv uses: host rows to device */
+	c = (struct shape){ (char *)(uintptr_t)m->dstDevice, m->srcHost, m->WidthInBytes, m->Height,
+			    m->srcPitch, m->dstPitch };
+	return queue_copy(s, &c, true, "cuMemcpy2DAsync");
+}
+
+/* Synchronous, on the host's behalf: ordered after what the host waited
+ * for, not after every stream (these are non-blocking streams). */
+CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t len)
+{
+	struct fk_alloc *a;
+
+	if (fk_need_ctx() != CUDA_SUCCESS)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_lock(&fk.lock);
+	if (!(a = device_side((const char *)(uintptr_t)src, len, "cuMemcpyDtoH"))) {
+		pthread_mutex_unlock(&fk.lock);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	host_side(dst, len, true, false, "cuMemcpyDtoH");
+	fk.host_vc[0]++;
+	fk_access(a, 0, fk.host_vc, fk.host_vc[0], false, "cuMemcpyDtoH");
+	pthread_mutex_unlock(&fk.lock);
+	memcpy(dst, (const void *)(uintptr_t)src, len);
+	return CUDA_SUCCESS;
+}
