@@ -22,16 +22,11 @@
 
 #include "cliarg.h"
 #include "bench.h"
+#include "bench_pipeline.h"
 #include "bench_util.h"
 #include "progress.h"
 #include "wsrv.h"
 
-struct cfg {
-	double compute_us, bandwidth;
-	unsigned slots;
-	int passes;
-	const char *trace;
-};
 
 static void spin(double us)
 {
@@ -105,7 +100,7 @@ static double memcpy_gbps(struct wsrv_model *m, int passes)
 	return (double)bytes / t / 1e9;
 }
 
-static uint64_t max_layer(struct wsrv_model *m)
+uint64_t max_layer(struct wsrv_model *m)
 {
 	uint64_t max = 0;
 
@@ -226,6 +221,7 @@ int bench_pipeline(int argc, char **argv)
 		{ "passes", required_argument, NULL, 'p' },
 		{ "trace", required_argument, NULL, 't' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "device", required_argument, NULL, 'd' },
 		{ 0 },
 	};
 	struct cfg c = { .compute_us = -1, .bandwidth = 8, .slots = 2, .passes = 5 };
@@ -233,7 +229,7 @@ int bench_pipeline(int argc, char **argv)
 	struct bench_server bs;
 	struct wsrv_client *cl;
 	struct wsrv_model *m;
-	int json = 0, o, r;
+	int json = 0, cuda = 0, o, r;
 	char spec[4200];
 
 	optind = 1;
@@ -246,12 +242,19 @@ int bench_pipeline(int argc, char **argv)
 		case 'p': c.passes = (int)cliarg_long(P, "--passes", optarg, 1, 1000000); break;
 		case 't': c.trace = optarg; break;
 		case 'j': json = 1; break;
+		case 'd':
+			if (strcmp(optarg, "cuda") && strcmp(optarg, "host")) {
+				fprintf(stderr, P ": --device is host or cuda, not '%s'\n", optarg);
+				return 2;
+			}
+			cuda = strcmp(optarg, "cuda") == 0;
+			break;
 		default: return 2;
 		}
 	}
 	if (!path || optind != argc) {
-		fprintf(stderr, "usage: wsrv-bench pipeline --model DIR [--compute-us C] [--bandwidth GBPS]\n"
-				"                          [--slots D] [--passes P] [--trace FILE] [--json]\n");
+		fprintf(stderr, "usage: wsrv-bench pipeline --model DIR [--device host|cuda] [--compute-us C]\n"
+				"                          [--bandwidth GBPS] [--slots D] [--passes P] [--trace FILE] [--json]\n");
 		return 2;
 	}
 	if (c.trace && (r = trace_writable(c.trace)) != 0)
@@ -262,7 +265,7 @@ int bench_pipeline(int argc, char **argv)
 		fprintf(stderr, "wsrv-bench pipeline: cannot attach: %s\n", wsrv_last_error());
 		return 1;
 	}
-	r = measure(m, &c, json);
+	r = cuda ? pipeline_cuda(m, &c, json) : measure(m, &c, json);
 	if (r == 0 && c.trace)
 		r = trace_written(c.trace);
 	wsrv_detach(m);

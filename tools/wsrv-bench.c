@@ -34,8 +34,10 @@ static const struct {
 	  "resolve --model DIR [--json]\n"
 	  "      system calls and time of local tensor/layer lookups vs a FetchLayer RPC" },
 	{ "pipeline", bench_pipeline,
-	  "pipeline --model DIR [--compute-us C] [--bandwidth GBPS] [--slots D] [--trace F] [--json]\n"
-	  "      a layer stream vs all-resident and synchronous offload" },
+	  "pipeline --model DIR [--device host|cuda] [--compute-us C] [--bandwidth GBPS] [--slots D]\n"
+	  "         [--trace F] [--json]\n"
+	  "      a layer stream vs all-resident and synchronous offload (host); on a GPU (cuda),\n"
+	  "      the stream's copy rate vs pinned cuMemcpyHtoDAsync, and the copy time hidden" },
 };
 
 int main(int argc, char **argv)
