@@ -2,7 +2,11 @@
 /* test_stream.c - layer streams on the host backend: the device bytes equal
  * the shared mapping's for every plan; slots are reused and the ring wraps
  * over many passes; layers out of order; a stream closed mid-pass;
- * layer_shard ownership for K = 1..4; budget choices; invalid plans. */
+ * layer_shard ownership for K = 1..4; budget choices; invalid plans.
+ * With WSRV_TEST_DEVICE=cuda the same tests run on the cuda backend over
+ * the test driver (tests/cuda-driver/, whose device memory is host memory
+ * the test can compare directly; without a compute stream, acquire waits
+ * on the CPU), which checks the driver's contracts as they run. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -254,9 +258,16 @@ static int setup(void **st)
 	model_dir = test_tmpdir("stream-model");
 	if (!model_dir || make_model(model_dir, "tiny", 2 << 20, 4, 2, 3) < 0 ||
 	    server_start(&ts, "m", model_dir, NULL) < 0 || wsrv_connect(ts.sock, NULL, &cl) < 0 ||
-	    wsrv_attach(cl, "m", &m) < 0 || wsrv_device_host(NULL, &dev) < 0)
+	    wsrv_attach(cl, "m", &m) < 0)
 		return -1;
-	return 0;
+	if (getenv("WSRV_TEST_DEVICE") && strcmp(getenv("WSRV_TEST_DEVICE"), "cuda") == 0) {
+		if (wsrv_device_cuda(NULL, &dev) < 0) {
+			fprintf(stderr, "cuda: %s\n", wsrv_last_error());
+			return -1;
+		}
+		return 0;
+	}
+	return wsrv_device_host(NULL, &dev) < 0 ? -1 : 0;
 }
 
 static int teardown(void **st)
