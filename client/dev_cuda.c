@@ -103,12 +103,13 @@ static int64_t c_copy2d(struct wsrv_device *d, void *dst, const void *src, size_
 			size_t height, size_t pitch, double *timing)
 {
 	struct cuda_dev *c = (struct cuda_dev *)d;
-	int64_t fence = c->submitted + 1;
 	struct cu_fence *f;
+	int64_t fence;
 	CUresult e;
 	int r;
 
 	pthread_mutex_lock(&c->lock);
+	fence = c->submitted + 1;
 	cu_enter(c);
 	f = take_fence(c, fence);
 	if ((r = order_after_release(c)) == 0 &&
