@@ -179,10 +179,9 @@ WSRV_EXPORT void wsrv_stream_close(struct wsrv_stream *s)
 	if (!s)
 		return;
 	/* Copies still running write into the slots: let them land first
-	 * (and take their times). */
+	 * (and take their times). Every fence a slot holds has its record
+	 * (load), so waiting for the records waits for every slot. */
 	stream_harvest(s, true);
-	for (unsigned k = 0; s->d && s->slots && k < s->nslots; k++)
-		s->d->ops->wait(s->d, s->slots[k].fence);
 	if (s->d && s->slots && cl_connected(s->m->c))
 		stream_send_report(s, true); /* a server that is gone does not mind */
 	if (s->trace_path && s->d) {
