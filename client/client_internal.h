@@ -78,6 +78,10 @@ void cl_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cl_call(struct wsrv_client *c, Wsrv__Request *req, Wsrv__Response **resp,
 	    int *fds, int maxfds, int *nfds);
 
+/* cl_call that sends send_fd (>= 0; the caller keeps it) with the request. */
+int cl_call_fd(struct wsrv_client *c, Wsrv__Request *req, int send_fd, Wsrv__Response **resp,
+	       int *fds, int maxfds, int *nfds);
+
 /* cl_call for a request whose reply carries no fds and must be of body
  * case want; what names the request in the sentence. */
 int cl_query(struct wsrv_client *c, Wsrv__Request *q, int want, Wsrv__Response **out,

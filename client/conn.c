@@ -158,6 +158,12 @@ static void drop(struct wsrv_client *c)
 int cl_call(struct wsrv_client *c, Wsrv__Request *req, Wsrv__Response **resp,
 	    int *fds, int maxfds, int *nfds)
 {
+	return cl_call_fd(c, req, -1, resp, fds, maxfds, nfds);
+}
+
+int cl_call_fd(struct wsrv_client *c, Wsrv__Request *req, int send_fd, Wsrv__Response **resp,
+	       int *fds, int maxfds, int *nfds)
+{
 	Wsrv__Response *r = NULL;
 	size_t len;
 	int ret, n = 0;
@@ -174,7 +180,7 @@ int cl_call(struct wsrv_client *c, Wsrv__Request *req, Wsrv__Response **resp,
 		return cl_err(-EMSGSIZE, "request of %zu bytes is over the server's %u", len, c->max_packet);
 	}
 	wsrv__request__pack(req, c->buf);
-	ret = pkt_send(c->fd, c->buf, len, NULL, 0);
+	ret = pkt_send(c->fd, c->buf, len, send_fd >= 0 ? &send_fd : NULL, send_fd >= 0);
 	if (ret < 0)
 		ret = lost(c, ret);
 	else

@@ -47,7 +47,29 @@ static const struct entry entries[] = {
 	E(MemcpyDtoH, "cuMemcpyDtoH_v2", NULL),
 	E(Memcpy2DAsync, "cuMemcpy2DAsync_v2", NULL),
 };
+
+/* Optional: their absence only turns device sharing off. */
+static const struct entry vmm_entries[] = {
+	E(DeviceGetUuid, "cuDeviceGetUuid_v2", "cuDeviceGetUuid"),
+	E(MemGetAllocationGranularity, "cuMemGetAllocationGranularity", NULL),
+	E(MemCreate, "cuMemCreate", NULL),
+	E(MemRelease, "cuMemRelease", NULL),
+	E(MemExportToShareableHandle, "cuMemExportToShareableHandle", NULL),
+	E(MemImportFromShareableHandle, "cuMemImportFromShareableHandle", NULL),
+	E(MemAddressReserve, "cuMemAddressReserve", NULL),
+	E(MemAddressFree, "cuMemAddressFree", NULL),
+	E(MemMap, "cuMemMap", NULL),
+	E(MemUnmap, "cuMemUnmap", NULL),
+	E(MemSetAccess, "cuMemSetAccess", NULL),
+};
 #undef E
+
+static void *lookup(void *h, const struct entry *e)
+{
+	void *f = dlsym(h, e->name);
+
+	return f || !e->alt ? f : dlsym(h, e->alt);
+}
 
 static struct cuda_api api;
 static const char *load_error;
@@ -63,10 +85,14 @@ static void load(void)
 		load_error = "no CUDA driver here (libcuda.so.1 cannot be loaded)";
 		return;
 	}
+	api.has_vmm = 1;
+	for (size_t i = 0; i < sizeof(vmm_entries) / sizeof(vmm_entries[0]); i++) {
+		void *f = lookup(h, &vmm_entries[i]);
+		*(void **)((char *)&api + vmm_entries[i].off) = f;
+		api.has_vmm &= f != NULL;
+	}
 	for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++) {
-		void *f = dlsym(h, entries[i].name);
-		if (!f && entries[i].alt)
-			f = dlsym(h, entries[i].alt);
+		void *f = lookup(h, &entries[i]);
 		if (!f) {
 			snprintf(why_buf, sizeof(why_buf), "the CUDA driver has no %s (too old?)", entries[i].name);
 			load_error = why_buf;

@@ -17,6 +17,7 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 typedef void (*CUhostFn)(void *user);
+typedef unsigned long long CUmemGenericAllocationHandle;
 
 enum {
 	CUDA_SUCCESS = 0,
@@ -43,6 +44,41 @@ enum {
 	CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED = 113,
 	CU_MEMORYTYPE_HOST = 0x01,
 	CU_MEMORYTYPE_DEVICE = 0x02,
+	CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102,
+	CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED = 103,
+	CU_MEM_ALLOCATION_TYPE_PINNED = 0x1,
+	CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1,
+	CU_MEM_LOCATION_TYPE_DEVICE = 0x1,
+	CU_MEM_ACCESS_FLAGS_PROT_READ = 0x1,
+	CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 0x3,
+	CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0x0,
+};
+
+/* cuda.h's CUmemLocation, CUmemAllocationProp, CUmemAccessDesc, CUuuid. */
+struct cu_mem_location {
+	int type;
+	int id;
+};
+
+struct cu_mem_prop {
+	int type;                   /* CU_MEM_ALLOCATION_TYPE_PINNED */
+	int requestedHandleTypes;
+	struct cu_mem_location location;
+	void *win32HandleMetaData;
+	struct {
+		unsigned char compressionType, gpuDirectRDMACapable;
+		unsigned short usage;
+		unsigned char reserved[4];
+	} allocFlags;
+};
+
+struct cu_access_desc {
+	struct cu_mem_location location;
+	int flags;
+};
+
+struct cu_uuid {
+	char bytes[16];
 };
 
 /* cuda.h's CUDA_MEMCPY2D (the _v2 layout). */
@@ -97,6 +133,25 @@ struct cuda_api {
 	CUresult (*MemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t len, CUstream s);
 	CUresult (*MemcpyDtoH)(void *dst, CUdeviceptr src, size_t len);
 	CUresult (*Memcpy2DAsync)(const struct cu_memcpy2d *c, CUstream s);
+	/* Optional (NULL when the driver lacks them): virtual memory
+	 * management, for shared device regions. */
+	CUresult (*DeviceGetUuid)(struct cu_uuid *u, CUdevice d);
+	CUresult (*MemGetAllocationGranularity)(size_t *g, const struct cu_mem_prop *p, int option);
+	CUresult (*MemCreate)(CUmemGenericAllocationHandle *h, size_t len, const struct cu_mem_prop *p,
+			      unsigned long long flags);
+	CUresult (*MemRelease)(CUmemGenericAllocationHandle h);
+	CUresult (*MemExportToShareableHandle)(void *out, CUmemGenericAllocationHandle h, int type,
+					       unsigned long long flags);
+	CUresult (*MemImportFromShareableHandle)(CUmemGenericAllocationHandle *h, void *os_handle,
+						 int type);
+	CUresult (*MemAddressReserve)(CUdeviceptr *p, size_t len, size_t align, CUdeviceptr addr,
+				      unsigned long long flags);
+	CUresult (*MemAddressFree)(CUdeviceptr p, size_t len);
+	CUresult (*MemMap)(CUdeviceptr p, size_t len, size_t off, CUmemGenericAllocationHandle h,
+			   unsigned long long flags);
+	CUresult (*MemUnmap)(CUdeviceptr p, size_t len);
+	CUresult (*MemSetAccess)(CUdeviceptr p, size_t len, const struct cu_access_desc *d, size_t n);
+	int has_vmm;                /* every one of them was found */
 };
 
 /* The driver, loaded and initialised once per process (cuInit(0)); *out

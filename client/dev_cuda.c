@@ -329,7 +329,9 @@ static void c_destroy(struct wsrv_device *d)
 static const struct device_ops cuda_ops = {
 	.name = "cuda", .alloc = c_alloc, .free = c_free, .copy = c_copy, .copy2d = c_copy2d,
 	.done = c_done, .wait = c_wait, .gate = c_gate, .gap = c_gap, .consumed = c_consumed,
-	.register_host = cu_register, .unregister_host = cu_unregister, .destroy = c_destroy,
+	.register_host = cu_register, .unregister_host = cu_unregister,
+	.share_info = cu_share_info, .share_create = cu_share_create, .share_seal = cu_share_seal,
+	.share_import = cu_share_import, .share_free = cu_share_free, .destroy = c_destroy,
 };
 
 static CUresult make_events(struct cuda_dev *c)

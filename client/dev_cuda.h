@@ -85,4 +85,11 @@ int cu_register(struct wsrv_device *d, const void *p, size_t len, uint64_t *adde
 void cu_unregister(struct wsrv_device *d, const void *p, size_t len);
 void cu_unregister_all(struct cuda_dev *c);
 
+/* Device regions (dev_cuda_share.c): device.h's share_* operations. */
+int cu_share_info(struct wsrv_device *d, struct dev_share_info *out);
+int cu_share_create(struct wsrv_device *d, size_t len, struct dev_share *sh);
+int cu_share_seal(struct wsrv_device *d, struct dev_share *sh);
+int cu_share_import(struct wsrv_device *d, int fd, size_t len, struct dev_share *sh);
+void cu_share_free(struct wsrv_device *d, struct dev_share *sh);
+
 #endif

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <numa.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -13,6 +14,7 @@
 
 #include "client_internal.h"
 #include "clock.h"
+#include "dev_host_share.h"
 #include "device.h"
 
 #define QUEUE 256
@@ -29,6 +31,7 @@ struct job {
 struct host_dev {
 	struct wsrv_device dev;
 	int node;
+	char name[48];              /* its identity for device regions; "": by node */
 	double bw;                  /* bytes per second; 0: no cap */
 	pthread_t thread;
 	pthread_mutex_t lock;
@@ -194,10 +197,51 @@ static void h_destroy(struct wsrv_device *d)
 	free(h);
 }
 
+static int h_share_info(struct wsrv_device *d, struct dev_share_info *out)
+{
+	struct host_dev *h = (struct host_dev *)d;
+
+	host_share_info(h->node, h->name, out);
+	return 0;
+}
+
+static int h_share_create(struct wsrv_device *d, size_t len, struct dev_share *sh)
+{
+	return host_share_create(((struct host_dev *)d)->node, len, sh);
+}
+
+static int h_share_seal(struct wsrv_device *d, struct dev_share *sh)
+{
+	return host_share_seal(sh);
+}
+
+static int h_share_import(struct wsrv_device *d, int fd, size_t len, struct dev_share *sh)
+{
+	return host_share_import(fd, len, sh);
+}
+
+static void h_share_free(struct wsrv_device *d, struct dev_share *sh)
+{
+	host_share_free(sh);
+}
+
 static const struct device_ops host_ops = {
 	.name = "host", .alloc = h_alloc, .free = h_free, .copy = h_copy, .copy2d = h_copy2d,
-	.done = h_done, .wait = h_wait, .destroy = h_destroy,
+	.done = h_done, .wait = h_wait, .share_info = h_share_info,
+	.share_create = h_share_create, .share_seal = h_share_seal,
+	.share_import = h_share_import, .share_free = h_share_free, .destroy = h_destroy,
 };
+
+/* A device name: printable, no spaces or slashes, at most 40 bytes. */
+static bool name_ok(const char *n)
+{
+	size_t len = strlen(n);
+
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)n[i] <= 0x20 || n[i] == 0x7f || n[i] == '/')
+			return false;
+	return len <= 40;
+}
 
 WSRV_EXPORT int wsrv_device_host(const struct wsrv_host_opts *o, struct wsrv_device **out)
 {
@@ -214,10 +258,14 @@ WSRV_EXPORT int wsrv_device_host(const struct wsrv_host_opts *o, struct wsrv_dev
 		return cl_err(-EINVAL, "host device: bandwidth_gbps must be 0 or more");
 	if (ho.numa_node < -1)
 		return cl_err(-EINVAL, "host device: numa_node %d is not a node (-1: anywhere)", ho.numa_node);
+	if (ho.device_name && !name_ok(ho.device_name))
+		return cl_err(-EINVAL, "host device: device_name is 1 to 40 printable bytes without spaces or '/'");
 	if (!(h = calloc(1, sizeof(*h))))
 		return cl_err(-ENOMEM, "out of memory");
 	h->dev.ops = &host_ops;
 	h->node = ho.numa_node;
+	if (ho.device_name)
+		snprintf(h->name, sizeof(h->name), "%s", ho.device_name);
 	h->bw = ho.bandwidth_gbps > 0 ? ho.bandwidth_gbps * 1e9 : 0;
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_cond_init(&h->more, NULL);

@@ -13,6 +13,22 @@
 
 #include "wsrv.h"
 
+/* One shared allocation (a device region) as this process maps it. */
+struct dev_share {
+	void *ptr;                  /* its first byte, in this process */
+	size_t len;                 /* a multiple of the granule */
+	int fd;                     /* the exported handle (the writer's, until sent); -1: none */
+	uint64_t handle;            /* the backend's own (cuda: the allocation handle) */
+	bool writable;
+};
+
+/* What a backend says about sharing (share_info). */
+struct dev_share_info {
+	char id[64];                /* the device's identity: "host:numa0", "cuda:GPU-..." */
+	int kind;                   /* WSRV__REGION_KIND__REGION_HOST or _CUDA */
+	size_t granule;             /* shared allocations are multiples of it */
+};
+
 struct device_ops {
 	const char *name;
 	/* Device memory of len bytes at *out, or a negative errno. */
@@ -51,6 +67,20 @@ struct device_ops {
 	 * the bytes newly locked. NULL: nothing to do. */
 	int (*register_host)(struct wsrv_device *d, const void *p, size_t len, uint64_t *added);
 	void (*unregister_host)(struct wsrv_device *d, const void *p, size_t len);
+	/* Device regions (shared allocations). share_info: 0, or -EOPNOTSUPP
+	 * with a sentence saying why this device cannot share; NULL: it
+	 * cannot. share_create: len bytes (a multiple of the granule), mapped
+	 * writable here, exported as sh->fd. share_seal: after the fill, this
+	 * process's mapping becomes read-only and the handle is sealed where
+	 * the kind allows. share_import: maps a handle from the server
+	 * read-only (fd stays the caller's). share_free: unmaps, releases,
+	 * closes sh->fd if open. Each returns 0 or a negative errno with a
+	 * sentence; nothing is left behind on failure. */
+	int (*share_info)(struct wsrv_device *d, struct dev_share_info *out);
+	int (*share_create)(struct wsrv_device *d, size_t len, struct dev_share *sh);
+	int (*share_seal)(struct wsrv_device *d, struct dev_share *sh);
+	int (*share_import)(struct wsrv_device *d, int fd, size_t len, struct dev_share *sh);
+	void (*share_free)(struct wsrv_device *d, struct dev_share *sh);
 	void (*destroy)(struct wsrv_device *d);
 };
 

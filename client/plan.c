@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* plan.c - where each tensor lives: residency rules over tensor names, from
- * JSON ({"residency": {...}, "budget": "4G", "tp_plan": {...}}) or the API.
+ * JSON ({"residency": {...}, "budget": "4G", "tp_plan": {...},
+ * "share_resident": true}) or the API.
  *
  * A pattern matches a tensor's module path (its name without a final
  * ".weight", ".bias" or ".weight_scale_inv"), with or without a leading
@@ -161,6 +162,10 @@ static int from_json(struct wsrv_plan *p, json_t *root)
 		return r;
 	if (json_object_get(root, "tp_plan"))
 		p->tp_plan = json_incref(json_object_get(root, "tp_plan"));
+	v = json_object_get(root, "share_resident");
+	if (v && !json_is_boolean(v))
+		return cl_err(-EINVAL, "plan: \"share_resident\" is true or false");
+	p->no_share = v && json_is_false(v);
 	return 0;
 }
 

@@ -19,6 +19,7 @@ struct wsrv_plan {
 	size_t nrules;
 	uint64_t budget;            /* device bytes; 0: none */
 	json_t *tp_plan;            /* kept for tensor-parallel views */
+	bool no_share;              /* "share_resident": false */
 };
 
 /* Does glob g match s exactly ("*": one non-empty dot-free run)? */

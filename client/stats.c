@@ -134,6 +134,37 @@ WSRV_EXPORT int wsrv_stats_stream(const struct wsrv_stats *s, size_t i,
 	out->copy_seconds = rp->copy_seconds;
 	out->wait_seconds = rp->wait_seconds;
 	out->hidden_fraction = rp->hidden_fraction;
+	out->shared_bytes = rp->shared_bytes;
+	out->share_role = rp->share_role;
+	return 0;
+}
+
+WSRV_EXPORT size_t wsrv_stats_region_count(const struct wsrv_stats *s)
+{
+	return s ? s->r->stats->n_regions : 0;
+}
+
+WSRV_EXPORT int wsrv_stats_region(const struct wsrv_stats *s, size_t i, struct wsrv_region_info *out)
+{
+	const Wsrv__RegionInfo *g;
+
+	CL_NEED(s);
+	CL_NEED(out);
+	if (i >= s->r->stats->n_regions)
+		return cl_err(-ERANGE, "region %zu: the stats have %zu", i, s->r->stats->n_regions);
+	g = s->r->stats->regions[i];
+	CL_RESULT(out);
+	out->id = g->id;
+	out->holders = g->holders;
+	out->writer_pid = g->writer_pid;
+	out->model = cl_str(g->model);
+	out->device = cl_str(g->device);
+	out->committed = g->state == WSRV__REGION_STATE__REGION_COMMITTED;
+	out->kind = g->kind;
+	out->bytes = g->bytes;
+	out->fingerprint = g->fingerprint;
+	out->generation = g->generation;
+	out->age_seconds = g->age_seconds;
 	return 0;
 }
 

@@ -405,6 +405,10 @@ int stream_send_report(struct wsrv_stream *s, bool closed)
 	rp.passes = st.passes;
 	rp.slots = st.slots;
 	rp.device_bytes = st.device_bytes;
+	rp.shared_bytes = st.shared_bytes;
+	rp.share_role = s->sh.role == WSRV_SHARE_WRITER ? WSRV__REGION_ROLE__REGION_WRITER
+		      : s->sh.role == WSRV_SHARE_READER ? WSRV__REGION_ROLE__REGION_READER
+		      : WSRV__REGION_ROLE__REGION_ROLE_NONE;
 	rp.closed = closed;
 	q.body_case = WSRV__REQUEST__BODY_REPORT_STREAM;
 	q.report_stream = &rp;

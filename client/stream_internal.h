@@ -59,6 +59,21 @@ struct trace_ev {
 	double t0, t1;
 };
 
+#define SHARE_TIMEOUT_MS 60000      /* default wait for another worker's fill */
+
+/* The resident tensors' device region, when shared (stream_share.c). */
+struct stream_share {
+	bool wanted;
+	unsigned timeout_ms;
+	struct dev_share_info info;
+	struct dev_share mem;       /* mem.ptr: mapped here */
+	uint32_t region_id;         /* held at the server; 0: none */
+	int role;                   /* enum wsrv_share_role */
+	uint32_t writer_pid;
+	double wait;
+	char note[200];             /* why private */
+};
+
 struct wsrv_stream {
 	struct wsrv_model *m;
 	struct wsrv_device *d;
@@ -88,6 +103,7 @@ struct wsrv_stream {
 	struct trace_ev *trace;
 	size_t ntrace, trace_cap;
 	char *trace_path;
+	struct stream_share sh;
 };
 
 /* Decides each tensor's residency (plan rules, layer_shard by rank, then
@@ -108,6 +124,20 @@ void stream_harvest(struct wsrv_stream *s, bool all);
  * device, timed into the stats; stream_unregister undoes it. */
 int stream_register(struct wsrv_stream *s);
 void stream_unregister(struct wsrv_stream *s);
+
+/* Asks the server for the resident tensors' shared region (when wanted and
+ * the device can share): maps it as a reader, or becomes its writer (the
+ * fill comes with stream_share_fill). Never fails the stream: a failure
+ * leaves it private, with the reason in s->sh.note. */
+void stream_share_begin(struct wsrv_stream *s);
+/* The writer's fill: creates the region, uploads into it, seals and
+ * commits. 0, or <0 when it fell back to private (noted; the caller then
+ * uploads a private copy). */
+int stream_share_fill(struct wsrv_stream *s);
+/* Unmaps the region and lets go of it at the server. */
+void stream_share_close(struct wsrv_stream *s);
+/* Queues the resident tensors' copies into base and waits for them. */
+int stream_upload_into(struct wsrv_stream *s, uint8_t *base);
 
 /* Starts the copies of the layers after seq position from (-1: none) into
  * the free slots. */

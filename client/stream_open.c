@@ -2,6 +2,7 @@
 /* stream_open.c - opening a stream (placement, slots, the resident upload)
  * and closing it. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -29,12 +30,10 @@ static int alloc_layers(struct wsrv_stream *s)
 	return 0;
 }
 
-/* Resident tensors go to the device once, now; the stream waits for them. */
-static int upload_resident(struct wsrv_stream *s)
+/* Where each resident tensor goes in resident memory. */
+static void layout_resident(struct wsrv_stream *s)
 {
 	size_t n = wsrv_model_tensor_count(s->m);
-	int64_t f = 0, last = 0;
-	int r;
 
 	for (size_t i = 0; i < n; i++) {
 		if (s->where[i] != WHERE_RESIDENT)
@@ -43,15 +42,20 @@ static int upload_resident(struct wsrv_stream *s)
 		s->resident_bytes += (s->views[i].bytes + 255) & ~255ULL;
 	}
 	s->st.resident_bytes = s->resident_bytes;
-	if (!s->d || !s->resident_bytes)
-		return 0;
-	r = s->d->ops->alloc(s->d, s->resident_bytes, &s->resident);
-	for (size_t i = 0; r == 0 && i < n && f >= 0; i++) {
+}
+
+int stream_upload_into(struct wsrv_stream *s, uint8_t *base)
+{
+	size_t n = wsrv_model_tensor_count(s->m);
+	int64_t f = 0, last = 0;
+	int r = 0;
+
+	for (size_t i = 0; i < n && f >= 0; i++) {
 		const struct tp_view *v = &s->views[i];
 		struct wsrv_tensor t;
 		wsrv_model_tensor(s->m, i, &t);
 		if (s->where[i] == WHERE_RESIDENT && v->bytes)
-			f = s->d->ops->copy2d(s->d, (uint8_t *)s->resident + s->res_off[i],
+			f = s->d->ops->copy2d(s->d, base + s->res_off[i],
 					      (const uint8_t *)t.data + v->src_off, v->width, v->height,
 					      v->pitch, NULL);
 		if (f > 0)
@@ -63,6 +67,31 @@ static int upload_resident(struct wsrv_stream *s)
 	if (f < 0)
 		r = cl_wrap((int)f, "the upload of the resident tensors could not be queued");
 	return r;
+}
+
+/* Decides where the resident tensors live (a shared region or private),
+ * then page-locks what the stream will copy. */
+static int share_and_register(struct wsrv_stream *s)
+{
+	layout_resident(s);
+	stream_share_begin(s);
+	return stream_register(s);
+}
+
+/* Resident tensors go to the device once, now: into the shared region
+ * (its writer fills it; a reader has it mapped already), or a private
+ * copy. The stream waits for them. */
+static int upload_resident(struct wsrv_stream *s)
+{
+	int r;
+
+	if (!s->d || !s->resident_bytes || s->sh.role == WSRV_SHARE_READER)
+		return 0;
+	if (s->sh.role == WSRV_SHARE_WRITER && stream_share_fill(s) == 0)
+		return 0;
+	if ((r = s->d->ops->alloc(s->d, s->resident_bytes, &s->resident)) < 0)
+		return r;
+	return stream_upload_into(s, s->resident);
 }
 
 #ifndef MADV_POPULATE_READ
@@ -103,6 +132,8 @@ static int alloc_slots(struct wsrv_stream *s, unsigned n)
 	s->st.slots = n;
 	s->st.slot_bytes = s->slot_size;
 	s->st.device_bytes = s->resident_bytes + (uint64_t)n * s->slot_size;
+	s->st.shared_bytes = s->sh.role ? s->resident_bytes : 0;
+	s->st.private_bytes = s->st.device_bytes - s->st.shared_bytes;
 	s->slots = calloc(n, sizeof(*s->slots));
 	if (!s->slots)
 		return cl_err(-ENOMEM, "out of memory");
@@ -133,6 +164,8 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 	CL_NEED(out);
 	if ((r = CL_OPTS(o, &so)) < 0)
 		return r;
+	if (so.share > WSRV_SHARE_ON)
+		return cl_err(-EINVAL, "share %u: WSRV_SHARE_DEFAULT, _OFF or _ON", so.share);
 	if (so.world < 0 || so.rank < 0 || (so.world > 1 && so.rank >= so.world))
 		return cl_err(-EINVAL, "rank %d of world %d: a rank is 0 to world-1", so.rank, so.world);
 	n = wsrv_model_tensor_count(m);
@@ -151,6 +184,12 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 	s->views = calloc(n + 1, sizeof(*s->views));
 	s->rank = so.rank;
 	s->world = so.world > 1 ? so.world : 1;
+	s->sh.mem.fd = -1;
+	s->sh.timeout_ms = so.share_timeout_ms ? so.share_timeout_ms : SHARE_TIMEOUT_MS;
+	s->sh.wanted = so.share == WSRV_SHARE_ON || (so.share == WSRV_SHARE_DEFAULT && !(p && p->no_share));
+	if (!s->sh.wanted)
+		snprintf(s->sh.note, sizeof(s->sh.note), "sharing is off (%s)",
+			 so.share == WSRV_SHARE_OFF ? "the stream's options" : "the plan's share_resident");
 	if (trace && *trace)
 		s->trace_path = strdup(trace);
 	if (!s->where || !s->res_off || !s->views)
@@ -160,7 +199,7 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 	else if ((r = alloc_layers(s)) == 0 &&
 		 (r = tp_resolve(m, p ? p->tp_plan : NULL, s->rank, s->world, s->views)) == 0 &&
 		 (r = stream_place(s, p, s->rank, slots)) == 0 &&
-		 (r = stream_register(s)) == 0 &&
+		 (r = share_and_register(s)) == 0 &&
 		 (r = upload_resident(s)) == 0)
 		r = alloc_slots(s, slots);
 	if (r < 0) {
@@ -191,7 +230,9 @@ WSRV_EXPORT void wsrv_stream_close(struct wsrv_stream *s)
 	}
 	for (unsigned k = 0; s->d && s->slots && k < s->nslots; k++)
 		s->d->ops->free(s->d, s->slots[k].mem, s->slot_size);
-	if (s->d && s->resident)
+	if (s->sh.mem.ptr || s->sh.region_id)
+		stream_share_close(s);
+	else if (s->d && s->resident)
 		s->d->ops->free(s->d, s->resident, s->resident_bytes);
 	stream_unregister(s);
 	for (uint32_t i = 0; s->layers && i < s->nlayers; i++) {

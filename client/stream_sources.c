@@ -28,7 +28,9 @@ static int collect(struct wsrv_stream *s)
 		const struct tp_view *v = &s->views[i];
 		struct wsrv_tensor t;
 		uintptr_t a;
-		if (s->where[i] == WHERE_ABSENT || !v->bytes)
+		/* A reader of a shared region never copies its resident tensors. */
+		if (s->where[i] == WHERE_ABSENT || !v->bytes ||
+		    (s->where[i] == WHERE_RESIDENT && s->sh.role == WSRV_SHARE_READER))
 			continue;
 		wsrv_model_tensor(s->m, i, &t);
 		a = (uintptr_t)t.data + v->src_off;

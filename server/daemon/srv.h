@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "model_load.h"
 #include "packet.h"
+#include "srv_region.h"
 
 #define SRV_MAX_ALLOW 32        /* --allow-uid and --allow-gid entries each */
 #define SRV_MAX_BULK (64u << 20) /* a reply in a memfd (Bulk) is at most this */
@@ -26,6 +27,11 @@ struct srv_config {
 	uint32_t max_message;       /* bytes per packet, at most WSRV_MAX_PACKET */
 	uint32_t max_errors;        /* protocol errors before a session is closed */
 	double hello_timeout;       /* seconds a new connection may stay silent */
+	uint32_t max_regions;       /* device regions in all */
+	uint32_t max_client_regions; /* device regions one client holds */
+	uint64_t max_region_bytes;  /* bytes of all device regions */
+	uint64_t max_client_region_bytes; /* bytes of the regions one client holds */
+	bool keep_regions;          /* keep committed regions nobody holds */
 	uid_t allow_uid[SRV_MAX_ALLOW + 1]; /* + the server's own uid */
 	size_t n_allow_uid;
 	gid_t allow_gid[SRV_MAX_ALLOW];
@@ -36,6 +42,7 @@ struct srv_model {
 	struct loaded_model *lm;    /* owned */
 	uint32_t attached;
 	uint64_t fetches, leases;
+	uint64_t generation;        /* of its weights, for device-region keys */
 };
 
 #define SRV_MAX_STREAMS 16    /* stream reports kept per client */
@@ -43,8 +50,9 @@ struct srv_model {
 struct stream_report {
 	char model[64];
 	uint32_t stream_id, slots;
-	uint64_t bytes_copied, acquires, passes, device_bytes;
+	uint64_t bytes_copied, acquires, passes, device_bytes, shared_bytes;
 	double copy_seconds, wait_seconds, hidden_fraction;
+	int share_role;             /* a Wsrv__RegionRole: NONE when private */
 };
 
 struct lease {
@@ -91,6 +99,8 @@ struct session {
 	struct lease *leases;       /* ids ascending */
 	uint32_t nleases;
 	uint64_t next_lease;
+	uint32_t *holds;            /* device region ids it holds, one per hold */
+	uint32_t nholds;
 	/* the receive in flight */
 	uint8_t *rbuf;
 	struct iovec riov;
@@ -109,6 +119,7 @@ struct server {
 	double started;
 	uint64_t requests, errors, clients_total, refused;
 	uint32_t fd_budget;         /* fds a client may have unread: 4 Attach replies */
+	struct srv_regions regions;
 	bool stopping;
 };
 
@@ -128,9 +139,11 @@ struct reply {
 /* Handles one packet from s and fills r (r->buf must hold cfg.max_message
  * bytes). Never fails: bad input gets an Error reply. Sets s->closing when
  * the session must end after the reply. r->owned_fd is the caller's to
- * close (or send) afterwards. */
+ * close (or send) afterwards. fd: the one fd that came with the packet, or
+ * -1; dispatch owns it (a RegionCommit keeps it, anything else closes it
+ * and is refused). */
 void srv_dispatch(struct server *srv, struct session *s, const uint8_t *pkt,
-		  size_t len, struct reply *r);
+		  size_t len, int fd, struct reply *r);
 
 /* Sessions: create (the fd is owned by the session from then on) and free
  * (releases attachments and leases, closes the fd). */

@@ -339,11 +339,15 @@ static int do_report(struct session *s, const Wsrv__StreamReport *rp, uint64_t s
 	x->copy_seconds = rp->copy_seconds;
 	x->wait_seconds = rp->wait_seconds;
 	x->hidden_fraction = rp->hidden_fraction;
+	x->shared_bytes = rp->shared_bytes;
+	x->share_role = rp->share_role == WSRV__REGION_ROLE__REGION_WRITER ||
+			rp->share_role == WSRV__REGION_ROLE__REGION_READER ? (int)rp->share_role : 0;
 	reply_ok(r, seq);
 	return 0;
 }
 
-static int handle(struct server *srv, struct session *s, const Wsrv__Request *q, struct reply *r)
+static int handle(struct server *srv, struct session *s, const Wsrv__Request *q, int *fd,
+		  struct reply *r)
 {
 	if (q->body_case != WSRV__REQUEST__BODY_HELLO && !s->hello) {
 		srv_reply_error(r, q->seq, EPROTO, "the first request must be Hello");
@@ -364,6 +368,10 @@ static int handle(struct server *srv, struct session *s, const Wsrv__Request *q,
 	case WSRV__REQUEST__BODY_DETACH: return do_detach(srv, s, q->detach, q->seq, r);
 	case WSRV__REQUEST__BODY_STATS: return srv_stats_reply(srv, q->seq, r);
 	case WSRV__REQUEST__BODY_REPORT_STREAM: return do_report(s, q->report_stream, q->seq, r);
+	case WSRV__REQUEST__BODY_REGION_OPEN: return region_open(srv, s, q->region_open, q->seq, r);
+	case WSRV__REQUEST__BODY_REGION_COMMIT:
+		return region_commit(srv, s, q->region_commit, fd, q->seq, r);
+	case WSRV__REQUEST__BODY_REGION_CLOSE: return region_close(srv, s, q->region_close, q->seq, r);
 	default:
 		srv_reply_error(r, q->seq, ENOSYS, "unknown or empty request");
 		return -ENOSYS;
@@ -371,7 +379,7 @@ static int handle(struct server *srv, struct session *s, const Wsrv__Request *q,
 }
 
 void srv_dispatch(struct server *srv, struct session *s, const uint8_t *pkt,
-		  size_t len, struct reply *r)
+		  size_t len, int fd, struct reply *r)
 {
 	Wsrv__Request *q = wsrv__request__unpack(NULL, len, pkt);
 	int rc;
@@ -388,10 +396,16 @@ void srv_dispatch(struct server *srv, struct session *s, const uint8_t *pkt,
 	} else if (!q) {
 		srv_reply_error(r, 0, EBADMSG, "the packet is not a wsrv Request");
 		rc = -EBADMSG;
+	} else if (fd >= 0 && q->body_case != WSRV__REQUEST__BODY_REGION_COMMIT) {
+		srv_reply_error(r, q->seq, EBADMSG, "only RegionCommit comes with a file descriptor (closed)");
+		wsrv__request__free_unpacked(q, NULL);
+		rc = -EBADMSG;
 	} else {
-		rc = handle(srv, s, q, r);
+		rc = handle(srv, s, q, &fd, r);
 		wsrv__request__free_unpacked(q, NULL);
 	}
+	if (fd >= 0)
+		close(fd);
 	if (rc < 0) {
 		srv->errors++;
 		if (++s->errors == 1)

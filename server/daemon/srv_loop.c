@@ -253,6 +253,13 @@ static void on_packet(struct loop *L, struct session *s, int res)
 	int fds[8], nfds, total;
 
 	total = pkt_take_fds(&s->rmsg, fds, 8, &nfds);
+	if (total == 1 && nfds == 1 && s->hello && (size_t)res <= srv->cfg.max_message &&
+	    !(s->rmsg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+		/* One fd: a RegionCommit's handle; dispatch owns it. */
+		srv_dispatch(srv, s, s->rbuf, (size_t)res, fds[0], &L->reply);
+		send_reply(L, s, &L->reply);
+		return;
+	}
 	pkt_close_fds(fds, nfds);
 	L->reply.owned_fd = -1;
 	if (!s->hello && (total > 0 || (size_t)res > srv->cfg.max_message ||
@@ -271,7 +278,7 @@ static void on_packet(struct loop *L, struct session *s, int res)
 			log_warn("client %llu (pid %d) sent %d file descriptor%s; closed them",
 				 (unsigned long long)s->id, (int)s->cred.pid, total, total == 1 ? "" : "s");
 		srv_reply_error(&L->reply, 0, EBADMSG,
-				"clients must not send file descriptors (%d closed)", total);
+				"a request comes with at most one file descriptor (%d closed)", total);
 		if (s->errors > srv->cfg.max_errors)
 			s->closing = true;
 	} else if ((size_t)res > srv->cfg.max_message) {
@@ -285,7 +292,7 @@ static void on_packet(struct loop *L, struct session *s, int res)
 		if (s->errors > srv->cfg.max_errors)
 			s->closing = true;
 	} else {
-		srv_dispatch(srv, s, s->rbuf, (size_t)res, &L->reply);
+		srv_dispatch(srv, s, s->rbuf, (size_t)res, -1, &L->reply);
 	}
 	send_reply(L, s, &L->reply);
 }

@@ -41,6 +41,7 @@ void session_release_all(struct server *srv, struct session *s)
 			srv->models[m - 1].leases--;
 	}
 	s->nleases = 0;
+	region_release_session(srv, s);
 	for (uint32_t i = 0; i < s->nattach; i++)
 		if (s->attach_model[i])
 			srv->models[s->attach_model[i] - 1].attached--;

@@ -74,6 +74,8 @@ static void *stream_reports(const struct server *srv, Wsrv__ClientStream ***out,
 			rp[k].passes = x->passes;
 			rp[k].slots = x->slots;
 			rp[k].device_bytes = x->device_bytes;
+			rp[k].shared_bytes = x->shared_bytes;
+			rp[k].share_role = x->share_role;
 			ptrs[k] = &cs[k];
 		}
 	*out = ptrs;
@@ -122,10 +124,13 @@ int srv_stats_reply(struct server *srv, uint64_t seq, struct reply *r)
 	st.n_models = srv->nmodels;
 	st.models = mp;
 	void *streams = stream_reports(srv, &st.streams, &st.n_streams);
+	if (region_stats(srv, &st) < 0)
+		st.n_regions = 0;   /* out of memory: the rest of the stats still go */
 	resp.seq = seq;
 	resp.body_case = WSRV__RESPONSE__BODY_STATS;
 	resp.stats = &st;
 	srv_pack(r, &resp);
+	region_stats_free(&st);
 	free(streams);
 	free(ms);
 	free(mp);

@@ -7,6 +7,7 @@
  * memory, NUMA and huge-page setup.
  */
 #include <errno.h>
+#include <limits.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -51,6 +52,12 @@ static void usage(FILE *f)
 		"  --max-attach N            attachments per client (default 64)\n"
 		"  --max-message SIZE        bytes per packet, at most 64K (default 64K)\n"
 		"  --hello-timeout SECONDS   how long a new client may stay silent (default 10)\n"
+		"  --max-regions N           device regions held in all (default 64)\n"
+		"  --max-region-bytes SIZE   bytes of all device regions (default 1T)\n"
+		"  --max-client-regions N    device regions one client holds (default 16)\n"
+		"  --max-client-region-bytes SIZE  bytes of the regions one client holds (default 256G)\n"
+		"  --keep-device-regions     keep committed device regions nobody holds (until\n"
+		"                            room is needed or the server stops)\n"
 		"  --load-only               load, report and exit\n"
 		"  --json                    with --load-only: report as JSON on stdout\n"
 		"  --quiet / --verbose       log less / more\n"
@@ -80,7 +87,9 @@ static int add_model(struct args *a, const char *spec)
 }
 
 enum { O_MODEL = 1, O_LOAD_ONLY, O_JSON, O_QUIET, O_VERBOSE, O_HELP, O_SOCKET, O_UID, O_GID,
-       O_MAX_CLIENTS, O_MAX_LEASES, O_MAX_ATTACH, O_MAX_MESSAGE, O_HELLO_TIMEOUT };
+       O_MAX_CLIENTS, O_MAX_LEASES, O_MAX_ATTACH, O_MAX_MESSAGE, O_HELLO_TIMEOUT,
+       O_MAX_REGIONS, O_MAX_REGION_BYTES, O_MAX_CLIENT_REGIONS, O_MAX_CLIENT_REGION_BYTES,
+       O_KEEP_REGIONS };
 
 static int num(const char *opt, const char *arg, unsigned long lo, unsigned long hi,
 	       unsigned long *out)
@@ -150,6 +159,17 @@ static int srv_option(int c, const char *arg, struct srv_config *cfg)
 		cfg->max_message = (uint32_t)v;
 		break;
 	case O_HELLO_TIMEOUT: r = num("hello-timeout", arg, 1, 3600, &v); cfg->hello_timeout = (double)v; break;
+	case O_MAX_REGIONS: r = num("max-regions", arg, 0, 65536, &v); cfg->max_regions = (uint32_t)v; break;
+	case O_MAX_CLIENT_REGIONS:
+		r = num("max-client-regions", arg, 0, 4096, &v);
+		cfg->max_client_regions = (uint32_t)v;
+		break;
+	case O_MAX_REGION_BYTES: r = size_opt("max-region-bytes", arg, 0, ULONG_MAX, &v); cfg->max_region_bytes = v; break;
+	case O_MAX_CLIENT_REGION_BYTES:
+		r = size_opt("max-client-region-bytes", arg, 0, ULONG_MAX, &v);
+		cfg->max_client_region_bytes = v;
+		break;
+	case O_KEEP_REGIONS: cfg->keep_regions = true; return 1;
 	default: return 0;
 	}
 	return r < 0 ? r : 1;
@@ -190,6 +210,11 @@ static int parse(int argc, char **argv, struct args *a)
 		{ "max-attach", required_argument, NULL, O_MAX_ATTACH },
 		{ "max-message", required_argument, NULL, O_MAX_MESSAGE },
 		{ "hello-timeout", required_argument, NULL, O_HELLO_TIMEOUT },
+		{ "max-regions", required_argument, NULL, O_MAX_REGIONS },
+		{ "max-region-bytes", required_argument, NULL, O_MAX_REGION_BYTES },
+		{ "max-client-regions", required_argument, NULL, O_MAX_CLIENT_REGIONS },
+		{ "max-client-region-bytes", required_argument, NULL, O_MAX_CLIENT_REGION_BYTES },
+		{ "keep-device-regions", no_argument, NULL, O_KEEP_REGIONS },
 	};
 	struct option all[sizeof(own) / sizeof(own[0]) + LOAD_OPTIONS_COUNT + 1];
 	struct errinfo e;
@@ -294,6 +319,7 @@ static int load_for_serving(struct args *a, struct server *srv)
 			return -EINVAL;
 		}
 		report_log_loaded(lm);
+		srv->models[srv->nmodels].generation = 1;
 		srv->models[srv->nmodels++].lm = lm;
 	}
 	return 0;
@@ -335,6 +361,12 @@ static int fd_limits(struct server *srv)
 			inflight ? ", or in flight to clients that have not read their replies" : "");
 		return -EMFILE;
 	}
+	/* Each device region holds one fd: as many as the limit leaves room for. */
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur - need < srv->cfg.max_regions) {
+		srv->cfg.max_regions = (uint32_t)(rl.rlim_cur - need);
+		log_info("RLIMIT_NOFILE leaves room for %u device regions (--max-regions)",
+			 srv->cfg.max_regions);
+	}
 	log_debug("RLIMIT_NOFILE %llu; each client may hold %u unread fds",
 		  (unsigned long long)rl.rlim_cur, srv->fd_budget);
 	return 0;
@@ -375,6 +407,7 @@ static int serve(struct args *a)
 		log_err("%s", e.msg);
 		status = 1;
 	}
+	region_free_all(&srv);
 	for (size_t i = 0; i < srv.nmodels; i++)
 		loaded_model_free(srv.models[i].lm);
 	free(srv.models);
@@ -385,7 +418,9 @@ int main(int argc, char **argv)
 {
 	struct args a = { .srv = { .max_clients = 1024, .max_leases = 4096, .max_attach = 64,
 				   .max_message = WSRV_MAX_PACKET, .max_errors = 64,
-				   .hello_timeout = 10 } };
+				   .hello_timeout = 10, .max_regions = 64,
+				   .max_region_bytes = 1ull << 40, .max_client_regions = 16,
+				   .max_client_region_bytes = 256ull << 30 } };
 	int status;
 
 	log_set_ident("wsrvd");

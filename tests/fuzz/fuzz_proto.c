@@ -51,9 +51,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	mk_spec_free(&spec);
 	srv.models = calloc(1, sizeof(*srv.models));
 	srv.models[0].lm = lm;
+	srv.models[0].generation = 1;
 	srv.nmodels = 1;
 	srv.cfg = (struct srv_config){ .max_clients = 8, .max_leases = 16, .max_attach = 4,
-				       .max_message = WSRV_MAX_PACKET, .max_errors = 1000 };
+				       .max_message = WSRV_MAX_PACKET, .max_errors = 1000,
+				       .max_regions = 4, .max_client_regions = 3,
+				       .max_region_bytes = 64 << 20, .max_client_region_bytes = 32 << 20 };
 	srv.fd_budget = 8;
 	return 0;
 }
@@ -83,7 +86,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size -= 2;
 		if (len > size)
 			len = size;
-		srv_dispatch(&srv, s, data, len, &r);
+		/* An odd length sends an fd along (a RegionCommit's handle). */
+		srv_dispatch(&srv, s, data, len, len & 1 ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1, &r);
 		check_reply(&r);
 		if (r.owned_fd >= 0)
 			close(r.owned_fd);
@@ -91,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size -= len;
 	}
 	session_free(&srv, s);
-	if (srv.models[0].attached || srv.models[0].leases)
+	if (srv.models[0].attached || srv.models[0].leases || srv.regions.n || srv.regions.bytes)
 		__builtin_trap(); /* a freed session left something behind */
 	return 0;
 }
