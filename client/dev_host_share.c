@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* dev_host_share.c - the host backend's device regions: a memfd placed on
  * the device's NUMA node, written through the writer's mapping, then
- * remapped read-only and sealed against writes before it is handed on;
+ * sealed against writes (F_SEAL_FUTURE_WRITE) and remapped read-only
+ * before it is handed on;
  * readers map it PROT_READ, and the seals stop them (or anyone) from ever
  * mapping it writable. */
 #include <errno.h>
@@ -21,7 +22,7 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-#define SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL)
+#define SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL)
 
 void host_share_info(int node, const char *name, struct dev_share_info *out)
 {
@@ -66,15 +67,18 @@ int host_share_create(int node, size_t len, struct dev_share *sh)
 
 int host_share_seal(struct dev_share *sh)
 {
-	/* The writable mapping is replaced in place by a read-only one, so no
-	 * writable mapping is left and F_SEAL_WRITE can be set. */
-	void *p = mmap(sh->ptr, sh->len, PROT_READ, MAP_SHARED | MAP_FIXED, sh->fd, 0);
+	void *p;
 
+	/* F_SEAL_FUTURE_WRITE: no write() and no writable mapping from now on
+	 * (mmap clears VM_MAYWRITE, so mprotect cannot add PROT_WRITE later).
+	 * The writer's own writable mapping is then replaced in place by a
+	 * read-only one. */
+	if (fcntl(sh->fd, F_ADD_SEALS, SEALS) < 0)
+		return cl_err(-errno, "device region: cannot seal it: %s", strerror(errno));
+	p = mmap(sh->ptr, sh->len, PROT_READ, MAP_SHARED | MAP_FIXED, sh->fd, 0);
 	if (p == MAP_FAILED)
 		return cl_err(-errno, "device region: cannot remap it read-only: %s", strerror(errno));
 	sh->writable = false;
-	if (fcntl(sh->fd, F_ADD_SEALS, SEALS) < 0)
-		return cl_err(-errno, "device region: cannot seal it: %s", strerror(errno));
 	return 0;
 }
 

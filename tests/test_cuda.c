@@ -272,7 +272,9 @@ static void failed_copy_is_an_error(void **st)
 static void injected_failures(void **st)
 {
 	NEED_FAKE();
-	struct wsrv_stream_opts o = { .struct_size = sizeof(o), .slots = 2 };
+	/* The private path: a shared region's failures fall back instead
+	 * (device_region_failures_fall_back). */
+	struct wsrv_stream_opts o = { .struct_size = sizeof(o), .slots = 2, .share = WSRV_SHARE_OFF };
 	struct wsrv_device *d = open_dev(0, true);
 	struct wsrv_stream *s;
 	long long allocs = fk_live("allocations");

@@ -57,6 +57,8 @@ struct CUstream_st {
 
 struct fk_alloc {
 	uintptr_t a, b;
+	bool vmm;                   /* a cuMemMap mapping (fake_vmm.c), not cuMemAlloc's */
+	bool readonly;              /* mapped with CU_MEM_ACCESS_FLAGS_PROT_READ */
 	uint64_t wr[FK_STREAMS], rd[FK_STREAMS];
 };
 
@@ -78,11 +80,13 @@ struct fake {
 	struct fk_reg *regs;
 	size_t nregs;
 	/* knobs (fakecuda_set) */
-	long long ro_supported, max_register, gbps;
+	long long ro_supported, max_register, gbps, mbps;
+	long long vmm_supported, granule, uuid;
 	/* failure injection: the (n+1)-th next call of a kind fails */
 	long long fail_alloc, fail_copy, fail_register, fail_alloc_host, fail_record;
 	/* observations (fakecuda_get) */
 	long long violations, registrations, largest_register, copies_2d, copies;
+	long long ro_writes;        /* copies refused: into a read-only mapping */
 	long long live_events;
 };
 
@@ -102,6 +106,10 @@ struct CUstream_st *fk_stream(CUstream s);
 /* Memory (fake_mem.c). */
 struct fk_alloc *fk_alloc_at(uintptr_t p, size_t len);
 const struct fk_reg *fk_reg_over(uintptr_t p, size_t len);
+/* Virtual memory management (fake_vmm.c): live handles, mappings,
+ * reservations; -1 for another name. Under fk.lock. */
+long long fk_vmm_live(const char *what);
+
 void fk_access(struct fk_alloc *a, int idx, const uint64_t *vc, uint64_t seq, bool write,
 	       const char *what);
 

@@ -40,5 +40,20 @@ CUresult cuStreamCreate(CUstream *out, unsigned flags);
 CUresult cuStreamDestroy_v2(CUstream h);
 CUresult cuStreamSynchronize(CUstream h);
 CUresult cuStreamWaitEvent(CUstream s, CUevent h, unsigned flags);
+CUresult cuDeviceGetUuid_v2(struct cu_uuid *u, CUdevice d);
+CUresult cuMemGetAllocationGranularity(size_t *g, const struct cu_mem_prop *p, int option);
+CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t len, const struct cu_mem_prop *p,
+		     unsigned long long flags);
+CUresult cuMemRelease(CUmemGenericAllocationHandle h);
+CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h, int type,
+				      unsigned long long flags);
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle, int type);
+CUresult cuMemAddressReserve(CUdeviceptr *p, size_t len, size_t align, CUdeviceptr addr,
+			     unsigned long long flags);
+CUresult cuMemAddressFree(CUdeviceptr p, size_t len);
+CUresult cuMemMap(CUdeviceptr p, size_t len, size_t off, CUmemGenericAllocationHandle h,
+		  unsigned long long flags);
+CUresult cuMemUnmap(CUdeviceptr p, size_t len);
+CUresult cuMemSetAccess(CUdeviceptr p, size_t len, const struct cu_access_desc *d, size_t n);
 
 #endif

@@ -37,7 +37,7 @@ static void host_side(const char *p, size_t len, bool written, bool async, const
 	if (!g && async)
 		fk_violation("%s: an async copy from pageable host memory %p + %zu (not registered or pinned;"
 			     " the driver copies it synchronously)", what, (const void *)p, len);
-	else if (written && (g->flags & CU_MEMHOSTREGISTER_READ_ONLY))
+	else if (g && written && (g->flags & CU_MEMHOSTREGISTER_READ_ONLY))
 		fk_violation("%s: a write into read-only registered host memory %p", what, (const void *)p);
 }
 
@@ -61,6 +61,12 @@ static CUresult queue_copy(CUstream h, const struct shape *c, bool to_device, co
 		pthread_mutex_unlock(&fk.lock);
 		free(j);
 		return s ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
+	}
+	if (to_device && a->readonly) {
+		fk.ro_writes++;
+		pthread_mutex_unlock(&fk.lock);
+		free(j);
+		return CUDA_ERROR_INVALID_VALUE; /* access is CU_MEM_ACCESS_FLAGS_PROT_READ */
 	}
 	if (to_device)
 		host_side(c->src, slen, false, true, what);

@@ -17,6 +17,8 @@ struct fake fk = {
 	.cond = PTHREAD_COND_INITIALIZER,
 	.ro_supported = 1,
 	.max_register = 64LL << 30,
+	.vmm_supported = 1,
+	.granule = 2LL << 20,
 	.fail_alloc = -1, .fail_copy = -1, .fail_register = -1, .fail_alloc_host = -1, .fail_record = -1,
 };
 
@@ -115,7 +117,12 @@ CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d)
 {
 	if (d != 0)
 		return CUDA_ERROR_INVALID_DEVICE;
-	*v = attr == CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED ? (int)fk.ro_supported : 0;
+	switch (attr) {
+	case CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED: *v = (int)fk.ro_supported; break;
+	case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: *v = (int)fk.vmm_supported; break;
+	default: *v = 0;
+	}
 	return CUDA_SUCCESS;
 }
 
@@ -177,6 +184,11 @@ static long long *knob(const char *name)
 		{ "ro_supported", offsetof(struct fake, ro_supported) },
 		{ "max_register", offsetof(struct fake, max_register) },
 		{ "gbps", offsetof(struct fake, gbps) },
+		{ "mbps", offsetof(struct fake, mbps) },
+		{ "vmm_supported", offsetof(struct fake, vmm_supported) },
+		{ "granule", offsetof(struct fake, granule) },
+		{ "uuid", offsetof(struct fake, uuid) },
+		{ "ro_writes", offsetof(struct fake, ro_writes) },
 		{ "fail_alloc", offsetof(struct fake, fail_alloc) },
 		{ "fail_copy", offsetof(struct fake, fail_copy) },
 		{ "fail_register", offsetof(struct fake, fail_register) },
@@ -236,7 +248,7 @@ long long fakecuda_live(const char *what)
 	else if (strcmp(what, "primary_refs") == 0)
 		n = fk.primary_refs;
 	else
-		n = -1;
+		n = fk_vmm_live(what);
 	pthread_mutex_unlock(&fk.lock);
 	return n;
 }

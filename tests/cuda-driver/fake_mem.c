@@ -86,7 +86,7 @@ CUresult cuMemFree_v2(CUdeviceptr p)
 	pthread_mutex_lock(&fk.lock);
 	fk_sync_all(); /* as the driver does: nothing queued still uses it */
 	for (size_t i = 0; i < fk.nallocs; i++)
-		if (fk.allocs[i].a == (uintptr_t)p) {
+		if (fk.allocs[i].a == (uintptr_t)p && !fk.allocs[i].vmm) {
 			free((void *)(uintptr_t)p);
 			fk.allocs[i] = fk.allocs[--fk.nallocs];
 			pthread_mutex_unlock(&fk.lock);

@@ -21,8 +21,8 @@ void fk_host_learns(const uint64_t *vc)
 
 static void pace(size_t bytes)
 {
-	if (fk.gbps > 0) {
-		double s = (double)bytes / ((double)fk.gbps * 1e9);
+	if (fk.gbps > 0 || fk.mbps > 0) {
+		double s = (double)bytes / (fk.gbps > 0 ? (double)fk.gbps * 1e9 : (double)fk.mbps * 1e6);
 		struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
 		nanosleep(&ts, NULL);
 	}
