@@ -11,6 +11,11 @@
 #include "units.h"
 #include "wsrv.h"
 
+static const char *role_name(int role)
+{
+	return role == WSRV_SHARE_WRITER ? "writer" : role == WSRV_SHARE_READER ? "reader" : "private";
+}
+
 static json_t *streams_json(const struct wsrv_stats *s)
 {
 	json_t *a = json_array();
@@ -23,6 +28,32 @@ static json_t *streams_json(const struct wsrv_stats *s)
 			"passes", (json_int_t)r.passes, "bytes_copied", (json_int_t)r.bytes_copied,
 			"copy_seconds", r.copy_seconds, "wait_seconds", r.wait_seconds,
 			"hidden_fraction", r.hidden_fraction, "slots", (int)r.slots));
+	for (size_t i = 0; wsrv_stats_stream(s, i, &r) == 0; i++) {
+		json_t *o = json_array_get(a, i);
+		json_object_set_new(o, "device_bytes", json_integer((json_int_t)r.device_bytes));
+		json_object_set_new(o, "shared_bytes", json_integer((json_int_t)r.shared_bytes));
+		json_object_set_new(o, "share", json_string(role_name(r.share_role)));
+	}
+	return a;
+}
+
+static const char *region_kind(int kind)
+{
+	return kind == 1 ? "host" : kind == 2 ? "cuda" : "?";
+}
+
+/* The device regions the server brokers. */
+static json_t *regions_json(const struct wsrv_stats *s)
+{
+	json_t *a = json_array();
+	struct wsrv_region_info g;
+
+	for (size_t i = 0; wsrv_stats_region(s, i, &g) == 0; i++)
+		json_array_append_new(a, json_pack("{s:i, s:o, s:o, s:s, s:I, s:i, s:s, s:i, s:I, s:f}",
+			"id", (int)g.id, "model", ctl_peer_str(g.model), "device", ctl_peer_str(g.device),
+			"kind", region_kind(g.kind), "bytes", (json_int_t)g.bytes, "holders", (int)g.holders,
+			"state", g.committed ? "committed" : "filling", "writer_pid", (int)g.writer_pid,
+			"generation", (json_int_t)g.generation, "age_seconds", g.age_seconds));
 	return a;
 }
 
@@ -38,13 +69,14 @@ static json_t *stats_json(const struct wsrv_stats *s)
 			"fetches", (json_int_t)m.fetches, "leases", (json_int_t)m.leases,
 			"arena_bytes", (json_int_t)m.arena_bytes));
 	wsrv_stats_server(s, &v);
-	return json_pack("{s:o, s:f, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:o, s:o}",
+	return json_pack("{s:o, s:f, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:o, s:o, s:o}",
 		"server_version", ctl_peer_str(v.server_version), "uptime_seconds", v.uptime_seconds,
 		"clients", (int)v.clients, "attachments", (int)v.attachments,
 		"leases", (json_int_t)v.leases, "requests", (json_int_t)v.requests,
 		"errors", (json_int_t)v.errors, "clients_total", (json_int_t)v.clients_total,
 		"arena_bytes", (json_int_t)v.arena_bytes, "rss_bytes", (json_int_t)v.rss_bytes,
-		"open_fds", (int)v.open_fds, "models", models, "streams", streams_json(s));
+		"open_fds", (int)v.open_fds, "models", models, "streams", streams_json(s),
+		"regions", regions_json(s));
 }
 
 /* Where model name's memory is, from the list; "" when it is not there. */
@@ -56,6 +88,18 @@ static const char *numa_of(const struct wsrv_model_list *l, const char *name)
 		if (strcmp(mi.name, name) == 0)
 			return mi.numa;
 	return "";
+}
+
+static void print_regions(const struct wsrv_stats *s)
+{
+	struct wsrv_region_info g;
+	char b[32];
+
+	for (size_t i = 0; wsrv_stats_region(s, i, &g) == 0; i++)
+		printf("region     %u: model %s on %s (%s), %s, %u holder%s, %s, written by pid %u\n", g.id,
+		       esc(g.model), esc(g.device), region_kind(g.kind), fmt_bytes(g.bytes, b, sizeof(b)),
+		       g.holders, g.holders == 1 ? "" : "s", g.committed ? "committed" : "filling",
+		       g.writer_pid);
 }
 
 static void print_stats(const struct wsrv_stats *s, const struct wsrv_model_list *l)
@@ -75,11 +119,15 @@ static void print_stats(const struct wsrv_stats *s, const struct wsrv_model_list
 	for (size_t i = 0; wsrv_stats_model(s, i, &m) == 0; i++)
 		printf("model      %-20s %u attached, %" PRIu64 " fetches, %" PRIu64 " leases%s%s\n",
 		       esc(m.name), m.attached, m.fetches, m.leases, l ? ", " : "", esc(numa_of(l, m.name)));
-	for (size_t i = 0; wsrv_stats_stream(s, i, &r) == 0; i++)
+	for (size_t i = 0; wsrv_stats_stream(s, i, &r) == 0; i++) {
 		printf("stream     client %" PRIu64 " (pid %u, %s) on %s: %" PRIu64 " passes, %s copied in %.3f s, waited %.3f s, %.1f%% hidden, %u slots\n",
 		       r.client_id, r.pid, esc(r.client), esc(r.model), r.passes,
 		       fmt_bytes(r.bytes_copied, b1, sizeof(b1)), r.copy_seconds, r.wait_seconds,
 		       100 * r.hidden_fraction, r.slots);
+		printf("             device %s, of which %s shared (%s)\n", fmt_bytes(r.device_bytes, b1, sizeof(b1)),
+		       fmt_bytes(r.shared_bytes, b2, sizeof(b2)), role_name(r.share_role));
+	}
+	print_regions(s);
 }
 
 /* status and stats: the same counters, status adds where each model is. */

@@ -24,6 +24,10 @@ static const struct {
 	{ "share", bench_share,
 	  "share --model DIR [--clients N] [--json]\n"
 	  "      RAM of a server and N workers vs N private copies" },
+	{ "share-device", bench_share_device,
+	  "share-device --model DIR [--clients N] [--device host|cuda] [--plan FILE] [--slots D] [--json]\n"
+	  "      device bytes and stream-open times of N workers sharing one device copy of the\n"
+	  "      resident tensors vs N private copies" },
 	{ "attach", bench_attach,
 	  "attach (--model DIR ... | --sizes 64M,1G,...) [--json]\n"
 	  "      a new worker's attach time vs a safe_open of the same files" },

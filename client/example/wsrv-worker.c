@@ -22,6 +22,22 @@ static int fail(const char *what)
 	return 1;
 }
 
+/* Where the resident tensors are: the shared device region, or private. */
+static void print_sharing(const struct wsrv_stream *s, const struct wsrv_stream_stats *st)
+{
+	struct wsrv_sharing sh;
+
+	wsrv_stream_sharing(s, &sh);
+	if (sh.role == WSRV_SHARE_PRIVATE)
+		printf("worker %d: resident tensors: a private copy of %.1f MiB (%s)\n", (int)getpid(),
+		       (double)st->resident_bytes / 1048576, sh.note);
+	else
+		printf("worker %d: resident tensors: %.1f MiB in shared device region %u on %s (%s, filled by pid %u); %.1f MiB of slots private\n",
+		       (int)getpid(), (double)st->shared_bytes / 1048576, sh.region_id, sh.device,
+		       sh.role == WSRV_SHARE_WRITER ? "this worker filled it" : "mapped read-only",
+		       sh.writer_pid, (double)st->private_bytes / 1048576);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -29,11 +45,16 @@ int main(int argc, char **argv)
 		{ "plan", required_argument, NULL, 'p' }, { "rank", required_argument, NULL, 'r' },
 		{ "slots", required_argument, NULL, 's' }, { "passes", required_argument, NULL, 'n' },
 		{ "bandwidth", required_argument, NULL, 'b' }, { "hold", required_argument, NULL, 'h' },
-		{ "check", no_argument, NULL, 'c' }, { "help", no_argument, NULL, 'H' }, { 0 },
+		{ "check", no_argument, NULL, 'c' }, { "help", no_argument, NULL, 'H' },
+		{ "device-name", required_argument, NULL, 'D' }, { "no-share", no_argument, NULL, 'N' },
+		{ 0 },
 	};
 	static const char usage[] =
 		"usage: wsrv-worker [--socket PATH] --model NAME [--plan FILE] [--rank R]\n"
-		"                   [--slots D] [--passes N] [--bandwidth GBPS] [--hold S] [--check]\n";
+		"                   [--slots D] [--passes N] [--bandwidth GBPS] [--hold S] [--check]\n"
+		"                   [--device-name NAME] [--no-share]\n"
+		"Workers whose devices have the same name (default: host:any) share one device\n"
+		"copy of the resident tensors; --no-share keeps a private one.\n";
 	struct wsrv_connect_opts co = { .struct_size = sizeof(co), .client_name = "wsrv-worker" };
 	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 2 };
 	struct wsrv_host_opts ho = { .struct_size = sizeof(ho), .numa_node = -1 };
@@ -58,6 +79,8 @@ int main(int argc, char **argv)
 		case 'b': ho.bandwidth_gbps = cliarg_double(P, "--bandwidth", optarg, 0, 1e6); break;
 		case 'h': hold = (int)cliarg_long(P, "--hold", optarg, 0, 86400 * 365); break;
 		case 'c': check = 1; break;
+		case 'D': ho.device_name = optarg; break;
+		case 'N': so.share = WSRV_SHARE_OFF; break;
 		case 'H': fputs(usage, stdout); return 0;
 		default: return 2;
 		}
@@ -82,6 +105,7 @@ int main(int argc, char **argv)
 	printf("worker %d: %d pass%s over %s: digest %016" PRIx64 "; %" PRIu64 " bytes streamed, %.0f%% of copy time hidden\n",
 	       (int)getpid(), passes, passes == 1 ? "" : "es", model, digest, st.bytes_copied,
 	       100 * st.hidden_fraction);
+	print_sharing(s, &st);
 	if (check) {
 		forward_pass(m, NULL, passes, &direct);
 		printf("worker %d: the same pass over the direct mapping: %016" PRIx64 " (%s)\n", (int)getpid(),
