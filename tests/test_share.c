@@ -330,6 +330,33 @@ static const char *region_name(void)
 	return on_cuda ? "fakecuda-vmm" : "wsrv-region";
 }
 
+/* wsrvctl stats lists the region and the workers' shared bytes, in text
+ * and JSON. */
+static void ctl_shows_region(const struct test_server *ts, int holders)
+{
+	const char *ctl = getenv("WSRV_CTL");
+	char want[64], *txt, *js;
+	size_t n;
+
+	assert_non_null(ctl);
+	const char *argv[] = { ctl, "--socket", ts->sock, "stats", NULL };
+	const char *jargv[] = { ctl, "--socket", ts->sock, "--json", "stats", NULL };
+	assert_int_equal(run_prog(argv, NULL, pjoin(ts->dir, "ctl.out"), pjoin(ts->dir, "ctl.err"), 0, 20), 0);
+	assert_int_equal(run_prog(jargv, NULL, pjoin(ts->dir, "ctl.json"), pjoin(ts->dir, "ctl.err"), 0, 20), 0);
+	assert_non_null(txt = (char *)read_file(pjoin(ts->dir, "ctl.out"), &n));
+	assert_non_null(js = (char *)read_file(pjoin(ts->dir, "ctl.json"), &n));
+	snprintf(want, sizeof(want), "%d holders, committed", holders);
+	if (!strstr(txt, "region ") || !strstr(txt, want) || !strstr(txt, "shared (reader)") ||
+	    !strstr(txt, "shared (writer)"))
+		fail_msg("wsrvctl stats does not show the region:\n%s", txt);
+	snprintf(want, sizeof(want), "\"holders\": %d", holders);
+	if (!strstr(js, "\"regions\"") || !strstr(js, want) || !strstr(js, "\"state\": \"committed\"") ||
+	    !strstr(js, "\"share\": \"reader\""))
+		fail_msg("wsrvctl --json stats does not show the region:\n%s", js);
+	free(txt);
+	free(js);
+}
+
 /* 1: N workers on one device: one region (one writer, N-1 readers),
  * bit-exact passes everywhere, and the region's pages count once. */
 static void n_workers_one_copy(void **st)
@@ -368,6 +395,7 @@ static void n_workers_one_copy(void **st)
 	 * region is the resident bytes rounded up to the granule). */
 	assert_true(rss >= (uint64_t)N * r[0].st.resident_bytes * 9 / 10);
 	assert_true(pss >= r[0].st.resident_bytes * 9 / 10 && pss <= gi.bytes * 11 / 10);
+	ctl_shows_region(&ts, N);
 	for (int i = 0; i < N; i++)
 		assert_int_equal(finish(&ch[i]), 0);
 	assert_int_equal(regions(ts.sock, NULL), 0);
