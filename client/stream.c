@@ -373,6 +373,23 @@ WSRV_EXPORT int wsrv_stream_view(const struct wsrv_stream *s, size_t i, struct w
 	return 0;
 }
 
+WSRV_EXPORT int wsrv_stream_layout(const struct wsrv_stream *s, size_t i, struct wsrv_layout *out)
+{
+	const struct tp_view *v;
+
+	CL_NEED(s);
+	CL_NEED(out);
+	if (i >= wsrv_model_tensor_count(s->m))
+		return cl_err(-ERANGE, "tensor %zu out of range", i);
+	v = &s->views[i];
+	CL_RESULT(out);
+	out->offset = v->src_off;
+	out->row_bytes = v->width;
+	out->rows = v->height;
+	out->row_pitch = v->pitch;
+	return 0;
+}
+
 WSRV_EXPORT int wsrv_stream_stats(struct wsrv_stream *s, struct wsrv_stream_stats *out)
 {
 	CL_NEED(s);

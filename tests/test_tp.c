@@ -88,6 +88,24 @@ static const char *strategy_of(const char *name, bool ds)
 	return NULL;
 }
 
+/* The layout says where the rank's bytes are in the shared mapping: its
+ * rows, gathered, are the expected slice. */
+static void check_layout(struct wsrv_stream *s, size_t i, const struct wsrv_tensor *t,
+			 const uint8_t *want, size_t n)
+{
+	struct wsrv_layout l;
+	const uint8_t *src = t->data;
+
+	assert_int_equal(wsrv_stream_layout(s, i, &l), 0);
+	assert_int_equal(l.rows * l.row_bytes, n);
+	assert_true(l.rows == 1 || l.row_pitch >= l.row_bytes);
+	assert_true(l.offset + (l.rows - 1) * l.row_pitch + l.row_bytes <= t->size);
+	for (uint64_t r = 0; r < l.rows; r++)
+		if (memcmp(src + l.offset + r * l.row_pitch, want + r * l.row_bytes, l.row_bytes) != 0)
+			fail_msg("%s: row %llu of its layout is not the rank's slice", t->name,
+				 (unsigned long long)r);
+}
+
 static void check_rank(struct wsrv_model *m, bool ds, int w, int r, bool streamed)
 {
 	char json[1024];
@@ -127,6 +145,7 @@ static void check_rank(struct wsrv_model *m, bool ds, int w, int r, bool streame
 			if ((long)v.bytes != n || memcmp(d, want, (size_t)n) != 0)
 				fail_msg("W=%d r=%d %s (%s): device bytes differ from the expected slice (%llu vs %ld bytes)",
 					 w, r, t.name, strat ? strat : "whole", (unsigned long long)v.bytes, n);
+			check_layout(s, i, &t, want, (size_t)n);
 		}
 		assert_int_equal(wsrv_stream_release(s, l.index), 0);
 	}
