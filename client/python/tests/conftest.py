@@ -1,0 +1,88 @@
+# SPDX-License-Identifier: MIT
+"""A wsrvd of the tests' own (unique socket) serving two generated models:
+"llama" (llama-mini, 8 heads, 2 KV heads, 2 layers) and "ds"
+(deepseek-v3-mini, FP8 with block scales, 16 experts). meson test sets
+WSRVD, WSRV_MKMODEL and WSRV_LIB to the build's."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE = os.path.normpath(os.path.join(HERE, ".."))
+sys.path.insert(0, PACKAGE)
+sys.path.insert(0, os.path.join(PACKAGE, "examples"))
+# The examples and the subprocesses import the package from the tree too.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE, os.environ.get("PYTHONPATH")]))
+
+
+def _need(var):
+    v = os.environ.get(var)
+    if not v:
+        pytest.exit(f"{var} is not set (meson test sets it)", returncode=2)
+    return v
+
+
+def _mkmodel(out, preset, size, layers):
+    subprocess.run([_need("WSRV_MKMODEL"), "--preset", preset, "--size", size, "--layers",
+                    str(layers), "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
+    return str(out)
+
+
+class Server:
+    def __init__(self, tmp, models):
+        self.sock = str(tmp / "wsrv.sock")
+        self.log = open(tmp / "wsrvd.log", "w")
+        args = [_need("WSRVD"), "--socket", self.sock, "--no-lock", "--hugepages", "off"]
+        for name, path in models.items():
+            args += ["--model", f"{name}={path}"]
+        self.models = models
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        for _ in range(500):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"wsrvd exited: {open(tmp / 'wsrvd.log').read()}")
+            try:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                s.connect(self.sock)
+                s.close()
+                return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("wsrvd did not answer")
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+        self.log.close()
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("wsrv")
+    models = {"llama": _mkmodel(tmp / "llama", "llama-mini", "64M", 2),
+              "ds": _mkmodel(tmp / "ds", "deepseek-v3-mini", "40M", 2)}
+    s = Server(tmp, models)
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def client(server):
+    import wsrv
+
+    with wsrv.connect(server.sock, name="pytest") as c:
+        yield c
+
+
+@pytest.fixture(autouse=True)
+def no_fd_leak():
+    before = len(os.listdir("/proc/self/fd"))
+    yield
+    import gc
+
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) <= before, "a test left file descriptors open"

@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: MIT
+"""The Pythonic face: connect, models, stats, attach, the Mapping, tensors'
+attributes, zero-copy read-only views, dtypes, errors, lifetimes."""
+
+import errno
+import gc
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import wsrv
+from st_reader import read_model
+
+
+def test_connect_models_stats(server, client):
+    names = {m["name"] for m in client.models()}
+    assert names == {"llama", "ds"}
+    st = client.stats()
+    assert st["clients"] >= 1 and st["server_version"] == wsrv.version()
+    assert {m["name"] for m in st["models"]} == names
+
+
+def test_errors_carry_errno_and_sentence(server, client, tmp_path):
+    with pytest.raises(wsrv.WsrvError) as e:
+        client.attach("nope")
+    assert e.value.errno == errno.ENOENT and "nope" in e.value.message
+    with pytest.raises(wsrv.WsrvError) as e:
+        wsrv.connect(str(tmp_path / "none.sock"))
+    assert e.value.errno == errno.ENOENT
+    with client.attach("llama") as m:
+        with pytest.raises(wsrv.WsrvError) as e:
+            m.tensor("model.nothing")
+        assert e.value.errno == errno.ENOENT
+        with pytest.raises(KeyError):
+            m["model.nothing"]
+        with pytest.raises(wsrv.WsrvError) as e:
+            m.state_dict({"tp_plan": {"layers.*.self_attn.q_proj": "colwise"}}, rank=0, world=3)
+        assert e.value.errno == errno.EINVAL and "divide" in e.value.message
+        with pytest.raises(wsrv.WsrvError):
+            m.state_dict({"residency": {"x": "nowhere"}})
+
+
+def test_mapping_layers_config(server, client):
+    ref = read_model(server.models["llama"])
+    with client.attach("llama") as m:
+        assert set(m) == set(ref) and len(m) == len(ref)
+        assert m.config["num_hidden_layers"] == 2 and m.config["rope_theta"] == 500000.0
+        layers = m.layers()
+        assert [l.index for l in layers] == [-1, 0, 1]
+        assert sum(len(l.names) for l in layers) == len(m)
+        t = m["model.layers.1.self_attn.q_proj.weight"]
+        assert (t.name, t.dtype, t.shape, t.layer) == (
+            "model.layers.1.self_attn.q_proj.weight", "BF16", (512, 512), 1)
+        assert t.nbytes == 512 * 512 * 2
+        assert m.tensor(t.name).xxh3 == t.xxh3
+
+
+def test_views_are_zero_copy_and_read_only(server, client):
+    ref = read_model(server.models["llama"])
+    with client.attach("llama") as m:
+        t = m["model.embed_tokens.weight"]
+        a, x = t.numpy(), t.torch()
+        assert a.dtype == np.uint16 and not a.flags.writeable   # BF16 bits in numpy
+        with pytest.raises(ValueError):
+            a.flags.writeable = True
+        assert x.dtype == torch.bfloat16 and torch.equal(x, ref[t.name])
+        # The same pages: two views share their address.
+        assert x.data_ptr() == t.torch().data_ptr() == a.ctypes.data
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")   # no warning reaches the user
+            m["model.norm.weight"].torch()
+
+
+def test_a_write_faults(server):
+    """Writing a view is a fault, not a change to the shared weights."""
+    code = ("import sys, wsrv; c = wsrv.connect(sys.argv[1]); m = c.attach('llama');"
+            "t = m['model.norm.weight'].torch(); t.add_(1)")
+    r = subprocess.run([sys.executable, "-c", code, server.sock], env=dict(os.environ),
+                       capture_output=True, timeout=60)
+    assert r.returncode == -11, r.stderr  # SIGSEGV
+    with wsrv.connect(server.sock) as c, c.attach("llama") as m:
+        assert torch.equal(m["model.norm.weight"].torch(), read_model(server.models["llama"])["model.norm.weight"])
+
+
+def test_fp8_comes_as_uint8(server, client):
+    ref = read_model(server.models["ds"])
+    with client.attach("ds") as m:
+        t = m["model.layers.0.mlp.gate_proj.weight"]
+        assert t.dtype == "F8_E4M3"
+        x = t.torch()
+        assert x.dtype == torch.uint8 and x.shape == t.shape and torch.equal(x, ref[t.name])
+        s = m["model.layers.0.mlp.gate_proj.weight_scale_inv"].torch()
+        assert s.dtype == torch.float32 and torch.equal(s, ref["model.layers.0.mlp.gate_proj.weight_scale_inv"])
+        assert m.fp8_block() == (128, 128)
+
+
+def test_views_outlive_model_and_client(server):
+    c = wsrv.connect(server.sock)
+    m = c.attach("llama")
+    x = m["model.layers.0.mlp.up_proj.weight"].torch()
+    want = x.clone()
+    m.close()
+    c.close()
+    gc.collect()
+    assert torch.equal(x, want)   # still mapped: the view holds the model
+    with pytest.raises(wsrv.WsrvError):
+        m.tensor("model.norm.weight")
+    del x
+    gc.collect()

@@ -1,0 +1,71 @@
+# SPDX-License-Identifier: MIT
+"""A rank's state_dict: views of the shared mapping equal to slicing the
+files read independently, for every strategy the examples use; another
+rank's experts absent; copies only where a layout forces one."""
+
+import pytest
+import torch
+
+from st_reader import read_model
+
+LLAMA_TP = {"layers.*.self_attn.q_proj": "colwise", "layers.*.self_attn.k_proj": "kv_heads",
+            "layers.*.self_attn.v_proj": "kv_heads", "layers.*.self_attn.o_proj": "rowwise",
+            "layers.*.mlp.gate_proj": "colwise", "layers.*.mlp.up_proj": "colwise",
+            "layers.*.mlp.down_proj": "rowwise"}
+
+
+def expected(name, full, rank, world, kv_heads=2, head_dim=64):
+    """What rank's part is, by the test's own reading of the plan."""
+    if "q_proj" in name or "gate_proj" in name or "up_proj" in name:
+        n = full.shape[0] // world
+        return full[rank * n:(rank + 1) * n]
+    if "k_proj" in name or "v_proj" in name:
+        if world <= kv_heads:
+            n = full.shape[0] // world
+            return full[rank * n:(rank + 1) * n]
+        h = rank // (world // kv_heads)
+        return full[h * head_dim:(h + 1) * head_dim]
+    if "o_proj" in name or "down_proj" in name:
+        n = full.shape[1] // world
+        return full[:, rank * n:(rank + 1) * n]
+    return full
+
+
+@pytest.mark.parametrize("world", [1, 2, 4, 8])
+def test_llama_views(server, client, world):
+    ref = read_model(server.models["llama"])
+    with client.attach("llama") as m:
+        for rank in range(world):
+            sd = m.state_dict({"tp_plan": LLAMA_TP}, rank, world)
+            assert set(sd) == set(ref) and not sd.copied
+            for name, t in sd.items():
+                want = expected(name, ref[name], rank, world)
+                assert t.shape == want.shape and torch.equal(t, want), name
+                # A view, not a copy: inside the shared mapping of the tensor.
+                base = m[name].torch()
+                lo = base.data_ptr()
+                assert lo <= t.data_ptr() < lo + m[name].nbytes, name
+
+
+def test_deepseek_experts_and_scales(server, client):
+    ref = read_model(server.models["ds"])
+    plan = {"tp_plan": {"layers.*.mlp.experts.*.*": "experts",
+                        "layers.*.self_attn.o_proj": "rowwise"}}
+    with client.attach("ds") as m:
+        held = set()
+        for rank in range(4):
+            sd = m.state_dict(plan, rank, 4)
+            mine = {k for k in sd if ".experts." in k}
+            for k in mine:
+                e = int(k.split(".experts.")[1].split(".")[0])
+                assert e // 4 == rank, k
+                assert torch.equal(sd[k], ref[k])
+            held |= mine
+            o = sd["model.layers.1.self_attn.o_proj.weight"]
+            full = ref["model.layers.1.self_attn.o_proj.weight"]
+            assert torch.equal(o, full[:, rank * 256:(rank + 1) * 256])
+            # The block scales split with their weight (128 columns a block).
+            sc = sd["model.layers.1.self_attn.o_proj.weight_scale_inv"]
+            fsc = ref["model.layers.1.self_attn.o_proj.weight_scale_inv"]
+            assert torch.equal(sc, fsc[:, rank * 2:(rank + 1) * 2])
+        assert held == {k for k in ref if ".experts." in k}

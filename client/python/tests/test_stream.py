@@ -1,0 +1,54 @@
+# SPDX-License-Identifier: MIT
+"""Streams from Python: each layer's tensors on the device while acquired,
+resident ones always; stats; the CUDA path where torch has CUDA and a GPU."""
+
+import pytest
+import torch
+
+import wsrv
+from st_reader import read_model
+
+
+def test_host_stream_passes(server, client):
+    ref = read_model(server.models["llama"])
+    with client.attach("llama") as m, m.stream("host", slots=2) as s:
+        for _ in range(2):
+            seen = []
+            for layer in s:
+                seen.append(layer.index)
+                for name, t in layer.items():
+                    assert torch.equal(t, ref[name]), name
+            assert seen == [0, 1]
+        res = s.resident()
+        assert set(res) == {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"}
+        assert all(torch.equal(t, ref[n]) for n, t in res.items())
+        st = s.stats()
+        assert st["passes"] == 2 and st["acquires"] == 4 and st["bytes_copied"] > 0
+        assert st["share"] in ("writer", "reader")
+
+
+def test_tp_stream_and_release(server, client):
+    ref = read_model(server.models["llama"])
+    plan = {"tp_plan": {"layers.*.self_attn.o_proj": "rowwise"}}
+    with client.attach("llama") as m, m.stream("host", plan=plan, rank=1, world=2) as s:
+        for layer in s:
+            o = layer[f"model.layers.{layer.index}.self_attn.o_proj.weight"]
+            assert torch.equal(o, ref[f"model.layers.{layer.index}.self_attn.o_proj.weight"][:, 256:])
+        # Released: a streamed tensor is not there outside its turn.
+        with pytest.raises(wsrv.WsrvError):
+            s.tensor("model.layers.0.self_attn.o_proj.weight")
+
+
+def test_share_off_by_plan(server, client):
+    with client.attach("llama") as m, m.stream("host", plan={"share_resident": False}) as s:
+        st = s.stats()
+        assert st["share"] == "private" and "share_resident" in st["share_note"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="this torch has no CUDA, or no GPU")
+def test_cuda_stream(server, client):
+    ref = read_model(server.models["llama"])
+    with client.attach("llama") as m, m.stream("cuda", slots=2) as s:
+        for layer in s:
+            for name, t in layer.items():
+                assert t.is_cuda and torch.equal(t.cpu(), ref[name]), name

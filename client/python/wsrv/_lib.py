@@ -1,0 +1,160 @@
+# SPDX-License-Identifier: MIT
+"""libwsrv through ctypes: the structures of wsrv.h and the functions'
+prototypes. The library is found at $WSRV_LIB, else next to an installed
+package, else by the loader's search (libwsrv.so.1)."""
+
+import ctypes
+import ctypes.util
+import os
+
+from .errors import WsrvError
+
+u32, i32, u64, dbl = ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint64, ctypes.c_double
+cstr, vptr = ctypes.c_char_p, ctypes.c_void_p
+u64p = ctypes.POINTER(u64)
+
+
+def _struct(name, fields):
+    """A wsrv.h struct: struct_size first, as the header has it."""
+    return type(name, (ctypes.Structure,), {"_fields_": [("struct_size", u32)] + fields})
+
+
+ConnectOpts = _struct("ConnectOpts", [("timeout_ms", i32), ("client_name", cstr),
+                                      ("reserved", u64 * 4)])
+TensorInfo = _struct("TensorInfo", [
+    ("name", cstr), ("dtype", ctypes.c_int), ("rank", u32), ("shape", u64p), ("layer", i32),
+    ("segment", u32), ("offset", u64), ("size", u64), ("xxh3", u64), ("data", vptr),
+    ("reserved", u64 * 4)])
+LayerInfo = _struct("LayerInfo", [
+    ("index", i32), ("segment", u32), ("offset", u64), ("length", u64), ("bytes", u64),
+    ("first", u32), ("count", u32), ("data", vptr), ("reserved", u64 * 4)])
+ModelInfo = _struct("ModelInfo", [
+    ("tensors", u32), ("layers", u32), ("segments", u32), ("attached", u32), ("name", cstr),
+    ("path", cstr), ("numa", cstr), ("tensor_bytes", u64), ("arena_bytes", u64),
+    ("page_size", u64), ("load_seconds", dbl), ("reserved", u64 * 4)])
+ServerStats = _struct("ServerStats", [
+    ("clients", u32), ("attachments", u32), ("open_fds", u32), ("server_version", cstr),
+    ("uptime_seconds", dbl), ("leases", u64), ("requests", u64), ("errors", u64),
+    ("clients_total", u64), ("arena_bytes", u64), ("rss_bytes", u64), ("reserved", u64 * 4)])
+ModelStats = _struct("ModelStats", [
+    ("attached", u32), ("name", cstr), ("fetches", u64), ("leases", u64), ("arena_bytes", u64),
+    ("reserved", u64 * 4)])
+RegionInfo = _struct("RegionInfo", [
+    ("id", u32), ("holders", u32), ("writer_pid", u32), ("model", cstr), ("device", cstr),
+    ("committed", i32), ("kind", i32), ("bytes", u64), ("fingerprint", u64),
+    ("generation", u64), ("age_seconds", dbl), ("reserved", u64 * 4)])
+HostOpts = _struct("HostOpts", [("numa_node", i32), ("bandwidth_gbps", dbl),
+                                ("device_name", cstr), ("reserved", u64 * 3)])
+CudaOpts = _struct("CudaOpts", [("device", i32), ("compute_stream", vptr),
+                                ("register_chunk_bytes", u64), ("reserved", u64 * 3)])
+StreamOpts = _struct("StreamOpts", [
+    ("slots", u32), ("rank", i32), ("world", i32), ("trace_path", cstr), ("share", u32),
+    ("share_timeout_ms", u32), ("reserved", u64 * 3)])
+StreamStats = _struct("StreamStats", [
+    ("slots", u32), ("bytes_copied", u64), ("copies", u64), ("acquires", u64), ("passes", u64),
+    ("copy_seconds", dbl), ("wait_seconds", dbl), ("hidden_fraction", dbl),
+    ("resident_bytes", u64), ("slot_bytes", u64), ("device_bytes", u64),
+    ("pass_copy_bytes", u64), ("register_seconds", dbl), ("register_bytes", u64),
+    ("shared_bytes", u64), ("private_bytes", u64)])
+View = _struct("View", [("present", i32), ("rank", u32), ("shape", u64p), ("bytes", u64),
+                        ("reserved", u64 * 4)])
+Layout = _struct("Layout", [("offset", u64), ("row_bytes", u64), ("rows", u64),
+                            ("row_pitch", u64), ("reserved", u64 * 4)])
+Sharing = _struct("Sharing", [
+    ("role", i32), ("region_id", u32), ("writer_pid", u32), ("device", cstr), ("note", cstr),
+    ("region_bytes", u64), ("wait_seconds", dbl), ("reserved", u64 * 4)])
+
+P = ctypes.POINTER
+_PROTOS = {
+    "wsrv_version": (cstr, []),
+    "wsrv_last_error": (cstr, []),
+    "wsrv_dtype_name": (cstr, [ctypes.c_int]),
+    "wsrv_default_socket": (cstr, []),
+    "wsrv_connect": (ctypes.c_int, [cstr, P(ConnectOpts), P(vptr)]),
+    "wsrv_disconnect": (None, [vptr]),
+    "wsrv_list_models": (ctypes.c_int, [vptr, P(vptr)]),
+    "wsrv_model_list_count": (ctypes.c_size_t, [vptr]),
+    "wsrv_model_list_at": (ctypes.c_int, [vptr, ctypes.c_size_t, P(ModelInfo)]),
+    "wsrv_model_list_free": (None, [vptr]),
+    "wsrv_stats": (ctypes.c_int, [vptr, P(vptr)]),
+    "wsrv_stats_server": (ctypes.c_int, [vptr, P(ServerStats)]),
+    "wsrv_stats_model_count": (ctypes.c_size_t, [vptr]),
+    "wsrv_stats_model": (ctypes.c_int, [vptr, ctypes.c_size_t, P(ModelStats)]),
+    "wsrv_stats_region_count": (ctypes.c_size_t, [vptr]),
+    "wsrv_stats_region": (ctypes.c_int, [vptr, ctypes.c_size_t, P(RegionInfo)]),
+    "wsrv_stats_free": (None, [vptr]),
+    "wsrv_attach": (ctypes.c_int, [vptr, cstr, P(vptr)]),
+    "wsrv_detach": (None, [vptr]),
+    "wsrv_model_tensor_count": (ctypes.c_size_t, [vptr]),
+    "wsrv_model_tensor": (ctypes.c_int, [vptr, ctypes.c_size_t, P(TensorInfo)]),
+    "wsrv_model_find": (ctypes.c_int, [vptr, cstr, P(TensorInfo)]),
+    "wsrv_model_layer_count": (ctypes.c_size_t, [vptr]),
+    "wsrv_model_layer_at": (ctypes.c_int, [vptr, ctypes.c_size_t, P(LayerInfo)]),
+    "wsrv_model_config": (vptr, [vptr, P(ctypes.c_size_t)]),
+    "wsrv_model_fp8_block": (ctypes.c_int, [vptr, u64 * 2]),
+    "wsrv_device_host": (ctypes.c_int, [P(HostOpts), P(vptr)]),
+    "wsrv_device_cuda": (ctypes.c_int, [P(CudaOpts), P(vptr)]),
+    "wsrv_device_destroy": (None, [vptr]),
+    "wsrv_plan_parse": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t, P(vptr)]),
+    "wsrv_plan_free": (None, [vptr]),
+    "wsrv_stream_open": (ctypes.c_int, [vptr, vptr, vptr, P(StreamOpts), P(vptr)]),
+    "wsrv_stream_acquire": (ctypes.c_int, [vptr, i32]),
+    "wsrv_stream_release": (ctypes.c_int, [vptr, i32]),
+    "wsrv_stream_tensor_at": (ctypes.c_int, [vptr, ctypes.c_size_t, P(vptr)]),
+    "wsrv_stream_residency": (ctypes.c_int, [vptr, ctypes.c_size_t]),
+    "wsrv_stream_view": (ctypes.c_int, [vptr, ctypes.c_size_t, P(View)]),
+    "wsrv_stream_layout": (ctypes.c_int, [vptr, ctypes.c_size_t, P(Layout)]),
+    "wsrv_stream_stats": (ctypes.c_int, [vptr, P(StreamStats)]),
+    "wsrv_stream_sharing": (ctypes.c_int, [vptr, P(Sharing)]),
+    "wsrv_stream_report": (ctypes.c_int, [vptr]),
+    "wsrv_stream_close": (None, [vptr]),
+}
+
+
+def _find():
+    env = os.environ.get("WSRV_LIB")
+    if env:
+        return env
+    # Installed by meson: the package in PREFIX/lib/python3/dist-packages,
+    # the library in PREFIX/lib/<multiarch> or PREFIX/lib.
+    prefix_lib = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                               "..", "..", ".."))
+    for cand in (os.path.join(prefix_lib, "x86_64-linux-gnu"), prefix_lib):
+        p = os.path.join(cand, "libwsrv.so.1")
+        if os.path.exists(p):
+            return p
+    return ctypes.util.find_library("wsrv") or "libwsrv.so.1"
+
+
+def _load():
+    path = _find()
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        raise ImportError(f"wsrv: cannot load libwsrv ({path}): {e}; set WSRV_LIB") from None
+    for name, (res, args) in _PROTOS.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = res, args
+    return lib
+
+
+lib = _load()
+
+
+def new(struct, **fields):
+    """An option struct with struct_size set."""
+    s = struct(**fields)
+    s.struct_size = ctypes.sizeof(struct)
+    return s
+
+
+def check(rc, what=None):
+    """A negative errno from libwsrv as a WsrvError with its sentence."""
+    if rc < 0:
+        msg = (lib.wsrv_last_error() or b"").decode("utf-8", "replace")
+        raise WsrvError(-rc, f"{what}: {msg}" if what else msg)
+    return rc
+
+
+def text(b):
+    return b.decode("utf-8", "replace") if b is not None else ""

@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: MIT
+"""A connection to wsrvd."""
+
+import ctypes
+
+from ._lib import (ConnectOpts, ModelInfo, ModelStats, RegionInfo, ServerStats, check, lib, new,
+                   text)
+from .model import Model
+
+
+def _fields(s):
+    """A result struct as a dict (strings decoded)."""
+    out = {}
+    for f, t in s._fields_:
+        if f not in ("struct_size", "reserved"):
+            v = getattr(s, f)
+            out[f] = text(v) if t is ctypes.c_char_p else v
+    return out
+
+
+class Client:
+    """A connection (wsrv.connect). A context manager."""
+
+    def __init__(self, socket=None, name=None, timeout_ms=0):
+        opts = new(ConnectOpts, timeout_ms=timeout_ms, client_name=(name or "python").encode())
+        self._ptr = ctypes.c_void_p()
+        check(lib.wsrv_connect(socket.encode() if socket else None, ctypes.byref(opts),
+                               ctypes.byref(self._ptr)), "connect")
+
+    def _p(self):
+        if not self._ptr:
+            raise ValueError("the client is closed")
+        return self._ptr
+
+    def models(self):
+        """The models served: a list of dicts (wsrv_model_info's fields)."""
+        lst = ctypes.c_void_p()
+        check(lib.wsrv_list_models(self._p(), ctypes.byref(lst)), "list models")
+        try:
+            out = []
+            for i in range(lib.wsrv_model_list_count(lst)):
+                mi = new(ModelInfo)
+                check(lib.wsrv_model_list_at(lst, i, ctypes.byref(mi)))
+                out.append(_fields(mi))
+            return out
+        finally:
+            lib.wsrv_model_list_free(lst)
+
+    def stats(self):
+        """The server's counters: its totals, "models" and "regions"."""
+        st = ctypes.c_void_p()
+        check(lib.wsrv_stats(self._p(), ctypes.byref(st)), "stats")
+        try:
+            sv = new(ServerStats)
+            check(lib.wsrv_stats_server(st, ctypes.byref(sv)))
+            out = _fields(sv)
+            out["models"] = [_fields(self._at(lib.wsrv_stats_model, ModelStats, st, i))
+                             for i in range(lib.wsrv_stats_model_count(st))]
+            out["regions"] = [_fields(self._at(lib.wsrv_stats_region, RegionInfo, st, i))
+                              for i in range(lib.wsrv_stats_region_count(st))]
+            return out
+        finally:
+            lib.wsrv_stats_free(st)
+
+    @staticmethod
+    def _at(fn, struct, st, i):
+        s = new(struct)
+        check(fn(st, i, ctypes.byref(s)))
+        return s
+
+    def attach(self, name):
+        """Attaches a model: a Model (a context manager)."""
+        return Model(self._p(), name)
+
+    def close(self):
+        """Disconnects; attached models stay readable until closed."""
+        if self._ptr:
+            lib.wsrv_disconnect(self._ptr)
+            self._ptr = ctypes.c_void_p()
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def connect(socket=None, name=None, timeout_ms=0):
+    """Connects to wsrvd at socket (None: $WSRV_SOCKET, else
+    $XDG_RUNTIME_DIR/wsrv.sock, else /run/wsrv/wsrv.sock)."""
+    return Client(socket, name, timeout_ms)

@@ -1,0 +1,18 @@
+# SPDX-License-Identifier: MIT
+"""The package's exception."""
+
+import errno as _errno
+import os
+
+
+class WsrvError(OSError):
+    """A libwsrv call failed: .errno is the positive errno value, .message
+    the library's sentence (wsrv_last_error)."""
+
+    def __init__(self, code, message):
+        super().__init__(code, message)
+        self.message = message
+
+    def __str__(self):
+        name = _errno.errorcode.get(self.errno, str(self.errno))
+        return f"[{name}] {self.message or os.strerror(self.errno)}"

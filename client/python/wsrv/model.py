@@ -1,0 +1,251 @@
+# SPDX-License-Identifier: MIT
+"""An attached model: a read-only Mapping of tensor names to Tensors whose
+.numpy() and .torch() are views of the shared mapping."""
+
+import ctypes
+import json
+import warnings
+from collections.abc import Mapping
+
+import numpy as np
+
+from . import _dtypes
+from ._lib import (LayerInfo, Layout, StreamOpts, TensorInfo, View, check, lib, new, text)
+from .errors import WsrvError
+from .plan import Plan
+
+
+class _ModelHandle:
+    """Owns a wsrv_model. Every view holds it, so the mapping stays until
+    the model is closed and the last view is gone."""
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    def __del__(self):
+        if self.ptr:
+            lib.wsrv_detach(self.ptr)
+            self.ptr = None
+
+
+def bytes_view(owner, addr, nbytes):
+    """A read-only memoryview of nbytes at addr that keeps owner alive."""
+    arr = (ctypes.c_char * nbytes).from_address(addr)
+    arr._wsrv_owner = owner
+    return memoryview(arr).cast("B").toreadonly()
+
+
+def torch_of(array, code):
+    """torch.from_numpy without a copy (the array is read-only: torch's
+    warning about that is expected and silenced), viewed as code's dtype."""
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not writable.*")
+        t = torch.from_numpy(array)
+    want = _dtypes.torch_dtype(code)
+    return t.view(want) if want is not None and t.dtype != want else t
+
+
+def array_of(mv, code, shape, nbytes, for_torch):
+    """mv's bytes as an ndarray: the element dtype (or, for torch, the
+    carrier of its size) in shape; a uint8 view where there is none."""
+    np_dt = _dtypes.numpy_dtype(code)
+    if for_torch and _dtypes.torch_dtype(code) is not None:
+        np_dt = _dtypes.carrier(code)
+    if np_dt is None or (for_torch and _dtypes.torch_dtype(code) is None):
+        a = np.frombuffer(mv, dtype=np.uint8, count=nbytes)
+        return a.reshape(shape) if _dtypes.itemsize(code) == 1 else a
+    return np.frombuffer(mv, dtype=np_dt, count=nbytes // np.dtype(np_dt).itemsize).reshape(shape)
+
+
+class Tensor:
+    """One tensor of an attached model: name, dtype (the safetensors name),
+    shape, layer (-1: the global group), nbytes, xxh3; views of its bytes."""
+
+    __slots__ = ("name", "dtype", "shape", "layer", "nbytes", "xxh3", "_code", "_addr", "_owner")
+
+    def __init__(self, info, owner):
+        self.name = text(info.name)
+        self._code = info.dtype
+        self.dtype = _dtypes.name(info.dtype)
+        self.shape = tuple(info.shape[k] for k in range(info.rank))
+        self.layer = info.layer
+        self.nbytes = info.size
+        self.xxh3 = info.xxh3
+        self._addr = info.data or 0
+        self._owner = owner
+
+    def _mv(self):
+        return bytes_view(self._owner, self._addr, self.nbytes)
+
+    def numpy(self):
+        """A read-only ndarray over the shared mapping (uint8 bytes for a
+        dtype numpy lacks; BF16 as its uint16 bits)."""
+        return array_of(self._mv(), self._code, self.shape, self.nbytes, False)
+
+    def torch(self):
+        """A torch tensor over the shared mapping, no copy. It must not be
+        written: the pages are mapped read-only (a write faults)."""
+        return torch_of(array_of(self._mv(), self._code, self.shape, self.nbytes, True), self._code)
+
+    def __repr__(self):
+        return f"<wsrv.Tensor {self.name} {self.dtype}{list(self.shape)} layer {self.layer}>"
+
+
+class Layer:
+    """A layer group: its index (-1: global), tensor names, bytes."""
+
+    def __init__(self, info, names):
+        self.index = info.index
+        self.names = names
+        self.nbytes = info.bytes
+
+    def __repr__(self):
+        return f"<wsrv.Layer {self.index}: {len(self.names)} tensors, {self.nbytes} bytes>"
+
+
+class StateDict(dict):
+    """A rank's tensors by name; .copied names the ones a layout forced to
+    be copies (the rest are views of the shared mapping)."""
+
+    def __init__(self):
+        super().__init__()
+        self.copied = set()
+
+
+class Model(Mapping):
+    """An attached model (Client.attach). A context manager; close()
+    detaches once the last view of it is gone."""
+
+    def __init__(self, client_ptr, name):
+        ptr = ctypes.c_void_p()
+        check(lib.wsrv_attach(client_ptr, name.encode(), ctypes.byref(ptr)), f"attach {name}")
+        self.name = name
+        self._h = _ModelHandle(ptr)
+        n = lib.wsrv_model_tensor_count(ptr)
+        self._names = []
+        for i in range(n):
+            ti = new(TensorInfo)
+            check(lib.wsrv_model_tensor(ptr, i, ctypes.byref(ti)))
+            self._names.append(text(ti.name))
+        self._index = {nm: i for i, nm in enumerate(self._names)}
+        self._config = None
+
+    def _ptr(self):
+        if self._h is None:
+            raise WsrvError(9, f"model {self.name} is closed")  # EBADF
+        return self._h.ptr
+
+    def _tensor_at(self, i):
+        ti = new(TensorInfo)
+        check(lib.wsrv_model_tensor(self._ptr(), i, ctypes.byref(ti)))
+        return Tensor(ti, self._h)
+
+    def __getitem__(self, name):
+        i = self._index.get(name)
+        if i is None:
+            raise KeyError(name)
+        return self._tensor_at(i)
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self):
+        return len(self._names)
+
+    def tensor(self, name):
+        """The tensor by name; WsrvError(ENOENT) when there is none."""
+        ti = new(TensorInfo)
+        check(lib.wsrv_model_find(self._ptr(), name.encode(), ctypes.byref(ti)), name)
+        return Tensor(ti, self._h)
+
+    def layers(self):
+        """The layer groups in order: the global group (-1) first."""
+        out = []
+        for i in range(lib.wsrv_model_layer_count(self._ptr())):
+            li = new(LayerInfo)
+            check(lib.wsrv_model_layer_at(self._ptr(), i, ctypes.byref(li)))
+            out.append(Layer(li, self._names[li.first:li.first + li.count]))
+        return out
+
+    @property
+    def config(self):
+        """The model's config.json, parsed ({} when it had none)."""
+        if self._config is None:
+            n = ctypes.c_size_t()
+            p = lib.wsrv_model_config(self._ptr(), ctypes.byref(n))
+            self._config = json.loads(ctypes.string_at(p, n.value)) if p else {}
+        return self._config
+
+    def fp8_block(self):
+        """The FP8 scale block [rows, cols] the config states ([128, 128])."""
+        b = (ctypes.c_uint64 * 2)()
+        check(lib.wsrv_model_fp8_block(self._ptr(), b))
+        return (b[0], b[1])
+
+    def state_dict(self, plan=None, rank=0, world=1):
+        """A rank's tensors under the plan's tp_plan as torch tensors: views
+        of the shared mapping where its part is contiguous or strided, a
+        copy only where a layout needs one (named in .copied). Another
+        rank's experts are absent."""
+        from .stream import open_raw
+
+        p = Plan.of(plan)
+        s = open_raw(self._ptr(), None, p, new(StreamOpts, slots=1, rank=rank, world=world))
+        try:
+            return self._views(s, rank)
+        finally:
+            lib.wsrv_stream_close(s)
+
+    def _views(self, s, rank):
+        out = StateDict()
+        for i, nm in enumerate(self._names):
+            v, lay = new(View), new(Layout)
+            check(lib.wsrv_stream_view(s, i, ctypes.byref(v)))
+            if not v.present:
+                continue
+            check(lib.wsrv_stream_layout(s, i, ctypes.byref(lay)))
+            shape = tuple(v.shape[k] for k in range(v.rank))
+            t, copied = _part(self._tensor_at(i), lay, shape, v.bytes)
+            out[nm] = t
+            if copied:
+                out.copied.add(nm)
+        return out
+
+    def stream(self, device="host", plan=None, slots=2, rank=0, world=1, **kw):
+        """A layer stream on a device (see wsrv.Stream)."""
+        from .stream import Stream
+
+        return Stream(self, device=device, plan=plan, slots=slots, rank=rank, world=world, **kw)
+
+    def close(self):
+        self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"<wsrv.Model {self.name}: {len(self)} tensors>"
+
+
+def _part(tensor, lay, shape, nbytes):
+    """The rank's part of tensor by its layout: (torch tensor, copied?)."""
+    full = tensor.torch().reshape(-1)
+    es = full.element_size()
+    if any(x % es for x in (lay.offset, lay.row_bytes, lay.row_pitch)):
+        raise WsrvError(22, f"{tensor.name}: its layout is not in whole elements")
+    off, n = lay.offset // es, lay.row_bytes // es
+    if lay.rows == 1:
+        part = full[off:off + n]
+        return (part.view(shape) if _dtypes.itemsize(tensor._code) else part), False
+    strided = full.as_strided((lay.rows, n), (lay.row_pitch // es, 1), full.storage_offset() + off)
+    if shape == (lay.rows, n):
+        return strided, False
+    try:
+        return strided.view(shape), False
+    except RuntimeError:
+        return strided.reshape(shape).clone(), True

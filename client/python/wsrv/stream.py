@@ -1,0 +1,171 @@
+# SPDX-License-Identifier: MIT
+"""Layer streams: `for layer in stream:` yields each layer's tensors on the
+device, acquired, and releases it when the loop moves on."""
+
+import ctypes
+from collections.abc import Mapping
+
+import numpy as np
+
+from . import _dtypes
+from ._lib import (CudaOpts, HostOpts, Sharing, StreamOpts, StreamStats, View, check, lib,
+                   new, text)
+from .model import array_of, bytes_view, torch_of
+from .plan import Plan
+
+SHARE = {None: 0, True: 2, False: 1}
+ROLES = {0: "private", 1: "writer", 2: "reader"}
+
+
+def open_raw(model_ptr, dev_ptr, plan, opts):
+    s = ctypes.c_void_p()
+    check(lib.wsrv_stream_open(model_ptr, dev_ptr, plan.ptr if plan else None, ctypes.byref(opts),
+                               ctypes.byref(s)), "stream")
+    return s
+
+
+def _device(spec, bandwidth_gbps, device_name, numa_node, compute_stream):
+    d = ctypes.c_void_p()
+    if spec == "host":
+        o = new(HostOpts, numa_node=numa_node, bandwidth_gbps=bandwidth_gbps,
+                device_name=device_name.encode() if device_name else None)
+        check(lib.wsrv_device_host(ctypes.byref(o), ctypes.byref(d)), "host device")
+    elif spec == "cuda" or spec.startswith("cuda:"):
+        o = new(CudaOpts, device=int(spec[5:] or 0) if ":" in spec else 0,
+                compute_stream=compute_stream)
+        check(lib.wsrv_device_cuda(ctypes.byref(o), ctypes.byref(d)), "cuda device")
+    else:
+        raise ValueError(f"device {spec!r}: 'host', 'cuda' or 'cuda:N'")
+    return d
+
+
+class _StreamHandle:
+    """Owns the stream, its device and plan; every tensor handed out holds
+    it, so device memory outlives the views of it."""
+
+    def __init__(self, model_h, plan):
+        self.model_h, self.plan = model_h, plan
+        self.s = self.d = None
+
+    def __del__(self):
+        if self.s:
+            lib.wsrv_stream_close(self.s)
+        if self.d:
+            lib.wsrv_device_destroy(self.d)
+        self.s = self.d = None
+
+
+class _CudaArray:
+    """__cuda_array_interface__ (version 2) over a device pointer."""
+
+    def __init__(self, owner, ptr, shape, typestr):
+        self._owner = owner
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, True),
+                                         "version": 2, "strides": None}
+
+
+class StreamLayer(Mapping):
+    """An acquired layer: its tensors on the device, by name."""
+
+    def __init__(self, stream, index, names):
+        self.index = index
+        self._stream, self._names = stream, names
+
+    def __getitem__(self, name):
+        if name not in self._names:
+            raise KeyError(name)
+        return self._stream.tensor(name)
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self):
+        return len(self._names)
+
+
+class Stream:
+    """A layer stream over a Model on device "host" or "cuda[:N]" with a
+    plan, D slots, a rank and world (tp_plan), share (None: the default,
+    on unless the plan says no; False: a private copy; True: on)."""
+
+    def __init__(self, model, device="host", plan=None, slots=2, rank=0, world=1, share=None,
+                 bandwidth_gbps=0.0, device_name=None, numa_node=-1, compute_stream=None):
+        self.model, self.device = model, device
+        self._h = _StreamHandle(model._h, Plan.of(plan))
+        self._h.d = _device(device, bandwidth_gbps, device_name, numa_node, compute_stream)
+        opts = new(StreamOpts, slots=slots, rank=rank, world=world, share=SHARE[share])
+        self._h.s = open_raw(model._ptr(), self._h.d, self._h.plan, opts)
+        self._names = list(model)
+        self._index = {nm: i for i, nm in enumerate(self._names)}
+        self._layers = [l for l in model.layers() if l.index >= 0]
+
+    def _ptr(self):
+        if self._h is None:
+            raise ValueError("the stream is closed")
+        return self._h.s
+
+    def tensor(self, name):
+        """A tensor on the device: resident ones always, streamed ones while
+        their layer is acquired (WsrvError EAGAIN otherwise). Valid until
+        its layer is released (streamed) or the stream closes."""
+        i = self._index[name]
+        v, dev = new(View), ctypes.c_void_p()
+        check(lib.wsrv_stream_view(self._ptr(), i, ctypes.byref(v)))
+        check(lib.wsrv_stream_tensor_at(self._ptr(), i, ctypes.byref(dev)), name)
+        shape = tuple(v.shape[k] for k in range(v.rank))
+        code = self.model._tensor_at(i)._code
+        if self.device == "host":
+            a = array_of(bytes_view(self._h, dev.value, v.bytes), code, shape, v.bytes, True)
+            return torch_of(a, code)
+        return self._cuda_tensor(dev.value, shape, code, v.bytes)
+
+    def _cuda_tensor(self, ptr, shape, code, nbytes):
+        import torch
+
+        carrier = np.dtype(_dtypes.carrier(code) if _dtypes.torch_dtype(code) else np.uint8)
+        if _dtypes.torch_dtype(code) is None:
+            shape = shape if _dtypes.itemsize(code) == 1 else (nbytes,)
+        t = torch.as_tensor(_CudaArray(self._h, ptr, shape, carrier.str), device="cuda")
+        want = _dtypes.torch_dtype(code)
+        return t.view(want) if want is not None and t.dtype != want else t
+
+    def resident(self):
+        """Every resident tensor on the device, by name."""
+        return {nm: self.tensor(nm) for i, nm in enumerate(self._names)
+                if lib.wsrv_stream_residency(self._ptr(), i) == 1}
+
+    def __iter__(self):
+        """One pass: each numbered layer acquired in turn, released when the
+        loop moves on (or leaves)."""
+        for layer in self._layers:
+            check(lib.wsrv_stream_acquire(self._ptr(), layer.index), f"acquire layer {layer.index}")
+            try:
+                present = [nm for nm in layer.names
+                           if lib.wsrv_stream_residency(self._ptr(), self._index[nm]) != 3]
+                yield StreamLayer(self, layer.index, present)
+            finally:
+                lib.wsrv_stream_release(self._ptr(), layer.index)
+
+    def stats(self):
+        """The stream's counters (wsrv_stream_stats) and how it shares."""
+        st, sh = new(StreamStats), new(Sharing)
+        check(lib.wsrv_stream_stats(self._ptr(), ctypes.byref(st)))
+        check(lib.wsrv_stream_sharing(self._ptr(), ctypes.byref(sh)))
+        out = {f: getattr(st, f) for f, _ in StreamStats._fields_ if f != "struct_size"}
+        out.update(share=ROLES.get(sh.role, "?"), share_note=text(sh.note),
+                   share_device=text(sh.device), region_bytes=sh.region_bytes)
+        return out
+
+    def report(self):
+        """Sends the counters to the server (wsrvctl stats)."""
+        check(lib.wsrv_stream_report(self._ptr()))
+
+    def close(self):
+        """Closes once no tensor of it is left (they keep it alive)."""
+        self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
