@@ -32,9 +32,9 @@ static void print_sharing(const struct wsrv_stream *s, const struct wsrv_stream_
 		printf("worker %d: resident tensors: a private copy of %.1f MiB (%s)\n", (int)getpid(),
 		       (double)st->resident_bytes / 1048576, sh.note);
 	else
-		printf("worker %d: resident tensors: %.1f MiB in shared device region %u on %s (%s, filled by pid %u); %.1f MiB of slots private\n",
+		printf("worker %d: resident tensors: %.1f MiB in shared device region %u on %s (%s %u); %.1f MiB of slots private\n",
 		       (int)getpid(), (double)st->shared_bytes / 1048576, sh.region_id, sh.device,
-		       sh.role == WSRV_SHARE_WRITER ? "this worker filled it" : "mapped read-only",
+		       sh.role == WSRV_SHARE_WRITER ? "filled by this worker, pid" : "mapped read-only, filled by pid",
 		       sh.writer_pid, (double)st->private_bytes / 1048576);
 }
 
