@@ -9,7 +9,7 @@ layer stream. Pure Python over libwsrv.so.1 (ctypes); docs/python.md.
         sd = m.state_dict(plan={"tp_plan": {...}}, rank=0, world=2)
 """
 
-from ._lib import lib as _lib
+from ._lib import lib as _libwsrv
 from .client import Client, connect
 from .errors import WsrvError
 from .model import Layer, Model, StateDict, Tensor
@@ -19,7 +19,7 @@ from .stream import Stream, StreamLayer
 
 def version():
     """libwsrv's version."""
-    return _lib.wsrv_version().decode()
+    return _libwsrv.wsrv_version().decode()
 
 
 __all__ = ["Client", "connect", "Layer", "Model", "Plan", "StateDict", "Stream", "StreamLayer",
