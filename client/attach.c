@@ -152,6 +152,8 @@ WSRV_EXPORT int wsrv_attach(struct wsrv_client *c, const char *model, struct wsr
 	pthread_mutex_unlock(&c->lock);
 	m->c = c;
 	m->attach_id = resp->attach->attach_id;
+	m->generation = resp->attach->generation;
+	m->manifest_hash = resp->attach->manifest_hash;
 	r = setup(m, fds, nfds, resp->attach);
 	/* The mappings keep the memory; the fds are not needed any more. */
 	pkt_close_fds(fds, nfds);
@@ -160,6 +162,7 @@ WSRV_EXPORT int wsrv_attach(struct wsrv_client *c, const char *model, struct wsr
 		model_free(m);
 		return r;
 	}
+	cl_model_link(c, m);
 	*out = m;
 	return 0;
 }
@@ -187,7 +190,8 @@ WSRV_EXPORT void wsrv_detach(struct wsrv_model *m)
 	d.attach_id = m->attach_id;
 	q.body_case = WSRV__REQUEST__BODY_DETACH;
 	q.detach = &d;
-	if (cl_connected(m->c))
+	cl_model_unlink(m->c, m);
+	if (cl_connected(m->c) && !m->stale)
 		simple_call(m->c, &q); /* a server that is gone has forgotten us anyway */
 	model_free(m);
 }
@@ -202,6 +206,8 @@ WSRV_EXPORT int wsrv_fetch_layer(struct wsrv_model *m, int32_t index, struct wsr
 
 	CL_NEED(m);
 	CL_NEED(out);
+	if ((ret = cl_model_fresh(m)) < 0)
+		return ret;
 	f.attach_id = m->attach_id;
 	f.layer = index;
 	q.body_case = WSRV__REQUEST__BODY_FETCH_LAYER;

@@ -12,19 +12,32 @@
 #include "wsrv.h"
 #include "wsrv.pb-c.h"
 
+#define CL_REMAP 64
+
 struct wsrv_client {
 	int fd;                      /* -1 once the connection is gone */
-	pthread_mutex_t lock;        /* one request at a time */
+	pthread_mutex_t lock;        /* one request at a time; the fields below */
 	unsigned refs;               /* the caller's, plus one per model */
 	uint64_t seq;
 	uint32_t max_packet;
 	uint8_t *buf;                /* max_packet bytes */
 	char server_version[32];
+	/* To connect again after the server restarted (reconnect.c). */
+	char path[108];
+	char name[65];
+	int timeout_ms;
+	struct wsrv_model *models;   /* attached through this client (not owned) */
+	uint32_t remap_old[CL_REMAP], remap_new[CL_REMAP]; /* attach ids, last reconnect */
+	int nremap;
+	unsigned reconnects;
 };
 
 struct wsrv_model {
 	struct wsrv_client *c;       /* holds a reference */
+	struct wsrv_model *next;     /* in c->models, under c->lock */
 	uint32_t attach_id;
+	uint64_t generation, manifest_hash; /* what was attached */
+	bool stale;                  /* the server has another generation now */
 	char *name;
 	const uint8_t *manifest;     /* read-only mapping */
 	size_t manifest_len;
@@ -77,6 +90,30 @@ void cl_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * the client's lock. */
 int cl_call(struct wsrv_client *c, Wsrv__Request *req, Wsrv__Response **resp,
 	    int *fds, int maxfds, int *nfds);
+
+/* Under c->lock: one request and its reply on the current connection (no
+ * reconnect); what cl_call does inside its lock. */
+int cl_exchange(struct wsrv_client *c, Wsrv__Request *req, int send_fd, Wsrv__Response **resp,
+		int *fds, int maxfds, int *nfds);
+
+/* A connected socket to the server at path (receive and send timeouts
+ * timeout_ms), or a negative errno with a sentence. */
+int cl_open_socket(const char *path, int timeout_ms);
+/* Under c->lock: the handshake on a new connection. */
+int cl_hello(struct wsrv_client *c);
+
+/* Under c->lock, with no connection: connects to c->path again, says Hello
+ * and re-attaches every model of c; a model whose generation changed is
+ * marked stale. 0 or a negative errno with a sentence. (reconnect.c) */
+int cl_reconnect(struct wsrv_client *c);
+/* The attach id in req, updated after a reconnect gave it a new one;
+ * -ESTALE when its model is stale. */
+int cl_remap(struct wsrv_client *c, Wsrv__Request *req);
+/* Adds m to / removes m from c's models (takes c->lock). */
+void cl_model_link(struct wsrv_client *c, struct wsrv_model *m);
+void cl_model_unlink(struct wsrv_client *c, struct wsrv_model *m);
+/* -ESTALE with a sentence when m's generation was replaced; else 0. */
+int cl_model_fresh(const struct wsrv_model *m);
 
 /* cl_call that sends send_fd (>= 0; the caller keeps it) with the request. */
 int cl_call_fd(struct wsrv_client *c, Wsrv__Request *req, int send_fd, Wsrv__Response **resp,

@@ -161,32 +161,62 @@ int cl_call(struct wsrv_client *c, Wsrv__Request *req, Wsrv__Response **resp,
 	return cl_call_fd(c, req, -1, resp, fds, maxfds, nfds);
 }
 
-int cl_call_fd(struct wsrv_client *c, Wsrv__Request *req, int send_fd, Wsrv__Response **resp,
-	       int *fds, int maxfds, int *nfds)
+int cl_exchange(struct wsrv_client *c, Wsrv__Request *req, int send_fd, Wsrv__Response **resp,
+		int *fds, int maxfds, int *nfds)
 {
-	Wsrv__Response *r = NULL;
 	size_t len;
-	int ret, n = 0;
+	int ret;
 
-	pthread_mutex_lock(&c->lock);
-	if (c->fd < 0) {
-		pthread_mutex_unlock(&c->lock);
+	if (c->fd < 0)
 		return cl_err(-ENOTCONN, "not connected to the server (it stopped or was lost); connect again");
-	}
 	req->seq = ++c->seq;
 	len = wsrv__request__get_packed_size(req);
-	if (len > c->max_packet) {
-		pthread_mutex_unlock(&c->lock);
+	if (len > c->max_packet)
 		return cl_err(-EMSGSIZE, "request of %zu bytes is over the server's %u", len, c->max_packet);
-	}
 	wsrv__request__pack(req, c->buf);
 	ret = pkt_send(c->fd, c->buf, len, send_fd >= 0 ? &send_fd : NULL, send_fd >= 0);
 	if (ret < 0)
 		ret = lost(c, ret);
 	else
-		ret = recv_reply(c, req->seq, &r, fds, maxfds, &n);
+		ret = recv_reply(c, req->seq, resp, fds, maxfds, nfds);
 	if (ret == -ENOTCONN || ret == -ETIMEDOUT || ret == -EBADMSG || ret == -EACCES)
 		drop(c);
+	return ret;
+}
+
+/* Under c->lock: cl_reconnect; when it fails, -ENOTCONN saying why the
+ * connection went (why) and why it could not be made again. */
+static int again(struct wsrv_client *c, const char *why)
+{
+	char was[256];
+	int r;
+
+	snprintf(was, sizeof(was), "%s", why);
+	if ((r = cl_reconnect(c)) == 0)
+		return 0;
+	return cl_err(-ENOTCONN, "%s (connecting again: %s)", was, wsrv_last_error());
+}
+
+int cl_call_fd(struct wsrv_client *c, Wsrv__Request *req, int send_fd, Wsrv__Response **resp,
+	       int *fds, int maxfds, int *nfds)
+{
+	Wsrv__Response *r = NULL;
+	int ret, n = 0;
+
+	pthread_mutex_lock(&c->lock);
+	/* A server that went away (a restart, a hand-over) is connected to
+	 * again, once per call, and the request sent again there. */
+	ret = 0;
+	if (c->fd < 0 && c->path[0]) {
+		ret = again(c, "not connected to the server");
+		if (ret == 0)
+			ret = cl_remap(c, req);
+	}
+	if (ret == 0)
+		ret = cl_exchange(c, req, send_fd, &r, fds, maxfds, &n);
+	if (ret == -ENOTCONN && c->path[0] && c->fd < 0 && (ret = again(c, wsrv_last_error())) == 0 &&
+	    (ret = cl_remap(c, req)) == 0)
+		ret = cl_exchange(c, req, send_fd, &r, fds, maxfds, &n);
 	pthread_mutex_unlock(&c->lock);
 	if (ret == 0 && r->body_case == WSRV__RESPONSE__BODY_ERROR) {
 		ret = error_reply(r);
@@ -217,7 +247,8 @@ int cl_query(struct wsrv_client *c, Wsrv__Request *q, int want, Wsrv__Response *
 	return 0;
 }
 
-static int hello(struct wsrv_client *c, const char *name)
+/* Under c->lock. */
+int cl_hello(struct wsrv_client *c)
 {
 	Wsrv__Request q = WSRV__REQUEST__INIT;
 	Wsrv__Hello h = WSRV__HELLO__INIT;
@@ -225,11 +256,16 @@ static int hello(struct wsrv_client *c, const char *name)
 	int fds[1], n, ret;
 
 	h.protocol = WSRV_PROTOCOL_VERSION;
-	h.client_name = (char *)(name ? name : "");
+	h.client_name = c->name;
 	h.pid = (uint32_t)getpid();
 	q.body_case = WSRV__REQUEST__BODY_HELLO;
 	q.hello = &h;
-	ret = cl_call(c, &q, &r, fds, 0, &n);
+	ret = cl_exchange(c, &q, -1, &r, fds, 0, &n);
+	if (ret == 0 && r->body_case == WSRV__RESPONSE__BODY_ERROR) {
+		ret = error_reply(r);
+		wsrv__response__free_unpacked(r, NULL);
+		drop(c);
+	}
 	if (ret < 0)
 		return ret;
 	if (r->body_case != WSRV__RESPONSE__BODY_HELLO || !r->hello ||
@@ -246,7 +282,7 @@ static int hello(struct wsrv_client *c, const char *name)
 	return 0;
 }
 
-static int open_socket(const char *path, int timeout_ms)
+int cl_open_socket(const char *path, int timeout_ms)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
@@ -283,7 +319,7 @@ WSRV_EXPORT int wsrv_connect(const char *path, const struct wsrv_connect_opts *o
 		return cl_err(-EINVAL, "opts->timeout_ms is %d; it must be 0 or more", o.timeout_ms);
 	if (!path && !(path = wsrv_default_socket()))
 		return -ENAMETOOLONG;
-	fd = open_socket(path, o.timeout_ms > 0 ? o.timeout_ms : 10000);
+	fd = cl_open_socket(path, o.timeout_ms > 0 ? o.timeout_ms : 10000);
 	if (fd < 0)
 		return fd;
 	c = calloc(1, sizeof(*c));
@@ -297,8 +333,13 @@ WSRV_EXPORT int wsrv_connect(const char *path, const struct wsrv_connect_opts *o
 	c->fd = fd;
 	c->refs = 1;
 	c->max_packet = WSRV_MAX_PACKET;
+	c->timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : 10000;
+	snprintf(c->path, sizeof(c->path), "%s", path);
+	snprintf(c->name, sizeof(c->name), "%s", o.client_name ? o.client_name : "");
 	pthread_mutex_init(&c->lock, NULL);
-	ret = hello(c, o.client_name);
+	pthread_mutex_lock(&c->lock);
+	ret = cl_hello(c);
+	pthread_mutex_unlock(&c->lock);
 	if (ret < 0) {
 		cl_unref(c);
 		return ret;
@@ -336,6 +377,7 @@ WSRV_EXPORT void wsrv_disconnect(struct wsrv_client *c)
 		return;
 	pthread_mutex_lock(&c->lock);
 	drop(c);
+	c->path[0] = 0; /* closed on purpose: never connected again */
 	pthread_mutex_unlock(&c->lock);
 	cl_unref(c);
 }

@@ -15,6 +15,8 @@ int region_call_open(struct wsrv_model *m, const struct dev_share_info *info, ui
 	Wsrv__Response *r;
 	int fds[1], n = 0, ret;
 
+	if ((ret = cl_model_fresh(m)) < 0)
+		return ret;
 	ro.attach_id = m->attach_id;
 	ro.device = (char *)info->id;
 	ro.kind = info->kind;

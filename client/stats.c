@@ -77,6 +77,8 @@ WSRV_EXPORT int wsrv_stats_server(const struct wsrv_stats *s, struct wsrv_server
 	out->clients_total = st->clients_total;
 	out->arena_bytes = st->arena_bytes;
 	out->rss_bytes = st->rss_bytes;
+	out->started_unix = st->started_unix;
+	out->first_started_unix = st->first_started_unix;
 	return 0;
 }
 
@@ -100,6 +102,8 @@ WSRV_EXPORT int wsrv_stats_model(const struct wsrv_stats *s, size_t i, struct ws
 	out->fetches = m->fetches;
 	out->leases = m->leases;
 	out->arena_bytes = m->arena_bytes;
+	out->generation = m->generation;
+	out->adopted = m->adopted;
 	return 0;
 }
 

@@ -167,6 +167,28 @@ const char *fixtures_dir(void)
 
 #include "wsrv.h"
 
+/* In the child: ts->listen_fds at 3, 4, ... and systemd's variables. */
+static int pass_fds(const struct test_server *ts)
+{
+	int high[256];
+	char v[32];
+
+	if (ts->nlisten > 256)
+		return -1;
+	for (int i = 0; i < ts->nlisten; i++)   /* out of the way of 3..n+2 first */
+		if ((high[i] = fcntl(ts->listen_fds[i], F_DUPFD, 300)) < 0)
+			return -1;
+	for (int i = 0; i < ts->nlisten; i++)
+		if (dup2(high[i], 3 + i) < 0)
+			return -1;
+	snprintf(v, sizeof(v), "%d", ts->nlisten);
+	setenv("LISTEN_FDS", v, 1);
+	snprintf(v, sizeof(v), "%d", (int)getpid());
+	setenv("LISTEN_PID", v, 1);
+	setenv("LISTEN_FDNAMES", ts->listen_names ? ts->listen_names : "", 1);
+	return 0;
+}
+
 static int spawn(struct test_server *ts, const char *name, const char *model, va_list ap)
 {
 	const char *argv[40];
@@ -202,6 +224,10 @@ static int spawn(struct test_server *ts, const char *name, const char *model, va
 				_exit(126);
 		}
 		if (ts->uid && (chmod(ts->dir, 0777) < 0 || setgid(ts->gid) < 0 || setuid(ts->uid) < 0))
+			_exit(126);
+		if (ts->notify_socket)
+			setenv("NOTIFY_SOCKET", ts->notify_socket, 1);
+		if (ts->nlisten > 0 && pass_fds(ts) < 0)
 			_exit(126);
 		execv(argv[0], (char *const *)argv);
 		_exit(127);
@@ -254,6 +280,11 @@ static int respawn(struct test_server *ts, const char *name, const char *model, 
 int server_restart(struct test_server *ts, const char *name, const char *model)
 {
 	return respawn(ts, name, model, NULL);
+}
+
+int server_restart_with(struct test_server *ts, const char *name, const char *model, const char *arg)
+{
+	return respawn(ts, name, model, arg, NULL);
 }
 
 int server_stop(struct test_server *ts, int sig)

@@ -63,6 +63,12 @@ struct test_server {
 	unsigned nofile;
 	uid_t uid;
 	gid_t gid;
+	/* Playing systemd: NOTIFY_SOCKET for the server, and fds handed to it
+	 * as LISTEN_FDS (at 3, 4, ...) named by listen_names (colon-joined). */
+	const char *notify_socket;
+	const int *listen_fds;
+	int nlisten;
+	const char *listen_names;
 };
 
 /* Starts $WSRVD --socket ... --no-lock --hugepages off --model NAME=PATH
@@ -71,6 +77,8 @@ struct test_server {
 int server_start(struct test_server *ts, const char *name, const char *model, ...);
 /* Starts again on the same socket and directory (after a kill). */
 int server_restart(struct test_server *ts, const char *name, const char *model);
+/* The same with one more argument (NULL: none). */
+int server_restart_with(struct test_server *ts, const char *name, const char *model, const char *arg);
 /* Sends sig and reaps it; returns its exit status (128+sig if killed). */
 int server_stop(struct test_server *ts, int sig);
 /* Open fds of a process, from /proc. */

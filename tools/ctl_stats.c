@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "ctl.h"
 #include "escape.h"
@@ -64,13 +65,15 @@ static json_t *stats_json(const struct wsrv_stats *s)
 	struct wsrv_model_stats m;
 
 	for (size_t i = 0; wsrv_stats_model(s, i, &m) == 0; i++)
-		json_array_append_new(models, json_pack("{s:o, s:i, s:I, s:I, s:I}",
+		json_array_append_new(models, json_pack("{s:o, s:i, s:I, s:I, s:I, s:I, s:b}",
 			"name", ctl_peer_str(m.name), "attached", (int)m.attached,
 			"fetches", (json_int_t)m.fetches, "leases", (json_int_t)m.leases,
-			"arena_bytes", (json_int_t)m.arena_bytes));
+			"arena_bytes", (json_int_t)m.arena_bytes, "generation", (json_int_t)m.generation,
+			"adopted", m.adopted));
 	wsrv_stats_server(s, &v);
-	return json_pack("{s:o, s:f, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:o, s:o, s:o}",
+	return json_pack("{s:o, s:f, s:f, s:f, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:o, s:o, s:o}",
 		"server_version", ctl_peer_str(v.server_version), "uptime_seconds", v.uptime_seconds,
+		"started_unix", v.started_unix, "first_started_unix", v.first_started_unix,
 		"clients", (int)v.clients, "attachments", (int)v.attachments,
 		"leases", (json_int_t)v.leases, "requests", (json_int_t)v.requests,
 		"errors", (json_int_t)v.errors, "clients_total", (json_int_t)v.clients_total,
@@ -88,6 +91,17 @@ static const char *numa_of(const struct wsrv_model_list *l, const char *name)
 		if (strcmp(mi.name, name) == 0)
 			return mi.numa;
 	return "";
+}
+
+/* A wall-clock time, local, to the second. */
+static const char *when(double unix_s, char *buf, size_t len)
+{
+	time_t t = (time_t)unix_s;
+	struct tm tm;
+
+	if (!localtime_r(&t, &tm) || !strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm))
+		snprintf(buf, len, "%.0f", unix_s);
+	return buf;
 }
 
 static void print_regions(const struct wsrv_stats *s)
@@ -110,15 +124,20 @@ static void print_stats(const struct wsrv_stats *s, const struct wsrv_model_list
 	char b1[32], b2[32];
 
 	wsrv_stats_server(s, &v);
-	printf("server     wsrvd %s, up %.1f s\n", esc(v.server_version), v.uptime_seconds);
+	printf("server     wsrvd %s, started %s, up %.1f s", esc(v.server_version),
+	       when(v.started_unix, b1, sizeof(b1)), v.uptime_seconds);
+	if (v.first_started_unix > 0 && v.first_started_unix < v.started_unix - 0.5)
+		printf(" (models served since %s)", when(v.first_started_unix, b2, sizeof(b2)));
+	putchar('\n');
 	printf("clients    %u now (one is this wsrvctl), %" PRIu64 " since start\n", v.clients, v.clients_total);
 	printf("memory     %s of arenas, %s resident in the server\n",
 	       fmt_bytes(v.arena_bytes, b1, sizeof(b1)), fmt_bytes(v.rss_bytes, b2, sizeof(b2)));
 	printf("requests   %" PRIu64 " (%" PRIu64 " errors); %u attachments, %" PRIu64 " leases, %u open fds\n",
 	       v.requests, v.errors, v.attachments, v.leases, v.open_fds);
 	for (size_t i = 0; wsrv_stats_model(s, i, &m) == 0; i++)
-		printf("model      %-20s %u attached, %" PRIu64 " fetches, %" PRIu64 " leases%s%s\n",
-		       esc(m.name), m.attached, m.fetches, m.leases, l ? ", " : "", esc(numa_of(l, m.name)));
+		printf("model      %-20s generation %" PRIu64 "%s, %u attached, %" PRIu64 " fetches, %" PRIu64 " leases%s%s\n",
+		       esc(m.name), m.generation, m.adopted ? " (adopted)" : "", m.attached, m.fetches,
+		       m.leases, l ? ", " : "", esc(numa_of(l, m.name)));
 	for (size_t i = 0; wsrv_stats_stream(s, i, &r) == 0; i++) {
 		printf("stream     client %" PRIu64 " (pid %u, %s) on %s: %" PRIu64 " passes, %s copied in %.3f s, waited %.3f s, %.1f%% hidden, %u slots\n",
 		       r.client_id, r.pid, esc(r.client), esc(r.model), r.passes,

@@ -116,7 +116,8 @@ struct server {
 	struct session *sessions;   /* list */
 	uint32_t nsessions;
 	uint64_t next_session;
-	double started;
+	double started;             /* mono_now() at start */
+	double started_wall;        /* unix seconds of the first start (adoption keeps it) */
 	uint64_t requests, errors, clients_total, refused;
 	uint32_t fd_budget;         /* fds a client may have unread: 4 Attach replies */
 	struct srv_regions regions;

@@ -168,6 +168,8 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 	r->nfds = (int)lm->arena->nseg + 1;
 	ar.attach_id = slot + 1;
 	ar.manifest_size = lm->manifest_size;
+	ar.generation = srv->models[mi].generation;
+	ar.manifest_hash = lm->manifest_hash;
 	ar.n_segment_sizes = lm->arena->nseg;
 	ar.segment_sizes = sizes;
 	resp.seq = seq;

@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -106,6 +107,8 @@ int srv_stats_reply(struct server *srv, uint64_t seq, struct reply *r)
 		ms[i].fetches = m->fetches;
 		ms[i].leases = m->leases;
 		ms[i].arena_bytes = arena_bytes(m->lm->arena);
+		ms[i].generation = m->generation;
+		ms[i].adopted = m->lm->adopted;
 		mp[i] = &ms[i];
 		attachments += m->attached;
 		leases += m->leases;
@@ -113,6 +116,10 @@ int srv_stats_reply(struct server *srv, uint64_t seq, struct reply *r)
 	}
 	st.server_version = WSRV_VERSION_STRING;
 	st.uptime_seconds = mono_now() - srv->started;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	st.started_unix = (double)now.tv_sec + now.tv_nsec / 1e9 - st.uptime_seconds;
+	st.first_started_unix = srv->started_wall;
 	st.clients = srv->nsessions;
 	st.attachments = attachments;
 	st.leases = leases;

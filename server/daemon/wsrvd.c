@@ -7,6 +7,7 @@
  * memory, NUMA and huge-page setup.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <getopt.h>
 #include <signal.h>
@@ -18,8 +19,10 @@
 
 #include "escape.h"
 #include "load_args.h"
+#include "model_adopt.h"
 #include "log.h"
 #include "report.h"
+#include "srv_handover.h"
 #include "srv_loop.h"
 #include "sockpath.h"
 #include "srv_socket.h"
@@ -36,6 +39,7 @@ struct args {
 	int nmodels;
 	int load_only;
 	int json;
+	bool verify_adopted;
 };
 
 static void usage(FILE *f)
@@ -58,6 +62,8 @@ static void usage(FILE *f)
 		"  --max-client-region-bytes SIZE  bytes of the regions one client holds (default 256G)\n"
 		"  --keep-device-regions     keep committed device regions nobody holds (until\n"
 		"                            room is needed or the server stops)\n"
+		"  --verify-adopted          check every checksum of models adopted from a predecessor\n"
+		"                            (systemd's fd store) before serving them\n"
 		"  --load-only               load, report and exit\n"
 		"  --json                    with --load-only: report as JSON on stdout\n"
 		"  --quiet / --verbose       log less / more\n"
@@ -86,7 +92,7 @@ static int add_model(struct args *a, const char *spec)
 	return 0;
 }
 
-enum { O_MODEL = 1, O_LOAD_ONLY, O_JSON, O_QUIET, O_VERBOSE, O_HELP, O_SOCKET, O_UID, O_GID,
+enum { O_MODEL = 1, O_VERIFY_ADOPTED, O_LOAD_ONLY, O_JSON, O_QUIET, O_VERBOSE, O_HELP, O_SOCKET, O_UID, O_GID,
        O_MAX_CLIENTS, O_MAX_LEASES, O_MAX_ATTACH, O_MAX_MESSAGE, O_HELLO_TIMEOUT,
        O_MAX_REGIONS, O_MAX_REGION_BYTES, O_MAX_CLIENT_REGIONS, O_MAX_CLIENT_REGION_BYTES,
        O_KEEP_REGIONS };
@@ -198,6 +204,7 @@ static int parse(int argc, char **argv, struct args *a)
 	static const struct option own[] = {
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "load-only", no_argument, NULL, O_LOAD_ONLY },
+		{ "verify-adopted", no_argument, NULL, O_VERIFY_ADOPTED },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "quiet", no_argument, NULL, O_QUIET },
 		{ "verbose", no_argument, NULL, O_VERBOSE },
@@ -239,6 +246,7 @@ static int parse(int argc, char **argv, struct args *a)
 		switch (c) {
 		case O_MODEL: if (add_model(a, optarg) < 0) return -EINVAL; break;
 		case O_LOAD_ONLY: a->load_only = 1; break;
+		case O_VERIFY_ADOPTED: a->verify_adopted = true; break;
 		case O_JSON: a->json = 1; break;
 		case O_QUIET: log_set_level(LOG_WARN); break;
 		case O_VERBOSE: log_set_level(LOG_DEBUG); break;
@@ -299,8 +307,44 @@ static bool stop_requested(void)
 	       (sigismember(&pending, SIGINT) == 1 || sigismember(&pending, SIGTERM) == 1);
 }
 
-/* Loads every model into srv; any failure stops the server from starting. */
-static int load_for_serving(struct args *a, struct server *srv)
+/* Model i from the predecessor's memfds, when it served the same name and
+ * path and they still match the files; else NULL (why is logged). */
+static struct loaded_model *adopt(struct args *a, int i, struct handover *h, uint64_t *gen)
+{
+	int seg[WSRV_MAX_FDS], idx, mfd;
+	struct loaded_model *lm = NULL;
+	struct errinfo e;
+	uint32_t nseg = 0;
+	uint64_t files = 0;
+	char name[64];
+
+	if ((idx = handover_model(h, a->names[i], a->paths[i], gen, &nseg, &files)) < 0)
+		return NULL;
+	snprintf(name, sizeof(name), "m%d-manifest", idx);
+	mfd = handover_take(h, name);
+	for (uint32_t k = 0; k < nseg; k++) {
+		snprintf(name, sizeof(name), "m%d-seg%u", idx, k);
+		seg[k] = handover_take(h, name);
+	}
+	struct adopt_fds f = { mfd, seg, nseg, files };
+	if (model_adopt(a->names[i], a->paths[i], &a->load, &f, a->verify_adopted, &lm, &e) < 0) {
+		log_warn("model %s: not adopted (%s); loading it from its files", a->names[i], e.msg);
+		if (mfd >= 0)
+			close(mfd);
+		for (uint32_t k = 0; k < nseg; k++)
+			if (seg[k] >= 0)
+				close(seg[k]);
+		return NULL;
+	}
+	log_info("model %s adopted: generation %llu, %.3f s%s", esc(a->names[i]),
+		 (unsigned long long)*gen, lm->total_seconds,
+		 a->verify_adopted ? ", every checksum verified" : "");
+	return lm;
+}
+
+/* Loads every model into srv (adopting what a predecessor left in h); any
+ * failure stops the server from starting. */
+static int load_for_serving(struct args *a, struct server *srv, struct handover *h)
 {
 	srv->models = calloc((size_t)a->nmodels, sizeof(*srv->models));
 	if (!srv->models)
@@ -308,7 +352,17 @@ static int load_for_serving(struct args *a, struct server *srv)
 	for (int i = 0; i < a->nmodels; i++) {
 		struct loaded_model *lm;
 		struct errinfo e;
+		uint64_t gen = 1;
 
+		gen = 0;
+		if ((lm = adopt(a, i, h, &gen))) {
+			srv->models[srv->nmodels].generation = gen ? gen : 1;
+			srv->models[srv->nmodels++].lm = lm;
+			continue;
+		}
+		/* Loaded again where a predecessor served other bytes: a new
+		 * generation, so its clients learn their mapping is not it. */
+		gen = gen + 1;
 		a->load.loader.progress = true;
 		a->load.loader.stop = stop_requested;
 		if (model_load(a->names[i], a->paths[i], &a->load, &lm, &e) < 0) {
@@ -319,7 +373,7 @@ static int load_for_serving(struct args *a, struct server *srv)
 			return -EINVAL;
 		}
 		report_log_loaded(lm);
-		srv->models[srv->nmodels].generation = 1;
+		srv->models[srv->nmodels].generation = gen;
 		srv->models[srv->nmodels++].lm = lm;
 	}
 	return 0;
@@ -376,10 +430,12 @@ static int serve(struct args *a)
 {
 	struct server srv = { .cfg = a->srv };
 	char path[SOCKPATH_MAX];
+	struct handover h;
 	struct errinfo e;
 	int status = 0, lfd, lock;
 	sigset_t stop;
 
+	handover_collect(&h); /* first: LISTEN_FDS are fds 3 and up */
 	if (!srv.cfg.socket_path) {
 		if (sockpath_default(path, sizeof(path), e.msg, sizeof(e.msg)) < 0) {
 			log_err("%s", e.msg);
@@ -400,13 +456,19 @@ static int serve(struct args *a)
 	if (srv_listen(srv.cfg.socket_path, &lfd, &lock, &e) < 0) {
 		log_err("%s", e.msg);
 		status = 1;
-	} else if (load_for_serving(a, &srv) < 0 || fd_limits(&srv) < 0 || stop_requested()) {
+	} else if (load_for_serving(a, &srv, &h) < 0 || fd_limits(&srv) < 0 || stop_requested()) {
 		srv_unlisten(srv.cfg.socket_path, lfd, lock);
 		status = stop_requested() ? 0 : 1; /* asked to stop: not a failure */
-	} else if (srv_run(&srv, lfd, lock, &e) < 0) {
-		log_err("%s", e.msg);
-		status = 1;
+	} else {
+		srv.started_wall = h.started;
+		handover_store(&srv, &h);
+		handover_done(&h); /* what was not adopted is closed now */
+		if (srv_run(&srv, lfd, lock, &e) < 0) {
+			log_err("%s", e.msg);
+			status = 1;
+		}
 	}
+	handover_done(&h);
 	region_free_all(&srv);
 	for (size_t i = 0; i < srv.nmodels; i++)
 		loaded_model_free(srv.models[i].lm);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define HUGE_2M (2u << 20)
@@ -306,6 +307,77 @@ int arena_seal(struct arena *a, struct errinfo *e)
 			return r;
 	}
 	a->sealed = true;
+	return 0;
+}
+
+static int check_adopted(int fd, uint64_t want, uint64_t *size, struct errinfo *e)
+{
+	int need = F_SEAL_SHRINK | F_SEAL_GROW, seals = fcntl(fd, F_GET_SEALS);
+	struct stat st;
+
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return err_set(e, -EBADF, "an adopted segment is not a memfd");
+	if ((uint64_t)st.st_size < want)
+		return err_set(e, -EBADF, "an adopted segment has %lld bytes, not %llu", (long long)st.st_size,
+			       (unsigned long long)want);
+	if (seals < 0 || (seals & need) != need || !(seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)))
+		return err_set(e, -EBADF, "an adopted segment is not sealed against writes and resizing");
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+int arena_adopt(uint32_t nseg, const int *fds, const uint64_t *sizes, uint64_t page_size,
+		bool lock, struct arena **out, struct errinfo *e)
+{
+	struct arena *a = calloc(1, sizeof(*a));
+	int r = 0;
+
+	if (!a || !(a->seg = calloc(nseg ? nseg : 1, sizeof(*a->seg)))) {
+		free(a);
+		return err_set(e, -ENOMEM, "out of memory");
+	}
+	a->nseg = nseg;
+	a->page_size = page_size;
+	a->hugetlb = page_size > 4096;
+	a->locked = lock;
+	a->sealed = true;
+	snprintf(a->numa.desc, sizeof(a->numa.desc), "as adopted");
+	snprintf(a->lock_note, sizeof(a->lock_note), "%s", lock ? "locked once serving" : "not locked");
+	for (uint32_t i = 0; i < nseg; i++)
+		a->seg[i].fd = -1;
+	for (uint32_t i = 0; r == 0 && i < nseg; i++) {
+		uint64_t size = 0;
+		void *p;
+		if ((r = check_adopted(fds[i], sizes[i], &size, e)) < 0)
+			break;
+		p = mmap(NULL, size, PROT_READ, MAP_SHARED, fds[i], 0);
+		if (p == MAP_FAILED) {
+			r = err_set(e, -errno, "cannot map an adopted segment: %s", strerror(errno));
+			break;
+		}
+		a->seg[i].ro = p;
+		a->seg[i].size = size;
+	}
+	if (r < 0) {
+		arena_free(a); /* its fds are still -1: the caller's */
+		return r;
+	}
+	for (uint32_t i = 0; i < nseg; i++)
+		a->seg[i].fd = fds[i];
+	*out = a;
+	return 0;
+}
+
+int arena_lock_pages(struct arena *a, struct errinfo *e)
+{
+	for (uint32_t i = 0; a->locked && i < a->nseg; i++) {
+		struct arena_seg *s = &a->seg[i];
+		if (mlock2(s->ro, s->size, MLOCK_ONFAULT) < 0)
+			return lock_error(s->size, errno, e);
+		if (madvise((void *)s->ro, s->size, MADV_POPULATE_READ) < 0)
+			return err_set(e, -errno, "cannot map and lock %zu bytes of weights: %s", s->size,
+				       strerror(errno));
+	}
 	return 0;
 }
 

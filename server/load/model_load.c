@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <xxhash.h>
 
 #include "manifest.h"
 #include "manifest_write.h"
@@ -85,6 +87,13 @@ static int write_manifest(struct loaded_model *lm, struct errinfo *e)
 	r = manifest_create(lm->model, sizes, lm->arena->page_size, &lm->manifest_fd,
 			    &lm->manifest_size, e);
 	free(sizes);
+	if (r == 0) {
+		void *p = mmap(NULL, lm->manifest_size, PROT_READ, MAP_SHARED, lm->manifest_fd, 0);
+		if (p == MAP_FAILED)
+			return err_set(e, -errno, "cannot map the manifest: %s", strerror(errno));
+		lm->manifest_hash = XXH3_64bits(p, lm->manifest_size);
+		munmap(p, lm->manifest_size);
+	}
 	return r;
 }
 

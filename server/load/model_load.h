@@ -32,6 +32,8 @@ struct loaded_model {
 	int pages_sampled;
 	int manifest_fd;             /* sealed memfd, owned */
 	uint64_t manifest_size;
+	uint64_t manifest_hash;      /* xxh3 of the manifest: the generation's identity */
+	bool adopted;                /* from an earlier wsrvd's memfds (model_adopt) */
 };
 
 /* Loads model `name` from path. On success *out is owned by the caller

@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: MIT
+/* srv_handover.c - restarting without reloading, through systemd's file
+ * descriptor store: wsrvd pushes its memfds (each model's manifest and
+ * segments) and a state record (a sealed memfd holding JSON: the models,
+ * their paths and generations, the first start) with FDSTORE=1; the next
+ * wsrvd receives them back through LISTEN_FDS / LISTEN_FDNAMES and adopts
+ * what still matches its --model arguments. */
+#include "srv_handover.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "escape.h"
+#include "log.h"
+#include "model_adopt.h"
+#include "srv.h"
+
+#ifdef HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+#define STATE_MAX (1u << 20)
+#define STATE_NAME "wsrv-state"
+
+/* The state record's JSON, from its memfd. */
+static json_t *read_state(int fd)
+{
+	struct stat st;
+	json_error_t je;
+	json_t *j = NULL;
+	void *p;
+
+	if (fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size > STATE_MAX)
+		return NULL;
+	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	j = json_loadb(p, (size_t)st.st_size, 0, &je);
+	munmap(p, (size_t)st.st_size);
+	if (j && json_integer_value(json_object_get(j, "wsrv_state")) != 1) {
+		json_decref(j);
+		j = NULL;
+	}
+	return j;
+}
+
+int handover_collect(struct handover *h)
+{
+	struct timespec now;
+
+	memset(h, 0, sizeof(*h));
+	clock_gettime(CLOCK_REALTIME, &now);
+	h->started = (double)now.tv_sec + now.tv_nsec / 1e9;
+#ifdef HAVE_SYSTEMD
+	char **names = NULL;
+	int n = sd_listen_fds_with_names(1, &names);
+
+	if (n <= 0)
+		return 0;
+	h->v = calloc((size_t)n, sizeof(*h->v));
+	for (int i = 0; i < n; i++) {
+		int fd = SD_LISTEN_FDS_START + i;
+		fcntl(fd, F_SETFD, FD_CLOEXEC);
+		if (h->v && names && names[i]) {
+			h->v[h->n].fd = fd;
+			snprintf(h->v[h->n].name, sizeof(h->v[0].name), "%s", names[i]);
+			h->n++;
+		} else {
+			close(fd);
+		}
+		if (names)
+			free(names[i]);
+	}
+	free(names);
+	int sfd = handover_take(h, STATE_NAME);
+	if (sfd >= 0) {
+		h->state = read_state(sfd);
+		close(sfd);
+	}
+	if (h->state && json_is_number(json_object_get(h->state, "started")))
+		h->started = json_number_value(json_object_get(h->state, "started"));
+	log_info("received %zu file descriptors from the store%s", h->n,
+		 h->state ? ", with a state record" : " but no state record: nothing to adopt");
+#endif
+	return 0;
+}
+
+int handover_take(struct handover *h, const char *name)
+{
+	for (size_t i = 0; i < h->n; i++)
+		if (h->v[i].fd >= 0 && strcmp(h->v[i].name, name) == 0) {
+			int fd = h->v[i].fd;
+			h->v[i].fd = -1;
+			return fd;
+		}
+	return -1;
+}
+
+int handover_model(const struct handover *h, const char *name, const char *path,
+		   uint64_t *generation, uint32_t *nseg, uint64_t *files)
+{
+	json_t *models = h->state ? json_object_get(h->state, "models") : NULL, *m;
+	size_t i;
+
+	json_array_foreach(models, i, m) {
+		const char *n = json_string_value(json_object_get(m, "name"));
+		const char *p = json_string_value(json_object_get(m, "path"));
+		json_int_t segs = json_integer_value(json_object_get(m, "segments"));
+		if (!n || !p || strcmp(n, name) != 0 || strcmp(p, path) != 0 || segs <= 0 ||
+		    segs > WSRV_MAX_FDS)
+			continue;
+		*generation = (uint64_t)json_integer_value(json_object_get(m, "generation"));
+		*nseg = (uint32_t)segs;
+		*files = strtoull(json_string_value(json_object_get(m, "files")) ?: "0", NULL, 16);
+		return (int)i;
+	}
+	return -1;
+}
+
+void handover_done(struct handover *h)
+{
+	for (size_t i = 0; i < h->n; i++)
+		if (h->v[i].fd >= 0)
+			close(h->v[i].fd);
+	free(h->v);
+	json_decref(h->state);
+	memset(h, 0, sizeof(*h));
+}
+
+/* The state record for srv, in a sealed memfd (caller closes). */
+static int write_state(const struct server *srv, double started)
+{
+	json_t *models = json_array(), *root;
+	char *text;
+	int fd = -1;
+
+	for (size_t i = 0; i < srv->nmodels; i++) {
+		const struct loaded_model *lm = srv->models[i].lm;
+		char files[24];
+		snprintf(files, sizeof(files), "%016llx", (unsigned long long)model_files_identity(lm->model));
+		json_array_append_new(models, json_pack("{s:s, s:s, s:I, s:i, s:s}", "name", lm->model->name,
+			"path", lm->model->path, "generation", (json_int_t)srv->models[i].generation,
+			"segments", (int)lm->arena->nseg, "files", files));
+	}
+	root = json_pack("{s:i, s:f, s:o}", "wsrv_state", 1, "started", started, "models", models);
+	text = root ? json_dumps(root, JSON_COMPACT) : NULL;
+	json_decref(root);
+	if (text)
+		fd = memfd_create(STATE_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd >= 0 && (write(fd, text, strlen(text)) != (ssize_t)strlen(text) ||
+			fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)) {
+		close(fd);
+		fd = -1;
+	}
+	free(text);
+	return fd;
+}
+
+#ifdef HAVE_SYSTEMD
+static int push(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int push(int fd, const char *fmt, ...)
+{
+	char name[64], msg[128];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof(name), fmt, ap);
+	va_end(ap);
+	snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=%s", name);
+	return sd_pid_notify_with_fds(0, 0, msg, &fd, 1);
+}
+#endif
+
+int handover_store(const struct server *srv, const struct handover *h)
+{
+#ifdef HAVE_SYSTEMD
+	int sfd, r = 0;
+	size_t pushed = 0;
+
+	if (!getenv("NOTIFY_SOCKET"))
+		return 0;
+	/* What the store held is replaced, not added to. */
+	for (size_t i = 0; i < h->n; i++) {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=%s", h->v[i].name);
+		sd_notify(0, msg);
+	}
+	sd_notify(0, "FDSTOREREMOVE=1\nFDNAME=" STATE_NAME);
+	for (size_t i = 0; r >= 0 && i < srv->nmodels; i++) {
+		const struct loaded_model *lm = srv->models[i].lm;
+		r = push(lm->manifest_fd, "m%zu-manifest", i);
+		for (uint32_t k = 0; r >= 0 && k < lm->arena->nseg; k++)
+			r = push(lm->arena->seg[k].fd, "m%zu-seg%u", i, k);
+		pushed += 1 + lm->arena->nseg;
+	}
+	/* The state last: a store without it holds nothing to adopt. */
+	if (r >= 0 && (sfd = write_state(srv, h->started)) >= 0) {
+		r = push(sfd, STATE_NAME);
+		close(sfd);
+		pushed++;
+	}
+	if (r < 0) {
+		log_warn("cannot push the models' memfds to the service manager's fd store: %s (a restart will reload them; FileDescriptorStoreMax= must be at least %zu)",
+			 strerror(-r), pushed + 1);
+		return r;
+	}
+	log_info("%zu file descriptors in the service manager's store: a restart adopts the models instead of loading them",
+		 pushed);
+#endif
+	return 0;
+}

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: MIT
+/* srv_handover.h - restarting without reloading: memfds and a state record
+ * kept in systemd's fd store, adopted by the next wsrvd. */
+#ifndef WSRV_SRV_HANDOVER_H
+#define WSRV_SRV_HANDOVER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct server;
+
+/* An fd received by name. */
+struct handed {
+	char name[64];
+	int fd;                     /* owned; -1 once taken */
+};
+
+struct handover {
+	struct handed *v;
+	size_t n;
+	json_t *state;              /* the predecessor's state record, or NULL */
+	double started;             /* the first start (unix seconds), this one's if none */
+};
+
+/* The fds a predecessor left (LISTEN_FDS / LISTEN_FDNAMES, checked against
+ * LISTEN_PID), and its state record. Always 0: nothing inherited is fine. */
+int handover_collect(struct handover *h);
+/* The fd called name (the caller owns it), or -1. */
+int handover_take(struct handover *h, const char *name);
+/* The predecessor's model `name` at `path`: its index (the fds are
+ * "m<i>-manifest" and "m<i>-seg<k>"), generation and segment count; -1
+ * when it served no such model. */
+int handover_model(const struct handover *h, const char *name, const char *path,
+		   uint64_t *generation, uint32_t *nseg, uint64_t *files);
+/* Closes what nobody took. */
+void handover_done(struct handover *h);
+
+/* Under systemd (NOTIFY_SOCKET), replaces the store's content with srv's
+ * memfds and its state record. 0 or the notify error (logged). */
+int handover_store(const struct server *srv, const struct handover *h);
+
+#endif

@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: MIT
+/* model_adopt.h - a model served again from an earlier wsrvd's memfds (a
+ * restart without a reload): its files' headers are parsed again, and the
+ * adopted manifest and segments must be exactly that layout. */
+#ifndef WSRV_MODEL_ADOPT_H
+#define WSRV_MODEL_ADOPT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model_load.h"
+
+/* The memfds one model was served from, and its files' identity then. */
+struct adopt_fds {
+	int manifest;
+	const int *seg;
+	uint32_t nseg;
+	uint64_t files;             /* model_files_identity when they were loaded */
+};
+
+/* An xxh3 of each file's path, size, device, inode and modification time:
+ * files that changed (rewritten, replaced) give another value. */
+uint64_t model_files_identity(const struct model *m);
+
+/* Builds *out around f: takes f's fds on success (they are the caller's on
+ * failure). check_bytes: every tensor's xxh3 is computed again and compared
+ * (O(size); otherwise only sizes, seals and the layout are checked, O(1) in
+ * the bytes). -ESTALE when the files no longer have the adopted layout. */
+int model_adopt(const char *name, const char *path, const struct load_opts *o,
+		const struct adopt_fds *f, bool check_bytes, struct loaded_model **out,
+		struct errinfo *e);
+
+#endif

@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: MIT
+/* test_restart.c - restarting wsrvd without reloading, through systemd's
+ * file descriptor store. The test plays systemd's part over a real notify
+ * socket: it keeps what wsrvd pushes (FDSTORE=1, FDSTOREREMOVE=1, named),
+ * and starts the next wsrvd with those fds as LISTEN_FDS / LISTEN_FDNAMES,
+ * as systemd does on `systemctl restart`. wsrvd's side is the real one.
+ * The successor adopts the models (no byte read from the files), clients
+ * keep reading their mappings and reconnect on their next call, and files
+ * that changed in between are loaded again instead. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "helpers.h"
+#include "wsrv.h"
+
+#define STORE_MAX 256
+
+/* systemd's fd store, as far as the test plays it. */
+struct store {
+	int sock;
+	char path[200];
+	char names[STORE_MAX][64];
+	int fds[STORE_MAX];
+	int n;
+	bool ready, stopping;
+};
+
+static char *model_dir;
+static int fds_before;
+
+static void store_open(struct store *s, const char *dir)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+
+	memset(s, 0, sizeof(*s));
+	snprintf(s->path, sizeof(s->path), "%s/notify.sock", dir);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%.100s", s->path);
+	assert_true((s->sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) >= 0);
+	assert_int_equal(bind(s->sock, (struct sockaddr *)&a, sizeof(a)), 0);
+}
+
+static void store_remove(struct store *s, const char *name)
+{
+	for (int i = 0; i < s->n; i++)
+		if (strcmp(s->names[i], name) == 0) {
+			close(s->fds[i]);
+			s->fds[i] = s->fds[--s->n];
+			memcpy(s->names[i], s->names[s->n], sizeof(s->names[0]));
+			i--;
+		}
+}
+
+/* One notify message: its assignments, and the fds that came with it. */
+static void store_message(struct store *s, char *msg, const int *fds, int nfds)
+{
+	const char *name = strstr(msg, "FDNAME=");
+	char nm[64] = "stored";
+
+	if (name)
+		sscanf(name + 7, "%63[^\n]", nm);
+	if (strstr(msg, "FDSTOREREMOVE=1"))
+		store_remove(s, nm);
+	for (int i = 0; i < nfds; i++) {
+		if (!strstr(msg, "FDSTORE=1") || s->n == STORE_MAX) {
+			close(fds[i]);
+			continue;
+		}
+		snprintf(s->names[s->n], sizeof(s->names[0]), "%s", nm);
+		s->fds[s->n++] = fds[i];
+	}
+	s->ready |= strstr(msg, "READY=1") != NULL;
+	s->stopping |= strstr(msg, "STOPPING=1") != NULL;
+}
+
+/* Reads notify messages for up to ms milliseconds, or until READY=1. */
+static void store_drain(struct store *s, int ms, bool until_ready)
+{
+	double end = mono_now() + ms / 1e3;
+
+	while (mono_now() < end && !(until_ready && s->ready)) {
+		struct pollfd p = { s->sock, POLLIN, 0 };
+		char buf[4096], ctrl[CMSG_SPACE(sizeof(int) * 16)];
+		struct iovec iov = { buf, sizeof(buf) - 1 };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl,
+				     .msg_controllen = sizeof(ctrl) };
+		int fds[16], nfds = 0;
+		if (poll(&p, 1, 20) <= 0)
+			continue;
+		ssize_t n = recvmsg(s->sock, &mh, MSG_CMSG_CLOEXEC);
+		if (n < 0)
+			continue;
+		buf[n] = 0;
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+				int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+				memcpy(fds + nfds, CMSG_DATA(c), sizeof(int) * (size_t)k);
+				nfds += k;
+			}
+		store_message(s, buf, fds, nfds);
+	}
+}
+
+static void store_close(struct store *s)
+{
+	for (int i = 0; i < s->n; i++)
+		close(s->fds[i]);
+	close(s->sock);
+	unlink(s->path);
+}
+
+/* The names, colon-joined, as LISTEN_FDNAMES. */
+static const char *store_names(const struct store *s)
+{
+	static char buf[STORE_MAX * 64];
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (int i = 0; i < s->n; i++)
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s%s", i ? ":" : "", s->names[i]);
+	return buf;
+}
+
+/* Does the log say what, past its first `from` bytes (the servers before)? */
+static bool log_has(const struct test_server *ts, size_t from, const char *what)
+{
+	size_t len = 0;
+	char *t = (char *)read_file(ts->log, &len);
+	bool has = t && len >= from && strstr(t + from, what);
+
+	free(t);
+	return has;
+}
+
+static size_t log_size(const struct test_server *ts)
+{
+	size_t len = 0;
+	free(read_file(ts->log, &len));
+	return len;
+}
+
+static void model_stats(const char *sock, struct wsrv_model_stats *ms, struct wsrv_server_stats *ss)
+{
+	struct wsrv_client *c;
+	struct wsrv_stats *st;
+
+	assert_int_equal(wsrv_connect(sock, NULL, &c), 0);
+	assert_int_equal(wsrv_stats(c, &st), 0);
+	assert_int_equal(wsrv_stats_model(st, 0, ms), 0);
+	assert_int_equal(wsrv_stats_server(st, ss), 0);
+	wsrv_stats_free(st);
+	wsrv_disconnect(c);
+}
+
+/* Starts a server (again, in the same directory, when ts has one) that
+ * pushes into s and receives what s holds; waits for READY=1. */
+static void start_with_store(struct test_server *ts, struct store *s, const char *extra)
+{
+	int fds[STORE_MAX];
+
+	for (int i = 0; i < s->n; i++)
+		fds[i] = s->fds[i];
+	ts->notify_socket = s->path;
+	ts->listen_fds = fds;
+	ts->nlisten = s->n;
+	ts->listen_names = store_names(s);
+	s->ready = false;
+	assert_int_equal(ts->dir[0] ? server_restart_with(ts, "m", model_dir, extra)
+				    : server_start(ts, "m", model_dir, extra, NULL), 0);
+	store_drain(s, 10000, true);
+	assert_true(s->ready);
+}
+
+/* 1: a restart through the store adopts the model: nothing is loaded, the
+ * generation and the first start carry over, old clients keep reading and
+ * reconnect, and the successor fills the store again. */
+static void restart_adopts(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_model_stats ms;
+	struct wsrv_server_stats ss;
+	struct wsrv_client *c, *c2;
+	struct wsrv_model *m, *m2;
+	struct wsrv_tensor t, t2;
+	struct wsrv_lease l;
+	struct store s;
+	char *dir = test_tmpdir("restart");
+	int stored;
+
+	store_open(&s, dir);
+	start_with_store(&ts, &s, "--verbose");
+	stored = s.n;
+	assert_true(stored >= 3); /* state, manifest, a segment at least */
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_model_tensor(m, 0, &t), 0);
+	model_stats(ts.sock, &ms, &ss);
+	assert_false(ms.adopted);
+	double first = ss.first_started_unix;
+
+	/* systemctl restart: stop (the store keeps its fds), start again. */
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	store_drain(&s, 200, false);
+	assert_int_equal(s.n, stored);
+	size_t mark = log_size(&ts);
+	double t0 = mono_now();
+	start_with_store(&ts, &s, "--verbose");
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c2), 0);
+	assert_int_equal(wsrv_attach(c2, "m", &m2), 0);
+	fprintf(stderr, "restart: %.1f ms from the old server's exit to an attach answered\n",
+		(mono_now() - t0) * 1e3);
+	assert_true(log_has(&ts, mark, "model m adopted"));
+	assert_false(log_has(&ts, mark, "model m loaded"));
+	model_stats(ts.sock, &ms, &ss);
+	assert_true(ms.adopted);
+	assert_int_equal(ms.generation, 1);
+	assert_true(ss.first_started_unix == first && ss.started_unix >= first);
+	/* The same bytes, and the old mapping is still readable. */
+	assert_int_equal(wsrv_model_tensor(m2, 0, &t2), 0);
+	assert_int_equal(t.size, t2.size);
+	assert_memory_equal(t.data, t2.data, t.size);
+	assert_int_equal(t.xxh3, t2.xxh3);
+	/* The old client reconnects on its next call; its attachment holds. */
+	assert_int_equal(wsrv_fetch_layer(m, 0, &l), 0);
+	assert_int_equal(wsrv_release(m, l.id), 0);
+	assert_int_equal(s.n, stored); /* the store was refilled, not added to */
+	wsrv_detach(m);
+	wsrv_detach(m2);
+	wsrv_disconnect(c);
+	wsrv_disconnect(c2);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	store_close(&s);
+	rm_rf(ts.dir);
+	rm_rf(dir);
+	free(dir);
+}
+
+/* 2: files that changed between the two servers are loaded again. */
+static void changed_files_reload(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_model_stats ms;
+	struct wsrv_server_stats ss;
+	struct store s;
+	char *dir = test_tmpdir("restart2"), *mdir = test_tmpdir("restart2-model");
+
+	assert_int_equal(make_model(mdir, "llama-mini", 8 << 20, 2, 1, 1), 0);
+	char *keep = model_dir;
+	model_dir = mdir;
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_lease l;
+
+	store_open(&s, dir);
+	start_with_store(&ts, &s, NULL);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	store_drain(&s, 200, false);
+	/* The same shapes, other bytes. */
+	assert_int_equal(make_model(mdir, "llama-mini", 8 << 20, 2, 1, 2), 0);
+	start_with_store(&ts, &s, NULL);
+	assert_true(log_has(&ts, 0, "not adopted (its files changed"));
+	model_stats(ts.sock, &ms, &ss);
+	assert_false(ms.adopted);
+	assert_int_equal(ms.generation, 2);
+	/* The old client's mapping is the old generation: stale, and says so. */
+	assert_int_equal(wsrv_fetch_layer(m, 0, &l), -ESTALE);
+	assert_non_null(strstr(wsrv_last_error(), "attach it again"));
+	wsrv_detach(m);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_fetch_layer(m, 0, &l), 0);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	model_dir = keep;
+	store_close(&s);
+	rm_rf(ts.dir);
+	rm_rf(dir);
+	rm_rf(mdir);
+	free(dir);
+	free(mdir);
+}
+
+/* 3: --verify-adopted checks every checksum, and a store without the state
+ * record adopts nothing (and leaks nothing). */
+static void verify_and_partial_store(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_model_stats ms;
+	struct wsrv_server_stats ss;
+	struct store s;
+	char *dir = test_tmpdir("restart3");
+
+	store_open(&s, dir);
+	start_with_store(&ts, &s, NULL);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	store_drain(&s, 200, false);
+	start_with_store(&ts, &s, "--verify-adopted");
+	assert_true(log_has(&ts, 0, "every checksum verified"));
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	store_drain(&s, 200, false);
+	store_remove(&s, "wsrv-state");
+	int fds0 = s.n;
+	start_with_store(&ts, &s, NULL);
+	model_stats(ts.sock, &ms, &ss);
+	assert_false(ms.adopted);
+	/* The unused fds it received were closed: the store was refilled. */
+	assert_true(pid_fd_count(ts.pid) < 40);
+	assert_true(s.n >= fds0);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	store_close(&s);
+	rm_rf(ts.dir);
+	rm_rf(dir);
+	free(dir);
+}
+
+static int setup(void **st)
+{
+	signal(SIGPIPE, SIG_IGN);
+	fds_before = count_fds();
+	model_dir = test_tmpdir("restart-model");
+	return model_dir && make_model(model_dir, "llama-mini", 16 << 20, 2, 2, 3) == 0 ? 0 : -1;
+}
+
+static int teardown(void **st)
+{
+	rm_rf(model_dir);
+	free(model_dir);
+	return fd_leak_check(fds_before);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(restart_adopts),
+		cmocka_unit_test(changed_files_reload),
+		cmocka_unit_test(verify_and_partial_store),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
