@@ -165,29 +165,8 @@ const char *fixtures_dir(void)
 #include <sys/wait.h>
 #include <time.h>
 
+#include "fdstore_peer.h"
 #include "wsrv.h"
-
-/* In the child: ts->listen_fds at 3, 4, ... and systemd's variables. */
-static int pass_fds(const struct test_server *ts)
-{
-	int high[256];
-	char v[32];
-
-	if (ts->nlisten > 256)
-		return -1;
-	for (int i = 0; i < ts->nlisten; i++)   /* out of the way of 3..n+2 first */
-		if ((high[i] = fcntl(ts->listen_fds[i], F_DUPFD, 300)) < 0)
-			return -1;
-	for (int i = 0; i < ts->nlisten; i++)
-		if (dup2(high[i], 3 + i) < 0)
-			return -1;
-	snprintf(v, sizeof(v), "%d", ts->nlisten);
-	setenv("LISTEN_FDS", v, 1);
-	snprintf(v, sizeof(v), "%d", (int)getpid());
-	setenv("LISTEN_PID", v, 1);
-	setenv("LISTEN_FDNAMES", ts->listen_names ? ts->listen_names : "", 1);
-	return 0;
-}
 
 static int spawn(struct test_server *ts, const char *name, const char *model, va_list ap)
 {
@@ -225,9 +204,7 @@ static int spawn(struct test_server *ts, const char *name, const char *model, va
 		}
 		if (ts->uid && (chmod(ts->dir, 0777) < 0 || setgid(ts->gid) < 0 || setuid(ts->uid) < 0))
 			_exit(126);
-		if (ts->notify_socket)
-			setenv("NOTIFY_SOCKET", ts->notify_socket, 1);
-		if (ts->nlisten > 0 && pass_fds(ts) < 0)
+		if (ts->store && fdstore_pass(ts->store) < 0)
 			_exit(126);
 		execv(argv[0], (char *const *)argv);
 		_exit(127);

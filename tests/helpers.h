@@ -63,12 +63,9 @@ struct test_server {
 	unsigned nofile;
 	uid_t uid;
 	gid_t gid;
-	/* Playing systemd: NOTIFY_SOCKET for the server, and fds handed to it
-	 * as LISTEN_FDS (at 3, 4, ...) named by listen_names (colon-joined). */
-	const char *notify_socket;
-	const int *listen_fds;
-	int nlisten;
-	const char *listen_names;
+	/* Playing systemd: its notify socket and the fds it hands to the
+	 * server (tools/fdstore_peer.h), or NULL. */
+	const struct fdstore *store;
 };
 
 /* Starts $WSRVD --socket ... --no-lock --hugepages off --model NAME=PATH

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* test_restart.c - restarting wsrvd without reloading, through systemd's
  * file descriptor store. The test plays systemd's part over a real notify
- * socket: it keeps what wsrvd pushes (FDSTORE=1, FDSTOREREMOVE=1, named),
- * and starts the next wsrvd with those fds as LISTEN_FDS / LISTEN_FDNAMES,
- * as systemd does on `systemctl restart`. wsrvd's side is the real one.
+ * socket (tools/fdstore_peer.c): it keeps what wsrvd pushes (FDSTORE=1,
+ * FDSTOREREMOVE=1, named), and starts the next wsrvd with those fds as
+ * LISTEN_FDS / LISTEN_FDNAMES, as systemd does on `systemctl restart`. wsrvd's side is the real one.
  * The successor adopts the models (no byte read from the files), clients
  * keep reading their mappings and reconnect on their next call, and files
  * that changed in between are loaded again instead. */
@@ -25,115 +25,12 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fdstore_peer.h"
 #include "helpers.h"
 #include "wsrv.h"
 
-#define STORE_MAX 256
-
-/* systemd's fd store, as far as the test plays it. */
-struct store {
-	int sock;
-	char path[200];
-	char names[STORE_MAX][64];
-	int fds[STORE_MAX];
-	int n;
-	bool ready, stopping;
-};
-
 static char *model_dir;
 static int fds_before;
-
-static void store_open(struct store *s, const char *dir)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-
-	memset(s, 0, sizeof(*s));
-	snprintf(s->path, sizeof(s->path), "%s/notify.sock", dir);
-	snprintf(a.sun_path, sizeof(a.sun_path), "%.100s", s->path);
-	assert_true((s->sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) >= 0);
-	assert_int_equal(bind(s->sock, (struct sockaddr *)&a, sizeof(a)), 0);
-}
-
-static void store_remove(struct store *s, const char *name)
-{
-	for (int i = 0; i < s->n; i++)
-		if (strcmp(s->names[i], name) == 0) {
-			close(s->fds[i]);
-			s->fds[i] = s->fds[--s->n];
-			memcpy(s->names[i], s->names[s->n], sizeof(s->names[0]));
-			i--;
-		}
-}
-
-/* One notify message: its assignments, and the fds that came with it. */
-static void store_message(struct store *s, char *msg, const int *fds, int nfds)
-{
-	const char *name = strstr(msg, "FDNAME=");
-	char nm[64] = "stored";
-
-	if (name)
-		sscanf(name + 7, "%63[^\n]", nm);
-	if (strstr(msg, "FDSTOREREMOVE=1"))
-		store_remove(s, nm);
-	for (int i = 0; i < nfds; i++) {
-		if (!strstr(msg, "FDSTORE=1") || s->n == STORE_MAX) {
-			close(fds[i]);
-			continue;
-		}
-		snprintf(s->names[s->n], sizeof(s->names[0]), "%s", nm);
-		s->fds[s->n++] = fds[i];
-	}
-	s->ready |= strstr(msg, "READY=1") != NULL;
-	s->stopping |= strstr(msg, "STOPPING=1") != NULL;
-}
-
-/* Reads notify messages for up to ms milliseconds, or until READY=1. */
-static void store_drain(struct store *s, int ms, bool until_ready)
-{
-	double end = mono_now() + ms / 1e3;
-
-	while (mono_now() < end && !(until_ready && s->ready)) {
-		struct pollfd p = { s->sock, POLLIN, 0 };
-		char buf[4096], ctrl[CMSG_SPACE(sizeof(int) * 16)];
-		struct iovec iov = { buf, sizeof(buf) - 1 };
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl,
-				     .msg_controllen = sizeof(ctrl) };
-		int fds[16], nfds = 0;
-		if (poll(&p, 1, 20) <= 0)
-			continue;
-		ssize_t n = recvmsg(s->sock, &mh, MSG_CMSG_CLOEXEC);
-		if (n < 0)
-			continue;
-		buf[n] = 0;
-		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-				int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-				memcpy(fds + nfds, CMSG_DATA(c), sizeof(int) * (size_t)k);
-				nfds += k;
-			}
-		store_message(s, buf, fds, nfds);
-	}
-}
-
-static void store_close(struct store *s)
-{
-	for (int i = 0; i < s->n; i++)
-		close(s->fds[i]);
-	close(s->sock);
-	unlink(s->path);
-}
-
-/* The names, colon-joined, as LISTEN_FDNAMES. */
-static const char *store_names(const struct store *s)
-{
-	static char buf[STORE_MAX * 64];
-	size_t n = 0;
-
-	buf[0] = 0;
-	for (int i = 0; i < s->n; i++)
-		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s%s", i ? ":" : "", s->names[i]);
-	return buf;
-}
 
 /* Does the log say what, past its first `from` bytes (the servers before)? */
 static bool log_has(const struct test_server *ts, size_t from, const char *what)
@@ -168,20 +65,13 @@ static void model_stats(const char *sock, struct wsrv_model_stats *ms, struct ws
 
 /* Starts a server (again, in the same directory, when ts has one) that
  * pushes into s and receives what s holds; waits for READY=1. */
-static void start_with_store(struct test_server *ts, struct store *s, const char *extra)
+static void start_with_store(struct test_server *ts, struct fdstore *s, const char *extra)
 {
-	int fds[STORE_MAX];
-
-	for (int i = 0; i < s->n; i++)
-		fds[i] = s->fds[i];
-	ts->notify_socket = s->path;
-	ts->listen_fds = fds;
-	ts->nlisten = s->n;
-	ts->listen_names = store_names(s);
+	ts->store = s;
 	s->ready = false;
 	assert_int_equal(ts->dir[0] ? server_restart_with(ts, "m", model_dir, extra)
 				    : server_start(ts, "m", model_dir, extra, NULL), 0);
-	store_drain(s, 10000, true);
+	fdstore_drain(s, 10000, true);
 	assert_true(s->ready);
 }
 
@@ -197,11 +87,11 @@ static void restart_adopts(void **st)
 	struct wsrv_model *m, *m2;
 	struct wsrv_tensor t, t2;
 	struct wsrv_lease l;
-	struct store s;
+	struct fdstore s;
 	char *dir = test_tmpdir("restart");
 	int stored;
 
-	store_open(&s, dir);
+	assert_int_equal(fdstore_open(&s, dir), 0);
 	start_with_store(&ts, &s, "--verbose");
 	stored = s.n;
 	assert_true(stored >= 3); /* state, manifest, a segment at least */
@@ -214,7 +104,7 @@ static void restart_adopts(void **st)
 
 	/* systemctl restart: stop (the store keeps its fds), start again. */
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	store_drain(&s, 200, false);
+	fdstore_drain(&s, 200, false);
 	assert_int_equal(s.n, stored);
 	size_t mark = log_size(&ts);
 	double t0 = mono_now();
@@ -243,7 +133,7 @@ static void restart_adopts(void **st)
 	wsrv_disconnect(c);
 	wsrv_disconnect(c2);
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	store_close(&s);
+	fdstore_close(&s);
 	rm_rf(ts.dir);
 	rm_rf(dir);
 	free(dir);
@@ -255,7 +145,7 @@ static void changed_files_reload(void **st)
 	struct test_server ts = { 0 };
 	struct wsrv_model_stats ms;
 	struct wsrv_server_stats ss;
-	struct store s;
+	struct fdstore s;
 	char *dir = test_tmpdir("restart2"), *mdir = test_tmpdir("restart2-model");
 
 	assert_int_equal(make_model(mdir, "llama-mini", 8 << 20, 2, 1, 1), 0);
@@ -265,12 +155,12 @@ static void changed_files_reload(void **st)
 	struct wsrv_model *m;
 	struct wsrv_lease l;
 
-	store_open(&s, dir);
+	assert_int_equal(fdstore_open(&s, dir), 0);
 	start_with_store(&ts, &s, NULL);
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	store_drain(&s, 200, false);
+	fdstore_drain(&s, 200, false);
 	/* The same shapes, other bytes. */
 	assert_int_equal(make_model(mdir, "llama-mini", 8 << 20, 2, 1, 2), 0);
 	start_with_store(&ts, &s, NULL);
@@ -288,7 +178,7 @@ static void changed_files_reload(void **st)
 	wsrv_disconnect(c);
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
 	model_dir = keep;
-	store_close(&s);
+	fdstore_close(&s);
 	rm_rf(ts.dir);
 	rm_rf(dir);
 	rm_rf(mdir);
@@ -303,18 +193,18 @@ static void verify_and_partial_store(void **st)
 	struct test_server ts = { 0 };
 	struct wsrv_model_stats ms;
 	struct wsrv_server_stats ss;
-	struct store s;
+	struct fdstore s;
 	char *dir = test_tmpdir("restart3");
 
-	store_open(&s, dir);
+	assert_int_equal(fdstore_open(&s, dir), 0);
 	start_with_store(&ts, &s, NULL);
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	store_drain(&s, 200, false);
+	fdstore_drain(&s, 200, false);
 	start_with_store(&ts, &s, "--verify-adopted");
 	assert_true(log_has(&ts, 0, "every checksum verified"));
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	store_drain(&s, 200, false);
-	store_remove(&s, "wsrv-state");
+	fdstore_drain(&s, 200, false);
+	fdstore_remove(&s, "wsrv-state");
 	int fds0 = s.n;
 	start_with_store(&ts, &s, NULL);
 	model_stats(ts.sock, &ms, &ss);
@@ -323,7 +213,7 @@ static void verify_and_partial_store(void **st)
 	assert_true(pid_fd_count(ts.pid) < 40);
 	assert_true(s.n >= fds0);
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	store_close(&s);
+	fdstore_close(&s);
 	rm_rf(ts.dir);
 	rm_rf(dir);
 	free(dir);
