@@ -13,5 +13,6 @@ int bench_resolve(int argc, char **argv);
 int bench_pipeline(int argc, char **argv);
 int bench_serve(int argc, char **argv);
 int bench_share_device(int argc, char **argv);
+int bench_restart(int argc, char **argv);
 
 #endif

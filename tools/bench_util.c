@@ -18,7 +18,7 @@
 
 #include "wsrv.h"
 
-static const char *wsrvd_path(void)
+const char *bench_wsrvd_path(void)
 {
 	static char p[PATH_MAX + 32];
 	char self[PATH_MAX];
@@ -55,7 +55,7 @@ int bench_server_launch(struct bench_server *bs, const char *const *specs, size_
 	const char *argv[80];
 	size_t k = 0;
 
-	argv[k++] = wsrvd_path();
+	argv[k++] = bench_wsrvd_path();
 	argv[k++] = "--quiet";
 	argv[k++] = "--socket";
 	argv[k++] = bs->sock;

@@ -25,6 +25,9 @@ int bench_server_reserve(struct bench_server *bs);
 int bench_server_launch(struct bench_server *bs, const char *const *specs, size_t n);
 void bench_server_stop(struct bench_server *bs);
 
+/* wsrvd next to this program in the build tree, else $WSRVD, else "wsrvd". */
+const char *bench_wsrvd_path(void);
+
 /* PSS of a process in bytes (smaps_rollup); 0 when unknown. */
 uint64_t pss_bytes(pid_t pid);
 

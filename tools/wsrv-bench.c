@@ -28,6 +28,10 @@ static const struct {
 	  "share-device --model DIR [--clients N] [--device host|cuda] [--plan FILE] [--slots D] [--json]\n"
 	  "      device bytes and stream-open times of N workers sharing one device copy of the\n"
 	  "      resident tensors vs N private copies" },
+	{ "restart", bench_restart,
+	  "restart --model DIR [--repeat N] [--json]\n"
+	  "      a wsrvd restart that adopts its models from systemd's fd store (played by the\n"
+	  "      benchmark) vs a cold load of the same model" },
 	{ "attach", bench_attach,
 	  "attach (--model DIR ... | --sizes 64M,1G,...) [--json]\n"
 	  "      a new worker's attach time vs a safe_open of the same files" },
