@@ -61,7 +61,7 @@ struct lease {
 	int32_t layer;
 };
 
-enum srv_op_kind { OP_ACCEPT, OP_RECV, OP_SEND, OP_SIGNAL, OP_TICK, OP_CANCEL };
+enum srv_op_kind { OP_ACCEPT, OP_RECV, OP_SEND, OP_SIGNAL, OP_TICK, OP_CANCEL, OP_ACCEPT_CANCEL };
 
 /* At most `burst` events per `window` seconds pass; the rest are counted
  * and reported with the next one that passes. */
@@ -121,6 +121,10 @@ struct server {
 	uint64_t requests, errors, clients_total, refused;
 	uint32_t fd_budget;         /* fds a client may have unread: 4 Attach replies */
 	struct srv_regions regions;
+	int lfd, lock;              /* the listening socket and its lock (srv_run's) */
+	uint64_t takeover;          /* the session taking the server over; 0: none */
+	bool handed_over;           /* it serves now: stop, leaving it the socket */
+	pid_t successor_pid;
 	bool stopping;
 };
 

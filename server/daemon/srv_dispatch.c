@@ -14,6 +14,7 @@
 #include "log.h"
 #include "srv_reply.h"
 #include "srv_stats.h"
+#include "srv_takeover.h"
 #include "wsrv.pb-c.h"
 
 
@@ -374,6 +375,8 @@ static int handle(struct server *srv, struct session *s, const Wsrv__Request *q,
 	case WSRV__REQUEST__BODY_REGION_COMMIT:
 		return region_commit(srv, s, q->region_commit, fd, q->seq, r);
 	case WSRV__REQUEST__BODY_REGION_CLOSE: return region_close(srv, s, q->region_close, q->seq, r);
+	case WSRV__REQUEST__BODY_TAKE_OVER: return takeover_offer(srv, s, q->seq, r);
+	case WSRV__REQUEST__BODY_TAKE_OVER_DONE: return takeover_done(srv, s, q->seq, r);
 	default:
 		srv_reply_error(r, q->seq, ENOSYS, "unknown or empty request");
 		return -ENOSYS;

@@ -52,13 +52,18 @@ static json_t *read_state(int fd)
 	return j;
 }
 
-int handover_collect(struct handover *h)
+void handover_init(struct handover *h)
 {
 	struct timespec now;
 
 	memset(h, 0, sizeof(*h));
 	clock_gettime(CLOCK_REALTIME, &now);
 	h->started = (double)now.tv_sec + now.tv_nsec / 1e9;
+}
+
+int handover_collect(struct handover *h)
+{
+	handover_init(h);
 #ifdef HAVE_SYSTEMD
 	char **names = NULL;
 	int n = sd_listen_fds_with_names(1, &names);
@@ -80,17 +85,36 @@ int handover_collect(struct handover *h)
 			free(names[i]);
 	}
 	free(names);
+	handover_read_state(h);
+	log_info("received %zu file descriptors from the store%s", h->n,
+		 h->state ? ", with a state record" : " but no state record: nothing to adopt");
+#endif
+	return 0;
+}
+
+int handover_add(struct handover *h, const char *name, int fd)
+{
+	struct handed *v = realloc(h->v, (h->n + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	h->v = v;
+	h->v[h->n].fd = fd;
+	snprintf(h->v[h->n].name, sizeof(h->v[0].name), "%s", name);
+	h->n++;
+	return 0;
+}
+
+void handover_read_state(struct handover *h)
+{
 	int sfd = handover_take(h, STATE_NAME);
+
 	if (sfd >= 0) {
 		h->state = read_state(sfd);
 		close(sfd);
 	}
 	if (h->state && json_is_number(json_object_get(h->state, "started")))
 		h->started = json_number_value(json_object_get(h->state, "started"));
-	log_info("received %zu file descriptors from the store%s", h->n,
-		 h->state ? ", with a state record" : " but no state record: nothing to adopt");
-#endif
-	return 0;
 }
 
 int handover_take(struct handover *h, const char *name)
@@ -136,7 +160,7 @@ void handover_done(struct handover *h)
 }
 
 /* The state record for srv, in a sealed memfd (caller closes). */
-static int write_state(const struct server *srv, double started)
+int handover_state_fd(const struct server *srv, double started)
 {
 	json_t *models = json_array(), *root;
 	char *text;
@@ -203,7 +227,7 @@ int handover_store(const struct server *srv, const struct handover *h)
 		pushed += 1 + lm->arena->nseg;
 	}
 	/* The state last: a store without it holds nothing to adopt. */
-	if (r >= 0 && (sfd = write_state(srv, h->started)) >= 0) {
+	if (r >= 0 && (sfd = handover_state_fd(srv, h->started)) >= 0) {
 		r = push(sfd, STATE_NAME);
 		close(sfd);
 		pushed++;

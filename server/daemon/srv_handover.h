@@ -24,6 +24,15 @@ struct handover {
 	double started;             /* the first start (unix seconds), this one's if none */
 };
 
+/* An empty hand-over (started: now). */
+void handover_init(struct handover *h);
+/* Adds fd (taken) by name; then handover_read_state reads and takes the
+ * state record among them. */
+int handover_add(struct handover *h, const char *name, int fd);
+void handover_read_state(struct handover *h);
+/* srv's state record in a sealed memfd (the caller owns it), or -1. */
+int handover_state_fd(const struct server *srv, double started);
+
 /* The fds a predecessor left (LISTEN_FDS / LISTEN_FDNAMES, checked against
  * LISTEN_PID), and its state record. Always 0: nothing inherited is fine. */
 int handover_collect(struct handover *h);

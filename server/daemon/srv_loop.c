@@ -47,7 +47,8 @@ struct loop {
 	struct server *srv;
 	int lfd, lock, sigfd;
 	int reserve_fd;             /* given up to accept a client when out of fds */
-	struct srv_op accept_op, sig_op, tick_op;
+	struct srv_op accept_op, sig_op, tick_op, accept_cancel_op;
+	bool accept_cancelling;
 	struct signalfd_siginfo si;
 	struct __kernel_timespec tick;
 	bool accept_armed;
@@ -397,14 +398,21 @@ static void stop(struct loop *L)
 	L->stop_deadline = mono_now() + SRV_STOP_GRACE;
 	log_info("stopping: no new clients; saying goodbye to %u", srv->nsessions);
 #ifdef HAVE_SYSTEMD
-	sd_notify(0, "STOPPING=1");
+	if (!srv->handed_over)
+		sd_notify(0, "STOPPING=1");
 #endif
-	srv_unlisten(srv->cfg.socket_path, L->lfd, L->lock);
-	L->lfd = L->lock = -1;
+	if (srv->handed_over) { /* the socket and its lock are the successor's */
+		close(L->lfd);
+		close(L->lock);
+	} else {
+		srv_unlisten(srv->cfg.socket_path, L->lfd, L->lock);
+	}
+	L->lfd = L->lock = srv->lfd = srv->lock = -1;
 	for (s = srv->sessions; s; s = next) {
 		next = s->next;
 		if (!s->closing)
-			goodbye(L, s, "the server is stopping");
+			goodbye(L, s, srv->handed_over ? "the server was replaced; connect again"
+						       : "the server is stopping");
 		settle(L, s);
 	}
 }
@@ -429,9 +437,24 @@ static void on_tick(struct loop *L)
 	}
 	if (now - L->refusals.start >= L->refusals.window)
 		report_suppressed(&L->refusals);
-	if (!srv->stopping && !L->accept_armed)
-		arm_accept(L);
 	arm_tick(L);
+}
+
+/* Accepting, but for a take-over under way: then new clients wait in the
+ * backlog for whichever server will serve (the successor, or this one
+ * again if the take-over is abandoned). */
+static void check_accept(struct loop *L)
+{
+	struct server *srv = L->srv;
+
+	if (srv->takeover && L->accept_armed && !L->accept_cancelling) {
+		struct io_uring_sqe *sqe = sqe_get(L);
+		io_uring_prep_cancel(sqe, &L->accept_op, 0);
+		io_uring_sqe_set_data(sqe, &L->accept_cancel_op);
+		L->accept_cancelling = true;
+	} else if (!srv->takeover && !srv->stopping && !L->accept_armed && L->lfd >= 0) {
+		arm_accept(L);
+	}
 }
 
 static void on_cqe(struct loop *L, struct io_uring_cqe *cqe)
@@ -466,6 +489,7 @@ static void on_cqe(struct loop *L, struct io_uring_cqe *cqe)
 		op->s->cancel_armed = false;
 		settle(L, op->s);
 		break;
+	case OP_ACCEPT_CANCEL: L->accept_cancelling = false; break;
 	}
 }
 
@@ -478,6 +502,7 @@ static int setup(struct loop *L, struct server *srv, int lfd, int lock, struct e
 	L->accept_op.kind = OP_ACCEPT;
 	L->sig_op.kind = OP_SIGNAL;
 	L->tick_op.kind = OP_TICK;
+	L->accept_cancel_op.kind = OP_ACCEPT_CANCEL;
 	L->refusals = (struct ratelimit){ .window = 10, .burst = 5 };
 	L->send_errors = (struct ratelimit){ .window = 10, .burst = 5 };
 	L->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -494,8 +519,8 @@ static int setup(struct loop *L, struct server *srv, int lfd, int lock, struct e
 	L->sigfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	if (L->sigfd < 0)
 		return err_set(e, -errno, "signalfd: %s", strerror(errno));
-	L->lfd = lfd;
-	L->lock = lock;
+	L->lfd = srv->lfd = lfd;
+	L->lock = srv->lock = lock;
 	/* One thread submits and reaps: completions' task work can wait until
 	 * the loop asks for events, instead of interrupting it (fewer wakeups
 	 * per request). Older kernels refuse the flags; then plain setup. */
@@ -582,6 +607,9 @@ int srv_run(struct server *srv, int lfd, int lock, struct errinfo *e)
 			n++;
 		}
 		io_uring_cq_advance(&L.ring, n);
+		if (srv->handed_over && !srv->stopping)
+			stop(&L);
+		check_accept(&L);
 	}
 	teardown(&L);
 	log_info("stopped");

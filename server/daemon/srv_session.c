@@ -9,6 +9,7 @@
 #include <linux/sockios.h>
 
 #include "log.h"
+#include "srv_takeover.h"
 
 struct session *session_new(struct server *srv, int fd)
 {
@@ -42,6 +43,7 @@ void session_release_all(struct server *srv, struct session *s)
 	}
 	s->nleases = 0;
 	region_release_session(srv, s);
+	takeover_session_gone(srv, s);
 	for (uint32_t i = 0; i < s->nattach; i++)
 		if (s->attach_model[i])
 			srv->models[s->attach_model[i] - 1].attached--;

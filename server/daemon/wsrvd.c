@@ -24,6 +24,7 @@
 #include "report.h"
 #include "srv_handover.h"
 #include "srv_loop.h"
+#include "srv_successor.h"
 #include "sockpath.h"
 #include "srv_socket.h"
 #include "units.h"
@@ -40,6 +41,7 @@ struct args {
 	int load_only;
 	int json;
 	bool verify_adopted;
+	bool take_over;
 };
 
 static void usage(FILE *f)
@@ -62,6 +64,9 @@ static void usage(FILE *f)
 		"  --max-client-region-bytes SIZE  bytes of the regions one client holds (default 256G)\n"
 		"  --keep-device-regions     keep committed device regions nobody holds (until\n"
 		"                            room is needed or the server stops)\n"
+		"  --take-over               take the models and the socket over from the wsrvd\n"
+		"                            running on it (same user or root), without a reload;\n"
+		"                            it exits once this one serves\n"
 		"  --verify-adopted          check every checksum of models adopted from a predecessor\n"
 		"                            (systemd's fd store) before serving them\n"
 		"  --load-only               load, report and exit\n"
@@ -92,7 +97,7 @@ static int add_model(struct args *a, const char *spec)
 	return 0;
 }
 
-enum { O_MODEL = 1, O_VERIFY_ADOPTED, O_LOAD_ONLY, O_JSON, O_QUIET, O_VERBOSE, O_HELP, O_SOCKET, O_UID, O_GID,
+enum { O_MODEL = 1, O_VERIFY_ADOPTED, O_TAKE_OVER, O_LOAD_ONLY, O_JSON, O_QUIET, O_VERBOSE, O_HELP, O_SOCKET, O_UID, O_GID,
        O_MAX_CLIENTS, O_MAX_LEASES, O_MAX_ATTACH, O_MAX_MESSAGE, O_HELLO_TIMEOUT,
        O_MAX_REGIONS, O_MAX_REGION_BYTES, O_MAX_CLIENT_REGIONS, O_MAX_CLIENT_REGION_BYTES,
        O_KEEP_REGIONS };
@@ -205,6 +210,7 @@ static int parse(int argc, char **argv, struct args *a)
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "load-only", no_argument, NULL, O_LOAD_ONLY },
 		{ "verify-adopted", no_argument, NULL, O_VERIFY_ADOPTED },
+		{ "take-over", no_argument, NULL, O_TAKE_OVER },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "quiet", no_argument, NULL, O_QUIET },
 		{ "verbose", no_argument, NULL, O_VERBOSE },
@@ -247,6 +253,7 @@ static int parse(int argc, char **argv, struct args *a)
 		case O_MODEL: if (add_model(a, optarg) < 0) return -EINVAL; break;
 		case O_LOAD_ONLY: a->load_only = 1; break;
 		case O_VERIFY_ADOPTED: a->verify_adopted = true; break;
+		case O_TAKE_OVER: a->take_over = true; break;
 		case O_JSON: a->json = 1; break;
 		case O_QUIET: log_set_level(LOG_WARN); break;
 		case O_VERBOSE: log_set_level(LOG_DEBUG); break;
@@ -342,6 +349,41 @@ static struct loaded_model *adopt(struct args *a, int i, struct handover *h, uin
 	return lm;
 }
 
+/* The listening socket: claimed (srv_listen), or with --take-over received
+ * from the running server with everything it serves (into h; *tconn is the
+ * connection to confirm on). No server to take over: claimed as usual. */
+static int claim(struct args *a, struct server *srv, struct handover *h, int *lfd, int *lock,
+		 int *tconn)
+{
+	const char *pause = getenv("WSRV_TEST_TAKEOVER_PAUSE_MS");
+	struct errinfo e;
+	int r;
+
+	if (a->take_over) {
+		r = successor_take(srv->cfg.socket_path, h, tconn, &e);
+		if (r == 0) {
+			log_info("taking over from the running server: %zu fds received", h->n);
+			*lfd = handover_take(h, "listen");
+			*lock = handover_take(h, "lock");
+			if (pause) /* tests only: a window to kill either side in */
+				usleep((useconds_t)atoi(pause) * 1000);
+			if (*lfd >= 0 && *lock >= 0)
+				return 0;
+			log_err("the running server did not hand over its socket");
+			return -EPROTO;
+		}
+		if (r != -ENOENT && r != -ECONNREFUSED) {
+			log_err("%s", e.msg);
+			return r;
+		}
+		log_info("%s; starting on its own", e.msg);
+		*tconn = -1;
+	}
+	if ((r = srv_listen(srv->cfg.socket_path, lfd, lock, &e)) < 0)
+		log_err("%s", e.msg);
+	return r;
+}
+
 /* Loads every model into srv (adopting what a predecessor left in h); any
  * failure stops the server from starting. */
 static int load_for_serving(struct args *a, struct server *srv, struct handover *h)
@@ -432,7 +474,7 @@ static int serve(struct args *a)
 	char path[SOCKPATH_MAX];
 	struct handover h;
 	struct errinfo e;
-	int status = 0, lfd, lock;
+	int status = 0, lfd, lock, tconn = -1;
 	sigset_t stop;
 
 	handover_collect(&h); /* first: LISTEN_FDS are fds 3 and up */
@@ -452,15 +494,23 @@ static int serve(struct args *a)
 	sigprocmask(SIG_BLOCK, &stop, NULL);
 	/* The socket first: a second server on the same path should learn
 	 * that before it spends minutes loading. Clients that connect during
-	 * the load wait in the backlog. */
-	if (srv_listen(srv.cfg.socket_path, &lfd, &lock, &e) < 0) {
-		log_err("%s", e.msg);
+	 * the load wait in the backlog. Taking over, the socket is the running
+	 * server's, handed over with its models. */
+	if (claim(a, &srv, &h, &lfd, &lock, &tconn) < 0) {
 		status = 1;
 	} else if (load_for_serving(a, &srv, &h) < 0 || fd_limits(&srv) < 0 || stop_requested()) {
-		srv_unlisten(srv.cfg.socket_path, lfd, lock);
+		if (tconn >= 0) { /* the running server still serves: leave it its socket */
+			close(lfd);
+			close(lock);
+			close(tconn);
+		} else {
+			srv_unlisten(srv.cfg.socket_path, lfd, lock);
+		}
 		status = stop_requested() ? 0 : 1; /* asked to stop: not a failure */
 	} else {
 		srv.started_wall = h.started;
+		if (tconn >= 0 && successor_finish(tconn, &e) < 0)
+			log_warn("the server taken over did not confirm: %s (serving anyway)", e.msg);
 		handover_store(&srv, &h);
 		handover_done(&h); /* what was not adopted is closed now */
 		if (srv_run(&srv, lfd, lock, &e) < 0) {

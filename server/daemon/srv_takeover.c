@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: MIT
+/* srv_takeover.c - the serving side of a live hand-over (wsrvd
+ * --take-over): a successor of the same user asks for the listening
+ * socket, its lock, the state record and every model's memfds; this
+ * server keeps serving until the successor says it serves (TakeOverDone),
+ * then says Goodbye to its clients and exits without removing the socket,
+ * which is the successor's now. A successor that leaves before that
+ * changes nothing. */
+#include "srv_takeover.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "srv_handover.h"
+#include "srv_reply.h"
+#include "wsrv.pb-c.h"
+
+/* Names and fds of everything handed over, into r (the state memfd as
+ * r->owned_fd). names has WSRV_MAX_FDS entries of 32 bytes. */
+static int fill(struct server *srv, struct reply *r, char names[][32])
+{
+	int n = 0, sfd = handover_state_fd(srv, srv->started_wall);
+
+	if (sfd < 0)
+		return -ENOMEM;
+	r->owned_fd = sfd;
+	snprintf(names[n], 32, "listen");
+	r->fds[n++] = srv->lfd;
+	snprintf(names[n], 32, "lock");
+	r->fds[n++] = srv->lock;
+	snprintf(names[n], 32, "wsrv-state");
+	r->fds[n++] = sfd;
+	for (size_t i = 0; i < srv->nmodels; i++) {
+		const struct loaded_model *lm = srv->models[i].lm;
+		snprintf(names[n], 32, "m%zu-manifest", i);
+		r->fds[n++] = lm->manifest_fd;
+		for (uint32_t k = 0; k < lm->arena->nseg; k++) {
+			snprintf(names[n], 32, "m%zu-seg%u", i, k);
+			r->fds[n++] = lm->arena->seg[k].fd;
+		}
+	}
+	r->nfds = n;
+	return n;
+}
+
+static int refuse(struct server *srv, struct session *s, uint64_t seq, struct reply *r)
+{
+	uint32_t need = 3;
+
+	for (size_t i = 0; i < srv->nmodels; i++)
+		need += 1 + srv->models[i].lm->arena->nseg;
+	if (s->cred.uid != 0 && s->cred.uid != geteuid()) {
+		srv_reply_error(r, seq, EPERM, "only root or the server's own user can take it over");
+		return -EPERM;
+	}
+	if (srv->stopping || srv->lfd < 0 || srv->takeover) {
+		srv_reply_error(r, seq, EBUSY, "the server is stopping or being taken over already");
+		return -EBUSY;
+	}
+	if (need > WSRV_MAX_FDS) {
+		srv_reply_error(r, seq, E2BIG, "a take-over carries at most %d fds; this server holds %u (restart through systemd's fd store instead)",
+				WSRV_MAX_FDS, need);
+		return -E2BIG;
+	}
+	return 0;
+}
+
+int takeover_offer(struct server *srv, struct session *s, uint64_t seq, struct reply *r)
+{
+	Wsrv__Response resp = WSRV__RESPONSE__INIT;
+	Wsrv__TakeOverReply tr = WSRV__TAKE_OVER_REPLY__INIT;
+	char names[WSRV_MAX_FDS][32], *ptrs[WSRV_MAX_FDS];
+	int n, ret;
+
+	if ((ret = refuse(srv, s, seq, r)) < 0)
+		return ret;
+	if ((n = fill(srv, r, names)) < 0) {
+		srv_reply_error(r, seq, ENOMEM, "cannot write the state record");
+		return n;
+	}
+	for (int i = 0; i < n; i++)
+		ptrs[i] = names[i];
+	tr.n_fd_names = (size_t)n;
+	tr.fd_names = ptrs;
+	resp.seq = seq;
+	resp.body_case = WSRV__RESPONSE__BODY_TAKE_OVER;
+	resp.take_over = &tr;
+	srv_pack(r, &resp);
+	srv->takeover = s->id;
+	log_info("client %llu (pid %d) is taking the server over: %d fds handed to it",
+		 (unsigned long long)s->id, (int)s->cred.pid, n);
+	return 0;
+}
+
+int takeover_done(struct server *srv, struct session *s, uint64_t seq, struct reply *r)
+{
+	Wsrv__Response resp = WSRV__RESPONSE__INIT;
+	Wsrv__Ok ok = WSRV__OK__INIT;
+
+	if (srv->takeover != s->id) {
+		srv_reply_error(r, seq, EPERM, "this client is not taking the server over");
+		return -EPERM;
+	}
+	srv->handed_over = true;
+	srv->successor_pid = s->cred.pid;
+	log_info("pid %d serves now; leaving it the socket", (int)s->cred.pid);
+	resp.seq = seq;
+	resp.body_case = WSRV__RESPONSE__BODY_OK;
+	resp.ok = &ok;
+	srv_pack(r, &resp);
+	return 0;
+}
+
+void takeover_session_gone(struct server *srv, const struct session *s)
+{
+	if (srv->takeover != s->id || srv->handed_over)
+		return;
+	srv->takeover = 0;
+	log_warn("the take-over by pid %d was abandoned; serving on", (int)s->cred.pid);
+}

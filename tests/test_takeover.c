@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: MIT
+/* test_takeover.c - a live hand-over between two real wsrvd processes
+ * (wsrvd --take-over): the successor receives the socket and the models'
+ * memfds from the running server, adopts them and serves, and the old one
+ * exits; no client is refused meanwhile, and clients connected to the old
+ * one reconnect on their next call. Killed with SIGKILL mid hand-over,
+ * either side leaves the other serving, with every memfd. (The successor
+ * pauses after receiving, WSRV_TEST_TAKEOVER_PAUSE_MS, for the kill.) */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "helpers.h"
+#include "wsrv.h"
+
+static char *model_dir;
+static int fds_before;
+
+static void sleep_ms(int ms)
+{
+	struct timespec t = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&t, NULL);
+}
+
+static bool log_has(const char *log, const char *what)
+{
+	size_t len;
+	char *t = (char *)read_file(log, &len);
+	bool has = t && strstr(t, what);
+
+	free(t);
+	return has;
+}
+
+/* A client's whole life: connect, attach, a layer, detach. 0 or errno. */
+static int one_client(const char *sock)
+{
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_lease l;
+	int r;
+
+	if ((r = wsrv_connect(sock, NULL, &c)) < 0)
+		return r;
+	if ((r = wsrv_attach(c, "m", &m)) == 0) {
+		if ((r = wsrv_fetch_layer(m, 0, &l)) == 0)
+			r = wsrv_release(m, l.id);
+		wsrv_detach(m);
+	}
+	wsrv_disconnect(c);
+	return r;
+}
+
+/* A child that runs clients for ms milliseconds; exits with the number of
+ * them that failed (at most 100). */
+static pid_t hammer(const char *sock, int ms)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		double end = mono_now() + ms / 1e3;
+		int failed = 0, ok = 0;
+		while (mono_now() < end) {
+			int r = one_client(sock);
+			if (r < 0 && failed++ < 3)
+				fprintf(stderr, "hammer: a client failed: %s\n", wsrv_last_error());
+			ok += r == 0;
+		}
+		fprintf(stderr, "hammer: %d clients served, %d failed\n", ok, failed);
+		_exit(failed > 100 ? 100 : failed);
+	}
+	return pid;
+}
+
+static int exit_status(pid_t pid)
+{
+	int st;
+
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static bool adopted(const char *sock)
+{
+	struct wsrv_client *c;
+	struct wsrv_stats *st;
+	struct wsrv_model_stats ms;
+
+	assert_int_equal(wsrv_connect(sock, NULL, &c), 0);
+	assert_int_equal(wsrv_stats(c, &st), 0);
+	assert_int_equal(wsrv_stats_model(st, 0, &ms), 0);
+	wsrv_stats_free(st);
+	wsrv_disconnect(c);
+	return ms.adopted;
+}
+
+/* The successor, on old's socket, directory and log. */
+static void start_successor(struct test_server *old, struct test_server *next, const char *pause)
+{
+	*next = *old;
+	if (pause)
+		setenv("WSRV_TEST_TAKEOVER_PAUSE_MS", pause, 1);
+	assert_int_equal(server_restart_with(next, "m", model_dir, "--take-over"), 0);
+	unsetenv("WSRV_TEST_TAKEOVER_PAUSE_MS");
+}
+
+/* 1: clients keep being served while the server is replaced; one attached
+ * before reconnects and keeps its mapping. */
+static void takeover_refuses_no_one(void **st)
+{
+	struct test_server a = { 0 }, b;
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_tensor t;
+	struct wsrv_lease l;
+
+	assert_int_equal(server_start(&a, "m", model_dir, NULL), 0);
+	assert_int_equal(wsrv_connect(a.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_model_tensor(m, 0, &t), 0);
+	pid_t h = hammer(a.sock, 1500);
+	sleep_ms(400);
+	start_successor(&a, &b, NULL);
+	assert_int_equal(exit_status(a.pid), 0); /* the old one leaves */
+	assert_int_equal(exit_status(h), 0);     /* and nobody was refused */
+	assert_true(log_has(a.log, "model m adopted"));
+	assert_true(adopted(b.sock));
+	assert_int_equal(wsrv_fetch_layer(m, 0, &l), 0); /* reconnected */
+	assert_int_equal(wsrv_release(m, l.id), 0);
+	struct wsrv_tensor t2;
+	assert_int_equal(wsrv_model_tensor(m, 0, &t2), 0);
+	assert_memory_equal(t.data, t2.data, t.size);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	assert_int_equal(server_stop(&b, SIGTERM), 0);
+	rm_rf(a.dir);
+}
+
+/* 2: the successor killed after it received everything, before it said it
+ * serves: the old server serves on, clients notice nothing. */
+static void successor_killed(void **st)
+{
+	struct test_server a = { 0 }, b;
+
+	assert_int_equal(server_start(&a, "m", model_dir, NULL), 0);
+	start_successor(&a, &b, "3000");
+	for (int i = 0; i < 200 && !log_has(a.log, "is taking the server over"); i++)
+		sleep_ms(10);
+	pid_t h = hammer(a.sock, 800);
+	kill(b.pid, SIGKILL);
+	assert_int_equal(exit_status(b.pid), 128 + SIGKILL);
+	assert_int_equal(exit_status(h), 0);
+	assert_int_equal(one_client(a.sock), 0);
+	assert_true(log_has(a.log, "abandoned; serving on"));
+	assert_false(adopted(a.sock));
+	assert_int_equal(server_stop(&a, SIGTERM), 0);
+	rm_rf(a.dir);
+}
+
+/* 3: the old server killed after it handed everything over: the successor
+ * serves with the memfds it received. */
+static void old_killed(void **st)
+{
+	struct test_server a = { 0 }, b;
+
+	assert_int_equal(server_start(&a, "m", model_dir, NULL), 0);
+	start_successor(&a, &b, "1000");
+	for (int i = 0; i < 200 && !log_has(a.log, "is taking the server over"); i++)
+		sleep_ms(10);
+	kill(a.pid, SIGKILL);
+	assert_int_equal(exit_status(a.pid), 128 + SIGKILL);
+	pid_t h = hammer(a.sock, 1500); /* waits in the backlog for the successor */
+	assert_int_equal(exit_status(h), 0);
+	assert_true(adopted(b.sock));
+	assert_true(log_has(a.log, "did not confirm"));
+	assert_int_equal(server_stop(&b, SIGTERM), 0);
+	rm_rf(a.dir);
+}
+
+/* 4: with no server running, --take-over starts on its own. */
+static void nothing_to_take(void **st)
+{
+	struct test_server a = { 0 };
+
+	assert_int_equal(server_start(&a, "m", model_dir, "--take-over", NULL), 0);
+	assert_true(log_has(a.log, "starting on its own"));
+	assert_int_equal(one_client(a.sock), 0);
+	assert_int_equal(server_stop(&a, SIGTERM), 0);
+	rm_rf(a.dir);
+}
+
+static int setup(void **st)
+{
+	signal(SIGPIPE, SIG_IGN);
+	fds_before = count_fds();
+	model_dir = test_tmpdir("takeover-model");
+	return model_dir && make_model(model_dir, "llama-mini", 16 << 20, 2, 2, 4) == 0 ? 0 : -1;
+}
+
+static int teardown(void **st)
+{
+	rm_rf(model_dir);
+	free(model_dir);
+	return fd_leak_check(fds_before);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(takeover_refuses_no_one),
+		cmocka_unit_test(successor_killed),
+		cmocka_unit_test(old_killed),
+		cmocka_unit_test(nothing_to_take),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
