@@ -152,7 +152,7 @@ WSRV_EXPORT int wsrv_attach(struct wsrv_client *c, const char *model, struct wsr
 	pthread_mutex_unlock(&c->lock);
 	m->c = c;
 	m->attach_id = resp->attach->attach_id;
-	m->generation = resp->attach->generation;
+	m->generation = m->latest = resp->attach->generation;
 	m->manifest_hash = resp->attach->manifest_hash;
 	r = setup(m, fds, nfds, resp->attach);
 	/* The mappings keep the memory; the fds are not needed any more. */

@@ -37,6 +37,7 @@ struct wsrv_model {
 	struct wsrv_model *next;     /* in c->models, under c->lock */
 	uint32_t attach_id;
 	uint64_t generation, manifest_hash; /* what was attached */
+	uint64_t latest;             /* the newest generation announced (Event) */
 	bool stale;                  /* the server has another generation now */
 	char *name;
 	const uint8_t *manifest;     /* read-only mapping */
@@ -112,6 +113,9 @@ int cl_remap(struct wsrv_client *c, Wsrv__Request *req);
 /* Adds m to / removes m from c's models (takes c->lock). */
 void cl_model_link(struct wsrv_client *c, struct wsrv_model *m);
 void cl_model_unlink(struct wsrv_client *c, struct wsrv_model *m);
+/* Under c->lock: a generation the server announced (an Event). */
+void cl_note_event(struct wsrv_client *c, const Wsrv__Event *ev);
+
 /* -ESTALE with a sentence when m's generation was replaced; else 0. */
 int cl_model_fresh(const struct wsrv_model *m);
 

@@ -76,8 +76,20 @@ static int recv_reply(struct wsrv_client *c, uint64_t seq, Wsrv__Response **out,
 		      int *fds, int maxfds, int *nfds)
 {
 	int got[WSRV_MAX_FDS], n = 0;
-	Wsrv__Response *r;
+	Wsrv__Response *r = NULL;
 	long len = pkt_recv(c->fd, c->buf, c->max_packet, got, WSRV_MAX_FDS, &n);
+
+	/* What the server sent unasked (a new generation) comes first. */
+	while (len > 0 && (r = wsrv__response__unpack(NULL, (size_t)len, c->buf)) &&
+	       r->body_case == WSRV__RESPONSE__BODY_EVENT) {
+		cl_note_event(c, r->event);
+		wsrv__response__free_unpacked(r, NULL);
+		pkt_close_fds(got, n);
+		n = 0;
+		len = pkt_recv(c->fd, c->buf, c->max_packet, got, WSRV_MAX_FDS, &n);
+	}
+	if (len > 0 && r)
+		wsrv__response__free_unpacked(r, NULL);
 
 	/* A server that refused us and closed may leave ECONNRESET ahead of
 	 * its Error packet in our queue: the packet is the next receive. */

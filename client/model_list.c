@@ -66,6 +66,25 @@ WSRV_EXPORT int wsrv_model_list_at(const struct wsrv_model_list *l, size_t i,
 	return 0;
 }
 
+WSRV_EXPORT int wsrv_model_list_generation(const struct wsrv_model_list *l, size_t i,
+					   struct wsrv_generation *out)
+{
+	const Wsrv__ModelInfo *m;
+
+	CL_NEED(l);
+	CL_NEED(out);
+	if (i >= l->r->models->n_models)
+		return cl_err(-ERANGE, "model %zu: the list has %zu", i, l->r->models->n_models);
+	m = l->r->models->models[i];
+	CL_RESULT(out);
+	out->generation = m->generation;
+	out->retired = m->retired;
+	out->nholders = (uint32_t)m->n_holder_pids;
+	out->holder_pids = m->holder_pids;
+	out->reload = cl_str(m->reload);
+	return 0;
+}
+
 WSRV_EXPORT void wsrv_model_list_free(struct wsrv_model_list *l)
 {
 	if (!l)

@@ -197,13 +197,21 @@ static json_t *models_json(const struct wsrv_model_list *l)
 	json_t *a = json_array();
 	struct wsrv_model_info mi;
 
-	for (size_t i = 0; wsrv_model_list_at(l, i, &mi) == 0; i++)
-		json_array_append_new(a, json_pack("{s:o, s:o, s:I, s:I, s:i, s:i, s:i, s:I, s:o, s:f, s:i}",
+	for (size_t i = 0; wsrv_model_list_at(l, i, &mi) == 0; i++) {
+		struct wsrv_generation g;
+		json_t *pids = json_array();
+		wsrv_model_list_generation(l, i, &g);
+		for (uint32_t k = 0; k < g.nholders; k++)
+			json_array_append_new(pids, json_integer(g.holder_pids[k]));
+		json_array_append_new(a, json_pack("{s:o, s:o, s:I, s:I, s:i, s:i, s:i, s:I, s:o, s:f, s:i, s:I, s:b, s:o, s:o}",
 			"name", ctl_peer_str(mi.name), "path", ctl_peer_str(mi.path),
 			"tensor_bytes", (json_int_t)mi.tensor_bytes, "arena_bytes", (json_int_t)mi.arena_bytes,
 			"tensors", (int)mi.tensors, "layers", (int)mi.layers, "segments", (int)mi.segments,
 			"page_size", (json_int_t)mi.page_size, "numa", ctl_peer_str(mi.numa),
-			"load_seconds", mi.load_seconds, "attached", (int)mi.attached));
+			"load_seconds", mi.load_seconds, "attached", (int)mi.attached,
+			"generation", (json_int_t)g.generation, "retired", g.retired, "holder_pids", pids,
+			"reload", ctl_peer_str(g.reload)));
+	}
 	return a;
 }
 
@@ -229,10 +237,23 @@ int ctl_models(const struct ctl_ctx *c, int argc, char **argv)
 		wsrv_model_list_free(l);
 		return 0;
 	}
-	printf("%-20s %8s %7s %12s %9s %8s  %s\n", "MODEL", "TENSORS", "LAYERS", "BYTES", "PAGE", "ATTACHED", "NUMA");
-	for (size_t i = 0; wsrv_model_list_at(l, i, &mi) == 0; i++)
-		printf("%-20s %8u %7u %12s %9" PRIu64 " %8u  %s\n", esc(mi.name), mi.tensors, mi.layers,
-		       fmt_bytes(mi.tensor_bytes, b, sizeof(b)), mi.page_size, mi.attached, esc(mi.numa));
+	printf("%-20s %4s %8s %7s %12s %9s %8s  %s\n", "MODEL", "GEN", "TENSORS", "LAYERS", "BYTES", "PAGE",
+	       "ATTACHED", "NUMA");
+	for (size_t i = 0; wsrv_model_list_at(l, i, &mi) == 0; i++) {
+		struct wsrv_generation g;
+		wsrv_model_list_generation(l, i, &g);
+		printf("%-20s %4" PRIu64 " %8u %7u %12s %9" PRIu64 " %8u  %s%s\n", esc(mi.name), g.generation,
+		       mi.tensors, mi.layers, fmt_bytes(mi.tensor_bytes, b, sizeof(b)), mi.page_size,
+		       mi.attached, esc(mi.numa), g.retired ? "  (replaced; kept while attached)" : "");
+		if (g.nholders) {
+			printf("%-20s held by pid", "");
+			for (uint32_t k = 0; k < g.nholders; k++)
+				printf(" %u", g.holder_pids[k]);
+			putchar('\n');
+		}
+		if (*g.reload)
+			printf("%-20s reload: %s\n", "", esc(g.reload));
+	}
 	wsrv_model_list_free(l);
 	return 0;
 }

@@ -39,11 +39,19 @@ struct srv_config {
 };
 
 struct srv_model {
-	struct loaded_model *lm;    /* owned */
+	struct loaded_model *lm;    /* owned; NULL once a retired generation is freed */
 	uint32_t attached;
 	uint64_t fetches, leases;
 	uint64_t generation;        /* of its weights, for device-region keys */
+	bool retired;               /* replaced by a newer generation (srv_reload.c) */
+	char reload[160];           /* the last reload's outcome, for ListModels */
 };
+
+/* Serves new attaches: loaded, not replaced. */
+static inline bool srv_model_current(const struct srv_model *m)
+{
+	return m->lm && !m->retired;
+}
 
 #define SRV_MAX_STREAMS 16    /* stream reports kept per client */
 
@@ -61,7 +69,8 @@ struct lease {
 	int32_t layer;
 };
 
-enum srv_op_kind { OP_ACCEPT, OP_RECV, OP_SEND, OP_SIGNAL, OP_TICK, OP_CANCEL, OP_ACCEPT_CANCEL };
+enum srv_op_kind { OP_ACCEPT, OP_RECV, OP_SEND, OP_SIGNAL, OP_TICK, OP_CANCEL, OP_ACCEPT_CANCEL,
+		   OP_RELOAD };
 
 /* At most `burst` events per `window` seconds pass; the rest are counted
  * and reported with the next one that passes. */
@@ -122,6 +131,11 @@ struct server {
 	uint32_t fd_budget;         /* fds a client may have unread: 4 Attach replies */
 	struct srv_regions regions;
 	int lfd, lock;              /* the listening socket and its lock (srv_run's) */
+	const struct load_opts *load; /* for reloads */
+	struct reload_job *reload;  /* the reload under way, or NULL (srv_reload.c) */
+	int reload_efd;             /* an eventfd the reload thread signals */
+#define SRV_STORED_MAX 256
+	uint32_t stored_models, stored_segs[SRV_STORED_MAX]; /* in systemd's fd store */
 	uint64_t takeover;          /* the session taking the server over; 0: none */
 	bool handed_over;           /* it serves now: stop, leaving it the socket */
 	pid_t successor_pid;

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "srv_reply.h"
 #include "srv_stats.h"
+#include "srv_reload.h"
 #include "srv_takeover.h"
 #include "wsrv.pb-c.h"
 
@@ -59,8 +60,24 @@ static int do_hello(struct server *srv, struct session *s, const Wsrv__Hello *h,
 	return 0;
 }
 
-static void model_info(const struct srv_model *sm, Wsrv__ModelInfo *mi)
+/* The pids of the clients attached to model entry idx (caller frees). */
+static uint32_t *holders(const struct server *srv, uint32_t idx, uint32_t max, size_t *n)
 {
+	uint32_t *v = calloc(max + 1, sizeof(*v));
+
+	*n = 0;
+	for (const struct session *s = srv->sessions; v && s && *n < max; s = s->next)
+		for (uint32_t k = 0; k < s->nattach && *n < max; k++)
+			if (s->attach_model[k] == idx + 1) {
+				v[(*n)++] = (uint32_t)s->cred.pid;
+				break;
+			}
+	return v;
+}
+
+static void model_info(const struct server *srv, uint32_t idx, Wsrv__ModelInfo *mi)
+{
+	const struct srv_model *sm = &srv->models[idx];
 	const struct loaded_model *lm = sm->lm;
 	uint32_t numbered = 0;
 
@@ -78,6 +95,10 @@ static void model_info(const struct srv_model *sm, Wsrv__ModelInfo *mi)
 	mi->numa = (char *)lm->arena->numa.desc;
 	mi->load_seconds = lm->total_seconds;
 	mi->attached = sm->attached;
+	mi->generation = sm->generation;
+	mi->retired = sm->retired;
+	mi->reload = (char *)sm->reload;
+	mi->holder_pids = holders(srv, idx, sm->attached, &mi->n_holder_pids);
 }
 
 static int do_list(struct server *srv, uint64_t seq, struct reply *r)
@@ -94,15 +115,19 @@ static int do_list(struct server *srv, uint64_t seq, struct reply *r)
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < srv->nmodels; i++) {
-		model_info(&srv->models[i], &infos[i]);
-		ptrs[i] = &infos[i];
+		if (!srv->models[i].lm)
+			continue; /* a generation gone */
+		model_info(srv, (uint32_t)i, &infos[ml.n_models]);
+		ptrs[ml.n_models] = &infos[ml.n_models];
+		ml.n_models++;
 	}
-	ml.n_models = srv->nmodels;
 	ml.models = ptrs;
 	resp.seq = seq;
 	resp.body_case = WSRV__RESPONSE__BODY_MODELS;
 	resp.models = &ml;
 	srv_pack(r, &resp);
+	for (size_t i = 0; i < ml.n_models; i++)
+		free(infos[i].holder_pids);
 	free(infos);
 	free(ptrs);
 	return 0;
@@ -111,7 +136,8 @@ static int do_list(struct server *srv, uint64_t seq, struct reply *r)
 static int find_model(const struct server *srv, const char *name)
 {
 	for (size_t i = 0; i < srv->nmodels; i++)
-		if (name && strcmp(srv->models[i].lm->model->name, name) == 0)
+		if (name && srv_model_current(&srv->models[i]) &&
+		    strcmp(srv->models[i].lm->model->name, name) == 0)
 			return (int)i;
 	return -1;
 }
@@ -307,7 +333,9 @@ static int do_detach(struct server *srv, struct session *s, const Wsrv__Detach *
 			drop_lease(srv, s, i);
 	sm->attached--;
 	s->attach_model[d->attach_id - 1] = 0;
-	log_info("client %llu detached model %s", (unsigned long long)s->id, esc(sm->lm->model->name));
+	log_info("client %llu detached model %s (generation %llu)", (unsigned long long)s->id,
+		 esc(sm->lm->model->name), (unsigned long long)sm->generation);
+	srv_retired_check(srv, sm);
 	reply_ok(r, seq);
 	return 0;
 }
@@ -377,6 +405,7 @@ static int handle(struct server *srv, struct session *s, const Wsrv__Request *q,
 	case WSRV__REQUEST__BODY_REGION_CLOSE: return region_close(srv, s, q->region_close, q->seq, r);
 	case WSRV__REQUEST__BODY_TAKE_OVER: return takeover_offer(srv, s, q->seq, r);
 	case WSRV__REQUEST__BODY_TAKE_OVER_DONE: return takeover_done(srv, s, q->seq, r);
+	case WSRV__REQUEST__BODY_RELOAD: return reload_start(srv, s, q->reload, q->seq, r);
 	default:
 		srv_reply_error(r, q->seq, ENOSYS, "unknown or empty request");
 		return -ENOSYS;

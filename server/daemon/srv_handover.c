@@ -169,6 +169,8 @@ int handover_state_fd(const struct server *srv, double started)
 	for (size_t i = 0; i < srv->nmodels; i++) {
 		const struct loaded_model *lm = srv->models[i].lm;
 		char files[24];
+		if (!srv_model_current(&srv->models[i]))
+			continue; /* generations being replaced are not handed over */
 		snprintf(files, sizeof(files), "%016llx", (unsigned long long)model_files_identity(lm->model));
 		json_array_append_new(models, json_pack("{s:s, s:s, s:I, s:i, s:s}", "name", lm->model->name,
 			"path", lm->model->path, "generation", (json_int_t)srv->models[i].generation,
@@ -204,7 +206,7 @@ static int push(int fd, const char *fmt, ...)
 }
 #endif
 
-int handover_store(const struct server *srv, const struct handover *h)
+int handover_store(struct server *srv, const struct handover *h)
 {
 #ifdef HAVE_SYSTEMD
 	int sfd, r = 0;
@@ -212,19 +214,33 @@ int handover_store(const struct server *srv, const struct handover *h)
 
 	if (!getenv("NOTIFY_SOCKET"))
 		return 0;
-	/* What the store held is replaced, not added to. */
-	for (size_t i = 0; i < h->n; i++) {
+	/* What the store held is replaced, not added to: what this server
+	 * was handed, or pushed itself before (a reload). */
+	for (size_t i = 0; h && i < h->n; i++) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=%s", h->v[i].name);
 		sd_notify(0, msg);
 	}
+	for (uint32_t i = 0; i < srv->stored_models; i++) {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=m%u-manifest", i);
+		sd_notify(0, msg);
+		for (uint32_t k = 0; k < srv->stored_segs[i]; k++) {
+			snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=m%u-seg%u", i, k);
+			sd_notify(0, msg);
+		}
+	}
 	sd_notify(0, "FDSTOREREMOVE=1\nFDNAME=" STATE_NAME);
+	size_t j = 0; /* the state record's position: what the names count */
 	for (size_t i = 0; r >= 0 && i < srv->nmodels; i++) {
 		const struct loaded_model *lm = srv->models[i].lm;
-		r = push(lm->manifest_fd, "m%zu-manifest", i);
+		if (!srv_model_current(&srv->models[i]))
+			continue;
+		r = push(lm->manifest_fd, "m%zu-manifest", j);
 		for (uint32_t k = 0; r >= 0 && k < lm->arena->nseg; k++)
-			r = push(lm->arena->seg[k].fd, "m%zu-seg%u", i, k);
+			r = push(lm->arena->seg[k].fd, "m%zu-seg%u", j, k);
 		pushed += 1 + lm->arena->nseg;
+		j++;
 	}
 	/* The state last: a store without it holds nothing to adopt. */
 	if (r >= 0 && (sfd = handover_state_fd(srv, h->started)) >= 0) {
@@ -232,6 +248,11 @@ int handover_store(const struct server *srv, const struct handover *h)
 		close(sfd);
 		pushed++;
 	}
+	srv->stored_models = 0;
+	for (size_t i = 0; i < srv->nmodels && srv->stored_models < SRV_STORED_MAX; i++)
+		if (srv_model_current(&srv->models[i]))
+			srv->stored_segs[srv->stored_models++] =
+				srv->models[i].lm->arena->nseg;
 	if (r < 0) {
 		log_warn("cannot push the models' memfds to the service manager's fd store: %s (a restart will reload them; FileDescriptorStoreMax= must be at least %zu)",
 			 strerror(-r), pushed + 1);

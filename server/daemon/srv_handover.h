@@ -46,8 +46,9 @@ int handover_model(const struct handover *h, const char *name, const char *path,
 /* Closes what nobody took. */
 void handover_done(struct handover *h);
 
-/* Under systemd (NOTIFY_SOCKET), replaces the store's content with srv's
- * memfds and its state record. 0 or the notify error (logged). */
-int handover_store(const struct server *srv, const struct handover *h);
+/* Under systemd (NOTIFY_SOCKET), replaces the store's content (what h
+ * held, NULL: none, and what srv pushed before) with srv's current
+ * generations' memfds and its state record. 0 or the notify error. */
+int handover_store(struct server *srv, const struct handover *h);
 
 #endif

@@ -14,11 +14,13 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "srv_refuse.h"
+#include "srv_reload.h"
 #include "srv_socket.h"
 #include "srv_reply.h"
 #include "srv_stats.h"
@@ -47,7 +49,8 @@ struct loop {
 	struct server *srv;
 	int lfd, lock, sigfd;
 	int reserve_fd;             /* given up to accept a client when out of fds */
-	struct srv_op accept_op, sig_op, tick_op, accept_cancel_op;
+	struct srv_op accept_op, sig_op, tick_op, accept_cancel_op, reload_op;
+	uint64_t reload_count;      /* the reload eventfd's read buffer */
 	bool accept_cancelling;
 	struct signalfd_siginfo si;
 	struct __kernel_timespec tick;
@@ -440,6 +443,43 @@ static void on_tick(struct loop *L)
 	arm_tick(L);
 }
 
+static void arm_reload(struct loop *L)
+{
+	struct io_uring_sqe *sqe = sqe_get(L);
+
+	io_uring_prep_read(sqe, L->srv->reload_efd, &L->reload_count, sizeof(L->reload_count), 0);
+	io_uring_sqe_set_data(sqe, &L->reload_op);
+}
+
+/* A new generation replaced entry old: its clients are told (Event). */
+static void announce(struct loop *L, int old)
+{
+	struct server *srv = L->srv;
+	Wsrv__Response resp = WSRV__RESPONSE__INIT;
+	Wsrv__Event ev = WSRV__EVENT__INIT;
+	unsigned told = 0;
+
+	if (old < 0)
+		return;
+	ev.model = (char *)srv->models[srv->nmodels - 1].lm->model->name;
+	ev.generation = srv->models[srv->nmodels - 1].generation;
+	resp.body_case = WSRV__RESPONSE__BODY_EVENT;
+	resp.event = &ev;
+	for (struct session *s = srv->sessions; s; s = s->next)
+		for (uint32_t k = 0; k < s->nattach; k++)
+			if (s->attach_model[k] == (uint32_t)old + 1 && !s->closing &&
+			    s->pending_sends < SRV_MAX_PENDING) {
+				L->reply.nfds = 0;
+				L->reply.owned_fd = -1;
+				srv_pack(&L->reply, &resp);
+				send_reply(L, s, &L->reply);
+				told++;
+				break;
+			}
+	log_info("told %u clients of model %s about generation %llu", told, ev.model,
+		 (unsigned long long)ev.generation);
+}
+
 /* Accepting, but for a take-over under way: then new clients wait in the
  * backlog for whichever server will serve (the successor, or this one
  * again if the take-over is abandoned). */
@@ -490,6 +530,11 @@ static void on_cqe(struct loop *L, struct io_uring_cqe *cqe)
 		settle(L, op->s);
 		break;
 	case OP_ACCEPT_CANCEL: L->accept_cancelling = false; break;
+	case OP_RELOAD:
+		if (cqe->res == sizeof(L->reload_count))
+			announce(L, reload_finish(L->srv));
+		arm_reload(L);
+		break;
 	}
 }
 
@@ -503,6 +548,10 @@ static int setup(struct loop *L, struct server *srv, int lfd, int lock, struct e
 	L->sig_op.kind = OP_SIGNAL;
 	L->tick_op.kind = OP_TICK;
 	L->accept_cancel_op.kind = OP_ACCEPT_CANCEL;
+	L->reload_op.kind = OP_RELOAD;
+	srv->reload_efd = eventfd(0, EFD_CLOEXEC);
+	if (srv->reload_efd < 0)
+		return err_set(e, -errno, "eventfd: %s", strerror(errno));
 	L->refusals = (struct ratelimit){ .window = 10, .burst = 5 };
 	L->send_errors = (struct ratelimit){ .window = 10, .burst = 5 };
 	L->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -566,6 +615,10 @@ static void teardown(struct loop *L)
 
 	close_all(L);
 	io_uring_queue_exit(&L->ring);
+	reload_cancel(srv);
+	if (srv->reload_efd >= 0)
+		close(srv->reload_efd);
+	srv->reload_efd = -1;
 	if (srv->sessions)
 		log_warn("%u clients did not finish closing", srv->nsessions);
 	srv_unlisten(srv->cfg.socket_path, L->lfd, L->lock);
@@ -592,6 +645,7 @@ int srv_run(struct server *srv, int lfd, int lock, struct errinfo *e)
 	arm_accept(&L);
 	arm_signal(&L);
 	arm_tick(&L);
+	arm_reload(&L);
 	log_info("serving %zu model%s on %s", srv->nmodels, srv->nmodels == 1 ? "" : "s",
 		 srv->cfg.socket_path);
 #ifdef HAVE_SYSTEMD

@@ -186,6 +186,7 @@ static int open_new(struct server *srv, struct session *s, uint32_t mi, const Ws
 				  .writer_pid = (uint32_t)s->cred.pid, .fd = -1, .holders = 1,
 				  .created = mono_now() };
 	snprintf(g->device, sizeof(g->device), "%s", q->device);
+	snprintf(g->model_name, sizeof(g->model_name), "%s", srv->models[mi].lm->model->name);
 	srv->regions.bytes += g->bytes;
 	s->holds[s->nholds++] = g->id;
 	log_info("client %llu (pid %d) fills device region %u: model %s on %s, %llu bytes",
@@ -351,7 +352,7 @@ int region_stats(const struct server *srv, Wsrv__StatsReply *st)
 		const struct srv_region *g = &srv->regions.v[i];
 		wsrv__region_info__init(&v[i]);
 		v[i].id = g->id;
-		v[i].model = srv->models[g->model].lm->model->name;
+		v[i].model = (char *)g->model_name;
 		v[i].device = (char *)g->device;
 		v[i].kind = g->kind;
 		v[i].bytes = g->bytes;

@@ -27,6 +27,7 @@ struct reply;
 struct srv_region {
 	uint32_t id;                /* > 0, never reused while the server runs */
 	uint32_t model;             /* index into srv->models */
+	char model_name[64];        /* for stats, after the generation is gone */
 	uint64_t generation;
 	char device[SRV_REGION_DEVICE];
 	int kind;                   /* WSRV__REGION_KIND__REGION_HOST or _CUDA */

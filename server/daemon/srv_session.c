@@ -9,6 +9,7 @@
 #include <linux/sockios.h>
 
 #include "log.h"
+#include "srv_reload.h"
 #include "srv_takeover.h"
 
 struct session *session_new(struct server *srv, int fd)
@@ -45,8 +46,10 @@ void session_release_all(struct server *srv, struct session *s)
 	region_release_session(srv, s);
 	takeover_session_gone(srv, s);
 	for (uint32_t i = 0; i < s->nattach; i++)
-		if (s->attach_model[i])
+		if (s->attach_model[i]) {
 			srv->models[s->attach_model[i] - 1].attached--;
+			srv_retired_check(srv, &srv->models[s->attach_model[i] - 1]);
+		}
 	free(s->attach_model);
 	s->attach_model = NULL;
 	s->nattach = 0;

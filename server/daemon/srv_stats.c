@@ -99,20 +99,23 @@ int srv_stats_reply(struct server *srv, uint64_t seq, struct reply *r)
 		srv_reply_error(r, seq, ENOMEM, "out of memory");
 		return -ENOMEM;
 	}
+	size_t k = 0;
 	for (size_t i = 0; i < srv->nmodels; i++) {
 		const struct srv_model *m = &srv->models[i];
-		wsrv__model_stats__init(&ms[i]);
-		ms[i].name = m->lm->model->name;
-		ms[i].attached = m->attached;
-		ms[i].fetches = m->fetches;
-		ms[i].leases = m->leases;
-		ms[i].arena_bytes = arena_bytes(m->lm->arena);
-		ms[i].generation = m->generation;
-		ms[i].adopted = m->lm->adopted;
-		mp[i] = &ms[i];
+		if (!m->lm)
+			continue; /* a generation gone */
+		wsrv__model_stats__init(&ms[k]);
+		ms[k].name = m->lm->model->name;
+		ms[k].attached = m->attached;
+		ms[k].fetches = m->fetches;
+		ms[k].leases = m->leases;
+		ms[k].arena_bytes = arena_bytes(m->lm->arena);
+		ms[k].generation = m->generation;
+		ms[k].adopted = m->lm->adopted;
+		mp[k] = &ms[k];
 		attachments += m->attached;
 		leases += m->leases;
-		st.arena_bytes += ms[i].arena_bytes;
+		st.arena_bytes += ms[k++].arena_bytes;
 	}
 	st.server_version = WSRV_VERSION_STRING;
 	st.uptime_seconds = mono_now() - srv->started;
@@ -128,7 +131,7 @@ int srv_stats_reply(struct server *srv, uint64_t seq, struct reply *r)
 	st.clients_total = srv->clients_total;
 	st.rss_bytes = rss_bytes();
 	st.open_fds = (uint32_t)srv_count_fds();
-	st.n_models = srv->nmodels;
+	st.n_models = k;
 	st.models = mp;
 	void *streams = stream_reports(srv, &st.streams, &st.n_streams);
 	if (region_stats(srv, &st) < 0)

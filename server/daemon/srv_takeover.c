@@ -32,14 +32,18 @@ static int fill(struct server *srv, struct reply *r, char names[][32])
 	r->fds[n++] = srv->lock;
 	snprintf(names[n], 32, "wsrv-state");
 	r->fds[n++] = sfd;
+	size_t j = 0; /* the state record lists the current generations */
 	for (size_t i = 0; i < srv->nmodels; i++) {
 		const struct loaded_model *lm = srv->models[i].lm;
-		snprintf(names[n], 32, "m%zu-manifest", i);
+		if (!srv_model_current(&srv->models[i]))
+			continue;
+		snprintf(names[n], 32, "m%zu-manifest", j);
 		r->fds[n++] = lm->manifest_fd;
 		for (uint32_t k = 0; k < lm->arena->nseg; k++) {
-			snprintf(names[n], 32, "m%zu-seg%u", i, k);
+			snprintf(names[n], 32, "m%zu-seg%u", j, k);
 			r->fds[n++] = lm->arena->seg[k].fd;
 		}
+		j++;
 	}
 	r->nfds = n;
 	return n;
@@ -50,7 +54,8 @@ static int refuse(struct server *srv, struct session *s, uint64_t seq, struct re
 	uint32_t need = 3;
 
 	for (size_t i = 0; i < srv->nmodels; i++)
-		need += 1 + srv->models[i].lm->arena->nseg;
+		if (srv_model_current(&srv->models[i]))
+			need += 1 + srv->models[i].lm->arena->nseg;
 	if (s->cred.uid != 0 && s->cred.uid != geteuid()) {
 		srv_reply_error(r, seq, EPERM, "only root or the server's own user can take it over");
 		return -EPERM;

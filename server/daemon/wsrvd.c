@@ -470,7 +470,7 @@ static int fd_limits(struct server *srv)
 
 static int serve(struct args *a)
 {
-	struct server srv = { .cfg = a->srv };
+	struct server srv = { .cfg = a->srv, .load = &a->load, .reload_efd = -1 };
 	char path[SOCKPATH_MAX];
 	struct handover h;
 	struct errinfo e;

@@ -59,6 +59,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 				       .max_region_bytes = 64 << 20, .max_client_region_bytes = 32 << 20 };
 	srv.fd_budget = 8;
 	srv.lfd = srv.lock = -1; /* no socket: a TakeOver is refused */
+	srv.reload_efd = -1;     /* no loop: a Reload is refused */
 	return 0;
 }
 

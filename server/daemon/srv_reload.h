@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: MIT
+/* srv_reload.h - new generations of a model while workers run (srv_reload.c). */
+#ifndef WSRV_SRV_RELOAD_H
+#define WSRV_SRV_RELOAD_H
+
+#include "srv.h"
+
+struct reload_job;
+
+/* Reload: checks the caller (root or the server's user), that no reload
+ * is under way and that memory allows a second copy, then loads on a
+ * thread; replies Ok at once (or an Error). */
+int reload_start(struct server *srv, struct session *s, const Wsrv__Reload *q, uint64_t seq,
+		 struct reply *r);
+/* The reload thread signalled srv->reload_efd: joins it and publishes the
+ * new generation (or records why not). Returns the index of the generation
+ * it replaced, whose clients are to be told; -1: nothing published. */
+int reload_finish(struct server *srv);
+/* Stops a reload under way (the server is stopping) and frees it. */
+void reload_cancel(struct server *srv);
+/* Frees a replaced generation nobody is attached to any more. */
+void srv_retired_check(struct server *srv, struct srv_model *sm);
+
+#endif

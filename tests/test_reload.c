@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: MIT
+/* test_reload.c - new generations while workers run (wsrvctl reload), with
+ * a real wsrvd and real clients: the new generation serves new attaches,
+ * attached clients are told (a readable fd, wsrv_client_poll_events) and
+ * keep reading the old one until they detach, which frees it; workers that
+ * attach and check every checksum while generations come and go never see
+ * a mix of two. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "clock.h"
+#include "helpers.h"
+#include "wsrv.h"
+
+static char *model_dir;
+static int fds_before;
+
+/* wsrvctl reload m; its exit status. */
+static int ctl_reload(const struct test_server *ts, const char *path)
+{
+	const char *argv[] = { getenv("WSRV_CTL"), "--socket", ts->sock, "reload", "m",
+			       path ? "--path" : NULL, path, NULL };
+
+	return run_prog(argv, NULL, pjoin(ts->dir, "ctl.out"), pjoin(ts->dir, "ctl.err"), 0, 60);
+}
+
+/* Every tensor of m has the checksum its manifest states. */
+static int consistent(const struct wsrv_model *m)
+{
+	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
+		struct wsrv_tensor t;
+		wsrv_model_tensor(m, i, &t);
+		if (XXH3_64bits(t.data, t.size) != t.xxh3)
+			return -1;
+	}
+	return 0;
+}
+
+static size_t generations(const char *sock, uint64_t *gens, int *retired)
+{
+	struct wsrv_client *c;
+	struct wsrv_model_list *l;
+	struct wsrv_generation g;
+	size_t n = 0;
+
+	assert_int_equal(wsrv_connect(sock, NULL, &c), 0);
+	assert_int_equal(wsrv_list_models(c, &l), 0);
+	for (; wsrv_model_list_generation(l, n, &g) == 0; n++) {
+		gens[n] = g.generation;
+		retired[n] = g.retired;
+	}
+	wsrv_model_list_free(l);
+	wsrv_disconnect(c);
+	return n;
+}
+
+/* 1: a reload with a worker attached. */
+static void reload_with_worker(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *a, *b;
+	struct wsrv_model *ma, *mb;
+	struct wsrv_tensor t, tb;
+	uint64_t mapped, latest, gens[4];
+	int retired[4];
+
+	assert_int_equal(make_model(model_dir, "llama-mini", 8 << 20, 2, 1, 1), 0);
+	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &a), 0);
+	assert_int_equal(wsrv_attach(a, "m", &ma), 0);
+	assert_int_equal(wsrv_model_tensor(ma, 1, &t), 0);
+	uint8_t *before = malloc(t.size);
+	memcpy(before, t.data, t.size);
+	/* The same shapes, other bytes: a trainer's new weights. */
+	assert_int_equal(make_model(model_dir, "llama-mini", 8 << 20, 2, 1, 2), 0);
+	assert_int_equal(ctl_reload(&ts, NULL), 0);
+	/* Told: the connection is readable, the model has a newer generation. */
+	struct pollfd p = { wsrv_client_fd(a), POLLIN, 0 };
+	assert_int_equal(poll(&p, 1, 5000), 1);
+	assert_int_equal(wsrv_client_poll_events(a), 1);
+	assert_int_equal(wsrv_model_generation(ma, &mapped, &latest), 0);
+	assert_int_equal(mapped, 1);
+	assert_int_equal(latest, 2);
+	assert_memory_equal(t.data, before, t.size); /* the old one, unchanged */
+	assert_int_equal(generations(ts.sock, gens, retired), 2);
+	assert_true(retired[0] && gens[0] == 1 && !retired[1] && gens[1] == 2);
+	/* New attaches get the new generation. */
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &b), 0);
+	assert_int_equal(wsrv_attach(b, "m", &mb), 0);
+	assert_int_equal(wsrv_model_generation(mb, &mapped, NULL), 0);
+	assert_int_equal(mapped, 2);
+	assert_int_equal(wsrv_model_tensor(mb, 1, &tb), 0);
+	assert_int_equal(consistent(mb), 0);
+	assert_memory_not_equal(tb.data, before, t.size);
+	/* The worker switches: the old generation goes with its last client. */
+	wsrv_detach(ma);
+	assert_int_equal(generations(ts.sock, gens, retired), 1);
+	assert_int_equal(wsrv_attach(a, "m", &ma), 0);
+	assert_int_equal(wsrv_model_generation(ma, &mapped, &latest), 0);
+	assert_true(mapped == 2 && latest == 2);
+	assert_int_equal(wsrv_client_poll_events(a), 0);
+	free(before);
+	wsrv_detach(ma);
+	wsrv_detach(mb);
+	wsrv_disconnect(a);
+	wsrv_disconnect(b);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
+/* 2: refusals: no such model, no such path; another user is refused in
+ * test_reload's third case only when running as root. */
+static void reload_refused(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *c;
+	size_t len;
+
+	assert_int_equal(make_model(model_dir, "llama-mini", 8 << 20, 2, 1, 1), 0);
+	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(ctl_reload(&ts, "/nonexistent/model"), 1);
+	char *err = (char *)read_file(pjoin(ts.dir, "ctl.err"), &len);
+	assert_non_null(err);
+	assert_non_null(strstr(err, "cannot reload m from /nonexistent/model"));
+	free(err);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_reload(c, "nope", NULL), -ENOENT);
+	wsrv_disconnect(c);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
+/* 3: workers attach, check every checksum and detach in a loop while the
+ * model is reloaded again and again: no attachment ever mixes two. */
+static void never_torn(void **st)
+{
+	struct test_server ts = { 0 };
+	int status;
+
+	assert_int_equal(make_model(model_dir, "llama-mini", 8 << 20, 2, 1, 1), 0);
+	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	pid_t w = fork();
+	if (w == 0) {
+		int bad = 0, seen = 0;
+		uint64_t last = 0;
+		double end = mono_now() + 4;
+		while (mono_now() < end) {
+			struct wsrv_client *c;
+			struct wsrv_model *m;
+			uint64_t g;
+			if (wsrv_connect(ts.sock, NULL, &c) < 0)
+				continue;
+			if (wsrv_attach(c, "m", &m) == 0) {
+				bad += consistent(m) < 0;
+				wsrv_model_generation(m, &g, NULL);
+				seen += g != last;
+				last = g;
+				wsrv_detach(m);
+			}
+			wsrv_disconnect(c);
+		}
+		fprintf(stderr, "worker: %d generations seen, %d torn\n", seen, bad);
+		_exit(bad ? 1 : seen >= 3 ? 0 : 2);
+	}
+	for (int i = 0; i < 4; i++) {
+		usleep(300000);
+		assert_int_equal(make_model(model_dir, "llama-mini", 8 << 20, 2, 1, (uint64_t)(10 + i)), 0);
+		assert_int_equal(ctl_reload(&ts, NULL), 0);
+	}
+	assert_int_equal(waitpid(w, &status, 0), w);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
+static int setup(void **st)
+{
+	signal(SIGPIPE, SIG_IGN);
+	fds_before = count_fds();
+	model_dir = test_tmpdir("reload-model");
+	return model_dir ? 0 : -1;
+}
+
+static int teardown(void **st)
+{
+	rm_rf(model_dir);
+	free(model_dir);
+	return fd_leak_check(fds_before);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(reload_with_worker),
+		cmocka_unit_test(reload_refused),
+		cmocka_unit_test(never_torn),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: MIT
+/* ctl_reload.c - wsrvctl reload: a new generation of a model while workers
+ * run. Asks the server, then follows the model list until the new
+ * generation serves, the reload fails, or --timeout passes. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "ctl.h"
+#include "escape.h"
+#include "wsrv.h"
+
+/* The current generation of model name and its reload note; 0 if none. */
+static uint64_t current(struct wsrv_client *cl, const char *name, char *note, size_t len)
+{
+	struct wsrv_model_list *l;
+	struct wsrv_model_info mi;
+	struct wsrv_generation g;
+	uint64_t gen = 0;
+
+	note[0] = 0;
+	if (wsrv_list_models(cl, &l) < 0)
+		return 0;
+	for (size_t i = 0; wsrv_model_list_at(l, i, &mi) == 0; i++)
+		if (strcmp(mi.name, name) == 0 && wsrv_model_list_generation(l, i, &g) == 0 && !g.retired) {
+			gen = g.generation;
+			snprintf(note, len, "%s", g.reload);
+		}
+	wsrv_model_list_free(l);
+	return gen;
+}
+
+int ctl_reload(const struct ctl_ctx *c, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "path", required_argument, NULL, 'p' }, { "timeout", required_argument, NULL, 't' }, { 0 },
+	};
+	const char *path = NULL;
+	double timeout = 600;
+	struct wsrv_client *cl;
+	char note[200];
+	int o;
+
+	optind = 1;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (o == 'p') path = optarg;
+		else if (o == 't') timeout = atof(optarg);
+		else return 2;
+	}
+	if (optind + 1 != argc) {
+		fprintf(stderr, "usage: wsrvctl reload MODEL [--path DIR] [--timeout SECONDS]\n");
+		return 2;
+	}
+	const char *name = argv[optind];
+	if (ctl_connect(c, &cl))
+		return 1;
+	uint64_t before = current(cl, name, note, sizeof(note)), now = before;
+	if (wsrv_reload(cl, name, path) < 0) {
+		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
+		wsrv_disconnect(cl);
+		return 1;
+	}
+	printf("reloading %s (generation %" PRIu64 " serves meanwhile)\n", esc(name), before);
+	fflush(stdout);
+	for (double t0 = mono_now(); mono_now() - t0 < timeout;) {
+		struct timespec ts = { 0, 50000000 };
+		now = current(cl, name, note, sizeof(note));
+		if (now != before || strstr(note, "failed"))
+			break;
+		nanosleep(&ts, NULL);
+	}
+	wsrv_disconnect(cl);
+	if (now != before) {
+		printf("generation %" PRIu64 " of %s serves new attaches (%s); attached workers were told\n", now,
+		       esc(name), esc(note));
+		return 0;
+	}
+	fprintf(stderr, "wsrvctl: %s: %s\n", esc(name), note[0] ? esc(note) : "no new generation in time");
+	return 1;
+}
