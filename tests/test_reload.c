@@ -187,6 +187,36 @@ static void never_torn(void **st)
 	rm_rf(ts.dir);
 }
 
+/* 4: the example worker, --follow, switches generations between passes
+ * and its last pass is still bit-identical to the direct mapping's. */
+static void worker_follows(void **st)
+{
+	struct test_server ts = { 0 };
+	size_t len;
+
+	assert_int_equal(make_model(model_dir, "llama-mini", 8 << 20, 2, 1, 1), 0);
+	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	pid_t w = fork();
+	if (w == 0) {
+		const char *argv[] = { getenv("WSRV_WORKER"), "--socket", ts.sock, "--model", "m",
+				       "--passes", "400", "--bandwidth", "0.5", "--follow", "--check", NULL };
+		_exit(run_prog(argv, NULL, pjoin(ts.dir, "w.out"), pjoin(ts.dir, "w.err"), 0, 120));
+	}
+	usleep(500000);
+	assert_int_equal(make_model(model_dir, "llama-mini", 8 << 20, 2, 1, 7), 0);
+	assert_int_equal(ctl_reload(&ts, NULL), 0);
+	int status;
+	assert_int_equal(waitpid(w, &status, 0), w);
+	char *out = (char *)read_file(pjoin(ts.dir, "w.out"), &len);
+	assert_non_null(out);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !strstr(out, "switched from generation 1 to 2") ||
+	    !strstr(out, "bit-identical"))
+		fail_msg("the worker did not follow:\n%s", out);
+	free(out);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
 static int setup(void **st)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -208,6 +238,7 @@ int main(void)
 		cmocka_unit_test(reload_with_worker),
 		cmocka_unit_test(reload_refused),
 		cmocka_unit_test(never_torn),
+		cmocka_unit_test(worker_follows),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

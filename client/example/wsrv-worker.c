@@ -22,6 +22,26 @@ static int fail(const char *what)
 	return 1;
 }
 
+/* Between passes: the old generation detached, the new one attached and
+ * streamed. */
+static int switch_generation(struct wsrv_client *c, const char *model, struct wsrv_device *d,
+			     const struct wsrv_plan *plan, const struct wsrv_stream_opts *so,
+			     struct wsrv_model **m, struct wsrv_stream **s)
+{
+	uint64_t from, to;
+
+	wsrv_model_generation(*m, &from, NULL);
+	wsrv_stream_close(*s);
+	wsrv_detach(*m);
+	*s = NULL;
+	if (wsrv_attach(c, model, m) < 0 || wsrv_stream_open(*m, d, plan, so, s) < 0)
+		return -1;
+	wsrv_model_generation(*m, &to, NULL);
+	printf("worker %d: switched from generation %" PRIu64 " to %" PRIu64 "\n", (int)getpid(), from, to);
+	fflush(stdout);
+	return 0;
+}
+
 /* Where the resident tensors are: the shared device region, or private. */
 static void print_sharing(const struct wsrv_stream *s, const struct wsrv_stream_stats *st)
 {
@@ -47,19 +67,22 @@ int main(int argc, char **argv)
 		{ "bandwidth", required_argument, NULL, 'b' }, { "hold", required_argument, NULL, 'h' },
 		{ "check", no_argument, NULL, 'c' }, { "help", no_argument, NULL, 'H' },
 		{ "device-name", required_argument, NULL, 'D' }, { "no-share", no_argument, NULL, 'N' },
+		{ "follow", no_argument, NULL, 'F' },
 		{ 0 },
 	};
 	static const char usage[] =
 		"usage: wsrv-worker [--socket PATH] --model NAME [--plan FILE] [--rank R]\n"
 		"                   [--slots D] [--passes N] [--bandwidth GBPS] [--hold S] [--check]\n"
-		"                   [--device-name NAME] [--no-share]\n"
+		"                   [--device-name NAME] [--no-share] [--follow]\n"
+		"--follow: between passes, switch to a new generation of the model when the\n"
+		"server announces one (wsrvctl reload).\n"
 		"Workers whose devices have the same name (default: host:any) share one device\n"
 		"copy of the resident tensors; --no-share keeps a private one.\n";
 	struct wsrv_connect_opts co = { .struct_size = sizeof(co), .client_name = "wsrv-worker" };
 	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 2 };
 	struct wsrv_host_opts ho = { .struct_size = sizeof(ho), .numa_node = -1 };
 	const char *sock = NULL, *model = NULL, *plan_path = NULL;
-	int passes = 1, hold = 0, check = 0, o;
+	int passes = 1, hold = 0, check = 0, follow = 0, o;
 	struct wsrv_plan *plan = NULL;
 	struct wsrv_stream_stats st;
 	struct wsrv_client *c;
@@ -81,6 +104,7 @@ int main(int argc, char **argv)
 		case 'c': check = 1; break;
 		case 'D': ho.device_name = optarg; break;
 		case 'N': so.share = WSRV_SHARE_OFF; break;
+		case 'F': follow = 1; break;
 		case 'H': fputs(usage, stdout); return 0;
 		default: return 2;
 		}
@@ -95,10 +119,18 @@ int main(int argc, char **argv)
 		return fail("attach");
 	if (wsrv_device_host(&ho, &d) < 0 || wsrv_stream_open(m, d, plan, &so, &s) < 0)
 		return fail("stream");
-	if (forward_pass(m, s, passes, &digest) < 0) {
-		fprintf(stderr, "wsrv-worker: forward pass: %s\n",
-			*forward_error() ? forward_error() : wsrv_last_error());
-		return 1;
+	/* Following, each pass starts afresh (on whichever generation), and
+	 * --check compares the last one. */
+	int per = follow ? 1 : passes;
+	for (int p = 0; p < passes; p += per) {
+		if (follow && p > 0 && wsrv_client_poll_events(c) > 0 &&
+		    switch_generation(c, model, d, plan, &so, &m, &s) < 0)
+			return fail("switch");
+		if (forward_pass(m, s, per, &digest) < 0) {
+			fprintf(stderr, "wsrv-worker: forward pass: %s\n",
+				*forward_error() ? forward_error() : wsrv_last_error());
+			return 1;
+		}
 	}
 	wsrv_stream_report(s); /* for wsrvctl stats while this worker holds on */
 	wsrv_stream_stats(s, &st);
@@ -107,7 +139,7 @@ int main(int argc, char **argv)
 	       100 * st.hidden_fraction);
 	print_sharing(s, &st);
 	if (check) {
-		forward_pass(m, NULL, passes, &direct);
+		forward_pass(m, NULL, per, &direct);
 		printf("worker %d: the same pass over the direct mapping: %016" PRIx64 " (%s)\n", (int)getpid(),
 		       direct, direct == digest ? "bit-identical" : "DIFFERENT");
 	}

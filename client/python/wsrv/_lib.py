@@ -108,6 +108,10 @@ _PROTOS = {
     "wsrv_stream_sharing": (ctypes.c_int, [vptr, P(Sharing)]),
     "wsrv_stream_report": (ctypes.c_int, [vptr]),
     "wsrv_stream_close": (None, [vptr]),
+    "wsrv_client_fd": (ctypes.c_int, [vptr]),
+    "wsrv_client_poll_events": (ctypes.c_int, [vptr]),
+    "wsrv_model_generation": (ctypes.c_int, [vptr, P(u64), P(u64)]),
+    "wsrv_reload": (ctypes.c_int, [vptr, cstr, cstr]),
 }
 
 

@@ -68,6 +68,23 @@ class Client:
         check(fn(st, i, ctypes.byref(s)))
         return s
 
+    def fileno(self):
+        """The connection's fd, for select/poll: readable when the server
+        announced a new generation of an attached model (poll_events). It
+        changes when the client connects again after a server restart."""
+        return check(lib.wsrv_client_fd(self._p()))
+
+    def poll_events(self):
+        """Takes in what the server sent unasked, without blocking: how many
+        attached models have a newer generation than they map."""
+        return check(lib.wsrv_client_poll_events(self._p()))
+
+    def reload(self, name, path=None):
+        """Asks for a new generation of model name (root or the server's
+        user); returns once loading has started."""
+        check(lib.wsrv_reload(self._p(), name.encode(), path.encode() if path else None),
+              f"reload {name}")
+
     def attach(self, name):
         """Attaches a model: a Model (a context manager)."""
         return Model(self._p(), name)

@@ -178,6 +178,23 @@ class Model(Mapping):
             self._config = json.loads(ctypes.string_at(p, n.value)) if p else {}
         return self._config
 
+    def _generations(self):
+        mapped, latest = ctypes.c_uint64(), ctypes.c_uint64()
+        check(lib.wsrv_model_generation(self._ptr(), ctypes.byref(mapped), ctypes.byref(latest)))
+        return mapped.value, latest.value
+
+    @property
+    def generation(self):
+        """The generation of the weights this Model maps."""
+        return self._generations()[0]
+
+    @property
+    def latest_generation(self):
+        """The newest generation the server announced (Client.poll_events
+        takes announcements in); a worker switches between passes by
+        closing this Model and attaching again."""
+        return self._generations()[1]
+
     def fp8_block(self):
         """The FP8 scale block [rows, cols] the config states ([128, 128])."""
         b = (ctypes.c_uint64 * 2)()
