@@ -34,6 +34,7 @@ int ctl_models(const struct ctl_ctx *c, int argc, char **argv);
 int ctl_inspect(const struct ctl_ctx *c, int argc, char **argv);
 int ctl_plan(const struct ctl_ctx *c, int argc, char **argv);
 int ctl_reload(const struct ctl_ctx *c, int argc, char **argv);
+int ctl_publish(const struct ctl_ctx *c, int argc, char **argv);
 
 /* The commands that talk to wsrvd; NULL-terminated. */
 extern const struct ctl_command ctl_server_commands[];

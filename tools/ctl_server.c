@@ -284,6 +284,7 @@ const struct ctl_command ctl_server_commands[] = {
 	{ "verify", cmd_verify, "verify MODEL [--hold S]  check every checksum in the shared mapping" },
 	{ "dump", cmd_dump, "dump MODEL TENSOR [--plan F --rank R --world W] -o FILE  the bytes as a worker (rank) sees them" },
 	{ "plan", ctl_plan, "plan MODEL --plan FILE [--rank R --world W]  where each tensor lives, device memory" },
+	{ "publish", ctl_publish, "publish MODEL --from DIR  a new generation from other files of the same tensors" },
 	{ "reload", ctl_reload, "reload MODEL [--path DIR] [--timeout S]  a new generation while workers run" },
 	{ NULL, NULL, NULL },
 };

@@ -36,6 +36,10 @@ struct srv_config {
 	size_t n_allow_uid;
 	gid_t allow_gid[SRV_MAX_ALLOW];
 	size_t n_allow_gid;
+	uid_t publish_uid[SRV_MAX_ALLOW]; /* who may publish: nobody by default */
+	size_t n_publish_uid;
+	gid_t publish_gid[SRV_MAX_ALLOW];
+	size_t n_publish_gid;
 };
 
 struct srv_model {
@@ -133,6 +137,7 @@ struct server {
 	int lfd, lock;              /* the listening socket and its lock (srv_run's) */
 	const struct load_opts *load; /* for reloads */
 	struct reload_job *reload;  /* the reload under way, or NULL (srv_reload.c) */
+	struct publish *publish;    /* the publish under way, or NULL (srv_publish.c) */
 	int reload_efd;             /* an eventfd the reload thread signals */
 #define SRV_STORED_MAX 256
 	uint32_t stored_models, stored_segs[SRV_STORED_MAX]; /* in systemd's fd store */

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "srv_reply.h"
 #include "srv_stats.h"
+#include "srv_publish.h"
 #include "srv_reload.h"
 #include "srv_takeover.h"
 #include "wsrv.pb-c.h"
@@ -406,6 +407,9 @@ static int handle(struct server *srv, struct session *s, const Wsrv__Request *q,
 	case WSRV__REQUEST__BODY_TAKE_OVER: return takeover_offer(srv, s, q->seq, r);
 	case WSRV__REQUEST__BODY_TAKE_OVER_DONE: return takeover_done(srv, s, q->seq, r);
 	case WSRV__REQUEST__BODY_RELOAD: return reload_start(srv, s, q->reload, q->seq, r);
+	case WSRV__REQUEST__BODY_PUBLISH_BEGIN: return publish_begin(srv, s, q->publish_begin, q->seq, r);
+	case WSRV__REQUEST__BODY_PUBLISH_COMMIT: return publish_commit(srv, s, q->publish_commit, q->seq, r);
+	case WSRV__REQUEST__BODY_PUBLISH_ABORT: return publish_abort(srv, s, q->publish_abort, q->seq, r);
 	default:
 		srv_reply_error(r, q->seq, ENOSYS, "unknown or empty request");
 		return -ENOSYS;

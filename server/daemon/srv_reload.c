@@ -19,6 +19,7 @@
 #include "escape.h"
 #include "log.h"
 #include "srv_handover.h"
+#include "srv_publish.h"
 #include "srv_reply.h"
 #include "units.h"
 #include "wsrv.pb-c.h"
@@ -28,6 +29,8 @@
 
 struct reload_job {
 	pthread_t th;
+	int (*work)(struct reload_job *j); /* on the thread: sets lm, or e */
+	void *arg;                  /* work's: a publish (srv_publish.c) */
 	char name[256], path[4096];
 	struct load_opts opts;
 	uint32_t model;             /* the generation it replaces */
@@ -44,12 +47,17 @@ static bool cancelled(void)
 	return atomic_load(&cancel);
 }
 
+static int load_work(struct reload_job *j)
+{
+	return model_load(j->name, j->path, &j->opts, &j->lm, &j->e);
+}
+
 static void *run(void *arg)
 {
 	struct reload_job *j = arg;
 	uint64_t one = 1;
 
-	j->rc = model_load(j->name, j->path, &j->opts, &j->lm, &j->e);
+	j->rc = j->work(j);
 	if (write(j->efd, &one, sizeof(one)) != sizeof(one))
 		log_warn("reload: cannot signal the loop");
 	return NULL;
@@ -104,6 +112,46 @@ static int current_of(const struct server *srv, const char *name)
 	return -1;
 }
 
+/* Runs work on the thread for a new generation of model entry mi. */
+static int start(struct server *srv, struct reload_job *j, uint32_t mi,
+		 int (*work)(struct reload_job *), void *arg)
+{
+	j->opts = *srv->load;
+	j->opts.loader.progress = false;
+	j->opts.loader.stop = cancelled;
+	j->model = mi;
+	j->efd = srv->reload_efd;
+	j->work = work;
+	j->arg = arg;
+	j->t0 = mono_now();
+	if (pthread_create(&j->th, NULL, run, j) != 0) {
+		free(j);
+		return -EAGAIN;
+	}
+	srv->reload = j;
+	return 0;
+}
+
+static int publish_work(struct reload_job *j)
+{
+	return publish_finish_work(j->arg, &j->lm, &j->e);
+}
+
+int reload_publish(struct server *srv, uint32_t mi, void *pub)
+{
+	struct reload_job *j;
+
+	if (srv->reload || srv->reload_efd < 0 || !srv->load)
+		return -EBUSY;
+	if (!(j = calloc(1, sizeof(*j))))
+		return -ENOMEM;
+	snprintf(j->name, sizeof(j->name), "%s", srv->models[mi].lm->model->name);
+	snprintf(j->path, sizeof(j->path), "a producer's bytes");
+	snprintf(srv->models[mi].reload, sizeof(srv->models[mi].reload),
+		 "publishing generation %llu", (unsigned long long)srv->models[mi].generation + 1);
+	return start(srv, j, mi, publish_work, pub);
+}
+
 int reload_start(struct server *srv, struct session *s, const Wsrv__Reload *q, uint64_t seq,
 		 struct reply *r)
 {
@@ -133,18 +181,10 @@ int reload_start(struct server *srv, struct session *s, const Wsrv__Reload *q, u
 	}
 	snprintf(j->name, sizeof(j->name), "%s", q->model);
 	snprintf(j->path, sizeof(j->path), "%s", path);
-	j->opts = *srv->load;
-	j->opts.loader.progress = false;
-	j->opts.loader.stop = cancelled;
-	j->model = (uint32_t)mi;
-	j->efd = srv->reload_efd;
-	j->t0 = mono_now();
-	if (pthread_create(&j->th, NULL, run, j) != 0) {
-		free(j);
+	if ((ret = start(srv, j, (uint32_t)mi, load_work, NULL)) < 0) {
 		srv_reply_error(r, seq, EAGAIN, "cannot start the reload");
-		return -EAGAIN;
+		return ret;
 	}
-	srv->reload = j;
 	snprintf(srv->models[mi].reload, sizeof(srv->models[mi].reload),
 		 "loading generation %llu from %.100s", (unsigned long long)srv->models[mi].generation + 1,
 		 j->path);
@@ -182,6 +222,8 @@ int reload_finish(struct server *srv)
 		return -1;
 	pthread_join(j->th, NULL);
 	srv->reload = NULL;
+	if (j->work == publish_work)
+		publish_done(srv, j->arg, j->rc);
 	old = &srv->models[j->model];
 	if (j->rc < 0 || (k = publish(srv, j->model, j->lm)) < 0) {
 		snprintf(old->reload, sizeof(old->reload), "generation %llu failed: %.120s",
@@ -193,11 +235,11 @@ int reload_finish(struct server *srv)
 		return -1;
 	}
 	old = &srv->models[j->model]; /* publish moved the array */
-	snprintf(srv->models[k].reload, sizeof(srv->models[k].reload), "loaded in %.2f s",
-		 mono_now() - j->t0);
+	snprintf(srv->models[k].reload, sizeof(srv->models[k].reload), "%s in %.2f s",
+		 j->work == publish_work ? "published" : "loaded", mono_now() - j->t0);
 	snprintf(old->reload, sizeof(old->reload), "replaced by generation %llu",
 		 (unsigned long long)srv->models[k].generation);
-	log_info("model %s: generation %llu serves new attaches (loaded in %.2f s); %u clients keep generation %llu",
+	log_info("model %s: generation %llu serves new attaches (made in %.2f s); %u clients keep generation %llu",
 		 esc(j->name), (unsigned long long)srv->models[k].generation, mono_now() - j->t0,
 		 old->attached, (unsigned long long)old->generation);
 	free(j);
@@ -223,6 +265,8 @@ void reload_cancel(struct server *srv)
 		return;
 	atomic_store(&cancel, true);
 	pthread_join(srv->reload->th, NULL);
+	if (srv->reload->work == publish_work)
+		publish_done(srv, srv->reload->arg, -ECANCELED);
 	if (srv->reload->rc == 0)
 		loaded_model_free(srv->reload->lm);
 	free(srv->reload);

@@ -16,6 +16,11 @@ int reload_start(struct server *srv, struct session *s, const Wsrv__Reload *q, u
  * new generation (or records why not). Returns the index of the generation
  * it replaced, whose clients are to be told; -1: nothing published. */
 int reload_finish(struct server *srv);
+/* A publish's new generation (srv_publish.c), made on the reload thread:
+ * publish_finish_work runs there, publish_done after. 0, or -EBUSY while a
+ * reload runs. */
+int reload_publish(struct server *srv, uint32_t mi, void *pub);
+
 /* Stops a reload under way (the server is stopping) and frees it. */
 void reload_cancel(struct server *srv);
 /* Frees a replaced generation nobody is attached to any more. */

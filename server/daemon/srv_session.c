@@ -9,6 +9,7 @@
 #include <linux/sockios.h>
 
 #include "log.h"
+#include "srv_publish.h"
 #include "srv_reload.h"
 #include "srv_takeover.h"
 
@@ -45,6 +46,7 @@ void session_release_all(struct server *srv, struct session *s)
 	s->nleases = 0;
 	region_release_session(srv, s);
 	takeover_session_gone(srv, s);
+	publish_session_gone(srv, s);
 	for (uint32_t i = 0; i < s->nattach; i++)
 		if (s->attach_model[i]) {
 			srv->models[s->attach_model[i] - 1].attached--;

@@ -53,6 +53,9 @@ static void usage(FILE *f)
 		"                            else /run/wsrv/wsrv.sock\n"
 		"  --allow-uid UID           a user that may connect (repeatable; default: ours; root always)\n"
 		"  --allow-gid GID           a group whose members may connect (repeatable)\n"
+		"  --allow-publish-uid UID   a user that may publish new generations (repeatable;\n"
+		"                            default: nobody)\n"
+		"  --allow-publish-gid GID   a group whose members may publish (repeatable)\n"
 		"  --max-clients N           clients at once (default 1024)\n"
 		"  --max-leases N            leases per client (default 4096)\n"
 		"  --max-attach N            attachments per client (default 64)\n"
@@ -100,7 +103,7 @@ static int add_model(struct args *a, const char *spec)
 enum { O_MODEL = 1, O_VERIFY_ADOPTED, O_TAKE_OVER, O_LOAD_ONLY, O_JSON, O_QUIET, O_VERBOSE, O_HELP, O_SOCKET, O_UID, O_GID,
        O_MAX_CLIENTS, O_MAX_LEASES, O_MAX_ATTACH, O_MAX_MESSAGE, O_HELLO_TIMEOUT,
        O_MAX_REGIONS, O_MAX_REGION_BYTES, O_MAX_CLIENT_REGIONS, O_MAX_CLIENT_REGION_BYTES,
-       O_KEEP_REGIONS };
+       O_KEEP_REGIONS, O_PUBLISH_UID, O_PUBLISH_GID };
 
 static int num(const char *opt, const char *arg, unsigned long lo, unsigned long hi,
 	       unsigned long *out)
@@ -181,6 +184,16 @@ static int srv_option(int c, const char *arg, struct srv_config *cfg)
 		cfg->max_client_region_bytes = v;
 		break;
 	case O_KEEP_REGIONS: cfg->keep_regions = true; return 1;
+	case O_PUBLISH_UID:
+		if ((r = num("allow-publish-uid", arg, 0, UINT32_MAX - 1, &v)) == 0 &&
+		    (r = allow_full("allow-publish-uid", cfg->n_publish_uid)) == 0)
+			cfg->publish_uid[cfg->n_publish_uid++] = (uid_t)v;
+		break;
+	case O_PUBLISH_GID:
+		if ((r = num("allow-publish-gid", arg, 0, UINT32_MAX - 1, &v)) == 0 &&
+		    (r = allow_full("allow-publish-gid", cfg->n_publish_gid)) == 0)
+			cfg->publish_gid[cfg->n_publish_gid++] = (gid_t)v;
+		break;
 	default: return 0;
 	}
 	return r < 0 ? r : 1;
@@ -228,6 +241,8 @@ static int parse(int argc, char **argv, struct args *a)
 		{ "max-client-regions", required_argument, NULL, O_MAX_CLIENT_REGIONS },
 		{ "max-client-region-bytes", required_argument, NULL, O_MAX_CLIENT_REGION_BYTES },
 		{ "keep-device-regions", no_argument, NULL, O_KEEP_REGIONS },
+		{ "allow-publish-uid", required_argument, NULL, O_PUBLISH_UID },
+		{ "allow-publish-gid", required_argument, NULL, O_PUBLISH_GID },
 	};
 	struct option all[sizeof(own) / sizeof(own[0]) + LOAD_OPTIONS_COUNT + 1];
 	struct errinfo e;

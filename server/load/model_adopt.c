@@ -101,6 +101,22 @@ static int segment_sizes(const struct adopt_fds *f, uint64_t *sizes, struct erri
 	return 0;
 }
 
+int model_match_manifest(struct model *m, int manifest_fd, uint32_t nseg, const uint64_t *seg_sizes,
+			 struct errinfo *e)
+{
+	struct adopt_fds f = { .manifest = manifest_fd, .nseg = nseg };
+	struct mf_view v;
+	void *map = MAP_FAILED;
+	size_t len = 0;
+	int r = map_manifest(&f, seg_sizes, &v, &map, &len, e);
+
+	if (r == 0)
+		r = match(m, &v, e);
+	if (map != MAP_FAILED)
+		munmap(map, len);
+	return r;
+}
+
 static int adopt_steps(struct loaded_model *lm, const char *name, const char *path,
 		       const struct load_opts *o, const struct adopt_fds *f, bool check_bytes,
 		       struct errinfo *e)

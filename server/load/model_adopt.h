@@ -22,6 +22,11 @@ struct adopt_fds {
  * files that changed (rewritten, replaced) give another value. */
 uint64_t model_files_identity(const struct model *m);
 
+/* Is manifest_fd (with segments of seg_sizes) exactly m's layout? Its
+ * checksums become m's. 0, or -ESTALE / -EBADMSG with a sentence. */
+int model_match_manifest(struct model *m, int manifest_fd, uint32_t nseg, const uint64_t *seg_sizes,
+			 struct errinfo *e);
+
 /* Builds *out around f: takes f's fds on success (they are the caller's on
  * failure). check_bytes: every tensor's xxh3 is computed again and compared
  * (O(size); otherwise only sizes, seals and the layout are checked, O(1) in

@@ -1,0 +1,307 @@
+// SPDX-License-Identifier: MIT
+/* srv_publish.c - a producer (a trainer) publishes a new generation of a
+ * model: the server hands it the current generation's layout (a manifest
+ * without checksums) and writable memfds; the producer writes every tensor,
+ * unmaps them and commits; the server seals the memfds with F_SEAL_WRITE
+ * (which the kernel refuses while any writable mapping of them exists, so
+ * nothing can change them after), then checksums and publishes on the
+ * reload thread. A producer that aborts, or whose connection ends before
+ * the commit, publishes nothing and leaves nothing behind. */
+#include "srv_publish.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "escape.h"
+#include "log.h"
+#include "manifest_write.h"
+#include "model_adopt.h"
+#include "srv_reload.h"
+#include "srv_reply.h"
+#include "wsrv.pb-c.h"
+
+#define PUBLISH_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL)
+
+struct publish {
+	uint64_t session;           /* the producer's; 0 once committed */
+	uint32_t id;
+	uint32_t model;             /* the generation it follows */
+	struct model *m;            /* its layout, owned */
+	int seg[WSRV_MAX_FDS];      /* owned until the arena takes them */
+	uint32_t nseg;
+	int layout_fd;              /* the manifest without checksums, owned */
+	uint64_t layout_size;
+	pid_t pid;
+};
+
+static bool may_publish(const struct server *srv, const struct session *s)
+{
+	for (size_t i = 0; i < srv->cfg.n_publish_uid; i++)
+		if (srv->cfg.publish_uid[i] == s->cred.uid)
+			return true;
+	for (size_t i = 0; i < srv->cfg.n_publish_gid; i++)
+		if (srv->cfg.publish_gid[i] == s->cred.gid)
+			return true;
+	return false;
+}
+
+static void publish_free(struct publish *p)
+{
+	if (!p)
+		return;
+	for (uint32_t i = 0; i < p->nseg; i++)
+		if (p->seg[i] >= 0)
+			close(p->seg[i]);
+	if (p->layout_fd >= 0)
+		close(p->layout_fd);
+	model_free(p->m);
+	free(p);
+}
+
+static int new_segments(struct publish *p, struct errinfo *e)
+{
+	for (uint32_t i = 0; i < p->nseg; i++) {
+		uint64_t size = (p->m->seg_size[i] + 4095) & ~4095ULL;
+		char label[80];
+		snprintf(label, sizeof(label), "wsrv:%s:published:%u", p->m->name, i);
+		p->seg[i] = memfd_create(label, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (p->seg[i] < 0 || ftruncate(p->seg[i], (off_t)(size ? size : 4096)) < 0)
+			return err_set(e, -errno, "cannot make a segment of %llu bytes: %s",
+				       (unsigned long long)size, strerror(errno));
+	}
+	return 0;
+}
+
+/* The current generation's layout, from its files (which must still give
+ * exactly it), with new segments to write into. */
+static int prepare(struct server *srv, uint32_t mi, struct publish *p, struct errinfo *e)
+{
+	const struct loaded_model *cur = srv->models[mi].lm;
+	uint64_t sizes[WSRV_MAX_FDS];
+	int r;
+
+	p->model = mi;
+	p->nseg = cur->arena->nseg;
+	for (uint32_t i = 0; i < p->nseg; i++)
+		sizes[i] = cur->arena->seg[i].size;
+	r = model_open(cur->model->name, cur->model->path, &srv->load->model, &p->m, e);
+	if (r == 0)
+		r = model_match_manifest(p->m, cur->manifest_fd, p->nseg, sizes, e);
+	if (r < 0)
+		return err_prefix(e, "the layout of the current generation"), r;
+	for (size_t i = 0; i < p->m->ntensors; i++)
+		p->m->tensors[i].xxh3 = 0; /* not known until the commit */
+	if ((r = new_segments(p, e)) < 0)
+		return r;
+	for (uint32_t i = 0; i < p->nseg; i++)
+		sizes[i] = (p->m->seg_size[i] + 4095) & ~4095ULL;
+	return manifest_create(p->m, sizes, 4096, &p->layout_fd, &p->layout_size, e);
+}
+
+static void reply_begin(struct server *srv, struct publish *p, uint64_t seq, struct reply *r)
+{
+	Wsrv__Response resp = WSRV__RESPONSE__INIT;
+	Wsrv__PublishReply pr = WSRV__PUBLISH_REPLY__INIT;
+	uint64_t sizes[WSRV_MAX_FDS];
+
+	r->fds[0] = p->layout_fd;
+	for (uint32_t i = 0; i < p->nseg; i++) {
+		r->fds[i + 1] = p->seg[i];
+		sizes[i] = (p->m->seg_size[i] + 4095) & ~4095ULL;
+	}
+	r->nfds = (int)p->nseg + 1;
+	pr.publish_id = p->id;
+	pr.manifest_size = p->layout_size;
+	pr.n_segment_sizes = p->nseg;
+	pr.segment_sizes = sizes;
+	pr.generation = srv->models[p->model].generation + 1;
+	resp.seq = seq;
+	resp.body_case = WSRV__RESPONSE__BODY_PUBLISH;
+	resp.publish = &pr;
+	srv_pack(r, &resp);
+}
+
+int publish_begin(struct server *srv, struct session *s, const Wsrv__PublishBegin *q, uint64_t seq,
+		  struct reply *r)
+{
+	static uint32_t next_id;
+	struct publish *p;
+	struct errinfo e;
+	int mi = -1;
+
+	if (!may_publish(srv, s)) {
+		srv_reply_error(r, seq, EPERM, "this user may not publish (--allow-publish-uid, --allow-publish-gid)");
+		return -EPERM;
+	}
+	for (size_t i = 0; i < srv->nmodels; i++)
+		if (q->model && srv_model_current(&srv->models[i]) &&
+		    strcmp(srv->models[i].lm->model->name, q->model) == 0)
+			mi = (int)i;
+	if (mi < 0) {
+		srv_reply_error(r, seq, ENOENT, "no model named '%.64s'", q->model ? q->model : "");
+		return -ENOENT;
+	}
+	if (srv->publish || srv->reload || !srv->load) {
+		srv_reply_error(r, seq, EBUSY, "%s", srv->publish ? "another producer is publishing; try again after it"
+							   : "a reload is under way; try again after it");
+		return -EBUSY;
+	}
+	if (srv->models[mi].lm->arena->nseg + 1 > WSRV_MAX_FDS) {
+		srv_reply_error(r, seq, E2BIG, "the model has more segments than one reply carries");
+		return -E2BIG;
+	}
+	if (!(p = calloc(1, sizeof(*p)))) {
+		srv_reply_error(r, seq, ENOMEM, "out of memory");
+		return -ENOMEM;
+	}
+	p->layout_fd = -1;
+	for (uint32_t i = 0; i < WSRV_MAX_FDS; i++)
+		p->seg[i] = -1;
+	if (prepare(srv, (uint32_t)mi, p, &e) < 0) {
+		srv_reply_error(r, seq, EINVAL, "cannot publish %.64s: %s", q->model, e.msg);
+		publish_free(p);
+		return -EINVAL;
+	}
+	p->session = s->id;
+	p->pid = s->cred.pid;
+	p->id = ++next_id;
+	srv->publish = p;
+	reply_begin(srv, p, seq, r);
+	log_info("client %llu (pid %d) publishes generation %llu of model %s", (unsigned long long)s->id,
+		 (int)s->cred.pid, (unsigned long long)srv->models[mi].generation + 1, esc(q->model));
+	return 0;
+}
+
+static struct publish *mine(struct server *srv, const struct session *s, uint32_t id, uint64_t seq,
+			    struct reply *r)
+{
+	struct publish *p = srv->publish;
+
+	if (!p || p->session != s->id || p->id != id) {
+		srv_reply_error(r, seq, EPERM, "publish %u is not one this client is making", id);
+		return NULL;
+	}
+	return p;
+}
+
+static void reply_ok(struct reply *r, uint64_t seq)
+{
+	Wsrv__Response resp = WSRV__RESPONSE__INIT;
+	Wsrv__Ok ok = WSRV__OK__INIT;
+
+	resp.seq = seq;
+	resp.body_case = WSRV__RESPONSE__BODY_OK;
+	resp.ok = &ok;
+	srv_pack(r, &resp);
+}
+
+int publish_commit(struct server *srv, struct session *s, const Wsrv__PublishCommit *q, uint64_t seq,
+		   struct reply *r)
+{
+	struct publish *p = mine(srv, s, q->publish_id, seq, r);
+	int ret;
+
+	if (!p)
+		return -EPERM;
+	for (uint32_t i = 0; i < p->nseg; i++)
+		if (fcntl(p->seg[i], F_ADD_SEALS, PUBLISH_SEALS) < 0) {
+			int e = errno;
+			srv_reply_error(r, seq, e == EBUSY ? EBUSY : EIO, "cannot seal segment %u: %s", i,
+					e == EBUSY ? "it is still mapped writable; unmap it before committing"
+						   : strerror(e));
+			return -e;
+		}
+	if ((ret = reload_publish(srv, p->model, p)) < 0) {
+		srv_reply_error(r, seq, -ret, "cannot start publishing: %s", strerror(-ret));
+		return ret;
+	}
+	p->session = 0; /* the thread has it now */
+	log_info("publish %u sealed; checksumming", p->id);
+	reply_ok(r, seq);
+	return 0;
+}
+
+int publish_abort(struct server *srv, struct session *s, const Wsrv__PublishAbort *q, uint64_t seq,
+		  struct reply *r)
+{
+	struct publish *p = mine(srv, s, q->publish_id, seq, r);
+
+	if (!p)
+		return -EPERM;
+	log_info("publish %u aborted by its producer", p->id);
+	srv->publish = NULL;
+	publish_free(p);
+	reply_ok(r, seq);
+	return 0;
+}
+
+void publish_session_gone(struct server *srv, const struct session *s)
+{
+	struct publish *p = srv->publish;
+
+	if (!p || p->session != s->id)
+		return;
+	log_warn("publish %u: its producer (pid %d) left before committing; nothing published",
+		 p->id, (int)p->pid);
+	srv->publish = NULL;
+	publish_free(p);
+}
+
+/* On the reload thread: the sealed segments become an arena, checksummed,
+ * with its manifest. */
+int publish_finish_work(void *arg, struct loaded_model **out, struct errinfo *e)
+{
+	struct publish *p = arg;
+	struct loaded_model *lm = calloc(1, sizeof(*lm));
+	int r;
+
+	if (!lm)
+		return err_set(e, -ENOMEM, "out of memory");
+	lm->manifest_fd = -1;
+	r = arena_adopt(p->nseg, p->seg, p->m->seg_size, 4096, false, &lm->arena, e);
+	if (r < 0) {
+		free(lm);
+		return r;
+	}
+	for (uint32_t i = 0; i < p->nseg; i++)
+		p->seg[i] = -1; /* the arena's now */
+	for (size_t i = 0; i < p->m->ntensors; i++) {
+		struct model_tensor *t = &p->m->tensors[i];
+		t->xxh3 = XXH3_64bits(lm->arena->seg[t->segment].ro + t->offset, t->size);
+	}
+	lm->model = p->m;
+	p->m = NULL;
+	uint64_t sizes[WSRV_MAX_FDS];
+	for (uint32_t i = 0; i < lm->arena->nseg; i++)
+		sizes[i] = lm->arena->seg[i].size;
+	r = manifest_create(lm->model, sizes, 4096, &lm->manifest_fd, &lm->manifest_size, e);
+	if (r == 0) {
+		void *mp = mmap(NULL, lm->manifest_size, PROT_READ, MAP_SHARED, lm->manifest_fd, 0);
+		if (mp != MAP_FAILED) {
+			lm->manifest_hash = XXH3_64bits(mp, lm->manifest_size);
+			munmap(mp, lm->manifest_size);
+		}
+	}
+	if (r < 0) {
+		loaded_model_free(lm);
+		return r;
+	}
+	*out = lm;
+	return 0;
+}
+
+void publish_done(struct server *srv, void *arg, int rc)
+{
+	struct publish *p = arg;
+
+	if (srv->publish == p)
+		srv->publish = NULL;
+	log_info("publish %u %s", p->id, rc == 0 ? "done" : "failed");
+	publish_free(p);
+}

@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: MIT
+/* test_publish.c - a producer publishing new generations while workers
+ * stream (wsrv_publish_*, wsrvctl publish), against a real wsrvd: the
+ * published bytes are what workers see, bit for bit, and never a mix of
+ * two generations; a producer killed before its commit publishes nothing
+ * and leaves nothing; only allowed users publish; two producers at once:
+ * one wins, the other gets a clear error. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "clock.h"
+#include "helpers.h"
+#include "wsrv.h"
+
+static char *model_dir;
+static int fds_before;
+static char uid_arg[16];
+
+/* Every byte of every tensor: (index * 31 + byte position + salt). */
+static uint8_t pattern(size_t i, uint64_t k, int salt)
+{
+	return (uint8_t)(i * 31 + k + (uint64_t)salt);
+}
+
+static int publish_pattern(const char *sock, int salt, uint64_t *gen)
+{
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_publish *p;
+	int r;
+
+	if ((r = wsrv_connect(sock, NULL, &c)) < 0)
+		return r;
+	assert_int_equal(wsrv_attach(c, "m", &m), 0); /* for the tensor list */
+	if ((r = wsrv_publish_begin(c, "m", &p)) < 0) {
+		wsrv_detach(m);
+		wsrv_disconnect(c);
+		return r;
+	}
+	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
+		struct wsrv_tensor t;
+		uint8_t *d;
+		uint64_t size;
+		wsrv_model_tensor(m, i, &t);
+		assert_int_equal(wsrv_publish_tensor(p, t.name, (void **)&d, &size), 0);
+		assert_int_equal(size, t.size);
+		for (uint64_t k = 0; k < size; k++)
+			d[k] = pattern(i, k, salt);
+	}
+	wsrv_detach(m);
+	r = wsrv_publish_commit(p, gen);
+	wsrv_disconnect(c);
+	return r;
+}
+
+/* m holds the pattern of salt, and its checksums say so. */
+static int holds(const struct wsrv_model *m, int salt)
+{
+	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
+		struct wsrv_tensor t;
+		const uint8_t *d;
+		wsrv_model_tensor(m, i, &t);
+		d = t.data;
+		if (XXH3_64bits(d, t.size) != t.xxh3)
+			return -1;
+		for (uint64_t k = 0; k < t.size; k += 4093)
+			if (d[k] != pattern(i, k, salt))
+				return -2;
+	}
+	return 0;
+}
+
+/* 1: published bytes reach workers: an attached one is told, and switching
+ * it reads them bit for bit; the old generation is untouched meanwhile. */
+static void published_bytes_reach_workers(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *w;
+	struct wsrv_model *m;
+	struct wsrv_tensor t;
+	uint64_t gen = 0, mapped, latest;
+
+	assert_int_equal(server_start(&ts, "m", model_dir, "--allow-publish-uid", uid_arg, NULL), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &w), 0);
+	assert_int_equal(wsrv_attach(w, "m", &m), 0);
+	assert_int_equal(wsrv_model_tensor(m, 0, &t), 0);
+	uint64_t old = XXH3_64bits(t.data, t.size);
+	assert_int_equal(publish_pattern(ts.sock, 5, &gen), 0);
+	assert_int_equal(gen, 2);
+	struct pollfd p = { wsrv_client_fd(w), POLLIN, 0 };
+	assert_int_equal(poll(&p, 1, 5000), 1);
+	assert_int_equal(wsrv_client_poll_events(w), 1);
+	assert_int_equal(XXH3_64bits(t.data, t.size), old); /* untouched */
+	wsrv_detach(m);
+	assert_int_equal(wsrv_attach(w, "m", &m), 0);
+	wsrv_model_generation(m, &mapped, &latest);
+	assert_int_equal(mapped, 2);
+	assert_int_equal(holds(m, 5), 0);
+	wsrv_detach(m);
+	wsrv_disconnect(w);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
+/* 2: workers attach and check everything in a loop while generations are
+ * published: every attachment is one whole generation. */
+static void never_a_mix(void **st)
+{
+	struct test_server ts = { 0 };
+	int status;
+
+	assert_int_equal(server_start(&ts, "m", model_dir, "--allow-publish-uid", uid_arg, NULL), 0);
+	pid_t w = fork();
+	if (w == 0) {
+		int bad = 0, seen = 0;
+		double end = mono_now() + 3;
+		while (mono_now() < end) {
+			struct wsrv_client *c;
+			struct wsrv_model *m;
+			uint64_t g;
+			if (wsrv_connect(ts.sock, NULL, &c) < 0)
+				continue;
+			if (wsrv_attach(c, "m", &m) == 0) {
+				wsrv_model_generation(m, &g, NULL);
+				if (g > 1) {
+					bad += holds(m, (int)g) != 0; /* generation g holds salt g */
+					seen++;
+				}
+				wsrv_detach(m);
+			}
+			wsrv_disconnect(c);
+		}
+		fprintf(stderr, "worker: %d attachments of published generations, %d wrong\n", seen, bad);
+		_exit(bad ? 1 : seen ? 0 : 2);
+	}
+	for (int g = 2; g <= 6; g++) {
+		uint64_t got;
+		usleep(200000);
+		assert_int_equal(publish_pattern(ts.sock, g, &got), 0);
+		assert_int_equal(got, (uint64_t)g);
+	}
+	assert_int_equal(waitpid(w, &status, 0), w);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
+/* 3: a producer killed before its commit publishes nothing and leaves
+ * nothing; the next producer can publish. */
+static void killed_producer(void **st)
+{
+	struct test_server ts = { 0 };
+	uint64_t gen;
+	int pfd[2];
+	char b;
+
+	assert_int_equal(server_start(&ts, "m", model_dir, "--allow-publish-uid", uid_arg, NULL), 0);
+	int fds0 = pid_fd_count(ts.pid);
+	assert_int_equal(pipe(pfd), 0);
+	pid_t p = fork();
+	if (p == 0) {
+		struct wsrv_client *c;
+		struct wsrv_publish *pub;
+		void *d;
+		if (wsrv_connect(ts.sock, NULL, &c) < 0 || wsrv_publish_begin(c, "m", &pub) < 0 ||
+		    wsrv_publish_tensor(pub, "lm_head.weight", &d, NULL) < 0)
+			_exit(1);
+		memset(d, 0x5a, 4096);
+		if (write(pfd[1], "x", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	close(pfd[1]);
+	assert_int_equal(read(pfd[0], &b, 1), 1);
+	close(pfd[0]);
+	kill(p, SIGKILL);
+	waitpid(p, NULL, 0);
+	for (int i = 0; i < 100 && pid_fd_count(ts.pid) != fds0; i++)
+		usleep(10000);
+	assert_int_equal(pid_fd_count(ts.pid), fds0); /* its memfds closed */
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	wsrv_model_generation(m, &gen, NULL);
+	assert_int_equal(gen, 1);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	assert_int_equal(publish_pattern(ts.sock, 2, &gen), 0);
+	assert_int_equal(gen, 2);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
+/* 4: nobody publishes by default; two producers at once: one wins. */
+static void who_publishes(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *a, *b;
+	struct wsrv_publish *pa, *pb;
+	uint64_t gen;
+
+	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(publish_pattern(ts.sock, 1, &gen), -EPERM);
+	assert_non_null(strstr(wsrv_last_error(), "--allow-publish-uid"));
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+
+	memset(&ts, 0, sizeof(ts));
+	assert_int_equal(server_start(&ts, "m", model_dir, "--allow-publish-uid", uid_arg, NULL), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &a), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &b), 0);
+	assert_int_equal(wsrv_publish_begin(a, "m", &pa), 0);
+	assert_int_equal(wsrv_publish_begin(b, "m", &pb), -EBUSY);
+	assert_non_null(strstr(wsrv_last_error(), "another producer"));
+	wsrv_publish_abort(pa);
+	assert_int_equal(wsrv_publish_begin(b, "m", &pb), 0);
+	wsrv_publish_abort(pb);
+	wsrv_disconnect(a);
+	wsrv_disconnect(b);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
+/* 5: wsrvctl publish --from another directory of the same tensors. */
+static void ctl_publish_from_files(void **st)
+{
+	struct test_server ts = { 0 };
+	char *other = test_tmpdir("publish-other");
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_tensor t;
+	size_t len;
+
+	assert_int_equal(make_model(other, "llama-mini", 8 << 20, 2, 1, 77), 0);
+	assert_int_equal(server_start(&ts, "m", model_dir, "--allow-publish-uid", uid_arg, NULL), 0);
+	const char *argv[] = { getenv("WSRV_CTL"), "--socket", ts.sock, "publish", "m", "--from", other, NULL };
+	assert_int_equal(run_prog(argv, NULL, pjoin(ts.dir, "out"), pjoin(ts.dir, "err"), 0, 60), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_model_find(m, "lm_head.weight", &t), 0);
+	uint8_t *f = read_file(pjoin(other, "model.safetensors"), &len);
+	assert_non_null(f);
+	/* The tensor's bytes are somewhere in the file: the last ones of it. */
+	uint64_t hdr;
+	memcpy(&hdr, f, 8);
+	bool found = false;
+	for (size_t off = 8 + hdr; off + t.size <= len && !found; off += 2)
+		found = memcmp(f + off, t.data, 64) == 0 && memcmp(f + off, t.data, t.size) == 0;
+	assert_true(found);
+	free(f);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+	rm_rf(other);
+	free(other);
+}
+
+static int setup(void **st)
+{
+	signal(SIGPIPE, SIG_IGN);
+	snprintf(uid_arg, sizeof(uid_arg), "%u", (unsigned)getuid());
+	fds_before = count_fds();
+	model_dir = test_tmpdir("publish-model");
+	return model_dir && make_model(model_dir, "llama-mini", 8 << 20, 2, 1, 3) == 0 ? 0 : -1;
+}
+
+static int teardown(void **st)
+{
+	rm_rf(model_dir);
+	free(model_dir);
+	return fd_leak_check(fds_before);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(published_bytes_reach_workers),
+		cmocka_unit_test(never_a_mix),
+		cmocka_unit_test(killed_producer),
+		cmocka_unit_test(who_publishes),
+		cmocka_unit_test(ctl_publish_from_files),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+/* ctl_publish.c - wsrvctl publish: a new generation of a served model from
+ * another directory's safetensors (the same tensors, dtypes and shapes),
+ * written straight into the server's new memory and published as a
+ * producer would (wsrv_publish_*). */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "ctl.h"
+#include "escape.h"
+#include "model.h"
+#include "units.h"
+#include "wsrv.h"
+
+/* Every tensor of m, from its file into the publish. */
+static int fill(struct wsrv_publish *p, const struct model *m)
+{
+	int fds[64], r = 0;
+
+	if (m->nfiles > 64) {
+		fprintf(stderr, "wsrvctl: at most 64 files\n");
+		return -E2BIG;
+	}
+	for (size_t f = 0; f < m->nfiles; f++)
+		fds[f] = open(m->files[f]->path, O_RDONLY | O_CLOEXEC);
+	for (size_t i = 0; r == 0 && i < m->ntensors; i++) {
+		const struct model_tensor *t = &m->tensors[i];
+		uint64_t size = 0, got = 0;
+		void *dst;
+		if ((r = wsrv_publish_tensor(p, t->name, &dst, &size)) < 0) {
+			fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
+			break;
+		}
+		if (size != t->size) {
+			fprintf(stderr, "wsrvctl: %s has %" PRIu64 " bytes in the model and %" PRIu64 " in the files\n",
+				esc(t->name), size, t->size);
+			r = -EINVAL;
+			break;
+		}
+		while (got < size) {
+			ssize_t n = pread(fds[t->file], (char *)dst + got, size - got, (off_t)(t->file_off + got));
+			if (n <= 0) {
+				fprintf(stderr, "wsrvctl: reading %s: %s\n", esc(t->name), n < 0 ? strerror(errno) : "short file");
+				r = -EIO;
+				break;
+			}
+			got += (uint64_t)n;
+		}
+	}
+	for (size_t f = 0; f < m->nfiles; f++)
+		if (fds[f] >= 0)
+			close(fds[f]);
+	return r;
+}
+
+int ctl_publish(const struct ctl_ctx *c, int argc, char **argv)
+{
+	static const struct option opts[] = { { "from", required_argument, NULL, 'f' }, { 0 } };
+	const char *from = NULL;
+	struct wsrv_client *cl;
+	struct wsrv_publish *p;
+	struct model *m;
+	struct errinfo e;
+	uint64_t gen = 0;
+	char b[32];
+	int o;
+
+	optind = 1;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (o == 'f') from = optarg;
+		else return 2;
+	}
+	if (!from || optind + 1 != argc) {
+		fprintf(stderr, "usage: wsrvctl publish MODEL --from DIR\n");
+		return 2;
+	}
+	if (model_open(argv[optind], from, NULL, &m, &e) < 0) {
+		fprintf(stderr, "wsrvctl: %s: %s\n", esc(from), e.msg);
+		return 1;
+	}
+	if (ctl_connect(c, &cl)) {
+		model_free(m);
+		return 1;
+	}
+	double t0 = mono_now();
+	int r = wsrv_publish_begin(cl, argv[optind], &p);
+	if (r < 0)
+		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
+	else if ((r = fill(p, m)) < 0)
+		wsrv_publish_abort(p);
+	else if ((r = wsrv_publish_commit(p, &gen)) < 0)
+		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
+	if (r == 0)
+		printf("generation %" PRIu64 " of %s published: %s in %.2f s\n", gen, esc(argv[optind]),
+		       fmt_bytes(m->data_bytes, b, sizeof(b)), mono_now() - t0);
+	wsrv_disconnect(cl);
+	model_free(m);
+	return r < 0 ? 1 : 0;
+}
