@@ -14,5 +14,6 @@ int bench_pipeline(int argc, char **argv);
 int bench_serve(int argc, char **argv);
 int bench_share_device(int argc, char **argv);
 int bench_restart(int argc, char **argv);
+int bench_publish(int argc, char **argv);
 
 #endif

@@ -150,7 +150,7 @@ int bench_attach(int argc, char **argv)
 	const char *workdir = "/tmp/wsrv-bench-models";
 	char *sizes = NULL;
 	int n = 0, json = 0, c, r = 0;
-	struct bench_server bs;
+	struct bench_server bs = { 0 };
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {

@@ -225,7 +225,7 @@ int bench_fetch(int argc, char **argv)
 	const char *path = NULL;
 	int n = 8, requests = 20000, json = 0, c;
 	struct result res[2];
-	struct bench_server bs;
+	struct bench_server bs = { 0 };
 	struct sizes sz;
 	char spec[4200];
 

@@ -226,7 +226,7 @@ int bench_pipeline(int argc, char **argv)
 	};
 	struct cfg c = { .compute_us = -1, .bandwidth = 8, .slots = 2, .passes = 5 };
 	const char *path = NULL;
-	struct bench_server bs;
+	struct bench_server bs = { 0 };
 	struct wsrv_client *cl;
 	struct wsrv_model *m;
 	int json = 0, cuda = 0, o, r;

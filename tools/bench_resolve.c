@@ -67,7 +67,7 @@ int bench_resolve(int argc, char **argv)
 		{ 0 },
 	};
 	struct work w = { .rounds = 200 };
-	struct bench_server bs;
+	struct bench_server bs = { 0 };
 	struct wsrv_client *c;
 	const char *path = NULL;
 	int json = 0, o;

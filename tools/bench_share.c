@@ -116,7 +116,7 @@ int bench_share(int argc, char **argv)
 	};
 	const char *path = NULL;
 	int n = 8, json = 0, c;
-	struct bench_server bs;
+	struct bench_server bs = { 0 };
 	struct model *md;
 	struct errinfo e;
 	char spec[4200];

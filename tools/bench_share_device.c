@@ -209,7 +209,7 @@ int bench_share_device(int argc, char **argv)
 	struct sd_opts o = { .slots = 2 };
 	struct sd_result sh, pv;
 	const char *path = NULL;
-	struct bench_server bs;
+	struct bench_server bs = { 0 };
 	int n = 4, json = 0, c;
 	char spec[4200];
 

@@ -61,10 +61,12 @@ int bench_server_launch(struct bench_server *bs, const char *const *specs, size_
 	argv[k++] = bs->sock;
 	if (geteuid() != 0)
 		argv[k++] = "--no-lock";
-	for (size_t i = 0; i < n && k < 76; i++) {
+	for (size_t i = 0; i < n && k < 70; i++) {
 		argv[k++] = "--model";
 		argv[k++] = specs[i];
 	}
+	for (size_t i = 0; i < 4 && bs->extra[i]; i++)
+		argv[k++] = bs->extra[i];
 	argv[k] = NULL;
 	bs->pid = fork();
 	if (bs->pid == 0) {

@@ -12,6 +12,7 @@ struct bench_server {
 	pid_t pid;
 	char dir[128];
 	char sock[200];
+	const char *extra[4];       /* more wsrvd arguments, NULL-terminated (or none) */
 };
 
 /* Starts wsrvd (next to this program in the build tree, else $WSRVD, else

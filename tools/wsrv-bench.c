@@ -32,6 +32,10 @@ static const struct {
 	  "restart --model DIR [--repeat N] [--json]\n"
 	  "      a wsrvd restart that adopts its models from systemd's fd store (played by the\n"
 	  "      benchmark) vs a cold load of the same model" },
+	{ "publish", bench_publish,
+	  "publish --model DIR [--json]\n"
+	  "      a producer publishing a new generation (fill, seal, checksum, publish) vs a\n"
+	  "      memcpy of the same bytes; the time until a streaming worker runs on it" },
 	{ "attach", bench_attach,
 	  "attach (--model DIR ... | --sizes 64M,1G,...) [--json]\n"
 	  "      a new worker's attach time vs a safe_open of the same files" },
