@@ -41,6 +41,15 @@ WSRV_EXPORT size_t wsrv_model_list_count(const struct wsrv_model_list *l)
 	return l ? l->r->models->n_models : 0;
 }
 
+/* Entry i of the list, or NULL with -ERANGE recorded. */
+static const Wsrv__ModelInfo *entry(const struct wsrv_model_list *l, size_t i)
+{
+	if (i < l->r->models->n_models)
+		return l->r->models->models[i];
+	cl_err(-ERANGE, "model %zu: the list has %zu", i, l->r->models->n_models);
+	return NULL;
+}
+
 WSRV_EXPORT int wsrv_model_list_at(const struct wsrv_model_list *l, size_t i,
 				   struct wsrv_model_info *out)
 {
@@ -48,9 +57,8 @@ WSRV_EXPORT int wsrv_model_list_at(const struct wsrv_model_list *l, size_t i,
 
 	CL_NEED(l);
 	CL_NEED(out);
-	if (i >= l->r->models->n_models)
-		return cl_err(-ERANGE, "model %zu: the list has %zu", i, l->r->models->n_models);
-	m = l->r->models->models[i];
+	if (!(m = entry(l, i)))
+		return -ERANGE;
 	CL_RESULT(out);
 	out->name = cl_str(m->name);
 	out->path = cl_str(m->path);
@@ -73,9 +81,8 @@ WSRV_EXPORT int wsrv_model_list_generation(const struct wsrv_model_list *l, size
 
 	CL_NEED(l);
 	CL_NEED(out);
-	if (i >= l->r->models->n_models)
-		return cl_err(-ERANGE, "model %zu: the list has %zu", i, l->r->models->n_models);
-	m = l->r->models->models[i];
+	if (!(m = entry(l, i)))
+		return -ERANGE;
 	CL_RESULT(out);
 	out->generation = m->generation;
 	out->retired = m->retired;

@@ -356,15 +356,23 @@ WSRV_EXPORT int wsrv_stream_residency(const struct wsrv_stream *s, size_t i)
 	     : s->where[i] == WHERE_STREAMED ? WSRV_STREAMED : WSRV_NOT_IN_VIEW;
 }
 
+/* Tensor i's view, or NULL with -ERANGE recorded. */
+static const struct tp_view *view_at(const struct wsrv_stream *s, size_t i)
+{
+	if (i < wsrv_model_tensor_count(s->m))
+		return &s->views[i];
+	cl_err(-ERANGE, "tensor %zu out of range", i);
+	return NULL;
+}
+
 WSRV_EXPORT int wsrv_stream_view(const struct wsrv_stream *s, size_t i, struct wsrv_view *out)
 {
 	const struct tp_view *v;
 
 	CL_NEED(s);
 	CL_NEED(out);
-	if (i >= wsrv_model_tensor_count(s->m))
-		return cl_err(-ERANGE, "tensor %zu out of range", i);
-	v = &s->views[i];
+	if (!(v = view_at(s, i)))
+		return -ERANGE;
 	CL_RESULT(out);
 	out->present = v->present;
 	out->rank = v->rank;
@@ -379,9 +387,8 @@ WSRV_EXPORT int wsrv_stream_layout(const struct wsrv_stream *s, size_t i, struct
 
 	CL_NEED(s);
 	CL_NEED(out);
-	if (i >= wsrv_model_tensor_count(s->m))
-		return cl_err(-ERANGE, "tensor %zu out of range", i);
-	v = &s->views[i];
+	if (!(v = view_at(s, i)))
+		return -ERANGE;
 	CL_RESULT(out);
 	out->offset = v->src_off;
 	out->row_bytes = v->width;
