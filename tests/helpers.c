@@ -149,6 +149,8 @@ uint8_t *read_file(const char *path, size_t *len)
 			free(b);
 			b = NULL;
 		}
+		if (b)
+			b[n] = 0; /* text files can be searched as strings */
 		*len = (size_t)n;
 	}
 	fclose(f);

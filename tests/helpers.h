@@ -44,7 +44,7 @@ const char *hdr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int make_model(const char *dir, const char *preset, uint64_t size, unsigned layers,
 	       unsigned shards, uint64_t seed);
 
-/* Reads a whole file (caller frees). */
+/* Reads a whole file (caller frees), NUL-terminated past its *len bytes. */
 uint8_t *read_file(const char *path, size_t *len);
 
 /* Where the reference fixtures are. */
