@@ -638,6 +638,9 @@ int srv_run(struct server *srv, int lfd, int lock, struct errinfo *e)
 		srv_unlisten(srv->cfg.socket_path, lfd, lock);
 		if (L.sigfd >= 0)
 			close(L.sigfd);
+		if (srv->reload_efd >= 0)
+			close(srv->reload_efd);
+		srv->reload_efd = -1;
 		free(L.reply.buf);
 		return r;
 	}
