@@ -34,10 +34,10 @@ def _mkmodel(out, preset, size, layers):
 
 
 class Server:
-    def __init__(self, tmp, models):
+    def __init__(self, tmp, models, extra=()):
         self.sock = str(tmp / "wsrv.sock")
         self.log = open(tmp / "wsrvd.log", "w")
-        args = [_need("WSRVD"), "--socket", self.sock, "--no-lock", "--hugepages", "off"]
+        args = [_need("WSRVD"), "--socket", self.sock, "--no-lock", "--hugepages", "off", *extra]
         for name, path in models.items():
             args += ["--model", f"{name}={path}"]
         self.models = models

@@ -41,3 +41,46 @@ def test_reload_announced_and_switched(tmp_path):
                 assert not torch.equal(new, old)
     finally:
         srv.stop()
+
+
+def test_a_trainer_publishes(tmp_path):
+    """A PyTorch trainer publishes new weights from its own tensors; a
+    worker attached before is told, and switches to them, bit for bit."""
+    d = _mkmodel(tmp_path / "m", "llama-mini", "8M", 2)
+    srv = Server(tmp_path, {"m": d}, extra=["--allow-publish-uid", str(os.getuid())])
+    try:
+        with wsrv.connect(srv.sock, name="worker") as w, wsrv.connect(srv.sock, name="trainer") as t:
+            worker = w.attach("m")
+            trainer = t.attach("m")
+            new = {n: trainer[n].torch().clone() for n in trainer}
+            for n, x in new.items():
+                if x.is_floating_point():
+                    new[n] = x * 0.5   # a training step, of sorts
+            with trainer.publish() as p:
+                for n, x in new.items():
+                    p[n].copy_(x)
+            assert p.generation == 2
+            select.select([w.fileno()], [], [], 10)
+            assert w.poll_events() == 1
+            worker.close()
+            with w.attach("m") as m2:
+                assert m2.generation == 2
+                for n, x in new.items():
+                    assert torch.equal(m2[n].torch(), x), n
+            trainer.close()
+    finally:
+        srv.stop()
+
+
+def test_publish_refused_without_permission(tmp_path):
+    d = _mkmodel(tmp_path / "m", "llama-mini", "8M", 2)
+    srv = Server(tmp_path, {"m": d})
+    try:
+        with wsrv.connect(srv.sock) as c, c.attach("m") as m:
+            try:
+                m.publish()
+                raise AssertionError("published without permission")
+            except wsrv.WsrvError as e:
+                assert e.errno == 1 and "--allow-publish-uid" in e.message
+    finally:
+        srv.stop()

@@ -14,6 +14,7 @@ from .client import Client, connect
 from .errors import WsrvError
 from .model import Layer, Model, StateDict, Tensor
 from .plan import Plan
+from .publish import Publish
 from .stream import Stream, StreamLayer
 
 
@@ -22,5 +23,5 @@ def version():
     return _libwsrv.wsrv_version().decode()
 
 
-__all__ = ["Client", "connect", "Layer", "Model", "Plan", "StateDict", "Stream", "StreamLayer",
+__all__ = ["Client", "connect", "Layer", "Model", "Plan", "Publish", "StateDict", "Stream", "StreamLayer",
            "Tensor", "WsrvError", "version"]

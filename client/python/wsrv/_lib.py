@@ -112,6 +112,10 @@ _PROTOS = {
     "wsrv_client_poll_events": (ctypes.c_int, [vptr]),
     "wsrv_model_generation": (ctypes.c_int, [vptr, P(u64), P(u64)]),
     "wsrv_reload": (ctypes.c_int, [vptr, cstr, cstr]),
+    "wsrv_publish_begin": (ctypes.c_int, [vptr, cstr, P(vptr)]),
+    "wsrv_publish_tensor": (ctypes.c_int, [vptr, cstr, P(vptr), P(u64)]),
+    "wsrv_publish_commit": (ctypes.c_int, [vptr, P(u64)]),
+    "wsrv_publish_abort": (None, [vptr]),
 }
 
 

@@ -122,6 +122,7 @@ class Model(Mapping):
         ptr = ctypes.c_void_p()
         check(lib.wsrv_attach(client_ptr, name.encode(), ctypes.byref(ptr)), f"attach {name}")
         self.name = name
+        self._client_ptr = client_ptr  # the model holds the C client's reference
         self._h = _ModelHandle(ptr)
         n = lib.wsrv_model_tensor_count(ptr)
         self._names = []
@@ -229,6 +230,14 @@ class Model(Mapping):
             if copied:
                 out.copied.add(nm)
         return out
+
+    def publish(self):
+        """A new generation of this model from this process's bytes (a
+        trainer's): see wsrv.Publish. The server must allow this user
+        (--allow-publish-uid/gid)."""
+        from .publish import Publish
+
+        return Publish(self)
 
     def stream(self, device="host", plan=None, slots=2, rank=0, world=1, **kw):
         """A layer stream on a device (see wsrv.Stream)."""
