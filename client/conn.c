@@ -79,9 +79,15 @@ static int recv_reply(struct wsrv_client *c, uint64_t seq, Wsrv__Response **out,
 	Wsrv__Response *r = NULL;
 	long len = pkt_recv(c->fd, c->buf, c->max_packet, got, WSRV_MAX_FDS, &n);
 
-	/* What the server sent unasked (a new generation) comes first. */
-	while (len > 0 && (r = wsrv__response__unpack(NULL, (size_t)len, c->buf)) &&
-	       r->body_case == WSRV__RESPONSE__BODY_EVENT) {
+	/* What the server sent unasked (a new generation) comes first; a
+	 * server that sends nothing else is cut off after a bound. */
+	for (int events = 0; len > 0 && (r = wsrv__response__unpack(NULL, (size_t)len, c->buf)) &&
+	     r->body_case == WSRV__RESPONSE__BODY_EVENT; events++) {
+		if (events == 4096) {
+			wsrv__response__free_unpacked(r, NULL);
+			pkt_close_fds(got, n);
+			return cl_err(-EBADMSG, "the server sent events and no reply");
+		}
 		cl_note_event(c, r->event);
 		wsrv__response__free_unpacked(r, NULL);
 		pkt_close_fds(got, n);

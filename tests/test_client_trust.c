@@ -28,7 +28,7 @@
 #include "wsrv.pb-c.h"
 #include <xxhash.h>
 
-enum lie { GOOD, UNSEALED, BAD_MAGIC, SHORT_SEGMENT, FEW_FDS, GARBAGE, BAD_EXTENT };
+enum lie { GOOD, UNSEALED, BAD_MAGIC, SHORT_SEGMENT, FEW_FDS, GARBAGE, BAD_EXTENT, EVENT_FLOOD };
 
 static int fds_before;
 static char *tmp;
@@ -118,6 +118,25 @@ static void answer_fetch(int c, uint64_t seq)
 	reply(c, &r, NULL, 0);
 }
 
+/* Events, unasked, and never the reply: the client gives up after a
+ * bound instead of reading forever. */
+static void flood(int c)
+{
+	Wsrv__Response r = WSRV__RESPONSE__INIT;
+	Wsrv__Event ev = WSRV__EVENT__INIT;
+	uint8_t buf[256];
+	size_t len;
+
+	ev.model = "m";
+	ev.generation = 2;
+	r.body_case = WSRV__RESPONSE__BODY_EVENT;
+	r.event = &ev;
+	len = wsrv__response__pack(&r, buf);
+	for (int i = 0; i < 5000; i++)
+		if (send(c, buf, len, MSG_NOSIGNAL) < 0)
+			break; /* the client left */
+}
+
 /* The fake server: one connection, Hello answered properly, then lies. */
 static void *fake(void *arg)
 {
@@ -136,6 +155,8 @@ static void *fake(void *arg)
 			r.body_case = WSRV__RESPONSE__BODY_HELLO;
 			r.hello = &h;
 			reply(c, &r, NULL, 0);
+		} else if (q->body_case == WSRV__REQUEST__BODY_ATTACH && lie == EVENT_FLOOD) {
+			flood(c);
 		} else if (q->body_case == WSRV__REQUEST__BODY_ATTACH) {
 			answer_attach(c, q->seq, lie);
 		} else if (q->body_case == WSRV__REQUEST__BODY_FETCH_LAYER) {
@@ -206,6 +227,7 @@ static void lies_are_errors(void **s)
 	expect(FEW_FDS, -EBADMSG, "fds for 1 segments");
 	expect(GARBAGE, -EBADMSG, "malformed reply");
 	expect(BAD_EXTENT, -EBADMSG, "disagrees with its manifest");
+	expect(EVENT_FLOOD, -EBADMSG, "events and no reply");
 }
 
 /* What a view manifest_check accepted must hold for a client to read it

@@ -138,6 +138,12 @@ static void reload_refused(void **st)
 	free(err);
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
 	assert_int_equal(wsrv_reload(c, "nope", NULL), -ENOENT);
+	char *longp = malloc(5000);
+	memset(longp, 'a', 4999);
+	longp[0] = '/';
+	longp[4999] = 0;
+	assert_int_equal(wsrv_reload(c, "m", longp), -ENAMETOOLONG);
+	free(longp);
 	wsrv_disconnect(c);
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
 	rm_rf(ts.dir);

@@ -173,6 +173,11 @@ int reload_start(struct server *srv, struct session *s, const Wsrv__Reload *q, u
 		return -EBUSY;
 	}
 	const char *path = q->path && *q->path ? q->path : srv->models[mi].lm->model->path;
+	if (strlen(path) >= sizeof(((struct reload_job *)0)->path)) {
+		srv_reply_error(r, seq, ENAMETOOLONG, "a reload path is at most %zu bytes",
+				sizeof(((struct reload_job *)0)->path) - 1);
+		return -ENAMETOOLONG;
+	}
 	if ((ret = check_room(srv, q->model, path, seq, r)) < 0)
 		return ret;
 	if (!(j = calloc(1, sizeof(*j)))) {
