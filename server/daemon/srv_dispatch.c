@@ -20,17 +20,6 @@
 #include "wsrv.pb-c.h"
 
 
-static void reply_ok(struct reply *r, uint64_t seq)
-{
-	Wsrv__Response resp = WSRV__RESPONSE__INIT;
-	Wsrv__Ok ok = WSRV__OK__INIT;
-
-	resp.seq = seq;
-	resp.body_case = WSRV__RESPONSE__BODY_OK;
-	resp.ok = &ok;
-	srv_pack(r, &resp);
-}
-
 static int do_hello(struct server *srv, struct session *s, const Wsrv__Hello *h,
 		    uint64_t seq, struct reply *r)
 {
@@ -134,7 +123,7 @@ static int do_list(struct server *srv, uint64_t seq, struct reply *r)
 	return 0;
 }
 
-static int find_model(const struct server *srv, const char *name)
+int srv_find_current(const struct server *srv, const char *name)
 {
 	for (size_t i = 0; i < srv->nmodels; i++)
 		if (name && srv_model_current(&srv->models[i]) &&
@@ -149,7 +138,7 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 	Wsrv__Response resp = WSRV__RESPONSE__INIT;
 	Wsrv__AttachReply ar = WSRV__ATTACH_REPLY__INIT;
 	uint64_t sizes[WSRV_MAX_FDS];
-	int mi = find_model(srv, a->model);
+	int mi = srv_find_current(srv, a->model);
 	const struct loaded_model *lm;
 	uint32_t *v, slot = s->nattach;
 
@@ -318,7 +307,7 @@ static int do_release(struct server *srv, struct session *s, const Wsrv__Release
 		return -ENOENT;
 	}
 	drop_lease(srv, s, (uint32_t)i);
-	reply_ok(r, seq);
+	srv_reply_ok(r, seq);
 	return 0;
 }
 
@@ -337,7 +326,7 @@ static int do_detach(struct server *srv, struct session *s, const Wsrv__Detach *
 	log_info("client %llu detached model %s (generation %llu)", (unsigned long long)s->id,
 		 esc(sm->lm->model->name), (unsigned long long)sm->generation);
 	srv_retired_check(srv, sm);
-	reply_ok(r, seq);
+	srv_reply_ok(r, seq);
 	return 0;
 }
 
@@ -352,7 +341,7 @@ static int do_report(struct session *s, const Wsrv__StreamReport *rp, uint64_t s
 	if (rp->closed) {
 		if (x)
 			*x = s->streams[--s->nstreams];
-		reply_ok(r, seq);
+		srv_reply_ok(r, seq);
 		return 0;
 	}
 	if (!x && s->nstreams >= SRV_MAX_STREAMS) {
@@ -374,7 +363,7 @@ static int do_report(struct session *s, const Wsrv__StreamReport *rp, uint64_t s
 	x->shared_bytes = rp->shared_bytes;
 	x->share_role = rp->share_role == WSRV__REGION_ROLE__REGION_WRITER ||
 			rp->share_role == WSRV__REGION_ROLE__REGION_READER ? (int)rp->share_role : 0;
-	reply_ok(r, seq);
+	srv_reply_ok(r, seq);
 	return 0;
 }
 

@@ -133,16 +133,12 @@ int publish_begin(struct server *srv, struct session *s, const Wsrv__PublishBegi
 	static uint32_t next_id;
 	struct publish *p;
 	struct errinfo e;
-	int mi = -1;
+	int mi = srv_find_current(srv, q->model);
 
 	if (!may_publish(srv, s)) {
 		srv_reply_error(r, seq, EPERM, "this user may not publish (--allow-publish-uid, --allow-publish-gid)");
 		return -EPERM;
 	}
-	for (size_t i = 0; i < srv->nmodels; i++)
-		if (q->model && srv_model_current(&srv->models[i]) &&
-		    strcmp(srv->models[i].lm->model->name, q->model) == 0)
-			mi = (int)i;
 	if (mi < 0) {
 		srv_reply_error(r, seq, ENOENT, "no model named '%.64s'", q->model ? q->model : "");
 		return -ENOENT;
@@ -190,17 +186,6 @@ static struct publish *mine(struct server *srv, const struct session *s, uint32_
 	return p;
 }
 
-static void reply_ok(struct reply *r, uint64_t seq)
-{
-	Wsrv__Response resp = WSRV__RESPONSE__INIT;
-	Wsrv__Ok ok = WSRV__OK__INIT;
-
-	resp.seq = seq;
-	resp.body_case = WSRV__RESPONSE__BODY_OK;
-	resp.ok = &ok;
-	srv_pack(r, &resp);
-}
-
 int publish_commit(struct server *srv, struct session *s, const Wsrv__PublishCommit *q, uint64_t seq,
 		   struct reply *r)
 {
@@ -223,7 +208,7 @@ int publish_commit(struct server *srv, struct session *s, const Wsrv__PublishCom
 	}
 	p->session = 0; /* the thread has it now */
 	log_info("publish %u sealed; checksumming", p->id);
-	reply_ok(r, seq);
+	srv_reply_ok(r, seq);
 	return 0;
 }
 
@@ -237,7 +222,7 @@ int publish_abort(struct server *srv, struct session *s, const Wsrv__PublishAbor
 	log_info("publish %u aborted by its producer", p->id);
 	srv->publish = NULL;
 	publish_free(p);
-	reply_ok(r, seq);
+	srv_reply_ok(r, seq);
 	return 0;
 }
 

@@ -265,8 +265,6 @@ int region_commit(struct server *srv, struct session *s, const Wsrv__RegionCommi
 		  int *commit_fd, uint64_t seq, struct reply *r)
 {
 	struct srv_region *g = find_id(srv, q->region_id);
-	Wsrv__Response resp = WSRV__RESPONSE__INIT;
-	Wsrv__Ok ok = WSRV__OK__INIT;
 	int ret;
 
 	if (!g || g->writer != s->id || g->committed) {
@@ -284,10 +282,7 @@ int region_commit(struct server *srv, struct session *s, const Wsrv__RegionCommi
 	g->committed = true;
 	log_info("client %llu committed device region %u after %.3f s", (unsigned long long)s->id, g->id,
 		 mono_now() - g->created);
-	resp.seq = seq;
-	resp.body_case = WSRV__RESPONSE__BODY_OK;
-	resp.ok = &ok;
-	srv_pack(r, &resp);
+	srv_reply_ok(r, seq);
 	return 0;
 }
 
@@ -311,17 +306,12 @@ static void let_go(struct server *srv, struct session *s, uint32_t i)
 int region_close(struct server *srv, struct session *s, const Wsrv__RegionClose *q, uint64_t seq,
 		 struct reply *r)
 {
-	Wsrv__Response resp = WSRV__RESPONSE__INIT;
-	Wsrv__Ok ok = WSRV__OK__INIT;
 
 	for (uint32_t i = 0; i < s->nholds; i++) {
 		if (s->holds[i] != q->region_id)
 			continue;
 		let_go(srv, s, i);
-		resp.seq = seq;
-		resp.body_case = WSRV__RESPONSE__BODY_OK;
-		resp.ok = &ok;
-		srv_pack(r, &resp);
+		srv_reply_ok(r, seq);
 		return 0;
 	}
 	srv_reply_error(r, seq, ENOENT, "device region %u is not held by this client", q->region_id);

@@ -103,15 +103,6 @@ static int check_room(struct server *srv, const char *name, const char *path, ui
 	return 0;
 }
 
-static int current_of(const struct server *srv, const char *name)
-{
-	for (size_t i = 0; i < srv->nmodels; i++)
-		if (name && srv_model_current(&srv->models[i]) &&
-		    strcmp(srv->models[i].lm->model->name, name) == 0)
-			return (int)i;
-	return -1;
-}
-
 /* Runs work on the thread for a new generation of model entry mi. */
 static int start(struct server *srv, struct reload_job *j, uint32_t mi,
 		 int (*work)(struct reload_job *), void *arg)
@@ -155,9 +146,7 @@ int reload_publish(struct server *srv, uint32_t mi, void *pub)
 int reload_start(struct server *srv, struct session *s, const Wsrv__Reload *q, uint64_t seq,
 		 struct reply *r)
 {
-	Wsrv__Response resp = WSRV__RESPONSE__INIT;
-	Wsrv__Ok ok = WSRV__OK__INIT;
-	int mi = current_of(srv, q->model), ret;
+	int mi = srv_find_current(srv, q->model), ret;
 	struct reload_job *j;
 
 	if (s->cred.uid != 0 && s->cred.uid != geteuid()) {
@@ -195,10 +184,7 @@ int reload_start(struct server *srv, struct session *s, const Wsrv__Reload *q, u
 		 j->path);
 	log_info("client %llu (pid %d): reloading model %s from %s", (unsigned long long)s->id,
 		 (int)s->cred.pid, esc(j->name), esc(j->path));
-	resp.seq = seq;
-	resp.body_case = WSRV__RESPONSE__BODY_OK;
-	resp.ok = &ok;
-	srv_pack(r, &resp);
+	srv_reply_ok(r, seq);
 	return 0;
 }
 

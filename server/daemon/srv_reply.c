@@ -95,3 +95,14 @@ void srv_reply_error(struct reply *r, uint64_t seq, int code, const char *fmt, .
 	r->owned_fd = -1;
 	srv_pack(r, &resp);
 }
+
+void srv_reply_ok(struct reply *r, uint64_t seq)
+{
+	Wsrv__Response resp = WSRV__RESPONSE__INIT;
+	Wsrv__Ok ok = WSRV__OK__INIT;
+
+	resp.seq = seq;
+	resp.body_case = WSRV__RESPONSE__BODY_OK;
+	resp.ok = &ok;
+	srv_pack(r, &resp);
+}

@@ -9,6 +9,9 @@
 /* Packs resp into r, or an EMSGSIZE error when it does not fit. */
 void srv_pack(struct reply *r, Wsrv__Response *resp);
 
+/* Packs an Ok reply. */
+void srv_reply_ok(struct reply *r, uint64_t seq);
+
 /* Packs an Error reply with errno code and sentence. */
 void srv_reply_error(struct reply *r, uint64_t seq, int code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));

@@ -101,8 +101,6 @@ int takeover_offer(struct server *srv, struct session *s, uint64_t seq, struct r
 
 int takeover_done(struct server *srv, struct session *s, uint64_t seq, struct reply *r)
 {
-	Wsrv__Response resp = WSRV__RESPONSE__INIT;
-	Wsrv__Ok ok = WSRV__OK__INIT;
 
 	if (srv->takeover != s->id) {
 		srv_reply_error(r, seq, EPERM, "this client is not taking the server over");
@@ -111,10 +109,7 @@ int takeover_done(struct server *srv, struct session *s, uint64_t seq, struct re
 	srv->handed_over = true;
 	srv->successor_pid = s->cred.pid;
 	log_info("pid %d serves now; leaving it the socket", (int)s->cred.pid);
-	resp.seq = seq;
-	resp.body_case = WSRV__RESPONSE__BODY_OK;
-	resp.ok = &ok;
-	srv_pack(r, &resp);
+	srv_reply_ok(r, seq);
 	return 0;
 }
 
