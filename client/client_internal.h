@@ -92,6 +92,10 @@ void cl_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cl_call(struct wsrv_client *c, Wsrv__Request *req, Wsrv__Response **resp,
 	    int *fds, int maxfds, int *nfds);
 
+/* Under c->lock: the connection is unusable; close it (the next call
+ * connects again, or fails fast). */
+void cl_drop(struct wsrv_client *c);
+
 /* Under c->lock: one request and its reply on the current connection (no
  * reconnect); what cl_call does inside its lock. */
 int cl_exchange(struct wsrv_client *c, Wsrv__Request *req, int send_fd, Wsrv__Response **resp,

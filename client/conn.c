@@ -164,8 +164,7 @@ static int lost(struct wsrv_client *c, int err)
 	return cl_err(-ENOTCONN, "lost the server: %s", strerror(-err));
 }
 
-/* The connection is unusable: close it so later calls fail fast. */
-static void drop(struct wsrv_client *c)
+void cl_drop(struct wsrv_client *c)
 {
 	if (c->fd >= 0) {
 		close(c->fd);
@@ -198,7 +197,7 @@ int cl_exchange(struct wsrv_client *c, Wsrv__Request *req, int send_fd, Wsrv__Re
 	else
 		ret = recv_reply(c, req->seq, resp, fds, maxfds, nfds);
 	if (ret == -ENOTCONN || ret == -ETIMEDOUT || ret == -EBADMSG || ret == -EACCES)
-		drop(c);
+		cl_drop(c);
 	return ret;
 }
 
@@ -282,7 +281,7 @@ int cl_hello(struct wsrv_client *c)
 	if (ret == 0 && r->body_case == WSRV__RESPONSE__BODY_ERROR) {
 		ret = error_reply(r);
 		wsrv__response__free_unpacked(r, NULL);
-		drop(c);
+		cl_drop(c);
 	}
 	if (ret < 0)
 		return ret;
@@ -373,7 +372,7 @@ void cl_unref(struct wsrv_client *c)
 	pthread_mutex_unlock(&c->lock);
 	if (left)
 		return;
-	drop(c);
+	cl_drop(c);
 	pthread_mutex_destroy(&c->lock);
 	free(c->buf);
 	free(c);
@@ -394,7 +393,7 @@ WSRV_EXPORT void wsrv_disconnect(struct wsrv_client *c)
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->lock);
-	drop(c);
+	cl_drop(c);
 	c->path[0] = 0; /* closed on purpose: never connected again */
 	pthread_mutex_unlock(&c->lock);
 	cl_unref(c);

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "client_internal.h"
 #include "packet.h"
@@ -47,17 +46,14 @@ static int read_one(struct wsrv_client *c)
 	len = pkt_recv(c->fd, c->buf, c->max_packet, fds, WSRV_MAX_FDS, &n);
 	pkt_close_fds(fds, n);
 	if (len <= 0) { /* the server is gone: the next call connects again */
-		close(c->fd);
-		c->fd = -1;
+		cl_drop(c);
 		return 0;
 	}
 	r = wsrv__response__unpack(NULL, (size_t)len, c->buf);
 	if (r && r->body_case == WSRV__RESPONSE__BODY_EVENT)
 		cl_note_event(c, r->event);
-	if (r && r->body_case == WSRV__RESPONSE__BODY_GOODBYE) {
-		close(c->fd);
-		c->fd = -1;
-	}
+	if (r && r->body_case == WSRV__RESPONSE__BODY_GOODBYE)
+		cl_drop(c);
 	if (r)
 		wsrv__response__free_unpacked(r, NULL);
 	return c->fd >= 0;
