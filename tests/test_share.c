@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "cuda_api.h"
+#include "bench_util.h"
 #include "helpers.h"
 #include "wsrv.h"
 #include "wsrv.pb-c.h"
@@ -302,29 +303,6 @@ static size_t regions(const char *sock, struct wsrv_region_info *first)
 	return n;
 }
 
-/* PSS and RSS (bytes) of pid's mappings whose name contains what. */
-static void pss_of(pid_t pid, const char *what, uint64_t *pss, uint64_t *rss)
-{
-	char path[64], line[512];
-	bool in = false;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
-	assert_non_null(f = fopen(path, "re"));
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long kb;
-		char first[128];
-		/* A mapping's header starts "lo-hi perms ..."; its fields "Name:". */
-		if (sscanf(line, "%127s", first) == 1 && first[strlen(first) - 1] != ':')
-			in = strstr(line, what) != NULL;
-		else if (in && sscanf(line, "Pss: %lu kB", &kb) == 1)
-			*pss += (uint64_t)kb << 10;
-		else if (in && sscanf(line, "Rss: %lu kB", &kb) == 1)
-			*rss += (uint64_t)kb << 10;
-	}
-	fclose(f);
-}
-
 static const char *region_name(void)
 {
 	return on_cuda ? "fakecuda-vmm" : "wsrv-region";
@@ -382,7 +360,7 @@ static void n_workers_one_copy(void **st)
 		assert_int_equal(r[i].st.shared_bytes, r[i].st.resident_bytes);
 		assert_int_equal(r[i].st.private_bytes, r[i].st.device_bytes - r[i].st.resident_bytes);
 		assert_int_equal(r[i].sh.writer_pid, (uint32_t)ch[0].pid);
-		pss_of(ch[i].pid, region_name(), &pss, &rss);
+		mapping_mem(ch[i].pid, region_name(), &pss, &rss);
 	}
 	assert_int_equal(writers, 1);
 	assert_int_equal(r[0].sh.role, WSRV_SHARE_WRITER);

@@ -80,28 +80,6 @@ static int sd_worker(const struct sd_opts *o, int out, int go)
 	return 0; /* the process's exit frees everything */
 }
 
-/* PSS of pid's mappings of shared device regions (memfd:wsrv-region). */
-static uint64_t region_pss(pid_t pid)
-{
-	char path[64], line[512], first[128];
-	uint64_t sum = 0;
-	unsigned long kb;
-	bool in = false;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
-	if (!(f = fopen(path, "re")))
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%127s", first) == 1 && first[strlen(first) - 1] != ':')
-			in = strstr(line, "memfd:wsrv-region") != NULL;
-		else if (in && sscanf(line, "Pss: %lu kB", &kb) == 1)
-			sum += (uint64_t)kb << 10;
-	}
-	fclose(f);
-	return sum;
-}
-
 struct sd_result {
 	double first_ms, later_ms;
 	uint64_t device_bytes, resident, private_sum, region_pss;
@@ -139,7 +117,7 @@ static void sd_run(const struct sd_opts *o, int n, struct sd_result *res)
 	}
 	res->ok = k == n;
 	for (int i = 0; res->ok && i < n; i++) {
-		res->region_pss += region_pss(kids[i]);
+		mapping_mem(kids[i], "memfd:wsrv-region", &res->region_pss, NULL);
 		res->private_sum += r[i].private_bytes;
 		res->writers += r[i].role == WSRV_SHARE_WRITER;
 		res->readers += r[i].role == WSRV_SHARE_READER;

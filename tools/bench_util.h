@@ -26,6 +26,10 @@ int bench_server_reserve(struct bench_server *bs);
 int bench_server_launch(struct bench_server *bs, const char *const *specs, size_t n);
 void bench_server_stop(struct bench_server *bs);
 
+/* PSS and RSS (bytes, added to *pss and *rss; either may be NULL) of pid's
+ * mappings whose /proc/PID/smaps line names `what` (a memfd's name). */
+void mapping_mem(pid_t pid, const char *what, uint64_t *pss, uint64_t *rss);
+
 /* wsrvd next to this program in the build tree, else $WSRVD, else "wsrvd". */
 const char *bench_wsrvd_path(void);
 
