@@ -167,6 +167,21 @@ WSRV_EXPORT int wsrv_attach(struct wsrv_client *c, const char *model, struct wsr
 	return 0;
 }
 
+/* Lease ids: the connection's number (reconnects) above, the server's id
+ * below. */
+#define LEASE_BITS 40
+#define LEASE_MASK ((1ULL << LEASE_BITS) - 1)
+
+static unsigned epoch(struct wsrv_client *c)
+{
+	unsigned e;
+
+	pthread_mutex_lock(&c->lock);
+	e = c->reconnects;
+	pthread_mutex_unlock(&c->lock);
+	return e;
+}
+
 static int simple_call(struct wsrv_client *c, Wsrv__Request *q)
 {
 	Wsrv__Response *r;
@@ -223,7 +238,8 @@ WSRV_EXPORT int wsrv_fetch_layer(struct wsrv_model *m, int32_t index, struct wsr
 		return cl_err(-EBADMSG, "the server's extent for layer %d disagrees with its manifest", index);
 	}
 	CL_RESULT(out);
-	out->id = r->fetch->lease;
+	/* The id names the connection too: a lease ends with it. */
+	out->id = (uint64_t)epoch(m->c) << LEASE_BITS | (r->fetch->lease & LEASE_MASK);
 	out->layer = l;
 	wsrv__response__free_unpacked(r, NULL);
 	return 0;
@@ -233,10 +249,18 @@ WSRV_EXPORT int wsrv_release(struct wsrv_model *m, uint64_t lease_id)
 {
 	Wsrv__Request q = WSRV__REQUEST__INIT;
 	Wsrv__Release rl = WSRV__RELEASE__INIT;
+	unsigned e;
+	int r;
 
 	CL_NEED(m);
-	rl.lease = lease_id;
+	e = epoch(m->c);
+	if (lease_id >> LEASE_BITS != e)
+		return 0; /* granted by a server that is gone: ended with it */
+	rl.lease = lease_id & LEASE_MASK;
 	q.body_case = WSRV__REQUEST__BODY_RELEASE;
 	q.release = &rl;
-	return simple_call(m->c, &q);
+	r = simple_call(m->c, &q);
+	/* The server went away during the call: the one that answered never
+	 * granted it. */
+	return r == -ENOENT && epoch(m->c) != e ? 0 : r;
 }

@@ -98,6 +98,8 @@ static void restart_adopts(void **st)
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
 	assert_int_equal(wsrv_model_tensor(m, 0, &t), 0);
+	struct wsrv_lease before;
+	assert_int_equal(wsrv_fetch_layer(m, 0, &before), 0);
 	model_stats(ts.sock, &ms, &ss);
 	assert_false(ms.adopted);
 	double first = ss.first_started_unix;
@@ -124,8 +126,11 @@ static void restart_adopts(void **st)
 	assert_int_equal(t.size, t2.size);
 	assert_memory_equal(t.data, t2.data, t.size);
 	assert_int_equal(t.xxh3, t2.xxh3);
-	/* The old client reconnects on its next call; its attachment holds. */
+	/* The old client reconnects on its next call; its attachment holds,
+	 * and a lease from before ended with the old server. */
+	assert_int_equal(wsrv_release(m, before.id), 0);
 	assert_int_equal(wsrv_fetch_layer(m, 0, &l), 0);
+	assert_int_not_equal(l.id, before.id);
 	assert_int_equal(wsrv_release(m, l.id), 0);
 	assert_int_equal(s.n, stored); /* the store was refilled, not added to */
 	wsrv_detach(m);
