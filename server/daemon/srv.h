@@ -16,6 +16,8 @@
 #include "packet.h"
 #include "srv_region.h"
 
+struct peer_serve;
+
 #define SRV_MAX_ALLOW 32        /* --allow-uid and --allow-gid entries each */
 #define SRV_MAX_BULK (64u << 20) /* a reply in a memfd (Bulk) is at most this */
 
@@ -148,6 +150,7 @@ struct server {
 	bool handed_over;           /* it serves now: stop, leaving it the socket */
 	pid_t successor_pid;
 	bool stopping;
+	struct peer_serve *peers;   /* serving other hosts (srv_peers.c), or NULL */
 };
 
 /* A reply: one packet and the fds that travel with it: the server's own

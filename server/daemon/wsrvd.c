@@ -24,6 +24,7 @@
 #include "report.h"
 #include "srv_handover.h"
 #include "srv_loop.h"
+#include "srv_peers.h"
 #include "srv_successor.h"
 #include "sockpath.h"
 #include "srv_socket.h"
@@ -42,6 +43,7 @@ struct args {
 	int json;
 	bool verify_adopted;
 	bool take_over;
+	struct srv_peers peers;
 };
 
 static void usage(FILE *f)
@@ -75,7 +77,7 @@ static void usage(FILE *f)
 		"  --load-only               load, report and exit\n"
 		"  --json                    with --load-only: report as JSON on stdout\n"
 		"  --quiet / --verbose       log less / more\n"
-		"%s", load_options_help);
+		"%s%s", load_options_help, peer_options_help);
 }
 
 static int add_model(struct args *a, const char *spec)
@@ -244,13 +246,15 @@ static int parse(int argc, char **argv, struct args *a)
 		{ "allow-publish-uid", required_argument, NULL, O_PUBLISH_UID },
 		{ "allow-publish-gid", required_argument, NULL, O_PUBLISH_GID },
 	};
-	struct option all[sizeof(own) / sizeof(own[0]) + LOAD_OPTIONS_COUNT + 1];
+	struct option all[sizeof(own) / sizeof(own[0]) + LOAD_OPTIONS_COUNT + PEER_OPTIONS_COUNT + 1];
 	struct errinfo e;
 	int c, r;
 
 	memcpy(all, own, sizeof(own));
 	memcpy(all + sizeof(own) / sizeof(own[0]), load_long_options,
-	       (LOAD_OPTIONS_COUNT + 1) * sizeof(struct option));
+	       LOAD_OPTIONS_COUNT * sizeof(struct option));
+	memcpy(all + sizeof(own) / sizeof(own[0]) + LOAD_OPTIONS_COUNT, peer_long_options,
+	       (PEER_OPTIONS_COUNT + 1) * sizeof(struct option));
 	while ((c = getopt_long(argc, argv, "", all, NULL)) != -1) {
 		r = load_args_handle(c, optarg, &a->load, &e);
 		if (r < 0) {
@@ -260,6 +264,8 @@ static int parse(int argc, char **argv, struct args *a)
 		if (r == 1)
 			continue;
 		r = srv_option(c, optarg, &a->srv);
+		if (r == 0)
+			r = srv_peers_option(&a->peers, c, optarg);
 		if (r < 0)
 			return r;
 		if (r == 1)
@@ -284,6 +290,8 @@ static int parse(int argc, char **argv, struct args *a)
 		log_err("no model given (--model NAME=PATH)");
 		return -EINVAL;
 	}
+	if (srv_peers_check(&a->peers, a->load_only) < 0)
+		return -EINVAL;
 	return check_names(a);
 }
 
@@ -292,6 +300,8 @@ static int load_all(struct args *a)
 	json_t *arr = json_array();
 	int status = 0;
 
+	if (srv_peers_start(&a->peers, false, &a->load) < 0)
+		status = 1;
 	for (int i = 0; i < a->nmodels; i++) {
 		struct loaded_model *lm;
 		struct errinfo e;
@@ -483,6 +493,16 @@ static int fd_limits(struct server *srv)
 	return 0;
 }
 
+/* Serving other hosts starts before the load: a fleet's hosts fetch each
+ * other's shares while they load. */
+static int start_peers(struct args *a, struct server *srv)
+{
+	int r = srv_peers_start(&a->peers, true, &a->load);
+
+	srv->peers = a->peers.serve;
+	return r;
+}
+
 static int serve(struct args *a)
 {
 	struct server srv = { .cfg = a->srv, .load = &a->load, .reload_efd = -1 };
@@ -513,7 +533,7 @@ static int serve(struct args *a)
 	 * server's, handed over with its models. */
 	if (claim(a, &srv, &h, &lfd, &lock, &tconn) < 0) {
 		status = 1;
-	} else if (load_for_serving(a, &srv, &h) < 0 || fd_limits(&srv) < 0 || stop_requested()) {
+	} else if (start_peers(a, &srv) < 0 || load_for_serving(a, &srv, &h) < 0 || fd_limits(&srv) < 0 || stop_requested()) {
 		if (tconn >= 0) { /* the running server still serves: leave it its socket */
 			close(lfd);
 			close(lock);
@@ -534,6 +554,7 @@ static int serve(struct args *a)
 		}
 	}
 	handover_done(&h);
+	srv_peers_stop(&a->peers);
 	region_free_all(&srv);
 	for (size_t i = 0; i < srv.nmodels; i++)
 		loaded_model_free(srv.models[i].lm);
@@ -551,12 +572,14 @@ int main(int argc, char **argv)
 	int status;
 
 	log_set_ident("wsrvd");
+	srv_peers_init(&a.peers);
 	if (parse(argc, argv, &a) < 0)
 		status = 2;
 	else if (a.load_only)
 		status = load_all(&a);
 	else
 		status = serve(&a);
+	srv_peers_stop(&a.peers);
 	for (int i = 0; i < a.nmodels; i++)
 		free(a.specs[i]);
 	free((void *)a.load.model.layer_patterns);

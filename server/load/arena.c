@@ -281,6 +281,9 @@ static int seal_seg(struct arena *a, struct arena_seg *s, struct errinfo *e)
 {
 	int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
 
+	if (s->fill && s->fill != s->rw)
+		munmap(s->fill, s->size);
+	s->fill = NULL;
 	if (s->rw) {
 		if (mprotect(s->rw, s->size, PROT_READ) < 0)
 			return err_set(e, -errno, "cannot make a segment read-only: %s",
@@ -296,6 +299,26 @@ static int seal_seg(struct arena *a, struct arena_seg *s, struct errinfo *e)
 			       strerror(errno));
 	if (fcntl(s->fd, F_ADD_SEALS, seals) < 0)
 		return err_set(e, -errno, "cannot seal a segment: %s", strerror(errno));
+	return 0;
+}
+
+int arena_fill_map(struct arena *a, uint32_t seg, uint8_t **out, struct errinfo *e)
+{
+	struct arena_seg *s = &a->seg[seg];
+	void *p;
+
+	if (a->sealed || seg >= a->nseg)
+		return err_set(e, -EINVAL, "segment %u cannot be filled in place", seg);
+	if (!s->fill && s->rw) {
+		s->fill = s->rw;
+	} else if (!s->fill) {
+		p = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+		if (p == MAP_FAILED)
+			return err_set(e, -errno, "cannot map segment %u for filling: %s", seg,
+				       strerror(errno));
+		s->fill = p;
+	}
+	*out = s->fill;
 	return 0;
 }
 
@@ -411,6 +434,8 @@ void arena_free(struct arena *a)
 		return;
 	for (uint32_t i = 0; i < a->nseg; i++) {
 		struct arena_seg *s = &a->seg[i];
+		if (s->fill && s->fill != s->rw)
+			munmap(s->fill, s->size);
 		if (s->rw)
 			munmap(s->rw, s->size);
 		if (s->ro)

@@ -47,6 +47,7 @@ struct arena_seg {
 	size_t size;                   /* rounded up to the page size */
 	uint8_t *rw;                   /* writable mapping until sealed */
 	const uint8_t *ro;             /* read-only mapping once sealed */
+	uint8_t *fill;                 /* arena_fill_map's writable mapping, until sealed */
 };
 
 struct arena {
@@ -92,6 +93,12 @@ int arena_populate(struct arena *a, struct errinfo *e);
  * with a sentence (out of memory, a memory cgroup's limit) and -errno. */
 int arena_write(struct arena *a, uint32_t seg, uint64_t off, const void *src,
 		size_t len, struct errinfo *e);
+
+/* A writable address of (seg, 0) for filling in place (from peers), only
+ * before arena_seal: the populated mapping when filling by mapping, else a
+ * second, writable mapping of the memfd made on the first call and removed
+ * by arena_seal. Pages are allocated as they are first written. */
+int arena_fill_map(struct arena *a, uint32_t seg, uint8_t **out, struct errinfo *e);
 
 /* Seals every segment: its mapping becomes read-only (and, when locked, its
  * pages are mapped and locked), then F_SEAL_SHRINK | F_SEAL_GROW |

@@ -49,6 +49,8 @@ struct shard {
 	struct piece *pieces;
 	size_t npieces, cur;
 	uint64_t cur_done;          /* bytes of pieces[cur] placed */
+	size_t rp;                  /* the first piece not wholly submitted for reading */
+	uint64_t run_end;           /* where the current run of close pieces ends */
 	struct xxh3_stream *xs;
 	uint64_t next_read, end;    /* submission cursor and end of file */
 	struct block *head, *tail;  /* submitted blocks, in file order */
@@ -84,6 +86,9 @@ struct loader {
 	struct arena *arena;
 	bool (*stop)(void);
 	struct loader_stats *st;
+	void (*on_tensor)(void *arg, uint32_t idx);
+	void *on_tensor_arg;
+	struct model *m;
 };
 
 static uint64_t align_down(uint64_t v, uint64_t a) { return v / a * a; }
@@ -108,13 +113,16 @@ static int cmp_piece(const void *a, const void *b)
 
 /* Builds each shard's list of non-empty tensors in file order; empty tensors
  * get their checksum here. */
-static int plan_pieces(struct loader *L, struct model *m, struct errinfo *e)
+static int plan_pieces(struct loader *L, struct model *m, const uint8_t *want,
+		       struct errinfo *e)
 {
 	static const uint8_t none[1];
 
 	for (size_t i = 0; i < m->ntensors; i++) {
 		struct model_tensor *t = &m->tensors[i];
 		struct shard *sh = &L->shards[t->file];
+		if (want && !want[i])
+			continue;
 		if (t->size == 0) {
 			t->xxh3 = XXH3_64bits(none, 0);
 			continue;
@@ -237,6 +245,36 @@ static void submit_block(struct loader *L, struct block *b)
 	L->inflight++;
 }
 
+/* Moves the shard's read cursor past bytes no wanted tensor has: to the
+ * block holding the next piece not yet read, and sets where the run of
+ * pieces that follows ends (pieces less than a block apart are one run,
+ * read gap and all). With every tensor wanted this is one run. */
+static void skip_gap(struct loader *L, struct shard *sh)
+{
+	const struct piece *p;
+	uint64_t end;
+	size_t j;
+
+	while (sh->rp < sh->npieces &&
+	       sh->pieces[sh->rp].file_off + sh->pieces[sh->rp].size <= sh->next_read)
+		sh->rp++;
+	if (sh->rp == sh->npieces) {
+		sh->next_read = sh->end;
+		return;
+	}
+	if (sh->next_read < sh->run_end)
+		return;
+	p = &sh->pieces[sh->rp];
+	if (p->file_off > sh->next_read)
+		sh->next_read = align_down(p->file_off, DIO_ALIGN);
+	end = p->file_off + p->size;
+	for (j = sh->rp + 1; j < sh->npieces && sh->pieces[j].file_off <= end + L->bs; j++)
+		if (sh->pieces[j].file_off + sh->pieces[j].size > end)
+			end = sh->pieces[j].file_off + sh->pieces[j].size;
+	end = align_up(end, DIO_ALIGN);
+	sh->run_end = end < sh->end ? end : sh->end;
+}
+
 /* The next shard with reads left, round-robin over the first max_shards
  * such shards. */
 static struct shard *next_shard(struct loader *L)
@@ -245,6 +283,7 @@ static struct shard *next_shard(struct loader *L)
 
 	for (size_t k = 0; k < L->nshards && seen < L->max_shards; k++) {
 		struct shard *sh = &L->shards[(L->rr + k) % L->nshards];
+		skip_gap(L, sh);
 		if (sh->next_read >= sh->end)
 			continue;
 		seen++;
@@ -261,7 +300,7 @@ static void fill(struct loader *L)
 	while (L->nfree && L->inflight < L->qd && (sh = next_shard(L))) {
 		int buf = L->free_bufs[--L->nfree];
 		struct block *b = &L->blocks[buf];
-		uint64_t left = sh->end - sh->next_read;
+		uint64_t left = sh->run_end - sh->next_read;
 
 		*b = (struct block){ .sh = sh, .off = sh->next_read, .buf = buf };
 		b->need = (uint32_t)(left < L->bs ? left : L->bs);
@@ -314,6 +353,8 @@ static int place_block(struct loader *L, struct block *b, struct errinfo *e)
 		L->placed += stop - start;
 		if (sh->cur_done == p->size) {
 			p->t->xxh3 = xxh3_stream_digest(sh->xs);
+			if (L->on_tensor)
+				L->on_tensor(L->on_tensor_arg, (uint32_t)(p->t - L->m->tensors));
 			sh->cur++;
 			sh->cur_done = 0;
 		}
@@ -461,6 +502,9 @@ static int init(struct loader *L, struct model *m, struct arena *a,
 		return err_set(e, -EINVAL, "block size must be a multiple of 4096 up to 64 MiB, queue depth at most 1024");
 	L->arena = a;
 	L->stop = o->stop;
+	L->m = m;
+	L->on_tensor = o->on_tensor;
+	L->on_tensor_arg = o->on_tensor_arg;
 	L->nshards = m->nfiles;
 	L->shards = calloc(L->nshards, sizeof(*L->shards));
 	size_pool(L, m);
@@ -477,7 +521,7 @@ static int init(struct loader *L, struct model *m, struct arena *a,
 		if (!L->shards[f].pieces)
 			return err_set(e, -ENOMEM, "out of memory");
 	}
-	return plan_pieces(L, m, e);
+	return plan_pieces(L, m, o->want, e);
 }
 
 static int open_all(struct loader *L, const struct loader_opts *o, struct errinfo *e)

@@ -36,6 +36,11 @@ struct loader_opts {
 	enum read_mode read;
 	bool progress;          /* draw a progress bar when stderr is a terminal */
 	bool (*stop)(void);     /* when set and true, the load stops (-ECANCELED) */
+	const uint8_t *want;    /* per tensor, nonzero: read it; NULL: every tensor */
+	/* When set, called (on the loader's thread) as each tensor is placed
+	 * and its xxh3 set; idx indexes model.tensors. */
+	void (*on_tensor)(void *arg, uint32_t idx);
+	void *on_tensor_arg;
 };
 
 struct loader_stats {
@@ -48,7 +53,8 @@ struct loader_stats {
 	uint64_t pool_bytes;    /* read buffers allocated */
 };
 
-/* Fills every tensor of m into a (laid out by m) and sets each tensor's
+/* Fills every tensor of m (or those o->want names; only their byte ranges
+ * are read, give or take a block at each gap) into a (laid out by m) and sets each tensor's
  * xxh3. Fails, naming the file and offset, on a read error, a short read or a
  * file that changed since its header was read; a failed load leaves the
  * arena's contents undefined, and the caller must not serve it. */

@@ -42,6 +42,8 @@ static int fill_arena(struct loaded_model *lm, const struct load_opts *o,
 	bool threaded = false;
 	int r;
 
+	if (o->fill)
+		return o->fill(o->fill_arg, lm, o, e);
 	/* Filled by write, the arena needs no populating at all. */
 	if (!lm->arena->fill_by_write)
 		threaded = pthread_create(&th, NULL, populate_main, &job) == 0;
@@ -52,6 +54,7 @@ static int fill_arena(struct loaded_model *lm, const struct load_opts *o,
 		__atomic_store_n(&lm->arena->stop_populate, true, __ATOMIC_RELAXED);
 	if (threaded)
 		pthread_join(th, NULL);
+	lm->disk_bytes = lm->stats.tensor_bytes;
 	if (r == 0 && job.r < 0) {
 		*e = job.e;
 		r = job.r;

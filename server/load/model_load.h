@@ -8,10 +8,31 @@
 #include "loader.h"
 #include "model.h"
 
+struct loaded_model;
+struct load_opts;
+
+/* Fills lm->arena (laid out by lm->model) in place of the loader, from
+ * wherever it likes (peers, then the files: server/peer), setting every
+ * tensor's xxh3 and lm->stats and lm->sources. */
+typedef int (*load_fill_fn)(void *arg, struct loaded_model *lm, const struct load_opts *o,
+			    struct errinfo *e);
+
 struct load_opts {
 	struct model_opts model;
 	struct arena_opts arena;
 	struct loader_opts loader;
+	load_fill_fn fill;           /* NULL: the loader reads every byte */
+	void *fill_arg;
+};
+
+#define LOAD_MAX_SOURCES 64
+
+/* Where a model's bytes came from, other than its files. */
+struct load_source {
+	char name[64];               /* a peer's ADDR:PORT */
+	uint64_t bytes;              /* tensor bytes taken from it */
+	uint32_t checksum_failures;  /* tensors whose bytes did not match */
+	uint32_t failures;           /* connections lost, refusals */
 };
 
 /* Where the load's time went, in seconds of wall time. */
@@ -34,6 +55,9 @@ struct loaded_model {
 	uint64_t manifest_size;
 	uint64_t manifest_hash;      /* xxh3 of the manifest: the generation's identity */
 	bool adopted;                /* from an earlier wsrvd's memfds (model_adopt) */
+	uint64_t disk_bytes;         /* tensor bytes read from the files */
+	struct load_source sources[LOAD_MAX_SOURCES];
+	uint32_t nsources;
 };
 
 /* Loads model `name` from path. On success *out is owned by the caller

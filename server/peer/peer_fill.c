@@ -1,0 +1,489 @@
+// SPDX-License-Identifier: MIT
+/* peer_fill.c - which tensor comes from where: the fill's scheduler. */
+#include "peer_fill.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "clock.h"
+#include "log.h"
+#include "peer_fill_io.h"
+#include "peer_table.h"
+
+enum tstate { T_NEED, T_FETCH, T_DONE, T_DISK, T_OWN };
+
+struct fill {
+	const struct peer_fill_cfg *cfg;
+	struct loaded_model *lm;
+	struct model *m;
+	struct peer_table *tab;     /* owned unless offered (then the server's) */
+	bool offered;
+	uint8_t *st;                /* enum tstate per tensor */
+	uint64_t *excl;             /* peers that failed it, a bit each */
+	uint64_t *next_off;         /* the next piece to ask for */
+	uint32_t *busy;             /* pieces in flight */
+	uint8_t *bad;               /* a piece failed: fetch it again */
+	int *from;
+	uint8_t **map;              /* writable mapping per segment */
+	uint32_t *active;           /* tensors with pieces left to ask for */
+	size_t nactive, left;
+	bool waiting;               /* some tensor waits for a peer */
+	struct fpeer peers[PEER_MAX_PEERS];
+	size_t np;
+	struct fio io;
+	struct peer_hello hello;
+	uint32_t chunk;
+	uint64_t window;
+};
+
+/* Fleet host `owner` of tensor i: cut by bytes of the layout into N
+ * contiguous stretches. */
+static int owner_of(const struct model *m, uint64_t before, size_t n)
+{
+	uint64_t total = m->data_bytes ? m->data_bytes : 1;
+	unsigned __int128 k = (unsigned __int128)before * n / total;
+
+	return k >= n ? (int)n - 1 : (int)k;
+}
+
+static int alloc_state(struct fill *F, struct errinfo *e)
+{
+	size_t n = F->m->ntensors + 1;
+
+	F->st = calloc(n, 1);
+	F->excl = calloc(n, sizeof(*F->excl));
+	F->next_off = calloc(n, sizeof(*F->next_off));
+	F->busy = calloc(n, sizeof(*F->busy));
+	F->bad = calloc(n, 1);
+	F->from = calloc(n, sizeof(*F->from));
+	F->active = calloc(n, sizeof(*F->active));
+	F->map = calloc(F->lm->arena->nseg + 1, sizeof(*F->map));
+	if (!F->st || !F->excl || !F->next_off || !F->busy || !F->bad || !F->from || !F->active || !F->map)
+		return err_set(e, -ENOMEM, "out of memory");
+	for (uint32_t s = 0; s < F->lm->arena->nseg; s++) {
+		int r = arena_fill_map(F->lm->arena, s, &F->map[s], e);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Which tensors this host reads itself (T_OWN), which it fetches. */
+static void assign(struct fill *F)
+{
+	const struct model *m = F->m;
+	uint64_t before = 0;
+
+	for (size_t i = 0; i < m->ntensors; i++) {
+		bool own = F->np == 0 ||
+			   (F->cfg->fleet_index >= 0 &&
+			    owner_of(m, before, F->cfg->npeers) == F->cfg->fleet_index);
+		before += m->tensors[i].size;
+		if (m->tensors[i].size == 0) {
+			F->m->tensors[i].xxh3 = XXH3_64bits("", 0);
+			peer_table_set_ready(F->tab, (uint32_t)i, F->m->tensors[i].xxh3);
+			F->st[i] = T_DONE;
+		} else if (own) {
+			F->st[i] = T_OWN;
+			peer_table_set_coming(F->tab, (uint32_t)i);
+		} else {
+			F->st[i] = T_NEED;
+			F->left++;
+		}
+	}
+}
+
+static int setup_peers(struct fill *F, struct errinfo *e)
+{
+	const struct peer_fill_cfg *c = F->cfg;
+	double until = mono_now() + c->connect_wait_s;
+
+	for (size_t i = 0; i < c->npeers; i++) {
+		struct fpeer *fp = &F->peers[F->np];
+		struct load_source *src;
+		int r;
+		if ((int)i == c->fleet_index)
+			continue;
+		if ((r = peer_parse_addr(c->peers[i], &fp->ss, &fp->sl, e)) < 0)
+			return r;
+		snprintf(fp->name, sizeof(fp->name), "%s", c->peers[i]);
+		fp->connect_until = until;
+		fp->tab = calloc(F->m->ntensors + 1, sizeof(*fp->tab));
+		if (!fp->tab)
+			return err_set(e, -ENOMEM, "out of memory");
+		src = &F->lm->sources[F->lm->nsources++];
+		snprintf(src->name, sizeof(src->name), "%s", c->peers[i]);
+		fp->src = src;
+		F->np++;
+	}
+	return 0;
+}
+
+static void start_fetch(struct fill *F, uint32_t i, int p)
+{
+	F->st[i] = T_FETCH;
+	F->from[i] = p;
+	F->next_off[i] = 0;
+	F->bad[i] = 0;
+	F->peers[p].assigned += F->m->tensors[i].size;
+	F->active[F->nactive++] = i;
+}
+
+/* Tensor i from the least busy peer that has it; or wait for one that
+ * is connecting or reading it; or, when none can, from the files. */
+static void decide(struct fill *F, uint32_t i)
+{
+	bool wait = false;
+	int best = -1;
+
+	for (size_t p = 0; p < F->np; p++) {
+		struct fpeer *fp = &F->peers[p];
+		if ((F->excl[i] >> p) & 1 || fp->st == FP_DEAD)
+			continue;
+		if (fp->st != FP_READY) {
+			wait = true;
+		} else if (fp->tab[i].ready == PEER_READY) {
+			if (fp->assigned >= F->window)
+				wait = true;
+			else if (best < 0 || fp->assigned < F->peers[best].assigned)
+				best = (int)p;
+		} else if (fp->tab[i].ready == PEER_COMING) {
+			wait = true;
+			F->waiting = true;
+		}
+	}
+	if (best >= 0) {
+		start_fetch(F, i, best);
+	} else if (!wait) {
+		F->st[i] = T_DISK;
+		F->left--;
+	}
+}
+
+static void schedule(struct fill *F)
+{
+	F->waiting = false;
+	for (uint32_t i = 0; i < F->m->ntensors; i++)
+		if (F->st[i] == T_NEED)
+			decide(F, i);
+}
+
+/* Tensor i once every piece asked for has landed or failed: checked
+ * against the checksum its peer reported, which the peer had from where
+ * the bytes were first read from disk, and done; or, a piece failed or the
+ * sum is wrong, asked for again (from another peer when this one was at
+ * fault). */
+static void maybe_finish(struct fill *F, uint32_t i)
+{
+	const struct model_tensor *t = &F->m->tensors[i];
+	struct fpeer *fp = &F->peers[F->from[i]];
+	uint64_t h;
+
+	if (F->st[i] != T_FETCH || F->busy[i] || F->next_off[i] < t->size)
+		return;
+	fp->assigned -= t->size;
+	F->io.changed = true;
+	F->st[i] = T_NEED;
+	if (F->bad[i])
+		return;
+	h = XXH3_64bits(F->map[t->segment] + t->offset, t->size);
+	if (h != fp->tab[i].xxh3) {
+		fp->src->checksum_failures++;
+		F->excl[i] |= 1ull << F->from[i];
+		log_warn("peer %s: tensor %s came with the wrong checksum (%016llx, not %016llx); fetching it again",
+			 fp->name, t->name, (unsigned long long)h, (unsigned long long)fp->tab[i].xxh3);
+		return;
+	}
+	F->m->tensors[i].xxh3 = h;
+	peer_table_set_ready(F->tab, i, h);
+	fp->src->bytes += t->size;
+	F->st[i] = T_DONE;
+	F->left--;
+}
+
+/* Counts the pieces that landed or failed since the last turn. */
+static bool take_landed(struct fill *F)
+{
+	bool any = F->io.ndone > 0;
+
+	for (uint32_t k = 0; k < F->io.ndone; k++) {
+		struct fslot *s = &F->io.slots[F->io.done_slots[k]];
+		uint32_t i = s->tensor;
+		F->busy[i]--;
+		if (s->status < 0) {
+			F->bad[i] = 1;
+			/* The peer answered but would not give it: not from it again. */
+			if (s->status != -ECONNRESET)
+				F->excl[i] |= 1ull << s->peer;
+		}
+		fio_release(&F->io, s);
+		maybe_finish(F, i);
+	}
+	F->io.ndone = 0;
+	return any;
+}
+
+/* Asks for the pieces of active tensors, as far as each peer's slots go. */
+static void pump(struct fill *F)
+{
+	size_t k = 0;
+
+	while (k < F->nactive) {
+		uint32_t i = F->active[k];
+		const struct model_tensor *t = &F->m->tensors[i];
+		int p = F->from[i];
+
+		if (F->peers[p].st != FP_READY || F->bad[i])
+			F->next_off[i] = t->size; /* finished when its pieces land */
+		while (F->next_off[i] < t->size) {
+			uint64_t left = t->size - F->next_off[i];
+			uint32_t len = left < F->chunk ? (uint32_t)left : F->chunk;
+			if (fio_get(&F->io, p, i, F->next_off[i], len,
+				    F->map[t->segment] + t->offset + F->next_off[i]) < 0)
+				break;
+			F->busy[i]++;
+			F->next_off[i] += len;
+		}
+		if (F->next_off[i] < t->size) {
+			k++;
+			continue;
+		}
+		F->active[k] = F->active[--F->nactive];
+		maybe_finish(F, i);
+	}
+}
+
+struct disk_job {
+	struct fill *F;
+	const struct load_opts *o;
+	uint8_t *want;              /* owned */
+	struct loader_stats st;
+	struct errinfo e;
+	int r;
+};
+
+static void disk_placed(void *arg, uint32_t i)
+{
+	struct fill *F = arg;
+
+	peer_table_set_ready(F->tab, i, F->m->tensors[i].xxh3);
+}
+
+/* Reads the tensors in state `which` from the files. */
+static void *disk_main(void *arg)
+{
+	struct disk_job *j = arg;
+	struct loader_opts lo = j->o->loader;
+
+	lo.want = j->want;
+	lo.on_tensor = disk_placed;
+	lo.on_tensor_arg = j->F;
+	j->r = loader_run(j->F->m, j->F->lm->arena, &lo, &j->st, &j->e);
+	return NULL;
+}
+
+static int disk_job_init(struct disk_job *j, struct fill *F, const struct load_opts *o, uint8_t which)
+{
+	size_t n = 0;
+
+	memset(j, 0, sizeof(*j));
+	j->F = F;
+	j->o = o;
+	if (!(j->want = calloc(F->m->ntensors + 1, 1)))
+		return -ENOMEM;
+	for (size_t i = 0; i < F->m->ntensors; i++)
+		n += (j->want[i] = F->st[i] == which);
+	return n ? 1 : 0;
+}
+
+static void add_stats(struct loaded_model *lm, const struct loader_stats *s)
+{
+	lm->stats.bytes_read += s->bytes_read;
+	lm->stats.tensor_bytes += s->tensor_bytes;
+	lm->stats.hash_seconds += s->hash_seconds;
+	lm->stats.copy_seconds += s->copy_seconds;
+	lm->stats.buffered_files += s->buffered_files;
+	if (s->pool_bytes > lm->stats.pool_bytes)
+		lm->stats.pool_bytes = s->pool_bytes;
+	lm->disk_bytes += s->tensor_bytes;
+}
+
+static void connect_peers(struct fill *F)
+{
+	double now = mono_now();
+
+	for (size_t p = 0; p < F->np; p++) {
+		struct fpeer *fp = &F->peers[p];
+		if (fp->st != FP_IDLE || fp->close_pending || now < fp->next_try)
+			continue;
+		if (now > fp->connect_until)
+			fio_kill(&F->io, p, fp->why[0] ? fp->why : "cannot connect");
+		else
+			fio_connect(&F->io, p);
+	}
+}
+
+static bool any_busy(const struct fill *F)
+{
+	return F->io.nfree < FIO_MAX_SLOTS;
+}
+
+/* Until every tensor not read here is fetched or left to the files. */
+static int fill_loop(struct fill *F, const struct load_opts *o, struct errinfo *e)
+{
+	double last_status = 0;
+
+	while (F->left || any_busy(F)) {
+		bool any;
+		if (o->loader.stop && o->loader.stop())
+			return err_set(e, -ECANCELED, "the load was stopped");
+		any = fio_progress(&F->io);
+		any |= take_landed(F);
+		connect_peers(F);
+		if (F->io.changed) {
+			F->io.changed = false;
+			schedule(F);
+		}
+		pump(F);
+		if (F->waiting && mono_now() - last_status > 0.05) {
+			for (size_t p = 0; p < F->np; p++)
+				fio_status(&F->io, p);
+			last_status = mono_now();
+			F->io.changed = true; /* decide again once tables arrive */
+		}
+		if (!any)
+			usleep(any_busy(F) ? 50 : 1000);
+	}
+	return 0;
+}
+
+static int start(struct fill *F, struct errinfo *e)
+{
+	const struct peer_fill_cfg *c = F->cfg;
+	int r;
+
+	F->chunk = c->chunk ? c->chunk : 4u << 20;
+	F->window = c->window ? c->window : 64ull << 20;
+	if (F->chunk > PEER_MAX_CHUNK)
+		F->chunk = PEER_MAX_CHUNK;
+	if ((r = peer_table_create(F->m, F->lm->arena, &F->tab, e)) < 0 ||
+	    (r = alloc_state(F, e)) < 0 || (r = setup_peers(F, e)) < 0)
+		return r;
+	assign(F);
+	F->hello = (struct peer_hello){ .magic = PEER_MAGIC, .version = PEER_VERSION,
+					.layout = F->tab->layout, .ntensors = (uint32_t)F->m->ntensors };
+	snprintf(F->hello.model, sizeof(F->hello.model), "%s", F->m->name);
+	if (c->trust) {
+		memcpy(F->hello.token, c->trust->token, c->trust->token_len);
+		F->hello.token_len = (uint32_t)c->trust->token_len;
+	}
+	if (c->serve) {
+		F->offered = true;
+		if ((r = peer_serve_offer(c->serve, F->tab, e)) < 0) {
+			F->tab = NULL;
+			return r;
+		}
+	}
+	F->io.changed = true;
+	return F->np ? fio_init(&F->io, F->peers, F->np, &F->hello, e) : 0;
+}
+
+static void finish(struct fill *F)
+{
+	if (F->io.worker)
+		fio_fini(&F->io);
+	for (size_t p = 0; p < F->np; p++)
+		free(F->peers[p].tab);
+	if (!F->offered)
+		peer_table_free(F->tab);
+	free(F->st);
+	free(F->excl);
+	free(F->next_off);
+	free(F->busy);
+	free(F->bad);
+	free(F->from);
+	free(F->active);
+	free(F->map);
+	free(F);
+}
+
+/* Reads `which` tensors from the files: on a thread (*th) when th is set,
+ * else here. Returns 1 when a thread was started. */
+static int disk_read(struct fill *F, const struct load_opts *o, uint8_t which, struct disk_job *j,
+		     pthread_t *th, struct errinfo *e)
+{
+	int r = disk_job_init(j, F, o, which);
+
+	if (r < 0)
+		return err_set(e, r, "out of memory");
+	if (r == 0)
+		return 0;
+	if (th && pthread_create(th, NULL, disk_main, j) == 0)
+		return 1;
+	disk_main(j);
+	if (j->r < 0)
+		*e = j->e;
+	add_stats(F->lm, &j->st);
+	return j->r;
+}
+
+static void log_sources(const struct loaded_model *lm)
+{
+	uint64_t peers = 0;
+
+	for (uint32_t i = 0; i < lm->nsources; i++)
+		peers += lm->sources[i].bytes;
+	log_info("model %s: %.1f MB from the files, %.1f MB from %u peer%s", lm->model->name,
+		 lm->disk_bytes / 1e6, peers / 1e6, lm->nsources, lm->nsources == 1 ? "" : "s");
+	for (uint32_t i = 0; i < lm->nsources; i++)
+		log_info("  peer %s: %.1f MB, %u checksum failure%s, %u failure%s", lm->sources[i].name,
+			 lm->sources[i].bytes / 1e6, lm->sources[i].checksum_failures,
+			 lm->sources[i].checksum_failures == 1 ? "" : "s", lm->sources[i].failures,
+			 lm->sources[i].failures == 1 ? "" : "s");
+}
+
+int peer_fill_run(void *arg, struct loaded_model *lm, const struct load_opts *o, struct errinfo *e)
+{
+	struct fill *F = calloc(1, sizeof(*F));
+	struct disk_job own = { 0 }, rest = { 0 };
+	double t0 = mono_now();
+	pthread_t th;
+	int r, threaded = 0;
+
+	if (!F)
+		return err_set(e, -ENOMEM, "out of memory");
+	F->cfg = arg;
+	F->lm = lm;
+	F->m = lm->model;
+	memset(&lm->stats, 0, sizeof(lm->stats));
+	r = start(F, e);
+	/* This host's own share from the files, while the rest comes from
+	 * peers; then what no peer could give. */
+	if (r == 0)
+		r = threaded = disk_read(F, o, T_OWN, &own, F->np ? &th : NULL, e);
+	if (r >= 0 && F->np)
+		r = fill_loop(F, o, e);
+	if (threaded == 1) {
+		pthread_join(th, NULL);
+		add_stats(lm, &own.st);
+		if (r >= 0 && own.r < 0) {
+			*e = own.e;
+			r = own.r;
+		}
+	}
+	if (r >= 0)
+		r = disk_read(F, o, T_DISK, &rest, NULL, e);
+	free(own.want);
+	free(rest.want);
+	finish(F);
+	lm->stats.seconds = mono_now() - t0;
+	if (r >= 0 && lm->nsources)
+		log_sources(lm);
+	return r < 0 ? r : 0;
+}

@@ -1,0 +1,386 @@
+// SPDX-License-Identifier: MIT
+/* peer_fill_io.c - the filling side's UCX connections and messages. */
+#include "peer_fill_io.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "log.h"
+
+static struct fpeer *peer_of(struct fio *f, const ucp_am_recv_param_t *p, size_t *idx)
+{
+	if (!(p->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP))
+		return NULL;
+	for (size_t i = 0; i < f->npeers; i++)
+		if (f->peers[i].ep == p->reply_ep && f->peers[i].st != FP_DEAD) {
+			*idx = i;
+			return &f->peers[i];
+		}
+	return NULL;
+}
+
+static void slot_done(struct fio *f, struct fslot *s, int status)
+{
+	s->status = status;
+	s->done = true;
+	f->peers[s->peer].slots--;
+	f->done_slots[f->ndone++] = (uint32_t)(s - f->slots);
+}
+
+/* A table (Hello's answer or Status's) from peer i, checked whole. */
+static void take_table(struct fio *f, size_t i, const void *buf, size_t len)
+{
+	struct fpeer *fp = &f->peers[i];
+	const struct peer_table_hdr *h = buf;
+	char why[200];
+
+	fp->asking = false;
+	f->changed = true;
+	if (len < sizeof(*h) || h->magic != PEER_MAGIC)
+		return fio_kill(f, i, "sent a malformed table");
+	if (h->status < 0) {
+		snprintf(why, sizeof(why), "refused: %.160s", h->msg);
+		fp->refused = true;
+		return fio_kill(f, i, why);
+	}
+	if (h->ntensors != f->ntensors || len != sizeof(*h) + (size_t)h->ntensors * sizeof(struct peer_tstate))
+		return fio_kill(f, i, "sent a table of another size");
+	memcpy(fp->tab, h + 1, (size_t)h->ntensors * sizeof(struct peer_tstate));
+	if (fp->st == FP_HELLO)
+		log_info("peer %s: connected", fp->name);
+	fp->st = FP_READY;
+}
+
+struct table_recv {
+	struct fio *f;
+	size_t peer;
+	void *buf;
+	size_t len;
+	ucp_ep_h ep;                /* the peer's ep when it answered */
+};
+
+static void table_recv_done(void *req, ucs_status_t st, size_t len, void *arg)
+{
+	struct table_recv *t = arg;
+
+	(void)len;
+	if (t->f->peers[t->peer].ep == t->ep && t->f->peers[t->peer].st != FP_DEAD) {
+		if (st == UCS_OK)
+			take_table(t->f, t->peer, t->buf, t->len);
+		else
+			fio_kill(t->f, t->peer, "lost while sending its table");
+	}
+	free(t->buf);
+	free(t);
+	if (req)
+		ucp_request_free(req);
+}
+
+static ucs_status_t on_table(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+			     const ucp_am_recv_param_t *p)
+{
+	struct fio *f = arg;
+	ucp_request_param_t rp = { .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA };
+	struct table_recv *t;
+	size_t i;
+	void *req;
+
+	(void)hdr;
+	if (!peer_of(f, p, &i) || hlen)
+		return UCS_OK;
+	if (!(p->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+		take_table(f, i, data, len);
+		return UCS_OK;
+	}
+	if (len > sizeof(struct peer_table_hdr) + (size_t)f->ntensors * sizeof(struct peer_tstate) ||
+	    !(t = calloc(1, sizeof(*t))) || !(t->buf = malloc(len))) {
+		if (len <= sizeof(struct peer_table_hdr) + (size_t)f->ntensors * sizeof(struct peer_tstate))
+			free(t);
+		fio_kill(f, i, "sent a table too large");
+		return UCS_OK;
+	}
+	t->f = f;
+	t->peer = i;
+	t->len = len;
+	t->ep = f->peers[i].ep;
+	rp.cb.recv_am = table_recv_done;
+	rp.user_data = t;
+	req = ucp_am_recv_data_nbx(f->worker, data, t->buf, len, &rp);
+	if (req == NULL)
+		table_recv_done(NULL, UCS_OK, len, t);
+	else if (UCS_PTR_IS_ERR(req))
+		table_recv_done(NULL, UCS_PTR_STATUS(req), 0, t);
+	return UCS_OK;
+}
+
+static void data_recv_done(void *req, ucs_status_t st, size_t len, void *arg)
+{
+	struct fslot *s = arg;
+
+	(void)len;
+	slot_done(s->f, s, st == UCS_OK ? 0 : -ECONNRESET);
+	if (req)
+		ucp_request_free(req);
+}
+
+static struct fslot *slot_of(struct fio *f, uint64_t id, size_t peer)
+{
+	struct fslot *s = &f->slots[id & 0xffff];
+
+	if ((id & 0xffff) >= FIO_MAX_SLOTS || s->id != id || s->st != FS_WAIT || s->done ||
+	    s->peer != (int)peer)
+		return NULL;
+	return s;
+}
+
+static ucs_status_t on_data(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+			    const ucp_am_recv_param_t *p)
+{
+	struct fio *f = arg;
+	ucp_request_param_t rp = { .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA };
+	const struct peer_data *d = hdr;
+	struct fslot *s;
+	size_t i;
+	void *req;
+
+	if (!peer_of(f, p, &i) || hlen != sizeof(*d) || !(s = slot_of(f, d->req, i)))
+		return UCS_OK; /* late, or not ours: dropped */
+	if (d->status < 0 || d->len != s->len || len != s->len) {
+		slot_done(f, s, d->status < 0 ? d->status : -EBADMSG);
+		return UCS_OK;
+	}
+	if (!(p->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+		memcpy(s->dst, data, len);
+		slot_done(f, s, 0);
+		return UCS_OK;
+	}
+	s->st = FS_RECV;
+	rp.cb.recv_am = data_recv_done;
+	rp.user_data = s;
+	req = ucp_am_recv_data_nbx(f->worker, data, s->dst, len, &rp);
+	if (req == NULL)
+		slot_done(f, s, 0);
+	else if (UCS_PTR_IS_ERR(req))
+		slot_done(f, s, -ECONNRESET);
+	return UCS_OK;
+}
+
+static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
+{
+	struct fio *f = arg;
+	char why[96];
+
+	for (size_t i = 0; i < f->npeers; i++)
+		if (f->peers[i].ep == ep && f->peers[i].st != FP_DEAD) {
+			snprintf(why, sizeof(why), "connection lost (%s)", ucs_status_string(st));
+			fio_kill(f, i, why);
+		}
+}
+
+static int set_handler(struct fio *f, unsigned id, ucp_am_recv_callback_t cb)
+{
+	ucp_am_handler_param_t p = { .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+				     UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
+				     .id = id, .cb = cb, .arg = f };
+
+	return ucp_worker_set_am_recv_handler(f->worker, &p) == UCS_OK ? 0 : -EIO;
+}
+
+int fio_init(struct fio *f, struct fpeer *peers, size_t npeers, const struct peer_hello *hello,
+	     struct errinfo *e)
+{
+	ucp_params_t up = { .field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM };
+	ucp_worker_params_t wp = { .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+				   .thread_mode = UCS_THREAD_MODE_SINGLE };
+	ucs_status_t st;
+
+	memset(f, 0, sizeof(*f));
+	f->peers = peers;
+	f->npeers = npeers;
+	f->hello = hello;
+	f->ntensors = hello->ntensors;
+	for (uint32_t i = 0; i < FIO_MAX_SLOTS; i++) {
+		f->slots[i] = (struct fslot){ .f = f, .id = i };
+		f->free_slots[f->nfree++] = FIO_MAX_SLOTS - 1 - i;
+	}
+	if ((st = ucp_init(&up, NULL, &f->ctx)) != UCS_OK)
+		return err_set(e, -EIO, "peers: UCX: ucp_init: %s", ucs_status_string(st));
+	if ((st = ucp_worker_create(f->ctx, &wp, &f->worker)) != UCS_OK)
+		return err_set(e, -EIO, "peers: UCX: ucp_worker_create: %s", ucs_status_string(st));
+	if (set_handler(f, PEER_AM_TABLE, on_table) < 0 || set_handler(f, PEER_AM_DATA, on_data) < 0)
+		return err_set(e, -EIO, "peers: UCX: cannot set the message handlers");
+	return 0;
+}
+
+static void close_ep(struct fio *f, ucp_ep_h ep)
+{
+	ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+				  .flags = UCP_EP_CLOSE_FLAG_FORCE };
+	void *req = ucp_ep_close_nbx(ep, &p);
+
+	/* Forced: outstanding operations complete, failed, during progress. */
+	while (UCS_PTR_IS_PTR(req) && ucp_request_check_status(req) == UCS_INPROGRESS)
+		ucp_worker_progress(f->worker);
+	if (UCS_PTR_IS_PTR(req))
+		ucp_request_free(req);
+}
+
+void fio_fini(struct fio *f)
+{
+	for (size_t i = 0; i < f->npeers; i++)
+		if (f->peers[i].ep) {
+			close_ep(f, f->peers[i].ep);
+			f->peers[i].ep = NULL;
+		}
+	if (f->worker)
+		ucp_worker_destroy(f->worker);
+	if (f->ctx)
+		ucp_cleanup(f->ctx);
+	f->worker = NULL;
+	f->ctx = NULL;
+}
+
+static void send_free(void *req, ucs_status_t st, void *arg)
+{
+	(void)st;
+	(void)arg;
+	ucp_request_free(req);
+}
+
+/* Sends an active message to peer i; false (and the peer killed) when it
+ * cannot be sent. The header and data must live until sent: they are the
+ * peer's or the slot's. */
+static bool send_to(struct fio *f, size_t i, unsigned id, const void *hdr, size_t hlen,
+		    const void *data, size_t len)
+{
+	ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_FLAGS,
+				  .cb.send = send_free, .flags = UCP_AM_SEND_FLAG_REPLY };
+	void *req = ucp_am_send_nbx(f->peers[i].ep, id, hdr, hlen, data, len, &p);
+
+	if (UCS_PTR_IS_ERR(req)) {
+		fio_kill(f, i, ucs_status_string(UCS_PTR_STATUS(req)));
+		return false;
+	}
+	return true;
+}
+
+void fio_connect(struct fio *f, size_t i)
+{
+	struct fpeer *fp = &f->peers[i];
+	ucp_ep_params_t ep = { .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+			       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
+			       .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+			       .sockaddr = { (const struct sockaddr *)&fp->ss, fp->sl },
+			       .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+			       .err_handler = { .cb = on_ep_error, .arg = f } };
+	ucs_status_t st = ucp_ep_create(f->worker, &ep, &fp->ep);
+
+	if (st != UCS_OK) {
+		fp->ep = NULL;
+		fp->next_try = mono_now() + 0.2;
+		snprintf(fp->why, sizeof(fp->why), "cannot connect: %s", ucs_status_string(st));
+		return;
+	}
+	fp->st = FP_HELLO;
+	fp->asking = true;
+	fp->asked = mono_now();
+	send_to(f, i, PEER_AM_HELLO, NULL, 0, f->hello, sizeof(*f->hello));
+}
+
+void fio_status(struct fio *f, size_t i)
+{
+	static const struct peer_status_req req = { PEER_MAGIC };
+
+	if (f->peers[i].st != FP_READY || f->peers[i].asking)
+		return;
+	f->peers[i].asking = true;
+	f->peers[i].asked = mono_now();
+	send_to(f, i, PEER_AM_STATUS, &req, sizeof(req), NULL, 0);
+}
+
+void fio_kill(struct fio *f, size_t i, const char *why)
+{
+	struct fpeer *fp = &f->peers[i];
+
+	if (fp->st == FP_DEAD)
+		return;
+	/* Not up yet (a fleet starting together): try again until its time
+	 * is up. */
+	if (fp->st == FP_HELLO && !fp->refused && mono_now() < fp->connect_until) {
+		log_debug("peer %s: %s; trying again", fp->name, why);
+		fp->st = FP_IDLE;
+		fp->asking = false;
+		fp->next_try = mono_now() + 0.25;
+		fp->close_pending = fp->ep != NULL;
+		return;
+	}
+	log_warn("peer %s: %s", fp->name, why);
+	fp->src->failures++;
+	snprintf(fp->why, sizeof(fp->why), "%s", why);
+	fp->st = FP_DEAD;
+	fp->asking = false;
+	f->changed = true;
+	/* Gets not answered fail now; landing ones fail when the forced
+	 * close completes them. */
+	for (uint32_t k = 0; k < FIO_MAX_SLOTS; k++) {
+		struct fslot *s = &f->slots[k];
+		if (s->st == FS_WAIT && !s->done && s->peer == (int)i)
+			slot_done(f, s, -ECONNRESET);
+	}
+	/* Closed by fio_progress: this may run inside a UCX callback, where
+	 * progress must not be called. */
+	fp->close_pending = fp->ep != NULL;
+}
+
+int fio_get(struct fio *f, int peer, uint32_t tensor, uint64_t off, uint32_t len, uint8_t *dst)
+{
+	struct fslot *s;
+
+	if (f->nfree == 0 || f->peers[peer].slots >= FIO_SLOTS_PER_PEER)
+		return -EBUSY;
+	s = &f->slots[f->free_slots[--f->nfree]];
+	s->id += 1u << 16;
+	s->st = FS_WAIT;
+	s->tensor = tensor;
+	s->off = off;
+	s->len = len;
+	s->peer = peer;
+	s->dst = dst;
+	s->status = 0;
+	s->done = false;
+	s->get = (struct peer_get){ .req = s->id, .tensor = tensor, .len = len, .off = off };
+	f->peers[peer].slots++;
+	send_to(f, (size_t)peer, PEER_AM_GET, &s->get, sizeof(s->get), NULL, 0);
+	return 0;
+}
+
+void fio_release(struct fio *f, struct fslot *s)
+{
+	s->st = FS_FREE;
+	s->done = false;
+	f->free_slots[f->nfree++] = (uint32_t)(s - f->slots);
+}
+
+bool fio_progress(struct fio *f)
+{
+	double now = mono_now();
+	bool any = false;
+
+	while (ucp_worker_progress(f->worker))
+		any = true;
+	for (size_t i = 0; i < f->npeers; i++) {
+		struct fpeer *fp = &f->peers[i];
+		if (fp->asking && now - fp->asked > FIO_REPLY_TIMEOUT)
+			fio_kill(f, i, "did not answer within 10 s");
+		if (fp->close_pending) {
+			fp->close_pending = false;
+			close_ep(f, fp->ep);
+			fp->ep = NULL;
+			any = true;
+		}
+	}
+	return any;
+}

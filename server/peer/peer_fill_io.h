@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: MIT
+/* peer_fill_io.h - the filling side's UCX: one worker, a connection per
+ * peer, Hello and Status exchanges, and Gets landing in the arena. The
+ * scheduler (peer_fill.c) reads the state these leave after each progress.
+ * Everything here runs on the filling thread. */
+#ifndef WSRV_PEER_FILL_IO_H
+#define WSRV_PEER_FILL_IO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <ucp/api/ucp.h>
+
+#include "errinfo.h"
+#include "model_load.h"
+#include "peer_proto.h"
+
+#define FIO_MAX_SLOTS 2048
+#define FIO_SLOTS_PER_PEER 32      /* Gets in flight per peer, under PEER_MAX_SENDS */
+#define FIO_REPLY_TIMEOUT 10.0     /* seconds a Hello or Status may take */
+
+enum fpeer_state { FP_IDLE, FP_HELLO, FP_READY, FP_DEAD };
+
+struct fpeer {
+	char name[64];
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	ucp_ep_h ep;
+	enum fpeer_state st;
+	double next_try;            /* FP_IDLE: when to connect again */
+	double connect_until;       /* failing to connect before this: try again */
+	double asked;               /* when the pending Hello/Status was sent */
+	bool asking;                /* a Hello or Status is unanswered */
+	bool refused;               /* said no: never again */
+	bool close_pending;         /* dead, its endpoint still to close */
+	struct peer_tstate *tab;    /* owned: its last table */
+	uint32_t slots;             /* Gets in flight */
+	uint64_t assigned;          /* bytes of tensors being fetched from it */
+	struct load_source *src;    /* its counters, in the loaded model */
+	char why[160];              /* why it is dead */
+};
+
+enum fslot_state { FS_FREE, FS_WAIT, FS_RECV };
+
+struct fio;
+
+struct fslot {
+	struct fio *f;
+	uint64_t id;                /* slot index + generation << 16 */
+	enum fslot_state st;
+	uint32_t tensor;
+	uint64_t off;
+	uint32_t len;
+	int peer;
+	uint8_t *dst;
+	int status;                 /* 0, or why the piece failed */
+	bool done;                  /* landed (or failed): for the scheduler */
+	struct peer_get get;        /* the request, alive while it is sent */
+};
+
+struct fio {
+	ucp_context_h ctx;
+	ucp_worker_h worker;
+	struct fpeer *peers;        /* not owned */
+	size_t npeers;
+	struct fslot slots[FIO_MAX_SLOTS];
+	uint32_t free_slots[FIO_MAX_SLOTS], nfree;
+	uint32_t done_slots[FIO_MAX_SLOTS], ndone; /* landed, for the scheduler */
+	const struct peer_hello *hello;
+	uint32_t ntensors;
+	bool changed;               /* a table arrived or a peer died */
+};
+
+int fio_init(struct fio *f, struct fpeer *peers, size_t npeers, const struct peer_hello *hello,
+	     struct errinfo *e);
+void fio_fini(struct fio *f);
+
+/* Starts connecting to peer i and sends Hello. */
+void fio_connect(struct fio *f, size_t i);
+/* Asks peer i for its current table. */
+void fio_status(struct fio *f, size_t i);
+/* Marks peer i dead (why); its unanswered Gets fail now, landing ones once
+ * the next fio_progress has closed its endpoint. Safe in UCX callbacks. */
+void fio_kill(struct fio *f, size_t i, const char *why);
+
+/* Asks peer for len bytes of tensor at off, to land at dst. -EBUSY: no
+ * slot free. */
+int fio_get(struct fio *f, int peer, uint32_t tensor, uint64_t off, uint32_t len, uint8_t *dst);
+/* Returns a landed slot to the free list. */
+void fio_release(struct fio *f, struct fslot *s);
+
+/* Progresses; returns whether anything happened. */
+bool fio_progress(struct fio *f);
+
+#endif

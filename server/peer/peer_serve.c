@@ -1,0 +1,577 @@
+// SPDX-License-Identifier: MIT
+/* peer_serve.c - the serving side of host-to-host fills. */
+#include "peer_serve.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <ucp/api/ucp.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "log.h"
+#include "peer_proto.h"
+
+struct ptab {
+	struct peer_table *t;
+	uint32_t users;             /* connections bound + replies in flight */
+	bool retired;               /* replaced; freed when users reaches 0 */
+};
+
+struct conn {
+	ucp_ep_h ep;
+	char addr[64];
+	double since;
+	struct ptab *tab;           /* bound by Hello */
+	uint32_t sends;             /* replies in flight */
+	bool closing;
+	bool close_after;           /* refused: closed once the refusal is sent */
+	uint64_t bytes;
+};
+
+struct send_ctx {
+	struct peer_serve *ps;
+	struct conn *c;
+	struct ptab *tab;
+	void *copy;                 /* owned: a corrupted copy (tests) */
+	struct peer_data h;
+};
+
+struct peer_serve {
+	struct peer_trust trust;
+	ucp_context_h ctx;
+	ucp_worker_h worker;
+	ucp_listener_h listener;
+	int efd, stopfd;
+	pthread_t th;
+	bool running;
+	struct conn *conns[PEER_MAX_CONNS];
+	struct ptab *tabs[PEER_MAX_TABLES * 2]; /* current and retired */
+	pthread_mutex_t lock;       /* guards pending and the counters */
+	struct peer_table *pending[PEER_MAX_TABLES];
+	size_t npending;
+	struct peer_serve_counters cnt;
+	bool corrupt;               /* WSRV_TEST_PEER_CORRUPT: flip a byte in every piece */
+	unsigned delay_ms;          /* WSRV_TEST_PEER_DELAY_MS: before every piece */
+};
+
+static void count(struct peer_serve *ps, uint64_t *field, uint64_t n)
+{
+	pthread_mutex_lock(&ps->lock);
+	*field += n;
+	pthread_mutex_unlock(&ps->lock);
+}
+
+static void tab_put(struct peer_serve *ps, struct ptab *pt)
+{
+	if (!pt || --pt->users || !pt->retired)
+		return;
+	for (size_t i = 0; i < PEER_MAX_TABLES * 2; i++)
+		if (ps->tabs[i] == pt)
+			ps->tabs[i] = NULL;
+	peer_table_free(pt->t);
+	free(pt);
+}
+
+static struct ptab *tab_find(struct peer_serve *ps, const char *name)
+{
+	for (size_t i = 0; i < PEER_MAX_TABLES * 2; i++)
+		if (ps->tabs[i] && !ps->tabs[i]->retired && strcmp(ps->tabs[i]->t->name, name) == 0)
+			return ps->tabs[i];
+	return NULL;
+}
+
+/* Takes the tables offered since the last turn (serve thread only). */
+static void install_pending(struct peer_serve *ps)
+{
+	pthread_mutex_lock(&ps->lock);
+	for (size_t k = 0; k < ps->npending; k++) {
+		struct peer_table *t = ps->pending[k];
+		struct ptab *old = tab_find(ps, t->name), *pt = calloc(1, sizeof(*pt));
+		size_t i = 0;
+
+		while (i < PEER_MAX_TABLES * 2 && ps->tabs[i])
+			i++;
+		if (!pt || i == PEER_MAX_TABLES * 2) {
+			log_warn("peers: no room to offer model %s", t->name);
+			peer_table_free(t);
+			free(pt);
+			continue;
+		}
+		if (old) {
+			old->retired = true;
+			old->users++;
+			tab_put(ps, old);
+		}
+		pt->t = t;
+		pt->users = 1; /* the offer itself, until retired */
+		ps->tabs[i] = pt;
+	}
+	ps->npending = 0;
+	pthread_mutex_unlock(&ps->lock);
+}
+
+static struct conn *conn_of(struct peer_serve *ps, ucp_ep_h ep)
+{
+	for (size_t i = 0; i < PEER_MAX_CONNS; i++)
+		if (ps->conns[i] && ps->conns[i]->ep == ep && !ps->conns[i]->closing)
+			return ps->conns[i];
+	return NULL;
+}
+
+static void conn_close(struct conn *c)
+{
+	ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+				  .flags = UCP_EP_CLOSE_FLAG_FORCE };
+	void *req;
+
+	if (c->closing)
+		return;
+	c->closing = true;
+	req = ucp_ep_close_nbx(c->ep, &p);
+	if (UCS_PTR_IS_PTR(req))
+		ucp_request_free(req);
+}
+
+/* Frees closed connections once their replies are done (serve thread). */
+static void reap(struct peer_serve *ps)
+{
+	double now = mono_now();
+
+	for (size_t i = 0; i < PEER_MAX_CONNS; i++) {
+		struct conn *c = ps->conns[i];
+		if (!c)
+			continue;
+		if (!c->tab && !c->closing && now - c->since > PEER_HELLO_TIMEOUT) {
+			log_info("peer %s: no Hello within %.0f s; closed", c->addr, PEER_HELLO_TIMEOUT);
+			conn_close(c);
+		}
+		if (!c->closing || c->sends)
+			continue;
+		tab_put(ps, c->tab);
+		ps->conns[i] = NULL;
+		pthread_mutex_lock(&ps->lock);
+		ps->cnt.conns--;
+		pthread_mutex_unlock(&ps->lock);
+		free(c);
+	}
+}
+
+static void send_done(void *req, ucs_status_t st, void *arg)
+{
+	struct send_ctx *s = arg;
+
+	(void)st;
+	s->c->sends--;
+	if (s->c->close_after && s->c->sends == 0)
+		conn_close(s->c);
+	tab_put(s->ps, s->tab);
+	free(s->copy);
+	free(s);
+	if (req)
+		ucp_request_free(req);
+}
+
+/* Sends header + data (data may be NULL) to c; s is owned by the send. */
+static void send_am(struct conn *c, unsigned id, struct send_ctx *s, size_t hlen,
+		    const void *data, size_t len)
+{
+	/* REPLY: the filler learns which of its peers answered. */
+	ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+				  UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS |
+				  UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
+				  .cb.send = send_done, .user_data = s, .flags = UCP_AM_SEND_FLAG_REPLY };
+	void *req;
+
+	s->c = c;
+	c->sends++;
+	if (s->tab)
+		s->tab->users++;
+	req = ucp_am_send_nbx(c->ep, id, hlen ? &s->h : NULL, hlen, data, len, &p);
+	if (UCS_PTR_IS_ERR(req)) {
+		log_info("peer %s: send failed: %s", c->addr, ucs_status_string(UCS_PTR_STATUS(req)));
+		send_done(NULL, UCS_PTR_STATUS(req), s);
+		conn_close(c);
+	}
+}
+
+/* The table of c's model: what is ready or coming, and the checksums, as
+ * of now; one message, a peer_table_hdr and the entries. */
+static void send_table(struct peer_serve *ps, struct conn *c, int status, const char *msg)
+{
+	struct send_ctx *s = calloc(1, sizeof(*s));
+	uint32_t n = status == 0 ? c->tab->t->ntensors : 0;
+	size_t len = sizeof(struct peer_table_hdr) + (size_t)n * sizeof(struct peer_tstate);
+	struct peer_table_hdr *h = malloc(len);
+	struct peer_tstate *st = (struct peer_tstate *)(h + 1);
+
+	if (!s || !h) {
+		free(s);
+		free(h);
+		conn_close(c);
+		return;
+	}
+	s->ps = ps;
+	s->copy = h;
+	*h = (struct peer_table_hdr){ .magic = PEER_MAGIC, .status = status, .ntensors = n };
+	snprintf(h->msg, sizeof(h->msg), "%s", msg ? msg : "");
+	for (uint32_t i = 0; i < n; i++) {
+		st[i].ready = peer_table_state(c->tab->t, i);
+		st[i].xxh3 = st[i].ready == PEER_READY ? c->tab->t->xxh3[i] : 0;
+	}
+	send_am(c, PEER_AM_TABLE, s, 0, h, len);
+}
+
+static void refuse(struct peer_serve *ps, struct conn *c, int status, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void refuse(struct peer_serve *ps, struct conn *c, int status, const char *fmt, ...)
+{
+	char msg[160];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_warn("peer %s: refused: %s", c->addr, msg);
+	count(ps, &ps->cnt.refused, 1);
+	c->close_after = true;
+	send_table(ps, c, status, msg);
+}
+
+static int check_hello(struct peer_serve *ps, struct conn *c, const struct peer_hello *h)
+{
+	struct ptab *pt;
+
+	if (h->magic != PEER_MAGIC || h->version != PEER_VERSION)
+		return refuse(ps, c, -EPROTONOSUPPORT, "%s", "another peer protocol version"), -1;
+	if (h->token_len > PEER_TOKEN_MAX || !peer_trust_token_ok(&ps->trust, h->token, h->token_len))
+		return refuse(ps, c, -EACCES, "%s", "wrong token"), -1;
+	if (memchr(h->model, 0, sizeof(h->model)) == NULL || !(pt = tab_find(ps, h->model)))
+		return refuse(ps, c, -ENOENT, "no model '%.100s' here", memchr(h->model, 0, sizeof(h->model)) ? h->model : "?"), -1;
+	if (pt->t->layout != h->layout || pt->t->ntensors != h->ntensors)
+		return refuse(ps, c, -ESTALE, "model '%.100s' is laid out differently here (other files or load options)", h->model), -1;
+	c->tab = pt;
+	pt->users++;
+	return 0;
+}
+
+static ucs_status_t on_hello(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+			     const ucp_am_recv_param_t *p)
+{
+	struct peer_serve *ps = arg;
+	struct conn *c = (p->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? conn_of(ps, p->reply_ep) : NULL;
+
+	(void)hdr;
+	if (!c)
+		return UCS_OK;
+	if (c->tab || hlen || len != sizeof(struct peer_hello) || (p->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+		log_warn("peer %s: refused: a malformed Hello", c->addr);
+		count(ps, &ps->cnt.refused, 1);
+		conn_close(c);
+		return UCS_OK;
+	}
+	if (check_hello(ps, c, data) < 0)
+		return UCS_OK;
+	log_info("peer %s: filling model %s", c->addr, c->tab->t->name);
+	send_table(ps, c, 0, NULL);
+	return UCS_OK;
+}
+
+static ucs_status_t on_status(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+			      const ucp_am_recv_param_t *p)
+{
+	struct peer_serve *ps = arg;
+	struct conn *c = (p->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? conn_of(ps, p->reply_ep) : NULL;
+
+	(void)hdr;
+	(void)data;
+	(void)len;
+	if (c && (!c->tab || hlen != sizeof(struct peer_status_req) || len ||
+		  ((const struct peer_status_req *)hdr)->magic != PEER_MAGIC || c->sends >= PEER_MAX_SENDS))
+		conn_close(c);
+	else if (c)
+		send_table(ps, c, 0, NULL);
+	return UCS_OK;
+}
+
+/* A piece's answer: its bytes, or a status. */
+static void serve_get(struct peer_serve *ps, struct conn *c, const struct peer_get *g)
+{
+	const struct peer_table *t = c->tab->t;
+	struct send_ctx *s = calloc(1, sizeof(*s));
+	const uint8_t *src = NULL;
+	int status = 0;
+
+	if (!s)
+		return conn_close(c);
+	s->ps = ps;
+	if (g->tensor >= t->ntensors || g->len > PEER_MAX_CHUNK || g->len == 0 ||
+	    g->off > t->t[g->tensor].size || g->len > t->t[g->tensor].size - g->off)
+		status = -ERANGE;
+	else if (peer_table_state(t, g->tensor) != PEER_READY)
+		status = -EAGAIN;
+	else
+		src = peer_table_ptr(t, g->tensor, g->off);
+	s->h = (struct peer_data){ .req = g->req, .status = status, .len = status ? 0 : g->len };
+	if (src && ps->corrupt && (s->copy = malloc(g->len))) {
+		memcpy(s->copy, src, g->len);
+		((uint8_t *)s->copy)[g->len / 2] ^= 0x5a;
+		src = s->copy;
+	}
+	if (src && ps->delay_ms)
+		usleep(ps->delay_ms * 1000u);
+	s->tab = src ? c->tab : NULL;
+	send_am(c, PEER_AM_DATA, s, sizeof(s->h), src, src ? g->len : 0);
+	if (src) {
+		c->bytes += g->len;
+		pthread_mutex_lock(&ps->lock);
+		ps->cnt.bytes_served += g->len;
+		ps->cnt.gets++;
+		pthread_mutex_unlock(&ps->lock);
+	}
+}
+
+static ucs_status_t on_get(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+			   const ucp_am_recv_param_t *p)
+{
+	struct peer_serve *ps = arg;
+	struct conn *c = (p->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? conn_of(ps, p->reply_ep) : NULL;
+
+	(void)data;
+	(void)len;
+	if (!c)
+		return UCS_OK;
+	if (!c->tab || hlen != sizeof(struct peer_get) || len || c->sends >= PEER_MAX_SENDS) {
+		log_info("peer %s: a request out of turn or over the limit; closed", c->addr);
+		conn_close(c);
+		return UCS_OK;
+	}
+	serve_get(ps, c, hdr);
+	return UCS_OK;
+}
+
+static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
+{
+	struct peer_serve *ps = arg;
+	struct conn *c = conn_of(ps, ep);
+
+	if (c) {
+		log_info("peer %s: connection lost (%s)", c->addr, ucs_status_string(st));
+		conn_close(c);
+	}
+}
+
+static void accept_conn(struct peer_serve *ps, ucp_conn_request_h req, const char *addr)
+{
+	ucp_ep_params_t ep = { .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST |
+			       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
+			       .conn_request = req, .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+			       .err_handler = { .cb = on_ep_error, .arg = ps } };
+	struct conn *c = calloc(1, sizeof(*c));
+	size_t i = 0;
+
+	while (i < PEER_MAX_CONNS && ps->conns[i])
+		i++;
+	if (!c || i == PEER_MAX_CONNS || ucp_ep_create(ps->worker, &ep, &c->ep) != UCS_OK) {
+		if (!c || i == PEER_MAX_CONNS)
+			ucp_listener_reject(ps->listener, req);
+		log_warn("peer %s: refused: %s", addr, c ? "too many peer connections" : "out of memory");
+		count(ps, &ps->cnt.refused, 1);
+		free(c);
+		return;
+	}
+	snprintf(c->addr, sizeof(c->addr), "%s", addr);
+	c->since = mono_now();
+	ps->conns[i] = c;
+	pthread_mutex_lock(&ps->lock);
+	ps->cnt.conns++;
+	pthread_mutex_unlock(&ps->lock);
+}
+
+static void on_conn(ucp_conn_request_h req, void *arg)
+{
+	struct peer_serve *ps = arg;
+	ucp_conn_request_attr_t a = { .field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR };
+	char addr[64] = "?";
+
+	if (ucp_conn_request_query(req, &a) != UCS_OK ||
+	    !peer_trust_allowed(&ps->trust, (const struct sockaddr *)&a.client_address)) {
+		if (a.field_mask)
+			peer_addr_str((const struct sockaddr *)&a.client_address, addr, sizeof(addr));
+		log_warn("peer %s: refused: not in --peer-allow", addr);
+		count(ps, &ps->cnt.refused, 1);
+		ucp_listener_reject(ps->listener, req);
+		return;
+	}
+	peer_addr_str((const struct sockaddr *)&a.client_address, addr, sizeof(addr));
+	accept_conn(ps, req, addr);
+}
+
+static int set_handler(struct peer_serve *ps, unsigned id, ucp_am_recv_callback_t cb)
+{
+	ucp_am_handler_param_t p = { .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+				     UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
+				     .id = id, .cb = cb, .arg = ps };
+
+	return ucp_worker_set_am_recv_handler(ps->worker, &p) == UCS_OK ? 0 : -EIO;
+}
+
+/* Active messages only: see peer_serve.h for why no RMA. */
+static int setup_ucx(struct peer_serve *ps, const struct sockaddr_storage *ss, socklen_t sl,
+		     struct errinfo *e)
+{
+	ucp_params_t up = { .field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM |
+			    UCP_FEATURE_WAKEUP };
+	ucp_worker_params_t wp = { .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+				   .thread_mode = UCS_THREAD_MODE_SINGLE };
+	ucp_listener_params_t lp = { .field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
+				     UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
+				     .sockaddr = { (const struct sockaddr *)ss, sl },
+				     .conn_handler = { on_conn, ps } };
+	ucs_status_t st;
+
+	if ((st = ucp_init(&up, NULL, &ps->ctx)) != UCS_OK)
+		return err_set(e, -EIO, "peers: UCX: ucp_init: %s", ucs_status_string(st));
+	if ((st = ucp_worker_create(ps->ctx, &wp, &ps->worker)) != UCS_OK)
+		return err_set(e, -EIO, "peers: UCX: ucp_worker_create: %s", ucs_status_string(st));
+	if (set_handler(ps, PEER_AM_HELLO, on_hello) < 0 || set_handler(ps, PEER_AM_STATUS, on_status) < 0 ||
+	    set_handler(ps, PEER_AM_GET, on_get) < 0)
+		return err_set(e, -EIO, "peers: UCX: cannot set the message handlers");
+	if ((st = ucp_worker_get_efd(ps->worker, &ps->efd)) != UCS_OK)
+		return err_set(e, -EIO, "peers: UCX: ucp_worker_get_efd: %s", ucs_status_string(st));
+	if ((st = ucp_listener_create(ps->worker, &lp, &ps->listener)) != UCS_OK)
+		return err_set(e, st == UCS_ERR_BUSY ? -EADDRINUSE : -EIO, "peers: cannot listen: %s",
+			       ucs_status_string(st));
+	return 0;
+}
+
+static void *serve_main(void *arg)
+{
+	struct peer_serve *ps = arg;
+	struct pollfd pf[2] = { { .fd = ps->efd, .events = POLLIN }, { .fd = ps->stopfd, .events = POLLIN } };
+
+	while (!(pf[1].revents & POLLIN)) {
+		install_pending(ps);
+		while (ucp_worker_progress(ps->worker))
+			;
+		reap(ps);
+		if (ucp_worker_arm(ps->worker) == UCS_ERR_BUSY)
+			continue;
+		/* A timeout for the Hello deadline and new offers. */
+		poll(pf, 2, 100);
+	}
+	return NULL;
+}
+
+int peer_serve_start(const char *addr, const struct peer_trust *trust, struct peer_serve **out,
+		     struct errinfo *e)
+{
+	struct peer_serve *ps = calloc(1, sizeof(*ps));
+	struct sockaddr_storage ss;
+	const char *v;
+	socklen_t sl;
+	int r;
+
+	if (!ps)
+		return err_set(e, -ENOMEM, "out of memory");
+	ps->trust = *trust;
+	ps->efd = -1;
+	pthread_mutex_init(&ps->lock, NULL);
+	ps->corrupt = (v = getenv("WSRV_TEST_PEER_CORRUPT")) && *v == '1';
+	ps->delay_ms = (v = getenv("WSRV_TEST_PEER_DELAY_MS")) ? (unsigned)atoi(v) : 0;
+	ps->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	r = ps->stopfd < 0 ? err_set(e, -errno, "eventfd: %s", strerror(errno)) : 0;
+	if (r == 0 && (r = peer_parse_addr(addr, &ss, &sl, e)) < 0)
+		err_set(e, r, "--peer-listen %s", e->msg);
+	if (r == 0)
+		r = setup_ucx(ps, &ss, sl, e);
+	if (r == 0 && (r = -pthread_create(&ps->th, NULL, serve_main, ps)) < 0)
+		err_set(e, r, "peers: cannot start a thread: %s", strerror(-r));
+	if (r < 0) {
+		peer_serve_stop(ps);
+		return r;
+	}
+	ps->running = true;
+	if (ps->corrupt || ps->delay_ms)
+		log_warn("peers: test faults on (corrupt %d, delay %u ms)", ps->corrupt, ps->delay_ms);
+	log_info("peers: serving on %s", addr);
+	*out = ps;
+	return 0;
+}
+
+int peer_serve_offer(struct peer_serve *ps, struct peer_table *t, struct errinfo *e)
+{
+	/* The thread takes it within its 100 ms poll. */
+	pthread_mutex_lock(&ps->lock);
+	if (ps->npending == PEER_MAX_TABLES) {
+		pthread_mutex_unlock(&ps->lock);
+		peer_table_free(t);
+		return err_set(e, -E2BIG, "peers: too many models offered at once");
+	}
+	ps->pending[ps->npending++] = t;
+	pthread_mutex_unlock(&ps->lock);
+	return 0;
+}
+
+void peer_serve_counters(struct peer_serve *ps, struct peer_serve_counters *out)
+{
+	pthread_mutex_lock(&ps->lock);
+	*out = ps->cnt;
+	pthread_mutex_unlock(&ps->lock);
+}
+
+/* Closes every connection and waits (2 s at most) for their replies. */
+static void close_all(struct peer_serve *ps)
+{
+	double until = mono_now() + 2.0;
+	bool left = true;
+
+	for (size_t i = 0; i < PEER_MAX_CONNS; i++)
+		if (ps->conns[i])
+			conn_close(ps->conns[i]);
+	while (left && mono_now() < until) {
+		ucp_worker_progress(ps->worker);
+		reap(ps);
+		left = false;
+		for (size_t i = 0; i < PEER_MAX_CONNS; i++)
+			left |= ps->conns[i] != NULL;
+	}
+}
+
+void peer_serve_stop(struct peer_serve *ps)
+{
+	uint64_t one = 1;
+
+	if (!ps)
+		return;
+	if (ps->running) {
+		if (write(ps->stopfd, &one, sizeof(one)) < 0)
+			log_warn("peers: cannot stop the thread: %s", strerror(errno));
+		pthread_join(ps->th, NULL);
+	}
+	if (ps->worker)
+		close_all(ps);
+	if (ps->listener)
+		ucp_listener_destroy(ps->listener);
+	if (ps->worker)
+		ucp_worker_destroy(ps->worker);
+	if (ps->ctx)
+		ucp_cleanup(ps->ctx);
+	for (size_t i = 0; i < PEER_MAX_TABLES * 2; i++)
+		if (ps->tabs[i]) {
+			peer_table_free(ps->tabs[i]->t);
+			free(ps->tabs[i]);
+		}
+	for (size_t i = 0; i < ps->npending; i++)
+		peer_table_free(ps->pending[i]);
+	if (ps->stopfd >= 0)
+		close(ps->stopfd);
+	pthread_mutex_destroy(&ps->lock);
+	free(ps);
+}

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: MIT
+/* peer_table.h - what one host offers its peers of one model: where each
+ * tensor lies, whether it is loaded yet, and its checksum; with read-only
+ * mappings of the arena's segments of its own, so that it outlives the
+ * generation it was made from. */
+#ifndef WSRV_PEER_TABLE_H
+#define WSRV_PEER_TABLE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "errinfo.h"
+#include "model.h"
+#include "peer_proto.h"
+
+struct peer_tensor {
+	uint32_t seg;
+	uint64_t off, size;
+};
+
+struct peer_table {
+	char name[128];
+	uint64_t layout;
+	uint32_t ntensors;
+	struct peer_tensor *t;      /* owned */
+	uint64_t *xxh3;             /* owned; valid once PEER_READY */
+	uint8_t *state;             /* owned: enum peer_tensor_state, set with release order */
+	uint32_t nseg;
+	const uint8_t **map;        /* owned read-only mappings */
+	size_t *map_len;
+};
+
+/* An xxh3 over everything that places bytes: each tensor's name, dtype,
+ * shape, segment, offset and size, and the segments' sizes. Two hosts with
+ * equal hashes put every byte of the model at the same place. */
+uint64_t peer_layout_hash(const struct model *m);
+
+/* The table of m laid out in a (its memfds are mapped read-only here, so
+ * a may be freed before the table). Nothing is ready. On success *out is
+ * owned by the caller (peer_table_free). */
+int peer_table_create(const struct model *m, const struct arena *a, struct peer_table **out,
+		      struct errinfo *e);
+void peer_table_free(struct peer_table *t);
+
+/* Tensor i is in the arena with checksum xxh3: peers may have it now. */
+void peer_table_set_ready(struct peer_table *t, uint32_t i, uint64_t xxh3);
+/* Tensor i is being read from this host's files: peers may wait for it. */
+void peer_table_set_coming(struct peer_table *t, uint32_t i);
+/* enum peer_tensor_state of tensor i. */
+unsigned peer_table_state(const struct peer_table *t, uint32_t i);
+
+/* Address of tensor i's byte off in the read-only mapping. */
+static inline const uint8_t *peer_table_ptr(const struct peer_table *t, uint32_t i, uint64_t off)
+{
+	return t->map[t->t[i].seg] + t->t[i].off + off;
+}
+
+#endif
