@@ -104,6 +104,41 @@ WSRV_EXPORT int wsrv_stats_model(const struct wsrv_stats *s, size_t i, struct ws
 	out->arena_bytes = m->arena_bytes;
 	out->generation = m->generation;
 	out->adopted = m->adopted;
+	out->disk_bytes = m->disk_bytes;
+	return 0;
+}
+
+WSRV_EXPORT size_t wsrv_stats_model_source_count(const struct wsrv_stats *s, size_t model)
+{
+	return s && model < s->r->stats->n_models ? s->r->stats->models[model]->n_sources : 0;
+}
+
+WSRV_EXPORT int wsrv_stats_model_source(const struct wsrv_stats *s, size_t model, size_t i,
+					struct wsrv_fill_source *out)
+{
+	const Wsrv__PeerSource *src;
+
+	CL_NEED(s);
+	CL_NEED(out);
+	if (model >= s->r->stats->n_models || i >= s->r->stats->models[model]->n_sources)
+		return cl_err(-ERANGE, "model %zu, source %zu: not in the stats", model, i);
+	src = s->r->stats->models[model]->sources[i];
+	CL_RESULT(out);
+	out->peer = cl_str(src->peer);
+	out->bytes = src->bytes;
+	out->checksum_failures = src->checksum_failures;
+	out->failures = src->failures;
+	return 0;
+}
+
+WSRV_EXPORT int wsrv_stats_peers(const struct wsrv_stats *s, struct wsrv_peer_stats *out)
+{
+	CL_NEED(s);
+	CL_NEED(out);
+	CL_RESULT(out);
+	out->connections = s->r->stats->peer_connections;
+	out->bytes_served = s->r->stats->peer_bytes_served;
+	out->refused = s->r->stats->peer_refused;
 	return 0;
 }
 

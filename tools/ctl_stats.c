@@ -58,20 +58,36 @@ static json_t *regions_json(const struct wsrv_stats *s)
 	return a;
 }
 
+/* The peers model i was filled from. */
+static json_t *sources_json(const struct wsrv_stats *s, size_t i)
+{
+	struct wsrv_fill_source f;
+	json_t *a = json_array();
+
+	for (size_t j = 0; wsrv_stats_model_source(s, i, j, &f) == 0; j++)
+		json_array_append_new(a, json_pack("{s:o, s:I, s:i, s:i}", "peer", ctl_peer_str(f.peer),
+			"bytes", (json_int_t)f.bytes, "checksum_failures", (int)f.checksum_failures,
+			"failures", (int)f.failures));
+	return a;
+}
+
 static json_t *stats_json(const struct wsrv_stats *s)
 {
 	json_t *models = json_array();
 	struct wsrv_server_stats v;
 	struct wsrv_model_stats m;
+	struct wsrv_peer_stats ps;
 
 	for (size_t i = 0; wsrv_stats_model(s, i, &m) == 0; i++)
-		json_array_append_new(models, json_pack("{s:o, s:i, s:I, s:I, s:I, s:I, s:b}",
+		json_array_append_new(models, json_pack("{s:o, s:i, s:I, s:I, s:I, s:I, s:b, s:I, s:o}",
 			"name", ctl_peer_str(m.name), "attached", (int)m.attached,
 			"fetches", (json_int_t)m.fetches, "leases", (json_int_t)m.leases,
 			"arena_bytes", (json_int_t)m.arena_bytes, "generation", (json_int_t)m.generation,
-			"adopted", m.adopted));
+			"adopted", m.adopted, "disk_bytes", (json_int_t)m.disk_bytes,
+			"sources", sources_json(s, i)));
 	wsrv_stats_server(s, &v);
-	return json_pack("{s:o, s:f, s:f, s:f, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:o, s:o, s:o}",
+	wsrv_stats_peers(s, &ps);
+	return json_pack("{s:o, s:f, s:f, s:f, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:o, s:o, s:o, s:{s:i, s:I, s:I}}",
 		"server_version", ctl_peer_str(v.server_version), "uptime_seconds", v.uptime_seconds,
 		"started_unix", v.started_unix, "first_started_unix", v.first_started_unix,
 		"clients", (int)v.clients, "attachments", (int)v.attachments,
@@ -79,7 +95,34 @@ static json_t *stats_json(const struct wsrv_stats *s)
 		"errors", (json_int_t)v.errors, "clients_total", (json_int_t)v.clients_total,
 		"arena_bytes", (json_int_t)v.arena_bytes, "rss_bytes", (json_int_t)v.rss_bytes,
 		"open_fds", (int)v.open_fds, "models", models, "streams", streams_json(s),
-		"regions", regions_json(s));
+		"regions", regions_json(s), "peers", "connections", (int)ps.connections,
+		"bytes_served", (json_int_t)ps.bytes_served, "refused", (json_int_t)ps.refused);
+}
+
+/* Where each model's bytes came from, when peers gave any; and what this
+ * server gave other hosts. */
+static void print_sources(const struct wsrv_stats *s)
+{
+	struct wsrv_model_stats m;
+	struct wsrv_fill_source f;
+	struct wsrv_peer_stats ps;
+	char b1[32];
+
+	for (size_t i = 0; wsrv_stats_model(s, i, &m) == 0; i++) {
+		if (!wsrv_stats_model_source_count(s, i))
+			continue;
+		printf("filled     %-20s %s from its files
+", esc(m.name), fmt_bytes(m.disk_bytes, b1, sizeof(b1)));
+		for (size_t j = 0; wsrv_stats_model_source(s, i, j, &f) == 0; j++)
+			printf("             from peer %s: %s, %u checksum failure%s, %u failure%s
+", esc(f.peer),
+			       fmt_bytes(f.bytes, b1, sizeof(b1)), f.checksum_failures,
+			       f.checksum_failures == 1 ? "" : "s", f.failures, f.failures == 1 ? "" : "s");
+	}
+	wsrv_stats_peers(s, &ps);
+	if (ps.connections || ps.bytes_served || ps.refused)
+		printf("peers      %s served to other hosts, %u connected now, %" PRIu64 " refused\n",
+		       fmt_bytes(ps.bytes_served, b1, sizeof(b1)), ps.connections, ps.refused);
 }
 
 /* Where model name's memory is, from the list; "" when it is not there. */
@@ -138,6 +181,7 @@ static void print_stats(const struct wsrv_stats *s, const struct wsrv_model_list
 		printf("model      %-20s generation %" PRIu64 "%s, %u attached, %" PRIu64 " fetches, %" PRIu64 " leases%s%s\n",
 		       esc(m.name), m.generation, m.adopted ? " (adopted)" : "", m.attached, m.fetches,
 		       m.leases, l ? ", " : "", esc(numa_of(l, m.name)));
+	print_sources(s);
 	for (size_t i = 0; wsrv_stats_stream(s, i, &r) == 0; i++) {
 		printf("stream     client %" PRIu64 " (pid %u, %s) on %s: %" PRIu64 " passes, %s copied in %.3f s, waited %.3f s, %.1f%% hidden, %u slots\n",
 		       r.client_id, r.pid, esc(r.client), esc(r.model), r.passes,

@@ -3,6 +3,8 @@
 #include "srv_reply.h"
 #include "srv_stats.h"
 
+#include "peer_serve.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <time.h>
@@ -84,18 +86,63 @@ static void *stream_reports(const struct server *srv, Wsrv__ClientStream ***out,
 	return mem;
 }
 
+/* Each model's peer sources into ms[0..n) (whose lm they describe: lms);
+ * returns the memory to free after packing, or NULL (none, or out of
+ * memory: the rest of the stats still go). */
+static void *peer_sources(struct loaded_model *const *lms, Wsrv__ModelStats *ms, size_t n)
+{
+	size_t total = 0, k = 0;
+	Wsrv__PeerSource *ps, **pp;
+	void *mem;
+
+	for (size_t i = 0; i < n; i++)
+		total += lms[i]->nsources;
+	if (!total || !(mem = calloc(total, sizeof(*ps) + sizeof(*pp))))
+		return NULL;
+	ps = mem;
+	pp = (Wsrv__PeerSource **)(ps + total);
+	for (size_t i = 0; i < n; i++) {
+		ms[i].sources = pp + k;
+		ms[i].n_sources = lms[i]->nsources;
+		for (uint32_t j = 0; j < lms[i]->nsources; j++, k++) {
+			const struct load_source *src = &lms[i]->sources[j];
+			wsrv__peer_source__init(&ps[k]);
+			ps[k].peer = (char *)src->name;
+			ps[k].bytes = src->bytes;
+			ps[k].checksum_failures = src->checksum_failures;
+			ps[k].failures = src->failures;
+			pp[k] = &ps[k];
+		}
+	}
+	return mem;
+}
+
+static void peer_counters(const struct server *srv, Wsrv__StatsReply *st)
+{
+	struct peer_serve_counters c;
+
+	if (!srv->peers)
+		return;
+	peer_serve_counters(srv->peers, &c);
+	st->peer_bytes_served = c.bytes_served;
+	st->peer_refused = c.refused;
+	st->peer_connections = c.conns;
+}
+
 int srv_stats_reply(struct server *srv, uint64_t seq, struct reply *r)
 {
 	Wsrv__Response resp = WSRV__RESPONSE__INIT;
 	Wsrv__StatsReply st = WSRV__STATS_REPLY__INIT;
 	Wsrv__ModelStats *ms = calloc(srv->nmodels + 1, sizeof(*ms));
 	Wsrv__ModelStats **mp = calloc(srv->nmodels + 1, sizeof(*mp));
+	struct loaded_model **lms = calloc(srv->nmodels + 1, sizeof(*lms));
 	uint32_t attachments = 0;
 	uint64_t leases = 0;
 
-	if (!ms || !mp) {
+	if (!ms || !mp || !lms) {
 		free(ms);
 		free(mp);
+		free(lms);
 		srv_reply_error(r, seq, ENOMEM, "out of memory");
 		return -ENOMEM;
 	}
@@ -112,6 +159,8 @@ int srv_stats_reply(struct server *srv, uint64_t seq, struct reply *r)
 		ms[k].arena_bytes = arena_bytes(m->lm->arena);
 		ms[k].generation = m->generation;
 		ms[k].adopted = m->lm->adopted;
+		ms[k].disk_bytes = m->lm->disk_bytes;
+		lms[k] = m->lm;
 		mp[k] = &ms[k];
 		attachments += m->attached;
 		leases += m->leases;
@@ -134,6 +183,8 @@ int srv_stats_reply(struct server *srv, uint64_t seq, struct reply *r)
 	st.n_models = k;
 	st.models = mp;
 	void *streams = stream_reports(srv, &st.streams, &st.n_streams);
+	void *sources = peer_sources(lms, ms, k);
+	peer_counters(srv, &st);
 	if (region_stats(srv, &st) < 0)
 		st.n_regions = 0;   /* out of memory: the rest of the stats still go */
 	resp.seq = seq;
@@ -142,7 +193,9 @@ int srv_stats_reply(struct server *srv, uint64_t seq, struct reply *r)
 	srv_pack(r, &resp);
 	region_stats_free(&st);
 	free(streams);
+	free(sources);
 	free(ms);
 	free(mp);
+	free(lms);
 	return 0;
 }

@@ -48,6 +48,24 @@ void report_loaded(FILE *out, const struct loaded_model *lm)
 		lm->phases.read_s, s->buffered_files ? "(some files read buffered)" : "(O_DIRECT)",
 		s->hash_seconds, xxh3_stream_impl(), s->copy_seconds);
 	fprintf(out, "    seal     %.3f s (map, lock, seal, manifest)\n", lm->phases.seal_s);
+	if (lm->nsources)
+		fprintf(out, "  sources    %.1f MB from its files\n", lm->disk_bytes / 1e6);
+	for (uint32_t i = 0; i < lm->nsources; i++)
+		fprintf(out, "    peer     %s: %.1f MB, %u checksum failures, %u failures\n",
+			lm->sources[i].name, lm->sources[i].bytes / 1e6,
+			lm->sources[i].checksum_failures, lm->sources[i].failures);
+}
+
+static json_t *sources_json(const struct loaded_model *lm)
+{
+	json_t *a = json_array();
+
+	for (uint32_t i = 0; i < lm->nsources; i++)
+		json_array_append_new(a, json_pack("{s:s, s:I, s:i, s:i}", "peer", lm->sources[i].name,
+			"bytes", (json_int_t)lm->sources[i].bytes,
+			"checksum_failures", (int)lm->sources[i].checksum_failures,
+			"failures", (int)lm->sources[i].failures));
+	return a;
 }
 
 void report_log_loaded(const struct loaded_model *lm)
@@ -81,7 +99,7 @@ json_t *report_loaded_json(const struct loaded_model *lm)
 		"open_parse_s", lm->phases.open_s, "allocate_place_s", lm->phases.arena_s,
 		"read_s", lm->phases.read_s, "checksum_s", lm->stats.hash_seconds,
 		"copy_s", lm->stats.copy_seconds, "seal_s", lm->phases.seal_s);
-	return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:o, s:I, s:b, s:s, s:b, s:f, s:f, s:o, s:I, s:I, s:s}",
+	return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:o, s:I, s:b, s:s, s:b, s:f, s:f, s:o, s:I, s:I, s:s, s:I, s:o}",
 		"name", m->name, "path", m->path,
 		"files", (json_int_t)m->nfiles, "tensors", (json_int_t)m->ntensors,
 		"layers", (json_int_t)numbered_layers(m),
@@ -91,5 +109,6 @@ json_t *report_loaded_json(const struct loaded_model *lm)
 		"page_size", (json_int_t)a->page_size, "locked", a->locked, "lock", a->lock_note,
 		"sealed", a->sealed, "load_seconds", lm->total_seconds, "load_gbps", gbps(lm),
 		"phases", phases, "buffered_files", (json_int_t)lm->stats.buffered_files,
-		"read_pool_bytes", (json_int_t)lm->stats.pool_bytes, "checksum", xxh3_stream_impl());
+		"read_pool_bytes", (json_int_t)lm->stats.pool_bytes, "checksum", xxh3_stream_impl(),
+		"disk_bytes", (json_int_t)lm->disk_bytes, "sources", sources_json(lm));
 }
