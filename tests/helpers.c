@@ -164,11 +164,26 @@ const char *fixtures_dir(void)
 
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <time.h>
 
 #include "fdstore_peer.h"
 #include "wsrv.h"
+
+static int enter_netns(const char *name)
+{
+	char path[256];
+	int fd, r;
+
+	snprintf(path, sizeof(path), "/var/run/netns/%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	r = setns(fd, CLONE_NEWNET);
+	close(fd);
+	return r < 0 ? -errno : 0;
+}
 
 static int spawn(struct test_server *ts, const char *name, const char *model, va_list ap)
 {
@@ -208,11 +223,20 @@ static int spawn(struct test_server *ts, const char *name, const char *model, va
 			_exit(126);
 		if (ts->store && fdstore_pass(ts->store) < 0)
 			_exit(126);
+		if (ts->netns && enter_netns(ts->netns) < 0)
+			_exit(125);
+		for (size_t k = 0; ts->env && ts->env[k]; k++)
+			putenv((char *)ts->env[k]);
 		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
+	return ts->no_wait ? 0 : server_wait_ready(ts, 10);
+}
+
+int server_wait_ready(struct test_server *ts, int timeout_s)
+{
 	/* Ready when a client can say hello. */
-	for (int i = 0; i < 1000; i++) {
+	for (int i = 0; i < timeout_s * 100; i++) {
 		struct wsrv_client *c;
 		struct timespec ts10 = { 0, 10000000 };
 		int st;

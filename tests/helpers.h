@@ -66,12 +66,20 @@ struct test_server {
 	/* Playing systemd: its notify socket and the fds it hands to the
 	 * server (tools/fdstore_peer.h), or NULL. */
 	const struct fdstore *store;
+	/* Or left NULL: a network namespace (ip netns) to run it in, extra
+	 * environment (NAME=VALUE, NULL-terminated), and whether
+	 * server_start returns at once (then server_wait_ready). */
+	const char *netns;
+	const char *const *env;
+	int no_wait;
 };
 
 /* Starts $WSRVD --socket ... --no-lock --hugepages off --model NAME=PATH
  * plus extra args (NULL-terminated), stderr to a log file, and waits until
  * it answers (10 s at most). 0 or a negative errno. */
 int server_start(struct test_server *ts, const char *name, const char *model, ...);
+/* Waits until a server started with no_wait answers (timeout_s at most). */
+int server_wait_ready(struct test_server *ts, int timeout_s);
 /* Starts again on the same socket and directory (after a kill). */
 int server_restart(struct test_server *ts, const char *name, const char *model);
 /* The same with one more argument (NULL: none). */

@@ -111,11 +111,9 @@ static void print_sources(const struct wsrv_stats *s)
 	for (size_t i = 0; wsrv_stats_model(s, i, &m) == 0; i++) {
 		if (!wsrv_stats_model_source_count(s, i))
 			continue;
-		printf("filled     %-20s %s from its files
-", esc(m.name), fmt_bytes(m.disk_bytes, b1, sizeof(b1)));
+		printf("filled     %-20s %s from its files\n", esc(m.name), fmt_bytes(m.disk_bytes, b1, sizeof(b1)));
 		for (size_t j = 0; wsrv_stats_model_source(s, i, j, &f) == 0; j++)
-			printf("             from peer %s: %s, %u checksum failure%s, %u failure%s
-", esc(f.peer),
+			printf("             from peer %s: %s, %u checksum failure%s, %u failure%s\n", esc(f.peer),
 			       fmt_bytes(f.bytes, b1, sizeof(b1)), f.checksum_failures,
 			       f.checksum_failures == 1 ? "" : "s", f.failures, f.failures == 1 ? "" : "s");
 	}

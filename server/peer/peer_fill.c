@@ -334,10 +334,25 @@ static bool any_busy(const struct fill *F)
 	return F->io.nfree < FIO_MAX_SLOTS;
 }
 
+/* Whether to start handing tensors out: once every peer has answered or
+ * failed, or a second after the first answer, so that the first to answer
+ * does not get everything. */
+static bool settled(const struct fill *F, double *first)
+{
+	bool all = true;
+
+	for (size_t p = 0; p < F->np; p++) {
+		if (F->peers[p].st == FP_READY && *first == 0)
+			*first = mono_now();
+		all &= F->peers[p].st == FP_READY || F->peers[p].st == FP_DEAD;
+	}
+	return all || (*first > 0 && mono_now() - *first > 1.0);
+}
+
 /* Until every tensor not read here is fetched or left to the files. */
 static int fill_loop(struct fill *F, const struct load_opts *o, struct errinfo *e)
 {
-	double last_status = 0;
+	double last_status = 0, first = 0;
 
 	while (F->left || any_busy(F)) {
 		bool any;
@@ -346,7 +361,7 @@ static int fill_loop(struct fill *F, const struct load_opts *o, struct errinfo *
 		any = fio_progress(&F->io);
 		any |= take_landed(F);
 		connect_peers(F);
-		if (F->io.changed) {
+		if (F->io.changed && settled(F, &first)) {
 			F->io.changed = false;
 			schedule(F);
 		}

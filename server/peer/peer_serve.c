@@ -447,7 +447,7 @@ static int setup_ucx(struct peer_serve *ps, const struct sockaddr_storage *ss, s
 		return err_set(e, -EIO, "peers: UCX: ucp_worker_get_efd: %s", ucs_status_string(st));
 	if ((st = ucp_listener_create(ps->worker, &lp, &ps->listener)) != UCS_OK)
 		return err_set(e, st == UCS_ERR_BUSY ? -EADDRINUSE : -EIO, "peers: cannot listen: %s",
-			       ucs_status_string(st));
+			       st == UCS_ERR_BUSY ? "the address is in use" : ucs_status_string(st));
 	return 0;
 }
 

@@ -1,0 +1,496 @@
+// SPDX-License-Identifier: MIT
+/* test_peers.c - hosts filling from each other over UCX (wsrvd
+ * --peer-listen, --fill-from, --fleet).
+ *
+ * As root, each wsrvd runs in its own network namespace, the namespaces
+ * joined by veth pairs to a bridge in a switch namespace (10.99.0.0/24);
+ * elsewhere on loopback, and the test says so. UCX is pinned to TCP, as
+ * between hosts. Every run is bounded: small models, 60 s per server. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <cmocka.h>
+
+#include "helpers.h"
+#include "model.h"
+#include "peer_trust.h"
+#include "wsrv.h"
+
+#define NHOSTS 4
+
+static struct {
+	bool ns;                    /* namespaces, else loopback */
+	char host[NHOSTS][32];      /* namespace names */
+	char sw[32];
+	char addr[NHOSTS][64];      /* ADDR:PORT each host listens on */
+	char ip[NHOSTS][32];
+	int port;                   /* a fresh one per test: ports linger in TIME_WAIT */
+	char net[32];               /* what --peer-allow lets in */
+	char dir[256];              /* the model */
+	char token[300], badtoken[300];
+	int fds;
+} T;
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	strncat(cmd, " >/dev/null 2>&1", sizeof(cmd) - strlen(cmd) - 1);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void net_down(void)
+{
+	if (!T.ns)
+		return;
+	for (int i = 0; i < NHOSTS; i++)
+		sh("ip netns del %s", T.host[i]);
+	sh("ip netns del %s", T.sw);
+}
+
+/* A switch namespace with a bridge, and a namespace per host on it. */
+static int net_up_ns(void)
+{
+	int pid = getpid();
+
+	snprintf(T.sw, sizeof(T.sw), "wsrvt%d-sw", pid);
+	if (geteuid() != 0 || sh("ip netns add %s", T.sw) < 0)
+		return -1;
+	T.ns = true;
+	if (sh("ip -n %s link add br0 type bridge", T.sw) < 0 || sh("ip -n %s link set br0 up", T.sw) < 0)
+		return -1;
+	for (int i = 0; i < NHOSTS; i++) {
+		snprintf(T.host[i], sizeof(T.host[i]), "wsrvt%d-h%d", pid, i);
+		if (sh("ip netns add %s", T.host[i]) < 0 ||
+		    sh("ip -n %s link add eth0 type veth peer name p%d netns %s", T.host[i], i, T.sw) < 0 ||
+		    sh("ip -n %s link set p%d master br0 up", T.sw, i) < 0 ||
+		    sh("ip -n %s addr add 10.99.0.%d/24 dev eth0", T.host[i], i + 1) < 0 ||
+		    sh("ip -n %s link set eth0 up", T.host[i]) < 0 || sh("ip -n %s link set lo up", T.host[i]) < 0)
+			return -1;
+		snprintf(T.ip[i], sizeof(T.ip[i]), "10.99.0.%d", i + 1);
+	}
+	snprintf(T.net, sizeof(T.net), "10.99.0.0/24");
+	T.port = 13000;
+	return 0;
+}
+
+/* Addresses on ports no earlier test used. */
+static void fresh_ports(void)
+{
+	T.port += NHOSTS;
+	for (int i = 0; i < NHOSTS; i++)
+		snprintf(T.addr[i], sizeof(T.addr[i]), "%s:%d", T.ip[i], T.port + i);
+}
+
+static void net_up(void)
+{
+	if (net_up_ns() == 0)
+		return;
+	net_down();
+	T.ns = false;
+	fprintf(stderr, "test_peers: no network namespaces here (not root, or no ip netns): on loopback\n");
+	for (int i = 0; i < NHOSTS; i++)
+		snprintf(T.ip[i], sizeof(T.ip[i]), "127.0.0.1");
+	T.port = 20000 + (getpid() % 4000) * 10;
+	snprintf(T.net, sizeof(T.net), "127.0.0.0/8");
+}
+
+static int write_token(char *path, const char *dir, const char *name, const char *tok)
+{
+	int fd;
+
+	snprintf(path, 300, "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, tok, strlen(tok)) != (ssize_t)strlen(tok))
+		return -1;
+	return close(fd);
+}
+
+static int group_setup(void **state)
+{
+	char *d = test_tmpdir("peers");
+
+	(void)state;
+	setenv("UCX_TLS", "tcp", 1);
+	setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 1);
+	snprintf(T.dir, sizeof(T.dir), "%s/m", d);
+	if (make_model(T.dir, "llama-mini", 24u << 20, 6, 2, 7) < 0 ||
+	    write_token(T.token, d, "token", "the-fleet-token-0123456789\n") < 0 ||
+	    write_token(T.badtoken, d, "bad", "another-token-9876543210\n") < 0)
+		return -1;
+	free(d);
+	net_up();
+	T.fds = count_fds();
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	net_down();
+	return fd_leak_check(T.fds);
+}
+
+/* Starts host i: --model m=DIR, serving peers, plus args (NULL-ended). */
+static void host(struct test_server *ts, int i, const char *const *env, bool wait, ...)
+{
+	const char *argv[24];
+	va_list ap;
+	int n = 0;
+
+	memset(ts, 0, sizeof(*ts));
+	ts->netns = T.ns ? T.host[i] : NULL;
+	ts->env = env;
+	ts->no_wait = 1;
+	va_start(ap, wait);
+	while (n < 23 && (argv[n] = va_arg(ap, const char *)))
+		n++;
+	va_end(ap);
+	argv[n] = NULL;
+	assert_int_equal(server_start(ts, "m", T.dir, "--peer-allow", T.net, "--peer-token", T.token,
+				      n > 0 ? argv[0] : NULL, n > 1 ? argv[1] : NULL, n > 2 ? argv[2] : NULL,
+				      n > 3 ? argv[3] : NULL, n > 4 ? argv[4] : NULL, n > 5 ? argv[5] : NULL,
+				      NULL), 0);
+	if (wait && server_wait_ready(ts, 60) < 0) {
+		char cmd[400];
+		snprintf(cmd, sizeof(cmd), "cat %s >&2", ts->log);
+		(void)!system(cmd);
+		fail_msg("host %d did not come up", i);
+	}
+}
+
+/* Every tensor host ts serves equals the files' bytes, and its xxh3. */
+static void check_bytes(struct test_server *ts)
+{
+	struct wsrv_client *c;
+	struct wsrv_model *wm;
+	struct model *m;
+	struct errinfo e;
+
+	assert_int_equal(model_open("m", T.dir, NULL, &m, &e), 0);
+	assert_int_equal(wsrv_connect(ts->sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &wm), 0);
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *t = &m->tensors[i];
+		struct wsrv_tensor wt;
+		uint8_t *buf = malloc(t->size + 1);
+		int fd = open(m->files[t->file]->path, O_RDONLY | O_CLOEXEC);
+		assert_non_null(buf);
+		assert_true(fd >= 0);
+		assert_int_equal(pread(fd, buf, t->size, (off_t)t->file_off), (ssize_t)t->size);
+		close(fd);
+		assert_int_equal(wsrv_model_find(wm, t->name, &wt), 0);
+		assert_int_equal(wt.size, t->size);
+		if (memcmp(wt.data, buf, t->size) != 0)
+			fail_msg("tensor %s differs from its file", t->name);
+		assert_true(wt.xxh3 == XXH3_64bits(buf, t->size));
+		free(buf);
+	}
+	wsrv_detach(wm);
+	wsrv_disconnect(c);
+	model_free(m);
+}
+
+struct sources {
+	uint64_t disk, peers, tensor_bytes;
+	uint32_t checksum_failures, failures, nsources;
+	uint64_t served, refused;
+};
+
+static void sources_of(struct test_server *ts, struct sources *out)
+{
+	struct wsrv_client *c;
+	struct wsrv_stats *s;
+	struct wsrv_model_stats ms;
+	struct wsrv_fill_source f;
+	struct wsrv_peer_stats ps;
+
+	memset(out, 0, sizeof(*out));
+	assert_int_equal(wsrv_connect(ts->sock, NULL, &c), 0);
+	assert_int_equal(wsrv_stats(c, &s), 0);
+	assert_int_equal(wsrv_stats_model(s, 0, &ms), 0);
+	out->disk = ms.disk_bytes;
+	for (size_t j = 0; wsrv_stats_model_source(s, 0, j, &f) == 0; j++) {
+		out->peers += f.bytes;
+		out->checksum_failures += f.checksum_failures;
+		out->failures += f.failures;
+		out->nsources++;
+	}
+	assert_int_equal(wsrv_stats_peers(s, &ps), 0);
+	out->served = ps.bytes_served;
+	out->refused = ps.refused;
+	wsrv_stats_free(s);
+	wsrv_disconnect(c);
+}
+
+static uint64_t model_bytes(void)
+{
+	struct model *m;
+	struct errinfo e;
+	uint64_t n;
+
+	assert_int_equal(model_open("m", T.dir, NULL, &m, &e), 0);
+	n = m->data_bytes;
+	model_free(m);
+	return n;
+}
+
+/* A host filled from a loaded one serves the files' bytes, none read. */
+static void test_fill_from_one(void **state)
+{
+	struct test_server a, b;
+	struct sources s;
+
+	(void)state;
+	fresh_ports();
+	host(&a, 0, NULL, true, "--peer-listen", T.addr[0], NULL);
+	host(&b, 1, NULL, true, "--fill-from", T.addr[0], NULL);
+	check_bytes(&b);
+	sources_of(&b, &s);
+	assert_int_equal(s.disk, 0);
+	assert_int_equal(s.peers, model_bytes());
+	assert_int_equal(s.checksum_failures + s.failures, 0);
+	sources_of(&a, &s);
+	assert_int_equal(s.served, model_bytes());
+	assert_int_equal(server_stop(&b, SIGTERM), 0);
+	assert_int_equal(server_stop(&a, SIGTERM), 0);
+	rm_rf(a.dir);
+	rm_rf(b.dir);
+}
+
+/* Three hosts starting together read the model from their files once
+ * between them, and each serves all of it. */
+static void test_fleet_of_three(void **state)
+{
+	struct test_server h[3];
+	char fleet[256], idx[3][4];
+	uint64_t disk = 0, total = model_bytes();
+
+	(void)state;
+	fresh_ports();
+	snprintf(fleet, sizeof(fleet), "%s,%s,%s", T.addr[0], T.addr[1], T.addr[2]);
+	for (int i = 0; i < 3; i++) {
+		snprintf(idx[i], sizeof(idx[i]), "%d", i);
+		host(&h[i], i, NULL, false, "--fleet", fleet, "--fleet-index", idx[i], NULL);
+	}
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(server_wait_ready(&h[i], 60), 0);
+	for (int i = 0; i < 3; i++) {
+		struct sources s;
+		check_bytes(&h[i]);
+		sources_of(&h[i], &s);
+		assert_int_equal(s.disk + s.peers, total);
+		assert_true(s.disk > 0 && s.disk < total);
+		assert_int_equal(s.nsources, 2);
+		disk += s.disk;
+	}
+	assert_int_equal(disk, total);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(server_stop(&h[i], SIGTERM), 0);
+		rm_rf(h[i].dir);
+	}
+}
+
+/* A peer killed while it sends: the fill completes from the other. */
+static void test_peer_killed_mid_fill(void **state)
+{
+	static const char *const slow[] = { "WSRV_TEST_PEER_DELAY_MS=40", NULL };
+	struct test_server a, b, c;
+	char from[160];
+	struct sources s;
+
+	(void)state;
+	fresh_ports();
+	host(&a, 0, slow, true, "--peer-listen", T.addr[0], NULL);
+	host(&b, 1, slow, true, "--peer-listen", T.addr[1], NULL);
+	snprintf(from, sizeof(from), "%s,%s", T.addr[0], T.addr[1]);
+	host(&c, 2, NULL, false, "--fill-from", from, NULL);
+	usleep(400 * 1000);
+	assert_int_equal(server_stop(&a, SIGKILL), 128 + SIGKILL);
+	assert_int_equal(server_wait_ready(&c, 60), 0);
+	check_bytes(&c);
+	sources_of(&c, &s);
+	assert_int_equal(s.disk + s.peers, model_bytes());
+	assert_true(s.failures >= 1);
+	assert_int_equal(server_stop(&c, SIGTERM), 0);
+	assert_int_equal(server_stop(&b, SIGTERM), 0);
+	rm_rf(a.dir);
+	rm_rf(b.dir);
+	rm_rf(c.dir);
+}
+
+/* A peer that sends corrupted bytes: caught by the checksums, fetched
+ * again from the other peer, and counted; with no other peer, read from
+ * the files. */
+static void test_corrupt_peer(void **state)
+{
+	static const char *const bad[] = { "WSRV_TEST_PEER_CORRUPT=1", NULL };
+	struct test_server a, b, c, d;
+	char from[160];
+	struct sources s;
+
+	(void)state;
+	fresh_ports();
+	host(&a, 0, bad, true, "--peer-listen", T.addr[0], NULL);
+	host(&b, 1, NULL, true, "--peer-listen", T.addr[1], NULL);
+	snprintf(from, sizeof(from), "%s,%s", T.addr[0], T.addr[1]);
+	host(&c, 2, NULL, true, "--fill-from", from, NULL);
+	check_bytes(&c);
+	sources_of(&c, &s);
+	assert_true(s.checksum_failures >= 1);
+	assert_int_equal(s.disk + s.peers, model_bytes());
+	host(&d, 3, NULL, true, "--fill-from", T.addr[0], NULL);
+	check_bytes(&d);
+	sources_of(&d, &s);
+	assert_int_equal(s.peers, 0);
+	assert_int_equal(s.disk, model_bytes());
+	assert_true(s.checksum_failures >= 1);
+	struct test_server *all[] = { &a, &b, &c, &d };
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(server_stop(all[i], SIGTERM), 0);
+		rm_rf(all[i]->dir);
+	}
+}
+
+/* A peer outside the allow list, or with the wrong token, gets nothing
+ * and loads from its files; the server counts the refusals. */
+static void test_refused(void **state)
+{
+	struct test_server a, b, c;
+	char only[80], ip[64];
+	struct sources s;
+
+	(void)state;
+	fresh_ports();
+	snprintf(ip, sizeof(ip), "%s", T.ip[0]);
+	snprintf(only, sizeof(only), "%s/32", T.ns ? ip : "127.0.0.2");
+	/* host() allows T.net first; a second server with only one address. */
+	memset(&a, 0, sizeof(a));
+	a.netns = T.ns ? T.host[0] : NULL;
+	assert_int_equal(server_start(&a, "m", T.dir, "--peer-allow", only, "--peer-token", T.token,
+				      "--peer-listen", T.addr[0], NULL), 0);
+	host(&b, 1, NULL, true, "--fill-from", T.addr[0], "--fill-wait", "2", NULL);
+	check_bytes(&b);
+	sources_of(&b, &s);
+	assert_int_equal(s.peers, 0);
+	assert_int_equal(s.disk, model_bytes());
+	assert_int_equal(s.failures, 1);
+	assert_int_equal(server_stop(&a, SIGTERM), 0);
+	rm_rf(a.dir);
+	/* Allowed by address, the wrong token. */
+	fresh_ports();
+	host(&a, 0, NULL, true, "--peer-listen", T.addr[0], NULL);
+	memset(&c, 0, sizeof(c));
+	c.netns = T.ns ? T.host[2] : NULL;
+	assert_int_equal(server_start(&c, "m", T.dir, "--peer-token", T.badtoken, "--fill-from", T.addr[0],
+				      NULL), 0);
+	sources_of(&c, &s);
+	assert_int_equal(s.peers, 0);
+	assert_int_equal(s.failures, 1);
+	sources_of(&a, &s);
+	assert_true(s.refused >= 1);
+	assert_int_equal(s.served, 0);
+	struct test_server *all[] = { &a, &b, &c };
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(server_stop(all[i], SIGTERM), 0);
+		rm_rf(all[i]->dir);
+	}
+}
+
+/* The options that make no sense together, or no sense alone. */
+static void test_options_refused(void **state)
+{
+	const char *wsrvd = getenv("WSRVD");
+	const char *const cases[][8] = {
+		{ "--peer-listen", "127.0.0.1:1", "--peer-token", T.token, NULL },        /* no allow */
+		{ "--peer-listen", "127.0.0.1:1", "--peer-allow", "127.0.0.1", NULL },    /* no token */
+		{ "--fill-from", "127.0.0.1:1", NULL },                                   /* no token */
+		{ "--fleet", "127.0.0.1:1,127.0.0.1:2", "--peer-token", T.token, "--peer-allow", "10.0.0.0/8", NULL },
+		{ "--fill-from", "nowhere:1", "--peer-token", T.token, NULL },
+		{ "--peer-allow", "10.0.0.0/33", NULL },
+		{ "--peer-token", T.dir, NULL },
+	};
+	char spec[300], out[300];
+
+	(void)state;
+	snprintf(spec, sizeof(spec), "m=%s", T.dir);
+	snprintf(out, sizeof(out), "%s/../opts.log", T.dir);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *argv[16] = { wsrvd, "--load-only", "--model", spec };
+		int n = 4;
+		for (int k = 0; cases[i][k]; k++)
+			argv[n++] = cases[i][k];
+		argv[n] = NULL;
+		assert_int_equal(run_prog(argv, NULL, out, out, 0, 20), 2);
+	}
+	/* A token file others can read is refused too. */
+	chmod(T.token, 0644);
+	const char *argv[] = { wsrvd, "--load-only", "--model", spec, "--fill-from", "127.0.0.1:1",
+			       "--peer-token", T.token, NULL };
+	assert_int_equal(run_prog(argv, NULL, out, out, 0, 20), 2);
+	chmod(T.token, 0600);
+}
+
+static void test_trust_rules(void **state)
+{
+	struct peer_trust t = { 0 };
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	struct errinfo e;
+
+	(void)state;
+	assert_int_equal(peer_trust_allow(&t, "10.1.0.0/16", &e), 0);
+	assert_int_equal(peer_trust_allow(&t, "fd00::/8", &e), 0);
+	assert_int_equal(peer_trust_allow(&t, "192.168.1.7", &e), 0);
+	assert_int_equal(peer_trust_allow(&t, "10.1.0.0/", &e), -EINVAL);
+	assert_int_equal(peer_trust_allow(&t, "host.example", &e), -EINVAL);
+	assert_int_equal(peer_parse_addr("10.1.255.3:99", &ss, &sl, &e), 0);
+	assert_true(peer_trust_allowed(&t, (struct sockaddr *)&ss));
+	assert_int_equal(peer_parse_addr("10.2.0.1:99", &ss, &sl, &e), 0);
+	assert_false(peer_trust_allowed(&t, (struct sockaddr *)&ss));
+	assert_int_equal(peer_parse_addr("192.168.1.8:1", &ss, &sl, &e), 0);
+	assert_false(peer_trust_allowed(&t, (struct sockaddr *)&ss));
+	assert_int_equal(peer_parse_addr("[fd12::1]:5", &ss, &sl, &e), 0);
+	assert_true(peer_trust_allowed(&t, (struct sockaddr *)&ss));
+	assert_int_equal(peer_parse_addr("[::ffff:10.1.2.3]:5", &ss, &sl, &e), 0);
+	assert_true(peer_trust_allowed(&t, (struct sockaddr *)&ss));
+	assert_int_equal(peer_parse_addr("10.1.2.3:0", &ss, &sl, &e), -EINVAL);
+	assert_int_equal(peer_parse_addr("10.1.2.3", &ss, &sl, &e), -EINVAL);
+	assert_int_equal(peer_trust_token(&t, T.token, &e), 0);
+	assert_true(peer_trust_token_ok(&t, (const uint8_t *)"the-fleet-token-0123456789", 26));
+	assert_false(peer_trust_token_ok(&t, (const uint8_t *)"the-fleet-token-0123456788", 26));
+	assert_false(peer_trust_token_ok(&t, (const uint8_t *)"the-fleet-token-012345678", 25));
+	assert_false(peer_trust_token_ok(&t, (const uint8_t *)"", 0));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_trust_rules),
+		cmocka_unit_test(test_options_refused),
+		cmocka_unit_test(test_fill_from_one),
+		cmocka_unit_test(test_fleet_of_three),
+		cmocka_unit_test(test_peer_killed_mid_fill),
+		cmocka_unit_test(test_corrupt_peer),
+		cmocka_unit_test(test_refused),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
