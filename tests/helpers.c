@@ -169,21 +169,8 @@ const char *fixtures_dir(void)
 #include <time.h>
 
 #include "fdstore_peer.h"
+#include "netlab.h"
 #include "wsrv.h"
-
-static int enter_netns(const char *name)
-{
-	char path[256];
-	int fd, r;
-
-	snprintf(path, sizeof(path), "/var/run/netns/%s", name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	r = setns(fd, CLONE_NEWNET);
-	close(fd);
-	return r < 0 ? -errno : 0;
-}
 
 static int spawn(struct test_server *ts, const char *name, const char *model, va_list ap)
 {
@@ -223,7 +210,7 @@ static int spawn(struct test_server *ts, const char *name, const char *model, va
 			_exit(126);
 		if (ts->store && fdstore_pass(ts->store) < 0)
 			_exit(126);
-		if (ts->netns && enter_netns(ts->netns) < 0)
+		if (ts->netlab && netlab_enter(ts->netlab, ts->host) < 0)
 			_exit(125);
 		for (size_t k = 0; ts->env && ts->env[k]; k++)
 			putenv((char *)ts->env[k]);

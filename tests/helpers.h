@@ -12,6 +12,7 @@
 struct wsrv_client;
 struct wsrv_device;
 struct wsrv_server_stats;
+struct netlab;
 
 /* The server's totals through wsrv_stats (the snapshot freed): 0 or the
  * call's negative errno. */
@@ -69,7 +70,8 @@ struct test_server {
 	/* Or left NULL: a network namespace (ip netns) to run it in, extra
 	 * environment (NAME=VALUE, NULL-terminated), and whether
 	 * server_start returns at once (then server_wait_ready). */
-	const char *netns;
+	const struct netlab *netlab;
+	int host;                   /* in netlab: which host's namespace */
 	const char *const *env;
 	int no_wait;
 };

@@ -3,7 +3,7 @@
  * --peer-listen, --fill-from, --fleet).
  *
  * As root, each wsrvd runs in its own network namespace, the namespaces
- * joined by veth pairs to a bridge in a switch namespace (10.99.0.0/24);
+ * joined by veth pairs to a bridge in a switch namespace (tools/netlab.c);
  * elsewhere on loopback, and the test says so. UCX is pinned to TCP, as
  * between hosts. Every run is bounded: small models, 60 s per server. */
 #include <errno.h>
@@ -25,91 +25,23 @@
 
 #include "helpers.h"
 #include "model.h"
+#include "netlab.h"
 #include "peer_trust.h"
 #include "wsrv.h"
 
 #define NHOSTS 4
 
 static struct {
-	bool ns;                    /* namespaces, else loopback */
-	char host[NHOSTS][32];      /* namespace names */
-	char sw[32];
-	char addr[NHOSTS][64];      /* ADDR:PORT each host listens on */
-	char ip[NHOSTS][32];
-	int port;                   /* a fresh one per test: ports linger in TIME_WAIT */
-	char net[32];               /* what --peer-allow lets in */
+	struct netlab nl;
+	char (*addr)[64];           /* = nl.addr */
 	char dir[256];              /* the model */
 	char token[300], badtoken[300];
 	int fds;
 } T;
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-	char cmd[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	strncat(cmd, " >/dev/null 2>&1", sizeof(cmd) - strlen(cmd) - 1);
-	return system(cmd) == 0 ? 0 : -1;
-}
-
-static void net_down(void)
-{
-	if (!T.ns)
-		return;
-	for (int i = 0; i < NHOSTS; i++)
-		sh("ip netns del %s", T.host[i]);
-	sh("ip netns del %s", T.sw);
-}
-
-/* A switch namespace with a bridge, and a namespace per host on it. */
-static int net_up_ns(void)
-{
-	int pid = getpid();
-
-	snprintf(T.sw, sizeof(T.sw), "wsrvt%d-sw", pid);
-	if (geteuid() != 0 || sh("ip netns add %s", T.sw) < 0)
-		return -1;
-	T.ns = true;
-	if (sh("ip -n %s link add br0 type bridge", T.sw) < 0 || sh("ip -n %s link set br0 up", T.sw) < 0)
-		return -1;
-	for (int i = 0; i < NHOSTS; i++) {
-		snprintf(T.host[i], sizeof(T.host[i]), "wsrvt%d-h%d", pid, i);
-		if (sh("ip netns add %s", T.host[i]) < 0 ||
-		    sh("ip -n %s link add eth0 type veth peer name p%d netns %s", T.host[i], i, T.sw) < 0 ||
-		    sh("ip -n %s link set p%d master br0 up", T.sw, i) < 0 ||
-		    sh("ip -n %s addr add 10.99.0.%d/24 dev eth0", T.host[i], i + 1) < 0 ||
-		    sh("ip -n %s link set eth0 up", T.host[i]) < 0 || sh("ip -n %s link set lo up", T.host[i]) < 0)
-			return -1;
-		snprintf(T.ip[i], sizeof(T.ip[i]), "10.99.0.%d", i + 1);
-	}
-	snprintf(T.net, sizeof(T.net), "10.99.0.0/24");
-	T.port = 13000;
-	return 0;
-}
-
-/* Addresses on ports no earlier test used. */
 static void fresh_ports(void)
 {
-	T.port += NHOSTS;
-	for (int i = 0; i < NHOSTS; i++)
-		snprintf(T.addr[i], sizeof(T.addr[i]), "%s:%d", T.ip[i], T.port + i);
-}
-
-static void net_up(void)
-{
-	if (net_up_ns() == 0)
-		return;
-	net_down();
-	T.ns = false;
-	fprintf(stderr, "test_peers: no network namespaces here (not root, or no ip netns): on loopback\n");
-	for (int i = 0; i < NHOSTS; i++)
-		snprintf(T.ip[i], sizeof(T.ip[i]), "127.0.0.1");
-	T.port = 20000 + (getpid() % 4000) * 10;
-	snprintf(T.net, sizeof(T.net), "127.0.0.0/8");
+	netlab_ports(&T.nl);
 }
 
 static int write_token(char *path, const char *dir, const char *name, const char *tok)
@@ -136,7 +68,10 @@ static int group_setup(void **state)
 	    write_token(T.badtoken, d, "bad", "another-token-9876543210\n") < 0)
 		return -1;
 	free(d);
-	net_up();
+	netlab_up(&T.nl, NHOSTS, "wsrvt");
+	if (!T.nl.ns)
+		fprintf(stderr, "test_peers: no network namespaces here (not root, or no ip netns): on loopback\n");
+	T.addr = T.nl.addr;
 	T.fds = count_fds();
 	return 0;
 }
@@ -144,7 +79,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
 	(void)state;
-	net_down();
+	netlab_down(&T.nl);
 	return fd_leak_check(T.fds);
 }
 
@@ -156,7 +91,8 @@ static void host(struct test_server *ts, int i, const char *const *env, bool wai
 	int n = 0;
 
 	memset(ts, 0, sizeof(*ts));
-	ts->netns = T.ns ? T.host[i] : NULL;
+	ts->netlab = &T.nl;
+	ts->host = i;
 	ts->env = env;
 	ts->no_wait = 1;
 	va_start(ap, wait);
@@ -164,7 +100,7 @@ static void host(struct test_server *ts, int i, const char *const *env, bool wai
 		n++;
 	va_end(ap);
 	argv[n] = NULL;
-	assert_int_equal(server_start(ts, "m", T.dir, "--peer-allow", T.net, "--peer-token", T.token,
+	assert_int_equal(server_start(ts, "m", T.dir, "--peer-allow", T.nl.net, "--peer-token", T.token,
 				      n > 0 ? argv[0] : NULL, n > 1 ? argv[1] : NULL, n > 2 ? argv[2] : NULL,
 				      n > 3 ? argv[3] : NULL, n > 4 ? argv[4] : NULL, n > 5 ? argv[5] : NULL,
 				      NULL), 0);
@@ -379,11 +315,12 @@ static void test_refused(void **state)
 
 	(void)state;
 	fresh_ports();
-	snprintf(ip, sizeof(ip), "%s", T.ip[0]);
-	snprintf(only, sizeof(only), "%s/32", T.ns ? ip : "127.0.0.2");
-	/* host() allows T.net first; a second server with only one address. */
+	snprintf(ip, sizeof(ip), "%s", T.nl.ip[0]);
+	snprintf(only, sizeof(only), "%s/32", T.nl.ns ? ip : "127.0.0.2");
+	/* host() allows the whole network; a second server with only one address. */
 	memset(&a, 0, sizeof(a));
-	a.netns = T.ns ? T.host[0] : NULL;
+	a.netlab = &T.nl;
+	a.host = 0;
 	assert_int_equal(server_start(&a, "m", T.dir, "--peer-allow", only, "--peer-token", T.token,
 				      "--peer-listen", T.addr[0], NULL), 0);
 	host(&b, 1, NULL, true, "--fill-from", T.addr[0], "--fill-wait", "2", NULL);
@@ -398,7 +335,8 @@ static void test_refused(void **state)
 	fresh_ports();
 	host(&a, 0, NULL, true, "--peer-listen", T.addr[0], NULL);
 	memset(&c, 0, sizeof(c));
-	c.netns = T.ns ? T.host[2] : NULL;
+	c.netlab = &T.nl;
+	c.host = 2;
 	assert_int_equal(server_start(&c, "m", T.dir, "--peer-token", T.badtoken, "--fill-from", T.addr[0],
 				      NULL), 0);
 	sources_of(&c, &s);

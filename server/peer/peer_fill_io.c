@@ -34,12 +34,17 @@ static void slot_done(struct fio *f, struct fslot *s, int status)
 static void take_table(struct fio *f, size_t i, const void *buf, size_t len)
 {
 	struct fpeer *fp = &f->peers[i];
-	const struct peer_table_hdr *h = buf;
+	struct peer_table_hdr hh, *h = &hh;
 	char why[200];
 
 	fp->asking = false;
 	f->changed = true;
-	if (len < sizeof(*h) || h->magic != PEER_MAGIC)
+	/* Message bytes come unaligned: copied before use. */
+	if (len < sizeof(*h))
+		return fio_kill(f, i, "sent a malformed table");
+	memcpy(h, buf, sizeof(*h));
+	h->msg[sizeof(h->msg) - 1] = 0;
+	if (h->magic != PEER_MAGIC)
 		return fio_kill(f, i, "sent a malformed table");
 	if (h->status < 0) {
 		snprintf(why, sizeof(why), "refused: %.160s", h->msg);
@@ -48,7 +53,7 @@ static void take_table(struct fio *f, size_t i, const void *buf, size_t len)
 	}
 	if (h->ntensors != f->ntensors || len != sizeof(*h) + (size_t)h->ntensors * sizeof(struct peer_tstate))
 		return fio_kill(f, i, "sent a table of another size");
-	memcpy(fp->tab, h + 1, (size_t)h->ntensors * sizeof(struct peer_tstate));
+	memcpy(fp->tab, (const uint8_t *)buf + sizeof(*h), (size_t)h->ntensors * sizeof(struct peer_tstate));
 	if (fp->st == FP_HELLO)
 		log_info("peer %s: connected", fp->name);
 	fp->st = FP_READY;
@@ -141,12 +146,15 @@ static ucs_status_t on_data(void *arg, const void *hdr, size_t hlen, void *data,
 {
 	struct fio *f = arg;
 	ucp_request_param_t rp = { .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA };
-	const struct peer_data *d = hdr;
+	struct peer_data dd, *d = &dd;
 	struct fslot *s;
 	size_t i;
 	void *req;
 
-	if (!peer_of(f, p, &i) || hlen != sizeof(*d) || !(s = slot_of(f, d->req, i)))
+	if (hlen != sizeof(dd))
+		return UCS_OK;
+	memcpy(&dd, hdr, sizeof(dd)); /* unaligned in the message */
+	if (!peer_of(f, p, &i) || !(s = slot_of(f, d->req, i)))
 		return UCS_OK; /* late, or not ours: dropped */
 	if (d->status < 0 || d->len != s->len || len != s->len) {
 		slot_done(f, s, d->status < 0 ? d->status : -EBADMSG);

@@ -266,6 +266,7 @@ static ucs_status_t on_hello(void *arg, const void *hdr, size_t hlen, void *data
 {
 	struct peer_serve *ps = arg;
 	struct conn *c = (p->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? conn_of(ps, p->reply_ep) : NULL;
+	struct peer_hello h;
 
 	(void)hdr;
 	if (!c)
@@ -276,7 +277,9 @@ static ucs_status_t on_hello(void *arg, const void *hdr, size_t hlen, void *data
 		conn_close(c);
 		return UCS_OK;
 	}
-	if (check_hello(ps, c, data) < 0)
+	/* Message bytes come unaligned: copied before use. */
+	memcpy(&h, data, sizeof(h));
+	if (check_hello(ps, c, &h) < 0)
 		return UCS_OK;
 	log_info("peer %s: filling model %s", c->addr, c->tab->t->name);
 	send_table(ps, c, 0, NULL);
@@ -288,12 +291,12 @@ static ucs_status_t on_status(void *arg, const void *hdr, size_t hlen, void *dat
 {
 	struct peer_serve *ps = arg;
 	struct conn *c = (p->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? conn_of(ps, p->reply_ep) : NULL;
+	struct peer_status_req q = { 0 };
 
-	(void)hdr;
 	(void)data;
-	(void)len;
-	if (c && (!c->tab || hlen != sizeof(struct peer_status_req) || len ||
-		  ((const struct peer_status_req *)hdr)->magic != PEER_MAGIC || c->sends >= PEER_MAX_SENDS))
+	if (hlen == sizeof(q))
+		memcpy(&q, hdr, sizeof(q));
+	if (c && (!c->tab || hlen != sizeof(q) || len || q.magic != PEER_MAGIC || c->sends >= PEER_MAX_SENDS))
 		conn_close(c);
 	else if (c)
 		send_table(ps, c, 0, NULL);
@@ -342,17 +345,18 @@ static ucs_status_t on_get(void *arg, const void *hdr, size_t hlen, void *data, 
 {
 	struct peer_serve *ps = arg;
 	struct conn *c = (p->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? conn_of(ps, p->reply_ep) : NULL;
+	struct peer_get g;
 
 	(void)data;
-	(void)len;
 	if (!c)
 		return UCS_OK;
-	if (!c->tab || hlen != sizeof(struct peer_get) || len || c->sends >= PEER_MAX_SENDS) {
+	if (!c->tab || hlen != sizeof(g) || len || c->sends >= PEER_MAX_SENDS) {
 		log_info("peer %s: a request out of turn or over the limit; closed", c->addr);
 		conn_close(c);
 		return UCS_OK;
 	}
-	serve_get(ps, c, hdr);
+	memcpy(&g, hdr, sizeof(g));
+	serve_get(ps, c, &g);
 	return UCS_OK;
 }
 
