@@ -15,5 +15,6 @@ int bench_serve(int argc, char **argv);
 int bench_share_device(int argc, char **argv);
 int bench_restart(int argc, char **argv);
 int bench_publish(int argc, char **argv);
+int bench_fleet(int argc, char **argv);
 
 #endif

@@ -78,17 +78,6 @@ static void stop(struct rs_ctx *x)
 	fdstore_drain(&x->store, 50, false);
 }
 
-static void drop_caches(void)
-{
-	FILE *f;
-
-	sync();
-	if (geteuid() == 0 && (f = fopen("/proc/sys/vm/drop_caches", "w"))) {
-		fputs("3\n", f);
-		fclose(f);
-	}
-}
-
 static int cmp_d(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -123,7 +112,7 @@ int bench_restart(int argc, char **argv)
 		return 1;
 	snprintf(x.sock, sizeof(x.sock), "%s/wsrv.sock", x.dir);
 	snprintf(x.spec, sizeof(x.spec), "m=%s", path);
-	drop_caches();
+	bench_drop_caches();
 	double t0 = mono_now();
 	x.pid = launch(&x);
 	load = until_attach(&x, t0);

@@ -158,3 +158,14 @@ double percentile(double *v, size_t n, double p)
 	i = (size_t)(p / 100.0 * (double)(n - 1) + 0.5);
 	return v[i < n ? i : n - 1];
 }
+
+void bench_drop_caches(void)
+{
+	FILE *f;
+
+	sync();
+	if (geteuid() == 0 && (f = fopen("/proc/sys/vm/drop_caches", "w"))) {
+		fputs("3\n", f);
+		fclose(f);
+	}
+}

@@ -33,6 +33,9 @@ void mapping_mem(pid_t pid, const char *what, uint64_t *pss, uint64_t *rss);
 /* wsrvd next to this program in the build tree, else $WSRVD, else "wsrvd". */
 const char *bench_wsrvd_path(void);
 
+/* Drops the page cache (as root; else nothing) for a cold start. */
+void bench_drop_caches(void);
+
 /* PSS of a process in bytes (smaps_rollup); 0 when unknown. */
 uint64_t pss_bytes(pid_t pid);
 

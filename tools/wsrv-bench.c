@@ -36,6 +36,11 @@ static const struct {
 	  "publish --model DIR [--json]\n"
 	  "      a producer publishing a new generation (fill, seal, checksum, publish) vs a\n"
 	  "      memcpy of the same bytes; the time until a streaming worker runs on it" },
+	{ "fleet", bench_fleet,
+	  "fleet --model DIR [--hosts N] [--json]\n"
+	  "      N hosts (network namespaces) starting together as a fleet vs N independent\n"
+	  "      cold loads: bytes from storage, time until all serve; peer fill rate vs\n"
+	  "      ucx_perftest's ucp_get over the same transport" },
 	{ "attach", bench_attach,
 	  "attach (--model DIR ... | --sizes 64M,1G,...) [--json]\n"
 	  "      a new worker's attach time vs a safe_open of the same files" },
