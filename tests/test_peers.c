@@ -35,6 +35,7 @@ static struct {
 	struct netlab nl;
 	char (*addr)[64];           /* = nl.addr */
 	char dir[256];              /* the model */
+	char other[256];            /* another model, laid out differently */
 	char token[300], badtoken[300];
 	int fds;
 } T;
@@ -63,7 +64,9 @@ static int group_setup(void **state)
 	setenv("UCX_TLS", "tcp", 1);
 	setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 1);
 	snprintf(T.dir, sizeof(T.dir), "%s/m", d);
+	snprintf(T.other, sizeof(T.other), "%s/other", d);
 	if (make_model(T.dir, "llama-mini", 24u << 20, 6, 2, 7) < 0 ||
+	    make_model(T.other, "llama-mini", 16u << 20, 4, 1, 8) < 0 ||
 	    write_token(T.token, d, "token", "the-fleet-token-0123456789\n") < 0 ||
 	    write_token(T.badtoken, d, "bad", "another-token-9876543210\n") < 0)
 		return -1;
@@ -352,6 +355,34 @@ static void test_refused(void **state)
 	}
 }
 
+/* A peer whose "m" is other files (another layout) is refused, and the
+ * filler reads its own files. */
+static void test_other_layout_refused(void **state)
+{
+	struct test_server a, b;
+	struct sources s;
+
+	(void)state;
+	fresh_ports();
+	memset(&a, 0, sizeof(a));
+	a.netlab = &T.nl;
+	a.host = 0;
+	assert_int_equal(server_start(&a, "m", T.other, "--peer-allow", T.nl.net, "--peer-token", T.token,
+				      "--peer-listen", T.addr[0], NULL), 0);
+	host(&b, 1, NULL, true, "--fill-from", T.addr[0], NULL);
+	check_bytes(&b);
+	sources_of(&b, &s);
+	assert_int_equal(s.peers, 0);
+	assert_int_equal(s.disk, model_bytes());
+	assert_int_equal(s.failures, 1);
+	sources_of(&a, &s);
+	assert_true(s.refused >= 1);
+	assert_int_equal(server_stop(&b, SIGTERM), 0);
+	assert_int_equal(server_stop(&a, SIGTERM), 0);
+	rm_rf(a.dir);
+	rm_rf(b.dir);
+}
+
 /* The options that make no sense together, or no sense alone. */
 static void test_options_refused(void **state)
 {
@@ -428,6 +459,7 @@ int main(void)
 		cmocka_unit_test(test_peer_killed_mid_fill),
 		cmocka_unit_test(test_corrupt_peer),
 		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_other_layout_refused),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
