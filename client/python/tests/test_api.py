@@ -23,6 +23,9 @@ def test_connect_models_stats(server, client):
     st = client.stats()
     assert st["clients"] >= 1 and st["server_version"] == wsrv.version()
     assert {m["name"] for m in st["models"]} == names
+    for m in st["models"]:  # loaded from its files: every byte read there
+        assert m["generation"] == 1 and not m["adopted"]
+        assert 0 < m["disk_bytes"] <= m["arena_bytes"]
 
 
 def test_errors_carry_errno_and_sentence(server, client, tmp_path):

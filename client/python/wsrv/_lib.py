@@ -38,7 +38,8 @@ ServerStats = _struct("ServerStats", [
     ("clients_total", u64), ("arena_bytes", u64), ("rss_bytes", u64), ("reserved", u64 * 4)])
 ModelStats = _struct("ModelStats", [
     ("attached", u32), ("name", cstr), ("fetches", u64), ("leases", u64), ("arena_bytes", u64),
-    ("reserved", u64 * 4)])
+    ("generation", u64), ("adopted", i32), ("reserved32", u32), ("disk_bytes", u64),
+    ("reserved", u64 * 1)])
 RegionInfo = _struct("RegionInfo", [
     ("id", u32), ("holders", u32), ("writer_pid", u32), ("model", cstr), ("device", cstr),
     ("committed", i32), ("kind", i32), ("bytes", u64), ("fingerprint", u64),

@@ -12,7 +12,7 @@ def _fields(s):
     """A result struct as a dict (strings decoded)."""
     out = {}
     for f, t in s._fields_:
-        if f not in ("struct_size", "reserved"):
+        if f not in ("struct_size", "reserved", "reserved32"):
             v = getattr(s, f)
             out[f] = text(v) if t is ctypes.c_char_p else v
     return out
