@@ -139,6 +139,13 @@ static void wsrvd_load_only(void **s)
 	assert_non_null(strstr(err, "checksum"));
 	assert_non_null(strstr(out, "open     "));
 	assert_int_equal(run("WSRVD", "--load-only", "--model", spec, "--lock", "maybe", NULL), 2);
+	/* Every load option reaches wsrvd, the last in the table too: wsrvd
+	 * copied two fewer than there are (and no terminator), and
+	 * --layer-pattern was "unrecognized". */
+	assert_int_equal(run("WSRVD", "--load-only", "--model", spec, "--no-lock", "--layer-pattern",
+			     "blocks.{N}.", "--max-segment", "64M", NULL), 0);
+	assert_int_equal(run("WSRV_BENCH", "load", "--model", spec + 5, "--repeat", "1", "--layer-pattern",
+			     "blocks.{N}.", NULL), 0);
 	assert_int_equal(run("WSRVD", "--load-only", "--model", "x=/nonexistent", NULL), 1);
 	assert_non_null(strstr(err, "/nonexistent"));
 	assert_int_equal(run("WSRVD", "--load-only", "--model", "nonsense", NULL), 2);

@@ -20,6 +20,8 @@ const struct option peer_long_options[] = {
 	{ "fill-wait", required_argument, NULL, P_WAIT },
 	{ 0 },
 };
+_Static_assert(sizeof(peer_long_options) / sizeof(peer_long_options[0]) == PEER_OPTIONS_COUNT + 1,
+	       "PEER_OPTIONS_COUNT must count peer_long_options");
 
 const char peer_options_help[] =
 	"hosts filling from each other (UCX; docs/operations.md#peers):\n"

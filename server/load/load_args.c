@@ -30,6 +30,10 @@ const struct option load_long_options[] = {
 	{ "layer-pattern", required_argument, NULL, O_LAYER_PATTERN },
 	{ 0 },
 };
+/* Callers copy exactly this many in front of their own options: a count
+ * that lags the table drops options and the terminator. */
+_Static_assert(sizeof(load_long_options) / sizeof(load_long_options[0]) == LOAD_OPTIONS_COUNT + 1,
+	       "LOAD_OPTIONS_COUNT must count load_long_options");
 
 const char load_options_help[] =
 	"  --numa auto|interleave    arena placement (auto: hwloc decides)\n"
