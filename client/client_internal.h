@@ -16,6 +16,7 @@
 
 struct wsrv_client {
 	int fd;                      /* -1 once the connection is gone */
+	bool goodbye;                /* the server said Goodbye (stopping or replaced) */
 	pthread_mutex_t lock;        /* one request at a time; the fields below */
 	unsigned refs;               /* the caller's, plus one per model */
 	uint64_t seq;

@@ -116,6 +116,7 @@ static int recv_reply(struct wsrv_client *c, uint64_t seq, Wsrv__Response **out,
 	if (r->body_case == WSRV__RESPONSE__BODY_GOODBYE) {
 		pkt_close_fds(got, n);
 		wsrv__response__free_unpacked(r, NULL);
+		c->goodbye = true;
 		return cl_err(-ENOTCONN, "the server is stopping");
 	}
 	if (r->seq != seq && r->body_case != WSRV__RESPONSE__BODY_ERROR) {
@@ -151,6 +152,7 @@ static int lost(struct wsrv_client *c, int err)
 		r = wsrv__response__unpack(NULL, (size_t)len, c->buf);
 		if (r && r->body_case == WSRV__RESPONSE__BODY_GOODBYE) {
 			wsrv__response__free_unpacked(r, NULL);
+			c->goodbye = true;
 			return cl_err(-ENOTCONN, "the server is stopping");
 		}
 		if (r && r->body_case == WSRV__RESPONSE__BODY_ERROR) {
@@ -356,6 +358,16 @@ WSRV_EXPORT int wsrv_connect(const char *path, const struct wsrv_connect_opts *o
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_lock(&c->lock);
 	ret = cl_hello(c);
+	/* Accepted by a server that was handing its socket over (wsrvd
+	 * --take-over) and said Goodbye to our Hello: the socket now belongs
+	 * to its successor, so a new connection is served. Twice at most. */
+	for (int again = 0; ret == -ENOTCONN && c->goodbye && again < 2; again++) {
+		cl_drop(c); /* closed already when the exchange failed */
+		c->goodbye = false;
+		c->seq = 0;
+		c->fd = cl_open_socket(path, c->timeout_ms);
+		ret = c->fd < 0 ? c->fd : cl_hello(c);
+	}
 	pthread_mutex_unlock(&c->lock);
 	if (ret < 0) {
 		cl_unref(c);

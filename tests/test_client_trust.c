@@ -194,6 +194,51 @@ static void expect(enum lie lie, int err, const char *needle)
 	pthread_join(th, NULL);
 }
 
+/* Accepts `byes` connections, answers each Hello with Goodbye (a server
+ * handing its socket over), then serves as a good server. */
+static void *goodbye_first(void *arg)
+{
+	int byes = (int)(intptr_t)arg;
+
+	for (int i = 0; i < byes; i++) {
+		int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		Wsrv__Request *q = next_req(c);
+		Wsrv__Response r = WSRV__RESPONSE__INIT;
+		Wsrv__Goodbye g = WSRV__GOODBYE__INIT;
+		g.reason = "the server was replaced; connect again";
+		r.seq = q ? q->seq : 0;
+		r.body_case = WSRV__RESPONSE__BODY_GOODBYE;
+		r.goodbye = &g;
+		reply(c, &r, NULL, 0);
+		if (q)
+			wsrv__request__free_unpacked(q, NULL);
+		close(c);
+	}
+	return byes <= 2 ? fake((void *)(intptr_t)GOOD) : NULL;
+}
+
+/* A Hello answered with Goodbye (wsrvd --take-over: accepted by the old
+ * server as it handed over) is a connect made again, to the successor;
+ * three in a row are the server stopping. CI's test_takeover saw a client
+ * refused this way. */
+static void goodbye_to_hello_connects_again(void **s)
+{
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	pthread_t th;
+
+	pthread_create(&th, NULL, goodbye_first, (void *)(intptr_t)2);
+	assert_int_equal(wsrv_connect(sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	pthread_join(th, NULL);
+	pthread_create(&th, NULL, goodbye_first, (void *)(intptr_t)3);
+	assert_int_equal(wsrv_connect(sock, NULL, &c), -ENOTCONN);
+	assert_non_null(strstr(wsrv_last_error(), "stopping"));
+	pthread_join(th, NULL);
+}
+
 static void good_server_works(void **s)
 {
 	struct wsrv_client *c;
@@ -325,6 +370,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(good_server_works),
+		cmocka_unit_test(goodbye_to_hello_connects_again),
 		cmocka_unit_test(lies_are_errors),
 		cmocka_unit_test(manifest_corruptions),
 	};
