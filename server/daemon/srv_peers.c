@@ -42,23 +42,19 @@ void srv_peers_init(struct srv_peers *p)
 	p->fill.fleet_index = -1;
 }
 
-/* Cuts "A,B,C" into the fill's peer list. */
+/* Cuts "A,B,C" into the fill's peer list (one list: --fill-from or
+ * --fleet, once). */
 static int add_list(struct srv_peers *p, const char *opt, const char *arg)
 {
-	char *s, *save = NULL;
-	size_t have = strlen(p->lists ? p->lists : "");
-	char *buf;
+	char *save = NULL;
 
-	if (p->fill.npeers) {
+	if (p->lists) {
 		log_err("--%s: give one list, with --fill-from or --fleet, once", opt);
 		return -EINVAL;
 	}
-	buf = realloc(p->lists, have + strlen(arg) + 2);
-	if (!buf)
+	if (!(p->lists = strdup(arg)))
 		return -ENOMEM;
-	p->lists = buf;
-	s = strcpy(buf, arg);
-	for (char *t = strtok_r(s, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+	for (char *t = strtok_r(p->lists, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		struct sockaddr_storage ss;
 		socklen_t sl;
 		struct errinfo e;

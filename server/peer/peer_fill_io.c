@@ -9,6 +9,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "peer_ucx.h"
 
 static struct fpeer *peer_of(struct fio *f, const ucp_am_recv_param_t *p, size_t *idx)
 {
@@ -188,22 +189,10 @@ static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
 		}
 }
 
-static int set_handler(struct fio *f, unsigned id, ucp_am_recv_callback_t cb)
-{
-	ucp_am_handler_param_t p = { .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
-				     UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
-				     .id = id, .cb = cb, .arg = f };
-
-	return ucp_worker_set_am_recv_handler(f->worker, &p) == UCS_OK ? 0 : -EIO;
-}
-
 int fio_init(struct fio *f, struct fpeer *peers, size_t npeers, const struct peer_hello *hello,
 	     struct errinfo *e)
 {
-	ucp_params_t up = { .field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM };
-	ucp_worker_params_t wp = { .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-				   .thread_mode = UCS_THREAD_MODE_SINGLE };
-	ucs_status_t st;
+	int r;
 
 	memset(f, 0, sizeof(*f));
 	f->peers = peers;
@@ -214,25 +203,22 @@ int fio_init(struct fio *f, struct fpeer *peers, size_t npeers, const struct pee
 		f->slots[i] = (struct fslot){ .f = f, .id = i };
 		f->free_slots[f->nfree++] = FIO_MAX_SLOTS - 1 - i;
 	}
-	if ((st = ucp_init(&up, NULL, &f->ctx)) != UCS_OK)
-		return err_set(e, -EIO, "peers: UCX: ucp_init: %s", ucs_status_string(st));
-	if ((st = ucp_worker_create(f->ctx, &wp, &f->worker)) != UCS_OK)
-		return err_set(e, -EIO, "peers: UCX: ucp_worker_create: %s", ucs_status_string(st));
-	if (set_handler(f, PEER_AM_TABLE, on_table) < 0 || set_handler(f, PEER_AM_DATA, on_data) < 0)
+	if ((r = peer_ucx_open(false, &f->ctx, &f->worker, e)) < 0)
+		return r;
+	if (peer_ucx_handler(f->worker, PEER_AM_TABLE, on_table, f) < 0 ||
+	    peer_ucx_handler(f->worker, PEER_AM_DATA, on_data, f) < 0)
 		return err_set(e, -EIO, "peers: UCX: cannot set the message handlers");
 	return 0;
 }
 
+/* Closes ep and waits: its landing pieces fail during this progress. */
 static void close_ep(struct fio *f, ucp_ep_h ep)
 {
-	ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-				  .flags = UCP_EP_CLOSE_FLAG_FORCE };
-	void *req = ucp_ep_close_nbx(ep, &p);
+	void *req = peer_ucx_close(ep);
 
-	/* Forced: outstanding operations complete, failed, during progress. */
-	while (UCS_PTR_IS_PTR(req) && ucp_request_check_status(req) == UCS_INPROGRESS)
+	while (req && ucp_request_check_status(req) == UCS_INPROGRESS)
 		ucp_worker_progress(f->worker);
-	if (UCS_PTR_IS_PTR(req))
+	if (req)
 		ucp_request_free(req);
 }
 

@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "log.h"
 #include "peer_proto.h"
+#include "peer_ucx.h"
 
 struct ptab {
 	struct peer_table *t;
@@ -125,17 +126,20 @@ static struct conn *conn_of(struct peer_serve *ps, ucp_ep_h ep)
 	return NULL;
 }
 
+/* The open connection a message came on (its reply endpoint), or NULL. */
+static struct conn *sender(struct peer_serve *ps, const ucp_am_recv_param_t *p)
+{
+	return (p->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? conn_of(ps, p->reply_ep) : NULL;
+}
+
 static void conn_close(struct conn *c)
 {
-	ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-				  .flags = UCP_EP_CLOSE_FLAG_FORCE };
 	void *req;
 
 	if (c->closing)
 		return;
 	c->closing = true;
-	req = ucp_ep_close_nbx(c->ep, &p);
-	if (UCS_PTR_IS_PTR(req))
+	if ((req = peer_ucx_close(c->ep)))
 		ucp_request_free(req);
 }
 
@@ -265,7 +269,7 @@ static ucs_status_t on_hello(void *arg, const void *hdr, size_t hlen, void *data
 			     const ucp_am_recv_param_t *p)
 {
 	struct peer_serve *ps = arg;
-	struct conn *c = (p->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? conn_of(ps, p->reply_ep) : NULL;
+	struct conn *c = sender(ps, p);
 	struct peer_hello h;
 
 	(void)hdr;
@@ -290,7 +294,7 @@ static ucs_status_t on_status(void *arg, const void *hdr, size_t hlen, void *dat
 			      const ucp_am_recv_param_t *p)
 {
 	struct peer_serve *ps = arg;
-	struct conn *c = (p->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? conn_of(ps, p->reply_ep) : NULL;
+	struct conn *c = sender(ps, p);
 	struct peer_status_req q = { 0 };
 
 	(void)data;
@@ -344,7 +348,7 @@ static ucs_status_t on_get(void *arg, const void *hdr, size_t hlen, void *data, 
 			   const ucp_am_recv_param_t *p)
 {
 	struct peer_serve *ps = arg;
-	struct conn *c = (p->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? conn_of(ps, p->reply_ep) : NULL;
+	struct conn *c = sender(ps, p);
 	struct peer_get g;
 
 	(void)data;
@@ -417,35 +421,21 @@ static void on_conn(ucp_conn_request_h req, void *arg)
 	accept_conn(ps, req, addr);
 }
 
-static int set_handler(struct peer_serve *ps, unsigned id, ucp_am_recv_callback_t cb)
-{
-	ucp_am_handler_param_t p = { .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
-				     UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
-				     .id = id, .cb = cb, .arg = ps };
-
-	return ucp_worker_set_am_recv_handler(ps->worker, &p) == UCS_OK ? 0 : -EIO;
-}
-
-/* Active messages only: see peer_serve.h for why no RMA. */
 static int setup_ucx(struct peer_serve *ps, const struct sockaddr_storage *ss, socklen_t sl,
 		     struct errinfo *e)
 {
-	ucp_params_t up = { .field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM |
-			    UCP_FEATURE_WAKEUP };
-	ucp_worker_params_t wp = { .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-				   .thread_mode = UCS_THREAD_MODE_SINGLE };
 	ucp_listener_params_t lp = { .field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
 				     UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
 				     .sockaddr = { (const struct sockaddr *)ss, sl },
 				     .conn_handler = { on_conn, ps } };
 	ucs_status_t st;
+	int r;
 
-	if ((st = ucp_init(&up, NULL, &ps->ctx)) != UCS_OK)
-		return err_set(e, -EIO, "peers: UCX: ucp_init: %s", ucs_status_string(st));
-	if ((st = ucp_worker_create(ps->ctx, &wp, &ps->worker)) != UCS_OK)
-		return err_set(e, -EIO, "peers: UCX: ucp_worker_create: %s", ucs_status_string(st));
-	if (set_handler(ps, PEER_AM_HELLO, on_hello) < 0 || set_handler(ps, PEER_AM_STATUS, on_status) < 0 ||
-	    set_handler(ps, PEER_AM_GET, on_get) < 0)
+	if ((r = peer_ucx_open(true, &ps->ctx, &ps->worker, e)) < 0)
+		return r;
+	if (peer_ucx_handler(ps->worker, PEER_AM_HELLO, on_hello, ps) < 0 ||
+	    peer_ucx_handler(ps->worker, PEER_AM_STATUS, on_status, ps) < 0 ||
+	    peer_ucx_handler(ps->worker, PEER_AM_GET, on_get, ps) < 0)
 		return err_set(e, -EIO, "peers: UCX: cannot set the message handlers");
 	if ((st = ucp_worker_get_efd(ps->worker, &ps->efd)) != UCS_OK)
 		return err_set(e, -EIO, "peers: UCX: ucp_worker_get_efd: %s", ucs_status_string(st));

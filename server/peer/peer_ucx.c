@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: MIT
+/* peer_ucx.c - UCX steps shared by the serving and the filling side. */
+#include "peer_ucx.h"
+
+#include <errno.h>
+
+int peer_ucx_open(bool wakeup, ucp_context_h *ctx, ucp_worker_h *worker, struct errinfo *e)
+{
+	/* Active messages only: see peer_serve.h for why no RMA. */
+	ucp_params_t up = { .field_mask = UCP_PARAM_FIELD_FEATURES,
+			    .features = UCP_FEATURE_AM | (wakeup ? UCP_FEATURE_WAKEUP : 0) };
+	ucp_worker_params_t wp = { .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+				   .thread_mode = UCS_THREAD_MODE_SINGLE };
+	ucs_status_t st;
+
+	if ((st = ucp_init(&up, NULL, ctx)) != UCS_OK)
+		return err_set(e, -EIO, "peers: UCX: ucp_init: %s", ucs_status_string(st));
+	if ((st = ucp_worker_create(*ctx, &wp, worker)) != UCS_OK)
+		return err_set(e, -EIO, "peers: UCX: ucp_worker_create: %s", ucs_status_string(st));
+	return 0;
+}
+
+int peer_ucx_handler(ucp_worker_h worker, unsigned id, ucp_am_recv_callback_t cb, void *arg)
+{
+	ucp_am_handler_param_t p = { .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+				     UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
+				     .id = id, .cb = cb, .arg = arg };
+
+	return ucp_worker_set_am_recv_handler(worker, &p) == UCS_OK ? 0 : -EIO;
+}
+
+void *peer_ucx_close(ucp_ep_h ep)
+{
+	ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+				  .flags = UCP_EP_CLOSE_FLAG_FORCE };
+	void *req = ucp_ep_close_nbx(ep, &p);
+
+	return UCS_PTR_IS_PTR(req) ? req : NULL;
+}
