@@ -247,6 +247,32 @@ static void test_fleet_of_three(void **state)
 	}
 }
 
+/* A peer that is up but has not begun its model yet (a fleet starting
+ * together; a model loaded after another) is asked again, not given up
+ * on: CI saw a fleet host read another's share from its files so. */
+static void test_model_comes_late(void **state)
+{
+	static const char *const late[] = { "WSRV_TEST_PEER_OFFER_DELAY_MS=1500", NULL };
+	struct test_server a, b;
+	struct sources s;
+
+	(void)state;
+	fresh_ports();
+	host(&a, 0, late, false, "--peer-listen", T.addr[0], NULL);
+	host(&b, 1, NULL, true, "--fill-from", T.addr[0], NULL);
+	check_bytes(&b);
+	sources_of(&b, &s);
+	assert_int_equal(s.disk, 0);
+	assert_int_equal(s.peers, model_bytes());
+	assert_int_equal(s.failures, 0);
+	sources_of(&a, &s);
+	assert_true(s.refused >= 1); /* "not loaded here yet", at least once */
+	assert_int_equal(server_stop(&b, SIGTERM), 0);
+	assert_int_equal(server_stop(&a, SIGTERM), 0);
+	rm_rf(a.dir);
+	rm_rf(b.dir);
+}
+
 /* A peer killed while it sends: the fill completes from the other. */
 static void test_peer_killed_mid_fill(void **state)
 {
@@ -456,6 +482,7 @@ int main(void)
 		cmocka_unit_test(test_options_refused),
 		cmocka_unit_test(test_fill_from_one),
 		cmocka_unit_test(test_fleet_of_three),
+		cmocka_unit_test(test_model_comes_late),
 		cmocka_unit_test(test_peer_killed_mid_fill),
 		cmocka_unit_test(test_corrupt_peer),
 		cmocka_unit_test(test_refused),

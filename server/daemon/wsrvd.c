@@ -443,6 +443,8 @@ static int load_for_serving(struct args *a, struct server *srv, struct handover 
 		srv->models[srv->nmodels].generation = gen;
 		srv->models[srv->nmodels++].lm = lm;
 	}
+	if (srv->peers) /* what is not offered now (adopted) will not be */
+		peer_serve_expect(srv->peers, NULL, 0);
 	return 0;
 }
 
@@ -500,6 +502,8 @@ static int start_peers(struct args *a, struct server *srv)
 	int r = srv_peers_start(&a->peers, true, &a->load);
 
 	srv->peers = a->peers.serve;
+	if (srv->peers) /* until loaded, a peer asking for one is told "not yet" */
+		peer_serve_expect(srv->peers, a->names, (size_t)a->nmodels);
 	return r;
 }
 

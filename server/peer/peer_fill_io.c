@@ -49,7 +49,8 @@ static void take_table(struct fio *f, size_t i, const void *buf, size_t len)
 		return fio_kill(f, i, "sent a malformed table");
 	if (h->status < 0) {
 		snprintf(why, sizeof(why), "refused: %.160s", h->msg);
-		fp->refused = true;
+		/* Not loaded there yet: asked again until --fill-wait is up. */
+		fp->refused = h->status != -EAGAIN;
 		return fio_kill(f, i, why);
 	}
 	if (h->ntensors != f->ntensors || len != sizeof(*h) + (size_t)h->ntensors * sizeof(struct peer_tstate))
@@ -182,8 +183,10 @@ static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
 	struct fio *f = arg;
 	char why[96];
 
+	/* An ep being closed to try again (refused "not loaded yet") is
+	 * reset by the peer as it closes: that is not a failure. */
 	for (size_t i = 0; i < f->npeers; i++)
-		if (f->peers[i].ep == ep && f->peers[i].st != FP_DEAD) {
+		if (f->peers[i].ep == ep && f->peers[i].st != FP_DEAD && f->peers[i].st != FP_IDLE) {
 			snprintf(why, sizeof(why), "connection lost (%s)", ucs_status_string(st));
 			fio_kill(f, i, why);
 		}
@@ -305,6 +308,8 @@ void fio_kill(struct fio *f, size_t i, const char *why)
 	 * is up. */
 	if (fp->st == FP_HELLO && !fp->refused && mono_now() < fp->connect_until) {
 		log_debug("peer %s: %s; trying again", fp->name, why);
+		if (why != fp->why)
+			snprintf(fp->why, sizeof(fp->why), "%s", why);
 		fp->st = FP_IDLE;
 		fp->asking = false;
 		fp->next_try = mono_now() + 0.25;
@@ -313,7 +318,8 @@ void fio_kill(struct fio *f, size_t i, const char *why)
 	}
 	log_warn("peer %s: %s", fp->name, why);
 	fp->src->failures++;
-	snprintf(fp->why, sizeof(fp->why), "%s", why);
+	if (why != fp->why)
+		snprintf(fp->why, sizeof(fp->why), "%s", why);
 	fp->st = FP_DEAD;
 	fp->asking = false;
 	f->changed = true;

@@ -58,6 +58,9 @@ struct peer_serve {
 	struct peer_table *pending[PEER_MAX_TABLES];
 	size_t npending;
 	struct peer_serve_counters cnt;
+	char expect[PEER_MAX_TABLES][128]; /* guarded by lock: models to come */
+	size_t nexpect;
+	unsigned offer_delay_ms;    /* WSRV_TEST_PEER_OFFER_DELAY_MS: before every offer */
 	bool corrupt;               /* WSRV_TEST_PEER_CORRUPT: flip a byte in every piece */
 	unsigned delay_ms;          /* WSRV_TEST_PEER_DELAY_MS: before every piece */
 };
@@ -248,6 +251,17 @@ static void refuse(struct peer_serve *ps, struct conn *c, int status, const char
 	send_table(ps, c, status, msg);
 }
 
+static bool expected(struct peer_serve *ps, const char *name)
+{
+	bool yes = false;
+
+	pthread_mutex_lock(&ps->lock);
+	for (size_t i = 0; i < ps->nexpect && !yes; i++)
+		yes = strcmp(ps->expect[i], name) == 0;
+	pthread_mutex_unlock(&ps->lock);
+	return yes;
+}
+
 static int check_hello(struct peer_serve *ps, struct conn *c, const struct peer_hello *h)
 {
 	struct ptab *pt;
@@ -256,6 +270,8 @@ static int check_hello(struct peer_serve *ps, struct conn *c, const struct peer_
 		return refuse(ps, c, -EPROTONOSUPPORT, "%s", "another peer protocol version"), -1;
 	if (h->token_len > PEER_TOKEN_MAX || !peer_trust_token_ok(&ps->trust, h->token, h->token_len))
 		return refuse(ps, c, -EACCES, "%s", "wrong token"), -1;
+	if (memchr(h->model, 0, sizeof(h->model)) && !tab_find(ps, h->model) && expected(ps, h->model))
+		return refuse(ps, c, -EAGAIN, "model '%.100s' is not loaded here yet", h->model), -1;
 	if (memchr(h->model, 0, sizeof(h->model)) == NULL || !(pt = tab_find(ps, h->model)))
 		return refuse(ps, c, -ENOENT, "no model '%.100s' here", memchr(h->model, 0, sizeof(h->model)) ? h->model : "?"), -1;
 	if (pt->t->layout != h->layout || pt->t->ntensors != h->ntensors)
@@ -479,6 +495,7 @@ int peer_serve_start(const char *addr, const struct peer_trust *trust, struct pe
 	pthread_mutex_init(&ps->lock, NULL);
 	ps->corrupt = (v = getenv("WSRV_TEST_PEER_CORRUPT")) && *v == '1';
 	ps->delay_ms = (v = getenv("WSRV_TEST_PEER_DELAY_MS")) ? (unsigned)atoi(v) : 0;
+	ps->offer_delay_ms = (v = getenv("WSRV_TEST_PEER_OFFER_DELAY_MS")) ? (unsigned)atoi(v) : 0;
 	ps->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	r = ps->stopfd < 0 ? err_set(e, -errno, "eventfd: %s", strerror(errno)) : 0;
 	if (r == 0 && (r = peer_parse_addr(addr, &ss, &sl, e)) < 0)
@@ -492,8 +509,9 @@ int peer_serve_start(const char *addr, const struct peer_trust *trust, struct pe
 		return r;
 	}
 	ps->running = true;
-	if (ps->corrupt || ps->delay_ms)
-		log_warn("peers: test faults on (corrupt %d, delay %u ms)", ps->corrupt, ps->delay_ms);
+	if (ps->corrupt || ps->delay_ms || ps->offer_delay_ms)
+		log_warn("peers: test faults on (corrupt %d, delay %u ms, offer delay %u ms)", ps->corrupt,
+			 ps->delay_ms, ps->offer_delay_ms);
 	log_info("peers: serving on %s", addr);
 	*out = ps;
 	return 0;
@@ -501,6 +519,8 @@ int peer_serve_start(const char *addr, const struct peer_trust *trust, struct pe
 
 int peer_serve_offer(struct peer_serve *ps, struct peer_table *t, struct errinfo *e)
 {
+	if (ps->offer_delay_ms) /* tests only: a model that comes late */
+		usleep(ps->offer_delay_ms * 1000u);
 	/* The thread takes it within its 100 ms poll. */
 	pthread_mutex_lock(&ps->lock);
 	if (ps->npending == PEER_MAX_TABLES) {
@@ -511,6 +531,15 @@ int peer_serve_offer(struct peer_serve *ps, struct peer_table *t, struct errinfo
 	ps->pending[ps->npending++] = t;
 	pthread_mutex_unlock(&ps->lock);
 	return 0;
+}
+
+void peer_serve_expect(struct peer_serve *ps, const char *const *names, size_t n)
+{
+	pthread_mutex_lock(&ps->lock);
+	ps->nexpect = 0;
+	for (size_t i = 0; i < n && i < PEER_MAX_TABLES; i++)
+		snprintf(ps->expect[ps->nexpect++], sizeof(ps->expect[0]), "%s", names[i]);
+	pthread_mutex_unlock(&ps->lock);
 }
 
 void peer_serve_counters(struct peer_serve *ps, struct peer_serve_counters *out)

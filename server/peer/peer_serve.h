@@ -49,6 +49,13 @@ int peer_serve_start(const char *addr, const struct peer_trust *trust, struct pe
  * the one offered before. */
 int peer_serve_offer(struct peer_serve *ps, struct peer_table *t, struct errinfo *e);
 
+/* The models this server is about to load (names copied; at most
+ * PEER_MAX_TABLES; n = 0 forgets them). A Hello for one of them that is
+ * not offered yet is answered "not loaded yet" (-EAGAIN), which a filler
+ * takes as "try again" until its --fill-wait is up, rather than "no such
+ * model here", which it takes as final. */
+void peer_serve_expect(struct peer_serve *ps, const char *const *names, size_t n);
+
 void peer_serve_counters(struct peer_serve *ps, struct peer_serve_counters *out);
 
 /* Stops the thread, closes every connection, frees every table. NULL ok. */
