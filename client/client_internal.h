@@ -146,11 +146,6 @@ void cl_unref(struct wsrv_client *c);
  * -EBADMSG (or fstat's errno) with a sentence naming what. */
 int cl_check_fd(int fd, const char *what, uint64_t want, uint64_t *size);
 
-/* Is sc the F32 [ceil(rows/blk[0]), ceil(cols/blk[1])] block scale of the
- * 2-D weight w? 0, or -EINVAL naming both. */
-int cl_fp8_scale_check(const struct wsrv_tensor *w, const struct wsrv_tensor *sc,
-		       const uint64_t blk[2]);
-
 /* Builds the name hash of m. */
 int cl_build_hash(struct wsrv_model *m);
 

@@ -56,6 +56,29 @@ static void fill_tensor(const struct wsrv_model *m, uint32_t i, struct wsrv_tens
 	o->size = t->size;
 	o->xxh3 = t->xxh3;
 	o->data = m->seg[t->segment] + t->offset;
+	o->held_offset = m->v.parts ? m->v.parts[i].offset : 0;
+	o->held_size = m->v.parts ? m->v.parts[i].length : t->size;
+}
+
+WSRV_EXPORT int wsrv_model_held(const struct wsrv_model *m, struct wsrv_held *out)
+{
+	const struct mf_header *h;
+
+	CL_NEED(m);
+	CL_NEED(out);
+	CL_RESULT(out);
+	h = m->v.h;
+	out->bytes = h->tensor_bytes;
+	if (!m->v.parts)
+		return 0;
+	out->first = h->held_first;
+	out->last = h->held_last;
+	out->world = h->held_world;
+	out->stages = h->held_stages;
+	out->bytes = 0;
+	for (uint32_t i = 0; i < h->ntensors; i++)
+		out->bytes += m->v.parts[i].length;
+	return 0;
 }
 
 static void fill_layer(const struct wsrv_model *m, uint32_t i, struct wsrv_layer *o)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* plan.c - where each tensor lives: residency rules over tensor names, from
- * JSON ({"residency": {...}, "budget": "4G", "tp_plan": {...},
+ * JSON ({"residency": {...}, "budget": "4G", "tp_plan": {...}, "stages": S,
  * "share_resident": true}) or the API.
  *
  * A pattern matches a tensor's module path (its name without a final
@@ -14,6 +14,8 @@
 
 #include "client_internal.h"
 #include "plan.h"
+#include "rank_view.h"
+#include "tensor_glob.h"
 #include "units.h"
 
 #define MAX_RULES 1024
@@ -25,6 +27,7 @@ WSRV_EXPORT int wsrv_plan_new(struct wsrv_plan **out)
 	CL_NEED(out);
 	if (!(p = calloc(1, sizeof(*p))))
 		return cl_err(-ENOMEM, "out of memory");
+	p->stages = 1;
 	*out = p;
 	return 0;
 }
@@ -144,6 +147,8 @@ static int parse_budget(json_t *b, uint64_t *out)
 static int from_json(struct wsrv_plan *p, json_t *root)
 {
 	json_t *res = json_object_get(root, "residency"), *v;
+	struct rv_rules rules;
+	struct errinfo e;
 	const char *pat;
 	int r;
 
@@ -160,8 +165,10 @@ static int from_json(struct wsrv_plan *p, json_t *root)
 	if (json_object_get(root, "budget") &&
 	    (r = parse_budget(json_object_get(root, "budget"), &p->budget)) < 0)
 		return r;
-	if (json_object_get(root, "tp_plan"))
-		p->tp_plan = json_incref(json_object_get(root, "tp_plan"));
+	if ((r = rv_rules_from_plan(root, &rules, &e)) < 0)
+		return cl_err(r, "%s", e.msg);
+	p->tp_plan = json_incref((json_t *)rules.tp_plan);
+	p->stages = rules.stages;
 	v = json_object_get(root, "share_resident");
 	if (v && !json_is_boolean(v))
 		return cl_err(-EINVAL, "plan: \"share_resident\" is true or false");
@@ -217,45 +224,10 @@ WSRV_EXPORT int wsrv_plan_load(const char *path, struct wsrv_plan **out)
 	return r;
 }
 
-/* Does glob match s exactly? "*" matches one non-empty dot-free run. */
-bool plan_glob(const char *g, const char *s)
-{
-	if (*g == 0)
-		return *s == 0;
-	if (*g == '*') {
-		const char *e = s;
-		while (*e && *e != '.')
-			e++;
-		return e > s && plan_glob(g + 1, e);
-	}
-	return *g == *s && plan_glob(g + 1, s + 1);
-}
-
-/* The module path: the name without its final parameter suffix. */
-void plan_module_path(const char *name, char *buf, size_t cap)
-{
-	static const char *const sfx[] = { ".weight_scale_inv", ".weight", ".bias" };
-	size_t n = strlen(name);
-
-	snprintf(buf, cap, "%s", name);
-	for (size_t i = 0; i < 3; i++) {
-		size_t k = strlen(sfx[i]);
-		if (n > k && strcmp(name + n - k, sfx[i]) == 0 && n - k < cap) {
-			buf[n - k] = 0;
-			break;
-		}
-	}
-}
-
 const struct plan_rule *plan_match(const struct wsrv_plan *p, const char *name)
 {
-	char mod[512];
-
-	plan_module_path(name, mod, sizeof(mod));
-	for (size_t i = 0; p && i < p->nrules; i++) {
-		const char *g = p->rules[i].pattern;
-		if (plan_glob(g, mod) || (strncmp(mod, "model.", 6) == 0 && plan_glob(g, mod + 6)))
+	for (size_t i = 0; p && i < p->nrules; i++)
+		if (tensor_pattern_match(p->rules[i].pattern, name))
 			return &p->rules[i];
-	}
 	return NULL;
 }

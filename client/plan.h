@@ -19,13 +19,9 @@ struct wsrv_plan {
 	size_t nrules;
 	uint64_t budget;            /* device bytes; 0: none */
 	json_t *tp_plan;            /* kept for tensor-parallel views */
+	unsigned stages;            /* pipeline stages (rank_view.h); 1: none */
 	bool no_share;              /* "share_resident": false */
 };
-
-/* Does glob g match s exactly ("*": one non-empty dot-free run)? */
-bool plan_glob(const char *g, const char *s);
-/* A tensor's module path: its name without .weight/.bias/.weight_scale_inv. */
-void plan_module_path(const char *name, char *buf, size_t cap);
 
 /* The first rule whose pattern matches the tensor, or NULL. */
 const struct plan_rule *plan_match(const struct wsrv_plan *p, const char *name);

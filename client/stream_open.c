@@ -197,7 +197,7 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 	else if (slots > 64)
 		r = cl_err(-EINVAL, "a stream has 1 to 64 slots, not %u", slots);
 	else if ((r = alloc_layers(s)) == 0 &&
-		 (r = tp_resolve(m, p ? p->tp_plan : NULL, s->rank, s->world, s->views)) == 0 &&
+		 (r = tp_resolve(m, p, s->rank, s->world, s->views)) == 0 &&
 		 (r = stream_place(s, p, s->rank, slots)) == 0 &&
 		 (r = share_and_register(s)) == 0 &&
 		 (r = upload_resident(s)) == 0)

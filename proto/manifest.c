@@ -55,9 +55,14 @@ static int check_layout(const struct mf_header *h, size_t len, char *err, size_t
 		return bad(err, el, "manifest is %zu bytes, shorter than its header", len);
 	if (memcmp(h->magic, MF_MAGIC, 8) != 0)
 		return bad(err, el, "manifest has no WSRVMAN magic");
-	if (h->version != MF_VERSION || h->header_size != sizeof(*h))
-		return bad(err, el, "manifest version %u (header %u bytes) is not %u", h->version,
-			   h->header_size, MF_VERSION);
+	if ((h->version != MF_VERSION && h->version != MF_VERSION_PARTIAL) || h->header_size != sizeof(*h))
+		return bad(err, el, "manifest version %u (header %u bytes) is not %u or %u", h->version,
+			   h->header_size, MF_VERSION, MF_VERSION_PARTIAL);
+	if (h->version == MF_VERSION_PARTIAL &&
+	    (!array_ok(h->parts_off, h->ntensors, sizeof(struct mf_part), h->total_size) ||
+	     h->held_first > h->held_last || h->held_last >= h->held_world || h->held_stages == 0 ||
+	     h->held_world % h->held_stages))
+		return bad(err, el, "manifest: the parts or the ranks held are out of range");
 	if (h->total_size > len)
 		return bad(err, el, "manifest says %llu bytes but the memfd has %zu",
 			   (unsigned long long)h->total_size, len);
@@ -93,6 +98,8 @@ static int check_tensor(const struct mf_view *v, uint32_t i, const uint64_t *seg
 	if (t->segment >= h->nsegments || __builtin_add_overflow(t->offset, t->size, &end) ||
 	    end > seg_sizes[t->segment] || end > v->segments[t->segment].size)
 		return bad(err, el, "tensor %u: bytes outside its segment", i);
+	if (v->parts && (v->parts[i].offset > t->size || v->parts[i].length > t->size - v->parts[i].offset))
+		return bad(err, el, "tensor %u: its held part lies outside it", i);
 	return 0;
 }
 
@@ -137,6 +144,7 @@ int manifest_check(const void *buf, size_t len, const uint64_t *seg_sizes,
 	w.dims = (const void *)(b + h->dims_off);
 	w.strings = (const char *)(b + h->strings_off);
 	w.config = (const char *)(b + h->config_off);
+	w.parts = h->version == MF_VERSION_PARTIAL ? (const void *)(b + h->parts_off) : NULL;
 	if (w.strings[h->strings_size - 1] != 0 || h->name_off >= h->strings_size)
 		return bad(err, errlen, "manifest string table is not terminated");
 	for (uint32_t i = 0; i < nseg; i++)

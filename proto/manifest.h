@@ -6,7 +6,8 @@
  * table. The client validates all of it (manifest_check) before it uses a
  * single field: sizes against the memfd, every offset and index in range,
  * every tensor inside its segment and its layer, sizes consistent with shape
- * and dtype.
+ * and dtype. Version 2 (a partial load, wsrvd --ranks) adds each tensor's
+ * held part and the ranks held; version 1 readers refuse it by its number.
  */
 #ifndef WSRV_MANIFEST_H
 #define WSRV_MANIFEST_H
@@ -15,7 +16,8 @@
 #include <stdint.h>
 
 #define MF_MAGIC "WSRVMAN"        /* 8 bytes with the NUL */
-#define MF_VERSION 1u
+#define MF_VERSION 1u              /* every tensor whole */
+#define MF_VERSION_PARTIAL 2u      /* some ranks only: parts_off and held_* */
 #define MF_MAX_RANK 16u
 #define MF_MAX_SEGMENTS 1024u
 
@@ -33,7 +35,16 @@ struct mf_header {
 	uint64_t config_off, config_size;   /* config.json text, or 0, 0 */
 	uint64_t name_off;          /* the model's name, in the strings */
 	uint64_t tensor_bytes;
-	uint64_t reserved[4];
+	uint64_t parts_off;         /* version 2: struct mf_part[ntensors]; else 0 */
+	uint32_t held_first, held_last; /* version 2: the ranks loaded, */
+	uint32_t held_world, held_stages; /* of this world, in these stages */
+	uint64_t reserved[1];
+};
+
+/* Version 2: which bytes of a tensor the server loaded (the rest of its
+ * place in the arena reads as zeros): one run, or none (length 0). */
+struct mf_part {
+	uint64_t offset, length;
 };
 
 struct mf_tensor {
@@ -67,7 +78,8 @@ struct mf_segment {
  * place: their sizes and key offsets must never change by accident (a new
  * compiler, a new field). A change is a new MF_VERSION. */
 _Static_assert(sizeof(struct mf_header) == 160, "mf_header is 160 bytes");
-_Static_assert(offsetof(struct mf_header, reserved) == 128, "mf_header.reserved at 128");
+_Static_assert(offsetof(struct mf_header, parts_off) == 128, "mf_header.parts_off at 128");
+_Static_assert(sizeof(struct mf_part) == 16, "mf_part is 16 bytes");
 _Static_assert(sizeof(struct mf_tensor) == 64, "mf_tensor is 64 bytes");
 _Static_assert(offsetof(struct mf_tensor, size) == 48, "mf_tensor.size at 48");
 _Static_assert(sizeof(struct mf_layer) == 40, "mf_layer is 40 bytes");
@@ -83,6 +95,7 @@ struct mf_view {
 	const uint64_t *dims;
 	const char *strings;
 	const char *config;         /* not NUL-terminated: config_size bytes */
+	const struct mf_part *parts; /* version 2; NULL: every tensor whole */
 };
 
 /* Checks the manifest at buf (len bytes) against the segment sizes the

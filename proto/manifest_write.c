@@ -45,7 +45,17 @@ static void plan(const struct model *m, size_t cfg_len, struct mf_header *h)
 	off = al8(off + strings);
 	h->config_off = off;
 	h->config_size = cfg_len;
-	h->total_size = off + cfg_len;
+	off += cfg_len;
+	if (m->held) { /* a partial load: version 2, with the parts */
+		h->version = MF_VERSION_PARTIAL;
+		h->parts_off = off = al8(off);
+		off += m->ntensors * sizeof(struct mf_part);
+		h->held_first = m->held->first;
+		h->held_last = m->held->last;
+		h->held_world = m->held->world;
+		h->held_stages = m->held->stages;
+	}
+	h->total_size = off;
 	h->tensor_bytes = m->data_bytes;
 }
 
@@ -84,6 +94,9 @@ static void fill(const struct model *m, const uint64_t *seg_sizes, uint64_t page
 		ss[i] = (struct mf_segment){ seg_sizes[i], page_size };
 	if (h->config_size)
 		memcpy(b + h->config_off, cfg, h->config_size);
+	for (size_t i = 0; h->parts_off && i < m->ntensors; i++)
+		((struct mf_part *)(void *)(b + h->parts_off))[i] =
+			(struct mf_part){ m->tensors[i].part_off, m->tensors[i].part_len };
 }
 
 int manifest_create(const struct model *m, const uint64_t *seg_sizes, uint64_t page_size,

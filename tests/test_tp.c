@@ -188,6 +188,9 @@ static void errors(void **st)
 		{ "llama", "{\"tp_plan\": {\"layers.*.mlp.up_proj\": \"diagonal\"}}", 2, "unknown tensor-parallel strategy 'diagonal'" },
 		{ "llama", "{\"tp_plan\": {\"layers.*.self_attn.k_proj\": \"kv_heads\"}}", 3, "not a multiple of its 2 KV heads" },
 		{ "llama", "{\"tp_plan\": [1]}", 2, "must map patterns" },
+		{ "llama", "{\"stages\": 0}", 2, "\"stages\" is a whole number" },
+		{ "llama", "{\"stages\": 2}", 3, "a world of 3 does not cut into 2 stages" },
+		{ "llama", "{\"stages\": 64}", 64, "do not cut into 64 stages" },
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -196,7 +199,14 @@ static void errors(void **st)
 		struct wsrv_plan *p;
 		struct wsrv_stream *s;
 		assert_int_equal(wsrv_attach(fx.cl, bad[i].model, &m), 0);
-		assert_int_equal(wsrv_plan_parse(bad[i].json, strlen(bad[i].json), &p), 0);
+		/* A malformed plan is refused when parsed; a plan the model or
+		 * world cannot follow, when the stream opens. */
+		if (wsrv_plan_parse(bad[i].json, strlen(bad[i].json), &p) == -EINVAL) {
+			if (!strstr(wsrv_last_error(), bad[i].needle))
+				fail_msg("case %zu: %s", i, wsrv_last_error());
+			wsrv_detach(m);
+			continue;
+		}
 		if (wsrv_stream_open(m, fx.dev, p, &o, &s) != -EINVAL)
 			fail_msg("case %zu (%s, W=%d) was accepted", i, bad[i].json, bad[i].w);
 		if (!strstr(wsrv_last_error(), bad[i].needle))

@@ -219,6 +219,6 @@ int bench_load(int argc, char **argv)
 			return 1;
 	print(&f, repeat, &res, json);
 	files_free(&f);
-	free((void *)lo.model.layer_patterns);
+	load_args_free(&lo);
 	return 0;
 }

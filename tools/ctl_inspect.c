@@ -27,13 +27,17 @@ static void print_table(const struct model *m)
 {
 	char shape[96], layer[16], b[32];
 
-	printf("%-60s %-8s %-20s %-6s %12s  %s\n", "TENSOR", "DTYPE", "SHAPE", "LAYER", "BYTES", "FILE");
+	printf("%-60s %-8s %-20s %-6s %12s %12s  %s\n", "TENSOR", "DTYPE", "SHAPE", "LAYER", "BYTES",
+	       m->held ? "HELD" : "", "FILE");
 	for (size_t i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *t = &m->tensors[i];
+		char held[24] = "";
 		fmt_shape(t->shape, t->rank, shape, sizeof(shape));
 		layer_str(t->layer, layer, sizeof(layer));
-		printf("%-60s %-8s %-20s %-6s %12" PRIu64 "  %s\n", esc(t->name), dtype_name(t->dtype),
-		       shape, layer, t->size, m->files[t->file]->label);
+		if (m->held)
+			snprintf(held, sizeof(held), "%" PRIu64, t->part_len);
+		printf("%-60s %-8s %-20s %-6s %12" PRIu64 " %12s  %s\n", esc(t->name), dtype_name(t->dtype),
+		       shape, layer, t->size, held, m->files[t->file]->label);
 	}
 	printf("\n%-8s %8s %14s %8s %14s\n", "LAYER", "TENSORS", "BYTES", "SEGMENT", "OFFSET");
 	for (size_t i = 0; i < m->nlayers; i++) {
@@ -45,19 +49,30 @@ static void print_table(const struct model *m)
 	printf("\n%zu tensors, %zu layer groups, %s in %zu file%s: valid\n", m->ntensors,
 	       m->nlayers, fmt_bytes(m->data_bytes, b, sizeof(b)), m->nfiles,
 	       m->nfiles == 1 ? "" : "s");
+	if (m->held) {
+		char h[32];
+		printf("ranks %u-%u of %u (%u stage%s) load %s of the model's %s (%.1f%%)\n", m->held->first,
+		       m->held->last, m->held->world, m->held->stages, m->held->stages == 1 ? "" : "s",
+		       fmt_bytes(m->held->bytes, h, sizeof(h)), b,
+		       m->data_bytes ? 100.0 * (double)m->held->bytes / (double)m->data_bytes : 100.0);
+	}
 }
 
 static json_t *tensor_json(const struct model *m, const struct model_tensor *t)
 {
-	json_t *shape = json_array();
+	json_t *shape = json_array(), *o;
 
 	for (uint32_t d = 0; d < t->rank; d++)
 		json_array_append_new(shape, json_integer((json_int_t)t->shape[d]));
-	return json_pack("{s:s, s:s, s:o, s:i, s:I, s:s, s:I, s:i, s:I}", "name", t->name,
+	o = json_pack("{s:s, s:s, s:o, s:i, s:I, s:s, s:I, s:i, s:I}", "name", t->name,
 			 "dtype", dtype_name(t->dtype), "shape", shape, "layer", t->layer,
 			 "bytes", (json_int_t)t->size, "file", m->files[t->file]->label,
 			 "file_offset", (json_int_t)t->file_off, "segment", (int)t->segment,
 			 "offset", (json_int_t)t->offset);
+	if (o && m->held)
+		json_object_set_new(o, "held", json_pack("{s:I, s:I}", "offset", (json_int_t)t->part_off,
+								  "bytes", (json_int_t)t->part_len));
+	return o;
 }
 
 static void print_json(const struct model *m)
@@ -76,6 +91,10 @@ static void print_json(const struct model *m)
 	root = json_pack("{s:s, s:b, s:I, s:I, s:o, s:o}", "path", m->path, "valid", 1,
 			 "files", (json_int_t)m->nfiles, "tensor_bytes", (json_int_t)m->data_bytes,
 			 "tensors", ts, "layers", ls);
+	if (m->held)
+		json_object_set_new(root, "held", json_pack("{s:[i,i], s:i, s:i, s:I}",
+			"ranks", (int)m->held->first, (int)m->held->last, "world", (int)m->held->world,
+			"stages", (int)m->held->stages, "bytes", (json_int_t)m->held->bytes));
 	if (m->config)
 		json_object_set(root, "config", m->config);
 	json_dumpf(root, stdout, JSON_INDENT(2));
@@ -98,12 +117,15 @@ int ctl_inspect(const struct ctl_ctx *c, int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind + 1 != argc) {
-		fprintf(stderr, "usage: wsrvctl inspect PATH [--json] [--layer-pattern PAT]\n");
+	if (optind + 1 != argc || load_args_check(&lo, &e) < 0) {
+		if (optind + 1 == argc)
+			fprintf(stderr, "wsrvctl inspect: %s\n", e.msg);
+		fprintf(stderr, "usage: wsrvctl inspect PATH [--json] [--layer-pattern PAT] [--plan P --ranks A-B --world W]\n");
+		load_args_free(&lo);
 		return 2;
 	}
 	r = model_open("inspect", argv[optind], &lo.model, &m, &e);
-	free((void *)lo.model.layer_patterns);
+	load_args_free(&lo);
 	if (r < 0) {
 		fprintf(stderr, "wsrvctl inspect: invalid: %s\n", e.msg);
 		return 1;

@@ -290,6 +290,14 @@ static int parse(int argc, char **argv, struct args *a)
 		log_err("no model given (--model NAME=PATH)");
 		return -EINVAL;
 	}
+	if (load_args_check(&a->load, &e) < 0) {
+		log_err("%s", e.msg);
+		return -EINVAL;
+	}
+	if (a->load.model.world && (a->peers.fill.npeers || a->peers.listen)) {
+		log_err("a partial load (--ranks) does not fill from or serve peers yet: leave out --ranks or the peer options");
+		return -EINVAL;
+	}
 	if (srv_peers_check(&a->peers, a->load_only) < 0)
 		return -EINVAL;
 	return check_names(a);
@@ -586,6 +594,6 @@ int main(int argc, char **argv)
 	srv_peers_stop(&a.peers);
 	for (int i = 0; i < a.nmodels; i++)
 		free(a.specs[i]);
-	free((void *)a.load.model.layer_patterns);
+	load_args_free(&a.load);
 	return status;
 }

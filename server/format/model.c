@@ -36,6 +36,7 @@ static int collect_tensors(struct model *m, const struct model_opts *o,
 			t->file = (uint32_t)f;
 			t->file_off = sf->data_start + st->begin;
 			t->size = st_tensor_size(st);
+			t->part_len = t->size;
 			m->data_bytes += t->size;
 		}
 	}
@@ -128,6 +129,8 @@ int model_open(const char *name, const char *path, const struct model_opts *o,
 	/* After the layout: it reorders the tensors the index points at. */
 	if (r == 0)
 		r = build_name_index(m, e);
+	if (r == 0)
+		r = model_hold(m, o, e);
 	if (r < 0) {
 		model_free(m);
 		return r;
@@ -147,6 +150,7 @@ void model_free(struct model *m)
 	free(m->layers);
 	free(m->seg_size);
 	free(m->by_name);
+	free(m->held);
 	json_decref(m->config);
 	free(m->name);
 	free(m->path);

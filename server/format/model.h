@@ -9,6 +9,7 @@
 #define WSRV_MODEL_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,6 +24,12 @@ struct model_opts {
 	size_t n_layer_patterns;
 	uint64_t tensor_align;  /* power of two >= 256; 0 means 256 */
 	uint64_t max_segment;   /* split the arena at layer boundaries; 0: one segment */
+	/* A partial load (model_hold): only what ranks [rank_first, rank_last]
+	 * of world see under plan's "tp_plan" and "stages" (plan may be NULL:
+	 * every rank sees everything). world 0: the whole model. */
+	const json_t *plan;
+	uint32_t rank_first, rank_last, world;
+	bool ranks_given;       /* --ranks was on the command line */
 };
 
 struct model_tensor {
@@ -36,7 +43,15 @@ struct model_tensor {
 	uint64_t size;
 	uint32_t segment;       /* arena position, from the layout */
 	uint64_t offset;
-	uint64_t xxh3;          /* xxh3-64 of the bytes, set by the loader */
+	uint64_t xxh3;          /* xxh3-64 of the held bytes, set by the loader */
+	uint64_t part_off;      /* the bytes held (model_hold): all of them, */
+	uint64_t part_len;      /* unless only some ranks are loaded */
+};
+
+/* A partial load: which ranks of which world the held parts serve. */
+struct model_held {
+	uint32_t first, last, world, stages;
+	uint64_t bytes;         /* sum of the held parts */
 };
 
 /* A layer, or the global group: one contiguous extent of the arena. */
@@ -63,6 +78,7 @@ struct model {
 	uint64_t data_bytes;            /* sum of all tensor sizes */
 	uint64_t tensor_align;
 	uint32_t *by_name;              /* tensor indices sorted by name */
+	struct model_held *held;        /* owned; NULL: every tensor whole */
 };
 
 /* Opens a .safetensors file or a Hugging Face model directory at path, checks
@@ -71,6 +87,11 @@ struct model {
 int model_open(const char *name, const char *path, const struct model_opts *o,
 	       struct model **out, struct errinfo *e);
 void model_free(struct model *m);
+
+/* Sets each tensor's held part and m->held for the ranks o names (after
+ * the layout; model_open calls it). -EINVAL, with a sentence, for ranks
+ * outside the world, a malformed plan, or shapes the plan cannot split. */
+int model_hold(struct model *m, const struct model_opts *o, struct errinfo *e);
 
 /* Binary search by name over a name-sorted index built by model_open;
  * NULL when absent. */

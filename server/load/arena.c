@@ -143,21 +143,33 @@ static int populate_range(struct arena *a, struct arena_seg *s, size_t off,
 	return 0;
 }
 
-int arena_populate(struct arena *a, struct errinfo *e)
+int arena_populate_range(struct arena *a, uint32_t seg, uint64_t off, uint64_t len, struct errinfo *e)
 {
+	struct arena_seg *s = &a->seg[seg];
+	uint64_t end = off + len > s->size ? s->size : off + len;
+
 	if (a->fill_by_write)
 		return 0;
+	off -= off % a->page_size;
+	for (; off < end; off += ARENA_POPULATE_CHUNK) {
+		size_t n = end - off < ARENA_POPULATE_CHUNK ? end - off : ARENA_POPULATE_CHUNK;
+		int r;
+		if (n % a->page_size && off + n < s->size)
+			n += a->page_size - n % a->page_size;
+		if ((r = populate_range(a, s, off, n, e)) < 0)
+			return r;
+		if (__atomic_load_n(&a->stop_populate, __ATOMIC_RELAXED))
+			return -ECANCELED;
+	}
+	return 0;
+}
+
+int arena_populate(struct arena *a, struct errinfo *e)
+{
 	for (uint32_t i = 0; i < a->nseg; i++) {
-		struct arena_seg *s = &a->seg[i];
-		for (size_t off = 0; off < s->size; off += ARENA_POPULATE_CHUNK) {
-			size_t len = s->size - off < ARENA_POPULATE_CHUNK ? s->size - off
-									  : ARENA_POPULATE_CHUNK;
-			int r = populate_range(a, s, off, len, e);
-			if (r < 0)
-				return r;
-			if (__atomic_load_n(&a->stop_populate, __ATOMIC_RELAXED))
-				return -ECANCELED;
-		}
+		int r = arena_populate_range(a, i, 0, a->seg[i].size, e);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }

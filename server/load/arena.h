@@ -88,6 +88,8 @@ int arena_lock_pages(struct arena *a, struct errinfo *e);
  * naming RLIMIT_MEMLOCK when pages cannot be locked. Filling by write: does
  * nothing (pages are allocated as they are written). */
 int arena_populate(struct arena *a, struct errinfo *e);
+/* The same for [off, off + len) of segment seg only (widened to pages). */
+int arena_populate_range(struct arena *a, uint32_t seg, uint64_t off, uint64_t len, struct errinfo *e);
 
 /* Copies len bytes from src to (seg, off); only before arena_seal. Fails
  * with a sentence (out of memory, a memory cgroup's limit) and -errno. */

@@ -6,12 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "layer_name.h"
 #include "units.h"
 
 enum {
 	O_NUMA = LOAD_OPT_BASE, O_NUMA_NODE, O_HUGEPAGES, O_NO_LOCK, O_QD,
 	O_BLOCK, O_SHARDS, O_BUFFERED, O_ALIGN, O_MAX_SEGMENT, O_LAYER_PATTERN, O_LOCK, O_READ,
+	O_PLAN, O_RANKS, O_WORLD,
 };
 
 const struct option load_long_options[] = {
@@ -28,6 +31,9 @@ const struct option load_long_options[] = {
 	{ "align", required_argument, NULL, O_ALIGN },
 	{ "max-segment", required_argument, NULL, O_MAX_SEGMENT },
 	{ "layer-pattern", required_argument, NULL, O_LAYER_PATTERN },
+	{ "plan", required_argument, NULL, O_PLAN },
+	{ "ranks", required_argument, NULL, O_RANKS },
+	{ "world", required_argument, NULL, O_WORLD },
 	{ 0 },
 };
 /* Callers copy exactly this many in front of their own options: a count
@@ -50,7 +56,9 @@ const char load_options_help[] =
 	"  --buffered                the same as --read buffered\n"
 	"  --align SIZE              tensor alignment in the arena (default 256)\n"
 	"  --max-segment SIZE        split the arena into memfds of at most SIZE\n"
-	"  --layer-pattern PAT       extra layer name pattern, e.g. 'enc.block.{N}.'\n";
+	"  --layer-pattern PAT       extra layer name pattern, e.g. 'enc.block.{N}.'\n"
+	"  --ranks A-B --world W     load only what ranks A..B of W see (a partial load)\n"
+	"  --plan FILE               under this plan's \"tp_plan\" and \"stages\"\n";
 
 static int add_pattern(struct model_opts *mo, const char *arg, struct errinfo *e)
 {
@@ -96,6 +104,59 @@ static int enum_opt(const char *opt, const char *arg, const char *const *names,
 			return 0;
 		}
 	return err_set(e, -EINVAL, "--%s '%s': unknown value", opt, arg);
+}
+
+/* --plan FILE: parsed now, so a bad plan stops the start before any load. */
+static int plan_opt(const char *arg, struct model_opts *mo, struct errinfo *e)
+{
+	json_error_t je;
+	json_t *j = json_load_file(arg, JSON_REJECT_DUPLICATES, &je);
+
+	if (!j)
+		return err_set(e, -EINVAL, "--plan %s: %s (line %d)", arg, je.text, je.line);
+	json_decref((json_t *)mo->plan);
+	mo->plan = j;
+	return 0;
+}
+
+/* --ranks A-B, or one rank A. */
+static int ranks_opt(const char *arg, struct model_opts *mo, struct errinfo *e)
+{
+	unsigned long a, b;
+	char *end;
+
+	errno = 0;
+	a = strtoul(arg, &end, 10);
+	b = a;
+	if (!errno && end != arg && *end == '-')
+		b = strtoul(end + 1, &end, 10);
+	if (errno || end == arg || *end || a > b || b >= 1u << 20)
+		return err_set(e, -EINVAL, "--ranks '%s': not A-B (or one rank A), A <= B", arg);
+	mo->rank_first = (uint32_t)a;
+	mo->rank_last = (uint32_t)b;
+	return 0;
+}
+
+void load_args_free(struct load_opts *o)
+{
+	free((void *)o->model.layer_patterns);
+	json_decref((json_t *)o->model.plan);
+	o->model.layer_patterns = NULL;
+	o->model.plan = NULL;
+}
+
+int load_args_check(const struct load_opts *o, struct errinfo *e)
+{
+	const struct model_opts *mo = &o->model;
+
+	if ((mo->world == 0) != !mo->ranks_given)
+		return err_set(e, -EINVAL, "--ranks and --world go together");
+	if (mo->plan && mo->world == 0)
+		return err_set(e, -EINVAL, "--plan needs --ranks and --world");
+	if (mo->world && mo->rank_last >= mo->world)
+		return err_set(e, -EINVAL, "--ranks %u-%u: not ranks of a world of %u", mo->rank_first,
+			       mo->rank_last, mo->world);
+	return 0;
 }
 
 int load_args_handle(int opt, const char *arg, struct load_opts *o,
@@ -149,6 +210,17 @@ int load_args_handle(int opt, const char *arg, struct load_opts *o,
 	case O_ALIGN: r = size_opt("align", arg, &o->model.tensor_align, e); break;
 	case O_MAX_SEGMENT: r = size_opt("max-segment", arg, &o->model.max_segment, e); break;
 	case O_LAYER_PATTERN: r = add_pattern(&o->model, arg, e); break;
+	case O_PLAN: r = plan_opt(arg, &o->model, e); break;
+	case O_RANKS:
+		r = ranks_opt(arg, &o->model, e);
+		o->model.ranks_given = true;
+		break;
+	case O_WORLD:
+		r = number("world", arg, 1u << 20, &v, e);
+		if (r == 0 && v == 0)
+			r = err_set(e, -EINVAL, "--world: at least 1");
+		o->model.world = (uint32_t)v;
+		break;
 	default: return 0;
 	}
 	return r < 0 ? r : 1;

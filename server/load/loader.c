@@ -123,12 +123,13 @@ static int plan_pieces(struct loader *L, struct model *m, const uint8_t *want,
 		struct shard *sh = &L->shards[t->file];
 		if (want && !want[i])
 			continue;
-		if (t->size == 0) {
+		if (t->part_len == 0) { /* empty, or not held (a partial load) */
 			t->xxh3 = XXH3_64bits(none, 0);
 			continue;
 		}
+		/* The held part only: all of it unless only some ranks are loaded. */
 		sh->pieces[sh->npieces++] = (struct piece){
-			t->file_off, t->size, t->segment, t->offset, t };
+			t->file_off + t->part_off, t->part_len, t->segment, t->offset + t->part_off, t };
 	}
 	for (size_t f = 0; f < L->nshards; f++) {
 		struct shard *sh = &L->shards[f];

@@ -19,15 +19,43 @@
 
 struct populate_job {
 	struct arena *a;
+	const struct model *m;
 	struct errinfo e;
 	int r;
 };
+
+/* A partial load allocates only the held parts (runs of them, merged);
+ * the rest of the arena stays holes in the memfds. */
+static int populate_held(const struct model *m, struct arena *a, struct errinfo *e)
+{
+	uint64_t off = 0, end = 0;
+	uint32_t seg = 0;
+	int r = 0;
+
+	for (size_t i = 0; r == 0 && i <= m->ntensors; i++) {
+		const struct model_tensor *t = i < m->ntensors ? &m->tensors[i] : NULL;
+		if (t && t->part_len == 0)
+			continue;
+		if (t && end > off && t->segment == seg && t->offset + t->part_off <= end + a->page_size) {
+			end = t->offset + t->part_off + t->part_len;
+			continue;
+		}
+		if (end > off)
+			r = arena_populate_range(a, seg, off, end - off, e);
+		if (t) {
+			seg = t->segment;
+			off = t->offset + t->part_off;
+			end = off + t->part_len;
+		}
+	}
+	return r;
+}
 
 static void *populate_main(void *arg)
 {
 	struct populate_job *j = arg;
 
-	j->r = arena_populate(j->a, &j->e);
+	j->r = j->m->held ? populate_held(j->m, j->a, &j->e) : arena_populate(j->a, &j->e);
 	return NULL;
 }
 
@@ -37,7 +65,7 @@ static void *populate_main(void *arg)
 static int fill_arena(struct loaded_model *lm, const struct load_opts *o,
 		      struct errinfo *e)
 {
-	struct populate_job job = { .a = lm->arena };
+	struct populate_job job = { .a = lm->arena, .m = lm->model };
 	pthread_t th;
 	bool threaded = false;
 	int r;
