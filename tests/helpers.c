@@ -277,6 +277,17 @@ int server_restart_with(struct test_server *ts, const char *name, const char *mo
 	return respawn(ts, name, model, arg, NULL);
 }
 
+int server_restart_args(struct test_server *ts, const char *name, const char *model, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, model);
+	r = spawn(ts, name, model, ap);
+	va_end(ap);
+	return r;
+}
+
 int server_stop(struct test_server *ts, int sig)
 {
 	int st = 0;

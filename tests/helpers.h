@@ -86,6 +86,8 @@ int server_wait_ready(struct test_server *ts, int timeout_s);
 int server_restart(struct test_server *ts, const char *name, const char *model);
 /* The same with one more argument (NULL: none). */
 int server_restart_with(struct test_server *ts, const char *name, const char *model, const char *arg);
+/* The same with any arguments (NULL-terminated). */
+int server_restart_args(struct test_server *ts, const char *name, const char *model, ...);
 /* Sends sig and reaps it; returns its exit status (128+sig if killed). */
 int server_stop(struct test_server *ts, int sig);
 /* Open fds of a process, from /proc. */

@@ -258,7 +258,8 @@ int publish_finish_work(void *arg, struct loaded_model **out, struct errinfo *e)
 		p->seg[i] = -1; /* the arena's now */
 	for (size_t i = 0; i < p->m->ntensors; i++) {
 		struct model_tensor *t = &p->m->tensors[i];
-		t->xxh3 = XXH3_64bits(lm->arena->seg[t->segment].ro + t->offset, t->size);
+		/* Of the held part, as loaded ones (a partial model: its parts). */
+		t->xxh3 = XXH3_64bits(lm->arena->seg[t->segment].ro + t->offset + t->part_off, t->part_len);
 	}
 	lm->model = p->m;
 	p->m = NULL;

@@ -54,8 +54,11 @@ static int map_manifest(const struct adopt_fds *f, const uint64_t *seg_sizes, st
 static bool same_tensor(const struct mf_view *v, uint32_t i, const struct model_tensor *t)
 {
 	const struct mf_tensor *x = &v->tensors[i];
+	struct mf_part held = v->parts ? v->parts[i] : (struct mf_part){ 0, x->size };
 
-	return x->dtype == (uint32_t)t->dtype && x->rank == t->rank && x->layer == t->layer &&
+	/* A partial load adopts only the same parts: other --ranks read again. */
+	return held.offset == t->part_off && held.length == t->part_len &&
+	       x->dtype == (uint32_t)t->dtype && x->rank == t->rank && x->layer == t->layer &&
 	       x->segment == t->segment && x->offset == t->offset && x->size == t->size &&
 	       x->name_len == strlen(t->name) && memcmp(v->strings + x->name_off, t->name, x->name_len) == 0 &&
 	       memcmp(v->dims + x->dims_index, t->shape, t->rank * sizeof(uint64_t)) == 0;
@@ -64,6 +67,9 @@ static bool same_tensor(const struct mf_view *v, uint32_t i, const struct model_
 /* The manifest must be this model's layout; its checksums become m's. */
 static int match(struct model *m, const struct mf_view *v, struct errinfo *e)
 {
+	if (!v->parts != !m->held)
+		return err_set(e, -ESTALE, "the adopted arena holds %s, this load %s", v->parts ? "some ranks" : "every rank",
+			       m->held ? "some ranks" : "every rank");
 	if (v->h->ntensors != m->ntensors || v->h->nsegments != m->nsegments)
 		return err_set(e, -ESTALE, "the files now hold %zu tensors in %u segments, the adopted arena %u in %u",
 			       m->ntensors, m->nsegments, v->h->ntensors, v->h->nsegments);
@@ -82,8 +88,8 @@ static int verify(const struct loaded_model *lm, struct errinfo *e)
 
 	for (size_t i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *t = &m->tensors[i];
-		const uint8_t *p = lm->arena->seg[t->segment].ro + t->offset;
-		if (XXH3_64bits(p, t->size) != t->xxh3)
+		const uint8_t *p = lm->arena->seg[t->segment].ro + t->offset + t->part_off;
+		if (XXH3_64bits(p, t->part_len) != t->xxh3)
 			return err_set(e, -EBADMSG, "tensor %s: its adopted bytes do not match its checksum",
 				       t->name);
 	}
