@@ -24,6 +24,9 @@ ConnectOpts = _struct("ConnectOpts", [("timeout_ms", i32), ("client_name", cstr)
 TensorInfo = _struct("TensorInfo", [
     ("name", cstr), ("dtype", ctypes.c_int), ("rank", u32), ("shape", u64p), ("layer", i32),
     ("segment", u32), ("offset", u64), ("size", u64), ("xxh3", u64), ("data", vptr),
+    ("held_offset", u64), ("held_size", u64), ("reserved", u64 * 2)])
+HeldInfo = _struct("HeldInfo", [
+    ("first", u32), ("last", u32), ("world", u32), ("stages", u32), ("bytes", u64),
     ("reserved", u64 * 4)])
 LayerInfo = _struct("LayerInfo", [
     ("index", i32), ("segment", u32), ("offset", u64), ("length", u64), ("bytes", u64),
@@ -93,6 +96,7 @@ _PROTOS = {
     "wsrv_model_layer_at": (ctypes.c_int, [vptr, ctypes.c_size_t, P(LayerInfo)]),
     "wsrv_model_config": (vptr, [vptr, P(ctypes.c_size_t)]),
     "wsrv_model_fp8_block": (ctypes.c_int, [vptr, u64 * 2]),
+    "wsrv_model_held": (ctypes.c_int, [vptr, ctypes.POINTER(HeldInfo)]),
     "wsrv_device_host": (ctypes.c_int, [P(HostOpts), P(vptr)]),
     "wsrv_device_cuda": (ctypes.c_int, [P(CudaOpts), P(vptr)]),
     "wsrv_device_destroy": (None, [vptr]),

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import _dtypes
-from ._lib import (LayerInfo, Layout, StreamOpts, TensorInfo, View, check, lib, new, text)
+from ._lib import (HeldInfo, LayerInfo, Layout, StreamOpts, TensorInfo, View, check, lib, new,
+                   text)
 from .errors import WsrvError
 from .plan import Plan
 
@@ -61,9 +62,12 @@ def array_of(mv, code, shape, nbytes, for_torch):
 
 class Tensor:
     """One tensor of an attached model: name, dtype (the safetensors name),
-    shape, layer (-1: the global group), nbytes, xxh3; views of its bytes."""
+    shape, layer (-1: the global group), nbytes, xxh3 (of the held bytes),
+    held: (offset, size) of the bytes the server loaded, (0, nbytes) unless
+    it loaded only some ranks (Model.held()); views of its bytes."""
 
-    __slots__ = ("name", "dtype", "shape", "layer", "nbytes", "xxh3", "_code", "_addr", "_owner")
+    __slots__ = ("name", "dtype", "shape", "layer", "nbytes", "xxh3", "held", "_code", "_addr",
+                 "_owner")
 
     def __init__(self, info, owner):
         self.name = text(info.name)
@@ -73,6 +77,7 @@ class Tensor:
         self.layer = info.layer
         self.nbytes = info.size
         self.xxh3 = info.xxh3
+        self.held = (info.held_offset, info.held_size)
         self._addr = info.data or 0
         self._owner = owner
 
@@ -195,6 +200,18 @@ class Model(Mapping):
         takes announcements in); a worker switches between passes by
         closing this Model and attaching again."""
         return self._generations()[1]
+
+    def held(self):
+        """None when the server holds the whole model; for a partial load
+        (wsrvd --ranks A-B --world W) a dict: first, last, world, stages,
+        bytes. A rank it does not hold cannot open a stream (WsrvError,
+        naming the ranks held)."""
+        h = new(HeldInfo)
+        check(lib.wsrv_model_held(self._ptr(), ctypes.byref(h)))
+        if h.world == 0:
+            return None
+        return {"first": h.first, "last": h.last, "world": h.world, "stages": h.stages,
+                "bytes": h.bytes}
 
     def fp8_block(self):
         """The FP8 scale block [rows, cols] the config states ([128, 128])."""
