@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,6 +299,71 @@ static void view_in_bounds(const struct mf_view *v, uint64_t msize, uint64_t seg
 	}
 	if (h->config_size && (h->config_off > msize || h->config_size > msize - h->config_off))
 		fail_msg("byte %zu bit %d: accepted a config out of bounds", byte, bit);
+	for (uint32_t i = 0; v->parts && i < h->ntensors; i++)
+		if (v->parts[i].offset > v->tensors[i].size ||
+		    v->parts[i].length > v->tensors[i].size - v->parts[i].offset)
+			fail_msg("byte %zu bit %d: accepted a held part outside tensor %u", byte, bit, i);
+	if (v->parts && (h->held_first > h->held_last || h->held_last >= h->held_world))
+		fail_msg("byte %zu bit %d: accepted ranks held outside the world", byte, bit);
+}
+
+/* Flips every bit of [from, to) of the manifest m in turn: each is caught
+ * (-EBADMSG) or leaves a view in bounds. Returns how many were caught. */
+static size_t flip_range(uint8_t *m, size_t len, uint64_t seg, size_t from, size_t to)
+{
+	struct mf_view v;
+	char err[256];
+	size_t caught = 0;
+
+	for (size_t i = from; i < to && i < len; i++) {
+		uint8_t save = m[i];
+		for (int bit = 0; bit < 8; bit++) {
+			m[i] = save ^ (uint8_t)(1u << bit);
+			int r = manifest_check(m, len, &seg, 1, &v, err, sizeof(err));
+			if (r == 0)
+				view_in_bounds(&v, len, seg, i, bit);
+			else if (r != -EBADMSG)
+				fail_msg("byte %zu bit %d: manifest_check returned %d", i, bit, r);
+			caught += r < 0;
+		}
+		m[i] = save;
+	}
+	return caught;
+}
+
+/* A partial load's manifest (version 2: parts, ranks held): its header,
+ * its parts table and every part's bounds are checked as closely. */
+static void partial_manifest_corruptions(void **s)
+{
+	struct load_opts lo = { 0 };
+	struct loaded_model *pm;
+	struct errinfo e;
+	struct mf_view v;
+	char err[256];
+	json_t *plan = json_pack("{s:i}", "stages", 2);
+	const struct mf_header *h;
+	uint8_t *orig;
+	uint64_t seg;
+
+	lo.arena.lock = LOCK_OFF;
+	lo.arena.hugepages = HUGEPAGES_OFF;
+	lo.model.plan = plan;
+	lo.model.rank_last = 1;
+	lo.model.world = 4;
+	assert_int_equal(model_load("p", tmp, &lo, &pm, &e), 0);
+	json_decref(plan);
+	orig = malloc(pm->manifest_size);
+	seg = pm->arena->seg[0].size;
+	assert_int_equal(pread(pm->manifest_fd, orig, pm->manifest_size, 0), (ssize_t)pm->manifest_size);
+	assert_int_equal(manifest_check(orig, pm->manifest_size, &seg, 1, &v, err, sizeof(err)), 0);
+	h = (const struct mf_header *)orig;
+	assert_int_equal(h->version, MF_VERSION_PARTIAL);
+	assert_non_null(v.parts);
+	assert_true(pm->model->held->bytes < pm->model->data_bytes); /* stage 0 of 2 */
+	assert_true(flip_range(orig, pm->manifest_size, seg, 0, sizeof(*h)) > 0);
+	assert_true(flip_range(orig, pm->manifest_size, seg, h->parts_off, pm->manifest_size) > 0);
+	free(orig);
+	loaded_model_free(pm);
 }
 
 /* Every single-bit corruption of the manifest's header and first records
@@ -373,6 +439,7 @@ int main(void)
 		cmocka_unit_test(goodbye_to_hello_connects_again),
 		cmocka_unit_test(lies_are_errors),
 		cmocka_unit_test(manifest_corruptions),
+		cmocka_unit_test(partial_manifest_corruptions),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
