@@ -349,17 +349,6 @@ static void options_refused(void **st)
 		if (run_prog(argv, NULL, out, out, 0, 20) != 2)
 			fail_msg("case %zu was not refused with exit 2", i);
 	}
-	/* Peers exchange whole tensors: not with a partial load (yet). */
-	const char *argv[] = { wsrvd, "--load-only", "--model", spec, "--ranks", "0", "--world", "2",
-			       "--peer-listen", "127.0.0.1:1", NULL };
-	size_t len;
-	uint8_t *log;
-	assert_int_equal(run_prog(argv, NULL, out, out, 0, 20), 2);
-	log = read_file(out, &len);
-	assert_non_null(log);
-	if (!strstr((char *)log, "does not fill from or serve peers"))
-		fail_msg("%s", log);
-	free(log);
 }
 
 /* A plan the model cannot follow fails the load with the reason. */

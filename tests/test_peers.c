@@ -37,6 +37,7 @@ static struct {
 	char dir[256];              /* the model */
 	char other[256];            /* another model, laid out differently */
 	char token[300], badtoken[300];
+	char stages[300];           /* a plan of two pipeline stages */
 	int fds;
 } T;
 
@@ -68,7 +69,8 @@ static int group_setup(void **state)
 	if (make_model(T.dir, "llama-mini", 24u << 20, 6, 2, 7) < 0 ||
 	    make_model(T.other, "llama-mini", 16u << 20, 4, 1, 8) < 0 ||
 	    write_token(T.token, d, "token", "the-fleet-token-0123456789\n") < 0 ||
-	    write_token(T.badtoken, d, "bad", "another-token-9876543210\n") < 0)
+	    write_token(T.badtoken, d, "bad", "another-token-9876543210\n") < 0 ||
+	    write_token(T.stages, d, "stages.json", "{\"stages\": 2}") < 0)
 		return -1;
 	free(d);
 	netlab_up(&T.nl, NHOSTS, "wsrvt");
@@ -106,7 +108,8 @@ static void host(struct test_server *ts, int i, const char *const *env, bool wai
 	assert_int_equal(server_start(ts, "m", T.dir, "--peer-allow", T.nl.net, "--peer-token", T.token,
 				      n > 0 ? argv[0] : NULL, n > 1 ? argv[1] : NULL, n > 2 ? argv[2] : NULL,
 				      n > 3 ? argv[3] : NULL, n > 4 ? argv[4] : NULL, n > 5 ? argv[5] : NULL,
-				      NULL), 0);
+				      n > 6 ? argv[6] : NULL, n > 7 ? argv[7] : NULL, n > 8 ? argv[8] : NULL,
+				      n > 9 ? argv[9] : NULL, NULL), 0);
 	if (wait && server_wait_ready(ts, 60) < 0) {
 		char cmd[400];
 		snprintf(cmd, sizeof(cmd), "cat %s >&2", ts->log);
@@ -115,7 +118,8 @@ static void host(struct test_server *ts, int i, const char *const *env, bool wai
 	}
 }
 
-/* Every tensor host ts serves equals the files' bytes, and its xxh3. */
+/* Every tensor host ts serves equals the files' bytes, and its xxh3 (of
+ * the held part, for a partial load: only that part is compared). */
 static void check_bytes(struct test_server *ts)
 {
 	struct wsrv_client *c;
@@ -137,9 +141,10 @@ static void check_bytes(struct test_server *ts)
 		close(fd);
 		assert_int_equal(wsrv_model_find(wm, t->name, &wt), 0);
 		assert_int_equal(wt.size, t->size);
-		if (memcmp(wt.data, buf, t->size) != 0)
+		assert_true(wt.held_offset + wt.held_size <= t->size);
+		if (memcmp((const uint8_t *)wt.data + wt.held_offset, buf + wt.held_offset, wt.held_size) != 0)
 			fail_msg("tensor %s differs from its file", t->name);
-		assert_true(wt.xxh3 == XXH3_64bits(buf, t->size));
+		assert_true(wt.xxh3 == XXH3_64bits(buf + wt.held_offset, wt.held_size));
 		free(buf);
 	}
 	wsrv_detach(wm);
@@ -271,6 +276,41 @@ static void test_model_comes_late(void **state)
 	assert_int_equal(server_stop(&a, SIGTERM), 0);
 	rm_rf(a.dir);
 	rm_rf(b.dir);
+}
+
+/* Hosts that load the same ranks fill from each other (their parts only);
+ * a host that loads the whole model does not take a partial host's parts. */
+static void test_partial_hosts(void **state)
+{
+	struct test_server a, b, c;
+	struct sources s;
+	uint64_t held;
+
+	(void)state;
+	fresh_ports();
+	host(&a, 0, NULL, true, "--peer-listen", T.addr[0], "--plan", T.stages, "--ranks", "0", "--world", "2",
+	     NULL);
+	host(&b, 1, NULL, true, "--fill-from", T.addr[0], "--plan", T.stages, "--ranks", "0", "--world", "2",
+	     NULL);
+	check_bytes(&b);
+	sources_of(&b, &s);
+	held = s.peers;
+	assert_int_equal(s.disk, 0);
+	assert_true(held > 0 && held < model_bytes()); /* stage 0 of 2: its parts only */
+	assert_int_equal(s.checksum_failures + s.failures, 0);
+	sources_of(&a, &s);
+	assert_int_equal(s.disk, held);
+	host(&c, 2, NULL, true, "--fill-from", T.addr[0], NULL);
+	check_bytes(&c);
+	sources_of(&c, &s);
+	assert_int_equal(s.peers, 0);
+	assert_int_equal(s.disk, model_bytes());
+	assert_int_equal(s.failures, 1); /* laid out differently */
+	struct test_server *all[] = { &a, &b, &c };
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(server_stop(all[i], SIGTERM), 0);
+		rm_rf(all[i]->dir);
+	}
 }
 
 /* A peer killed while it sends: the fill completes from the other. */
@@ -483,6 +523,7 @@ int main(void)
 		cmocka_unit_test(test_fill_from_one),
 		cmocka_unit_test(test_fleet_of_three),
 		cmocka_unit_test(test_model_comes_late),
+		cmocka_unit_test(test_partial_hosts),
 		cmocka_unit_test(test_peer_killed_mid_fill),
 		cmocka_unit_test(test_corrupt_peer),
 		cmocka_unit_test(test_refused),

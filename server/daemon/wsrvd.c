@@ -294,10 +294,6 @@ static int parse(int argc, char **argv, struct args *a)
 		log_err("%s", e.msg);
 		return -EINVAL;
 	}
-	if (a->load.model.world && (a->peers.fill.npeers || a->peers.listen)) {
-		log_err("a partial load (--ranks) does not fill from or serve peers yet: leave out --ranks or the peer options");
-		return -EINVAL;
-	}
 	if (srv_peers_check(&a->peers, a->load_only) < 0)
 		return -EINVAL;
 	return check_names(a);

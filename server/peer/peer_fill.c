@@ -42,11 +42,14 @@ struct fill {
 	uint64_t window;
 };
 
-/* Fleet host `owner` of tensor i: cut by bytes of the layout into N
- * contiguous stretches. */
+/* Fleet host `owner` of tensor i: cut by held bytes of the layout into N
+ * contiguous stretches. (A tensor's bytes here are its held part: all of
+ * it unless only some ranks are loaded, and then every host of the fleet
+ * holds the same parts, or the layout hashes differ.) */
 static int owner_of(const struct model *m, uint64_t before, size_t n)
 {
-	uint64_t total = m->data_bytes ? m->data_bytes : 1;
+	uint64_t held = m->held ? m->held->bytes : m->data_bytes;
+	uint64_t total = held ? held : 1;
 	unsigned __int128 k = (unsigned __int128)before * n / total;
 
 	return k >= n ? (int)n - 1 : (int)k;
@@ -84,8 +87,8 @@ static void assign(struct fill *F)
 		bool own = F->np == 0 ||
 			   (F->cfg->fleet_index >= 0 &&
 			    owner_of(m, before, F->cfg->npeers) == F->cfg->fleet_index);
-		before += m->tensors[i].size;
-		if (m->tensors[i].size == 0) {
+		before += m->tensors[i].part_len;
+		if (m->tensors[i].part_len == 0) {
 			F->m->tensors[i].xxh3 = XXH3_64bits("", 0);
 			peer_table_set_ready(F->tab, (uint32_t)i, F->m->tensors[i].xxh3);
 			F->st[i] = T_DONE;
@@ -131,7 +134,7 @@ static void start_fetch(struct fill *F, uint32_t i, int p)
 	F->from[i] = p;
 	F->next_off[i] = 0;
 	F->bad[i] = 0;
-	F->peers[p].assigned += F->m->tensors[i].size;
+	F->peers[p].assigned += F->m->tensors[i].part_len;
 	F->active[F->nactive++] = i;
 }
 
@@ -185,14 +188,14 @@ static void maybe_finish(struct fill *F, uint32_t i)
 	struct fpeer *fp = &F->peers[F->from[i]];
 	uint64_t h;
 
-	if (F->st[i] != T_FETCH || F->busy[i] || F->next_off[i] < t->size)
+	if (F->st[i] != T_FETCH || F->busy[i] || F->next_off[i] < t->part_len)
 		return;
-	fp->assigned -= t->size;
+	fp->assigned -= t->part_len;
 	F->io.changed = true;
 	F->st[i] = T_NEED;
 	if (F->bad[i])
 		return;
-	h = XXH3_64bits(F->map[t->segment] + t->offset, t->size);
+	h = XXH3_64bits(F->map[t->segment] + t->offset + t->part_off, t->part_len);
 	if (h != fp->tab[i].xxh3) {
 		fp->src->checksum_failures++;
 		F->excl[i] |= 1ull << F->from[i];
@@ -202,7 +205,7 @@ static void maybe_finish(struct fill *F, uint32_t i)
 	}
 	F->m->tensors[i].xxh3 = h;
 	peer_table_set_ready(F->tab, i, h);
-	fp->src->bytes += t->size;
+	fp->src->bytes += t->part_len;
 	F->st[i] = T_DONE;
 	F->left--;
 }
@@ -240,17 +243,17 @@ static void pump(struct fill *F)
 		int p = F->from[i];
 
 		if (F->peers[p].st != FP_READY || F->bad[i])
-			F->next_off[i] = t->size; /* finished when its pieces land */
-		while (F->next_off[i] < t->size) {
-			uint64_t left = t->size - F->next_off[i];
+			F->next_off[i] = t->part_len; /* finished when its pieces land */
+		while (F->next_off[i] < t->part_len) {
+			uint64_t left = t->part_len - F->next_off[i];
 			uint32_t len = left < F->chunk ? (uint32_t)left : F->chunk;
 			if (fio_get(&F->io, p, i, F->next_off[i], len,
-				    F->map[t->segment] + t->offset + F->next_off[i]) < 0)
+				    F->map[t->segment] + t->offset + t->part_off + F->next_off[i]) < 0)
 				break;
 			F->busy[i]++;
 			F->next_off[i] += len;
 		}
-		if (F->next_off[i] < t->size) {
+		if (F->next_off[i] < t->part_len) {
 			k++;
 			continue;
 		}

@@ -20,7 +20,7 @@ uint64_t peer_layout_hash(const struct model *m)
 	XXH3_64bits_update(s, &m->ntensors, sizeof(m->ntensors));
 	for (size_t i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *t = &m->tensors[i];
-		uint64_t rec[5] = { t->dtype, t->rank, t->segment, t->offset, t->size };
+		uint64_t rec[7] = { t->dtype, t->rank, t->segment, t->offset, t->size, t->part_off, t->part_len };
 		XXH3_64bits_update(s, t->name, strlen(t->name) + 1);
 		XXH3_64bits_update(s, rec, sizeof(rec));
 		XXH3_64bits_update(s, t->shape, t->rank * sizeof(uint64_t));
@@ -68,8 +68,9 @@ int peer_table_create(const struct model *m, const struct arena *a, struct peer_
 		return err_set(e, -ENOMEM, "out of memory");
 	}
 	for (size_t i = 0; i < m->ntensors; i++)
-		t->t[i] = (struct peer_tensor){ m->tensors[i].segment, m->tensors[i].offset,
-						m->tensors[i].size };
+		t->t[i] = (struct peer_tensor){ m->tensors[i].segment,
+						m->tensors[i].offset + m->tensors[i].part_off,
+						m->tensors[i].part_len };
 	if ((r = map_segments(t, a, e)) < 0) {
 		peer_table_free(t);
 		return r;

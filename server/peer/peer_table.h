@@ -14,6 +14,8 @@
 #include "model.h"
 #include "peer_proto.h"
 
+/* What a peer may ask for of one tensor: its held part (all of it unless
+ * only some ranks are loaded); Get offsets count from the part's start. */
 struct peer_tensor {
 	uint32_t seg;
 	uint64_t off, size;
@@ -32,7 +34,7 @@ struct peer_table {
 };
 
 /* An xxh3 over everything that places bytes: each tensor's name, dtype,
- * shape, segment, offset and size, and the segments' sizes. Two hosts with
+ * shape, segment, offset, size and held part, and the segments' sizes. Two hosts with
  * equal hashes put every byte of the model at the same place. */
 uint64_t peer_layout_hash(const struct model *m);
 
