@@ -256,25 +256,14 @@ int server_start(struct test_server *ts, const char *name, const char *model, ..
 	return r;
 }
 
-static int respawn(struct test_server *ts, const char *name, const char *model, ...)
-{
-	va_list ap;
-	int r;
-
-	va_start(ap, model);
-	r = spawn(ts, name, model, ap);
-	va_end(ap);
-	return r;
-}
-
 int server_restart(struct test_server *ts, const char *name, const char *model)
 {
-	return respawn(ts, name, model, NULL);
+	return server_restart_args(ts, name, model, NULL);
 }
 
 int server_restart_with(struct test_server *ts, const char *name, const char *model, const char *arg)
 {
-	return respawn(ts, name, model, arg, NULL);
+	return server_restart_args(ts, name, model, arg, NULL);
 }
 
 int server_restart_args(struct test_server *ts, const char *name, const char *model, ...)
@@ -457,4 +446,15 @@ int server_counters(struct wsrv_client *c, struct wsrv_server_stats *out)
 	r = wsrv_stats_server(s, out);
 	wsrv_stats_free(s);
 	return r;
+}
+
+int wsrvd_options_run(const char *spec, const char *const *args, const char *log)
+{
+	const char *argv[40] = { getenv("WSRVD"), "--load-only", "--model", spec };
+	int n = 4;
+
+	for (int k = 0; args[k] && n < 39; k++)
+		argv[n++] = args[k];
+	argv[n] = NULL;
+	return run_prog(argv, NULL, log, log, 0, 20);
 }

@@ -112,6 +112,10 @@ int raw_recv_code(int fd, int *keep, int *nkeep);
 int run_prog(const char *const *argv, const char *const *env, const char *out,
 	     const char *err, unsigned nofile, int timeout_s);
 
+/* Runs $WSRVD --load-only --model spec with args (NULL-terminated), its
+ * output into log; returns its exit status (run_prog). */
+int wsrvd_options_run(const char *spec, const char *const *args, const char *log);
+
 /* A server with two generated models, "llama" (llama-mini, 6 MiB: 8 heads,
  * 2 KV heads) and "ds" (deepseek-v3-mini, 40 MiB, FP8), each of `layers`
  * layers, a client connected to it and a host device. */

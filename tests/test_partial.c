@@ -170,80 +170,85 @@ static void held_of(struct test_server *ts, const char *name, struct held *h)
 	wsrv_disconnect(c);
 }
 
-/* DeepSeek-style: experts and column splits, ranks 1-2 of 4. */
-static void ds_ranks_match_whole(void **st)
-{
+/* A partial server, a client attached to its model (pm), and the whole
+ * model's attachment (fm) to compare with. */
+struct pair {
 	struct test_server ts;
 	struct wsrv_client *c;
 	struct wsrv_model *pm, *fm;
 	struct held h;
+};
+
+static void pair_open(struct pair *p, const char *name, const char *dir, const char *plan,
+		      const char *ranks, const char *world)
+{
+	partial_start(&p->ts, name, dir, plan, ranks, world);
+	held_of(&p->ts, name, &p->h);
+	assert_true(p->h.bytes < p->h.total);
+	assert_int_equal(wsrv_connect(p->ts.sock, NULL, &p->c), 0);
+	assert_int_equal(wsrv_attach(p->c, name, &p->pm), 0);
+	assert_int_equal(wsrv_attach(T.full.cl, name, &p->fm), 0);
+}
+
+static void pair_close(struct pair *p)
+{
+	wsrv_detach(p->fm);
+	wsrv_detach(p->pm);
+	wsrv_disconnect(p->c);
+	assert_int_equal(server_stop(&p->ts, SIGTERM), 0);
+	rm_rf(p->ts.dir);
+}
+
+/* DeepSeek-style: experts and column splits, ranks 1-2 of 4. */
+static void ds_ranks_match_whole(void **st)
+{
+	struct pair p;
 	int err;
 
 	(void)st;
-	partial_start(&ts, "ds", T.full.dir_ds, T.ds_plan, "1-2", "4");
-	held_of(&ts, "ds", &h);
-	assert_int_equal(h.first, 1);
-	assert_int_equal(h.last, 2);
-	assert_int_equal(h.world, 4);
-	assert_true(h.bytes < h.total);
-	assert_int_equal(h.disk, h.bytes); /* read from the files: the held parts only */
-	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
-	assert_int_equal(wsrv_attach(c, "ds", &pm), 0);
-	assert_int_equal(wsrv_attach(T.full.cl, "ds", &fm), 0);
-	same_views(pm, fm, DS_PLAN, 1, 4);
-	same_views(pm, fm, DS_PLAN, 2, 4);
+	pair_open(&p, "ds", T.full.dir_ds, T.ds_plan, "1-2", "4");
+	assert_int_equal(p.h.first, 1);
+	assert_int_equal(p.h.last, 2);
+	assert_int_equal(p.h.world, 4);
+	assert_int_equal(p.h.disk, p.h.bytes); /* read from the files: the held parts only */
+	same_views(p.pm, p.fm, DS_PLAN, 1, 4);
+	same_views(p.pm, p.fm, DS_PLAN, 2, 4);
 	/* Rank 0 and rank 3 are not held: refused, naming what is. */
 	for (int r = 0; r < 4; r += 3) {
-		assert_null(open_rank(pm, T.full.dev, DS_PLAN, r, 4, &err));
+		assert_null(open_rank(p.pm, T.full.dev, DS_PLAN, r, 4, &err));
 		assert_int_equal(err, -ERANGE);
 		if (!strstr(wsrv_last_error(), "loaded ranks 1-2 of 4"))
 			fail_msg("rank %d: %s", r, wsrv_last_error());
 	}
 	/* The same ranks under another world are not held either. */
-	assert_null(open_rank(pm, T.full.dev, DS_PLAN, 0, 2, &err));
+	assert_null(open_rank(p.pm, T.full.dev, DS_PLAN, 0, 2, &err));
 	assert_int_equal(err, -ERANGE);
-	wsrv_detach(fm);
-	wsrv_detach(pm);
-	wsrv_disconnect(c);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	pair_close(&p);
 }
 
 /* Pipeline stages: world 4 in 2 stages of 2; ranks 2-3 are stage 1, which
  * holds the second half of the layers, and the global group. */
 static void llama_stage_matches_whole(void **st)
 {
-	struct test_server ts;
-	struct wsrv_client *c;
-	struct wsrv_model *pm, *fm;
-	struct held h;
+	struct pair p;
 	int err;
 
 	(void)st;
-	partial_start(&ts, "llama", T.full.dir_llama, T.llama_plan, "2-3", "4");
-	held_of(&ts, "llama", &h);
-	assert_int_equal(h.stages, 2);
-	assert_true(h.bytes < h.total);
-	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
-	assert_int_equal(wsrv_attach(c, "llama", &pm), 0);
-	assert_int_equal(wsrv_attach(T.full.cl, "llama", &fm), 0);
-	for (size_t i = 0; i < wsrv_model_tensor_count(pm); i++) {
+	pair_open(&p, "llama", T.full.dir_llama, T.llama_plan, "2-3", "4");
+	assert_int_equal(p.h.stages, 2);
+	for (size_t i = 0; i < wsrv_model_tensor_count(p.pm); i++) {
 		struct wsrv_tensor t;
-		wsrv_model_tensor(pm, i, &t);
+		wsrv_model_tensor(p.pm, i, &t);
 		if (t.layer >= 0 && t.layer < 2 && t.size)
 			assert_int_equal(t.held_size, 0); /* stage 0's layers: none of them */
 		else if (t.layer >= 2)
 			assert_true(t.held_size > 0);
 	}
-	same_views(pm, fm, LLAMA_PLAN, 2, 4);
-	same_views(pm, fm, LLAMA_PLAN, 3, 4);
-	assert_null(open_rank(pm, T.full.dev, LLAMA_PLAN, 1, 4, &err));
+	same_views(p.pm, p.fm, LLAMA_PLAN, 2, 4);
+	same_views(p.pm, p.fm, LLAMA_PLAN, 3, 4);
+	assert_null(open_rank(p.pm, T.full.dev, LLAMA_PLAN, 1, 4, &err));
 	assert_int_equal(err, -ERANGE);
-	wsrv_detach(fm);
-	wsrv_detach(pm);
-	wsrv_disconnect(c);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	pair_close(&p);
 }
 
 static int exit_status(pid_t pid)
@@ -323,7 +328,6 @@ static void inspect_reports_held_bytes(void **st)
 /* Options that make no sense are refused before anything is loaded. */
 static void options_refused(void **st)
 {
-	const char *wsrvd = getenv("WSRVD");
 	char spec[300], out[300], bad[300];
 	const char *const cases[][8] = {
 		{ "--ranks", "1-2", NULL },                                   /* no world */
@@ -340,15 +344,9 @@ static void options_refused(void **st)
 	snprintf(spec, sizeof(spec), "ds=%s", T.full.dir_ds);
 	snprintf(out, sizeof(out), "%s/opts.log", T.dir);
 	snprintf(bad, sizeof(bad), "%s/none.json", T.dir);
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		const char *argv[16] = { wsrvd, "--load-only", "--model", spec };
-		int n = 4;
-		for (int k = 0; cases[i][k]; k++)
-			argv[n++] = cases[i][k];
-		argv[n] = NULL;
-		if (run_prog(argv, NULL, out, out, 0, 20) != 2)
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		if (wsrvd_options_run(spec, cases[i], out) != 2)
 			fail_msg("case %zu was not refused with exit 2", i);
-	}
 }
 
 /* A plan the model cannot follow fails the load with the reason. */

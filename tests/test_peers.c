@@ -467,14 +467,8 @@ static void test_options_refused(void **state)
 	(void)state;
 	snprintf(spec, sizeof(spec), "m=%s", T.dir);
 	snprintf(out, sizeof(out), "%s/../opts.log", T.dir);
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		const char *argv[16] = { wsrvd, "--load-only", "--model", spec };
-		int n = 4;
-		for (int k = 0; cases[i][k]; k++)
-			argv[n++] = cases[i][k];
-		argv[n] = NULL;
-		assert_int_equal(run_prog(argv, NULL, out, out, 0, 20), 2);
-	}
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		assert_int_equal(wsrvd_options_run(spec, cases[i], out), 2);
 	/* A token file others can read is refused too. */
 	chmod(T.token, 0644);
 	const char *argv[] = { wsrvd, "--load-only", "--model", spec, "--fill-from", "127.0.0.1:1",
