@@ -71,6 +71,10 @@ WSRV_EXPORT int wsrv_model_list_at(const struct wsrv_model_list *l, size_t i,
 	out->segments = m->segments;
 	out->attached = m->attached;
 	out->load_seconds = m->load_seconds;
+	out->held_first = m->held_first;
+	out->held_last = m->held_last;
+	out->held_world = m->held_world;
+	out->held_bytes = m->held_world ? m->held_bytes : m->tensor_bytes;
 	return 0;
 }
 

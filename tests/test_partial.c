@@ -211,6 +211,16 @@ static void ds_ranks_match_whole(void **st)
 	assert_int_equal(p.h.last, 2);
 	assert_int_equal(p.h.world, 4);
 	assert_int_equal(p.h.disk, p.h.bytes); /* read from the files: the held parts only */
+	/* The server's model list says it too (wsrvctl models). */
+	struct wsrv_model_list *l;
+	struct wsrv_model_info mi;
+	assert_int_equal(wsrv_list_models(p.c, &l), 0);
+	assert_int_equal(wsrv_model_list_at(l, 0, &mi), 0);
+	assert_int_equal(mi.held_world, 4);
+	assert_int_equal(mi.held_first, 1);
+	assert_int_equal(mi.held_last, 2);
+	assert_int_equal(mi.held_bytes, p.h.bytes);
+	wsrv_model_list_free(l);
 	same_views(p.pm, p.fm, DS_PLAN, 1, 4);
 	same_views(p.pm, p.fm, DS_PLAN, 2, 4);
 	/* Rank 0 and rank 3 are not held: refused, naming what is. */

@@ -253,6 +253,11 @@ static json_t *models_json(const struct wsrv_model_list *l)
 			"load_seconds", mi.load_seconds, "attached", (int)mi.attached,
 			"generation", (json_int_t)g.generation, "retired", g.retired, "holder_pids", pids,
 			"reload", ctl_peer_str(g.reload)));
+		if (mi.held_world)
+			json_object_set_new(json_array_get(a, json_array_size(a) - 1), "held",
+					    json_pack("{s:[i,i], s:i, s:I}", "ranks", (int)mi.held_first,
+						      (int)mi.held_last, "world", (int)mi.held_world,
+						      "bytes", (json_int_t)mi.held_bytes));
 	}
 	return a;
 }
@@ -287,6 +292,9 @@ int ctl_models(const struct ctl_ctx *c, int argc, char **argv)
 		printf("%-20s %4" PRIu64 " %8u %7u %12s %9" PRIu64 " %8u  %s%s\n", esc(mi.name), g.generation,
 		       mi.tensors, mi.layers, fmt_bytes(mi.tensor_bytes, b, sizeof(b)), mi.page_size,
 		       mi.attached, esc(mi.numa), g.retired ? "  (replaced; kept while attached)" : "");
+		if (mi.held_world)
+			printf("%-20s ranks %u-%u of %u: %s held\n", "", mi.held_first, mi.held_last, mi.held_world,
+			       fmt_bytes(mi.held_bytes, b, sizeof(b)));
 		if (g.nholders) {
 			printf("%-20s held by pid", "");
 			for (uint32_t k = 0; k < g.nholders; k++)

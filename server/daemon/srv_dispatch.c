@@ -89,6 +89,12 @@ static void model_info(const struct server *srv, uint32_t idx, Wsrv__ModelInfo *
 	mi->retired = sm->retired;
 	mi->reload = (char *)sm->reload;
 	mi->holder_pids = holders(srv, idx, sm->attached, &mi->n_holder_pids);
+	if (lm->model->held) {
+		mi->held_first = lm->model->held->first;
+		mi->held_last = lm->model->held->last;
+		mi->held_world = lm->model->held->world;
+		mi->held_bytes = lm->model->held->bytes;
+	}
 }
 
 static int do_list(struct server *srv, uint64_t seq, struct reply *r)
