@@ -221,6 +221,11 @@ static void ds_ranks_match_whole(void **st)
 	assert_int_equal(mi.held_last, 2);
 	assert_int_equal(mi.held_bytes, p.h.bytes);
 	wsrv_model_list_free(l);
+	/* wsrvctl verify checks the held parts (every byte that was loaded). */
+	char out[300];
+	const char *verify[] = { getenv("WSRV_CTL"), "--socket", p.ts.sock, "verify", "ds", NULL };
+	snprintf(out, sizeof(out), "%s/verify.log", T.dir);
+	assert_int_equal(run_prog(verify, NULL, out, out, 0, 30), 0);
 	same_views(p.pm, p.fm, DS_PLAN, 1, 4);
 	same_views(p.pm, p.fm, DS_PLAN, 2, 4);
 	/* Rank 0 and rank 3 are not held: refused, naming what is. */
