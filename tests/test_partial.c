@@ -226,6 +226,12 @@ static void ds_ranks_match_whole(void **st)
 	const char *verify[] = { getenv("WSRV_CTL"), "--socket", p.ts.sock, "verify", "ds", NULL };
 	snprintf(out, sizeof(out), "%s/verify.log", T.dir);
 	assert_int_equal(run_prog(verify, NULL, out, out, 0, 30), 0);
+	/* A whole tensor it holds part of is not dumped as if whole. */
+	char dump_to[300];
+	snprintf(dump_to, sizeof(dump_to), "%s/dump.bin", T.dir);
+	const char *dump[] = { getenv("WSRV_CTL"), "--socket", p.ts.sock, "dump", "ds", "lm_head.weight", "-o",
+			       dump_to, NULL };
+	assert_int_equal(run_prog(dump, NULL, out, out, 0, 30), 1);
 	same_views(p.pm, p.fm, DS_PLAN, 1, 4);
 	same_views(p.pm, p.fm, DS_PLAN, 2, 4);
 	/* Rank 0 and rank 3 are not held: refused, naming what is. */

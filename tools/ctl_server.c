@@ -265,6 +265,10 @@ static int cmd_dump(const struct ctl_ctx *c, int argc, char **argv)
 	} else if (wsrv_model_find(m, argv[2], &t) < 0) {
 		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
 		r = 1;
+	} else if (t.held_size < t.size) {
+		fprintf(stderr, "wsrvctl: dump: this server loaded only bytes %llu-%llu of %s (a partial load); dump a rank's view with --plan --rank --world\n",
+			(unsigned long long)t.held_offset, (unsigned long long)(t.held_offset + t.held_size), argv[2]);
+		r = 1;
 	} else if ((fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0 ||
 		   write(fd, t.data, t.size) != (ssize_t)t.size || close(fd) < 0) {
 		fprintf(stderr, "wsrvctl: %s: %s\n", outp, strerror(errno));
