@@ -221,6 +221,7 @@ static void null_arguments_refused(void **st)
 	struct wsrv_server_stats sv;
 	struct wsrv_model_stats ms;
 	struct wsrv_stream_record sr;
+	struct wsrv_held held;
 	uint64_t blk[2];
 	size_t len;
 	void *p;
@@ -238,6 +239,7 @@ static void null_arguments_refused(void **st)
 	NUL(wsrv_model_layer_at(NULL, 0, &l));
 	NUL(wsrv_model_layer(NULL, 0, &l));
 	NUL(wsrv_model_fp8_block(NULL, blk));
+	NUL(wsrv_model_held(NULL, &held));
 	NUL(wsrv_fetch_layer(NULL, 0, &ls));
 	NUL(wsrv_release(NULL, 1));
 	NUL(wsrv_device_host(NULL, NULL));
