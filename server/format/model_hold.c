@@ -11,6 +11,7 @@
 #include "model.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,9 +81,16 @@ static int resolve_all(struct model *m, const struct model_opts *o, const struct
 		lo[i] = UINT64_MAX;
 		hi[i] = 0;
 	}
-	for (uint32_t k = o->rank_first; r == 0 && k <= o->rank_last; k++)
+	/* Every rank of the world sees every byte: the plan checked once (rank
+	 * 0), and each tensor held whole, instead of W resolutions. */
+	bool all = o->rank_first == 0 && o->rank_last + 1 == o->world;
+	for (uint32_t k = o->rank_first; r == 0 && k <= (all ? 0 : o->rank_last); k++)
 		if ((r = rv_resolve(&rm, rules, (int)k, (int)o->world, views, e)) == 0)
 			merge(m, views, lo, hi);
+	for (size_t i = 0; r == 0 && all && i < m->ntensors; i++) {
+		lo[i] = 0;
+		hi[i] = m->tensors[i].size;
+	}
 	free(t);
 	free(views);
 	return r;
