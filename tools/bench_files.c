@@ -185,6 +185,9 @@ int model_files(const char *path, const struct load_opts *lo, struct files *f)
 		return -EINVAL;
 	}
 	f->n = m->nfiles;
+	f->tensor_bytes = m->data_bytes;
+	if (m->held)
+		f->held = *m->held;
 	f->path = calloc(m->nfiles, sizeof(char *));
 	for (size_t i = 0; f->path && i < m->nfiles; i++) {
 		f->path[i] = strdup(m->files[i]->path);

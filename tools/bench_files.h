@@ -15,6 +15,8 @@ struct files {
 	size_t n;
 	char **path;   /* owned */
 	uint64_t bytes;
+	uint64_t tensor_bytes;
+	struct model_held held; /* a partial load (--ranks); world 0: the whole model */
 };
 
 /* The files of the model at path, opened as lo (NULL: defaults) would.

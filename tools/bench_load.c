@@ -83,8 +83,6 @@ struct result {
 	double cpu[MAX_REPEAT], fill[MAX_REPEAT];
 	double cached_max;
 	bool contend;
-	uint64_t held, whole;       /* a partial load (--ranks): tensor bytes held, of whole */
-	char ranks[64];
 };
 
 /* The full load, as wsrvd does it, in this process: seconds into *s, CPU
@@ -105,26 +103,6 @@ static int timed_load(const char *path, const struct load_opts *lo, const struct
 	*loop_s = lm->stats.seconds;
 	*locked = lm->arena->locked;
 	loaded_model_free(lm);
-	return 0;
-}
-
-/* A partial load's bytes, from the headers. */
-static int partial_of(const char *path, const struct load_opts *lo, struct result *res)
-{
-	struct model *m;
-	struct errinfo e;
-
-	if (model_open("bench", path, &lo->model, &m, &e) < 0) {
-		fprintf(stderr, "wsrv-bench load: %s\n", e.msg);
-		return -EINVAL;
-	}
-	if (m->held) {
-		res->held = m->held->bytes;
-		res->whole = m->data_bytes;
-		snprintf(res->ranks, sizeof(res->ranks), "ranks %u-%u of %u", m->held->first, m->held->last,
-			 m->held->world);
-	}
-	model_free(m);
 	return 0;
 }
 
@@ -177,8 +155,8 @@ static void print(const struct files *f, int n, struct result *r, int json)
 			"buffered_gbps", bu, "wsrv_vs_odirect", ws / raw, "wsrv_vs_buffered", ws / bu,
 			"cpu_s_per_gb", cpu, "fresh_fill_cpu_s_per_gb", fill);
 		json_object_set_new(o, "cached_fraction_max", json_real(r->cached_max));
-		if (r->whole)
-			json_object_set_new(o, "held_bytes", json_integer((json_int_t)r->held));
+		if (f->held.world)
+			json_object_set_new(o, "held_bytes", json_integer((json_int_t)f->held.bytes));
 		json_dumpf(o, stdout, JSON_INDENT(2));
 		putchar('\n');
 		json_decref(o);
@@ -187,13 +165,14 @@ static void print(const struct files *f, int n, struct result *r, int json)
 	printf("files: %zu, %.3f GB; median of %d runs; page cache dropped before each (max %.1f%% still cached)%s\n",
 	       f->n, gb, n, 100 * r->cached_max, r->contend ? "; one core kept busy (--contend)" : "");
 	printf("  raw O_DIRECT io_uring read   %6.2f GB/s   (baseline)\n", raw);
-	if (r->whole)
-		printf("  partial load: %s hold %.3f of %.3f GB of tensors (%.1f%%); every rate here is the\n"
+	if (f->held.world)
+		printf("  partial load: ranks %u-%u of %u hold %.3f of %.3f GB of tensors (%.1f%%); every rate here is the\n"
 		       "  whole files' bytes over its time, so wsrv against raw is the partial load's time\n"
-		       "  against reading every file\n", r->ranks, r->held / 1e9, r->whole / 1e9,
-		       100.0 * (double)r->held / (double)r->whole);
+		       "  against reading every file\n", f->held.first, f->held.last, f->held.world,
+		       f->held.bytes / 1e9, f->tensor_bytes / 1e9,
+		       100.0 * (double)f->held.bytes / (double)f->tensor_bytes);
 	printf("  %-26s   %6.2f GB/s   %.2fx of raw O_DIRECT\n",
-	       r->whole ? "wsrv load (partial)" : "wsrv load (full, as wsrvd)", ws, ws / raw);
+	       f->held.world ? "wsrv load (partial)" : "wsrv load (full, as wsrvd)", ws, ws / raw);
 	printf("    of which the read loop     %6.2f GB/s   %.2fx of raw O_DIRECT\n", ld, ld / raw);
 	printf("  buffered read() loop, cold   %6.2f GB/s   wsrv is %.2fx this\n", bu, ws / bu);
 	printf("  wsrv load CPU                %6.3f CPU-s/GB (all threads, user + system)\n", cpu);
@@ -246,7 +225,7 @@ int bench_load(int argc, char **argv)
 		fprintf(stderr, "wsrv-bench load: %s\n", e.msg);
 		return 2;
 	}
-	if (model_files(path, &lo, &f) < 0 || partial_of(path, &lo, &res) < 0)
+	if (model_files(path, &lo, &f) < 0)
 		return 1;
 	for (int i = 0; i < repeat; i++)
 		if (one_round(path, &lo, &f, &res, i) < 0)

@@ -92,9 +92,7 @@ static void print_json(const struct model *m)
 			 "files", (json_int_t)m->nfiles, "tensor_bytes", (json_int_t)m->data_bytes,
 			 "tensors", ts, "layers", ls);
 	if (m->held)
-		json_object_set_new(root, "held", json_pack("{s:[i,i], s:i, s:i, s:I}",
-			"ranks", (int)m->held->first, (int)m->held->last, "world", (int)m->held->world,
-			"stages", (int)m->held->stages, "bytes", (json_int_t)m->held->bytes));
+		json_object_set_new(root, "held", model_held_json(m->held));
 	if (m->config)
 		json_object_set(root, "config", m->config);
 	json_dumpf(root, stdout, JSON_INDENT(2));

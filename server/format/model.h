@@ -92,6 +92,11 @@ void model_free(struct model *m);
  * the layout; model_open calls it). -EINVAL, with a sentence, for ranks
  * outside the world, a malformed plan, or shapes the plan cannot split. */
 int model_hold(struct model *m, const struct model_opts *o, struct errinfo *e);
+/* The part of model_hold's checks that needs no model: the plan needs a
+ * world, and the ranks must be ranks of it. */
+int model_hold_check(const struct model_opts *o, struct errinfo *e);
+/* {"ranks": [first, last], "world", "stages", "bytes"}, for reports. */
+json_t *model_held_json(const struct model_held *h);
 
 /* Binary search by name over a name-sorted index built by model_open;
  * NULL when absent. */

@@ -53,13 +53,28 @@ static void merge(struct model *m, const struct tp_view *views, uint64_t *lo, ui
 	}
 }
 
-static int check_opts(const struct model_opts *o, struct rv_rules *rules, struct errinfo *e)
+int model_hold_check(const struct model_opts *o, struct errinfo *e)
 {
 	if (o->world == 0)
 		return o->plan ? err_set(e, -EINVAL, "--plan needs --ranks and --world") : 0;
 	if (o->rank_first > o->rank_last || o->rank_last >= o->world)
 		return err_set(e, -EINVAL, "--ranks %u-%u: not ranks of a world of %u", o->rank_first,
 			       o->rank_last, o->world);
+	return 0;
+}
+
+json_t *model_held_json(const struct model_held *h)
+{
+	return json_pack("{s:[i,i], s:i, s:i, s:I}", "ranks", (int)h->first, (int)h->last, "world",
+			 (int)h->world, "stages", (int)h->stages, "bytes", (json_int_t)h->bytes);
+}
+
+static int check_opts(const struct model_opts *o, struct rv_rules *rules, struct errinfo *e)
+{
+	int r = model_hold_check(o, e);
+
+	if (r < 0 || o->world == 0)
+		return r;
 	if (!o->plan) {
 		memset(rules, 0, sizeof(*rules));
 		return 0;

@@ -151,12 +151,7 @@ int load_args_check(const struct load_opts *o, struct errinfo *e)
 
 	if ((mo->world == 0) != !mo->ranks_given)
 		return err_set(e, -EINVAL, "--ranks and --world go together");
-	if (mo->plan && mo->world == 0)
-		return err_set(e, -EINVAL, "--plan needs --ranks and --world");
-	if (mo->world && mo->rank_last >= mo->world)
-		return err_set(e, -EINVAL, "--ranks %u-%u: not ranks of a world of %u", mo->rank_first,
-			       mo->rank_last, mo->world);
-	return 0;
+	return model_hold_check(mo, e);
 }
 
 int load_args_handle(int opt, const char *arg, struct load_opts *o,

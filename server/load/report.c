@@ -118,9 +118,6 @@ json_t *report_loaded_json(const struct loaded_model *lm)
 		"disk_bytes", (json_int_t)lm->disk_bytes, "sources", sources_json(lm));
 
 	if (o && m->held)
-		json_object_set_new(o, "held", json_pack("{s:[i,i], s:i, s:i, s:I}", "ranks", (int)m->held->first,
-							 (int)m->held->last, "world", (int)m->held->world,
-							 "stages", (int)m->held->stages, "bytes",
-							 (json_int_t)m->held->bytes));
+		json_object_set_new(o, "held", model_held_json(m->held));
 	return o;
 }
