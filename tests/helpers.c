@@ -306,6 +306,25 @@ int pid_fd_count(pid_t pid)
 	return n;
 }
 
+void sleep_ms(int ms)
+{
+	struct timespec t = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&t, NULL);
+}
+
+int pid_fd_quiet(pid_t pid)
+{
+	int a = pid_fd_count(pid), same = 0;
+
+	for (int i = 0; i < 100 && same < 2; i++) {
+		sleep_ms(20);
+		int b = pid_fd_count(pid);
+		same = b == a ? same + 1 : 0;
+		a = b;
+	}
+	return a;
+}
+
 int two_models_start(struct two_models *f, const char *tag, unsigned layers)
 {
 	char t1[64], t2[64], spec[600];

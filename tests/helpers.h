@@ -90,8 +90,14 @@ int server_restart_with(struct test_server *ts, const char *name, const char *mo
 int server_restart_args(struct test_server *ts, const char *name, const char *model, ...);
 /* Sends sig and reaps it; returns its exit status (128+sig if killed). */
 int server_stop(struct test_server *ts, int sig);
+/* Sleeps ms milliseconds. */
+void sleep_ms(int ms);
 /* Open fds of a process, from /proc. */
 int pid_fd_count(pid_t pid);
+/* The same once it has settled: unchanged over 3 samples 20 ms apart (a
+ * server still closing a connection, such as the start's own readiness
+ * check, is not counted as a baseline); at most 2 s. */
+int pid_fd_quiet(pid_t pid);
 
 /* Raw protocol, for tests that play a client libwsrv would never be. */
 struct ProtobufCMessage;

@@ -300,7 +300,7 @@ static void injected_failures(void **st)
 /* Copy time comes from the copies' events; the wait from the gap the
  * compute stream saw. With compute slower than the copies (a host
  * function sleeping on the compute stream), nearly all of it hides. */
-static void sleep_ms(void *arg)
+static void host_sleep_ms(void *arg)
 {
 	struct timespec t = { 0, (long)(uintptr_t)arg * 1000000L };
 	nanosleep(&t, NULL);
@@ -320,7 +320,7 @@ static void honest_stats(void **st)
 		for (int32_t l = 0; l < 2; l++) {
 			assert_int_equal(wsrv_stream_acquire(s, l), 0);
 			push();
-			assert_int_equal(cu->LaunchHostFunc(compute, sleep_ms, (void *)(uintptr_t)100), CUDA_SUCCESS);
+			assert_int_equal(cu->LaunchHostFunc(compute, host_sleep_ms, (void *)(uintptr_t)100), CUDA_SUCCESS);
 			pop();
 			assert_int_equal(wsrv_stream_release(s, l), 0);
 		}

@@ -29,12 +29,6 @@ static int fds_before;
 static char *model_dir, *tmp;
 static char text[1 << 16];
 
-static void sleep_ms(int ms)
-{
-	struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
-	nanosleep(&t, NULL);
-}
-
 static const char *slurp(const char *path)
 {
 	FILE *f = fopen(path, "re");

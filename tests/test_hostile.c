@@ -35,12 +35,6 @@ static struct test_server ts;
 static struct wsrv_client *good;
 static struct wsrv_model *good_m;
 
-static void sleep_ms(int ms)
-{
-	struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
-	nanosleep(&t, NULL);
-}
-
 static int conn(void)
 {
 	int fd = raw_connect(ts.sock);
@@ -113,7 +107,7 @@ static void garbage_oversized_truncated(void **s)
 
 static void fds_sent_to_server_are_closed(void **s)
 {
-	int base = pid_fd_count(ts.pid), fd = hello_raw(), p[2];
+	int base = pid_fd_quiet(ts.pid), fd = hello_raw(), p[2];
 	Wsrv__Request q = WSRV__REQUEST__INIT;
 	Wsrv__Stats st = WSRV__STATS__INIT;
 
@@ -160,7 +154,7 @@ static void hello_first_and_silence(void **s)
 
 static void many_connections(void **s)
 {
-	int base = pid_fd_count(ts.pid);
+	int base = pid_fd_quiet(ts.pid);
 
 	for (int i = 0; i < 2000; i++) {
 		int fd = conn();

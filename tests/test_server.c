@@ -30,12 +30,6 @@ static int fds_before;
 static char *model_dir;
 static struct model *files; /* the model read from disk, for comparisons */
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	nanosleep(&ts, NULL);
-}
-
 static struct wsrv_client *conn(const struct test_server *ts)
 {
 	struct wsrv_client *c = NULL;
@@ -207,21 +201,6 @@ static void lookup_leases_and_limits(void **s)
 	rm_rf(ts.dir);
 }
 
-/* The server's fd count once it has settled (no session being freed). */
-static int quiet_fds(const struct test_server *ts)
-{
-	int a = pid_fd_count(ts->pid), b;
-
-	for (int i = 0; i < 100; i++) {
-		sleep_ms(20);
-		b = pid_fd_count(ts->pid);
-		if (a == b)
-			return a;
-		a = b;
-	}
-	return a;
-}
-
 /* Waits until the server's counters come back to the baseline. */
 static int wait_clean(const struct test_server *ts, int fd_baseline)
 {
@@ -231,7 +210,7 @@ static int wait_clean(const struct test_server *ts, int fd_baseline)
 		int ok = server_counters(c, &st) == 0 && st.leases == 0 && st.attachments == 0 &&
 			 st.clients == 1;
 		wsrv_disconnect(c);
-		if (ok && quiet_fds(ts) == fd_baseline)
+		if (ok && pid_fd_quiet(ts->pid) == fd_baseline)
 			return 0;
 	}
 	fprintf(stderr, "server fds: %d, baseline %d\n", pid_fd_count(ts->pid), fd_baseline);
@@ -246,7 +225,7 @@ static void client_killed_is_cleaned_up(void **s)
 	pid_t kid;
 
 	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
-	base = quiet_fds(&ts);
+	base = pid_fd_quiet(ts.pid);
 	assert_int_equal(pipe(p), 0);
 	kid = fork();
 	if (kid == 0) {

@@ -28,12 +28,6 @@
 static char *model_dir;
 static int fds_before;
 
-static void sleep_ms(int ms)
-{
-	struct timespec t = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	nanosleep(&t, NULL);
-}
-
 static bool log_has(const char *log, const char *what)
 {
 	size_t len;
