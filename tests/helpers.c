@@ -306,6 +306,22 @@ int pid_fd_count(pid_t pid)
 	return n;
 }
 
+long long pid_locked_bytes(pid_t pid)
+{
+	char path[64], line[128];
+	long long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (!(f = fopen(path, "re")))
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmLck: %lld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb < 0 ? -1 : kb << 10;
+}
+
 void sleep_ms(int ms)
 {
 	struct timespec t = { ms / 1000, (long)(ms % 1000) * 1000000L };

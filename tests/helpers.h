@@ -90,6 +90,9 @@ int server_restart_with(struct test_server *ts, const char *name, const char *mo
 int server_restart_args(struct test_server *ts, const char *name, const char *model, ...);
 /* Sends sig and reaps it; returns its exit status (128+sig if killed). */
 int server_stop(struct test_server *ts, int sig);
+/* A process's locked memory (VmLck in /proc/PID/status), in bytes; -1 if
+ * it cannot be read. */
+long long pid_locked_bytes(pid_t pid);
 /* Sleeps ms milliseconds. */
 void sleep_ms(int ms);
 /* Open fds of a process, from /proc. */

@@ -272,6 +272,41 @@ static void ctl_publish_from_files(void **st)
 	free(other);
 }
 
+/* 6: with --lock on a published generation is locked as the loaded one is
+ * (it never was: published segments were adopted unlocked). */
+static void published_locked(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	uint64_t gen = 0;
+	long long loaded;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "needs root: RLIMIT_MEMLOCK would refuse the lock\n");
+		skip();
+	}
+	assert_int_equal(server_start(&ts, "m", model_dir, "--allow-publish-uid", uid_arg, "--lock=on", NULL), 0);
+	loaded = pid_locked_bytes(ts.pid);
+	/* Held by a worker, the first generation stays: both are locked. */
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
+		struct wsrv_tensor t;
+		assert_int_equal(wsrv_model_tensor(m, i, &t), 0);
+		bytes += t.size;
+	}
+	assert_true(bytes > 0 && loaded >= (long long)bytes);
+	assert_int_equal(publish_pattern(ts.sock, 9, &gen), 0);
+	assert_int_equal(gen, 2);
+	assert_true(pid_locked_bytes(ts.pid) >= loaded + (long long)bytes);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
 static int setup(void **st)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -296,6 +331,7 @@ int main(void)
 		cmocka_unit_test(killed_producer),
 		cmocka_unit_test(who_publishes),
 		cmocka_unit_test(ctl_publish_from_files),
+		cmocka_unit_test(published_locked),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -224,6 +224,46 @@ static void verify_and_partial_store(void **st)
 	free(dir);
 }
 
+/* 4: with --lock on an adopted model is locked, as a loaded one is (it
+ * was never locked: wsrvd mapped adopted segments without locking them,
+ * whatever --lock said). */
+static void adopted_locked(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_model_stats ms;
+	struct wsrv_server_stats ss;
+	struct fdstore s;
+	char *dir = test_tmpdir("restart4");
+	long long loaded;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "needs root: RLIMIT_MEMLOCK would refuse the lock\n");
+		skip();
+	}
+	assert_int_equal(fdstore_open(&s, dir), 0);
+	start_with_store(&ts, &s, "--lock=on");
+	loaded = pid_locked_bytes(ts.pid);
+	model_stats(ts.sock, &ms, &ss);
+	assert_true(ms.disk_bytes > 0 && loaded >= (long long)ms.disk_bytes);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	fdstore_drain(&s, 200, false);
+	size_t mark = log_size(&ts);
+	start_with_store(&ts, &s, "--lock=on");
+	assert_true(log_has(&ts, mark, "model m adopted"));
+	assert_true(pid_locked_bytes(ts.pid) >= loaded);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	fdstore_drain(&s, 200, false);
+	/* --lock off: adopted, and nothing locked. */
+	start_with_store(&ts, &s, "--lock=off");
+	assert_true(log_has(&ts, mark, "model m adopted"));
+	assert_true(pid_locked_bytes(ts.pid) < 1 << 20);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	fdstore_close(&s);
+	rm_rf(ts.dir);
+	rm_rf(dir);
+	free(dir);
+}
+
 static int setup(void **st)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -245,6 +285,7 @@ int main(void)
 		cmocka_unit_test(restart_adopts),
 		cmocka_unit_test(changed_files_reload),
 		cmocka_unit_test(verify_and_partial_store),
+		cmocka_unit_test(adopted_locked),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -238,9 +238,10 @@ void publish_session_gone(struct server *srv, const struct session *s)
 	publish_free(p);
 }
 
-/* On the reload thread: the sealed segments become an arena, checksummed,
- * with its manifest. */
-int publish_finish_work(void *arg, struct loaded_model **out, struct errinfo *e)
+/* On the reload thread: the sealed segments become an arena (locked as
+ * lock says, like a loaded one), checksummed, with its manifest. */
+int publish_finish_work(void *arg, enum lock_mode lock, struct loaded_model **out,
+			struct errinfo *e)
 {
 	struct publish *p = arg;
 	struct loaded_model *lm = calloc(1, sizeof(*lm));
@@ -249,7 +250,7 @@ int publish_finish_work(void *arg, struct loaded_model **out, struct errinfo *e)
 	if (!lm)
 		return err_set(e, -ENOMEM, "out of memory");
 	lm->manifest_fd = -1;
-	r = arena_adopt(p->nseg, p->seg, p->m->seg_size, 4096, false, &lm->arena, e);
+	r = arena_adopt(p->nseg, p->seg, p->m->seg_size, 4096, lock, &lm->arena, e);
 	if (r < 0) {
 		free(lm);
 		return r;

@@ -125,7 +125,7 @@ static int start(struct server *srv, struct reload_job *j, uint32_t mi,
 
 static int publish_work(struct reload_job *j)
 {
-	return publish_finish_work(j->arg, &j->lm, &j->e);
+	return publish_finish_work(j->arg, j->opts.arena.lock, &j->lm, &j->e);
 }
 
 int reload_publish(struct server *srv, uint32_t mi, void *pub)

@@ -90,14 +90,14 @@ static long swap_total_kib(void)
 	return kib;
 }
 
-static void choose_lock(struct arena *a, const struct arena_opts *o)
+static void choose_lock(struct arena *a, enum lock_mode mode)
 {
 	const char *why;
 
-	if (o->lock == LOCK_ON) {
+	if (mode == LOCK_ON) {
 		a->locked = true;
 		why = "locked (--lock on)";
-	} else if (o->lock == LOCK_OFF) {
+	} else if (mode == LOCK_OFF) {
 		why = "not locked (--lock off)";
 	} else if (a->hugetlb) {
 		why = "not locked (auto: huge pages are never swapped)";
@@ -271,7 +271,7 @@ int arena_create(const char *name, uint32_t nseg, const uint64_t *sizes,
 	r = numa_choose_here(o->numa, o->numa_node, &a->numa, e);
 	if (r == 0)
 		r = choose_pages(a, o, e);
-	choose_lock(a, o);
+	choose_lock(a, o->lock);
 	a->fill_by_write = !a->hugetlb;
 	for (uint32_t i = 0; r == 0 && i < nseg; i++) {
 		/* A zero-byte segment still gets one page, so it can be mapped. */
@@ -361,8 +361,23 @@ static int check_adopted(int fd, uint64_t want, uint64_t *size, struct errinfo *
 	return 0;
 }
 
+/* Maps in and so locks (MLOCK_ONFAULT) an adopted arena's pages, when it
+ * is to be locked. */
+static int lock_adopted(struct arena *a, struct errinfo *e)
+{
+	for (uint32_t i = 0; a->locked && i < a->nseg; i++) {
+		struct arena_seg *s = &a->seg[i];
+		if (mlock2(s->ro, s->size, MLOCK_ONFAULT) < 0)
+			return lock_error(s->size, errno, e);
+		if (madvise((void *)s->ro, s->size, MADV_POPULATE_READ) < 0)
+			return err_set(e, -errno, "cannot map and lock %zu bytes of weights: %s", s->size,
+				       strerror(errno));
+	}
+	return 0;
+}
+
 int arena_adopt(uint32_t nseg, const int *fds, const uint64_t *sizes, uint64_t page_size,
-		bool lock, struct arena **out, struct errinfo *e)
+		enum lock_mode lock, struct arena **out, struct errinfo *e)
 {
 	struct arena *a = calloc(1, sizeof(*a));
 	int r = 0;
@@ -374,10 +389,9 @@ int arena_adopt(uint32_t nseg, const int *fds, const uint64_t *sizes, uint64_t p
 	a->nseg = nseg;
 	a->page_size = page_size;
 	a->hugetlb = page_size > 4096;
-	a->locked = lock;
 	a->sealed = true;
 	snprintf(a->numa.desc, sizeof(a->numa.desc), "as adopted");
-	snprintf(a->lock_note, sizeof(a->lock_note), "%s", lock ? "locked once serving" : "not locked");
+	choose_lock(a, lock);
 	for (uint32_t i = 0; i < nseg; i++)
 		a->seg[i].fd = -1;
 	for (uint32_t i = 0; r == 0 && i < nseg; i++) {
@@ -393,6 +407,8 @@ int arena_adopt(uint32_t nseg, const int *fds, const uint64_t *sizes, uint64_t p
 		a->seg[i].ro = p;
 		a->seg[i].size = size;
 	}
+	if (r == 0)
+		r = lock_adopted(a, e);
 	if (r < 0) {
 		arena_free(a); /* its fds are still -1: the caller's */
 		return r;
@@ -400,19 +416,6 @@ int arena_adopt(uint32_t nseg, const int *fds, const uint64_t *sizes, uint64_t p
 	for (uint32_t i = 0; i < nseg; i++)
 		a->seg[i].fd = fds[i];
 	*out = a;
-	return 0;
-}
-
-int arena_lock_pages(struct arena *a, struct errinfo *e)
-{
-	for (uint32_t i = 0; a->locked && i < a->nseg; i++) {
-		struct arena_seg *s = &a->seg[i];
-		if (mlock2(s->ro, s->size, MLOCK_ONFAULT) < 0)
-			return lock_error(s->size, errno, e);
-		if (madvise((void *)s->ro, s->size, MADV_POPULATE_READ) < 0)
-			return err_set(e, -errno, "cannot map and lock %zu bytes of weights: %s", s->size,
-				       strerror(errno));
-	}
 	return 0;
 }
 

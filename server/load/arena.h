@@ -73,13 +73,12 @@ int arena_create(const char *name, uint32_t nseg, const uint64_t *sizes,
 /* An earlier wsrvd's sealed segments, adopted: fds[i] (taken on success,
  * left to the caller on failure) must be memfds sealed against resizing and
  * writes, of sizes[i] bytes at least, their pages page_size. They are
- * mapped read-only; nothing is read or faulted in (the pages are there).
- * lock: whether this arena is to be locked (lock_locked then maps and locks
- * the pages, which takes time: call it once serving). */
+ * mapped read-only; nothing is read (the pages are there). lock decides
+ * as for a new arena (auto: where the machine has swap); a locked arena's
+ * pages are mapped and locked here, which takes about as long as mapping
+ * them (an error names RLIMIT_MEMLOCK when they cannot be). */
 int arena_adopt(uint32_t nseg, const int *fds, const uint64_t *sizes, uint64_t page_size,
-		bool lock, struct arena **out, struct errinfo *e);
-/* Maps in and so locks (MLOCK_ONFAULT) an adopted arena's pages. */
-int arena_lock_pages(struct arena *a, struct errinfo *e);
+		enum lock_mode lock, struct arena **out, struct errinfo *e);
 
 /* Filling by mapping: allocates, maps and locks every page, after the NUMA
  * policy is set and before sealing. Safe to run on another thread while the

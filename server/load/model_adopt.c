@@ -146,7 +146,7 @@ static int adopt_steps(struct loaded_model *lm, const char *name, const char *pa
 		r = match(lm->model, &v, e);
 	if (r == 0)
 		r = arena_adopt(f->nseg, f->seg, lm->model->seg_size, v.segments[0].page_size,
-				o->arena.lock == LOCK_ON, &lm->arena, e);
+				o->arena.lock, &lm->arena, e);
 	if (r == 0 && check_bytes)
 		r = verify(lm, e);
 	if (r == 0)
