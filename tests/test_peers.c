@@ -23,6 +23,7 @@
 #include <xxhash.h>
 #include <cmocka.h>
 
+#include "fdstore_peer.h"
 #include "helpers.h"
 #include "model.h"
 #include "netlab.h"
@@ -38,6 +39,7 @@ static struct {
 	char other[256];            /* another model, laid out differently */
 	char token[300], badtoken[300];
 	char stages[300];           /* a plan of two pipeline stages */
+	struct fdstore *store;      /* host() starts with it when set */
 	int fds;
 } T;
 
@@ -97,6 +99,7 @@ static void host(struct test_server *ts, int i, const char *const *env, bool wai
 
 	memset(ts, 0, sizeof(*ts));
 	ts->netlab = &T.nl;
+	ts->store = T.store;
 	ts->host = i;
 	ts->env = env;
 	ts->no_wait = 1;
@@ -217,6 +220,46 @@ static void test_fill_from_one(void **state)
 	assert_int_equal(server_stop(&a, SIGTERM), 0);
 	rm_rf(a.dir);
 	rm_rf(b.dir);
+}
+
+/* A host restarted through the fd store adopts its model and serves it
+ * to peers (adopted models were never offered: a filler waited out its
+ * --fill-wait, then read everything from its files). */
+static void test_adopted_served(void **state)
+{
+	char *dir = test_tmpdir("peers-store");
+	struct test_server a, b;
+	struct fdstore st;
+	struct sources s;
+
+	(void)state;
+	fresh_ports();
+	assert_int_equal(fdstore_open(&st, dir), 0);
+	T.store = &st;
+	st.ready = false;
+	host(&a, 0, NULL, false, "--peer-listen", T.addr[0], NULL);
+	T.store = NULL;
+	fdstore_drain(&st, 10000, true);
+	assert_true(st.ready && st.n >= 3);
+	assert_int_equal(server_stop(&a, SIGTERM), 0);
+	fdstore_drain(&st, 200, false);
+	st.ready = false;
+	assert_int_equal(server_restart_args(&a, "m", T.dir, "--peer-allow", T.nl.net, "--peer-token",
+					     T.token, "--peer-listen", T.addr[0], NULL), 0);
+	fdstore_drain(&st, 10000, true);
+	assert_true(st.ready);
+	host(&b, 1, NULL, true, "--fill-from", T.addr[0], "--fill-wait", "5", NULL);
+	check_bytes(&b);
+	sources_of(&b, &s);
+	assert_int_equal(s.disk, 0);
+	assert_int_equal(s.peers, model_bytes());
+	assert_int_equal(server_stop(&b, SIGTERM), 0);
+	assert_int_equal(server_stop(&a, SIGTERM), 0);
+	fdstore_close(&st);
+	rm_rf(a.dir);
+	rm_rf(b.dir);
+	rm_rf(dir);
+	free(dir);
 }
 
 /* Three hosts starting together read the model from their files once
@@ -517,6 +560,7 @@ int main(void)
 		cmocka_unit_test(test_fill_from_one),
 		cmocka_unit_test(test_fleet_of_three),
 		cmocka_unit_test(test_model_comes_late),
+		cmocka_unit_test(test_adopted_served),
 		cmocka_unit_test(test_partial_hosts),
 		cmocka_unit_test(test_peer_killed_mid_fill),
 		cmocka_unit_test(test_corrupt_peer),

@@ -429,6 +429,8 @@ static int load_for_serving(struct args *a, struct server *srv, struct handover 
 		if ((lm = adopt(a, i, h, &gen))) {
 			srv->models[srv->nmodels].generation = gen ? gen : 1;
 			srv->models[srv->nmodels++].lm = lm;
+			if (srv->peers && peer_serve_offer_loaded(srv->peers, lm->model, lm->arena, &e) < 0)
+				log_warn("model %s: not offered to peers: %s", a->names[i], e.msg);
 			continue;
 		}
 		/* Loaded again where a predecessor served other bytes: a new
@@ -447,7 +449,7 @@ static int load_for_serving(struct args *a, struct server *srv, struct handover 
 		srv->models[srv->nmodels].generation = gen;
 		srv->models[srv->nmodels++].lm = lm;
 	}
-	if (srv->peers) /* what is not offered now (adopted) will not be */
+	if (srv->peers) /* every model is offered now */
 		peer_serve_expect(srv->peers, NULL, 0);
 	return 0;
 }

@@ -533,6 +533,19 @@ int peer_serve_offer(struct peer_serve *ps, struct peer_table *t, struct errinfo
 	return 0;
 }
 
+int peer_serve_offer_loaded(struct peer_serve *ps, const struct model *m, const struct arena *a,
+			    struct errinfo *e)
+{
+	struct peer_table *t;
+	int r = peer_table_create(m, a, &t, e);
+
+	if (r < 0)
+		return r;
+	for (uint32_t i = 0; i < t->ntensors; i++)
+		peer_table_set_ready(t, i, m->tensors[i].xxh3);
+	return peer_serve_offer(ps, t, e);
+}
+
 void peer_serve_expect(struct peer_serve *ps, const char *const *names, size_t n)
 {
 	pthread_mutex_lock(&ps->lock);

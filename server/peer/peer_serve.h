@@ -49,6 +49,11 @@ int peer_serve_start(const char *addr, const struct peer_trust *trust, struct pe
  * the one offered before. */
 int peer_serve_offer(struct peer_serve *ps, struct peer_table *t, struct errinfo *e);
 
+/* Offers a model that is whole already (adopted from a predecessor):
+ * every tensor ready, with the checksum m has for it. */
+int peer_serve_offer_loaded(struct peer_serve *ps, const struct model *m, const struct arena *a,
+			    struct errinfo *e);
+
 /* The models this server is about to load (names copied; at most
  * PEER_MAX_TABLES; n = 0 forgets them). A Hello for one of them that is
  * not offered yet is answered "not loaded yet" (-EAGAIN), which a filler
