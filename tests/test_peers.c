@@ -262,6 +262,45 @@ static void test_adopted_served(void **state)
 	free(dir);
 }
 
+/* wsrvd --take-over of a host serving peers serves them in turn, once the
+ * server taken over has let go of the address (the successor used to fail
+ * to start: "the address is in use"). */
+static void test_taken_over_serves(void **state)
+{
+	struct test_server a, next, b;
+	struct sources s;
+	int st = 0;
+
+	(void)state;
+	fresh_ports();
+	host(&a, 0, NULL, true, "--peer-listen", T.addr[0], NULL);
+	next = a;
+	assert_int_equal(server_restart_args(&next, "m", T.dir, "--peer-allow", T.nl.net, "--peer-token",
+					     T.token, "--peer-listen", T.addr[0], "--take-over", NULL), 0);
+	/* The old one leaves once the successor serves. */
+	pid_t w = 0;
+	for (int i = 0; i < 300 && (w = waitpid(a.pid, &st, WNOHANG)) == 0; i++)
+		sleep_ms(100);
+	if (w != a.pid) {
+		kill(a.pid, SIGKILL);
+		waitpid(a.pid, NULL, 0);
+		fail_msg("the server taken over did not leave: the successor failed (%s)", next.log);
+	}
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(server_wait_ready(&next, 30), 0);
+	host(&b, 1, NULL, true, "--fill-from", T.addr[0], NULL);
+	check_bytes(&b);
+	sources_of(&b, &s);
+	assert_int_equal(s.disk, 0);
+	assert_int_equal(s.peers, model_bytes());
+	sources_of(&next, &s);
+	assert_int_equal(s.served, model_bytes());
+	assert_int_equal(server_stop(&b, SIGTERM), 0);
+	assert_int_equal(server_stop(&next, SIGTERM), 0);
+	rm_rf(a.dir);
+	rm_rf(b.dir);
+}
+
 /* Three hosts starting together read the model from their files once
  * between them, and each serves all of it. */
 static void test_fleet_of_three(void **state)
@@ -561,6 +600,7 @@ int main(void)
 		cmocka_unit_test(test_fleet_of_three),
 		cmocka_unit_test(test_model_comes_late),
 		cmocka_unit_test(test_adopted_served),
+		cmocka_unit_test(test_taken_over_serves),
 		cmocka_unit_test(test_partial_hosts),
 		cmocka_unit_test(test_peer_killed_mid_fill),
 		cmocka_unit_test(test_corrupt_peer),

@@ -157,12 +157,12 @@ int srv_peers_check(struct srv_peers *p, bool load_only)
 	return 0;
 }
 
-int srv_peers_start(struct srv_peers *p, bool serve, struct load_opts *lo)
+int srv_peers_start(struct srv_peers *p, bool serve, bool taking_over, struct load_opts *lo)
 {
 	struct errinfo e;
 
 	if (serve && p->listen) {
-		if (peer_serve_start(p->listen, &p->trust, &p->serve, &e) < 0) {
+		if (peer_serve_start(p->listen, &p->trust, taking_over ? 30 : 0, &p->serve, &e) < 0) {
 			log_err("%s", e.msg);
 			return -EIO;
 		}

@@ -38,8 +38,9 @@ int srv_peers_option(struct srv_peers *p, int opt, const char *arg);
 int srv_peers_check(struct srv_peers *p, bool load_only);
 
 /* Starts serving peers when asked (serve: false for --load-only) and makes
- * lo fill through peers when they are in use. */
-int srv_peers_start(struct srv_peers *p, bool serve, struct load_opts *lo);
+ * lo fill through peers when they are in use. taking_over: the server
+ * taken over may hold the address until it exits; listen once it lets go. */
+int srv_peers_start(struct srv_peers *p, bool serve, bool taking_over, struct load_opts *lo);
 
 /* Stops serving and frees what p holds. */
 void srv_peers_stop(struct srv_peers *p);

@@ -304,7 +304,7 @@ static int load_all(struct args *a)
 	json_t *arr = json_array();
 	int status = 0;
 
-	if (srv_peers_start(&a->peers, false, &a->load) < 0)
+	if (srv_peers_start(&a->peers, false, false, &a->load) < 0)
 		status = 1;
 	for (int i = 0; i < a->nmodels; i++) {
 		struct loaded_model *lm;
@@ -502,10 +502,11 @@ static int fd_limits(struct server *srv)
 }
 
 /* Serving other hosts starts before the load: a fleet's hosts fetch each
- * other's shares while they load. */
-static int start_peers(struct args *a, struct server *srv)
+ * other's shares while they load. Taking over, the server taken over
+ * listens for peers until it exits; this one listens once it has. */
+static int start_peers(struct args *a, struct server *srv, bool taking_over)
 {
-	int r = srv_peers_start(&a->peers, true, &a->load);
+	int r = srv_peers_start(&a->peers, true, taking_over, &a->load);
 
 	srv->peers = a->peers.serve;
 	if (srv->peers) /* until loaded, a peer asking for one is told "not yet" */
@@ -543,7 +544,7 @@ static int serve(struct args *a)
 	 * server's, handed over with its models. */
 	if (claim(a, &srv, &h, &lfd, &lock, &tconn) < 0) {
 		status = 1;
-	} else if (start_peers(a, &srv) < 0 || load_for_serving(a, &srv, &h) < 0 || fd_limits(&srv) < 0 || stop_requested()) {
+	} else if (start_peers(a, &srv, tconn >= 0) < 0 || load_for_serving(a, &srv, &h) < 0 || fd_limits(&srv) < 0 || stop_requested()) {
 		if (tconn >= 0) { /* the running server still serves: leave it its socket */
 			close(lfd);
 			close(lock);

@@ -48,7 +48,11 @@ struct peer_serve {
 	struct peer_trust trust;
 	ucp_context_h ctx;
 	ucp_worker_h worker;
-	ucp_listener_h listener;
+	ucp_listener_h listener;    /* NULL while the address is busy */
+	struct sockaddr_storage addr;
+	socklen_t addr_len;
+	char addr_str[64];
+	double listen_until;        /* while busy: when to give up, else 0 */
 	int efd, stopfd;
 	pthread_t th;
 	bool running;
@@ -437,13 +441,8 @@ static void on_conn(ucp_conn_request_h req, void *arg)
 	accept_conn(ps, req, addr);
 }
 
-static int setup_ucx(struct peer_serve *ps, const struct sockaddr_storage *ss, socklen_t sl,
-		     struct errinfo *e)
+static int setup_ucx(struct peer_serve *ps, struct errinfo *e)
 {
-	ucp_listener_params_t lp = { .field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
-				     UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
-				     .sockaddr = { (const struct sockaddr *)ss, sl },
-				     .conn_handler = { on_conn, ps } };
 	ucs_status_t st;
 	int r;
 
@@ -455,10 +454,38 @@ static int setup_ucx(struct peer_serve *ps, const struct sockaddr_storage *ss, s
 		return err_set(e, -EIO, "peers: UCX: cannot set the message handlers");
 	if ((st = ucp_worker_get_efd(ps->worker, &ps->efd)) != UCS_OK)
 		return err_set(e, -EIO, "peers: UCX: ucp_worker_get_efd: %s", ucs_status_string(st));
-	if ((st = ucp_listener_create(ps->worker, &lp, &ps->listener)) != UCS_OK)
-		return err_set(e, st == UCS_ERR_BUSY ? -EADDRINUSE : -EIO, "peers: cannot listen: %s",
-			       st == UCS_ERR_BUSY ? "the address is in use" : ucs_status_string(st));
 	return 0;
+}
+
+static int listen_on(struct peer_serve *ps, struct errinfo *e)
+{
+	ucp_listener_params_t lp = { .field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
+				     UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
+				     .sockaddr = { (const struct sockaddr *)&ps->addr, ps->addr_len },
+				     .conn_handler = { on_conn, ps } };
+	ucs_status_t st = ucp_listener_create(ps->worker, &lp, &ps->listener);
+
+	if (st != UCS_OK)
+		return err_set(e, st == UCS_ERR_BUSY ? -EADDRINUSE : -EIO, "peers: cannot listen on %s: %s",
+			       ps->addr_str, st == UCS_ERR_BUSY ? "the address is in use" : ucs_status_string(st));
+	log_info("peers: serving on %s", ps->addr_str);
+	return 0;
+}
+
+/* On the thread, while the address is busy (a server taken over still
+ * holds it): tries again; gives up, logged, past listen_until. */
+static void listen_again(struct peer_serve *ps)
+{
+	struct errinfo e;
+	int r;
+
+	if (ps->listener || !ps->listen_until)
+		return;
+	r = listen_on(ps, &e);
+	if (r == 0 || (r == -EADDRINUSE && mono_now() < ps->listen_until))
+		return;
+	log_warn("%s; serving no peers", e.msg);
+	ps->listen_until = 0;
 }
 
 static void *serve_main(void *arg)
@@ -467,6 +494,7 @@ static void *serve_main(void *arg)
 	struct pollfd pf[2] = { { .fd = ps->efd, .events = POLLIN }, { .fd = ps->stopfd, .events = POLLIN } };
 
 	while (!(pf[1].revents & POLLIN)) {
+		listen_again(ps);
 		install_pending(ps);
 		while (ucp_worker_progress(ps->worker))
 			;
@@ -479,13 +507,30 @@ static void *serve_main(void *arg)
 	return NULL;
 }
 
-int peer_serve_start(const char *addr, const struct peer_trust *trust, struct peer_serve **out,
-		     struct errinfo *e)
+/* Listens now, or (busy_wait_s) once the address is free. */
+static int first_listen(struct peer_serve *ps, const char *addr, double busy_wait_s,
+			struct errinfo *e)
+{
+	int r = peer_parse_addr(addr, &ps->addr, &ps->addr_len, e);
+
+	if (r < 0)
+		return err_set(e, r, "--peer-listen %s", e->msg);
+	snprintf(ps->addr_str, sizeof(ps->addr_str), "%s", addr);
+	if ((r = setup_ucx(ps, e)) < 0)
+		return r;
+	r = listen_on(ps, e);
+	if (r != -EADDRINUSE || busy_wait_s <= 0)
+		return r;
+	log_info("peers: %s is still in use (the server taken over); listening once it is free", addr);
+	ps->listen_until = mono_now() + busy_wait_s;
+	return 0;
+}
+
+int peer_serve_start(const char *addr, const struct peer_trust *trust, double busy_wait_s,
+		     struct peer_serve **out, struct errinfo *e)
 {
 	struct peer_serve *ps = calloc(1, sizeof(*ps));
-	struct sockaddr_storage ss;
 	const char *v;
-	socklen_t sl;
 	int r;
 
 	if (!ps)
@@ -498,10 +543,8 @@ int peer_serve_start(const char *addr, const struct peer_trust *trust, struct pe
 	ps->offer_delay_ms = (v = getenv("WSRV_TEST_PEER_OFFER_DELAY_MS")) ? (unsigned)atoi(v) : 0;
 	ps->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	r = ps->stopfd < 0 ? err_set(e, -errno, "eventfd: %s", strerror(errno)) : 0;
-	if (r == 0 && (r = peer_parse_addr(addr, &ss, &sl, e)) < 0)
-		err_set(e, r, "--peer-listen %s", e->msg);
 	if (r == 0)
-		r = setup_ucx(ps, &ss, sl, e);
+		r = first_listen(ps, addr, busy_wait_s, e);
 	if (r == 0 && (r = -pthread_create(&ps->th, NULL, serve_main, ps)) < 0)
 		err_set(e, r, "peers: cannot start a thread: %s", strerror(-r));
 	if (r < 0) {
@@ -512,7 +555,6 @@ int peer_serve_start(const char *addr, const struct peer_trust *trust, struct pe
 	if (ps->corrupt || ps->delay_ms || ps->offer_delay_ms)
 		log_warn("peers: test faults on (corrupt %d, delay %u ms, offer delay %u ms)", ps->corrupt,
 			 ps->delay_ms, ps->offer_delay_ms);
-	log_info("peers: serving on %s", addr);
 	*out = ps;
 	return 0;
 }

@@ -39,10 +39,14 @@ struct peer_serve_counters {
 	uint32_t conns;             /* open now */
 };
 
-/* Listens on addr ("ADDR:PORT") on its own thread. trust is copied. On
- * success *out is owned by the caller (peer_serve_stop). */
-int peer_serve_start(const char *addr, const struct peer_trust *trust, struct peer_serve **out,
-		     struct errinfo *e);
+/* Listens on addr ("ADDR:PORT") on its own thread. trust is copied. An
+ * address in use fails, unless busy_wait_s > 0 (taking over from a server
+ * that still holds it until it exits): then the thread listens as soon as
+ * it is free, giving up (logged) after busy_wait_s seconds, and offers
+ * are taken meanwhile. On success *out is owned by the caller
+ * (peer_serve_stop). */
+int peer_serve_start(const char *addr, const struct peer_trust *trust, double busy_wait_s,
+		     struct peer_serve **out, struct errinfo *e);
 
 /* Offers a model: the table is owned by the server from now on (freed by
  * peer_serve_stop; also on failure). A table of the same name replaces
