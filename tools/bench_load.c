@@ -83,6 +83,7 @@ struct result {
 	double cpu[MAX_REPEAT], fill[MAX_REPEAT];
 	double cached_max;
 	bool contend;
+	bool locked;                /* whether the last load locked its arena */
 };
 
 /* The full load, as wsrvd does it, in this process: seconds into *s, CPU
@@ -107,7 +108,8 @@ static int timed_load(const char *path, const struct load_opts *lo, const struct
 }
 
 /* One round: raw O_DIRECT and the wsrv load (both under the burner with
- * --contend), then the fresh-memory reference and a buffered read. */
+ * --contend), the fresh-memory reference (after the load in even rounds,
+ * before it in odd ones), and a buffered read. */
 static int one_round(const char *path, const struct load_opts *lo, const struct files *f,
 		     struct result *res, int i)
 {
@@ -116,7 +118,6 @@ static int one_round(const char *path, const struct load_opts *lo, const struct 
 	size_t bs = lo->loader.block_size ? lo->loader.block_size : LOADER_DEFAULT_BLOCK;
 	double gb = (double)f->bytes / 1e9, c;
 	pid_t burner = res->contend ? burner_start() : 0;
-	bool locked = false;
 	int r;
 
 	drop_cache(f);
@@ -124,13 +125,21 @@ static int one_round(const char *path, const struct load_opts *lo, const struct 
 	res->raw[i] = raw_odirect(f, qd, bs, streams);
 	drop_cache(f);
 	c = c > cached_fraction(f) ? c : cached_fraction(f);
+	/* The fill goes first in odd rounds: whichever runs second may reuse
+	 * memory the first freed that the host has not taken back yet. */
+	if (i % 2) {
+		settle();
+		res->fill[i] = fresh_memory_cpu(f->bytes, res->locked) / gb; /* as round 0 */
+	}
 	settle();
-	r = timed_load(path, lo, f, &res->wsrv[i], &res->loader[i], &res->cpu[i], &locked);
+	r = timed_load(path, lo, f, &res->wsrv[i], &res->loader[i], &res->cpu[i], &res->locked);
 	burner_stop(burner);
 	if (r < 0)
 		return r;
-	settle();
-	res->fill[i] = fresh_memory_cpu(f->bytes, locked) / gb;
+	if (i % 2 == 0) {
+		settle();
+		res->fill[i] = fresh_memory_cpu(f->bytes, res->locked) / gb;
+	}
 	drop_cache(f);
 	c = c > cached_fraction(f) ? c : cached_fraction(f);
 	res->buf[i] = buffered_read(f, bs);
