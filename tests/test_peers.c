@@ -395,6 +395,43 @@ static void test_partial_hosts(void **state)
 	}
 }
 
+/* A fleet of two hosts holding the same ranks reads those ranks' bytes
+ * from its files once between them. */
+static void test_fleet_partial(void **state)
+{
+	struct test_server h[2];
+	struct sources s;
+	char fleet[256], idx[2][4];
+	uint64_t disk = 0, held = 0;
+
+	(void)state;
+	fresh_ports();
+	snprintf(fleet, sizeof(fleet), "%s,%s", T.addr[0], T.addr[1]);
+	for (int i = 0; i < 2; i++) {
+		snprintf(idx[i], sizeof(idx[i]), "%d", i);
+		host(&h[i], i, NULL, false, "--fleet", fleet, "--fleet-index", idx[i], "--plan", T.stages,
+		     "--ranks", "1", "--world", "2", NULL);
+	}
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(server_wait_ready(&h[i], 60), 0);
+	for (int i = 0; i < 2; i++) {
+		check_bytes(&h[i]);
+		sources_of(&h[i], &s);
+		assert_true(s.disk > 0 && s.peers > 0);
+		assert_int_equal(s.checksum_failures + s.failures, 0);
+		if (i == 0)
+			held = s.disk + s.peers;
+		assert_int_equal(s.disk + s.peers, held);
+		disk += s.disk;
+	}
+	assert_true(held < model_bytes()); /* stage 1 of 2 only */
+	assert_int_equal(disk, held);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(server_stop(&h[i], SIGTERM), 0);
+		rm_rf(h[i].dir);
+	}
+}
+
 /* A peer killed while it sends: the fill completes from the other. */
 static void test_peer_killed_mid_fill(void **state)
 {
@@ -602,6 +639,7 @@ int main(void)
 		cmocka_unit_test(test_adopted_served),
 		cmocka_unit_test(test_taken_over_serves),
 		cmocka_unit_test(test_partial_hosts),
+		cmocka_unit_test(test_fleet_partial),
 		cmocka_unit_test(test_peer_killed_mid_fill),
 		cmocka_unit_test(test_corrupt_peer),
 		cmocka_unit_test(test_refused),
