@@ -594,6 +594,18 @@ static void test_options_refused(void **state)
 			       "--peer-token", T.token, NULL };
 	assert_int_equal(run_prog(argv, NULL, out, out, 0, 20), 2);
 	chmod(T.token, 0600);
+	/* An address that is not one: the reason, once (it used to be
+	 * formatted into itself: "--peer-listen --peer-listen ..."). */
+	char sock[300];
+	snprintf(sock, sizeof(sock), "%s/../opts.sock", T.dir);
+	const char *bad[] = { wsrvd, "--socket", sock, "--model", spec, "--peer-listen", "nowhere:1",
+			      "--peer-allow", "127.0.0.1", "--peer-token", T.token, NULL };
+	assert_int_equal(run_prog(bad, NULL, out, out, 0, 20), 1);
+	size_t len;
+	char *log = (char *)read_file(out, &len);
+	assert_non_null(log);
+	assert_non_null(strstr(log, "--peer-listen: 'nowhere:1': 'nowhere' is not a numeric address"));
+	free(log);
 }
 
 static void test_trust_rules(void **state)

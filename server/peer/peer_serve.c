@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
@@ -472,6 +473,22 @@ static int listen_on(struct peer_serve *ps, struct errinfo *e)
 	return 0;
 }
 
+/* Whether something listens on the address still: a plain bind (with
+ * SO_REUSEADDR, as UCX's own) asked first, so that UCX does not log an
+ * error for every try. */
+static bool addr_busy(const struct peer_serve *ps)
+{
+	int fd = socket(ps->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	bool busy;
+
+	if (fd < 0)
+		return false;
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	busy = bind(fd, (const struct sockaddr *)&ps->addr, ps->addr_len) < 0 && errno == EADDRINUSE;
+	close(fd);
+	return busy;
+}
+
 /* On the thread, while the address is busy (a server taken over still
  * holds it): tries again; gives up, logged, past listen_until. */
 static void listen_again(struct peer_serve *ps)
@@ -480,6 +497,8 @@ static void listen_again(struct peer_serve *ps)
 	int r;
 
 	if (ps->listener || !ps->listen_until)
+		return;
+	if (addr_busy(ps) && mono_now() < ps->listen_until)
 		return;
 	r = listen_on(ps, &e);
 	if (r == 0 || (r == -EADDRINUSE && mono_now() < ps->listen_until))
@@ -513,12 +532,17 @@ static int first_listen(struct peer_serve *ps, const char *addr, double busy_wai
 {
 	int r = peer_parse_addr(addr, &ps->addr, &ps->addr_len, e);
 
-	if (r < 0)
-		return err_set(e, r, "--peer-listen %s", e->msg);
+	if (r < 0) { /* not err_set with e->msg: it would format it into itself */
+		err_prefix(e, "--peer-listen");
+		return r;
+	}
 	snprintf(ps->addr_str, sizeof(ps->addr_str), "%s", addr);
 	if ((r = setup_ucx(ps, e)) < 0)
 		return r;
-	r = listen_on(ps, e);
+	if (busy_wait_s > 0 && addr_busy(ps))
+		r = -EADDRINUSE;
+	else
+		r = listen_on(ps, e);
 	if (r != -EADDRINUSE || busy_wait_s <= 0)
 		return r;
 	log_info("peers: %s is still in use (the server taken over); listening once it is free", addr);
