@@ -286,12 +286,22 @@ int arena_create(const char *name, uint32_t nseg, const uint64_t *sizes,
 	return 0;
 }
 
+/* Maps a segment's pages (already in the memfd) into its read-only
+ * mapping, which locks them when it is locked on fault. */
+static int map_in(struct arena_seg *s, struct errinfo *e)
+{
+	if (madvise((void *)s->ro, s->size, MADV_POPULATE_READ) < 0)
+		return err_set(e, -errno, "cannot map and lock %zu bytes of weights: %s", s->size,
+			       strerror(errno));
+	return 0;
+}
+
 /* The segment's own mapping is kept (it holds the lock) and is read-only;
  * F_SEAL_FUTURE_WRITE then refuses every new writable mapping and every
  * write(), which is what readers rely on, and F_SEAL_SEAL fixes the set. */
 static int seal_seg(struct arena *a, struct arena_seg *s, struct errinfo *e)
 {
-	int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
+	int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL, r;
 
 	if (s->fill && s->fill != s->rw)
 		munmap(s->fill, s->size);
@@ -305,10 +315,8 @@ static int seal_seg(struct arena *a, struct arena_seg *s, struct errinfo *e)
 	}
 	/* Written pages are in the memfd but not in this mapping: map them, and
 	 * so lock them (MLOCK_ONFAULT). Without the lock nothing needs them. */
-	if (a->fill_by_write && a->locked &&
-	    madvise((void *)s->ro, s->size, MADV_POPULATE_READ) < 0)
-		return err_set(e, -errno, "cannot map and lock %zu bytes of weights: %s", s->size,
-			       strerror(errno));
+	if (a->fill_by_write && a->locked && (r = map_in(s, e)) < 0)
+		return r;
 	if (fcntl(s->fd, F_ADD_SEALS, seals) < 0)
 		return err_set(e, -errno, "cannot seal a segment: %s", strerror(errno));
 	return 0;
@@ -367,11 +375,11 @@ static int lock_adopted(struct arena *a, struct errinfo *e)
 {
 	for (uint32_t i = 0; a->locked && i < a->nseg; i++) {
 		struct arena_seg *s = &a->seg[i];
+		int r;
 		if (mlock2(s->ro, s->size, MLOCK_ONFAULT) < 0)
 			return lock_error(s->size, errno, e);
-		if (madvise((void *)s->ro, s->size, MADV_POPULATE_READ) < 0)
-			return err_set(e, -errno, "cannot map and lock %zu bytes of weights: %s", s->size,
-				       strerror(errno));
+		if ((r = map_in(s, e)) < 0)
+			return r;
 	}
 	return 0;
 }
