@@ -199,6 +199,16 @@ static uint64_t model_bytes(void)
 	return n;
 }
 
+/* ts serves the files' bytes and took every one from peers; its sources
+ * in *s for further checks. */
+static void all_from_peers(struct test_server *ts, struct sources *s)
+{
+	check_bytes(ts);
+	sources_of(ts, s);
+	assert_int_equal(s->disk, 0);
+	assert_int_equal(s->peers, model_bytes());
+}
+
 /* A host filled from a loaded one serves the files' bytes, none read. */
 static void test_fill_from_one(void **state)
 {
@@ -209,10 +219,7 @@ static void test_fill_from_one(void **state)
 	fresh_ports();
 	host(&a, 0, NULL, true, "--peer-listen", T.addr[0], NULL);
 	host(&b, 1, NULL, true, "--fill-from", T.addr[0], NULL);
-	check_bytes(&b);
-	sources_of(&b, &s);
-	assert_int_equal(s.disk, 0);
-	assert_int_equal(s.peers, model_bytes());
+	all_from_peers(&b, &s);
 	assert_int_equal(s.checksum_failures + s.failures, 0);
 	sources_of(&a, &s);
 	assert_int_equal(s.served, model_bytes());
@@ -249,10 +256,7 @@ static void test_adopted_served(void **state)
 	fdstore_drain(&st, 10000, true);
 	assert_true(st.ready);
 	host(&b, 1, NULL, true, "--fill-from", T.addr[0], "--fill-wait", "5", NULL);
-	check_bytes(&b);
-	sources_of(&b, &s);
-	assert_int_equal(s.disk, 0);
-	assert_int_equal(s.peers, model_bytes());
+	all_from_peers(&b, &s);
 	assert_int_equal(server_stop(&b, SIGTERM), 0);
 	assert_int_equal(server_stop(&a, SIGTERM), 0);
 	fdstore_close(&st);
@@ -289,10 +293,7 @@ static void test_taken_over_serves(void **state)
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	assert_int_equal(server_wait_ready(&next, 30), 0);
 	host(&b, 1, NULL, true, "--fill-from", T.addr[0], NULL);
-	check_bytes(&b);
-	sources_of(&b, &s);
-	assert_int_equal(s.disk, 0);
-	assert_int_equal(s.peers, model_bytes());
+	all_from_peers(&b, &s);
 	sources_of(&next, &s);
 	assert_int_equal(s.served, model_bytes());
 	assert_int_equal(server_stop(&b, SIGTERM), 0);
@@ -347,10 +348,7 @@ static void test_model_comes_late(void **state)
 	fresh_ports();
 	host(&a, 0, late, false, "--peer-listen", T.addr[0], NULL);
 	host(&b, 1, NULL, true, "--fill-from", T.addr[0], NULL);
-	check_bytes(&b);
-	sources_of(&b, &s);
-	assert_int_equal(s.disk, 0);
-	assert_int_equal(s.peers, model_bytes());
+	all_from_peers(&b, &s);
 	assert_int_equal(s.failures, 0);
 	sources_of(&a, &s);
 	assert_true(s.refused >= 1); /* "not loaded here yet", at least once */
