@@ -79,6 +79,8 @@ WSRV_EXPORT int wsrv_stats_server(const struct wsrv_stats *s, struct wsrv_server
 	out->rss_bytes = st->rss_bytes;
 	out->started_unix = st->started_unix;
 	out->first_started_unix = st->first_started_unix;
+	out->max_clients = st->max_clients;
+	out->max_clients_fitted = st->max_clients_fitted;
 	return 0;
 }
 

@@ -208,6 +208,10 @@ static int spawn(struct test_server *ts, const char *name, const char *model, va
 		}
 		if (ts->uid && (chmod(ts->dir, 0777) < 0 || setgid(ts->gid) < 0 || setuid(ts->uid) < 0))
 			_exit(126);
+		/* Changing credentials cleared it: a server left behind held the
+		 * test runner's stdout, and meson waited for it until the timeout. */
+		if (ts->uid)
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (ts->store && fdstore_pass(ts->store) < 0)
 			_exit(126);
 		if (ts->netlab && netlab_enter(ts->netlab, ts->host) < 0)

@@ -375,7 +375,8 @@ static void socket_env_honoured_and_checked(void **s)
 }
 
 /* 6: with a low RLIMIT_NOFILE wsrvd accepted --max-clients it could never
- * serve, and failed accept once a second. */
+ * serve, and failed accept once a second. Asked for, it is refused; left
+ * to its default, it is fitted (test_fdlimit) unless too few would fit. */
 static void fd_limit_checked(void **s)
 {
 	char spec[512], sock[256];
@@ -383,9 +384,13 @@ static void fd_limit_checked(void **s)
 	snprintf(spec, sizeof(spec), "m=%s", model_dir);
 	snprintf(sock, sizeof(sock), "%s", pjoin(tmp, "lim.sock"));
 	assert_int_equal(wsrvd(48, NULL, "--socket", sock, "--no-lock", "--hugepages", "off",
-			       "--model", spec, NULL), 1);
+			       "--max-clients", "1024", "--model", spec, NULL), 1);
 	assert_non_null(strstr(text, "RLIMIT_NOFILE is 48"));
 	assert_non_null(strstr(text, "--max-clients"));
+	assert_int_equal(wsrvd(40, NULL, "--socket", sock, "--no-lock", "--hugepages", "off",
+			       "--model", spec, NULL), 1);
+	assert_non_null(strstr(text, "RLIMIT_NOFILE is 40"));
+	assert_non_null(strstr(text, "fewer than 8"));
 }
 
 /* 7: a peer's strings went raw into the log. */

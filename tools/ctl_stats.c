@@ -87,10 +87,11 @@ static json_t *stats_json(const struct wsrv_stats *s)
 			"sources", sources_json(s, i)));
 	wsrv_stats_server(s, &v);
 	wsrv_stats_peers(s, &ps);
-	return json_pack("{s:o, s:f, s:f, s:f, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:o, s:o, s:o, s:{s:i, s:I, s:I}}",
+	return json_pack("{s:o, s:f, s:f, s:f, s:i, s:i, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:o, s:o, s:o, s:{s:i, s:I, s:I}}",
 		"server_version", ctl_peer_str(v.server_version), "uptime_seconds", v.uptime_seconds,
 		"started_unix", v.started_unix, "first_started_unix", v.first_started_unix,
-		"clients", (int)v.clients, "attachments", (int)v.attachments,
+		"clients", (int)v.clients, "max_clients", (int)v.max_clients,
+		"max_clients_fitted", (int)v.max_clients_fitted, "attachments", (int)v.attachments,
 		"leases", (json_int_t)v.leases, "requests", (json_int_t)v.requests,
 		"errors", (json_int_t)v.errors, "clients_total", (json_int_t)v.clients_total,
 		"arena_bytes", (json_int_t)v.arena_bytes, "rss_bytes", (json_int_t)v.rss_bytes,
@@ -170,7 +171,11 @@ static void print_stats(const struct wsrv_stats *s, const struct wsrv_model_list
 	if (v.first_started_unix > 0 && v.first_started_unix < v.started_unix - 0.5)
 		printf(" (models served since %s)", when(v.first_started_unix, b2, sizeof(b2)));
 	putchar('\n');
-	printf("clients    %u now (one is this wsrvctl), %" PRIu64 " since start\n", v.clients, v.clients_total);
+	printf("clients    %u now (one is this wsrvctl), %" PRIu64 " since start", v.clients, v.clients_total);
+	if (v.max_clients)
+		printf(", at most %u%s", v.max_clients,
+		       v.max_clients_fitted ? " (fitted to RLIMIT_NOFILE; --max-clients or LimitNOFILE= to change)" : "");
+	putchar('\n');
 	printf("memory     %s of arenas, %s resident in the server\n",
 	       fmt_bytes(v.arena_bytes, b1, sizeof(b1)), fmt_bytes(v.rss_bytes, b2, sizeof(b2)));
 	printf("requests   %" PRIu64 " (%" PRIu64 " errors); %u attachments, %" PRIu64 " leases, %u open fds\n",

@@ -24,6 +24,7 @@ struct peer_serve;
 struct srv_config {
 	const char *socket_path;
 	uint32_t max_clients;       /* sessions at once */
+	bool max_clients_asked;     /* given (--max-clients): never fitted down */
 	uint32_t max_leases;        /* per session */
 	uint32_t max_attach;        /* per session */
 	uint32_t max_message;       /* bytes per packet, at most WSRV_MAX_PACKET */
@@ -138,6 +139,7 @@ struct server {
 	double started_wall;        /* unix seconds of the first start (adoption keeps it) */
 	uint64_t requests, errors, clients_total, refused;
 	uint32_t fd_budget;         /* fds a client may have unread: 4 Attach replies */
+	bool clients_fitted;        /* cfg.max_clients lowered to fit RLIMIT_NOFILE */
 	struct srv_regions regions;
 	int lfd, lock;              /* the listening socket and its lock (srv_run's) */
 	const struct load_opts *load; /* for reloads */

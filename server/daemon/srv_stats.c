@@ -172,6 +172,8 @@ int srv_stats_reply(struct server *srv, uint64_t seq, struct reply *r)
 	clock_gettime(CLOCK_REALTIME, &now);
 	st.started_unix = (double)now.tv_sec + now.tv_nsec / 1e9 - st.uptime_seconds;
 	st.first_started_unix = srv->started_wall;
+	st.max_clients = srv->cfg.max_clients;
+	st.max_clients_fitted = srv->clients_fitted;
 	st.clients = srv->nsessions;
 	st.attachments = attachments;
 	st.leases = leases;

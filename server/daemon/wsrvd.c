@@ -22,6 +22,7 @@
 #include "model_adopt.h"
 #include "log.h"
 #include "report.h"
+#include "srv_fdlimit.h"
 #include "srv_handover.h"
 #include "srv_loop.h"
 #include "srv_peers.h"
@@ -58,7 +59,8 @@ static void usage(FILE *f)
 		"  --allow-publish-uid UID   a user that may publish new generations (repeatable;\n"
 		"                            default: nobody)\n"
 		"  --allow-publish-gid GID   a group whose members may publish (repeatable)\n"
-		"  --max-clients N           clients at once (default 1024)\n"
+		"  --max-clients N           clients at once (default 1024, or what\n"
+		"                            RLIMIT_NOFILE carries if fewer)\n"
 		"  --max-leases N            leases per client (default 4096)\n"
 		"  --max-attach N            attachments per client (default 64)\n"
 		"  --max-message SIZE        bytes per packet, at most 64K (default 64K)\n"
@@ -167,7 +169,11 @@ static int srv_option(int c, const char *arg, struct srv_config *cfg)
 		    (r = allow_full("allow-gid", cfg->n_allow_gid)) == 0)
 			cfg->allow_gid[cfg->n_allow_gid++] = (gid_t)v;
 		break;
-	case O_MAX_CLIENTS: r = num("max-clients", arg, 1, 65536, &v); cfg->max_clients = (uint32_t)v; break;
+	case O_MAX_CLIENTS:
+		r = num("max-clients", arg, 1, 65536, &v);
+		cfg->max_clients = (uint32_t)v;
+		cfg->max_clients_asked = true;
+		break;
 	case O_MAX_LEASES: r = num("max-leases", arg, 1, 1 << 20, &v); cfg->max_leases = (uint32_t)v; break;
 	case O_MAX_ATTACH: r = num("max-attach", arg, 1, 4096, &v); cfg->max_attach = (uint32_t)v; break;
 	case O_MAX_MESSAGE:
@@ -455,22 +461,27 @@ static int load_for_serving(struct args *a, struct server *srv, struct handover 
 }
 
 /* Raises the soft RLIMIT_NOFILE to the hard one, sets each client's budget
- * of unread fds (four Attach replies of the largest model), and refuses a
- * configuration the limit cannot carry: the server's own fds (a socket per
- * client, the models' memfds) and, unless privileged, every fd in flight
- * to unread replies, which the kernel charges to our user against the same
- * limit. */
+ * of unread fds (four Attach replies of the largest model), and fits the
+ * client limit and the device regions to what the limit carries
+ * (srv_fdlimit.c): a default --max-clients is lowered, an asked one that
+ * does not fit is refused. */
 static int fd_limits(struct server *srv)
 {
-	uint64_t own = 32, per_attach = 1, inflight, need;
+	struct fd_fit_in in = { .own = 32, .privileged = geteuid() == 0,
+				.clients = srv->cfg.max_clients,
+				.clients_asked = srv->cfg.max_clients_asked,
+				.regions = srv->cfg.max_regions };
+	uint32_t per_attach = 1;
+	struct fd_fit fit;
 	struct rlimit rl;
+	char why[512];
 
 	for (size_t i = 0; i < srv->nmodels; i++) {
-		own += 1 + srv->models[i].lm->arena->nseg;
+		in.own += 1 + srv->models[i].lm->arena->nseg;
 		if (1 + srv->models[i].lm->arena->nseg > per_attach)
 			per_attach = 1 + srv->models[i].lm->arena->nseg;
 	}
-	srv->fd_budget = (uint32_t)(4 * per_attach);
+	srv->fd_budget = in.fd_budget = 4 * per_attach;
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
 		log_err("getrlimit: %s", strerror(errno));
 		return -errno;
@@ -480,24 +491,23 @@ static int fd_limits(struct server *srv)
 		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
 			getrlimit(RLIMIT_NOFILE, &rl);
 	}
-	own += srv->cfg.max_clients;
-	inflight = geteuid() == 0 ? 0 : (uint64_t)srv->cfg.max_clients * srv->fd_budget;
-	need = own > inflight ? own : inflight;
-	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
-		log_err("RLIMIT_NOFILE is %llu, and --max-clients %u needs %llu (%llu open%s); lower --max-clients or raise the limit (LimitNOFILE= in the unit)",
-			(unsigned long long)rl.rlim_cur, srv->cfg.max_clients, (unsigned long long)need,
-			(unsigned long long)own,
-			inflight ? ", or in flight to clients that have not read their replies" : "");
+	in.limit = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+	if (fd_fit(&in, &fit, why, sizeof(why)) < 0) {
+		log_err("%s", why);
 		return -EMFILE;
 	}
-	/* Each device region holds one fd: as many as the limit leaves room for. */
-	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur - need < srv->cfg.max_regions) {
-		srv->cfg.max_regions = (uint32_t)(rl.rlim_cur - need);
-		log_info("RLIMIT_NOFILE leaves room for %u device regions (--max-regions)",
-			 srv->cfg.max_regions);
-	}
+	if (fit.clients_fitted)
+		log_info("serving at most %u clients at once: RLIMIT_NOFILE %llu carries no more "
+			 "(%s); --max-clients or a higher LimitNOFILE= to change it", fit.clients,
+			 (unsigned long long)in.limit,
+			 in.privileged ? "one fd each" : "one fd each, and fds in flight to clients");
+	if (fit.regions < srv->cfg.max_regions)
+		log_info("RLIMIT_NOFILE leaves room for %u device regions (--max-regions)", fit.regions);
+	srv->cfg.max_clients = fit.clients;
+	srv->cfg.max_regions = fit.regions;
+	srv->clients_fitted = fit.clients_fitted;
 	log_debug("RLIMIT_NOFILE %llu; each client may hold %u unread fds",
-		  (unsigned long long)rl.rlim_cur, srv->fd_budget);
+		  (unsigned long long)in.limit, srv->fd_budget);
 	return 0;
 }
 

@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: MIT
+/* srv_fdlimit.h - fitting the client limit and the device regions to
+ * RLIMIT_NOFILE: what the server's own fds and, unless privileged, the fds
+ * in flight to clients that have not read their replies may use. */
+#ifndef WSRV_SRV_FDLIMIT_H
+#define WSRV_SRV_FDLIMIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Fewer clients than this is no server: the fit refuses instead. */
+#define FD_FIT_MIN_CLIENTS 8u
+
+struct fd_fit_in {
+	uint64_t limit;             /* RLIMIT_NOFILE (UINT64_MAX: none) */
+	uint64_t own;               /* the server's fds before any client: the
+	                             * models' memfds, sockets, io_uring, logs */
+	uint32_t fd_budget;         /* unread fds one client may hold */
+	bool privileged;            /* root: in-flight fds are not charged */
+	uint32_t clients;           /* --max-clients, or the default */
+	bool clients_asked;         /* --max-clients was given: never lowered */
+	uint32_t regions;           /* --max-regions */
+};
+
+struct fd_fit {
+	uint32_t clients;           /* sessions at once */
+	uint32_t regions;           /* device regions (one fd each) */
+	bool clients_fitted;        /* lowered from the default to fit */
+};
+
+/* Fits in to the limit. Each client costs one fd of the server's own and,
+ * unless privileged, fd_budget charged to the user for fds in flight (a
+ * separate count against the same limit). Without an asked client limit,
+ * the default is lowered to what fits, keeping up to a quarter of the room
+ * for device regions; regions then take what the clients leave. Returns 0,
+ * or -EMFILE with a sentence in why when the asked limit does not fit or
+ * fewer than FD_FIT_MIN_CLIENTS would. */
+int fd_fit(const struct fd_fit_in *in, struct fd_fit *out, char *why, size_t n);
+
+#endif
