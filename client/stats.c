@@ -206,6 +206,7 @@ WSRV_EXPORT int wsrv_stats_region(const struct wsrv_stats *s, size_t i, struct w
 	out->fingerprint = g->fingerprint;
 	out->generation = g->generation;
 	out->age_seconds = g->age_seconds;
+	out->waits = g->waits;
 	return 0;
 }
 

@@ -50,11 +50,12 @@ static json_t *regions_json(const struct wsrv_stats *s)
 	struct wsrv_region_info g;
 
 	for (size_t i = 0; wsrv_stats_region(s, i, &g) == 0; i++)
-		json_array_append_new(a, json_pack("{s:i, s:o, s:o, s:s, s:I, s:i, s:s, s:i, s:I, s:f}",
+		json_array_append_new(a, json_pack("{s:i, s:o, s:o, s:s, s:I, s:i, s:s, s:i, s:I, s:f, s:I}",
 			"id", (int)g.id, "model", ctl_peer_str(g.model), "device", ctl_peer_str(g.device),
 			"kind", region_kind(g.kind), "bytes", (json_int_t)g.bytes, "holders", (int)g.holders,
 			"state", g.committed ? "committed" : "filling", "writer_pid", (int)g.writer_pid,
-			"generation", (json_int_t)g.generation, "age_seconds", g.age_seconds));
+			"generation", (json_int_t)g.generation, "age_seconds", g.age_seconds,
+			"waits", (json_int_t)g.waits));
 	return a;
 }
 
@@ -87,7 +88,7 @@ static json_t *stats_json(const struct wsrv_stats *s)
 			"sources", sources_json(s, i)));
 	wsrv_stats_server(s, &v);
 	wsrv_stats_peers(s, &ps);
-	return json_pack("{s:o, s:f, s:f, s:f, s:i, s:i, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:o, s:o, s:o, s:{s:i, s:I, s:I}}",
+	return json_pack("{s:o, s:f, s:f, s:f, s:i, s:i, s:b, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:o, s:o, s:o, s:{s:i, s:I, s:I}}",
 		"server_version", ctl_peer_str(v.server_version), "uptime_seconds", v.uptime_seconds,
 		"started_unix", v.started_unix, "first_started_unix", v.first_started_unix,
 		"clients", (int)v.clients, "max_clients", (int)v.max_clients,
@@ -152,10 +153,10 @@ static void print_regions(const struct wsrv_stats *s)
 	char b[32];
 
 	for (size_t i = 0; wsrv_stats_region(s, i, &g) == 0; i++)
-		printf("region     %u: model %s on %s (%s), %s, %u holder%s, %s, written by pid %u\n", g.id,
-		       esc(g.model), esc(g.device), region_kind(g.kind), fmt_bytes(g.bytes, b, sizeof(b)),
+		printf("region     %u: model %s on %s (%s), %s, %u holder%s, %s, written by pid %u, %" PRIu64 " waited\n",
+		       g.id, esc(g.model), esc(g.device), region_kind(g.kind), fmt_bytes(g.bytes, b, sizeof(b)),
 		       g.holders, g.holders == 1 ? "" : "s", g.committed ? "committed" : "filling",
-		       g.writer_pid);
+		       g.writer_pid, g.waits);
 }
 
 static void print_stats(const struct wsrv_stats *s, const struct wsrv_model_list *l)

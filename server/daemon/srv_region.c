@@ -214,6 +214,7 @@ int region_open(struct server *srv, struct session *s, const Wsrv__RegionOpen *q
 		if (key_is(&srv->regions.v[i], mi, srv->models[mi].generation, q))
 			g = &srv->regions.v[i];
 	if (g && !g->committed) {
+		g->waits++;
 		reply_region(r, seq, g, WSRV__REGION_ROLE__REGION_WAIT);
 		return 0;
 	}
@@ -352,6 +353,7 @@ int region_stats(const struct server *srv, Wsrv__StatsReply *st)
 		v[i].fingerprint = g->fingerprint;
 		v[i].generation = g->generation;
 		v[i].age_seconds = now - g->created;
+		v[i].waits = g->waits;
 		p[i] = &v[i];
 	}
 	p[n] = v;   /* the block itself, for region_stats_free */

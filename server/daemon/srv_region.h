@@ -37,6 +37,7 @@ struct srv_region {
 	uint32_t writer_pid;
 	int fd;                     /* the handle, owned; -1 until committed */
 	uint32_t holders;
+	uint64_t waits;             /* RegionOpens answered REGION_WAIT */
 	double created;
 };
 
