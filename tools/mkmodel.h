@@ -42,6 +42,15 @@ void mk_spec_free(struct mk_spec *spec);
 int mk_write(const struct mk_spec *spec, const char *dir, unsigned shards,
 	     uint64_t seed, struct errinfo *e);
 
+/* Sets config.json's rope_scaling from arg: a JSON object, taken as it is,
+ * or TYPE:FACTOR (linear, dynamic, llama3; llama3 as Llama 3.1 has it, low
+ * and high frequency factors 1 and 4, the preset's max_position_embeddings
+ * as the original and that times FACTOR as the new one). 0 or -EINVAL. */
+int mk_config_rope(struct mk_spec *spec, const char *arg, struct errinfo *e);
+
+/* Sets config.json's hidden_act to name. 0 or -ENOMEM. */
+int mk_config_act(struct mk_spec *spec, const char *name, struct errinfo *e);
+
 /* Bytes of one tensor. */
 uint64_t mk_tensor_bytes(const struct mk_tensor *t);
 

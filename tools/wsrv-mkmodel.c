@@ -15,9 +15,13 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: wsrv-mkmodel --preset tiny|llama-mini|deepseek-v3-mini --size SIZE\n"
-		   "                    [--shards N] [--layers L] [--seed S] --out DIR\n"
+		   "                    [--shards N] [--layers L] [--seed S]\n"
+		   "                    [--rope-scaling TYPE:FACTOR|JSON] [--hidden-act NAME] --out DIR\n"
 		   "  SIZE takes K, M, G suffixes (64M, 2G); the model is the largest of the\n"
-		   "  preset's shapes that fits in SIZE.\n");
+		   "  preset's shapes that fits in SIZE.\n"
+		   "  --rope-scaling sets config.json's rope_scaling: linear:F, dynamic:F,\n"
+		   "  llama3:F (as Llama 3.1: frequency factors 1 and 4), or any JSON object.\n"
+		   "  --hidden-act sets its hidden_act (default silu).\n");
 }
 
 int main(int argc, char **argv)
@@ -29,10 +33,12 @@ int main(int argc, char **argv)
 		{ "layers", required_argument, NULL, 'l' },
 		{ "seed", required_argument, NULL, 'S' },
 		{ "out", required_argument, NULL, 'o' },
+		{ "rope-scaling", required_argument, NULL, 'r' },
+		{ "hidden-act", required_argument, NULL, 'a' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *preset = NULL, *out = NULL;
+	const char *preset = NULL, *out = NULL, *rope = NULL, *act = NULL;
 	unsigned long shards = 1, layers = 0;
 	unsigned long long seed = 0;
 	uint64_t size = 0;
@@ -57,6 +63,8 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'o': out = optarg; break;
+		case 'r': rope = optarg; break;
+		case 'a': act = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -70,9 +78,14 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (mk_preset(preset, size, (unsigned)layers, &spec, &e) < 0 ||
+	if (mk_preset(preset, size, (unsigned)layers, &spec, &e) < 0) {
+		fprintf(stderr, "wsrv-mkmodel: %s\n", e.msg);
+		return 1;
+	}
+	if ((rope && mk_config_rope(&spec, rope, &e) < 0) || (act && mk_config_act(&spec, act, &e) < 0) ||
 	    mk_write(&spec, out, (unsigned)shards, seed, &e) < 0) {
 		fprintf(stderr, "wsrv-mkmodel: %s\n", e.msg);
+		mk_spec_free(&spec);
 		return 1;
 	}
 	printf("wrote %s: preset %s, %zu tensors, %s, %lu shard%s\n", out, preset, spec.n,

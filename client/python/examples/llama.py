@@ -1,9 +1,12 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
 """A Llama-architecture decoder in plain PyTorch, its weights served by
-wsrv: RMSNorm, rotary embeddings (the config's rope_theta), grouped-query
-attention with a KV cache, SwiGLU MLP, tied or untied lm_head, greedy
-generation. Weights come resident (Model.state_dict: zero-copy views of the
+wsrv: RMSNorm, rotary embeddings (the config's rope_theta and rope_scaling:
+default, linear, dynamic or llama3, as Hugging Face computes them),
+grouped-query attention with a KV cache, a gated MLP with the config's
+hidden_act, tied or untied lm_head, greedy generation. A config value it
+does not implement is refused with a sentence naming the key, never
+computed as something else. Weights come resident (Model.state_dict: zero-copy views of the
 shared mapping) or streamed layer by layer (Model.stream).
 
 Tensor parallel, torchrun-style: with WORLD_SIZE > 1 (and RANK,
@@ -17,6 +20,7 @@ float32 (weights are upcast as they are used)."""
 
 import argparse
 import hashlib
+import math
 import os
 import sys
 
@@ -34,6 +38,80 @@ TP_PLAN = {
 }
 
 
+def _gelu_tanh(x):
+    return F.gelu(x, approximate="tanh")
+
+
+# hidden_act values of Llama-architecture checkpoints, as transformers'
+# ACT2FN computes them.
+ACTIVATIONS = {"silu": F.silu, "swish": F.silu, "gelu": F.gelu, "gelu_new": _gelu_tanh,
+               "gelu_pytorch_tanh": _gelu_tanh, "relu": F.relu}
+ROPE_TYPES = ("default", "linear", "dynamic", "llama3")
+
+
+class ConfigError(ValueError):
+    """config.json asks for something this decoder does not compute."""
+
+
+def _number(sc, key, kind="rope_scaling"):
+    v = sc.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+        raise ConfigError(f"config.json: {kind}.{key} is {v!r}; a positive number is needed")
+    return float(v)
+
+
+class Rope:
+    """Rotary frequencies for head_dim under the config's rope_theta and
+    rope_scaling, as transformers' rope initialisations compute them (its
+    attention scaling is 1 for all four types)."""
+
+    def __init__(self, cfg, head_dim):
+        self.dim = head_dim
+        self.theta = float(cfg.get("rope_theta", 10000.0))
+        self.max_pos = cfg.get("max_position_embeddings", 2048)
+        sc = cfg.get("rope_scaling") or {}
+        if not isinstance(sc, dict):
+            raise ConfigError(f"config.json: rope_scaling is {sc!r}; an object or null is needed")
+        self.type = sc.get("rope_type", sc.get("type", "default"))
+        if self.type not in ROPE_TYPES:
+            raise ConfigError(f"config.json: rope_scaling.rope_type {self.type!r} is not "
+                              f"supported (one of {', '.join(ROPE_TYPES)})")
+        self.base = self._inv(self.theta)
+        if self.type != "default":
+            self.factor = _number(sc, "factor")
+        if self.type == "linear":
+            self.base = self.base / self.factor
+        elif self.type == "llama3":
+            self.base = self._llama3(sc)
+
+    def _inv(self, theta):
+        d = self.dim
+        return 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+
+    def _llama3(self, sc):
+        low, high = _number(sc, "low_freq_factor"), _number(sc, "high_freq_factor")
+        old = _number(sc, "original_max_position_embeddings")
+        if high <= low:
+            raise ConfigError(f"config.json: rope_scaling.high_freq_factor {high} is not above "
+                              f"low_freq_factor {low}")
+        inv = self.base
+        wavelen = 2 * math.pi / inv
+        scaled = torch.where(wavelen > old / low, inv / self.factor, inv)
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / self.factor + smooth * scaled
+        medium = ~(wavelen < old / high) * ~(wavelen > old / low)
+        return torch.where(medium, smoothed, scaled)
+
+    def inv_freq(self, seq_len):
+        """The frequencies for a forward pass whose last position is
+        seq_len - 1 (dynamic NTK scaling grows the base past the config's
+        max_position_embeddings)."""
+        if self.type != "dynamic" or seq_len <= self.max_pos:
+            return self.base
+        f, d = self.factor, self.dim
+        return self._inv(self.theta * ((f * seq_len / self.max_pos) - (f - 1)) ** (d / (d - 2)))
+
+
 class Config:
     """What the decoder needs from config.json, for rank of world."""
 
@@ -44,7 +122,12 @@ class Config:
         self.kv_heads = cfg.get("num_key_value_heads", self.heads)
         self.head_dim = cfg.get("head_dim") or self.hidden // self.heads
         self.eps = cfg.get("rms_norm_eps", 1e-6)
-        self.theta = cfg.get("rope_theta", 10000.0)
+        self.rope = Rope(cfg, self.head_dim)
+        act = cfg.get("hidden_act", "silu")
+        if act not in ACTIVATIONS:
+            raise ConfigError(f"config.json: hidden_act {act!r} is not supported "
+                              f"(one of {', '.join(ACTIVATIONS)})")
+        self.act = ACTIVATIONS[act]
         self.tied = cfg.get("tie_word_embeddings", False)
         self.rank, self.world = rank, world
         self.local_heads = self.heads // world
@@ -84,10 +167,10 @@ def rms_norm(x, w, eps):
     return x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * w.float()
 
 
-def rope(x, pos, theta):
-    """Rotary embedding (rotate-half form) of x [T, H, D] at positions pos [T]."""
+def rope(x, pos, inv):
+    """Rotary embedding (rotate-half form) of x [T, H, D] at positions pos [T],
+    with frequencies inv [D/2]."""
     d = x.shape[-1]
-    inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
     ang = pos.float()[:, None] * inv[None, :]
     cos, sin = torch.cat([ang, ang], -1).cos()[:, None, :], torch.cat([ang, ang], -1).sin()[:, None, :]
     x1, x2 = x[..., : d // 2], x[..., d // 2:]
@@ -107,7 +190,8 @@ def attention(c, lw, p, h, pos, cache, i):
     q = F.linear(h, lw[p + "self_attn.q_proj.weight"].float()).view(T, c.local_heads, c.head_dim)
     k = F.linear(h, lw[p + "self_attn.k_proj.weight"].float()).view(T, c.local_kv, c.head_dim)
     v = F.linear(h, lw[p + "self_attn.v_proj.weight"].float()).view(T, c.local_kv, c.head_dim)
-    q, k = rope(q, pos, c.theta), rope(k, pos, c.theta)
+    inv = c.rope.inv_freq(int(pos.max()) + 1)
+    q, k = rope(q, pos, inv), rope(k, pos, inv)
     if i in cache:
         k, v = torch.cat([cache[i][0], k]), torch.cat([cache[i][1], v])
     cache[i] = (k, v)
@@ -124,7 +208,7 @@ def attention(c, lw, p, h, pos, cache, i):
 def mlp(c, lw, p, h):
     g = F.linear(h, lw[p + "mlp.gate_proj.weight"].float())
     u = F.linear(h, lw[p + "mlp.up_proj.weight"].float())
-    return all_reduce(F.linear(F.silu(g) * u, lw[p + "mlp.down_proj.weight"].float()), c)
+    return all_reduce(F.linear(c.act(g) * u, lw[p + "mlp.down_proj.weight"].float()), c)
 
 
 def forward(c, w, ids, pos, cache):
@@ -181,7 +265,10 @@ def main():
         dist.init_process_group("gloo", rank=rank, world_size=world)
     plan = {"tp_plan": TP_PLAN} if world > 1 else None
     with wsrv.connect(a.socket, name=f"llama.py rank {rank}") as cl, cl.attach(a.model) as m:
-        c = Config(m.config, rank, world)
+        try:
+            c = Config(m.config, rank, world)
+        except ConfigError as e:
+            sys.exit(f"llama.py: {e}")
         if a.stream:
             src = m.stream("host", plan=plan, rank=rank, world=world)
             w = StreamWeights(src)

@@ -27,9 +27,9 @@ def _need(var):
     return v
 
 
-def _mkmodel(out, preset, size, layers):
+def _mkmodel(out, preset, size, layers, extra=()):
     subprocess.run([_need("WSRV_MKMODEL"), "--preset", preset, "--size", size, "--layers",
-                    str(layers), "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
+                    str(layers), "--out", str(out), *extra], check=True, stdout=subprocess.DEVNULL)
     return str(out)
 
 
