@@ -172,7 +172,8 @@ const char *fixtures_dir(void)
 #include "netlab.h"
 #include "wsrv.h"
 
-static int spawn(struct test_server *ts, const char *name, const char *model, va_list ap)
+static int spawn_argv(struct test_server *ts, const char *name, const char *model,
+		      const char *const *extra)
 {
 	const char *argv[40];
 	char spec[4200];
@@ -187,8 +188,8 @@ static int spawn(struct test_server *ts, const char *name, const char *model, va
 	argv[n++] = "off";
 	argv[n++] = "--model";
 	argv[n++] = spec;
-	while (n < 38 && (argv[n] = va_arg(ap, const char *)))
-		n++;
+	for (size_t k = 0; n < 38 && extra && extra[k]; k++)
+		argv[n++] = extra[k];
 	argv[n] = NULL;
 	if (!argv[0])
 		return -ENOENT;
@@ -224,6 +225,23 @@ static int spawn(struct test_server *ts, const char *name, const char *model, va
 	return ts->no_wait ? 0 : server_wait_ready(ts, 10);
 }
 
+void args_collect(va_list ap, const char **out, size_t max)
+{
+	size_t n = 0;
+
+	while (n + 1 < max && (out[n] = va_arg(ap, const char *)))
+		n++;
+	out[n] = NULL;
+}
+
+static int spawn(struct test_server *ts, const char *name, const char *model, va_list ap)
+{
+	const char *extra[32];
+
+	args_collect(ap, extra, 32);
+	return spawn_argv(ts, name, model, extra);
+}
+
 int server_wait_ready(struct test_server *ts, int timeout_s)
 {
 	/* Ready when a client can say hello. */
@@ -244,9 +262,19 @@ int server_wait_ready(struct test_server *ts, int timeout_s)
 
 int server_start(struct test_server *ts, const char *name, const char *model, ...)
 {
-	char *d = test_tmpdir("srv");
+	const char *extra[32];
 	va_list ap;
-	int r;
+
+	va_start(ap, model);
+	args_collect(ap, extra, 32);
+	va_end(ap);
+	return server_start_argv(ts, name, model, extra);
+}
+
+int server_start_argv(struct test_server *ts, const char *name, const char *model,
+		      const char *const *extra)
+{
+	char *d = test_tmpdir("srv");
 
 	if (!d)
 		return -ENOMEM;
@@ -254,10 +282,7 @@ int server_start(struct test_server *ts, const char *name, const char *model, ..
 	snprintf(ts->sock, sizeof(ts->sock), "%s/wsrv.sock", d);
 	snprintf(ts->log, sizeof(ts->log), "%s/wsrvd.log", d);
 	free(d);
-	va_start(ap, model);
-	r = spawn(ts, name, model, ap);
-	va_end(ap);
-	return r;
+	return spawn_argv(ts, name, model, extra);
 }
 
 int server_restart(struct test_server *ts, const char *name, const char *model)

@@ -5,6 +5,7 @@
 #define WSRV_TEST_HELPERS_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -51,8 +52,6 @@ uint8_t *read_file(const char *path, size_t *len);
 /* Where the reference fixtures are. */
 const char *fixtures_dir(void);
 
-#endif
-
 /* A wsrvd started for a test, on a unique socket in its own directory. */
 struct test_server {
 	pid_t pid;
@@ -80,6 +79,12 @@ struct test_server {
  * plus extra args (NULL-terminated), stderr to a log file, and waits until
  * it answers (10 s at most). 0 or a negative errno. */
 int server_start(struct test_server *ts, const char *name, const char *model, ...);
+/* Copies ap's strings up to its NULL into out, NULL-terminated, at most
+ * max entries in all. */
+void args_collect(va_list ap, const char **out, size_t max);
+/* The same with the extra arguments in a NULL-terminated array. */
+int server_start_argv(struct test_server *ts, const char *name, const char *model,
+		      const char *const *extra);
 /* Waits until a server started with no_wait answers (timeout_s at most). */
 int server_wait_ready(struct test_server *ts, int timeout_s);
 /* Starts again on the same socket and directory (after a kill). */
@@ -136,3 +141,5 @@ struct two_models {
 };
 int two_models_start(struct two_models *f, const char *tag, unsigned layers);
 void two_models_stop(struct two_models *f);
+
+#endif

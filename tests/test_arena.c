@@ -20,7 +20,9 @@
 #include <unistd.h>
 
 #include "arena.h"
-#include "helpers.h"
+#include "fixture.h"
+
+static struct fixture F = { .tag = "arena" };
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -32,8 +34,6 @@
 #ifndef UNDER_ASAN
 #define UNDER_ASAN 0
 #endif
-
-static int fds_before;
 
 static struct arena *make(uint64_t size, const struct arena_opts *o)
 {
@@ -213,22 +213,11 @@ static void several_segments(void **s)
 	arena_free(a);
 }
 
-static int setup(void **s) { fds_before = count_fds(); return 0; }
-
-static int teardown(void **s)
-{
-	return fd_leak_check(fds_before);
-}
-
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(seals_refuse_writes),
-		cmocka_unit_test(placement_read_back),
-		cmocka_unit_test(numa_choice_synthetic),
-		cmocka_unit_test(hugepages_too_few),
-		cmocka_unit_test(memlock_limit_error),
-		cmocka_unit_test(several_segments),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+FIXTURE_MAIN(F,
+	cmocka_unit_test(seals_refuse_writes),
+	cmocka_unit_test(placement_read_back),
+	cmocka_unit_test(numa_choice_synthetic),
+	cmocka_unit_test(hugepages_too_few),
+	cmocka_unit_test(memlock_limit_error),
+	cmocka_unit_test(several_segments),
+)

@@ -15,10 +15,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "helpers.h"
+#include "fixture.h"
 
-static int fds_before;
-static char *tmp;
+/* dir[0]: scratch. */
+static struct fixture F = { .tag = "cli", .models = { { "" } } };
+
 static char out[1 << 20], err[1 << 16];
 
 static void slurp(const char *path, char *buf, size_t cap)
@@ -47,8 +48,8 @@ static int run(const char *prog, ...)
 		n++;
 	va_end(ap);
 	argv[n] = NULL;
-	snprintf(o, sizeof(o), "%s", pjoin(tmp, "out"));
-	snprintf(e, sizeof(e), "%s", pjoin(tmp, "err"));
+	snprintf(o, sizeof(o), "%s", pjoin(F.dir[0], "out"));
+	snprintf(e, sizeof(e), "%s", pjoin(F.dir[0], "err"));
 	status = run_prog(argv, NULL, o, e, 0, 120);
 	slurp(o, out, sizeof(out));
 	slurp(e, err, sizeof(err));
@@ -57,7 +58,7 @@ static int run(const char *prog, ...)
 
 static void inspect(void **s)
 {
-	const char *model = pjoin(tmp, "model");
+	const char *model = pjoin(F.dir[0], "model");
 	json_error_t je;
 	json_t *j;
 
@@ -74,9 +75,9 @@ static void inspect(void **s)
 	assert_int_equal(json_integer_value(json_object_get(j, "files")), 2);
 	json_decref(j);
 	/* Invalid input: exit 1, the reason on stderr, nothing on stdout. */
-	assert_int_equal(st_write(pjoin(tmp, "bad.safetensors"),
+	assert_int_equal(st_write(pjoin(F.dir[0], "bad.safetensors"),
 		"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, NULL), 0);
-	assert_int_equal(run("WSRV_CTL", "inspect", pjoin(tmp, "bad.safetensors"), NULL), 1);
+	assert_int_equal(run("WSRV_CTL", "inspect", pjoin(F.dir[0], "bad.safetensors"), NULL), 1);
 	assert_non_null(strstr(err, "bad.safetensors: tensor 'w'"));
 	assert_non_null(strstr(err, "(TensorInvalidInfo)"));
 	assert_string_equal(out, "");
@@ -110,7 +111,7 @@ static void load_time_is_whole(json_t *m)
 
 static void wsrvd_load_only(void **s)
 {
-	const char *model = pjoin(tmp, "model2");
+	const char *model = pjoin(F.dir[0], "model2");
 	char spec[4200];
 	json_error_t je;
 	json_t *j, *m;
@@ -160,7 +161,7 @@ static void bad_arguments(void **s)
 {
 	char model[4096], spec[4200];
 
-	snprintf(model, sizeof(model), "%s", pjoin(tmp, "m3"));
+	snprintf(model, sizeof(model), "%s", pjoin(F.dir[0], "m3"));
 
 	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--shards",
 			     "4294967297", "--out", model, NULL), 2);
@@ -176,10 +177,10 @@ static void bad_arguments(void **s)
 	assert_non_null(strstr(err, "--layer 'abc'"));
 	assert_int_equal(run("WSRV_CTL", "verify", "m", "--hold", "-5", NULL), 2);
 	assert_int_equal(run("WSRV_CTL", "dump", "m", "t", "--rank", "1", "--world", "2", "-o",
-			     pjoin(tmp, "x"), NULL), 2);
+			     pjoin(F.dir[0], "x"), NULL), 2);
 	assert_non_null(strstr(err, "need --plan"));
 	assert_int_equal(run("WSRV_CTL", "dump", "m", "t", "--plan", "p", "--rank", "abc", "-o",
-			     pjoin(tmp, "x"), NULL), 2);
+			     pjoin(F.dir[0], "x"), NULL), 2);
 	assert_int_equal(run("WSRV_CTL", "stats", "extra", NULL), 2);
 	assert_int_equal(run("WSRV_CTL", "models", "extra", NULL), 2);
 	assert_int_equal(run("WSRV_CTL", "stats", "--socket", NULL), 2);
@@ -214,14 +215,14 @@ static void bad_arguments(void **s)
  * fresh build had none there). */
 static void bench_runs_the_wsrvd_beside_it(void **s)
 {
-	const char *model = pjoin(tmp, "bench-model");
+	const char *model = pjoin(F.dir[0], "bench-model");
 	const char *argv[] = { getenv("WSRV_BENCH"), "resolve", "--model", model, NULL };
 	const char *env[] = { "WSRVD=/nonexistent/wsrvd", "PATH=/nonexistent", NULL };
 	char o[4096], e[4096];
 
 	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL), 0);
-	snprintf(o, sizeof(o), "%s", pjoin(tmp, "out"));
-	snprintf(e, sizeof(e), "%s", pjoin(tmp, "err"));
+	snprintf(o, sizeof(o), "%s", pjoin(F.dir[0], "out"));
+	snprintf(e, sizeof(e), "%s", pjoin(F.dir[0], "err"));
 	assert_non_null(argv[0]);
 	if (run_prog(argv, env, o, e, 0, 120) != 0) {
 		slurp(e, err, sizeof(err));
@@ -236,7 +237,7 @@ static void bench_runs_the_wsrvd_beside_it(void **s)
  * generated models it did not use. */
 static void help_and_no_stray_folder(void **s)
 {
-	const char *model = pjoin(tmp, "attach-model");
+	const char *model = pjoin(F.dir[0], "attach-model");
 	char workdir[4096], spec[4200];
 	struct stat st;
 
@@ -247,7 +248,7 @@ static void help_and_no_stray_folder(void **s)
 	assert_int_equal(run("WSRV_WORKER", "--help", NULL), 0);
 	assert_non_null(strstr(out, "usage: wsrv-worker"));
 	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL), 0);
-	snprintf(workdir, sizeof(workdir), "%s", pjoin(tmp, "unused-workdir"));
+	snprintf(workdir, sizeof(workdir), "%s", pjoin(F.dir[0], "unused-workdir"));
 	snprintf(spec, sizeof(spec), "%s", model);
 	assert_int_equal(run("WSRV_BENCH", "attach", "--model", spec, "--workdir", workdir, NULL), 0);
 	assert_int_equal(stat(workdir, &st), -1);
@@ -263,28 +264,10 @@ static void help_and_no_stray_folder(void **s)
 	assert_non_null(strstr(out, "\"contend\": true"));
 }
 
-static int setup(void **s)
-{
-	fds_before = count_fds();
-	tmp = test_tmpdir("cli");
-	return tmp ? 0 : -1;
-}
-
-static int teardown(void **s)
-{
-	rm_rf(tmp);
-	free(tmp);
-	return fd_leak_check(fds_before);
-}
-
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(inspect),
-		cmocka_unit_test(wsrvd_load_only),
-		cmocka_unit_test(bad_arguments),
-		cmocka_unit_test(bench_runs_the_wsrvd_beside_it),
-		cmocka_unit_test(help_and_no_stray_folder),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+FIXTURE_MAIN(F,
+	cmocka_unit_test(inspect),
+	cmocka_unit_test(wsrvd_load_only),
+	cmocka_unit_test(bad_arguments),
+	cmocka_unit_test(bench_runs_the_wsrvd_beside_it),
+	cmocka_unit_test(help_and_no_stray_folder),
+)

@@ -15,8 +15,13 @@
 #include <string.h>
 
 #include "device.h"
-#include "helpers.h"
+#include "fixture.h"
 #include "wsrv.h"
+
+static int aliases(void);
+/* One wsrvd for every case, serving the model as "m", a client attached. */
+static struct fixture F = { .tag = "devfault", .serve = "m", .setup = aliases, .models = {
+	{ "tiny", 1 << 20, .layers = 3, .shards = 1, .seed = 5 } } };
 
 enum fault { OK, COPY_FAILS, WAIT_FAILS };
 
@@ -76,9 +81,6 @@ static const struct device_ops faulty_ops = {
 	.done = f_done, .wait = f_wait, .destroy = f_destroy,
 };
 
-static int fds_before;
-static char *model_dir;
-static struct test_server ts;
 static struct wsrv_client *cl;
 static struct wsrv_model *m;
 
@@ -160,35 +162,15 @@ static void open_reports_a_failed_upload(void **st)
 	wsrv_device_destroy(&f->dev);
 }
 
-static int setup(void **st)
+static int aliases(void)
 {
-	signal(SIGPIPE, SIG_IGN);
-	fds_before = count_fds();
-	model_dir = test_tmpdir("devfault-model");
-	if (!model_dir || make_model(model_dir, "tiny", 1 << 20, 3, 1, 5) < 0 ||
-	    server_start(&ts, "m", model_dir, NULL) < 0 || wsrv_connect(ts.sock, NULL, &cl) < 0 ||
-	    wsrv_attach(cl, "m", &m) < 0)
-		return -1;
+	cl = F.srv.cl;
+	m = F.srv.m;
 	return 0;
 }
 
-static int teardown(void **st)
-{
-	wsrv_detach(m);
-	wsrv_disconnect(cl);
-	server_stop(&ts, SIGTERM);
-	rm_rf(ts.dir);
-	rm_rf(model_dir);
-	free(model_dir);
-	return fd_leak_check(fds_before);
-}
-
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(acquire_reports_a_failed_wait),
-		cmocka_unit_test(acquire_reports_a_copy_that_cannot_queue),
-		cmocka_unit_test(open_reports_a_failed_upload),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+FIXTURE_MAIN(F,
+	cmocka_unit_test(acquire_reports_a_failed_wait),
+	cmocka_unit_test(acquire_reports_a_copy_that_cannot_queue),
+	cmocka_unit_test(open_reports_a_failed_upload),
+)

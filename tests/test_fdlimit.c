@@ -18,13 +18,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "helpers.h"
+#include "fixture.h"
 #include "srv_fdlimit.h"
 #include "wsrv.h"
-#include "wsrv.pb-c.h"
 
-static int fds_before;
-static char *model_dir;
+static struct fixture F = { .tag = "fdlimit", .world_readable = true,
+			    .models = { { "tiny", 2 << 20, .layers = 2, .shards = 1, .seed = 5 } } };
 
 /* The arithmetic, for the common limits. */
 static void fit_arithmetic(void **s)
@@ -103,47 +102,33 @@ static const char *log_text(const struct test_server *ts)
  * says the number it chose and why, and shows it in Stats. */
 static void default_start_fits(void **s)
 {
-	struct test_server ts = { .nofile = 1024 };
+	struct served sv = { .ts = { .nofile = 1024 } };
 	uint32_t max, fitted;
 
 	if (geteuid() == 0) {
-		ts.uid = 65527;
-		ts.gid = 65527;
+		sv.ts.uid = 65527;
+		sv.ts.gid = 65527;
 	}
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
-	server_max_clients(ts.sock, &max, &fitted);
+	served_start(&sv, "m", F.dir[0], NULL);
+	server_max_clients(sv.ts.sock, &max, &fitted);
 	assert_true(max >= FD_FIT_MIN_CLIENTS && max < 1024);
 	assert_int_equal(fitted, 1);
-	assert_non_null(strstr(log_text(&ts), "serving at most"));
-	assert_non_null(strstr(log_text(&ts), "RLIMIT_NOFILE 1024"));
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	assert_non_null(strstr(log_text(&sv.ts), "serving at most"));
+	assert_non_null(strstr(log_text(&sv.ts), "RLIMIT_NOFILE 1024"));
+	served_stop(&sv);
 }
 
 /* Asked for, a number that fits is kept as asked. */
 static void asked_number_kept(void **s)
 {
-	struct test_server ts = { .nofile = 1024 };
+	struct served sv = { .ts = { .nofile = 1024 } };
 	uint32_t max, fitted;
 
-	assert_int_equal(server_start(&ts, "m", model_dir, "--max-clients", "50", NULL), 0);
-	server_max_clients(ts.sock, &max, &fitted);
+	served_start(&sv, "m", F.dir[0], "--max-clients", "50", NULL);
+	server_max_clients(sv.ts.sock, &max, &fitted);
 	assert_int_equal(max, 50);
 	assert_int_equal(fitted, 0);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
-}
-
-static void send_attaches(int fd, int n)
-{
-	Wsrv__Request q = WSRV__REQUEST__INIT;
-	Wsrv__Attach a = WSRV__ATTACH__INIT;
-
-	a.model = "m";
-	q.body_case = WSRV__REQUEST__BODY_ATTACH;
-	q.attach = &a;
-	for (int i = 0; i < n; i++)
-		raw_send(fd, &q, NULL, 0);
+	served_stop(&sv);
 }
 
 /* At the fitted number, every other client a hog that never reads its
@@ -153,62 +138,25 @@ static void budget_holds_when_fitted(void **s)
 	/* A uid of its own: the kernel charges fds in flight to the user, so
 	 * test_harden's server as nobody, run at the same time, shared it. */
 	struct test_server ts = { .nofile = 64, .uid = 65527, .gid = 65527 };
-	struct wsrv_client *good;
-	struct wsrv_model *gm;
 	uint32_t max, fitted;
-	int bad[64], nbad = 0;
+	int bad[64];
 
 	if (geteuid() != 0)
 		skip(); /* needs a non-root server, started from root */
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	server_max_clients(ts.sock, &max, &fitted);
 	assert_int_equal(fitted, 1);
 	assert_true(max >= FD_FIT_MIN_CLIENTS && max <= 64);
-	for (; nbad < (int)max - 1; nbad++) {
-		bad[nbad] = raw_connect(ts.sock);
-		assert_true(bad[nbad] >= 0);
-		raw_hello(bad[nbad], "never-reads");
-		send_attaches(bad[nbad], 40);
-	}
-	sleep_ms(300);
-	assert_int_equal(wsrv_connect(ts.sock, NULL, &good), 0);
-	for (int i = 0; i < 3; i++) {
-		if (wsrv_attach(good, "m", &gm) < 0)
-			fail_msg("the reading client was cut off: %s", wsrv_last_error());
-		wsrv_detach(gm);
-	}
-	wsrv_disconnect(good);
-	for (int i = 0; i < nbad; i++)
-		close(bad[i]);
+	hogs_open(ts.sock, bad, (int)max - 1, 40);
+	reader_not_cut_off(ts.sock);
+	hogs_close(bad, (int)max - 1);
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
 	rm_rf(ts.dir);
 }
 
-static int setup(void **s)
-{
-	signal(SIGPIPE, SIG_IGN);
-	fds_before = count_fds();
-	model_dir = test_tmpdir("fdlimit-model");
-	if (!model_dir || make_model(model_dir, "tiny", 2 << 20, 2, 1, 5) < 0 ||
-	    chmod(model_dir, 0755) < 0)
-		return -1;
-	return 0;
-}
-
-static int teardown(void **s)
-{
-	rm_rf(model_dir);
-	free(model_dir);
-	return fd_leak_check(fds_before);
-}
-
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(fit_arithmetic),
-		cmocka_unit_test(default_start_fits),
-		cmocka_unit_test(asked_number_kept),
-		cmocka_unit_test(budget_holds_when_fitted),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+FIXTURE_MAIN(F,
+	cmocka_unit_test(fit_arithmetic),
+	cmocka_unit_test(default_start_fits),
+	cmocka_unit_test(asked_number_kept),
+	cmocka_unit_test(budget_holds_when_fitted),
+)

@@ -18,14 +18,14 @@
 #include <string.h>
 
 #include "forward.h"
-#include "helpers.h"
+#include "fixture.h"
 #include "wsrv.h"
+
+static struct fixture F = { .tag = "fp8" };
 
 #define ROWS 256
 #define COLS 256
 #define W "model.layers.0.mlp.down_proj.weight"
-
-static int fds_before;
 
 /* A one-layer model: an FP8 [256, 256] weight of 1.0 with an F32 scale of
  * scale_shape (JSON) whose entries are 1.0, and the config given (NULL:
@@ -158,25 +158,9 @@ static void empty_tensor_costs_nothing(void **st)
 	free(dir);
 }
 
-static int setup(void **st)
-{
-	signal(SIGPIPE, SIG_IGN);
-	fds_before = count_fds();
-	return 0;
-}
-
-static int teardown(void **st)
-{
-	return fd_leak_check(fds_before);
-}
-
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(scales_that_fit),
-		cmocka_unit_test(scales_that_do_not_fit),
-		cmocka_unit_test(malformed_block_size),
-		cmocka_unit_test(empty_tensor_costs_nothing),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+FIXTURE_MAIN(F,
+	cmocka_unit_test(scales_that_fit),
+	cmocka_unit_test(scales_that_do_not_fit),
+	cmocka_unit_test(malformed_block_size),
+	cmocka_unit_test(empty_tensor_costs_nothing),
+)

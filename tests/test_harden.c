@@ -20,13 +20,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "helpers.h"
+#include "fixture.h"
 #include "packet.h"
 #include "wsrv.h"
 #include "wsrv.pb-c.h"
 
-static int fds_before;
-static char *model_dir, *tmp;
+/* dir[0]: the model; dir[1]: scratch. */
+static struct fixture F = { .tag = "harden", .models = {
+	{ "tiny", 2 << 20, .layers = 2, .shards = 1, .seed = 5 }, { "" } } };
 static char text[1 << 16];
 
 static const char *slurp(const char *path)
@@ -52,8 +53,8 @@ static int wsrvd(unsigned nofile, const char *const *env, ...)
 		n++;
 	va_end(ap);
 	argv[n] = NULL;
-	st = run_prog(argv, env, pjoin(tmp, "out"), pjoin(tmp, "err"), nofile, 20);
-	slurp(pjoin(tmp, "err"));
+	st = run_prog(argv, env, pjoin(F.dir[1], "out"), pjoin(F.dir[1], "err"), nofile, 20);
+	slurp(pjoin(F.dir[1], "err"));
 	return st;
 }
 
@@ -73,49 +74,22 @@ static void attach_and_fetch(const char *sock)
 	wsrv_disconnect(c);
 }
 
-static void send_attaches(int fd, int n)
-{
-	Wsrv__Request q = WSRV__REQUEST__INIT;
-	Wsrv__Attach a = WSRV__ATTACH__INIT;
-
-	a.model = "m";
-	q.body_case = WSRV__REQUEST__BODY_ATTACH;
-	q.attach = &a;
-	for (int i = 0; i < n; i++)
-		raw_send(fd, &q, NULL, 0);
-}
-
 /* 1: clients that never read their Attach replies keep fds in flight,
  * charged to a non-root server's user against RLIMIT_NOFILE. They must not
  * cut off a client that reads. */
 static void unread_fds_do_not_cut_others_off(void **s)
 {
 	struct test_server ts = { .nofile = 64, .uid = 65534, .gid = 65534 };
-	struct wsrv_client *good;
-	struct wsrv_model *gm;
 	int bad[2];
 
 	if (geteuid() != 0)
 		skip(); /* needs a non-root server, started from root */
-	assert_int_equal(chmod(model_dir, 0755), 0);
-	assert_int_equal(server_start(&ts, "m", model_dir, "--max-clients", "4", NULL), 0);
-	assert_int_equal(wsrv_connect(ts.sock, NULL, &good), 0);
-	for (int i = 0; i < 2; i++) {
-		bad[i] = raw_connect(ts.sock);
-		assert_true(bad[i] >= 0);
-		raw_hello(bad[i], "never-reads");
-		send_attaches(bad[i], 40);
-	}
-	sleep_ms(300);
+	assert_int_equal(chmod(F.dir[0], 0755), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--max-clients", "4", NULL), 0);
+	hogs_open(ts.sock, bad, 2, 40);
 	/* Without a budget, 2 x 19 queued replies x 2 fds passed 64. */
-	for (int i = 0; i < 3; i++) {
-		if (wsrv_attach(good, "m", &gm) < 0)
-			fail_msg("the reading client was cut off: %s", wsrv_last_error());
-		wsrv_detach(gm);
-	}
-	wsrv_disconnect(good);
-	close(bad[0]);
-	close(bad[1]);
+	reader_not_cut_off(ts.sock);
+	hogs_close(bad, 2);
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
 	rm_rf(ts.dir);
 }
@@ -134,7 +108,7 @@ static void stats_of_many_streams(void **s)
 	struct wsrv_stats *st;
 	int fds[30];
 
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	memset(model, 'x', 63);
 	model[63] = 0;
 	rp.model = model;
@@ -178,7 +152,7 @@ static void refused_peers_cost_nothing(void **s)
 	struct wsrv_client *a, *b, *c;
 	int lines = 0;
 
-	assert_int_equal(server_start(&ts, "m", model_dir, "--max-clients", "2", NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--max-clients", "2", NULL), 0);
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &a), 0);
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &b), 0);
 	for (int i = 0; i < 50; i++) {
@@ -210,7 +184,7 @@ static void supplementary_group_allowed(void **s)
 
 	if (geteuid() != 0)
 		skip(); /* needs another uid and setgroups */
-	assert_int_equal(server_start(&ts, "m", model_dir, "--allow-gid", "4242", NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-gid", "4242", NULL), 0);
 	assert_int_equal(chmod(ts.sock, 0666), 0);
 	assert_int_equal(chmod(ts.dir, 0755), 0);
 	kid = fork();
@@ -234,7 +208,7 @@ static void allow_list_overflow_refused(void **s)
 	char spec[512], uids[33][12];
 	int n = 3, st;
 
-	snprintf(spec, sizeof(spec), "m=%s", model_dir);
+	snprintf(spec, sizeof(spec), "m=%s", F.dir[0]);
 	argv[n++] = spec;
 	for (int i = 0; i < 33; i++) {
 		snprintf(uids[i], sizeof(uids[i]), "%d", 1000 + i);
@@ -242,9 +216,9 @@ static void allow_list_overflow_refused(void **s)
 		argv[n++] = uids[i];
 	}
 	argv[n] = NULL;
-	st = run_prog(argv, NULL, pjoin(tmp, "out"), pjoin(tmp, "err"), 0, 20);
+	st = run_prog(argv, NULL, pjoin(F.dir[1], "out"), pjoin(F.dir[1], "err"), 0, 20);
 	assert_int_equal(st, 2);
-	assert_non_null(strstr(slurp(pjoin(tmp, "err")), "at most 32"));
+	assert_non_null(strstr(slurp(pjoin(F.dir[1], "err")), "at most 32"));
 }
 
 /* 5: only a refused connection makes a socket stale. */
@@ -255,10 +229,10 @@ static void live_socket_of_another_service_kept(void **s)
 	int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), c;
 	struct stat st;
 
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", pjoin(tmp, "other.sock"));
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", pjoin(F.dir[1], "other.sock"));
 	assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
 	assert_int_equal(listen(l, 4), 0);
-	snprintf(spec, sizeof(spec), "m=%s", model_dir);
+	snprintf(spec, sizeof(spec), "m=%s", F.dir[0]);
 	assert_int_equal(wsrvd(0, NULL, "--socket", a.sun_path, "--no-lock", "--model", spec, NULL), 1);
 	assert_non_null(strstr(text, "not replacing it"));
 	assert_int_equal(stat(a.sun_path, &st), 0);
@@ -267,7 +241,7 @@ static void live_socket_of_another_service_kept(void **s)
 	close(c);
 	close(l);
 	unlink(a.sun_path);
-	unlink(pjoin(tmp, "other.sock.lock"));
+	unlink(pjoin(F.dir[1], "other.sock.lock"));
 }
 
 /* 5: a symbolic link at PATH.lock made wsrvd create a file elsewhere. */
@@ -276,14 +250,14 @@ static void lock_symlink_not_followed(void **s)
 	char spec[512], sock[256], target[256];
 	struct stat st;
 
-	snprintf(sock, sizeof(sock), "%s", pjoin(tmp, "sym.sock"));
-	snprintf(target, sizeof(target), "%s", pjoin(tmp, "planted"));
-	assert_int_equal(symlink(target, pjoin(tmp, "sym.sock.lock")), 0);
-	snprintf(spec, sizeof(spec), "m=%s", model_dir);
+	snprintf(sock, sizeof(sock), "%s", pjoin(F.dir[1], "sym.sock"));
+	snprintf(target, sizeof(target), "%s", pjoin(F.dir[1], "planted"));
+	assert_int_equal(symlink(target, pjoin(F.dir[1], "sym.sock.lock")), 0);
+	snprintf(spec, sizeof(spec), "m=%s", F.dir[0]);
 	assert_int_equal(wsrvd(0, NULL, "--socket", sock, "--no-lock", "--model", spec, NULL), 1);
 	assert_non_null(strstr(text, "symbolic link"));
 	assert_int_equal(stat(target, &st), -1);
-	unlink(pjoin(tmp, "sym.sock.lock"));
+	unlink(pjoin(F.dir[1], "sym.sock.lock"));
 }
 
 /* 5: the lock file stayed after SIGTERM; 0660 without a chmod by path. */
@@ -293,7 +267,7 @@ static void lock_removed_on_stop(void **s)
 	char lock[300];
 	struct stat st;
 
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	snprintf(lock, sizeof(lock), "%s.lock", ts.sock);
 	assert_int_equal(stat(lock, &st), 0);
 	assert_int_equal(stat(ts.sock, &st), 0);
@@ -310,7 +284,7 @@ static void lock_removed_on_stop(void **s)
 static void stop_while_loading_cleans_up(void **s)
 {
 	char *dir = test_tmpdir("harden-big"), spec[300], lock[300];
-	const char *sock = pjoin(tmp, "loading.sock");
+	const char *sock = pjoin(F.dir[1], "loading.sock");
 	struct stat st;
 	int status;
 	pid_t pid;
@@ -321,7 +295,7 @@ static void stop_while_loading_cleans_up(void **s)
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		int fd = open(pjoin(tmp, "err"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		int fd = open(pjoin(F.dir[1], "err"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		dup2(fd, 2);
 		execl(getenv("WSRVD"), "wsrvd", "--socket", sock, "--model", spec, (char *)NULL);
 		_exit(127);
@@ -331,7 +305,7 @@ static void stop_while_loading_cleans_up(void **s)
 		sleep_ms(1);
 	assert_int_equal(kill(pid, SIGTERM), 0);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
-	slurp(pjoin(tmp, "err"));
+	slurp(pjoin(F.dir[1], "err"));
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
 	assert_non_null(strstr(text, "stopped by a signal while loading"));
@@ -359,19 +333,19 @@ static void socket_env_honoured_and_checked(void **s)
 	assert_int_equal(wsrv_connect(NULL, NULL, &c), -ENAMETOOLONG);
 	assert_non_null(strstr(wsrv_last_error(), "WSRV_SOCKET"));
 	unsetenv("WSRV_SOCKET");
-	snprintf(spec, sizeof(spec), "m=%s", model_dir);
+	snprintf(spec, sizeof(spec), "m=%s", F.dir[0]);
 	assert_int_equal(wsrvd(0, envs, "--no-lock", "--model", spec, NULL), 1);
 	assert_non_null(strstr(text, "longer than"));
 	/* The server takes WSRV_SOCKET as the client does: --load-only would
 	 * not listen, so check through a start that fails on a live lock. */
-	snprintf(path, sizeof(path), "%s", pjoin(tmp, "env.sock"));
+	snprintf(path, sizeof(path), "%s", pjoin(F.dir[1], "env.sock"));
 	snprintf(env, sizeof(env), "WSRV_SOCKET=%s", path);
-	assert_int_equal(mkfifo(pjoin(tmp, "env.sock"), 0600), 0);
+	assert_int_equal(mkfifo(pjoin(F.dir[1], "env.sock"), 0600), 0);
 	assert_int_equal(wsrvd(0, envs2, "--no-lock", "--model", spec, NULL), 1);
 	assert_non_null(strstr(text, path));
 	assert_int_equal(stat(path, &st), 0); /* a FIFO there is not replaced */
 	unlink(path);
-	unlink(pjoin(tmp, "env.sock.lock"));
+	unlink(pjoin(F.dir[1], "env.sock.lock"));
 }
 
 /* 6: with a low RLIMIT_NOFILE wsrvd accepted --max-clients it could never
@@ -381,8 +355,8 @@ static void fd_limit_checked(void **s)
 {
 	char spec[512], sock[256];
 
-	snprintf(spec, sizeof(spec), "m=%s", model_dir);
-	snprintf(sock, sizeof(sock), "%s", pjoin(tmp, "lim.sock"));
+	snprintf(spec, sizeof(spec), "m=%s", F.dir[0]);
+	snprintf(sock, sizeof(sock), "%s", pjoin(F.dir[1], "lim.sock"));
 	assert_int_equal(wsrvd(48, NULL, "--socket", sock, "--no-lock", "--hugepages", "off",
 			       "--max-clients", "1024", "--model", spec, NULL), 1);
 	assert_non_null(strstr(text, "RLIMIT_NOFILE is 48"));
@@ -401,7 +375,7 @@ static void log_injection_escaped(void **s)
 	Wsrv__Attach a = WSRV__ATTACH__INIT;
 	int fd;
 
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	fd = raw_connect(ts.sock);
 	raw_hello(fd, "x\n2026-01-01 wsrvd[1]: forged");
 	assert_int_equal(raw_recv_code(fd, NULL, NULL), 0);
@@ -429,22 +403,22 @@ static void load_only_refuses_what_serving_refuses(void **s)
 	/* A rank-17 tensor. */
 	for (int i = 0; i < 17; i++)
 		strcat(shape, i ? ",1" : "1");
-	snprintf(file, sizeof(file), "%s", pjoin(tmp, "rank17.safetensors"));
+	snprintf(file, sizeof(file), "%s", pjoin(F.dir[1], "rank17.safetensors"));
 	assert_int_equal(st_write(file, hdr("{\"t\":{\"dtype\":\"U8\",\"shape\":[%s],\"data_offsets\":[0,1]}}", shape), 1, NULL), 0);
 	snprintf(spec, sizeof(spec), "m=%s", file);
 	assert_int_equal(wsrvd(0, NULL, "--load-only", "--no-lock", "--model", spec, NULL), 1);
 	assert_non_null(strstr(text, "rank 17"));
 	/* More segments than a reply carries: 70 layers, a segment each. */
-	snprintf(file, sizeof(file), "%s", pjoin(tmp, "m70"));
+	snprintf(file, sizeof(file), "%s", pjoin(F.dir[1], "m70"));
 	assert_int_equal(make_model(file, "tiny", 1 << 20, 70, 1, 3), 0);
 	snprintf(spec, sizeof(spec), "m=%s", file);
 	assert_int_equal(wsrvd(0, NULL, "--load-only", "--no-lock", "--max-segment", "4K",
 			       "--model", spec, NULL), 1);
 	assert_non_null(strstr(text, "71 segments"));
 	rm_rf(file);
-	snprintf(file, sizeof(file), "%s", pjoin(tmp, "rank17.safetensors"));
+	snprintf(file, sizeof(file), "%s", pjoin(F.dir[1], "rank17.safetensors"));
 	/* The same name twice, refused before anything loads. */
-	snprintf(spec2, sizeof(spec2), "m=%s", model_dir);
+	snprintf(spec2, sizeof(spec2), "m=%s", F.dir[0]);
 	st = wsrvd(0, NULL, "--load-only", "--no-lock", "--model", spec, "--model", spec2, NULL);
 	assert_int_equal(st, 2);
 	assert_non_null(strstr(text, "given twice"));
@@ -458,13 +432,13 @@ static void non_regular_files_refused(void **s)
 	char spec[512], dir[300];
 	int st;
 
-	assert_int_equal(mkfifo(pjoin(tmp, "fifo.safetensors"), 0600), 0);
-	snprintf(spec, sizeof(spec), "m=%s", pjoin(tmp, "fifo.safetensors"));
+	assert_int_equal(mkfifo(pjoin(F.dir[1], "fifo.safetensors"), 0600), 0);
+	snprintf(spec, sizeof(spec), "m=%s", pjoin(F.dir[1], "fifo.safetensors"));
 	st = wsrvd(0, NULL, "--load-only", "--no-lock", "--model", spec, NULL);
 	assert_int_equal(st, 1); /* not 137: it did not hang */
 	assert_non_null(strstr(text, "a FIFO"));
-	unlink(pjoin(tmp, "fifo.safetensors"));
-	snprintf(dir, sizeof(dir), "%s", pjoin(tmp, "cfgdir"));
+	unlink(pjoin(F.dir[1], "fifo.safetensors"));
+	snprintf(dir, sizeof(dir), "%s", pjoin(F.dir[1], "cfgdir"));
 	assert_int_equal(make_model(dir, "tiny", 1 << 20, 2, 1, 3), 0);
 	unlink(pjoin(dir, "config.json"));
 	assert_int_equal(mkdir(pjoin(dir, "config.json"), 0755), 0);
@@ -486,7 +460,7 @@ static void churn_never_cancels_others(void **s)
 	Wsrv__Request q = WSRV__REQUEST__INIT;
 	Wsrv__Stats st = WSRV__STATS__INIT;
 
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	q.body_case = WSRV__REQUEST__BODY_STATS;
 	q.stats = &st;
 	for (int i = 0; i < 300; i++) {
@@ -514,7 +488,7 @@ static void bad_first_packet_closes(void **s)
 	Wsrv__Hello h = WSRV__HELLO__INIT;
 	int fd, p[2];
 
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	memset(junk, 0xff, sizeof(junk));
 	fd = raw_connect(ts.sock);
 	assert_int_equal(pkt_send(fd, junk, sizeof(junk), NULL, 0), 0);
@@ -543,45 +517,21 @@ static void bad_first_packet_closes(void **s)
 	rm_rf(ts.dir);
 }
 
-static int setup(void **s)
-{
-	signal(SIGPIPE, SIG_IGN);
-	fds_before = count_fds();
-	tmp = test_tmpdir("harden");
-	model_dir = test_tmpdir("harden-model");
-	if (!tmp || !model_dir || make_model(model_dir, "tiny", 2 << 20, 2, 1, 5) < 0)
-		return -1;
-	return 0;
-}
-
-static int teardown(void **s)
-{
-	rm_rf(model_dir);
-	rm_rf(tmp);
-	free(model_dir);
-	free(tmp);
-	return fd_leak_check(fds_before);
-}
-
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(unread_fds_do_not_cut_others_off),
-		cmocka_unit_test(stats_of_many_streams),
-		cmocka_unit_test(refused_peers_cost_nothing),
-		cmocka_unit_test(supplementary_group_allowed),
-		cmocka_unit_test(allow_list_overflow_refused),
-		cmocka_unit_test(live_socket_of_another_service_kept),
-		cmocka_unit_test(lock_symlink_not_followed),
-		cmocka_unit_test(lock_removed_on_stop),
-		cmocka_unit_test(stop_while_loading_cleans_up),
-		cmocka_unit_test(socket_env_honoured_and_checked),
-		cmocka_unit_test(fd_limit_checked),
-		cmocka_unit_test(log_injection_escaped),
-		cmocka_unit_test(load_only_refuses_what_serving_refuses),
-		cmocka_unit_test(non_regular_files_refused),
-		cmocka_unit_test(churn_never_cancels_others),
-		cmocka_unit_test(bad_first_packet_closes),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+FIXTURE_MAIN(F,
+	cmocka_unit_test(unread_fds_do_not_cut_others_off),
+	cmocka_unit_test(stats_of_many_streams),
+	cmocka_unit_test(refused_peers_cost_nothing),
+	cmocka_unit_test(supplementary_group_allowed),
+	cmocka_unit_test(allow_list_overflow_refused),
+	cmocka_unit_test(live_socket_of_another_service_kept),
+	cmocka_unit_test(lock_symlink_not_followed),
+	cmocka_unit_test(lock_removed_on_stop),
+	cmocka_unit_test(stop_while_loading_cleans_up),
+	cmocka_unit_test(socket_env_honoured_and_checked),
+	cmocka_unit_test(fd_limit_checked),
+	cmocka_unit_test(log_injection_escaped),
+	cmocka_unit_test(load_only_refuses_what_serving_refuses),
+	cmocka_unit_test(non_regular_files_refused),
+	cmocka_unit_test(churn_never_cancels_others),
+	cmocka_unit_test(bad_first_packet_closes),
+)

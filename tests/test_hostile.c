@@ -24,20 +24,24 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "helpers.h"
+#include "fixture.h"
 #include "packet.h"
 #include "wsrv.h"
 #include "wsrv.pb-c.h"
 
-static int fds_before;
-static char *model_dir;
-static struct test_server ts;
+static int aliases(void);
+/* One wsrvd for every case (hello timeout 1 s), serving the model as "m",
+ * and a good client attached that must keep working through every case. */
+static struct fixture F = { .tag = "hostile", .serve = "m", .setup = aliases,
+			    .serve_args = { "--hello-timeout", "1", NULL }, .models = {
+	{ "tiny", 2 << 20, .layers = 2, .shards = 1, .seed = 5 } } };
+
 static struct wsrv_client *good;
 static struct wsrv_model *good_m;
 
 static int conn(void)
 {
-	int fd = raw_connect(ts.sock);
+	int fd = raw_connect(F.srv.ts.sock);
 
 	assert_true(fd >= 0);
 	return fd;
@@ -107,7 +111,7 @@ static void garbage_oversized_truncated(void **s)
 
 static void fds_sent_to_server_are_closed(void **s)
 {
-	int base = pid_fd_quiet(ts.pid), fd = hello_raw(), p[2];
+	int base = pid_fd_quiet(F.srv.ts.pid), fd = hello_raw(), p[2];
 	Wsrv__Request q = WSRV__REQUEST__INIT;
 	Wsrv__Stats st = WSRV__STATS__INIT;
 
@@ -120,7 +124,7 @@ static void fds_sent_to_server_are_closed(void **s)
 	close(p[1]);
 	good_still_works();
 	/* The server holds the connection, not the two fds. */
-	assert_int_equal(pid_fd_count(ts.pid), base + 1);
+	assert_int_equal(pid_fd_count(F.srv.ts.pid), base + 1);
 	close(fd);
 }
 
@@ -154,7 +158,7 @@ static void hello_first_and_silence(void **s)
 
 static void many_connections(void **s)
 {
-	int base = pid_fd_quiet(ts.pid);
+	int base = pid_fd_quiet(F.srv.ts.pid);
 
 	for (int i = 0; i < 2000; i++) {
 		int fd = conn();
@@ -162,9 +166,9 @@ static void many_connections(void **s)
 			assert_int_equal(raw_hello(fd, NULL), 0);
 		close(fd);
 	}
-	for (int i = 0; i < 200 && pid_fd_count(ts.pid) != base; i++)
+	for (int i = 0; i < 200 && pid_fd_count(F.srv.ts.pid) != base; i++)
 		sleep_ms(10);
-	assert_int_equal(pid_fd_count(ts.pid), base);
+	assert_int_equal(pid_fd_count(F.srv.ts.pid), base);
 	good_still_works();
 }
 
@@ -231,16 +235,16 @@ static void uid_outside_allow_list(void **s)
 		struct wsrv_client *c;
 		/* The socket is 0660 root:root: make it reachable so the
 		 * server's own check is what refuses. */
-		if (chmod(ts.sock, 0666) < 0 || chmod(ts.dir, 0755) < 0 ||
+		if (chmod(F.srv.ts.sock, 0666) < 0 || chmod(F.srv.ts.dir, 0755) < 0 ||
 		    setgid(65534) < 0 || setuid(65534) < 0)
 			_exit(3);
-		int r = wsrv_connect(ts.sock, NULL, &c);
+		int r = wsrv_connect(F.srv.ts.sock, NULL, &c);
 		_exit(r == -EACCES && strstr(wsrv_last_error(), "not allowed") ? 0 : 1);
 	}
 	assert_int_equal(waitpid(kid, &st, 0), kid);
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 0);
-	assert_int_equal(chmod(ts.sock, 0660), 0);
+	assert_int_equal(chmod(F.srv.ts.sock, 0660), 0);
 	good_still_works();
 }
 
@@ -249,7 +253,7 @@ static void client_limit(void **s)
 	struct test_server t2 = { 0 };
 	struct wsrv_client *a, *b, *c;
 
-	assert_int_equal(server_start(&t2, "m", model_dir, "--max-clients", "2", NULL), 0);
+	assert_int_equal(server_start(&t2, "m", F.dir[0], "--max-clients", "2", NULL), 0);
 	assert_int_equal(wsrv_connect(t2.sock, NULL, &a), 0);
 	assert_int_equal(wsrv_connect(t2.sock, NULL, &b), 0);
 	assert_int_equal(wsrv_connect(t2.sock, NULL, &c), -EUSERS);
@@ -262,48 +266,20 @@ static void client_limit(void **s)
 	rm_rf(t2.dir);
 }
 
-static int setup(void **s)
+static int aliases(void)
 {
-	signal(SIGPIPE, SIG_IGN);
-	fds_before = count_fds();
-	model_dir = test_tmpdir("hostile-model");
-	if (!model_dir || make_model(model_dir, "tiny", 2 << 20, 2, 1, 5) < 0)
-		return -1;
-	if (server_start(&ts, "m", model_dir, "--hello-timeout", "1", NULL) < 0)
-		return -1;
-	if (wsrv_connect(ts.sock, NULL, &good) < 0 || wsrv_attach(good, "m", &good_m) < 0)
-		return -1;
+	good = F.srv.cl;
+	good_m = F.srv.m;
 	return 0;
 }
 
-static int teardown(void **s)
-{
-	int st;
-
-	wsrv_detach(good_m);
-	wsrv_disconnect(good);
-	st = server_stop(&ts, SIGTERM);
-	if (st != 0) {
-		fprintf(stderr, "wsrvd exited with %d; its log is in %s\n", st, ts.log);
-		return -1;
-	}
-	rm_rf(ts.dir);
-	rm_rf(model_dir);
-	free(model_dir);
-	return fd_leak_check(fds_before);
-}
-
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(garbage_oversized_truncated),
-		cmocka_unit_test(fds_sent_to_server_are_closed),
-		cmocka_unit_test(hello_first_and_silence),
-		cmocka_unit_test(many_connections),
-		cmocka_unit_test(client_that_never_reads),
-		cmocka_unit_test(writable_mapping_refused),
-		cmocka_unit_test(uid_outside_allow_list),
-		cmocka_unit_test(client_limit),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+FIXTURE_MAIN(F,
+	cmocka_unit_test(garbage_oversized_truncated),
+	cmocka_unit_test(fds_sent_to_server_are_closed),
+	cmocka_unit_test(hello_first_and_silence),
+	cmocka_unit_test(many_connections),
+	cmocka_unit_test(client_that_never_reads),
+	cmocka_unit_test(writable_mapping_refused),
+	cmocka_unit_test(uid_outside_allow_list),
+	cmocka_unit_test(client_limit),
+)

@@ -17,12 +17,14 @@
 #include <sys/stat.h>
 #include <xxhash.h>
 
-#include "helpers.h"
+#include "fixture.h"
 #include "xxh3_stream.h"
 #include "model_load.h"
 
-static int fds_before;
-static char *dir_llama, *dir_dsv3;
+/* dir[0]: llama-mini in 3 shards; dir[1]: deepseek-v3-mini in 2. */
+static struct fixture F = { .tag = "loader", .models = {
+	{ "llama-mini", 24 << 20, .layers = 3, .shards = 3, .seed = 42 },
+	{ "deepseek-v3-mini", 24 << 20, .layers = 2, .shards = 2, .seed = 7 } } };
 
 static struct load_opts opts(void)
 {
@@ -70,12 +72,12 @@ static struct loaded_model *load(const char *path, const struct load_opts *o)
 static void bytes_equal_files(void **s)
 {
 	struct load_opts o = opts();
-	struct loaded_model *lm = load(dir_llama, &o);
+	struct loaded_model *lm = load(F.dir[0], &o);
 
 	check_bytes(lm);
 	assert_int_equal(lm->stats.tensor_bytes, lm->model->data_bytes);
 	loaded_model_free(lm);
-	lm = load(dir_dsv3, &o);
+	lm = load(F.dir[1], &o);
 	check_bytes(lm);
 	loaded_model_free(lm);
 	/* The reference fixture, whose tensors sit at unaligned offsets. */
@@ -95,16 +97,16 @@ static void small_blocks_and_deep_queues(void **s)
 	o.loader.queue_depth = 1;
 	o.loader.block_size = 4096;
 	o.loader.max_shards = 1;
-	lm = load(dir_llama, &o);
+	lm = load(F.dir[0], &o);
 	check_bytes(lm);
 	loaded_model_free(lm);
 	o.loader.queue_depth = 256;
 	o.loader.max_shards = 8;
-	lm = load(dir_dsv3, &o);
+	lm = load(F.dir[1], &o);
 	check_bytes(lm);
 	loaded_model_free(lm);
 	o.model.max_segment = 1 << 20;
-	lm = load(dir_llama, &o);
+	lm = load(F.dir[0], &o);
 	assert_true(lm->arena->nseg > 1);
 	check_bytes(lm);
 	loaded_model_free(lm);
@@ -148,13 +150,13 @@ static void buffered_fallback(void **s)
 	struct loaded_model *lm;
 
 	loader_open_hook = refuse_direct;
-	lm = load(dir_llama, &o);
+	lm = load(F.dir[0], &o);
 	loader_open_hook = NULL;
 	assert_int_equal(lm->stats.buffered_files, lm->model->nfiles);
 	check_bytes(lm);
 	loaded_model_free(lm);
 	o.loader.read = READ_BUFFERED;
-	lm = load(dir_llama, &o);
+	lm = load(F.dir[0], &o);
 	check_bytes(lm);
 	loaded_model_free(lm);
 }
@@ -183,7 +185,7 @@ static void dontcache_reads(void **s)
 	struct loaded_model *lm;
 
 	o.loader.read = READ_DONTCACHE;
-	lm = load(dir_llama, &o);
+	lm = load(F.dir[0], &o);
 	assert_int_equal(lm->stats.buffered_files, lm->model->nfiles);
 	check_bytes(lm);
 	loaded_model_free(lm);
@@ -192,7 +194,7 @@ static void dontcache_reads(void **s)
 	eopnotsupp_left = 3;
 	o.loader.block_size = 64 << 10; /* many blocks of one shard in flight */
 	loader_cqe_hook = refuse_dontcache;
-	lm = load(dir_llama, &o);
+	lm = load(F.dir[0], &o);
 	loader_cqe_hook = NULL;
 	assert_int_equal(eopnotsupp_left, 0);
 	check_bytes(lm);
@@ -204,7 +206,7 @@ static void dontcache_reads(void **s)
 static void pool_sized_from_model(void **s)
 {
 	struct load_opts o = opts();
-	struct loaded_model *lm = load(dir_llama, &o);
+	struct loaded_model *lm = load(F.dir[0], &o);
 	uint64_t blocks = 0;
 
 	for (size_t f = 0; f < lm->model->nfiles; f++)
@@ -272,9 +274,9 @@ static void expect_failure(const char *path, int res, int after, int err, const 
 
 static void read_errors_fail_the_load(void **s)
 {
-	expect_failure(dir_llama, -EIO, 3, -EIO, "read error");
-	expect_failure(dir_llama, 0, 5, -EIO, "short read");
-	expect_failure(dir_dsv3, -ENOSPC, 0, -ENOSPC, "read error");
+	expect_failure(F.dir[0], -EIO, 3, -EIO, "read error");
+	expect_failure(F.dir[0], 0, 5, -EIO, "short read");
+	expect_failure(F.dir[1], -ENOSPC, 0, -ENOSPC, "read error");
 }
 
 /* A read refused with EINVAL (O_DIRECT not supported at read time) falls
@@ -289,7 +291,7 @@ static void einval_read_falls_back(void **s)
 	hook_res = -EINVAL;
 	hook_after = 0;
 	loader_cqe_hook = cqe_inject;
-	assert_int_equal(model_load("m", dir_llama, &o, &lm, &e), 0);
+	assert_int_equal(model_load("m", F.dir[0], &o, &lm, &e), 0);
 	loader_cqe_hook = NULL;
 	assert_true(lm->stats.buffered_files >= 1);
 	check_bytes(lm);
@@ -316,7 +318,7 @@ static void einval_on_many_reads_in_flight(void **s)
 	hook_calls = 0;
 	hook_after = 16;
 	loader_cqe_hook = cqe_refuse_all;
-	if (model_load("m", dir_llama, &o, &lm, &e) < 0)
+	if (model_load("m", F.dir[0], &o, &lm, &e) < 0)
 		fail_msg("%s", e.msg);
 	loader_cqe_hook = NULL;
 	check_bytes(lm);
@@ -347,7 +349,7 @@ static void error_with_resubmission_pending(void **s)
 	hook_calls = 0;
 	hook_after = 8;
 	loader_cqe_hook = cqe_again_then_fail;
-	assert_int_equal(model_load("m", dir_llama, &o, &lm, &e), -EIO);
+	assert_int_equal(model_load("m", F.dir[0], &o, &lm, &e), -EIO);
 	loader_cqe_hook = NULL;
 	assert_non_null(strstr(e.msg, "read error"));
 }
@@ -404,7 +406,7 @@ static void subset_reads_its_ranges(void **s)
 	uint64_t bytes = 0, files = 0;
 	uint32_t n = 0;
 
-	assert_int_equal(model_open("m", dir_llama, &o.model, &m, &e), 0);
+	assert_int_equal(model_open("m", F.dir[0], &o.model, &m, &e), 0);
 	assert_int_equal(arena_create("m", m->nsegments, m->seg_size, &o.arena, &a, &e), 0);
 	want = calloc(m->ntensors, 1);
 	for (size_t i = 0; i < m->ntensors; i += 3) {
@@ -456,45 +458,19 @@ static void loads_from_tmpfs(void **s)
 	free(d);
 }
 
-static int setup(void **s)
-{
-	fds_before = count_fds();
-	dir_llama = test_tmpdir("loader-llama");
-	dir_dsv3 = test_tmpdir("loader-dsv3");
-	if (!dir_llama || !dir_dsv3)
-		return -1;
-	if (make_model(dir_llama, "llama-mini", 24 << 20, 3, 3, 42) < 0 ||
-	    make_model(dir_dsv3, "deepseek-v3-mini", 24 << 20, 2, 2, 7) < 0)
-		return -1;
-	return 0;
-}
-
-static int teardown(void **s)
-{
-	rm_rf(dir_llama);
-	rm_rf(dir_dsv3);
-	free(dir_llama);
-	free(dir_dsv3);
-	return fd_leak_check(fds_before);
-}
-
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(bytes_equal_files),
-		cmocka_unit_test(small_blocks_and_deep_queues),
-		cmocka_unit_test(subset_reads_its_ranges),
-		cmocka_unit_test(empty_and_scalar_tensors),
-		cmocka_unit_test(buffered_fallback),
-		cmocka_unit_test(dontcache_reads),
-		cmocka_unit_test(pool_sized_from_model),
-		cmocka_unit_test(streaming_hash_matches_libxxhash),
-		cmocka_unit_test(read_errors_fail_the_load),
-		cmocka_unit_test(einval_read_falls_back),
-		cmocka_unit_test(einval_on_many_reads_in_flight),
-		cmocka_unit_test(error_with_resubmission_pending),
-		cmocka_unit_test(file_changed_under_it),
-		cmocka_unit_test(loads_from_tmpfs),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+FIXTURE_MAIN(F,
+	cmocka_unit_test(bytes_equal_files),
+	cmocka_unit_test(small_blocks_and_deep_queues),
+	cmocka_unit_test(subset_reads_its_ranges),
+	cmocka_unit_test(empty_and_scalar_tensors),
+	cmocka_unit_test(buffered_fallback),
+	cmocka_unit_test(dontcache_reads),
+	cmocka_unit_test(pool_sized_from_model),
+	cmocka_unit_test(streaming_hash_matches_libxxhash),
+	cmocka_unit_test(read_errors_fail_the_load),
+	cmocka_unit_test(einval_read_falls_back),
+	cmocka_unit_test(einval_on_many_reads_in_flight),
+	cmocka_unit_test(error_with_resubmission_pending),
+	cmocka_unit_test(file_changed_under_it),
+	cmocka_unit_test(loads_from_tmpfs),
+)

@@ -14,11 +14,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "helpers.h"
+#include "fixture.h"
 #include "mkmodel.h"
 #include "model.h"
 
-static int fds_before;
+static struct fixture F = { .tag = "mkmodel" };
 
 static uint8_t *tensor_bytes(const struct model *m, const char *name, uint64_t *size)
 {
@@ -216,21 +216,10 @@ static void rerun_replaces_and_no_space_refused(void **s)
 	free(dir);
 }
 
-static int setup(void **s) { fds_before = count_fds(); return 0; }
-
-static int teardown(void **s)
-{
-	return fd_leak_check(fds_before);
-}
-
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(deterministic_and_shard_independent),
-		cmocka_unit_test(llama_structure),
-		cmocka_unit_test(dsv3_structure),
-		cmocka_unit_test(scales_with_size),
-		cmocka_unit_test(rerun_replaces_and_no_space_refused),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+FIXTURE_MAIN(F,
+	cmocka_unit_test(deterministic_and_shard_independent),
+	cmocka_unit_test(llama_structure),
+	cmocka_unit_test(dsv3_structure),
+	cmocka_unit_test(scales_with_size),
+	cmocka_unit_test(rerun_replaces_and_no_space_refused),
+)

@@ -13,11 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "helpers.h"
+#include "fixture.h"
 #include "layer_name.h"
 #include "model.h"
 
-static int fds_before;
+static struct fixture F = { .tag = "model" };
 
 /* Two shards: a holds x (4 bytes) and y, b holds z. */
 static char *two_shards(const char *tag)
@@ -244,22 +244,11 @@ static void layout_segments(void **s)
 	free(d);
 }
 
-static int setup(void **s) { fds_before = count_fds(); return 0; }
-
-static int teardown(void **s)
-{
-	return fd_leak_check(fds_before);
-}
-
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(index_consistent),
-		cmocka_unit_test(index_inconsistencies),
-		cmocka_unit_test(bad_directories),
-		cmocka_unit_test(layer_names),
-		cmocka_unit_test(layout_layer_major),
-		cmocka_unit_test(layout_segments),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+FIXTURE_MAIN(F,
+	cmocka_unit_test(index_consistent),
+	cmocka_unit_test(index_inconsistencies),
+	cmocka_unit_test(bad_directories),
+	cmocka_unit_test(layer_names),
+	cmocka_unit_test(layout_layer_major),
+	cmocka_unit_test(layout_segments),
+)

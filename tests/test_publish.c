@@ -22,11 +22,13 @@
 #include <xxhash.h>
 
 #include "clock.h"
-#include "helpers.h"
+#include "fixture.h"
 #include "wsrv.h"
 
-static char *model_dir;
-static int fds_before;
+static int uid_arg_set(void);
+static struct fixture F = { .tag = "publish", .setup = uid_arg_set, .models = {
+	{ "llama-mini", 8 << 20, .layers = 2, .shards = 1, .seed = 3 } } };
+
 static char uid_arg[16];
 
 /* Every byte of every tensor: (index * 31 + byte position + salt). */
@@ -93,7 +95,7 @@ static void published_bytes_reach_workers(void **st)
 	struct wsrv_tensor t;
 	uint64_t gen = 0, mapped, latest;
 
-	assert_int_equal(server_start(&ts, "m", model_dir, "--allow-publish-uid", uid_arg, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-publish-uid", uid_arg, NULL), 0);
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &w), 0);
 	assert_int_equal(wsrv_attach(w, "m", &m), 0);
 	assert_int_equal(wsrv_model_tensor(m, 0, &t), 0);
@@ -122,7 +124,7 @@ static void never_a_mix(void **st)
 	struct test_server ts = { 0 };
 	int status;
 
-	assert_int_equal(server_start(&ts, "m", model_dir, "--allow-publish-uid", uid_arg, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-publish-uid", uid_arg, NULL), 0);
 	pid_t w = fork();
 	if (w == 0) {
 		int bad = 0, seen = 0;
@@ -167,7 +169,7 @@ static void killed_producer(void **st)
 	int pfd[2];
 	char b;
 
-	assert_int_equal(server_start(&ts, "m", model_dir, "--allow-publish-uid", uid_arg, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-publish-uid", uid_arg, NULL), 0);
 	int fds0 = pid_fd_quiet(ts.pid);
 	assert_int_equal(pipe(pfd), 0);
 	pid_t p = fork();
@@ -215,14 +217,14 @@ static void who_publishes(void **st)
 	struct wsrv_publish *pa, *pb;
 	uint64_t gen;
 
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	assert_int_equal(publish_pattern(ts.sock, 1, &gen), -EPERM);
 	assert_non_null(strstr(wsrv_last_error(), "--allow-publish-uid"));
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
 	rm_rf(ts.dir);
 
 	memset(&ts, 0, sizeof(ts));
-	assert_int_equal(server_start(&ts, "m", model_dir, "--allow-publish-uid", uid_arg, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-publish-uid", uid_arg, NULL), 0);
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &a), 0);
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &b), 0);
 	assert_int_equal(wsrv_publish_begin(a, "m", &pa), 0);
@@ -248,7 +250,7 @@ static void ctl_publish_from_files(void **st)
 	size_t len;
 
 	assert_int_equal(make_model(other, "llama-mini", 8 << 20, 2, 1, 77), 0);
-	assert_int_equal(server_start(&ts, "m", model_dir, "--allow-publish-uid", uid_arg, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-publish-uid", uid_arg, NULL), 0);
 	const char *argv[] = { getenv("WSRV_CTL"), "--socket", ts.sock, "publish", "m", "--from", other, NULL };
 	assert_int_equal(run_prog(argv, NULL, pjoin(ts.dir, "out"), pjoin(ts.dir, "err"), 0, 60), 0);
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
@@ -286,7 +288,7 @@ static void published_locked(void **st)
 		fprintf(stderr, "needs root: RLIMIT_MEMLOCK would refuse the lock\n");
 		skip();
 	}
-	assert_int_equal(server_start(&ts, "m", model_dir, "--allow-publish-uid", uid_arg, "--lock=on", NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-publish-uid", uid_arg, "--lock=on", NULL), 0);
 	loaded = pid_locked_bytes(ts.pid);
 	/* Held by a worker, the first generation stays: both are locked. */
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
@@ -307,31 +309,17 @@ static void published_locked(void **st)
 	rm_rf(ts.dir);
 }
 
-static int setup(void **st)
+static int uid_arg_set(void)
 {
-	signal(SIGPIPE, SIG_IGN);
 	snprintf(uid_arg, sizeof(uid_arg), "%u", (unsigned)getuid());
-	fds_before = count_fds();
-	model_dir = test_tmpdir("publish-model");
-	return model_dir && make_model(model_dir, "llama-mini", 8 << 20, 2, 1, 3) == 0 ? 0 : -1;
+	return 0;
 }
 
-static int teardown(void **st)
-{
-	rm_rf(model_dir);
-	free(model_dir);
-	return fd_leak_check(fds_before);
-}
-
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(published_bytes_reach_workers),
-		cmocka_unit_test(never_a_mix),
-		cmocka_unit_test(killed_producer),
-		cmocka_unit_test(who_publishes),
-		cmocka_unit_test(ctl_publish_from_files),
-		cmocka_unit_test(published_locked),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+FIXTURE_MAIN(F,
+	cmocka_unit_test(published_bytes_reach_workers),
+	cmocka_unit_test(never_a_mix),
+	cmocka_unit_test(killed_producer),
+	cmocka_unit_test(who_publishes),
+	cmocka_unit_test(ctl_publish_from_files),
+	cmocka_unit_test(published_locked),
+)

@@ -14,11 +14,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "helpers.h"
+#include "fixture.h"
 #include "st_reader.h"
 
-static int fds_before;
-static char *tmp;
+/* dir[0]: scratch. */
+static struct fixture F = { .tag = "reader", .models = { { "" } } };
 
 /* Parses header + dlen data bytes from memory; returns the result and keeps
  * the error for the caller. */
@@ -353,13 +353,13 @@ static void open_errors(void **s)
 {
 	struct st_file *f = NULL;
 	struct errinfo e;
-	const char *p = pjoin(tmp, "huge.safetensors");
+	const char *p = pjoin(F.dir[0], "huge.safetensors");
 	uint64_t n = 100ULL << 20; /* a 100 MiB header */
 	int fd;
 
-	assert_int_equal(st_file_open(pjoin(tmp, "nope.safetensors"), &f, &e), -ENOENT);
+	assert_int_equal(st_file_open(pjoin(F.dir[0], "nope.safetensors"), &f, &e), -ENOENT);
 	assert_non_null(strstr(e.msg, "nope.safetensors"));
-	assert_int_equal(st_file_open(tmp, &f, &e), -EINVAL);
+	assert_int_equal(st_file_open(F.dir[0], &f, &e), -EINVAL);
 	assert_non_null(strstr(e.msg, "not a regular file"));
 	/* A sparse 200 MiB file claiming a 100 MiB header: refused from the
 	 * 8-byte prefix alone, before anything is read into memory. */
@@ -398,41 +398,23 @@ static void many_tensors(void **s)
 	free(h);
 }
 
-static int setup(void **s)
-{
-	fds_before = count_fds();
-	tmp = test_tmpdir("reader");
-	return tmp ? 0 : -1;
-}
-
-static int teardown(void **s)
-{
-	rm_rf(tmp);
-	free(tmp);
-	return fd_leak_check(fds_before);
-}
-
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(rule1_header_too_small),
-		cmocka_unit_test(rule2_header_too_large),
-		cmocka_unit_test(rule3_invalid_header_length),
-		cmocka_unit_test(rule4_invalid_header),
-		cmocka_unit_test(rule5_deserialization),
-		cmocka_unit_test(rule6_invalid_offset),
-		cmocka_unit_test(rule7_overflow),
-		cmocka_unit_test(rule8_misaligned_slice),
-		cmocka_unit_test(rule9_tensor_invalid_info),
-		cmocka_unit_test(rule10_incomplete_buffer),
-		cmocka_unit_test(rules_in_reference_order),
-		cmocka_unit_test(accepts_whitespace_rank0_empty),
-		cmocka_unit_test(only_rank0_tensors),
-		cmocka_unit_test(accepts_all_22_dtypes),
-		cmocka_unit_test(reference_fixtures),
-		cmocka_unit_test(reference_overall),
-		cmocka_unit_test(open_errors),
-		cmocka_unit_test(many_tensors),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+FIXTURE_MAIN(F,
+	cmocka_unit_test(rule1_header_too_small),
+	cmocka_unit_test(rule2_header_too_large),
+	cmocka_unit_test(rule3_invalid_header_length),
+	cmocka_unit_test(rule4_invalid_header),
+	cmocka_unit_test(rule5_deserialization),
+	cmocka_unit_test(rule6_invalid_offset),
+	cmocka_unit_test(rule7_overflow),
+	cmocka_unit_test(rule8_misaligned_slice),
+	cmocka_unit_test(rule9_tensor_invalid_info),
+	cmocka_unit_test(rule10_incomplete_buffer),
+	cmocka_unit_test(rules_in_reference_order),
+	cmocka_unit_test(accepts_whitespace_rank0_empty),
+	cmocka_unit_test(only_rank0_tensors),
+	cmocka_unit_test(accepts_all_22_dtypes),
+	cmocka_unit_test(reference_fixtures),
+	cmocka_unit_test(reference_overall),
+	cmocka_unit_test(open_errors),
+	cmocka_unit_test(many_tensors),
+)

@@ -22,11 +22,11 @@
 #include <xxhash.h>
 
 #include "clock.h"
-#include "helpers.h"
+#include "fixture.h"
 #include "wsrv.h"
 
-static char *model_dir;
-static int fds_before;
+/* dir[0]: the model each case writes, and writes again to reload. */
+static struct fixture F = { .tag = "reload", .models = { { "" } } };
 
 /* wsrvctl reload m; its exit status. */
 static int ctl_reload(const struct test_server *ts, const char *path)
@@ -77,15 +77,15 @@ static void reload_with_worker(void **st)
 	uint64_t mapped, latest, gens[4];
 	int retired[4];
 
-	assert_int_equal(make_model(model_dir, "llama-mini", 8 << 20, 2, 1, 1), 0);
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(make_model(F.dir[0], "llama-mini", 8 << 20, 2, 1, 1), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &a), 0);
 	assert_int_equal(wsrv_attach(a, "m", &ma), 0);
 	assert_int_equal(wsrv_model_tensor(ma, 1, &t), 0);
 	uint8_t *before = malloc(t.size);
 	memcpy(before, t.data, t.size);
 	/* The same shapes, other bytes: a trainer's new weights. */
-	assert_int_equal(make_model(model_dir, "llama-mini", 8 << 20, 2, 1, 2), 0);
+	assert_int_equal(make_model(F.dir[0], "llama-mini", 8 << 20, 2, 1, 2), 0);
 	assert_int_equal(ctl_reload(&ts, NULL), 0);
 	/* Told: the connection is readable, the model has a newer generation. */
 	struct pollfd p = { wsrv_client_fd(a), POLLIN, 0 };
@@ -129,8 +129,8 @@ static void reload_refused(void **st)
 	struct wsrv_client *c;
 	size_t len;
 
-	assert_int_equal(make_model(model_dir, "llama-mini", 8 << 20, 2, 1, 1), 0);
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(make_model(F.dir[0], "llama-mini", 8 << 20, 2, 1, 1), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	assert_int_equal(ctl_reload(&ts, "/nonexistent/model"), 1);
 	char *err = (char *)read_file(pjoin(ts.dir, "ctl.err"), &len);
 	assert_non_null(err);
@@ -156,8 +156,8 @@ static void never_torn(void **st)
 	struct test_server ts = { 0 };
 	int status;
 
-	assert_int_equal(make_model(model_dir, "llama-mini", 8 << 20, 2, 1, 1), 0);
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(make_model(F.dir[0], "llama-mini", 8 << 20, 2, 1, 1), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	pid_t w = fork();
 	if (w == 0) {
 		int bad = 0, seen = 0;
@@ -183,7 +183,7 @@ static void never_torn(void **st)
 	}
 	for (int i = 0; i < 4; i++) {
 		usleep(300000);
-		assert_int_equal(make_model(model_dir, "llama-mini", 8 << 20, 2, 1, (uint64_t)(10 + i)), 0);
+		assert_int_equal(make_model(F.dir[0], "llama-mini", 8 << 20, 2, 1, (uint64_t)(10 + i)), 0);
 		assert_int_equal(ctl_reload(&ts, NULL), 0);
 	}
 	assert_int_equal(waitpid(w, &status, 0), w);
@@ -200,8 +200,8 @@ static void worker_follows(void **st)
 	struct test_server ts = { 0 };
 	size_t len;
 
-	assert_int_equal(make_model(model_dir, "llama-mini", 8 << 20, 2, 1, 1), 0);
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(make_model(F.dir[0], "llama-mini", 8 << 20, 2, 1, 1), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	pid_t w = fork();
 	if (w == 0) {
 		const char *argv[] = { getenv("WSRV_WORKER"), "--socket", ts.sock, "--model", "m",
@@ -209,7 +209,7 @@ static void worker_follows(void **st)
 		_exit(run_prog(argv, NULL, pjoin(ts.dir, "w.out"), pjoin(ts.dir, "w.err"), 0, 120));
 	}
 	usleep(500000);
-	assert_int_equal(make_model(model_dir, "llama-mini", 8 << 20, 2, 1, 7), 0);
+	assert_int_equal(make_model(F.dir[0], "llama-mini", 8 << 20, 2, 1, 7), 0);
 	assert_int_equal(ctl_reload(&ts, NULL), 0);
 	int status;
 	assert_int_equal(waitpid(w, &status, 0), w);
@@ -223,28 +223,9 @@ static void worker_follows(void **st)
 	rm_rf(ts.dir);
 }
 
-static int setup(void **st)
-{
-	signal(SIGPIPE, SIG_IGN);
-	fds_before = count_fds();
-	model_dir = test_tmpdir("reload-model");
-	return model_dir ? 0 : -1;
-}
-
-static int teardown(void **st)
-{
-	rm_rf(model_dir);
-	free(model_dir);
-	return fd_leak_check(fds_before);
-}
-
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(reload_with_worker),
-		cmocka_unit_test(reload_refused),
-		cmocka_unit_test(never_torn),
-		cmocka_unit_test(worker_follows),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+FIXTURE_MAIN(F,
+	cmocka_unit_test(reload_with_worker),
+	cmocka_unit_test(reload_refused),
+	cmocka_unit_test(never_torn),
+	cmocka_unit_test(worker_follows),
+)

@@ -26,11 +26,11 @@
 
 #include "clock.h"
 #include "fdstore_peer.h"
-#include "helpers.h"
+#include "fixture.h"
 #include "wsrv.h"
 
-static char *model_dir;
-static int fds_before;
+static struct fixture F = { .tag = "restart", .models = {
+	{ "llama-mini", 16 << 20, .layers = 2, .shards = 2, .seed = 3 } } };
 
 /* Does the log say what, past its first `from` bytes (the servers before)? */
 static bool log_has(const struct test_server *ts, size_t from, const char *what)
@@ -69,8 +69,8 @@ static void start_with_store(struct test_server *ts, struct fdstore *s, const ch
 {
 	ts->store = s;
 	s->ready = false;
-	assert_int_equal(ts->dir[0] ? server_restart_with(ts, "m", model_dir, extra)
-				    : server_start(ts, "m", model_dir, extra, NULL), 0);
+	assert_int_equal(ts->dir[0] ? server_restart_with(ts, "m", F.dir[0], extra)
+				    : server_start(ts, "m", F.dir[0], extra, NULL), 0);
 	fdstore_drain(s, 10000, true);
 	assert_true(s->ready);
 }
@@ -154,8 +154,8 @@ static void changed_files_reload(void **st)
 	char *dir = test_tmpdir("restart2"), *mdir = test_tmpdir("restart2-model");
 
 	assert_int_equal(make_model(mdir, "llama-mini", 8 << 20, 2, 1, 1), 0);
-	char *keep = model_dir;
-	model_dir = mdir;
+	char *keep = F.dir[0];
+	F.dir[0] = mdir;
 	struct wsrv_client *c;
 	struct wsrv_model *m;
 	struct wsrv_lease l;
@@ -182,7 +182,7 @@ static void changed_files_reload(void **st)
 	wsrv_detach(m);
 	wsrv_disconnect(c);
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	model_dir = keep;
+	F.dir[0] = keep;
 	fdstore_close(&s);
 	rm_rf(ts.dir);
 	rm_rf(dir);
@@ -264,28 +264,9 @@ static void adopted_locked(void **st)
 	free(dir);
 }
 
-static int setup(void **st)
-{
-	signal(SIGPIPE, SIG_IGN);
-	fds_before = count_fds();
-	model_dir = test_tmpdir("restart-model");
-	return model_dir && make_model(model_dir, "llama-mini", 16 << 20, 2, 2, 3) == 0 ? 0 : -1;
-}
-
-static int teardown(void **st)
-{
-	rm_rf(model_dir);
-	free(model_dir);
-	return fd_leak_check(fds_before);
-}
-
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(restart_adopts),
-		cmocka_unit_test(changed_files_reload),
-		cmocka_unit_test(verify_and_partial_store),
-		cmocka_unit_test(adopted_locked),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+FIXTURE_MAIN(F,
+	cmocka_unit_test(restart_adopts),
+	cmocka_unit_test(changed_files_reload),
+	cmocka_unit_test(verify_and_partial_store),
+	cmocka_unit_test(adopted_locked),
+)

@@ -21,13 +21,16 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "helpers.h"
+#include "fixture.h"
 #include "model.h"
 #include "syscount.h"
 #include "wsrv.h"
 
-static int fds_before;
-static char *model_dir;
+static int files_open(void);
+static void files_close(void);
+static struct fixture F = { .tag = "srv", .setup = files_open, .teardown = files_close, .models = {
+	{ "tiny", 2 << 20, .layers = 3, .shards = 2, .seed = 11 } } };
+
 static struct model *files; /* the model read from disk, for comparisons */
 
 static struct wsrv_client *conn(const struct test_server *ts)
@@ -68,7 +71,7 @@ static void several_clients_read_file_bytes(void **s)
 	struct test_server ts = { 0 };
 	pid_t kids[4];
 
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	for (int k = 0; k < 4; k++) {
 		kids[k] = fork();
 		if (kids[k] == 0) {
@@ -128,7 +131,7 @@ static void threads_share_one_client(void **s)
 	struct wsrv_client *c;
 	void *bad;
 
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	c = conn(&ts);
 	for (int i = 0; i < THREADS; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, one_thread, c), 0);
@@ -158,7 +161,7 @@ static void lookup_leases_and_limits(void **s)
 	struct wsrv_layer lay;
 	struct wsrv_tensor t;
 
-	assert_int_equal(server_start(&ts, "m", model_dir, "--max-leases", "2", NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--max-leases", "2", NULL), 0);
 	c = conn(&ts);
 	assert_int_equal(wsrv_list_models(c, &ml), 0);
 	assert_int_equal(wsrv_model_list_count(ml), 1);
@@ -224,7 +227,7 @@ static void client_killed_is_cleaned_up(void **s)
 	char ch;
 	pid_t kid;
 
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	base = pid_fd_quiet(ts.pid);
 	assert_int_equal(pipe(p), 0);
 	kid = fork();
@@ -265,7 +268,7 @@ static void server_killed_clients_read_on(void **s)
 	struct wsrv_model *m, *m2;
 	struct wsrv_lease l;
 
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	c = conn(&ts);
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
 	assert_int_equal(server_stop(&ts, SIGKILL), 128 + SIGKILL);
@@ -274,7 +277,7 @@ static void server_killed_clients_read_on(void **s)
 	assert_int_equal(wsrv_fetch_layer(m, 0, &l), -ENOTCONN);
 	assert_int_equal(server_counters(c, &(struct wsrv_server_stats){ 0 }), -ENOTCONN);
 	/* A restarted server (the stale socket replaced) takes clients again. */
-	assert_int_equal(server_restart(&ts, "m", model_dir), 0);
+	assert_int_equal(server_restart(&ts, "m", F.dir[0]), 0);
 	c2 = conn(&ts);
 	assert_int_equal(wsrv_attach(c2, "m", &m2), 0);
 	assert_int_equal(compare_with_files(m2), 0);
@@ -315,7 +318,7 @@ static void local_resolution_makes_no_syscalls(void **s)
 	pid_t p = 0;
 
 	assert_int_equal(count_syscalls(one_syscall, &p), 1);
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	c = conn(&ts);
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
 	assert_int_equal(count_syscalls(resolve_everything, m), 0);
@@ -332,7 +335,7 @@ static void sigterm_says_goodbye(void **s)
 	struct wsrv_server_stats st;
 	struct stat sb;
 
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	c = conn(&ts);
 	kill(ts.pid, SIGTERM);
 	sleep_ms(200);
@@ -349,7 +352,7 @@ static void second_server_refused(void **s)
 	struct test_server ts = { 0 }, ts2;
 	int st;
 
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	ts2 = ts;
 	ts2.pid = fork();
 	if (ts2.pid == 0) {
@@ -368,37 +371,25 @@ static void second_server_refused(void **s)
 	rm_rf(ts.dir);
 }
 
-static int setup(void **s)
+static int files_open(void)
 {
 	struct errinfo e;
 
-	fds_before = count_fds();
-	model_dir = test_tmpdir("srv-model");
-	if (!model_dir || make_model(model_dir, "tiny", 2 << 20, 3, 2, 11) < 0)
-		return -1;
-	return model_open("m", model_dir, NULL, &files, &e);
+	return model_open("m", F.dir[0], NULL, &files, &e);
 }
 
-static int teardown(void **s)
+static void files_close(void)
 {
 	model_free(files);
-	rm_rf(model_dir);
-	free(model_dir);
-	return fd_leak_check(fds_before);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(several_clients_read_file_bytes),
-		cmocka_unit_test(lookup_leases_and_limits),
-		cmocka_unit_test(threads_share_one_client),
-		cmocka_unit_test(client_killed_is_cleaned_up),
-		cmocka_unit_test(server_killed_clients_read_on),
-		cmocka_unit_test(local_resolution_makes_no_syscalls),
-		cmocka_unit_test(sigterm_says_goodbye),
-		cmocka_unit_test(second_server_refused),
-	};
-	signal(SIGPIPE, SIG_IGN);
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+FIXTURE_MAIN(F,
+	cmocka_unit_test(several_clients_read_file_bytes),
+	cmocka_unit_test(lookup_leases_and_limits),
+	cmocka_unit_test(threads_share_one_client),
+	cmocka_unit_test(client_killed_is_cleaned_up),
+	cmocka_unit_test(server_killed_clients_read_on),
+	cmocka_unit_test(local_resolution_makes_no_syscalls),
+	cmocka_unit_test(sigterm_says_goodbye),
+	cmocka_unit_test(second_server_refused),
+)

@@ -32,12 +32,15 @@
 
 #include "cuda_api.h"
 #include "bench_util.h"
-#include "helpers.h"
+#include "fixture.h"
 #include "wsrv.h"
 #include "wsrv.pb-c.h"
 
-static int fds_before;
-static char *model_dir;
+static int cuda_knobs(void);
+/* 48 MiB, 3 layers: a resident embedding of some MiB. */
+static struct fixture F = { .tag = "share", .setup = cuda_knobs, .models = {
+	{ "llama-mini", 48 << 20, .layers = 3, .shards = 1, .seed = 5 } } };
+
 static bool on_cuda;
 static long long (*fk_get)(const char *);
 static int (*fk_set)(const char *, long long);
@@ -347,7 +350,7 @@ static void n_workers_one_copy(void **st)
 	uint64_t pss = 0, rss = 0;
 	int writers = 0;
 
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	struct wopts w = { .sock = ts.sock, .try_write = true };
 	for (int i = 0; i < N; i++) {
 		ch[i] = spawn(&w);
@@ -397,7 +400,7 @@ static void different_keys_different_regions(void **st)
 	struct child ch[N];
 	struct wres r[N];
 
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	for (int i = 0; i < N; i++) {
 		w[i].sock = ts.sock;
 		ch[i] = spawn(&w[i]);
@@ -421,7 +424,7 @@ static void writer_killed_mid_fill(void **st)
 	struct child slow, next;
 	struct wres r;
 
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	/* 20 MB/s: the resident upload takes seconds. */
 	struct wopts ws = { .sock = ts.sock, .gbps = 0.02 }, wn = { .sock = ts.sock };
 	slow = spawn(&ws);
@@ -457,7 +460,7 @@ static void limits_give_private_copies(void **st)
 	struct child a, b, c, d;
 	struct wres ra, rb, rc, rd;
 
-	assert_int_equal(server_start(&ts, "m", model_dir, "--max-region-bytes", "1M", NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--max-region-bytes", "1M", NULL), 0);
 	struct wopts w = { .sock = ts.sock };
 	a = spawn(&w);
 	report(&a, &ra);
@@ -467,7 +470,7 @@ static void limits_give_private_copies(void **st)
 	assert_int_equal(finish(&a), 0);
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
 
-	assert_int_equal(server_start(&ts, "m", model_dir, "--max-client-regions", "0", NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--max-client-regions", "0", NULL), 0);
 	w.sock = ts.sock;
 	b = spawn(&w);
 	report(&b, &rb);
@@ -499,7 +502,7 @@ static void kept_regions_outlive_holders(void **st)
 	struct child a, b;
 	struct wres ra, rb;
 
-	assert_int_equal(server_start(&ts, "m", model_dir, "--keep-device-regions", NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--keep-device-regions", NULL), 0);
 	struct wopts w = { .sock = ts.sock };
 	a = spawn(&w);
 	report(&a, &ra);
@@ -525,7 +528,7 @@ static void unshareable_device_falls_back(void **st)
 
 	if (!on_cuda || !fk_set)
 		skip();
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	struct wopts w = { .sock = ts.sock };
 	fk_set("vmm_supported", 0);
 	a = spawn(&w);
@@ -586,7 +589,7 @@ static void hostile_region_requests(void **st)
 	uint32_t id = 0;
 	int fd, mfd, fds0;
 
-	assert_int_equal(server_start(&ts, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	fds0 = pid_fd_quiet(ts.pid);
 	assert_true((fd = raw_connect(ts.sock)) >= 0);
 	assert_int_equal(raw_hello(fd, "hostile"), 0);
@@ -640,9 +643,9 @@ static void hostile_region_requests(void **st)
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
 }
 
-static int setup(void **st)
+/* On the cuda backend, the test driver's knobs. */
+static int cuda_knobs(void)
 {
-	signal(SIGPIPE, SIG_IGN);
 	on_cuda = getenv("WSRV_TEST_DEVICE") && strcmp(getenv("WSRV_TEST_DEVICE"), "cuda") == 0;
 	if (on_cuda) {
 		void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD) ?: dlopen("libcuda.so.1", RTLD_NOW);
@@ -653,29 +656,15 @@ static int setup(void **st)
 			return -1;
 		}
 	}
-	fds_before = count_fds();
-	model_dir = test_tmpdir("share-model");
-	/* 48 MiB, 3 layers: a resident embedding of some MiB. */
-	return model_dir && make_model(model_dir, "llama-mini", 48 << 20, 3, 1, 5) == 0 ? 0 : -1;
+	return 0;
 }
 
-static int teardown(void **st)
-{
-	rm_rf(model_dir);
-	free(model_dir);
-	return fd_leak_check(fds_before);
-}
-
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(n_workers_one_copy),
-		cmocka_unit_test(different_keys_different_regions),
-		cmocka_unit_test(writer_killed_mid_fill),
-		cmocka_unit_test(limits_give_private_copies),
-		cmocka_unit_test(kept_regions_outlive_holders),
-		cmocka_unit_test(unshareable_device_falls_back),
-		cmocka_unit_test(hostile_region_requests),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+FIXTURE_MAIN(F,
+	cmocka_unit_test(n_workers_one_copy),
+	cmocka_unit_test(different_keys_different_regions),
+	cmocka_unit_test(writer_killed_mid_fill),
+	cmocka_unit_test(limits_give_private_copies),
+	cmocka_unit_test(kept_regions_outlive_holders),
+	cmocka_unit_test(unshareable_device_falls_back),
+	cmocka_unit_test(hostile_region_requests),
+)

@@ -19,12 +19,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "helpers.h"
+#include "fixture.h"
 #include "wsrv.h"
 
-static int fds_before;
-static char *model_dir;
-static struct test_server ts;
+static int device_open(void);
+static void device_close(void);
+/* One wsrvd for every case, serving the model as "m", a client attached. */
+static struct fixture F = { .tag = "stream", .serve = "m", .setup = device_open,
+			    .teardown = device_close, .models = {
+	{ "tiny", 2 << 20, .layers = 4, .shards = 2, .seed = 3 } } };
+
 static struct wsrv_client *cl;
 static struct wsrv_model *m;
 static struct wsrv_device *dev;
@@ -251,15 +255,12 @@ static void invalid_plans(void **st)
 	assert_int_equal(wsrv_plan_load("/nonexistent/plan.json", &p), -ENOENT);
 }
 
-static int setup(void **st)
+/* The cases' client, model and device: the fixture's, and a device of the
+ * backend the run asks for (WSRV_TEST_DEVICE). */
+static int device_open(void)
 {
-	signal(SIGPIPE, SIG_IGN);
-	fds_before = count_fds();
-	model_dir = test_tmpdir("stream-model");
-	if (!model_dir || make_model(model_dir, "tiny", 2 << 20, 4, 2, 3) < 0 ||
-	    server_start(&ts, "m", model_dir, NULL) < 0 || wsrv_connect(ts.sock, NULL, &cl) < 0 ||
-	    wsrv_attach(cl, "m", &m) < 0)
-		return -1;
+	cl = F.srv.cl;
+	m = F.srv.m;
 	if (getenv("WSRV_TEST_DEVICE") && strcmp(getenv("WSRV_TEST_DEVICE"), "cuda") == 0) {
 		if (wsrv_device_cuda(NULL, &dev) < 0) {
 			fprintf(stderr, "cuda: %s\n", wsrv_last_error());
@@ -270,28 +271,17 @@ static int setup(void **st)
 	return wsrv_device_host(NULL, &dev) < 0 ? -1 : 0;
 }
 
-static int teardown(void **st)
+static void device_close(void)
 {
 	wsrv_device_destroy(dev);
-	wsrv_detach(m);
-	wsrv_disconnect(cl);
-	server_stop(&ts, SIGTERM);
-	rm_rf(ts.dir);
-	rm_rf(model_dir);
-	free(model_dir);
-	return fd_leak_check(fds_before);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(exact_for_every_plan),
-		cmocka_unit_test(ring_wraps_and_counts),
-		cmocka_unit_test(out_of_order_and_busy),
-		cmocka_unit_test(closed_mid_pass),
-		cmocka_unit_test(layer_shard_ownership),
-		cmocka_unit_test(budget_choices),
-		cmocka_unit_test(invalid_plans),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+FIXTURE_MAIN(F,
+	cmocka_unit_test(exact_for_every_plan),
+	cmocka_unit_test(ring_wraps_and_counts),
+	cmocka_unit_test(out_of_order_and_busy),
+	cmocka_unit_test(closed_mid_pass),
+	cmocka_unit_test(layer_shard_ownership),
+	cmocka_unit_test(budget_choices),
+	cmocka_unit_test(invalid_plans),
+)

@@ -22,11 +22,11 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "helpers.h"
+#include "fixture.h"
 #include "wsrv.h"
 
-static char *model_dir;
-static int fds_before;
+static struct fixture F = { .tag = "takeover", .models = {
+	{ "llama-mini", 16 << 20, .layers = 2, .shards = 2, .seed = 4 } } };
 
 static bool log_has(const char *log, const char *what)
 {
@@ -106,7 +106,7 @@ static void start_successor(struct test_server *old, struct test_server *next, c
 	*next = *old;
 	if (pause)
 		setenv("WSRV_TEST_TAKEOVER_PAUSE_MS", pause, 1);
-	assert_int_equal(server_restart_with(next, "m", model_dir, "--take-over"), 0);
+	assert_int_equal(server_restart_with(next, "m", F.dir[0], "--take-over"), 0);
 	unsetenv("WSRV_TEST_TAKEOVER_PAUSE_MS");
 }
 
@@ -120,7 +120,7 @@ static void takeover_refuses_no_one(void **st)
 	struct wsrv_tensor t;
 	struct wsrv_lease l;
 
-	assert_int_equal(server_start(&a, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&a, "m", F.dir[0], NULL), 0);
 	assert_int_equal(wsrv_connect(a.sock, NULL, &c), 0);
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
 	assert_int_equal(wsrv_model_tensor(m, 0, &t), 0);
@@ -148,7 +148,7 @@ static void successor_killed(void **st)
 {
 	struct test_server a = { 0 }, b;
 
-	assert_int_equal(server_start(&a, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&a, "m", F.dir[0], NULL), 0);
 	start_successor(&a, &b, "3000");
 	for (int i = 0; i < 200 && !log_has(a.log, "is taking the server over"); i++)
 		sleep_ms(10);
@@ -169,7 +169,7 @@ static void old_killed(void **st)
 {
 	struct test_server a = { 0 }, b;
 
-	assert_int_equal(server_start(&a, "m", model_dir, NULL), 0);
+	assert_int_equal(server_start(&a, "m", F.dir[0], NULL), 0);
 	start_successor(&a, &b, "1000");
 	for (int i = 0; i < 200 && !log_has(a.log, "is taking the server over"); i++)
 		sleep_ms(10);
@@ -188,35 +188,16 @@ static void nothing_to_take(void **st)
 {
 	struct test_server a = { 0 };
 
-	assert_int_equal(server_start(&a, "m", model_dir, "--take-over", NULL), 0);
+	assert_int_equal(server_start(&a, "m", F.dir[0], "--take-over", NULL), 0);
 	assert_true(log_has(a.log, "starting on its own"));
 	assert_int_equal(one_client(a.sock), 0);
 	assert_int_equal(server_stop(&a, SIGTERM), 0);
 	rm_rf(a.dir);
 }
 
-static int setup(void **st)
-{
-	signal(SIGPIPE, SIG_IGN);
-	fds_before = count_fds();
-	model_dir = test_tmpdir("takeover-model");
-	return model_dir && make_model(model_dir, "llama-mini", 16 << 20, 2, 2, 4) == 0 ? 0 : -1;
-}
-
-static int teardown(void **st)
-{
-	rm_rf(model_dir);
-	free(model_dir);
-	return fd_leak_check(fds_before);
-}
-
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(takeover_refuses_no_one),
-		cmocka_unit_test(successor_killed),
-		cmocka_unit_test(old_killed),
-		cmocka_unit_test(nothing_to_take),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+FIXTURE_MAIN(F,
+	cmocka_unit_test(takeover_refuses_no_one),
+	cmocka_unit_test(successor_killed),
+	cmocka_unit_test(old_killed),
+	cmocka_unit_test(nothing_to_take),
+)

@@ -16,10 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "helpers.h"
+#include "fixture.h"
 #include "wsrv.h"
 
-static int fds_before;
+static int fx_start(void);
+static void fx_stop(void);
+static struct fixture F = { .tag = "tp", .setup = fx_start, .teardown = fx_stop };
+
 static struct two_models fx;
 
 static const char LLAMA_TP[] =
@@ -216,25 +219,19 @@ static void errors(void **st)
 	}
 }
 
-static int setup(void **st)
+/* The two models' server, client and host device (two_models). */
+static int fx_start(void)
 {
-	signal(SIGPIPE, SIG_IGN);
-	fds_before = count_fds();
 	return two_models_start(&fx, "tp", 2);
 }
 
-static int teardown(void **st)
+static void fx_stop(void)
 {
 	two_models_stop(&fx);
-	return fd_leak_check(fds_before);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(llama_views),
-		cmocka_unit_test(deepseek_views),
-		cmocka_unit_test(errors),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+FIXTURE_MAIN(F,
+	cmocka_unit_test(llama_views),
+	cmocka_unit_test(deepseek_views),
+	cmocka_unit_test(errors),
+)

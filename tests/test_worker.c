@@ -15,10 +15,13 @@
 #include <string.h>
 
 #include "forward.h"
-#include "helpers.h"
+#include "fixture.h"
 #include "wsrv.h"
 
-static int fds_before;
+static int fx_start(void);
+static void fx_stop(void);
+static struct fixture F = { .tag = "worker", .setup = fx_start, .teardown = fx_stop };
+
 static struct two_models fx;
 
 static const struct { const char *json; unsigned k; } plans[] = {
@@ -88,25 +91,19 @@ static void fp8_decoding(void **st)
 	assert_true(fp8_e4m3(0x7F) != fp8_e4m3(0x7F)); /* NaN */
 }
 
-static int setup(void **st)
+/* The two models' server, client and host device (two_models). */
+static int fx_start(void)
 {
-	signal(SIGPIPE, SIG_IGN);
-	fds_before = count_fds();
 	return two_models_start(&fx, "worker", 3);
 }
 
-static int teardown(void **st)
+static void fx_stop(void)
 {
 	two_models_stop(&fx);
-	return fd_leak_check(fds_before);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(fp8_decoding),
-		cmocka_unit_test(llama_bf16),
-		cmocka_unit_test(deepseek_fp8),
-	};
-	return cmocka_run_group_tests(tests, setup, teardown);
-}
+FIXTURE_MAIN(F,
+	cmocka_unit_test(fp8_decoding),
+	cmocka_unit_test(llama_bf16),
+	cmocka_unit_test(deepseek_fp8),
+)
