@@ -154,6 +154,20 @@ static void hugepages_too_few(void **s)
 	arena_free(a);
 }
 
+/* Issue 22: --hugepages counted only the pool's free pages and refused an
+ * empty pool where nr_overcommit_hugepages allowed surplus ones; pages
+ * that other mappings reserved were counted as free. */
+static void hugepages_surplus_counted(void **s)
+{
+	assert_int_equal(arena_huge_usable(0, 0, 0, 0), 0);
+	assert_int_equal(arena_huge_usable(16, 0, 0, 0), 16);
+	assert_int_equal(arena_huge_usable(16, 6, 0, 0), 10);
+	assert_int_equal(arena_huge_usable(0, 0, 600, 0), 600);
+	assert_int_equal(arena_huge_usable(0, 0, 600, 100), 500);
+	assert_int_equal(arena_huge_usable(4, 2, 600, 600), 2);
+	assert_int_equal(arena_huge_usable(-1, 0, 600, 0), -1);
+}
+
 /* In a child without CAP_IPC_LOCK and with a 64 KiB RLIMIT_MEMLOCK, locking
  * a 16 MiB arena fails with a sentence that names the limit, before anything
  * is written into it (at creation: the lock is taken on fault). */
@@ -218,6 +232,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(placement_read_back),
 	cmocka_unit_test(numa_choice_synthetic),
 	cmocka_unit_test(hugepages_too_few),
+	cmocka_unit_test(hugepages_surplus_counted),
 	cmocka_unit_test(memlock_limit_error),
 	cmocka_unit_test(several_segments),
 )

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* test_hugepages.c - an arena on 2 MiB huge pages: created, loaded, sealed
  * and placed like any other. Exits 77 (SKIP) when too few huge pages are
- * reserved: echo 16 > /proc/sys/vm/nr_hugepages to run it. */
+ * to be had: echo 16 > /proc/sys/vm/nr_hugepages (or nr_overcommit_hugepages,
+ * for surplus pages) to run it. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -85,8 +86,9 @@ int main(void)
 	};
 
 	if (arena_free_huge_pages() < NEED_PAGES) {
-		fprintf(stderr, "SKIP: %ld free 2 MiB huge pages, %d needed "
-				"(echo 16 > /proc/sys/vm/nr_hugepages)\n", arena_free_huge_pages(), NEED_PAGES);
+		fprintf(stderr, "SKIP: %ld 2 MiB huge pages to be had, %d needed (echo 16 > "
+				"/proc/sys/vm/nr_hugepages, or nr_overcommit_hugepages)\n",
+			arena_free_huge_pages(), NEED_PAGES);
 		return 77;
 	}
 	return cmocka_run_group_tests(tests, setup, teardown);

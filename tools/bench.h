@@ -12,6 +12,7 @@ int bench_fetch(int argc, char **argv);
 int bench_resolve(int argc, char **argv);
 int bench_pipeline(int argc, char **argv);
 int bench_serve(int argc, char **argv);
+int bench_touch(int argc, char **argv);
 int bench_share_device(int argc, char **argv);
 int bench_restart(int argc, char **argv);
 int bench_publish(int argc, char **argv);

@@ -18,6 +18,10 @@ static const struct {
 	{ "serve", bench_serve,
 	  "serve --model DIR [--workers N] [--repeat N] [--json]\n"
 	  "      wsrvd + N workers touching every page vs N processes mmapping the files" },
+	{ "touch", bench_touch,
+	  "touch --model DIR [--workers N] [--hugepages on|off|auto] [--json]\n"
+	  "      a worker's first pass over an attached model (time, faults, page tables) vs\n"
+	  "      the same pass over a page-cache mmap of the files, one worker and N at once" },
 	{ "header", bench_header,
 	  "header [--tensors N] [--json]\n"
 	  "      the safetensors reader on an N-tensor header vs a bare jansson parse" },

@@ -16,7 +16,7 @@
 
 #define HUGE_2M (2u << 20)
 #define ARENA_POPULATE_CHUNK (64u << 20)
-#define HUGE_SYSFS "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"
+#define HUGE_SYSFS "/sys/kernel/mm/hugepages/hugepages-2048kB/"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
@@ -30,17 +30,37 @@ static uint64_t round_up(uint64_t v, uint64_t a)
 	return (v + a - 1) / a * a;
 }
 
-long arena_free_huge_pages(void)
+static long huge_sysfs(const char *name)
 {
-	FILE *f = fopen(HUGE_SYSFS, "re");
+	char path[128];
+	FILE *f;
 	long n = -1;
 
-	if (!f)
+	snprintf(path, sizeof(path), HUGE_SYSFS "%s", name);
+	if (!(f = fopen(path, "re")))
 		return -1;
 	if (fscanf(f, "%ld", &n) != 1)
 		n = -1;
 	fclose(f);
 	return n;
+}
+
+long arena_huge_usable(long free_pages, long resv, long overcommit, long surplus)
+{
+	long n;
+
+	if (free_pages < 0)
+		return -1;
+	n = free_pages - (resv > 0 ? resv : 0);
+	if (overcommit > 0 && surplus >= 0 && overcommit > surplus)
+		n += overcommit - surplus;
+	return n > 0 ? n : 0;
+}
+
+long arena_free_huge_pages(void)
+{
+	return arena_huge_usable(huge_sysfs("free_hugepages"), huge_sysfs("resv_hugepages"),
+				 huge_sysfs("nr_overcommit_hugepages"), huge_sysfs("surplus_hugepages"));
 }
 
 /* Decides the page size: huge pages when asked, or in auto mode when enough
@@ -61,15 +81,15 @@ static int choose_pages(struct arena *a, const struct arena_opts *o, struct erri
 		a->hugetlb = true;
 		a->page_size = HUGE_2M;
 		snprintf(a->hugepage_note, sizeof(a->hugepage_note),
-			 "2 MiB huge pages (%" PRIu64 " used of %ld free)", need, freep);
+			 "2 MiB huge pages (%" PRIu64 " used of %ld to be had)", need, freep);
 		return 0;
 	}
 	if (o->hugepages == HUGEPAGES_ON)
 		return err_set(e, -ENOMEM,
-			       "--hugepages on: the arena needs %" PRIu64 " 2 MiB huge pages but %ld are free; reserve more with: echo N > /proc/sys/vm/nr_hugepages",
+			       "--hugepages on: the arena needs %" PRIu64 " 2 MiB huge pages but %ld are to be had; reserve more (echo N > /proc/sys/vm/nr_hugepages) or allow surplus ones (echo N > /proc/sys/vm/nr_overcommit_hugepages)",
 			       need, freep < 0 ? 0 : freep);
 	snprintf(a->hugepage_note, sizeof(a->hugepage_note),
-		 "4 KiB pages (auto: %" PRIu64 " 2 MiB huge pages needed, %ld free)",
+		 "4 KiB pages (auto: %" PRIu64 " 2 MiB huge pages needed, %ld to be had)",
 		 need, freep < 0 ? 0 : freep);
 	return 0;
 }

@@ -118,8 +118,13 @@ static inline const uint8_t *arena_ptr(const struct arena *a, uint32_t seg, uint
  * negative errno. */
 int arena_placement(const struct arena *a, uint64_t *counts);
 
-/* Free 2 MiB huge pages on this machine, -1 when unknown. */
+/* 2 MiB huge pages an arena can have on this machine now: the pool's free
+ * pages that no mapping has reserved, and the surplus pages that
+ * nr_overcommit_hugepages still allows; -1 when unknown. */
 long arena_free_huge_pages(void);
+/* The same from the sysfs figures (free_hugepages, resv_hugepages,
+ * nr_overcommit_hugepages, surplus_hugepages). */
+long arena_huge_usable(long free_pages, long resv, long overcommit, long surplus);
 
 /* Total bytes of all segments. */
 uint64_t arena_bytes(const struct arena *a);
