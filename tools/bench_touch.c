@@ -65,12 +65,21 @@ static long minflt(void)
 	return r.ru_minflt;
 }
 
-/* The regions a worker walks: a model's tensors, or the files' mappings. */
+/* The regions a worker walks: a model's tensors, or the files' mappings
+ * (arrays of room entries, owned; the worker exits without freeing). */
 struct regions {
-	const volatile uint8_t *p[8192];
-	uint64_t n[8192];
-	size_t count;
+	const volatile uint8_t **p;
+	uint64_t *n;
+	size_t count, room;
 };
+
+static int regions_room(struct regions *r, size_t room)
+{
+	r->p = calloc(room ? room : 1, sizeof(*r->p));
+	r->n = calloc(room ? room : 1, sizeof(*r->n));
+	r->room = room;
+	return r->p && r->n ? 0 : -ENOMEM;
+}
 
 static unsigned walk(const struct regions *r)
 {
@@ -84,9 +93,10 @@ static unsigned walk(const struct regions *r)
 
 static int map_wsrv(const char *sock, struct regions *r, struct wsrv_model **m, struct wsrv_client **c)
 {
-	if (wsrv_connect(sock, NULL, c) < 0 || wsrv_attach(*c, "m", m) < 0)
+	if (wsrv_connect(sock, NULL, c) < 0 || wsrv_attach(*c, "m", m) < 0 ||
+	    regions_room(r, wsrv_model_tensor_count(*m)) < 0)
 		return -1;
-	for (size_t i = 0; i < wsrv_model_tensor_count(*m) && r->count < 8192; i++) {
+	for (size_t i = 0; i < wsrv_model_tensor_count(*m); i++) {
 		struct wsrv_tensor t = { .struct_size = sizeof(t) };
 		if (wsrv_model_tensor(*m, i, &t) == 0 && t.size) {
 			r->p[r->count] = t.data;
@@ -98,7 +108,9 @@ static int map_wsrv(const char *sock, struct regions *r, struct wsrv_model **m, 
 
 static int map_files(const struct files *f, struct regions *r)
 {
-	for (size_t i = 0; i < f->n && r->count < 8192; i++) {
+	if (regions_room(r, f->n) < 0)
+		return -1;
+	for (size_t i = 0; i < f->n; i++) {
 		int fd = open(f->path[i], O_RDONLY | O_CLOEXEC);
 		struct stat st;
 		void *p;

@@ -6,8 +6,9 @@ default, linear, dynamic or llama3, as Hugging Face computes them),
 grouped-query attention with a KV cache, a gated MLP with the config's
 hidden_act, tied or untied lm_head, greedy generation. A config value it
 does not implement is refused with a sentence naming the key, never
-computed as something else. Weights come resident (Model.state_dict: zero-copy views of the
-shared mapping) or streamed layer by layer (Model.stream).
+computed as something else. Weights come resident (Model.state_dict:
+zero-copy views of the shared mapping) or streamed layer by layer
+(Model.stream).
 
 Tensor parallel, torchrun-style: with WORLD_SIZE > 1 (and RANK,
 MASTER_ADDR, MASTER_PORT) each process joins a gloo group, takes its views
