@@ -477,7 +477,9 @@ static int fd_limits(struct server *srv)
 	char why[512];
 
 	for (size_t i = 0; i < srv->nmodels; i++) {
-		in.own += 1 + srv->models[i].lm->arena->nseg;
+		/* Served to peers, a 4 KiB arena's memfds are held again by its
+		 * table (peer_table.h). */
+		in.own += 1 + (srv->peers ? 2 : 1) * srv->models[i].lm->arena->nseg;
 		if (1 + srv->models[i].lm->arena->nseg > per_attach)
 			per_attach = 1 + srv->models[i].lm->arena->nseg;
 	}

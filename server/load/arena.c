@@ -219,6 +219,30 @@ int arena_write(struct arena *a, uint32_t seg, uint64_t off, const void *src,
 	return 0;
 }
 
+int arena_read(struct arena *a, uint32_t seg, uint64_t off, void *dst, size_t len,
+	       struct errinfo *e)
+{
+	struct arena_seg *s = &a->seg[seg];
+	uint8_t *p = dst;
+
+	if (!a->fill_by_write) {
+		memcpy(dst, s->rw + off, len);
+		return 0;
+	}
+	while (len) {
+		ssize_t n = pread(s->fd, p, len, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return err_set(e, n < 0 ? -errno : -EIO, "cannot read %zu bytes of shared memory: %s",
+				       len, n < 0 ? strerror(errno) : "end of the segment");
+		p += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 /* Filling by write: the only mapping is read-only from the start; locking
  * is on fault, so that nothing is allocated now but the limit is checked. */
 static int map_for_write(struct arena *a, struct arena_seg *s, const char *label,

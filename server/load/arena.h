@@ -95,6 +95,12 @@ int arena_populate_range(struct arena *a, uint32_t seg, uint64_t off, uint64_t l
 int arena_write(struct arena *a, uint32_t seg, uint64_t off, const void *src,
 		size_t len, struct errinfo *e);
 
+/* Copies len bytes at (seg, off) into dst; only before arena_seal. Filling
+ * by write, with pread: no page of the arena is mapped into this process
+ * (each first touch of a mapping is a fault). -errno with a sentence. */
+int arena_read(struct arena *a, uint32_t seg, uint64_t off, void *dst, size_t len,
+	       struct errinfo *e);
+
 /* A writable address of (seg, 0) for filling in place (from peers), only
  * before arena_seal: the populated mapping when filling by mapping, else a
  * second, writable mapping of the memfd made on the first call and removed

@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "log.h"
 #include "peer_fill_io.h"
+#include "peer_fill_sum.h"
 #include "peer_table.h"
 
 enum tstate { T_NEED, T_FETCH, T_DONE, T_DISK, T_OWN };
@@ -30,7 +31,8 @@ struct fill {
 	uint32_t *busy;             /* pieces in flight */
 	uint8_t *bad;               /* a piece failed: fetch it again */
 	int *from;
-	uint8_t **map;              /* writable mapping per segment */
+	uint8_t **map;              /* writable mapping per segment, filling by mapping */
+	struct fill_sums sums;      /* fetched tensors' checksums */
 	uint32_t *active;           /* tensors with pieces left to ask for */
 	size_t nactive, left;
 	bool waiting;               /* some tensor waits for a peer */
@@ -69,7 +71,9 @@ static int alloc_state(struct fill *F, struct errinfo *e)
 	F->map = calloc(F->lm->arena->nseg + 1, sizeof(*F->map));
 	if (!F->st || !F->excl || !F->next_off || !F->busy || !F->bad || !F->from || !F->active || !F->map)
 		return err_set(e, -ENOMEM, "out of memory");
-	for (uint32_t s = 0; s < F->lm->arena->nseg; s++) {
+	if (fill_sums_init(&F->sums, F->m->ntensors, F->lm->arena, e) < 0)
+		return -ENOMEM;
+	for (uint32_t s = 0; !F->lm->arena->fill_by_write && s < F->lm->arena->nseg; s++) {
 		int r = arena_fill_map(F->lm->arena, s, &F->map[s], e);
 		if (r < 0)
 			return r;
@@ -130,6 +134,13 @@ static int setup_peers(struct fill *F, struct errinfo *e)
 
 static void start_fetch(struct fill *F, uint32_t i, int p)
 {
+	if (fill_sums_start(&F->sums, i) < 0) {
+		log_warn("peers: out of memory for %s's checksum; reading it from the files",
+			 F->m->tensors[i].name);
+		F->st[i] = T_DISK;
+		F->left--;
+		return;
+	}
 	F->st[i] = T_FETCH;
 	F->from[i] = p;
 	F->next_off[i] = 0;
@@ -186,6 +197,7 @@ static void maybe_finish(struct fill *F, uint32_t i)
 {
 	const struct model_tensor *t = &F->m->tensors[i];
 	struct fpeer *fp = &F->peers[F->from[i]];
+	struct errinfo e;
 	uint64_t h;
 
 	if (F->st[i] != T_FETCH || F->busy[i] || F->next_off[i] < t->part_len)
@@ -195,7 +207,12 @@ static void maybe_finish(struct fill *F, uint32_t i)
 	F->st[i] = T_NEED;
 	if (F->bad[i])
 		return;
-	h = XXH3_64bits(F->map[t->segment] + t->offset + t->part_off, t->part_len);
+	if (fill_sums_end(&F->sums, i, t->segment, t->offset + t->part_off, t->part_len, &h, &e) < 0) {
+		log_warn("peers: %s; reading %s from the files", e.msg, t->name);
+		F->st[i] = T_DISK;
+		F->left--;
+		return;
+	}
 	if (h != fp->tab[i].xxh3) {
 		fp->src->checksum_failures++;
 		F->excl[i] |= 1ull << F->from[i];
@@ -219,6 +236,8 @@ static bool take_landed(struct fill *F)
 		struct fslot *s = &F->io.slots[F->io.done_slots[k]];
 		uint32_t i = s->tensor;
 		F->busy[i]--;
+		if (s->status == 0)
+			fill_sums_piece(&F->sums, i, s->off, s->dst, s->len);
 		if (s->status < 0) {
 			F->bad[i] = 1;
 			/* The peer answered but would not give it: not from it again. */
@@ -247,8 +266,8 @@ static void pump(struct fill *F)
 		while (F->next_off[i] < t->part_len) {
 			uint64_t left = t->part_len - F->next_off[i];
 			uint32_t len = left < F->chunk ? (uint32_t)left : F->chunk;
-			if (fio_get(&F->io, p, i, F->next_off[i], len,
-				    F->map[t->segment] + t->offset + t->part_off + F->next_off[i]) < 0)
+			if (fio_get(&F->io, p, i, F->next_off[i], len, t->segment,
+				    t->offset + t->part_off + F->next_off[i]) < 0)
 				break;
 			F->busy[i]++;
 			F->next_off[i] += len;
@@ -384,6 +403,7 @@ static int fill_loop(struct fill *F, const struct load_opts *o, struct errinfo *
 static int start(struct fill *F, struct errinfo *e)
 {
 	const struct peer_fill_cfg *c = F->cfg;
+	struct fio_dest d;
 	int r;
 
 	F->chunk = c->chunk ? c->chunk : 4u << 20;
@@ -409,7 +429,8 @@ static int start(struct fill *F, struct errinfo *e)
 		}
 	}
 	F->io.changed = true;
-	return F->np ? fio_init(&F->io, F->peers, F->np, &F->hello, e) : 0;
+	d = (struct fio_dest){ .arena = F->lm->arena, .map = F->map, .chunk = F->chunk };
+	return F->np ? fio_init(&F->io, F->peers, F->np, &F->hello, &d, e) : 0;
 }
 
 static void finish(struct fill *F)
@@ -428,6 +449,7 @@ static void finish(struct fill *F)
 	free(F->from);
 	free(F->active);
 	free(F->map);
+	fill_sums_fini(&F->sums);
 	free(F);
 }
 
@@ -487,8 +509,10 @@ int peer_fill_run(void *arg, struct loaded_model *lm, const struct load_opts *o,
 		r = threaded = disk_read(F, o, T_OWN, &own, F->np ? &th : NULL, e);
 	if (r >= 0 && F->np)
 		r = fill_loop(F, o, e);
+	log_debug("model %s: peers done at %.3f s", F->m->name, mono_now() - t0);
 	if (threaded == 1) {
 		pthread_join(th, NULL);
+		log_debug("model %s: this host's share read at %.3f s", F->m->name, mono_now() - t0);
 		add_stats(lm, &own.st);
 		if (r >= 0 && own.r < 0) {
 			*e = own.e;
@@ -500,6 +524,7 @@ int peer_fill_run(void *arg, struct loaded_model *lm, const struct load_opts *o,
 	free(own.want);
 	free(rest.want);
 	finish(F);
+	log_debug("model %s: filled at %.3f s", lm->model->name, mono_now() - t0);
 	lm->stats.seconds = mono_now() - t0;
 	if (r >= 0 && lm->nsources)
 		log_sources(lm);

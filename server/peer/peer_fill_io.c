@@ -123,12 +123,26 @@ static ucs_status_t on_table(void *arg, const void *hdr, size_t hlen, void *data
 	return UCS_OK;
 }
 
+/* A piece is in s->dst: written into the arena when that is a landing
+ * buffer. 0 or a negative errno. */
+static int land(struct fio *f, struct fslot *s)
+{
+	struct errinfo e;
+	int r;
+
+	if (!f->dest.arena->fill_by_write)
+		return 0;
+	if ((r = arena_write(f->dest.arena, s->seg, s->seg_off, s->dst, s->len, &e)) < 0)
+		log_warn("peers: %s", e.msg);
+	return r;
+}
+
 static void data_recv_done(void *req, ucs_status_t st, size_t len, void *arg)
 {
 	struct fslot *s = arg;
 
 	(void)len;
-	slot_done(s->f, s, st == UCS_OK ? 0 : -ECONNRESET);
+	slot_done(s->f, s, st == UCS_OK ? land(s->f, s) : -ECONNRESET);
 	if (req)
 		ucp_request_free(req);
 }
@@ -164,7 +178,7 @@ static ucs_status_t on_data(void *arg, const void *hdr, size_t hlen, void *data,
 	}
 	if (!(p->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
 		memcpy(s->dst, data, len);
-		slot_done(f, s, 0);
+		slot_done(f, s, land(f, s));
 		return UCS_OK;
 	}
 	s->st = FS_RECV;
@@ -172,7 +186,7 @@ static ucs_status_t on_data(void *arg, const void *hdr, size_t hlen, void *data,
 	rp.user_data = s;
 	req = ucp_am_recv_data_nbx(f->worker, data, s->dst, len, &rp);
 	if (req == NULL)
-		slot_done(f, s, 0);
+		slot_done(f, s, land(f, s));
 	else if (UCS_PTR_IS_ERR(req))
 		slot_done(f, s, -ECONNRESET);
 	return UCS_OK;
@@ -193,7 +207,7 @@ static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
 }
 
 int fio_init(struct fio *f, struct fpeer *peers, size_t npeers, const struct peer_hello *hello,
-	     struct errinfo *e)
+	     const struct fio_dest *dest, struct errinfo *e)
 {
 	int r;
 
@@ -201,9 +215,11 @@ int fio_init(struct fio *f, struct fpeer *peers, size_t npeers, const struct pee
 	f->peers = peers;
 	f->npeers = npeers;
 	f->hello = hello;
+	f->dest = *dest;
+	bounce_init(&f->bounce, dest->chunk, FIO_BOUNCE_BYTES);
 	f->ntensors = hello->ntensors;
 	for (uint32_t i = 0; i < FIO_MAX_SLOTS; i++) {
-		f->slots[i] = (struct fslot){ .f = f, .id = i };
+		f->slots[i] = (struct fslot){ .f = f, .id = i, .buf = -1 };
 		f->free_slots[f->nfree++] = FIO_MAX_SLOTS - 1 - i;
 	}
 	if ((r = peer_ucx_open(false, &f->ctx, &f->worker, e)) < 0)
@@ -238,6 +254,7 @@ void fio_fini(struct fio *f)
 		ucp_cleanup(f->ctx);
 	f->worker = NULL;
 	f->ctx = NULL;
+	bounce_fini(&f->bounce);
 }
 
 static void send_free(void *req, ucs_status_t st, void *arg)
@@ -335,11 +352,18 @@ void fio_kill(struct fio *f, size_t i, const char *why)
 	fp->close_pending = fp->ep != NULL;
 }
 
-int fio_get(struct fio *f, int peer, uint32_t tensor, uint64_t off, uint32_t len, uint8_t *dst)
+int fio_get(struct fio *f, int peer, uint32_t tensor, uint64_t off, uint32_t len, uint32_t seg,
+	    uint64_t seg_off)
 {
 	struct fslot *s;
+	uint8_t *dst;
+	int buf = -1;
 
 	if (f->nfree == 0 || f->peers[peer].slots >= FIO_SLOTS_PER_PEER)
+		return -EBUSY;
+	if (!f->dest.arena->fill_by_write)
+		dst = f->dest.map[seg] + seg_off;
+	else if ((buf = bounce_get(&f->bounce, len, &dst)) < 0)
 		return -EBUSY;
 	s = &f->slots[f->free_slots[--f->nfree]];
 	s->id += 1u << 16;
@@ -348,7 +372,10 @@ int fio_get(struct fio *f, int peer, uint32_t tensor, uint64_t off, uint32_t len
 	s->off = off;
 	s->len = len;
 	s->peer = peer;
+	s->seg = seg;
+	s->seg_off = seg_off;
 	s->dst = dst;
+	s->buf = buf;
 	s->status = 0;
 	s->done = false;
 	s->get = (struct peer_get){ .req = s->id, .tensor = tensor, .len = len, .off = off };
@@ -359,6 +386,8 @@ int fio_get(struct fio *f, int peer, uint32_t tensor, uint64_t off, uint32_t len
 
 void fio_release(struct fio *f, struct fslot *s)
 {
+	bounce_put(&f->bounce, s->buf);
+	s->buf = -1;
 	s->st = FS_FREE;
 	s->done = false;
 	f->free_slots[f->nfree++] = (uint32_t)(s - f->slots);

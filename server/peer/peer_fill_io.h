@@ -13,11 +13,13 @@
 
 #include "errinfo.h"
 #include "model_load.h"
+#include "peer_bounce.h"
 #include "peer_proto.h"
 
 #define FIO_MAX_SLOTS 2048
 #define FIO_SLOTS_PER_PEER 32      /* Gets in flight per peer, under PEER_MAX_SENDS */
 #define FIO_REPLY_TIMEOUT 10.0     /* seconds a Hello or Status may take */
+#define FIO_BOUNCE_BYTES (64u << 20) /* landing buffers, all peers together */
 
 enum fpeer_state { FP_IDLE, FP_HELLO, FP_READY, FP_DEAD };
 
@@ -52,10 +54,24 @@ struct fslot {
 	uint64_t off;
 	uint32_t len;
 	int peer;
-	uint8_t *dst;
+	uint32_t seg;               /* where it lands in the arena */
+	uint64_t seg_off;
+	uint8_t *dst;               /* what it is received into: the arena's
+	                             * fill mapping, or a landing buffer */
+	int buf;                    /* the landing buffer's index, or -1 */
 	int status;                 /* 0, or why the piece failed */
 	bool done;                  /* landed (or failed): for the scheduler */
 	struct peer_get get;        /* the request, alive while it is sent */
+};
+
+/* Where pieces land. Filling by write (4 KiB shared memory), a piece is
+ * received into a reused buffer and written into the memfd: received
+ * straight into the mapping, every page would be faulted in and zeroed
+ * first, at a fifth of the rate (docs/benchmarks.md, issue 23). */
+struct fio_dest {
+	struct arena *arena;        /* not owned */
+	uint8_t *const *map;        /* not owned: the writable mapping per segment */
+	uint32_t chunk;             /* the piece size asked for */
 };
 
 struct fio {
@@ -67,12 +83,14 @@ struct fio {
 	uint32_t free_slots[FIO_MAX_SLOTS], nfree;
 	uint32_t done_slots[FIO_MAX_SLOTS], ndone; /* landed, for the scheduler */
 	const struct peer_hello *hello;
+	struct fio_dest dest;
+	struct bounce_pool bounce;  /* landing buffers (4 KiB arenas) */
 	uint32_t ntensors;
 	bool changed;               /* a table arrived or a peer died */
 };
 
 int fio_init(struct fio *f, struct fpeer *peers, size_t npeers, const struct peer_hello *hello,
-	     struct errinfo *e);
+	     const struct fio_dest *dest, struct errinfo *e);
 void fio_fini(struct fio *f);
 
 /* Starts connecting to peer i and sends Hello. */
@@ -83,9 +101,10 @@ void fio_status(struct fio *f, size_t i);
  * the next fio_progress has closed its endpoint. Safe in UCX callbacks. */
 void fio_kill(struct fio *f, size_t i, const char *why);
 
-/* Asks peer for len bytes of tensor at off, to land at dst. -EBUSY: no
- * slot free. */
-int fio_get(struct fio *f, int peer, uint32_t tensor, uint64_t off, uint32_t len, uint8_t *dst);
+/* Asks peer for len bytes of tensor at off, to land
+ * in segment seg at seg_off. -EBUSY: no slot or landing buffer free. */
+int fio_get(struct fio *f, int peer, uint32_t tensor, uint64_t off, uint32_t len, uint32_t seg,
+	    uint64_t seg_off);
 /* Returns a landed slot to the free list. */
 void fio_release(struct fio *f, struct fslot *s);
 

@@ -17,6 +17,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "peer_bounce.h"
 #include "peer_proto.h"
 #include "peer_ucx.h"
 
@@ -42,6 +43,7 @@ struct send_ctx {
 	struct conn *c;
 	struct ptab *tab;
 	void *copy;                 /* owned: a corrupted copy (tests) */
+	int buf;                    /* the bounce buffer sent from, or -1 */
 	struct peer_data h;
 };
 
@@ -67,6 +69,9 @@ struct peer_serve {
 	size_t nexpect;
 	unsigned offer_delay_ms;    /* WSRV_TEST_PEER_OFFER_DELAY_MS: before every offer */
 	bool corrupt;               /* WSRV_TEST_PEER_CORRUPT: flip a byte in every piece */
+	struct bounce_pool bounce;  /* serve thread: pieces read from 4 KiB arenas */
+	double idle_since;          /* no send in flight since (0: some are) */
+	uint32_t sends;             /* replies in flight, all connections */
 	unsigned delay_ms;          /* WSRV_TEST_PEER_DELAY_MS: before every piece */
 };
 
@@ -181,6 +186,8 @@ static void send_done(void *req, ucs_status_t st, void *arg)
 
 	(void)st;
 	s->c->sends--;
+	s->ps->sends--;
+	bounce_put(&s->ps->bounce, s->buf);
 	if (s->c->close_after && s->c->sends == 0)
 		conn_close(s->c);
 	tab_put(s->ps, s->tab);
@@ -203,6 +210,7 @@ static void send_am(struct conn *c, unsigned id, struct send_ctx *s, size_t hlen
 
 	s->c = c;
 	c->sends++;
+	s->ps->sends++;
 	if (s->tab)
 		s->tab->users++;
 	req = ucp_am_send_nbx(c->ep, id, hlen ? &s->h : NULL, hlen, data, len, &p);
@@ -230,6 +238,7 @@ static void send_table(struct peer_serve *ps, struct conn *c, int status, const 
 		return;
 	}
 	s->ps = ps;
+	s->buf = -1;
 	s->copy = h;
 	*h = (struct peer_table_hdr){ .magic = PEER_MAGIC, .status = status, .ntensors = n };
 	snprintf(h->msg, sizeof(h->msg), "%s", msg ? msg : "");
@@ -334,11 +343,13 @@ static void serve_get(struct peer_serve *ps, struct conn *c, const struct peer_g
 	const struct peer_table *t = c->tab->t;
 	struct send_ctx *s = calloc(1, sizeof(*s));
 	const uint8_t *src = NULL;
+	uint8_t *b;
 	int status = 0;
 
 	if (!s)
 		return conn_close(c);
 	s->ps = ps;
+	s->buf = -1;
 	if (g->tensor >= t->ntensors || g->len > PEER_MAX_CHUNK || g->len == 0 ||
 	    g->off > t->t[g->tensor].size || g->len > t->t[g->tensor].size - g->off)
 		status = -ERANGE;
@@ -347,6 +358,13 @@ static void serve_get(struct peer_serve *ps, struct conn *c, const struct peer_g
 	else
 		src = peer_table_ptr(t, g->tensor, g->off);
 	s->h = (struct peer_data){ .req = g->req, .status = status, .len = status ? 0 : g->len };
+	if (src && t->fd && (s->buf = bounce_get(&ps->bounce, g->len, &b)) >= 0) {
+		/* Busy pool or a failed read: sent from the mapping. */
+		if (peer_table_read(t, g->tensor, g->off, b, g->len) == 0)
+			src = b;
+		else
+			bounce_put(&ps->bounce, s->buf), s->buf = -1;
+	}
 	if (src && ps->corrupt && (s->copy = malloc(g->len))) {
 		memcpy(s->copy, src, g->len);
 		((uint8_t *)s->copy)[g->len / 2] ^= 0x5a;
@@ -507,6 +525,20 @@ static void listen_again(struct peer_serve *ps)
 	ps->listen_until = 0;
 }
 
+/* Frees the bounce buffers once no reply has been in flight for a while. */
+static void trim(struct peer_serve *ps)
+{
+	double now = mono_now();
+
+	if (ps->sends) {
+		ps->idle_since = 0;
+	} else if (ps->idle_since == 0) {
+		ps->idle_since = now;
+	} else if (now - ps->idle_since > PEER_BOUNCE_IDLE_S && ps->bounce.bytes) {
+		bounce_trim(&ps->bounce);
+	}
+}
+
 static void *serve_main(void *arg)
 {
 	struct peer_serve *ps = arg;
@@ -518,6 +550,7 @@ static void *serve_main(void *arg)
 		while (ucp_worker_progress(ps->worker))
 			;
 		reap(ps);
+		trim(ps);
 		if (ucp_worker_arm(ps->worker) == UCS_ERR_BUSY)
 			continue;
 		/* A timeout for the Hello deadline and new offers. */
@@ -561,6 +594,7 @@ int peer_serve_start(const char *addr, const struct peer_trust *trust, double bu
 		return err_set(e, -ENOMEM, "out of memory");
 	ps->trust = *trust;
 	ps->efd = -1;
+	bounce_init(&ps->bounce, 4u << 20, PEER_BOUNCE_BYTES);
 	pthread_mutex_init(&ps->lock, NULL);
 	ps->corrupt = (v = getenv("WSRV_TEST_PEER_CORRUPT")) && *v == '1';
 	ps->delay_ms = (v = getenv("WSRV_TEST_PEER_DELAY_MS")) ? (unsigned)atoi(v) : 0;
@@ -674,6 +708,7 @@ void peer_serve_stop(struct peer_serve *ps)
 		peer_table_free(ps->pending[i]);
 	if (ps->stopfd >= 0)
 		close(ps->stopfd);
+	bounce_fini(&ps->bounce);
 	pthread_mutex_destroy(&ps->lock);
 	free(ps);
 }

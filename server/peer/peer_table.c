@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 uint64_t peer_layout_hash(const struct model *m)
@@ -37,9 +39,14 @@ static int map_segments(struct peer_table *t, const struct arena *a, struct erri
 	t->nseg = a->nseg;
 	t->map = calloc(a->nseg, sizeof(*t->map));
 	t->map_len = calloc(a->nseg, sizeof(*t->map_len));
-	if (!t->map || !t->map_len)
+	if (!a->hugetlb && (t->fd = malloc(a->nseg * sizeof(*t->fd))))
+		for (uint32_t i = 0; i < a->nseg; i++)
+			t->fd[i] = -1;
+	if (!t->map || !t->map_len || (!a->hugetlb && !t->fd))
 		return err_set(e, -ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < a->nseg; i++) {
+		if (t->fd && (t->fd[i] = fcntl(a->seg[i].fd, F_DUPFD_CLOEXEC, 3)) < 0)
+			return err_set(e, -errno, "peers: cannot hold segment %u: %s", i, strerror(errno));
 		void *p = mmap(NULL, a->seg[i].size, PROT_READ, MAP_SHARED, a->seg[i].fd, 0);
 		if (p == MAP_FAILED)
 			return err_set(e, -errno, "peers: cannot map segment %u: %s", i, strerror(errno));
@@ -86,6 +93,10 @@ void peer_table_free(struct peer_table *t)
 	for (uint32_t i = 0; t->map && i < t->nseg; i++)
 		if (t->map[i])
 			munmap((void *)t->map[i], t->map_len[i]);
+	for (uint32_t i = 0; t->fd && i < t->nseg; i++)
+		if (t->fd[i] >= 0)
+			close(t->fd[i]);
+	free(t->fd);
 	free(t->map);
 	free(t->map_len);
 	free(t->t);
@@ -108,4 +119,26 @@ void peer_table_set_coming(struct peer_table *t, uint32_t i)
 unsigned peer_table_state(const struct peer_table *t, uint32_t i)
 {
 	return __atomic_load_n(&t->state[i], __ATOMIC_ACQUIRE);
+}
+
+int peer_table_read(const struct peer_table *t, uint32_t i, uint64_t off, void *dst, size_t len)
+{
+	uint8_t *p = dst;
+	off_t at = (off_t)(t->t[i].off + off);
+
+	if (!t->fd) {
+		memcpy(dst, peer_table_ptr(t, i, off), len);
+		return 0;
+	}
+	while (len) {
+		ssize_t n = pread(t->fd[t->t[i].seg], p, len, at);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		at += n;
+		len -= (size_t)n;
+	}
+	return 0;
 }

@@ -31,6 +31,7 @@ struct peer_table {
 	uint32_t nseg;
 	const uint8_t **map;        /* owned read-only mappings */
 	size_t *map_len;
+	int *fd;                    /* owned: the memfds again (4 KiB arenas), or NULL */
 };
 
 /* An xxh3 over everything that places bytes: each tensor's name, dtype,
@@ -38,8 +39,8 @@ struct peer_table {
  * equal hashes put every byte of the model at the same place. */
 uint64_t peer_layout_hash(const struct model *m);
 
-/* The table of m laid out in a (its memfds are mapped read-only here, so
- * a may be freed before the table). Nothing is ready. On success *out is
+/* The table of m laid out in a (its memfds are mapped read-only here, and
+ * for 4 KiB arenas held open, so a may be freed before the table). Nothing is ready. On success *out is
  * owned by the caller (peer_table_free). */
 int peer_table_create(const struct model *m, const struct arena *a, struct peer_table **out,
 		      struct errinfo *e);
@@ -57,5 +58,11 @@ static inline const uint8_t *peer_table_ptr(const struct peer_table *t, uint32_t
 {
 	return t->map[t->t[i].seg] + t->t[i].off + off;
 }
+
+/* Copies len bytes of tensor i at off into dst: with pread where the table
+ * holds the memfds (each 4 KiB page touched first through a mapping is a
+ * fault, which cost more than the transfer: docs/benchmarks.md, issue 23),
+ * else from the mapping. 0 or -errno. */
+int peer_table_read(const struct peer_table *t, uint32_t i, uint64_t off, void *dst, size_t len);
 
 #endif
