@@ -150,9 +150,9 @@ static void sd_print(bool json, int n, const struct sd_result *sh, const struct 
 	double ratio = sh->first_ms > 0 ? sh->later_ms / sh->first_ms : 0;
 
 	if (json) {
-		json_t *j = json_pack("{s:i, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:b, s:b}",
+		json_t *j = json_pack("{s:i, s:I, s:I, s:f, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:b, s:b}",
 			"clients", n, "resident_bytes", (json_int_t)sh->resident,
-			"device_bytes_shared", (json_int_t)sh->device_bytes,
+			"device_bytes_shared", (json_int_t)sh->device_bytes, "bar_bytes", bar_bytes,
 			"device_bytes_private", (json_int_t)pv->device_bytes,
 			"region_pss_bytes", (json_int_t)sh->region_pss,
 			"private_vs_shared", (double)pv->device_bytes / (double)sh->device_bytes,

@@ -3,10 +3,11 @@
  * between a 4 KiB arena and the network. Each first touch of a 4 KiB
  * shared-memory page through a mapping is a fault (and, for a new page, a
  * zeroing); pread and pwrite on the memfd touch no mapping, and a buffer
- * used again is already faulted in. On this VM a host filled from another
- * at 1.3-1.5 Gbit/s receiving into and sending from mappings, and at
- * 6.4-6.5 Gbit/s through these (wsrv-bench fleet's peer_gbps;
- * docs/benchmarks.md, issue 23). Single-threaded: each user has its own. */
+ * used again is already faulted in (and still in the cache). On this VM a
+ * host filled from another at 1.3-1.5 Gbit/s receiving into and sending
+ * from mappings, and at 9-10 Gbit/s through these (wsrv-bench fleet's
+ * peer_gbps; docs/benchmarks.md, issue 23). Single-threaded: each user has
+ * its own. */
 #ifndef WSRV_PEER_BOUNCE_H
 #define WSRV_PEER_BOUNCE_H
 
@@ -14,7 +15,7 @@
 #include <stdint.h>
 
 #define BOUNCE_MAX 64               /* buffers in one pool */
-#define PEER_BOUNCE_BYTES (128u << 20) /* a serving host's pool */
+#define PEER_BOUNCE_BYTES (32u << 20) /* a serving host's pool */
 #define PEER_BOUNCE_IDLE_S 2.0      /* idle this long, its buffers are freed */
 
 struct bounce_pool {

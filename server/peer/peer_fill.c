@@ -406,7 +406,7 @@ static int start(struct fill *F, struct errinfo *e)
 	struct fio_dest d;
 	int r;
 
-	F->chunk = c->chunk ? c->chunk : 4u << 20;
+	F->chunk = c->chunk ? c->chunk : 1u << 20;
 	F->window = c->window ? c->window : 64ull << 20;
 	if (F->chunk > PEER_MAX_CHUNK)
 		F->chunk = PEER_MAX_CHUNK;

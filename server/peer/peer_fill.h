@@ -33,7 +33,7 @@ struct peer_fill_cfg {
 	const struct peer_trust *trust;     /* the token to present */
 	struct peer_serve *serve;           /* NULL: do not offer the model */
 	double connect_wait_s;              /* how long a peer may take to come up */
-	uint32_t chunk;                     /* bytes per Get; 0: 4 MiB */
+	uint32_t chunk;                     /* bytes per Get; 0: 1 MiB */
 	uint64_t window;                    /* bytes in flight per peer; 0: 64 MiB */
 };
 

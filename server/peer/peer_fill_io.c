@@ -216,7 +216,7 @@ int fio_init(struct fio *f, struct fpeer *peers, size_t npeers, const struct pee
 	f->npeers = npeers;
 	f->hello = hello;
 	f->dest = *dest;
-	bounce_init(&f->bounce, dest->chunk, FIO_BOUNCE_BYTES);
+	bounce_init(&f->bounce, dest->chunk, npeers * FIO_SLOTS_PER_PEER * (size_t)dest->chunk);
 	f->ntensors = hello->ntensors;
 	for (uint32_t i = 0; i < FIO_MAX_SLOTS; i++) {
 		f->slots[i] = (struct fslot){ .f = f, .id = i, .buf = -1 };

@@ -17,9 +17,8 @@
 #include "peer_proto.h"
 
 #define FIO_MAX_SLOTS 2048
-#define FIO_SLOTS_PER_PEER 32      /* Gets in flight per peer, under PEER_MAX_SENDS */
+#define FIO_SLOTS_PER_PEER 4       /* Gets in flight per peer, under PEER_MAX_SENDS */
 #define FIO_REPLY_TIMEOUT 10.0     /* seconds a Hello or Status may take */
-#define FIO_BOUNCE_BYTES (64u << 20) /* landing buffers, all peers together */
 
 enum fpeer_state { FP_IDLE, FP_HELLO, FP_READY, FP_DEAD };
 
@@ -65,9 +64,12 @@ struct fslot {
 };
 
 /* Where pieces land. Filling by write (4 KiB shared memory), a piece is
- * received into a reused buffer and written into the memfd: received
- * straight into the mapping, every page would be faulted in and zeroed
- * first, at a fifth of the rate (docs/benchmarks.md, issue 23). */
+ * received into a reused buffer (FIO_SLOTS_PER_PEER per peer) and written
+ * into the memfd: received straight into the mapping, every page would be
+ * faulted in and zeroed first, at a fifth of the rate. Few buffers, reused
+ * while still in the cache, beat many: with 32 pieces of 4 MiB in flight
+ * per peer the fill ran at 5.7 Gbit/s, with 4 of 1 MiB at 9-10
+ * (docs/benchmarks.md, issue 23). */
 struct fio_dest {
 	struct arena *arena;        /* not owned */
 	uint8_t *const *map;        /* not owned: the writable mapping per segment */

@@ -594,7 +594,7 @@ int peer_serve_start(const char *addr, const struct peer_trust *trust, double bu
 		return err_set(e, -ENOMEM, "out of memory");
 	ps->trust = *trust;
 	ps->efd = -1;
-	bounce_init(&ps->bounce, 4u << 20, PEER_BOUNCE_BYTES);
+	bounce_init(&ps->bounce, 1u << 20, PEER_BOUNCE_BYTES);
 	pthread_mutex_init(&ps->lock, NULL);
 	ps->corrupt = (v = getenv("WSRV_TEST_PEER_CORRUPT")) && *v == '1';
 	ps->delay_ms = (v = getenv("WSRV_TEST_PEER_DELAY_MS")) ? (unsigned)atoi(v) : 0;
