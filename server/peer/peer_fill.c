@@ -417,10 +417,6 @@ static int start(struct fill *F, struct errinfo *e)
 	F->hello = (struct peer_hello){ .magic = PEER_MAGIC, .version = PEER_VERSION,
 					.layout = F->tab->layout, .ntensors = (uint32_t)F->m->ntensors };
 	snprintf(F->hello.model, sizeof(F->hello.model), "%s", F->m->name);
-	if (c->trust) {
-		memcpy(F->hello.token, c->trust->token, c->trust->token_len);
-		F->hello.token_len = (uint32_t)c->trust->token_len;
-	}
 	if (c->serve) {
 		F->offered = true;
 		if ((r = peer_serve_offer(c->serve, F->tab, e)) < 0) {
@@ -430,7 +426,7 @@ static int start(struct fill *F, struct errinfo *e)
 	}
 	F->io.changed = true;
 	d = (struct fio_dest){ .arena = F->lm->arena, .map = F->map, .chunk = F->chunk };
-	return F->np ? fio_init(&F->io, F->peers, F->np, &F->hello, &d, e) : 0;
+	return F->np ? fio_init(&F->io, F->peers, F->np, &F->hello, c->trust, &d, e) : 0;
 }
 
 static void finish(struct fill *F)

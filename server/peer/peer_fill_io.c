@@ -11,6 +11,9 @@
 #include "log.h"
 #include "peer_ucx.h"
 
+static bool send_to(struct fio *f, size_t i, unsigned id, const void *hdr, size_t hlen,
+		    const void *data, size_t len);
+
 static struct fpeer *peer_of(struct fio *f, const ucp_am_recv_param_t *p, size_t *idx)
 {
 	if (!(p->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP))
@@ -55,6 +58,11 @@ static void take_table(struct fio *f, size_t i, const void *buf, size_t len)
 	}
 	if (h->ntensors != f->ntensors || len != sizeof(*h) + (size_t)h->ntensors * sizeof(struct peer_tstate))
 		return fio_kill(f, i, "sent a table of another size");
+	if (fp->st == FP_HELLO &&
+	    (!fp->challenged || !peer_auth_ok(f->trust, PEER_SIDE_SERVER, &fp->auth, h->mac))) {
+		fp->refused = true;
+		return fio_kill(f, i, "does not know the peer token (its proof is wrong)");
+	}
 	memcpy(fp->tab, (const uint8_t *)buf + sizeof(*h), (size_t)h->ntensors * sizeof(struct peer_tstate));
 	if (fp->st == FP_HELLO)
 		log_info("peer %s: connected", fp->name);
@@ -120,6 +128,40 @@ static ucs_status_t on_table(void *arg, const void *hdr, size_t hlen, void *data
 		table_recv_done(NULL, UCS_OK, len, t);
 	else if (UCS_PTR_IS_ERR(req))
 		table_recv_done(NULL, UCS_PTR_STATUS(req), 0, t);
+	return UCS_OK;
+}
+
+/* A Challenge: answered with our Proof. */
+static ucs_status_t on_challenge(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+				 const ucp_am_recv_param_t *p)
+{
+	struct fio *f = arg;
+	struct peer_challenge ch;
+	struct fpeer *fp;
+	size_t i;
+
+	(void)hdr;
+	if (!(fp = peer_of(f, p, &i)))
+		return UCS_OK;
+	if (hlen || len != sizeof(ch) || (p->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
+	    fp->st != FP_HELLO || fp->challenged) {
+		fio_kill(f, i, "sent a malformed Challenge");
+		return UCS_OK;
+	}
+	memcpy(&ch, data, sizeof(ch)); /* unaligned in the message */
+	if (ch.magic != PEER_MAGIC) {
+		fio_kill(f, i, "sent a malformed Challenge");
+		return UCS_OK;
+	}
+	memcpy(fp->auth.server_nonce, ch.nonce, PEER_NONCE_LEN);
+	fp->proof = (struct peer_proof){ .magic = PEER_MAGIC };
+	if (peer_auth_mac(f->trust, PEER_SIDE_FILLER, &fp->auth, fp->proof.mac) < 0) {
+		fp->refused = true;
+		fio_kill(f, i, "no peer token to prove");
+		return UCS_OK;
+	}
+	fp->challenged = true;
+	send_to(f, i, PEER_AM_PROOF, NULL, 0, &fp->proof, sizeof(fp->proof));
 	return UCS_OK;
 }
 
@@ -207,7 +249,7 @@ static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
 }
 
 int fio_init(struct fio *f, struct fpeer *peers, size_t npeers, const struct peer_hello *hello,
-	     const struct fio_dest *dest, struct errinfo *e)
+	     const struct peer_trust *trust, const struct fio_dest *dest, struct errinfo *e)
 {
 	int r;
 
@@ -215,6 +257,7 @@ int fio_init(struct fio *f, struct fpeer *peers, size_t npeers, const struct pee
 	f->peers = peers;
 	f->npeers = npeers;
 	f->hello = hello;
+	f->trust = trust;
 	f->dest = *dest;
 	bounce_init(&f->bounce, dest->chunk, npeers * FIO_SLOTS_PER_PEER * (size_t)dest->chunk);
 	f->ntensors = hello->ntensors;
@@ -225,6 +268,7 @@ int fio_init(struct fio *f, struct fpeer *peers, size_t npeers, const struct pee
 	if ((r = peer_ucx_open(false, &f->ctx, &f->worker, e)) < 0)
 		return r;
 	if (peer_ucx_handler(f->worker, PEER_AM_TABLE, on_table, f) < 0 ||
+	    peer_ucx_handler(f->worker, PEER_AM_CHALLENGE, on_challenge, f) < 0 ||
 	    peer_ucx_handler(f->worker, PEER_AM_DATA, on_data, f) < 0)
 		return err_set(e, -EIO, "peers: UCX: cannot set the message handlers");
 	return 0;
@@ -298,10 +342,20 @@ void fio_connect(struct fio *f, size_t i)
 		snprintf(fp->why, sizeof(fp->why), "cannot connect: %s", ucs_status_string(st));
 		return;
 	}
+	fp->hello = *f->hello;
+	fp->challenged = false;
+	if (peer_auth_nonce(fp->hello.nonce) < 0) {
+		fp->refused = true;
+		fio_kill(f, i, "no random bytes for a nonce");
+		return;
+	}
+	fp->auth = (struct peer_auth_ctx){ .layout = fp->hello.layout };
+	memcpy(fp->auth.filler_nonce, fp->hello.nonce, PEER_NONCE_LEN);
+	memcpy(fp->auth.model, fp->hello.model, sizeof(fp->auth.model));
 	fp->st = FP_HELLO;
 	fp->asking = true;
 	fp->asked = mono_now();
-	send_to(f, i, PEER_AM_HELLO, NULL, 0, f->hello, sizeof(*f->hello));
+	send_to(f, i, PEER_AM_HELLO, NULL, 0, &fp->hello, sizeof(fp->hello));
 }
 
 void fio_status(struct fio *f, size_t i)

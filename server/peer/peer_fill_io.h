@@ -34,6 +34,10 @@ struct fpeer {
 	bool asking;                /* a Hello or Status is unanswered */
 	bool refused;               /* said no: never again */
 	bool close_pending;         /* dead, its endpoint still to close */
+	struct peer_hello hello;    /* sent to it, with its own nonce */
+	struct peer_auth_ctx auth;  /* what the proofs cover */
+	bool challenged;            /* its Challenge came and our Proof went */
+	struct peer_proof proof;    /* alive while sent */
 	struct peer_tstate *tab;    /* owned: its last table */
 	uint32_t slots;             /* Gets in flight */
 	uint64_t assigned;          /* bytes of tensors being fetched from it */
@@ -84,7 +88,8 @@ struct fio {
 	struct fslot slots[FIO_MAX_SLOTS];
 	uint32_t free_slots[FIO_MAX_SLOTS], nfree;
 	uint32_t done_slots[FIO_MAX_SLOTS], ndone; /* landed, for the scheduler */
-	const struct peer_hello *hello;
+	const struct peer_hello *hello; /* the Hello's model and layout */
+	const struct peer_trust *trust; /* the token proven, and asked of peers */
 	struct fio_dest dest;
 	struct bounce_pool bounce;  /* landing buffers (4 KiB arenas) */
 	uint32_t ntensors;
@@ -92,10 +97,12 @@ struct fio {
 };
 
 int fio_init(struct fio *f, struct fpeer *peers, size_t npeers, const struct peer_hello *hello,
-	     const struct fio_dest *dest, struct errinfo *e);
+	     const struct peer_trust *trust, const struct fio_dest *dest, struct errinfo *e);
 void fio_fini(struct fio *f);
 
-/* Starts connecting to peer i and sends Hello. */
+/* Starts connecting to peer i and sends Hello (with a new nonce); its
+ * Challenge is answered with a Proof, and its first table must carry its
+ * own proof, or it is refused. */
 void fio_connect(struct fio *f, size_t i);
 /* Asks peer i for its current table. */
 void fio_status(struct fio *f, size_t i);

@@ -2,10 +2,14 @@
 /* peer_proto.h - what wsrvd hosts say to each other over UCX active
  * messages (docs/protocol.md#peers).
  *
- * A filling host connects to a serving one and says Hello: the token, the
+ * A filling host connects to a serving one and says Hello: its nonce, the
  * model's name and its layout hash (both hosts must lay the model out the
- * same way, byte for byte). The reply carries, for each tensor, whether the
- * server holds it and its xxh3 from where it was first read from disk. Get
+ * same way, byte for byte). The server answers with a Challenge (its
+ * nonce), the filler with its Proof of the token (peer_auth.h), and the
+ * server with the table, which carries the server's proof and, for each
+ * tensor, whether the server holds it and its xxh3 from where it was
+ * first read from disk. The token itself never travels; a protocol 1
+ * Hello (which carried it) is refused with a sentence. Get
  * asks for a piece of one held tensor; Data answers it with the bytes. The
  * serving side only ever sends from its read-only mappings: it enables no
  * RMA at all (see peer_serve.h for why).
@@ -19,10 +23,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "peer_auth.h"
 #include "peer_trust.h"
 
 #define PEER_MAGIC 0x3172656570727377ull /* "wsrpeer1" */
-#define PEER_VERSION 1u
+#define PEER_VERSION 2u
 #define PEER_MAX_CHUNK (16u << 20)   /* bytes one Get may ask for */
 #define PEER_MAX_TENSORS (1u << 22)  /* a status table is at most 64 MiB */
 
@@ -34,30 +39,51 @@ enum peer_am {
 	PEER_AM_TABLE = 3,          /* server -> filler: data peer_table_hdr + peer_tstate[] */
 	PEER_AM_GET = 4,            /* filler -> server: header struct peer_get */
 	PEER_AM_DATA = 5,           /* server -> filler: header peer_data, data the bytes */
+	PEER_AM_CHALLENGE = 6,      /* server -> filler: data struct peer_challenge */
+	PEER_AM_PROOF = 7,          /* filler -> server: data struct peer_proof */
+};
+
+/* What every Hello starts with, of any version. */
+struct peer_hello_start {
+	uint64_t magic;
+	uint32_t version;
 };
 
 struct peer_hello {
 	uint64_t magic;
 	uint32_t version;
-	uint32_t token_len;
-	uint8_t token[PEER_TOKEN_MAX];
+	uint32_t reserved0;
+	uint8_t nonce[PEER_NONCE_LEN]; /* the filler's */
 	char model[128];            /* NUL-terminated */
 	uint64_t layout;            /* peer_layout_hash of the filler's model */
 	uint32_t ntensors;
 	uint32_t reserved;
 };
 
+struct peer_challenge {
+	uint64_t magic;
+	uint8_t nonce[PEER_NONCE_LEN]; /* the server's */
+};
+
+struct peer_proof {
+	uint64_t magic;
+	uint8_t mac[PEER_MAC_LEN];  /* peer_auth_mac(PEER_SIDE_FILLER) */
+};
+
 struct peer_status_req {
 	uint64_t magic;
 };
 
-/* The reply to Hello and to Status. status < 0: refused (msg says why);
- * the connection is closed after a refused Hello. */
+/* The reply to Proof and to Status (and a refusal of Hello). status < 0:
+ * refused (msg says why); the connection is closed after a refusal. The
+ * fields before mac are protocol 1's, so that a protocol 1 filler reads
+ * the sentence refusing it. */
 struct peer_table_hdr {
 	uint64_t magic;
 	int32_t status;
 	uint32_t ntensors;          /* entries that follow, when status is 0 */
 	char msg[160];
+	uint8_t mac[PEER_MAC_LEN];  /* peer_auth_mac(PEER_SIDE_SERVER), once proven */
 };
 
 enum peer_tensor_state {

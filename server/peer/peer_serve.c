@@ -31,7 +31,11 @@ struct conn {
 	ucp_ep_h ep;
 	char addr[64];
 	double since;
-	struct ptab *tab;           /* bound by Hello */
+	struct ptab *tab;           /* bound once its Proof is right */
+	bool challenged;            /* Hello taken, Challenge sent */
+	struct peer_auth_ctx auth;  /* both nonces, the model, its layout */
+	uint32_t ntensors;          /* the filler's, from its Hello */
+	struct peer_challenge chal; /* alive while sent */
 	uint32_t sends;             /* replies in flight */
 	bool closing;
 	bool close_after;           /* refused: closed once the refusal is sent */
@@ -166,7 +170,7 @@ static void reap(struct peer_serve *ps)
 		if (!c)
 			continue;
 		if (!c->tab && !c->closing && now - c->since > PEER_HELLO_TIMEOUT) {
-			log_info("peer %s: no Hello within %.0f s; closed", c->addr, PEER_HELLO_TIMEOUT);
+			log_info("peer %s: no proven Hello within %.0f s; closed", c->addr, PEER_HELLO_TIMEOUT);
 			conn_close(c);
 		}
 		if (!c->closing || c->sends)
@@ -197,6 +201,18 @@ static void send_done(void *req, ucs_status_t st, void *arg)
 		ucp_request_free(req);
 }
 
+/* A send's context, or NULL when out of memory. */
+static struct send_ctx *send_ctx_new(struct peer_serve *ps)
+{
+	struct send_ctx *s = calloc(1, sizeof(*s));
+
+	if (s) {
+		s->ps = ps;
+		s->buf = -1;
+	}
+	return s;
+}
+
 /* Sends header + data (data may be NULL) to c; s is owned by the send. */
 static void send_am(struct conn *c, unsigned id, struct send_ctx *s, size_t hlen,
 		    const void *data, size_t len)
@@ -225,7 +241,7 @@ static void send_am(struct conn *c, unsigned id, struct send_ctx *s, size_t hlen
  * of now; one message, a peer_table_hdr and the entries. */
 static void send_table(struct peer_serve *ps, struct conn *c, int status, const char *msg)
 {
-	struct send_ctx *s = calloc(1, sizeof(*s));
+	struct send_ctx *s = send_ctx_new(ps);
 	uint32_t n = status == 0 ? c->tab->t->ntensors : 0;
 	size_t len = sizeof(struct peer_table_hdr) + (size_t)n * sizeof(struct peer_tstate);
 	struct peer_table_hdr *h = malloc(len);
@@ -237,11 +253,15 @@ static void send_table(struct peer_serve *ps, struct conn *c, int status, const 
 		conn_close(c);
 		return;
 	}
-	s->ps = ps;
-	s->buf = -1;
 	s->copy = h;
 	*h = (struct peer_table_hdr){ .magic = PEER_MAGIC, .status = status, .ntensors = n };
 	snprintf(h->msg, sizeof(h->msg), "%s", msg ? msg : "");
+	if (status == 0 && peer_auth_mac(&ps->trust, PEER_SIDE_SERVER, &c->auth, h->mac) < 0) {
+		free(h);
+		free(s);
+		conn_close(c);
+		return;
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		st[i].ready = peer_table_state(c->tab->t, i);
 		st[i].xxh3 = st[i].ready == PEER_READY ? c->tab->t->xxh3[i] : 0;
@@ -276,44 +296,96 @@ static bool expected(struct peer_serve *ps, const char *name)
 	return yes;
 }
 
-static int check_hello(struct peer_serve *ps, struct conn *c, const struct peer_hello *h)
+/* The model c's proven Hello named: bound, or refused with why. */
+static int bind_model(struct peer_serve *ps, struct conn *c)
 {
-	struct ptab *pt;
+	const char *name = c->auth.model;
+	struct ptab *pt = tab_find(ps, name);
 
-	if (h->magic != PEER_MAGIC || h->version != PEER_VERSION)
-		return refuse(ps, c, -EPROTONOSUPPORT, "%s", "another peer protocol version"), -1;
-	if (h->token_len > PEER_TOKEN_MAX || !peer_trust_token_ok(&ps->trust, h->token, h->token_len))
-		return refuse(ps, c, -EACCES, "%s", "wrong token"), -1;
-	if (memchr(h->model, 0, sizeof(h->model)) && !tab_find(ps, h->model) && expected(ps, h->model))
-		return refuse(ps, c, -EAGAIN, "model '%.100s' is not loaded here yet", h->model), -1;
-	if (memchr(h->model, 0, sizeof(h->model)) == NULL || !(pt = tab_find(ps, h->model)))
-		return refuse(ps, c, -ENOENT, "no model '%.100s' here", memchr(h->model, 0, sizeof(h->model)) ? h->model : "?"), -1;
-	if (pt->t->layout != h->layout || pt->t->ntensors != h->ntensors)
-		return refuse(ps, c, -ESTALE, "model '%.100s' is laid out differently here (other files or load options)", h->model), -1;
+	if (!pt && expected(ps, name))
+		return refuse(ps, c, -EAGAIN, "model '%.100s' is not loaded here yet", name), -1;
+	if (!pt)
+		return refuse(ps, c, -ENOENT, "no model '%.100s' here", name), -1;
+	if (pt->t->layout != c->auth.layout || pt->t->ntensors != c->ntensors)
+		return refuse(ps, c, -ESTALE, "model '%.100s' is laid out differently here (other files or load options)", name), -1;
 	c->tab = pt;
 	pt->users++;
 	return 0;
 }
 
+/* Bytes in data of len as a record of size n (unaligned: copied), or
+ * false when it is not one (the message is then dropped with the peer). */
+static bool record(const ucp_am_recv_param_t *p, const void *data, size_t len, void *out, size_t n)
+{
+	if (len != n || (p->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
+		return false;
+	memcpy(out, data, n);
+	return true;
+}
+
+static void malformed(struct peer_serve *ps, struct conn *c, const char *what)
+{
+	log_warn("peer %s: refused: a malformed %s", c->addr, what);
+	count(ps, &ps->cnt.refused, 1);
+	conn_close(c);
+}
+
+/* Hello: a protocol 1 filler (the token in the clear) is told why not;
+ * a protocol 2 one gets a Challenge. */
 static ucs_status_t on_hello(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
 			     const ucp_am_recv_param_t *p)
 {
 	struct peer_serve *ps = arg;
 	struct conn *c = sender(ps, p);
+	struct peer_hello_start hs;
+	struct send_ctx *sc;
 	struct peer_hello h;
 
 	(void)hdr;
 	if (!c)
 		return UCS_OK;
-	if (c->tab || hlen || len != sizeof(struct peer_hello) || (p->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
-		log_warn("peer %s: refused: a malformed Hello", c->addr);
-		count(ps, &ps->cnt.refused, 1);
-		conn_close(c);
+	if (c->challenged || hlen || len < sizeof(hs) || (p->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
+		return malformed(ps, c, "Hello"), UCS_OK;
+	memcpy(&hs, data, sizeof(hs));
+	if (hs.magic == PEER_MAGIC && hs.version == 1)
+		return refuse(ps, c, -EPROTONOSUPPORT, "%s",
+			      "peer protocol 1 sends the token in the clear; this host wants protocol 2 "
+			      "(a challenge and response): update wsrvd on the filling host"), UCS_OK;
+	if (hs.magic != PEER_MAGIC || hs.version != PEER_VERSION)
+		return refuse(ps, c, -EPROTONOSUPPORT, "%s", "another peer protocol version"), UCS_OK;
+	if (!record(p, data, len, &h, sizeof(h)) || !memchr(h.model, 0, sizeof(h.model)))
+		return malformed(ps, c, "Hello"), UCS_OK;
+	memcpy(c->auth.filler_nonce, h.nonce, PEER_NONCE_LEN);
+	memcpy(c->auth.model, h.model, sizeof(h.model));
+	c->auth.layout = h.layout;
+	c->ntensors = h.ntensors;
+	if (peer_auth_nonce(c->auth.server_nonce) < 0)
+		return refuse(ps, c, -EIO, "%s", "no random bytes for a challenge here"), UCS_OK;
+	c->chal = (struct peer_challenge){ .magic = PEER_MAGIC };
+	memcpy(c->chal.nonce, c->auth.server_nonce, PEER_NONCE_LEN);
+	c->challenged = true;
+	if (!(sc = send_ctx_new(ps)))
+		return conn_close(c), UCS_OK;
+	send_am(c, PEER_AM_CHALLENGE, sc, 0, &c->chal, sizeof(c->chal));
+	return UCS_OK;
+}
+
+/* Proof: the token is proven, or the filler is refused. */
+static ucs_status_t on_proof(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+			     const ucp_am_recv_param_t *p)
+{
+	struct peer_serve *ps = arg;
+	struct conn *c = sender(ps, p);
+	struct peer_proof q;
+
+	(void)hdr;
+	if (!c)
 		return UCS_OK;
-	}
-	/* Message bytes come unaligned: copied before use. */
-	memcpy(&h, data, sizeof(h));
-	if (check_hello(ps, c, &h) < 0)
+	if (!c->challenged || c->tab || hlen || !record(p, data, len, &q, sizeof(q)) || q.magic != PEER_MAGIC)
+		return malformed(ps, c, "Proof"), UCS_OK;
+	if (!peer_auth_ok(&ps->trust, PEER_SIDE_FILLER, &c->auth, q.mac))
+		return refuse(ps, c, -EACCES, "%s", "wrong token"), UCS_OK;
+	if (bind_model(ps, c) < 0)
 		return UCS_OK;
 	log_info("peer %s: filling model %s", c->addr, c->tab->t->name);
 	send_table(ps, c, 0, NULL);
@@ -341,15 +413,13 @@ static ucs_status_t on_status(void *arg, const void *hdr, size_t hlen, void *dat
 static void serve_get(struct peer_serve *ps, struct conn *c, const struct peer_get *g)
 {
 	const struct peer_table *t = c->tab->t;
-	struct send_ctx *s = calloc(1, sizeof(*s));
+	struct send_ctx *s = send_ctx_new(ps);
 	const uint8_t *src = NULL;
 	uint8_t *b;
 	int status = 0;
 
 	if (!s)
 		return conn_close(c);
-	s->ps = ps;
-	s->buf = -1;
 	if (g->tensor >= t->ntensors || g->len > PEER_MAX_CHUNK || g->len == 0 ||
 	    g->off > t->t[g->tensor].size || g->len > t->t[g->tensor].size - g->off)
 		status = -ERANGE;
@@ -468,6 +538,7 @@ static int setup_ucx(struct peer_serve *ps, struct errinfo *e)
 	if ((r = peer_ucx_open(true, &ps->ctx, &ps->worker, e)) < 0)
 		return r;
 	if (peer_ucx_handler(ps->worker, PEER_AM_HELLO, on_hello, ps) < 0 ||
+	    peer_ucx_handler(ps->worker, PEER_AM_PROOF, on_proof, ps) < 0 ||
 	    peer_ucx_handler(ps->worker, PEER_AM_STATUS, on_status, ps) < 0 ||
 	    peer_ucx_handler(ps->worker, PEER_AM_GET, on_get, ps) < 0)
 		return err_set(e, -EIO, "peers: UCX: cannot set the message handlers");

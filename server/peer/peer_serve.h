@@ -3,11 +3,11 @@
  * to other hosts over UCX, read-only.
  *
  * One thread with its own UCX context, worker and listener. A connection is
- * accepted only from an address in the allow list, must say Hello with the
- * token within PEER_HELLO_TIMEOUT seconds, and is bound to one model whose
- * layout matches the filler's. It may then ask for tables and for pieces of
- * tensors the table says are ready; each piece is sent from this host's
- * read-only mapping of the arena.
+ * accepted only from an address in the allow list, must say Hello and prove
+ * it knows the token (peer_auth.h) within PEER_HELLO_TIMEOUT seconds, and
+ * is bound to one model whose layout matches the filler's. It may then ask
+ * for tables and for pieces of tensors the table says are ready; each
+ * piece is read from this host's arena (peer_table_read) and sent.
  *
  * Why active messages, not RMA: over TCP and shared memory UCX emulates
  * RMA in software, and its emulated put writes wherever the remote side

@@ -104,15 +104,6 @@ bool peer_trust_allowed(const struct peer_trust *t, const struct sockaddr *sa)
 	return false;
 }
 
-bool peer_trust_token_ok(const struct peer_trust *t, const uint8_t *tok, size_t len)
-{
-	uint8_t diff = (uint8_t)(len != t->token_len || t->token_len == 0);
-
-	for (size_t i = 0; i < PEER_TOKEN_MAX; i++)
-		diff |= (uint8_t)((i < len ? tok[i] : 0) ^ (i < t->token_len ? t->token[i] : 0));
-	return diff == 0;
-}
-
 int peer_parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len, struct errinfo *e)
 {
 	char host[64];

@@ -43,10 +43,6 @@ int peer_trust_token(struct peer_trust *t, const char *path, struct errinfo *e);
  * addresses match IPv4 networks. */
 bool peer_trust_allowed(const struct peer_trust *t, const struct sockaddr *addr);
 
-/* Compares a received token with ours in time that does not depend on
- * where they differ. */
-bool peer_trust_token_ok(const struct peer_trust *t, const uint8_t *tok, size_t len);
-
 /* Parses "ADDR:PORT" or "[ADDR6]:PORT" into ss (port 1..65535). */
 int peer_parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len,
 		    struct errinfo *e);
