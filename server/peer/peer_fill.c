@@ -394,8 +394,10 @@ static int fill_loop(struct fill *F, const struct load_opts *o, struct errinfo *
 			last_status = mono_now();
 			F->io.changed = true; /* decide again once tables arrive */
 		}
-		if (!any)
-			usleep(any_busy(F) ? 50 : 1000);
+		if (!any && any_busy(F))
+			fio_wait(&F->io, 1);
+		else if (!any)
+			usleep(1000);
 	}
 	return 0;
 }

@@ -3,6 +3,7 @@
 #include "peer_fill_io.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,8 +266,10 @@ int fio_init(struct fio *f, struct fpeer *peers, size_t npeers, const struct pee
 		f->slots[i] = (struct fslot){ .f = f, .id = i, .buf = -1 };
 		f->free_slots[f->nfree++] = FIO_MAX_SLOTS - 1 - i;
 	}
-	if ((r = peer_ucx_open(false, &f->ctx, &f->worker, e)) < 0)
+	if ((r = peer_ucx_open(true, &f->ctx, &f->worker, e)) < 0)
 		return r;
+	if (ucp_worker_get_efd(f->worker, &f->efd) != UCS_OK)
+		return err_set(e, -EIO, "peers: UCX: cannot get the worker's event fd");
 	if (peer_ucx_handler(f->worker, PEER_AM_TABLE, on_table, f) < 0 ||
 	    peer_ucx_handler(f->worker, PEER_AM_CHALLENGE, on_challenge, f) < 0 ||
 	    peer_ucx_handler(f->worker, PEER_AM_DATA, on_data, f) < 0)
@@ -445,6 +448,15 @@ void fio_release(struct fio *f, struct fslot *s)
 	s->st = FS_FREE;
 	s->done = false;
 	f->free_slots[f->nfree++] = (uint32_t)(s - f->slots);
+}
+
+void fio_wait(struct fio *f, int ms)
+{
+	struct pollfd pf = { .fd = f->efd, .events = POLLIN };
+
+	/* BUSY: events came after the last progress; go round again. */
+	if (ucp_worker_arm(f->worker) == UCS_OK)
+		(void)poll(&pf, 1, ms);
 }
 
 bool fio_progress(struct fio *f)

@@ -83,6 +83,7 @@ struct fio_dest {
 struct fio {
 	ucp_context_h ctx;
 	ucp_worker_h worker;
+	int efd;                    /* the worker's event fd (UCX's) */
 	struct fpeer *peers;        /* not owned */
 	size_t npeers;
 	struct fslot slots[FIO_MAX_SLOTS];
@@ -117,6 +118,8 @@ int fio_get(struct fio *f, int peer, uint32_t tensor, uint64_t off, uint32_t len
 /* Returns a landed slot to the free list. */
 void fio_release(struct fio *f, struct fslot *s);
 
+/* Waits up to ms for the network, without spinning. */
+void fio_wait(struct fio *f, int ms);
 /* Progresses; returns whether anything happened. */
 bool fio_progress(struct fio *f);
 
