@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "arena.h"
+#include "bench_util.h"
 #include "fixture.h"
 
 static struct fixture F = { .tag = "arena" };
@@ -34,6 +35,29 @@ static struct fixture F = { .tag = "arena" };
 #ifndef UNDER_ASAN
 #define UNDER_ASAN 0
 #endif
+
+/* Sampling where pages lie leaves none of them in this process's page
+ * tables: each sample faulted in 64 KiB, and a server kept 64 MiB of a
+ * large model resident in its own mapping (wsrvctl status). */
+static void placement_maps_nothing(void **s)
+{
+	struct arena_opts o = { .lock = LOCK_OFF, .hugepages = HUGEPAGES_OFF };
+	uint64_t size = 16u << 20, counts[NUMA_MAX_NODES], rss = 0;
+	static uint8_t buf[1u << 20];
+	struct arena *a;
+	struct errinfo e;
+
+	(void)s;
+	memset(buf, 7, sizeof(buf));
+	assert_int_equal(arena_create("placement-rss", 1, &size, &o, &a, &e), 0);
+	for (uint64_t off = 0; off < size; off += sizeof(buf))
+		assert_int_equal(arena_write(a, 0, off, buf, sizeof(buf), &e), 0);
+	assert_int_equal(arena_seal(a, &e), 0);
+	assert_int_equal(arena_placement(a, counts), 1024);
+	mapping_mem(getpid(), "wsrv:placement-rss:", NULL, &rss);
+	assert_true(rss < (64u << 10));
+	arena_free(a);
+}
 
 static struct arena *make(uint64_t size, const struct arena_opts *o)
 {
@@ -230,6 +254,7 @@ static void several_segments(void **s)
 FIXTURE_MAIN(F,
 	cmocka_unit_test(seals_refuse_writes),
 	cmocka_unit_test(placement_read_back),
+	cmocka_unit_test(placement_maps_nothing),
 	cmocka_unit_test(numa_choice_synthetic),
 	cmocka_unit_test(hugepages_too_few),
 	cmocka_unit_test(hugepages_surplus_counted),

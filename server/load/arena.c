@@ -477,8 +477,16 @@ int arena_placement(const struct arena *a, uint64_t *counts)
 
 	memset(counts, 0, NUMA_MAX_NODES * sizeof(*counts));
 	for (uint32_t i = 0; i < a->nseg; i++) {
-		const void *p = a->seg[i].rw ? a->seg[i].rw : (const void *)a->seg[i].ro;
-		int r = numa_sample(p, a->seg[i].size, a->page_size, 1024, counts);
+		/* Sampled through a mapping of its own, removed after: each
+		 * sample faults in a whole fault-around block (64 KiB), which
+		 * the server's mapping would keep (64 MiB resident and its page
+		 * tables for 1024 samples of a large model). */
+		void *p = mmap(NULL, a->seg[i].size, PROT_READ, MAP_SHARED, a->seg[i].fd, 0);
+		int r;
+		if (p == MAP_FAILED)
+			return -errno;
+		r = numa_sample(p, a->seg[i].size, a->page_size, 1024, counts);
+		munmap(p, a->seg[i].size);
 		if (r < 0)
 			return r;
 		total += r;
