@@ -63,6 +63,7 @@ WSRV_EXPORT int wsrv_model_list_at(const struct wsrv_model_list *l, size_t i,
 	out->name = cl_str(m->name);
 	out->path = cl_str(m->path);
 	out->numa = cl_str(m->numa);
+	out->pages = cl_str(m->pages);
 	out->tensor_bytes = m->tensor_bytes;
 	out->arena_bytes = m->arena_bytes;
 	out->page_size = m->page_size;

@@ -347,6 +347,48 @@ static void sigterm_says_goodbye(void **s)
 	rm_rf(ts.dir);
 }
 
+/* The page size in use and why reach the model list and wsrvctl status;
+ * with 4 KiB pages where 2 MiB ones were wanted, what to set (issue 22). */
+static void pages_say_how(void **s)
+{
+	const char *modes[] = { "off", "auto" };
+
+	(void)s;
+	for (int k = 0; k < 2; k++) {
+		struct test_server ts = { 0 };
+		struct wsrv_model_list *l;
+		struct wsrv_model_info mi;
+		struct wsrv_client *c;
+		char out[400], err[400];
+		uint8_t *text;
+		size_t len;
+
+		assert_int_equal(server_start(&ts, "m", F.dir[0], "--hugepages", modes[k], NULL), 0);
+		c = conn(&ts);
+		assert_int_equal(wsrv_list_models(c, &l), 0);
+		assert_int_equal(wsrv_model_list_at(l, 0, &mi), 0);
+		if (k == 0)
+			assert_string_equal(mi.pages, "4 KiB pages (--hugepages off)");
+		else if (mi.page_size == 4096)
+			assert_non_null(strstr(mi.pages, "sysctl vm.nr_overcommit_hugepages"));
+		else
+			assert_non_null(strstr(mi.pages, "2 MiB huge pages"));
+		snprintf(out, sizeof(out), "%s/status.out", ts.dir);
+		snprintf(err, sizeof(err), "%s/status.err", ts.dir);
+		const char *argv[] = { getenv("WSRV_CTL"), "--socket", ts.sock, "status", NULL };
+		assert_int_equal(run_prog(argv, NULL, out, err, 0, 60), 0);
+		text = read_file(out, &len);
+		assert_non_null(text);
+		assert_non_null(strstr((char *)text, "  pages    "));
+		assert_non_null(strstr((char *)text, mi.pages));
+		free(text);
+		wsrv_model_list_free(l);
+		wsrv_disconnect(c);
+		assert_int_equal(server_stop(&ts, SIGTERM), 0);
+		rm_rf(ts.dir);
+	}
+}
+
 static void second_server_refused(void **s)
 {
 	struct test_server ts = { 0 }, ts2;
@@ -392,4 +434,5 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(local_resolution_makes_no_syscalls),
 	cmocka_unit_test(sigterm_says_goodbye),
 	cmocka_unit_test(second_server_refused),
+	cmocka_unit_test(pages_say_how),
 )

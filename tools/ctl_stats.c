@@ -126,14 +126,13 @@ static void print_sources(const struct wsrv_stats *s)
 }
 
 /* Where model name's memory is, from the list; "" when it is not there. */
-static const char *numa_of(const struct wsrv_model_list *l, const char *name)
+/* Model name's entry in l, or NULL. */
+static bool info_of(const struct wsrv_model_list *l, const char *name, struct wsrv_model_info *mi)
 {
-	struct wsrv_model_info mi;
-
-	for (size_t i = 0; l && wsrv_model_list_at(l, i, &mi) == 0; i++)
-		if (strcmp(mi.name, name) == 0)
-			return mi.numa;
-	return "";
+	for (size_t i = 0; l && wsrv_model_list_at(l, i, mi) == 0; i++)
+		if (strcmp(mi->name, name) == 0)
+			return true;
+	return false;
 }
 
 /* A wall-clock time, local, to the second. */
@@ -181,10 +180,15 @@ static void print_stats(const struct wsrv_stats *s, const struct wsrv_model_list
 	       fmt_bytes(v.arena_bytes, b1, sizeof(b1)), fmt_bytes(v.rss_bytes, b2, sizeof(b2)));
 	printf("requests   %" PRIu64 " (%" PRIu64 " errors); %u attachments, %" PRIu64 " leases, %u open fds\n",
 	       v.requests, v.errors, v.attachments, v.leases, v.open_fds);
-	for (size_t i = 0; wsrv_stats_model(s, i, &m) == 0; i++)
+	for (size_t i = 0; wsrv_stats_model(s, i, &m) == 0; i++) {
+		struct wsrv_model_info mi;
+		bool known = info_of(l, m.name, &mi);
 		printf("model      %-20s generation %" PRIu64 "%s, %u attached, %" PRIu64 " fetches, %" PRIu64 " leases%s%s\n",
 		       esc(m.name), m.generation, m.adopted ? " (adopted)" : "", m.attached, m.fetches,
-		       m.leases, l ? ", " : "", esc(numa_of(l, m.name)));
+		       m.leases, known ? ", " : "", known ? esc(mi.numa) : "");
+		if (known && mi.pages[0])
+			printf("  pages    %s\n", esc(mi.pages));
+	}
 	print_sources(s);
 	for (size_t i = 0; wsrv_stats_stream(s, i, &r) == 0; i++) {
 		printf("stream     client %" PRIu64 " (pid %u, %s) on %s: %" PRIu64 " passes, %s copied in %.3f s, waited %.3f s, %.1f%% hidden, %u slots\n",
@@ -251,11 +255,12 @@ static json_t *models_json(const struct wsrv_model_list *l)
 		wsrv_model_list_generation(l, i, &g);
 		for (uint32_t k = 0; k < g.nholders; k++)
 			json_array_append_new(pids, json_integer(g.holder_pids[k]));
-		json_array_append_new(a, json_pack("{s:o, s:o, s:I, s:I, s:i, s:i, s:i, s:I, s:o, s:f, s:i, s:I, s:b, s:o, s:o}",
+		json_array_append_new(a, json_pack("{s:o, s:o, s:I, s:I, s:i, s:i, s:i, s:I, s:o, s:o, s:f, s:i, s:I, s:b, s:o, s:o}",
 			"name", ctl_peer_str(mi.name), "path", ctl_peer_str(mi.path),
 			"tensor_bytes", (json_int_t)mi.tensor_bytes, "arena_bytes", (json_int_t)mi.arena_bytes,
 			"tensors", (int)mi.tensors, "layers", (int)mi.layers, "segments", (int)mi.segments,
-			"page_size", (json_int_t)mi.page_size, "numa", ctl_peer_str(mi.numa),
+			"page_size", (json_int_t)mi.page_size, "pages", ctl_peer_str(mi.pages),
+			"numa", ctl_peer_str(mi.numa),
 			"load_seconds", mi.load_seconds, "attached", (int)mi.attached,
 			"generation", (json_int_t)g.generation, "retired", g.retired, "holder_pids", pids,
 			"reload", ctl_peer_str(g.reload)));

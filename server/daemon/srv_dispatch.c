@@ -83,6 +83,7 @@ static void model_info(const struct server *srv, uint32_t idx, Wsrv__ModelInfo *
 	mi->segments = lm->arena->nseg;
 	mi->page_size = lm->arena->page_size;
 	mi->numa = (char *)lm->arena->numa.desc;
+	mi->pages = (char *)lm->arena->hugepage_note;
 	mi->load_seconds = lm->total_seconds;
 	mi->attached = sm->attached;
 	mi->generation = sm->generation;

@@ -89,8 +89,10 @@ static int choose_pages(struct arena *a, const struct arena_opts *o, struct erri
 			       "--hugepages on: the arena needs %" PRIu64 " 2 MiB huge pages but %ld are to be had; reserve more (echo N > /proc/sys/vm/nr_hugepages) or allow surplus ones (echo N > /proc/sys/vm/nr_overcommit_hugepages)",
 			       need, freep < 0 ? 0 : freep);
 	snprintf(a->hugepage_note, sizeof(a->hugepage_note),
-		 "4 KiB pages (auto: %" PRIu64 " 2 MiB huge pages needed, %ld to be had)",
-		 need, freep < 0 ? 0 : freep);
+		 "4 KiB pages (auto: %" PRIu64 " 2 MiB huge pages needed, %ld to be had; for 2 MiB pages "
+		 "allow %" PRIu64 " more: sysctl vm.nr_overcommit_hugepages or vm.nr_hugepages, then "
+		 "restart; docs/operations.md, Huge pages)",
+		 need, freep < 0 ? 0 : freep, need - (uint64_t)(freep < 0 ? 0 : freep));
 	return 0;
 }
 

@@ -60,7 +60,8 @@ struct arena {
 	bool sealed;
 	bool stop_populate;            /* set (atomically) to stop arena_populate early */
 	struct numa_choice numa;
-	char hugepage_note[160];       /* why this page size was chosen */
+	char hugepage_note[320];       /* why this page size was chosen, and how
+	                                * to get 2 MiB pages when they were not */
 	char lock_note[96];            /* whether locked, and why */
 };
 
