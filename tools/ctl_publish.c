@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "ctl.h"
 #include "escape.h"
+#include "fullio.h"
 #include "model.h"
 #include "units.h"
 #include "wsrv.h"
@@ -31,7 +32,7 @@ static int fill(struct wsrv_publish *p, const struct model *m)
 		fds[f] = open(m->files[f]->path, O_RDONLY | O_CLOEXEC);
 	for (size_t i = 0; r == 0 && i < m->ntensors; i++) {
 		const struct model_tensor *t = &m->tensors[i];
-		uint64_t size = 0, got = 0;
+		uint64_t size = 0;
 		void *dst;
 		if ((r = wsrv_publish_tensor(p, t->name, &dst, &size)) < 0) {
 			fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
@@ -43,14 +44,11 @@ static int fill(struct wsrv_publish *p, const struct model *m)
 			r = -EINVAL;
 			break;
 		}
-		while (got < size) {
-			ssize_t n = pread(fds[t->file], (char *)dst + got, size - got, (off_t)(t->file_off + got));
-			if (n <= 0) {
-				fprintf(stderr, "wsrvctl: reading %s: %s\n", esc(t->name), n < 0 ? strerror(errno) : "short file");
-				r = -EIO;
-				break;
-			}
-			got += (uint64_t)n;
+		if ((r = pread_full(fds[t->file], dst, size, t->file_off)) < 0) {
+			fprintf(stderr, "wsrvctl: reading %s: %s\n", esc(t->name),
+				r == -ENODATA ? "short file" : strerror(-r));
+			r = -EIO;
+			break;
 		}
 	}
 	for (size_t f = 0; f < m->nfiles; f++)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "file_open.h"
+#include "fullio.h"
 #include "utf8.h"
 
 static const char *const rule_names[ST_RULE_COUNT] = {
@@ -380,23 +381,6 @@ int st_file_parse_buffer(const char *label, const uint8_t *buf, size_t len,
 		return r;
 	}
 	*out = f;
-	return 0;
-}
-
-static int pread_full(int fd, void *buf, size_t len, off_t off)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done, off + (off_t)done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -ENODATA;
-		done += (size_t)n;
-	}
 	return 0;
 }
 

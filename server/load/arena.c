@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fullio.h"
+
 #define HUGE_2M (2u << 20)
 #define ARENA_POPULATE_CHUNK (64u << 20)
 #define HUGE_SYSFS "/sys/kernel/mm/hugepages/hugepages-2048kB/"
@@ -200,24 +202,15 @@ int arena_write(struct arena *a, uint32_t seg, uint64_t off, const void *src,
 		size_t len, struct errinfo *e)
 {
 	struct arena_seg *s = &a->seg[seg];
-	const uint8_t *p = src;
+	int r;
 
 	if (!a->fill_by_write) {
 		memcpy(s->rw + off, src, len);
 		return 0;
 	}
-	while (len) {
-		ssize_t n = pwrite(s->fd, p, len, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return err_set(e, n < 0 ? -errno : -ENOSPC,
-				       "cannot write %zu bytes into shared memory: %s", len,
-				       n < 0 ? strerror(errno) : "no progress");
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
+	if ((r = pwrite_full(s->fd, src, len, off)) < 0)
+		return err_set(e, r, "cannot write %zu bytes into shared memory: %s", len,
+			       r == -ENOSPC ? "no progress" : strerror(-r));
 	return 0;
 }
 
@@ -225,23 +218,15 @@ int arena_read(struct arena *a, uint32_t seg, uint64_t off, void *dst, size_t le
 	       struct errinfo *e)
 {
 	struct arena_seg *s = &a->seg[seg];
-	uint8_t *p = dst;
+	int r;
 
 	if (!a->fill_by_write) {
 		memcpy(dst, s->rw + off, len);
 		return 0;
 	}
-	while (len) {
-		ssize_t n = pread(s->fd, p, len, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return err_set(e, n < 0 ? -errno : -EIO, "cannot read %zu bytes of shared memory: %s",
-				       len, n < 0 ? strerror(errno) : "end of the segment");
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
+	if ((r = pread_full(s->fd, dst, len, off)) < 0)
+		return err_set(e, r == -ENODATA ? -EIO : r, "cannot read %zu bytes of shared memory: %s",
+			       len, r == -ENODATA ? "end of the segment" : strerror(-r));
 	return 0;
 }
 

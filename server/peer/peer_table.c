@@ -11,6 +11,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "fullio.h"
+
 uint64_t peer_layout_hash(const struct model *m)
 {
 	XXH3_state_t *s = XXH3_createState();
@@ -123,22 +125,12 @@ unsigned peer_table_state(const struct peer_table *t, uint32_t i)
 
 int peer_table_read(const struct peer_table *t, uint32_t i, uint64_t off, void *dst, size_t len)
 {
-	uint8_t *p = dst;
-	off_t at = (off_t)(t->t[i].off + off);
+	int r;
 
 	if (!t->fd) {
 		memcpy(dst, peer_table_ptr(t, i, off), len);
 		return 0;
 	}
-	while (len) {
-		ssize_t n = pread(t->fd[t->t[i].seg], p, len, at);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		at += n;
-		len -= (size_t)n;
-	}
-	return 0;
+	r = pread_full(t->fd[t->t[i].seg], dst, len, t->t[i].off + off);
+	return r == -ENODATA ? -EIO : r;
 }
