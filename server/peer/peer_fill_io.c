@@ -144,13 +144,8 @@ static ucs_status_t on_challenge(void *arg, const void *hdr, size_t hlen, void *
 	(void)hdr;
 	if (!(fp = peer_of(f, p, &i)))
 		return UCS_OK;
-	if (hlen || len != sizeof(ch) || (p->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
-	    fp->st != FP_HELLO || fp->challenged) {
-		fio_kill(f, i, "sent a malformed Challenge");
-		return UCS_OK;
-	}
-	memcpy(&ch, data, sizeof(ch)); /* unaligned in the message */
-	if (ch.magic != PEER_MAGIC) {
+	if (hlen || fp->st != FP_HELLO || fp->challenged ||
+	    !peer_ucx_record(p, data, len, &ch, sizeof(ch)) || ch.magic != PEER_MAGIC) {
 		fio_kill(f, i, "sent a malformed Challenge");
 		return UCS_OK;
 	}

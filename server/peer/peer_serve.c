@@ -313,16 +313,6 @@ static int bind_model(struct peer_serve *ps, struct conn *c)
 	return 0;
 }
 
-/* Bytes in data of len as a record of size n (unaligned: copied), or
- * false when it is not one (the message is then dropped with the peer). */
-static bool record(const ucp_am_recv_param_t *p, const void *data, size_t len, void *out, size_t n)
-{
-	if (len != n || (p->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
-		return false;
-	memcpy(out, data, n);
-	return true;
-}
-
 static void malformed(struct peer_serve *ps, struct conn *c, const char *what)
 {
 	log_warn("peer %s: refused: a malformed %s", c->addr, what);
@@ -353,7 +343,7 @@ static ucs_status_t on_hello(void *arg, const void *hdr, size_t hlen, void *data
 			      "(a challenge and response): update wsrvd on the filling host"), UCS_OK;
 	if (hs.magic != PEER_MAGIC || hs.version != PEER_VERSION)
 		return refuse(ps, c, -EPROTONOSUPPORT, "%s", "another peer protocol version"), UCS_OK;
-	if (!record(p, data, len, &h, sizeof(h)) || !memchr(h.model, 0, sizeof(h.model)))
+	if (!peer_ucx_record(p, data, len, &h, sizeof(h)) || !memchr(h.model, 0, sizeof(h.model)))
 		return malformed(ps, c, "Hello"), UCS_OK;
 	memcpy(c->auth.filler_nonce, h.nonce, PEER_NONCE_LEN);
 	memcpy(c->auth.model, h.model, sizeof(h.model));
@@ -381,7 +371,7 @@ static ucs_status_t on_proof(void *arg, const void *hdr, size_t hlen, void *data
 	(void)hdr;
 	if (!c)
 		return UCS_OK;
-	if (!c->challenged || c->tab || hlen || !record(p, data, len, &q, sizeof(q)) || q.magic != PEER_MAGIC)
+	if (!c->challenged || c->tab || hlen || !peer_ucx_record(p, data, len, &q, sizeof(q)) || q.magic != PEER_MAGIC)
 		return malformed(ps, c, "Proof"), UCS_OK;
 	if (!peer_auth_ok(&ps->trust, PEER_SIDE_FILLER, &c->auth, q.mac))
 		return refuse(ps, c, -EACCES, "%s", "wrong token"), UCS_OK;

@@ -3,6 +3,7 @@
 #include "peer_ucx.h"
 
 #include <errno.h>
+#include <string.h>
 
 int peer_ucx_open(bool wakeup, ucp_context_h *ctx, ucp_worker_h *worker, struct errinfo *e)
 {
@@ -27,6 +28,14 @@ int peer_ucx_handler(ucp_worker_h worker, unsigned id, ucp_am_recv_callback_t cb
 				     .id = id, .cb = cb, .arg = arg };
 
 	return ucp_worker_set_am_recv_handler(worker, &p) == UCS_OK ? 0 : -EIO;
+}
+
+bool peer_ucx_record(const ucp_am_recv_param_t *p, const void *data, size_t len, void *out, size_t n)
+{
+	if (len != n || (p->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
+		return false;
+	memcpy(out, data, n);
+	return true;
 }
 
 void *peer_ucx_close(ucp_ep_h ep)

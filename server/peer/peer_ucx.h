@@ -17,6 +17,10 @@ int peer_ucx_open(bool wakeup, ucp_context_h *ctx, ucp_worker_h *worker, struct 
 /* Sets cb(arg) as the handler of active message id. 0 or -EIO. */
 int peer_ucx_handler(ucp_worker_h worker, unsigned id, ucp_am_recv_callback_t cb, void *arg);
 
+/* An eager message's data of len bytes as one record of size n, copied
+ * into out (message bytes come unaligned); false when it is not one. */
+bool peer_ucx_record(const ucp_am_recv_param_t *p, const void *data, size_t len, void *out, size_t n);
+
 /* Closes ep at once: its outstanding operations complete, failed, during
  * progress. Returns the close's request (NULL when done already); the
  * caller frees it (ucp_request_free), after waiting for it if it must. */
