@@ -45,6 +45,7 @@ static const struct entry entries[] = {
 	E(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", NULL),
 	E(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", NULL),
 	E(MemcpyDtoH, "cuMemcpyDtoH_v2", NULL),
+	E(MemGetInfo, "cuMemGetInfo_v2", NULL),
 	E(Memcpy2DAsync, "cuMemcpy2DAsync_v2", NULL),
 };
 

@@ -132,6 +132,7 @@ struct cuda_api {
 	CUresult (*MemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t len, CUstream s);
 	CUresult (*MemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t len, CUstream s);
 	CUresult (*MemcpyDtoH)(void *dst, CUdeviceptr src, size_t len);
+	CUresult (*MemGetInfo)(size_t *free_b, size_t *total);
 	CUresult (*Memcpy2DAsync)(const struct cu_memcpy2d *c, CUstream s);
 	/* Optional (NULL when the driver lacks them): virtual memory
 	 * management, for shared device regions. */

@@ -72,8 +72,8 @@ int fixture_teardown(struct fixture *f);
 	int main(void)                                                           \
 	{                                                                        \
 		const struct CMUnitTest tests[] = { __VA_ARGS__ };               \
-		return cmocka_run_group_tests(tests, fixture_group_setup,        \
-					      fixture_group_teardown);           \
+		return test_group_run(tests, fixture_group_setup,               \
+				       fixture_group_teardown);                  \
 	}
 
 /* Starts wsrvd serving name=dir with extra arguments (NULL-terminated) and

@@ -1,5 +1,10 @@
 // SPDX-License-Identifier: MIT
 /* helpers.c - shared test helpers. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
 #include "helpers.h"
 
 #include <dirent.h>
@@ -23,9 +28,101 @@
 #include "wsrv.pb-c.h"
 #include <stdarg.h>
 
+static int (*group_teardown)(void **);
+static int group_teardown_rc;
+
+static int teardown_noted(void **st)
+{
+	group_teardown_rc = group_teardown ? group_teardown(st) : 0;
+	return group_teardown_rc;
+}
+
+int group_tests_run(const char *name, const struct CMUnitTest *tests, size_t n,
+		    int (*setup)(void **), int (*teardown)(void **))
+{
+	int failed;
+
+	group_teardown = teardown;
+	failed = _cmocka_run_group_tests(name, tests, n, setup, teardown_noted);
+	if (failed == 0 && group_teardown_rc != 0) {
+		fprintf(stderr, "%s: the group teardown failed (above): the program fails\n", name);
+		return 1;
+	}
+	return failed;
+}
+
+/* Calls fn(fd, its target) for each open fd but the directory's own. */
+static int each_fd(void (*fn)(int fd, const char *target, void *arg), void *arg)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	char path[64], target[256];
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		int fd = atoi(de->d_name);
+		ssize_t n;
+		if (de->d_name[0] == '.' || fd == dirfd(d))
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		n = readlink(path, target, sizeof(target) - 1);
+		target[n > 0 ? n : 0] = '\0';
+		fn(fd, target, arg);
+	}
+	closedir(d);
+	return 0;
+}
+
+static void count_one(int fd, const char *target, void *arg)
+{
+	*(int *)arg += strncmp(target, "/dev/nvidia", 11) != 0;
+}
+
+static void print_one(int fd, const char *target, void *arg)
+{
+	fprintf(stderr, "  fd %d: %s\n", fd, target);
+}
+
+static bool counted(int fd)
+{
+	char path[64], target[64];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	if ((n = readlink(path, target, sizeof(target) - 1)) < 0)
+		return false; /* not open */
+	target[n] = '\0';
+	return strncmp(target, "/dev/nvidia", 11) != 0;
+}
+
+void fd_map_take(bool *map)
+{
+	for (int fd = 0; fd < FD_MAP; fd++)
+		map[fd] = fcntl(fd, F_GETFD) >= 0;
+}
+
+void fd_map_new(const bool *before, bool *opened)
+{
+	fd_map_take(opened);
+	for (int fd = 0; fd < FD_MAP; fd++)
+		opened[fd] = opened[fd] && !before[fd];
+}
+
+int fd_map_kept(const bool *opened)
+{
+	int n = 0;
+
+	for (int fd = 0; fd < FD_MAP; fd++)
+		n += opened[fd] && counted(fd);
+	return n;
+}
+
 int count_fds(void)
 {
-	return srv_count_fds();
+	int n = 0;
+
+	return each_fd(count_one, &n) < 0 ? -1 : n;
 }
 
 int fd_leak_check(int before)
@@ -35,6 +132,7 @@ int fd_leak_check(int before)
 	if (now == before)
 		return 0;
 	fprintf(stderr, "fd leak: %d open, %d before\n", now, before);
+	each_fd(print_one, NULL);
 	return -1;
 }
 

@@ -19,11 +19,31 @@ struct netlab;
  * call's negative errno. */
 int server_counters(struct wsrv_client *c, struct wsrv_server_stats *out);
 
-/* Open fds of this process (from /proc/self/fd). */
+/* cmocka_run_group_tests, but a failed group teardown (where the fd leak
+ * checks are) fails the program: cmocka 1.1.5 prints "GROUP TEARDOWN
+ * FAILED" and still exits 0. Include cmocka.h first. */
+#define test_group_run(tests, setup, teardown) \
+	group_tests_run(#tests, tests, sizeof(tests) / sizeof((tests)[0]), setup, teardown)
+struct CMUnitTest;
+int group_tests_run(const char *name, const struct CMUnitTest *tests, size_t n,
+		    int (*setup)(void **), int (*teardown)(void **));
+
+/* Open fds of this process (from /proc/self/fd), less the NVIDIA
+ * driver's device files (/dev/nvidia*), which a real CUDA driver opens at
+ * cuInit and keeps for the life of the process. */
 int count_fds(void);
 
-/* 0 when this process has as many fds open as `before`; else -1 and a line
- * on stderr (for a cmocka group teardown). */
+/* Which fds below FD_MAP are open (map[fd]), to find the ones a library
+ * opened and keeps for the life of the process (a real CUDA driver's):
+ * fd_map_take(a) before, fd_map_new(a, b) after: b is what opened between;
+ * later, fd_map_kept(b) counts those still open, as count_fds counts. */
+#define FD_MAP 1024
+void fd_map_take(bool *map);
+void fd_map_new(const bool *before, bool *opened);
+int fd_map_kept(const bool *opened);
+
+/* 0 when this process has as many fds open as `before`; else -1 and, on
+ * stderr, a line and what each open fd is (for a cmocka group teardown). */
 int fd_leak_check(int before);
 
 

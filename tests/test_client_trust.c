@@ -441,5 +441,5 @@ int main(void)
 		cmocka_unit_test(manifest_corruptions),
 		cmocka_unit_test(partial_manifest_corruptions),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return test_group_run(tests, setup, teardown);
 }

@@ -494,5 +494,5 @@ int main(int argc, char **argv)
 		dlclose(h);
 	}
 	fprintf(stderr, "running on %s\n", fk_set ? "the test driver" : "a real CUDA driver");
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return test_group_run(tests, setup, teardown);
 }

@@ -91,5 +91,5 @@ int main(void)
 			arena_free_huge_pages(), NEED_PAGES);
 		return 77;
 	}
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return test_group_run(tests, setup, teardown);
 }

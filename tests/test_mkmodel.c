@@ -89,6 +89,19 @@ static json_int_t cfg(const struct model *m, const char *key)
 	return json_integer_value(v);
 }
 
+/* transformers' get_text_config takes a config key named decoder,
+ * generator, text_config or text_encoder as a sub-config: a plain string
+ * there made LlamaForCausalLM(config) fail on the GPU machine's
+ * transformers 5 ('str' object has no attribute 'to_dict'). */
+static void no_subconfig_keys(const struct model *m)
+{
+	static const char *const keys[] = { "decoder", "generator", "text_config", "text_encoder" };
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (json_object_get(m->config, keys[i]))
+			fail_msg("config.json has \"%s\", which transformers reads as a sub-config", keys[i]);
+}
+
 static void llama_structure(void **s)
 {
 	char *d = test_tmpdir("mk-llama");
@@ -115,6 +128,7 @@ static void llama_structure(void **s)
 	assert_int_equal(cfg(m, "num_hidden_layers"), (json_int_t)m->nlayers - 1);
 	assert_true(m->data_bytes <= (64 << 20));
 	assert_true(m->data_bytes > (16 << 20));
+	no_subconfig_keys(m);
 	model_free(m);
 	rm_rf(d);
 	free(d);
@@ -166,6 +180,7 @@ static void dsv3_structure(void **s)
 	assert_int_equal(kva->shape[0], cfg(m, "kv_lora_rank") + cfg(m, "qk_rope_head_dim"));
 	assert_non_null(model_find(m, "lm_head.weight"));
 	assert_true(m->data_bytes <= (128 << 20));
+	no_subconfig_keys(m);
 	model_free(m);
 	rm_rf(d);
 	free(d);

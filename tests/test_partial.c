@@ -404,5 +404,5 @@ int main(void)
 		cmocka_unit_test(bad_plan_fails_load),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return test_group_run(tests, setup, teardown);
 }

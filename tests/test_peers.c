@@ -662,5 +662,5 @@ int main(void)
 		cmocka_unit_test(test_other_layout_refused),
 	};
 
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return test_group_run(tests, group_setup, group_teardown);
 }

@@ -10,7 +10,9 @@
  * workers (measured: every page counted once however many map it) plus
  * each worker's private device memory (its slots); on cuda, the region's
  * size once plus the private bytes. Without sharing: every worker's device
- * bytes. */
+ * bytes. On cuda each worker also measures what its stream took from the
+ * device (cuMemGetInfo's free bytes before and after the open, the workers
+ * one at a time): `device_used_*`, the driver's figure beside ours. */
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -26,6 +28,7 @@
 #include "bench_util.h"
 #include "cliarg.h"
 #include "clock.h"
+#include "cuda_api.h"
 #include "wsrv.h"
 
 #define MAX_CLIENTS 32
@@ -42,7 +45,28 @@ struct sd_report {
 	int role;
 	double open_ms;
 	uint64_t resident, shared, private_bytes, device, region;
+	int64_t used;               /* cuda: the device's free bytes the open took */
 };
+
+/* The device's free bytes (cuMemGetInfo in device 0's primary context,
+ * which the cuda device has made); 0 when it cannot say. */
+static uint64_t device_free(void)
+{
+	const struct cuda_api *cu;
+	const char *why;
+	CUcontext ctx, was;
+	size_t f = 0, t;
+
+	if (cuda_api_get(&cu, &why) < 0 || cu->PrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS)
+		return 0;
+	if (cu->CtxPushCurrent(ctx) == CUDA_SUCCESS) {
+		if (cu->MemGetInfo(&f, &t) != CUDA_SUCCESS)
+			f = 0;
+		cu->CtxPopCurrent(&was);
+	}
+	cu->PrimaryCtxRelease(0);
+	return f;
+}
 
 /* One worker: opens its stream (timed), reports, holds until told. */
 static int sd_worker(const struct sd_opts *o, int out, int go)
@@ -57,6 +81,7 @@ static int sd_worker(const struct sd_opts *o, int out, int go)
 	struct wsrv_stream_stats st;
 	struct wsrv_sharing sh;
 	double t0;
+	uint64_t free0 = 0;
 	char b;
 
 	if (wsrv_connect(o->sock, NULL, &c) < 0 || wsrv_attach(c, "m", &m) < 0 ||
@@ -65,13 +90,16 @@ static int sd_worker(const struct sd_opts *o, int out, int go)
 		fprintf(stderr, "wsrv-bench share-device: worker: %s\n", wsrv_last_error());
 		return write(out, &r, sizeof(r)) == sizeof(r) ? 1 : 1;
 	}
+	if (o->cuda)
+		free0 = device_free();
 	t0 = mono_now();
 	if (wsrv_stream_open(m, d, p, &so, &s) == 0) {
 		r.open_ms = (mono_now() - t0) * 1e3;
 		wsrv_stream_stats(s, &st);
 		wsrv_stream_sharing(s, &sh);
 		r = (struct sd_report){ 1, sh.role, r.open_ms, st.resident_bytes, st.shared_bytes,
-					st.private_bytes, st.device_bytes, sh.region_bytes };
+					st.private_bytes, st.device_bytes, sh.region_bytes,
+					o->cuda && free0 ? (int64_t)free0 - (int64_t)device_free() : -1 };
 	} else {
 		fprintf(stderr, "wsrv-bench share-device: stream: %s\n", wsrv_last_error());
 	}
@@ -83,6 +111,7 @@ static int sd_worker(const struct sd_opts *o, int out, int go)
 struct sd_result {
 	double first_ms, later_ms;
 	uint64_t device_bytes, resident, private_sum, region_pss;
+	int64_t used;               /* cuda: the device's bytes all n took; else -1 */
 	int readers, writers;
 	bool ok;
 };
@@ -116,7 +145,9 @@ static void sd_run(const struct sd_opts *o, int n, struct sd_result *res)
 			break;
 	}
 	res->ok = k == n;
+	res->used = res->ok && o->cuda ? 0 : -1;
 	for (int i = 0; res->ok && i < n; i++) {
+		res->used = res->used < 0 || r[i].used < 0 ? -1 : res->used + r[i].used;
 		mapping_mem(kids[i], "memfd:wsrv-region", &res->region_pss, NULL);
 		res->private_sum += r[i].private_bytes;
 		res->writers += r[i].role == WSRV_SHARE_WRITER;
@@ -161,6 +192,10 @@ static void sd_print(bool json, int n, const struct sd_result *sh, const struct 
 			"writers", sh->writers, "readers", sh->readers,
 			"bytes_within_bar", (double)sh->device_bytes <= bar_bytes,
 			"open_within_bar", ratio <= 0.1);
+		if (sh->used >= 0 && pv->used > 0)
+			json_object_update_new(j, json_pack("{s:I, s:I, s:f}",
+				"device_used_shared", (json_int_t)sh->used, "device_used_private", (json_int_t)pv->used,
+				"device_used_private_vs_shared", (double)pv->used / (double)sh->used));
 		json_dumpf(j, stdout, JSON_INDENT(2));
 		putchar('\n');
 		json_decref(j);
@@ -173,6 +208,9 @@ static void sd_print(bool json, int n, const struct sd_result *sh, const struct 
 	       (double)sh->private_sum / 1048576, bar_bytes / 1048576);
 	printf("  device bytes, private: %9.1f MiB   %.2fx shared\n", (double)pv->device_bytes / 1048576,
 	       (double)pv->device_bytes / (double)sh->device_bytes);
+	if (sh->used >= 0 && pv->used > 0)
+		printf("  device memory taken (cuMemGetInfo): shared %.1f MiB, private %.1f MiB = %.2fx\n",
+		       (double)sh->used / 1048576, (double)pv->used / 1048576, (double)pv->used / (double)sh->used);
 	printf("  stream open: first %.1f ms, later (median) %.1f ms = %.3fx (bar <= 0.1x); private %.1f ms\n",
 	       sh->first_ms, sh->later_ms, ratio, pv->later_ms);
 }

@@ -114,7 +114,7 @@ static json_t *llama_config(const struct llama_dims *d)
 		"num_hidden_layers", (json_int_t)d->layers, "vocab_size", (json_int_t)d->vocab,
 		"max_position_embeddings", (json_int_t)4096, "rms_norm_eps", 1e-5,
 		"rope_theta", 500000.0, "hidden_act", "silu", "tie_word_embeddings", 0,
-		"torch_dtype", "bfloat16", "generator", "wsrv-mkmodel");
+		"torch_dtype", "bfloat16", "wsrv_generated_by", "wsrv-mkmodel");
 }
 
 struct dsv3_dims {
@@ -230,7 +230,7 @@ static json_t *dsv3_config(const struct dsv3_dims *d)
 		"scoring_func", "sigmoid", "torch_dtype", "bfloat16",
 		"quantization_config", json_pack("{s:s, s:s, s:s, s:[i,i]}", "quant_method", "fp8",
 			"fmt", "e4m3", "activation_scheme", "dynamic", "weight_block_size", 128, 128),
-		"generator", "wsrv-mkmodel");
+		"wsrv_generated_by", "wsrv-mkmodel");
 
 	if (!c || !more || json_object_update(c, more) < 0) {
 		json_decref(c);

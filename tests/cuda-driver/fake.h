@@ -24,6 +24,7 @@
 #include "cuda_api.h"
 #include "fake_api.h"
 
+#define FK_DEVICE_BYTES (80ull << 30) /* what cuMemGetInfo says the device has */
 #define FK_STREAMS 32               /* live streams at most; slot 0: the host */
 
 enum fk_op { OP_COPY, OP_RECORD, OP_WAIT, OP_HOSTFN };
@@ -109,6 +110,9 @@ const struct fk_reg *fk_reg_over(uintptr_t p, size_t len);
 /* Virtual memory management (fake_vmm.c): live handles, mappings,
  * reservations; -1 for another name. Under fk.lock. */
 long long fk_vmm_live(const char *what);
+/* Bytes of the handles cuMemCreate made in this process and nobody has
+ * freed yet (imports are another process's). Under fk.lock. */
+size_t fk_vmm_created_bytes(void);
 
 void fk_access(struct fk_alloc *a, int idx, const uint64_t *vc, uint64_t seq, bool write,
 	       const char *what);

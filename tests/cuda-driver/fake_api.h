@@ -28,6 +28,7 @@ CUresult cuInit(unsigned flags);
 CUresult cuLaunchHostFunc(CUstream h, CUhostFn fn, void *arg);
 CUresult cuMemAllocHost_v2(void **out, size_t len);
 CUresult cuMemAlloc_v2(CUdeviceptr *out, size_t len);
+CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total);
 CUresult cuMemFreeHost(void *p);
 CUresult cuMemFree_v2(CUdeviceptr p);
 CUresult cuMemHostRegister_v2(void *p, size_t len, unsigned flags);

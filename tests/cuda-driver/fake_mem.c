@@ -97,6 +97,28 @@ CUresult cuMemFree_v2(CUdeviceptr p)
 	return CUDA_ERROR_INVALID_VALUE;
 }
 
+/* The device's memory is this process's: its cuMemAlloc allocations and
+ * the handles it created count against FK_DEVICE_BYTES (a real GPU counts
+ * every process's, a test compares what one process added). */
+CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total)
+{
+	size_t used = 0;
+	CUresult e;
+
+	if ((e = fk_need_ctx()) != CUDA_SUCCESS)
+		return e;
+	if (!free_b || !total)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&fk.lock);
+	for (size_t i = 0; i < fk.nallocs; i++)
+		used += fk.allocs[i].vmm ? 0 : fk.allocs[i].b - fk.allocs[i].a;
+	used += fk_vmm_created_bytes();
+	pthread_mutex_unlock(&fk.lock);
+	*total = FK_DEVICE_BYTES;
+	*free_b = used < FK_DEVICE_BYTES ? FK_DEVICE_BYTES - used : 0;
+	return CUDA_SUCCESS;
+}
+
 static CUresult add_reg(uintptr_t a, uintptr_t b, unsigned flags, bool pinned)
 {
 	struct fk_reg *n;

@@ -24,6 +24,7 @@ struct fk_handle {
 	size_t size;
 	unsigned maps;              /* live mappings of it */
 	bool released, exportable;
+	bool created;               /* cuMemCreate's, not an import */
 };
 
 struct fk_resv {
@@ -121,6 +122,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t len, const struct c
 	}
 	pthread_mutex_lock(&fk.lock);
 	e = add_handle(fd, len, p->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, h);
+	if (e == CUDA_SUCCESS)
+		handles[nhandles - 1].created = true;
 	pthread_mutex_unlock(&fk.lock);
 	if (e != CUDA_SUCCESS)
 		close(fd);
@@ -342,6 +345,15 @@ CUresult cuMemUnmap(CUdeviceptr p, size_t len)
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	return CUDA_SUCCESS;
+}
+
+size_t fk_vmm_created_bytes(void)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < nhandles; i++)
+		n += handles[i].created ? handles[i].size : 0;
+	return n;
 }
 
 long long fk_vmm_live(const char *what)

@@ -45,6 +45,16 @@ def test_share_off_by_plan(server, client):
         assert st["share"] == "private" and "share_resident" in st["share_note"]
 
 
+def test_cuda_array_is_one_torch_takes():
+    """torch.as_tensor refuses a __cuda_array_interface__ whose read-only
+    flag is True (it did so on the first GPU run): the flag must be False."""
+    from wsrv.stream import _CudaArray
+
+    iface = _CudaArray(None, 0x7f0000000000, (4, 8), "<f4").__cuda_array_interface__
+    assert iface["data"] == (0x7f0000000000, False)
+    assert iface["version"] == 2 and iface["shape"] == (4, 8) and iface["strides"] is None
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="this torch has no CUDA, or no GPU")
 def test_cuda_stream(server, client):
     ref = read_model(server.models["llama"])

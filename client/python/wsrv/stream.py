@@ -56,11 +56,16 @@ class _StreamHandle:
 
 
 class _CudaArray:
-    """__cuda_array_interface__ (version 2) over a device pointer."""
+    """__cuda_array_interface__ (version 2) over a device pointer. Its
+    read-only flag is False: torch refuses an array that says True ("the
+    read only flag is not supported"; seen on torch 2.11 on an H100). The
+    tensors are still not to be written: a shared region is mapped
+    read-only by the driver (a write into it faults), and a slot is
+    overwritten by the next layer it holds."""
 
     def __init__(self, owner, ptr, shape, typestr):
         self._owner = owner
-        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, True),
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
                                          "version": 2, "strides": None}
 
 
