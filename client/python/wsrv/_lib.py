@@ -145,7 +145,10 @@ def _load():
     try:
         lib = ctypes.CDLL(path)
     except OSError as e:
-        raise ImportError(f"wsrv: cannot load libwsrv ({path}): {e}; set WSRV_LIB") from None
+        raise ImportError(f"wsrv: cannot load libwsrv ({path}): {e}. The package needs the C "
+                          "library: install it from the wsrv tree (meson setup build && ninja -C build "
+                          "install && ldconfig), or set WSRV_LIB to its path "
+                          "(a build tree's build/client/libwsrv.so.1)") from None
     for name, (res, args) in _PROTOS.items():
         f = getattr(lib, name)
         f.restype, f.argtypes = res, args

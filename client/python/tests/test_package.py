@@ -1,0 +1,67 @@
+# SPDX-License-Identifier: MIT
+"""The package installs like one: a wheel built offline from a copy of the
+tree (pyproject.toml, the version from meson.build), installed with pip
+into a fresh venv, imports from there and finds libwsrv through WSRV_LIB;
+without a library it says what to install."""
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE = os.path.normpath(os.path.join(HERE, ".."))
+TREE = os.path.normpath(os.path.join(PACKAGE, "..", ".."))
+
+
+def meson_version():
+    with open(os.path.join(TREE, "meson.build")) as f:
+        return re.search(r"version:\s*'([^']+)'", f.read()).group(1)
+
+
+def copy_tree(dst):
+    """The package and the meson.build it reads its version from, laid out
+    as in the tree (building in place would leave build/ and egg-info)."""
+    os.makedirs(os.path.join(dst, "client"))
+    shutil.copy(os.path.join(TREE, "meson.build"), dst)
+    shutil.copytree(PACKAGE, os.path.join(dst, "client", "python"),
+                    ignore=shutil.ignore_patterns("tests", "examples", "__pycache__", "*.egg-info",
+                                                  "build", "meson.build"))
+    return os.path.join(dst, "client", "python")
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "WSRV_LIB", "LD_LIBRARY_PATH")}
+    env.update(extra)
+    return env
+
+
+def run(*args, **kw):
+    r = subprocess.run(args, capture_output=True, text=True, timeout=240, **kw)
+    assert r.returncode == 0, f"{args}: {r.stdout}\n{r.stderr}"
+    return r
+
+
+def test_wheel_installs_and_imports(tmp_path):
+    src = copy_tree(str(tmp_path / "src"))
+    run(sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index",
+        "-w", str(tmp_path / "wheel"), src, env=clean_env())
+    wheels = glob.glob(str(tmp_path / "wheel" / "*.whl"))
+    assert [os.path.basename(w) for w in wheels] == [f"wsrv-{meson_version()}-py3-none-any.whl"]
+    venv = tmp_path / "venv"
+    run(sys.executable, "-m", "venv", "--system-site-packages", str(venv))
+    py = str(venv / "bin" / "python")
+    run(py, "-m", "pip", "install", "--no-deps", "--no-index", wheels[0], env=clean_env())
+    probe = "import wsrv, wsrv.hf; print(wsrv.__file__); print(wsrv.version())"
+    r = run(py, "-c", probe, cwd=str(tmp_path), env=clean_env(WSRV_LIB=os.environ["WSRV_LIB"]))
+    where, version = r.stdout.split()
+    assert where.startswith(str(venv)), where
+    assert version == meson_version()
+    # Without the C library: an ImportError that says what to install
+    # (unless this machine has libwsrv installed where the loader looks).
+    r = subprocess.run([py, "-c", "import wsrv"], capture_output=True, text=True, timeout=120,
+                       cwd=str(tmp_path), env=clean_env())
+    if r.returncode != 0:
+        assert "install it from the wsrv tree" in r.stderr and "WSRV_LIB" in r.stderr, r.stderr
