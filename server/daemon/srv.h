@@ -14,9 +14,11 @@
 #include "clock.h"
 #include "model_load.h"
 #include "packet.h"
+#include "srv_counters.h"
 #include "srv_region.h"
 
 struct peer_serve;
+struct srv_metrics;
 
 #define SRV_MAX_ALLOW 32        /* --allow-uid and --allow-gid entries each */
 #define SRV_MAX_BULK (64u << 20) /* a reply in a memfd (Bulk) is at most this */
@@ -153,6 +155,8 @@ struct server {
 	pid_t successor_pid;
 	bool stopping;
 	struct peer_serve *peers;   /* serving other hosts (srv_peers.c), or NULL */
+	struct srv_counters count;  /* for the metrics */
+	struct srv_metrics *metrics; /* --metrics-listen's server, or NULL */
 };
 
 /* A reply: one packet and the fds that travel with it: the server's own

@@ -374,6 +374,17 @@ static int do_report(struct session *s, const Wsrv__StreamReport *rp, uint64_t s
 	return 0;
 }
 
+/* A fetch, its time counted in the latency histogram. */
+static int timed_fetch(struct server *srv, struct session *s, const Wsrv__FetchLayer *f,
+		       uint64_t seq, struct reply *r)
+{
+	double t0 = mono_now();
+	int rc = do_fetch(srv, s, f, seq, r);
+
+	srv_count_fetch(&srv->count, mono_now() - t0);
+	return rc;
+}
+
 static int handle(struct server *srv, struct session *s, const Wsrv__Request *q, int *fd,
 		  struct reply *r)
 {
@@ -391,7 +402,7 @@ static int handle(struct server *srv, struct session *s, const Wsrv__Request *q,
 		return do_hello(srv, s, q->hello, q->seq, r);
 	case WSRV__REQUEST__BODY_LIST_MODELS: return do_list(srv, q->seq, r);
 	case WSRV__REQUEST__BODY_ATTACH: return do_attach(srv, s, q->attach, q->seq, r);
-	case WSRV__REQUEST__BODY_FETCH_LAYER: return do_fetch(srv, s, q->fetch_layer, q->seq, r);
+	case WSRV__REQUEST__BODY_FETCH_LAYER: return timed_fetch(srv, s, q->fetch_layer, q->seq, r);
 	case WSRV__REQUEST__BODY_RELEASE: return do_release(srv, s, q->release, q->seq, r);
 	case WSRV__REQUEST__BODY_DETACH: return do_detach(srv, s, q->detach, q->seq, r);
 	case WSRV__REQUEST__BODY_STATS: return srv_stats_reply(srv, q->seq, r);
@@ -416,6 +427,7 @@ void srv_dispatch(struct server *srv, struct session *s, const uint8_t *pkt,
 		  size_t len, int fd, struct reply *r)
 {
 	Wsrv__Request *q = wsrv__request__unpack(NULL, len, pkt);
+	int kind = q ? (int)q->body_case : 0;
 	int rc;
 
 	r->nfds = 0;
@@ -440,6 +452,7 @@ void srv_dispatch(struct server *srv, struct session *s, const uint8_t *pkt,
 	}
 	if (fd >= 0)
 		close(fd);
+	srv_count_request(&srv->count, kind, rc >= 0);
 	if (rc < 0) {
 		srv->errors++;
 		if (++s->errors == 1)

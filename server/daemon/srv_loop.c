@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "srv_metrics.h"
 #include "srv_refuse.h"
 #include "srv_reload.h"
 #include "srv_socket.h"
@@ -183,11 +184,13 @@ static void report_suppressed(struct ratelimit *rl)
 
 /* Refuses a connection at once (it never becomes a session, so it counts
  * against nothing), and logs it within the refusal rate limit. */
-static void refuse(struct loop *L, int fd, const struct ucred *c, int code, const char *why)
+static void refuse(struct loop *L, int fd, const struct ucred *c, enum srv_refusal reason, int code,
+		   const char *why)
 {
 	struct ratelimit *rl = &L->refusals;
 
 	L->srv->refused++;
+	L->srv->count.refused[reason]++;
 	if (ratelimit_pass(rl, mono_now())) {
 		log_warn("refused a client (uid %d, gid %d, pid %d): %s", (int)c->uid, (int)c->gid,
 			 (int)c->pid, why);
@@ -212,11 +215,11 @@ static void on_accept(struct loop *L, int fd)
 		return;
 	}
 	if (!srv_peer_allowed(srv, fd, &cred)) {
-		refuse(L, fd, &cred, EACCES, "this user is not allowed to use this wsrvd (--allow-uid, --allow-gid)");
+		refuse(L, fd, &cred, SRV_REFUSE_NOT_ALLOWED, EACCES, "this user is not allowed to use this wsrvd (--allow-uid, --allow-gid)");
 		return;
 	}
 	if (srv->nsessions >= srv->cfg.max_clients) {
-		refuse(L, fd, &cred, EUSERS, "the server has as many clients as it takes (--max-clients)");
+		refuse(L, fd, &cred, SRV_REFUSE_MAX_CLIENTS, EUSERS, "the server has as many clients as it takes (--max-clients)");
 		return;
 	}
 	s = session_new(srv, fd);
@@ -243,7 +246,7 @@ static void shed_connections(struct loop *L)
 		if (fd >= 0) {
 			socklen_t len = sizeof(c);
 			getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &len);
-			refuse(L, fd, &c, EUSERS, "the server is out of file descriptors; try again later");
+			refuse(L, fd, &c, SRV_REFUSE_OUT_OF_FDS, EUSERS, "the server is out of file descriptors; try again later");
 		}
 		L->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
@@ -440,6 +443,7 @@ static void on_tick(struct loop *L)
 	}
 	if (now - L->refusals.start >= L->refusals.window)
 		report_suppressed(&L->refusals);
+	srv_metrics_tick(srv); /* once a second: what a scrape sees */
 	arm_tick(L);
 }
 
@@ -649,6 +653,7 @@ int srv_run(struct server *srv, int lfd, int lock, struct errinfo *e)
 	arm_signal(&L);
 	arm_tick(&L);
 	arm_reload(&L);
+	srv_metrics_tick(srv);
 	log_info("serving %zu model%s on %s", srv->nmodels, srv->nmodels == 1 ? "" : "s",
 		 srv->cfg.socket_path);
 #ifdef HAVE_SYSTEMD

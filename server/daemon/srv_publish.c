@@ -220,6 +220,7 @@ int publish_abort(struct server *srv, struct session *s, const Wsrv__PublishAbor
 	if (!p)
 		return -EPERM;
 	log_info("publish %u aborted by its producer", p->id);
+	srv->count.outcomes[SRV_PUBLISH_ABORTED]++;
 	srv->publish = NULL;
 	publish_free(p);
 	srv_reply_ok(r, seq);
@@ -234,6 +235,7 @@ void publish_session_gone(struct server *srv, const struct session *s)
 		return;
 	log_warn("publish %u: its producer (pid %d) left before committing; nothing published",
 		 p->id, (int)p->pid);
+	srv->count.outcomes[SRV_PUBLISH_ABORTED]++;
 	srv->publish = NULL;
 	publish_free(p);
 }

@@ -38,6 +38,7 @@ struct reload_job {
 	struct errinfo e;
 	int rc, efd;
 	double t0;
+	uint64_t total, placed;     /* the loader's progress (atomic) */
 };
 
 static atomic_bool cancel;
@@ -110,6 +111,8 @@ static int start(struct server *srv, struct reload_job *j, uint32_t mi,
 	j->opts = *srv->load;
 	j->opts.loader.progress = false;
 	j->opts.loader.stop = cancelled;
+	j->opts.loader.total_bytes = &j->total;
+	j->opts.loader.placed_bytes = &j->placed;
 	j->model = mi;
 	j->efd = srv->reload_efd;
 	j->work = work;
@@ -217,6 +220,7 @@ int reload_finish(struct server *srv)
 		publish_done(srv, j->arg, j->rc);
 	old = &srv->models[j->model];
 	if (j->rc < 0 || (k = publish(srv, j->model, j->lm)) < 0) {
+		srv->count.outcomes[j->work == publish_work ? SRV_PUBLISH_FAILED : SRV_RELOAD_FAILED]++;
 		snprintf(old->reload, sizeof(old->reload), "generation %llu failed: %.120s",
 			 (unsigned long long)old->generation + 1, j->rc < 0 ? j->e.msg : "out of memory");
 		log_warn("model %s: the reload failed: %s", esc(j->name), j->rc < 0 ? j->e.msg : "out of memory");
@@ -226,6 +230,7 @@ int reload_finish(struct server *srv)
 		return -1;
 	}
 	old = &srv->models[j->model]; /* publish moved the array */
+	srv->count.outcomes[j->work == publish_work ? SRV_PUBLISH_OK : SRV_RELOAD_OK]++;
 	snprintf(srv->models[k].reload, sizeof(srv->models[k].reload), "%s in %.2f s",
 		 j->work == publish_work ? "published" : "loaded", mono_now() - j->t0);
 	snprintf(old->reload, sizeof(old->reload), "replaced by generation %llu",
@@ -262,4 +267,18 @@ void reload_cancel(struct server *srv)
 		loaded_model_free(srv->reload->lm);
 	free(srv->reload);
 	srv->reload = NULL;
+}
+
+bool reload_progress(const struct server *srv, struct reload_progress *out)
+{
+	const struct reload_job *j = srv->reload;
+
+	if (!j)
+		return false;
+	out->name = j->name;
+	out->publish = j->work == publish_work;
+	out->total = __atomic_load_n(&j->total, __ATOMIC_RELAXED);
+	out->placed = __atomic_load_n(&j->placed, __ATOMIC_RELAXED);
+	out->seconds = mono_now() - j->t0;
+	return true;
 }

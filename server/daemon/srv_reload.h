@@ -26,4 +26,16 @@ void reload_cancel(struct server *srv);
 /* Frees a replaced generation nobody is attached to any more. */
 void srv_retired_check(struct server *srv, struct srv_model *sm);
 
+/* The new generation being made now, if any: its model's name (the job's,
+ * valid until the loop's next reload_finish), whether a publish makes it,
+ * the loader's bytes placed of its total (0 until the files are open; a
+ * publish places nothing), and the seconds since it began. */
+struct reload_progress {
+	const char *name;
+	bool publish;
+	uint64_t total, placed;
+	double seconds;
+};
+bool reload_progress(const struct server *srv, struct reload_progress *out);
+
 #endif

@@ -28,7 +28,7 @@ int srv_count_fds(void)
 	return n - 1;
 }
 
-static uint64_t rss_bytes(void)
+uint64_t srv_rss_bytes(void)
 {
 	FILE *f = fopen("/proc/self/statm", "re");
 	unsigned long size = 0, res = 0;
@@ -180,7 +180,7 @@ int srv_stats_reply(struct server *srv, uint64_t seq, struct reply *r)
 	st.requests = srv->requests;
 	st.errors = srv->errors;
 	st.clients_total = srv->clients_total;
-	st.rss_bytes = rss_bytes();
+	st.rss_bytes = srv_rss_bytes();
 	st.open_fds = (uint32_t)srv_count_fds();
 	st.n_models = k;
 	st.models = mp;

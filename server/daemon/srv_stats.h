@@ -11,4 +11,7 @@ int srv_stats_reply(struct server *srv, uint64_t seq, struct reply *r);
 /* Open fds of this process; -1 when unknown. */
 int srv_count_fds(void);
 
+/* wsrvd's resident bytes (/proc/self/statm). */
+uint64_t srv_rss_bytes(void);
+
 #endif

@@ -25,6 +25,7 @@
 #include "srv_fdlimit.h"
 #include "srv_handover.h"
 #include "srv_loop.h"
+#include "srv_metrics.h"
 #include "srv_peers.h"
 #include "srv_successor.h"
 #include "sockpath.h"
@@ -44,6 +45,7 @@ struct args {
 	int json;
 	bool verify_adopted;
 	bool take_over;
+	const char *metrics_listen; /* --metrics-listen, or NULL: none */
 	struct srv_peers peers;
 };
 
@@ -59,6 +61,8 @@ static void usage(FILE *f)
 		"  --allow-publish-uid UID   a user that may publish new generations (repeatable;\n"
 		"                            default: nobody)\n"
 		"  --allow-publish-gid GID   a group whose members may publish (repeatable)\n"
+		"  --metrics-listen IP:PORT  serve Prometheus metrics at http://IP:PORT/metrics\n"
+		"                            (off by default; 127.0.0.1:9464 keeps it on this host)\n"
 		"  --max-clients N           clients at once (default 1024, or what\n"
 		"                            RLIMIT_NOFILE carries if fewer)\n"
 		"  --max-leases N            leases per client (default 4096)\n"
@@ -107,7 +111,7 @@ static int add_model(struct args *a, const char *spec)
 enum { O_MODEL = 1, O_VERIFY_ADOPTED, O_TAKE_OVER, O_LOAD_ONLY, O_JSON, O_QUIET, O_VERBOSE, O_HELP, O_SOCKET, O_UID, O_GID,
        O_MAX_CLIENTS, O_MAX_LEASES, O_MAX_ATTACH, O_MAX_MESSAGE, O_HELLO_TIMEOUT,
        O_MAX_REGIONS, O_MAX_REGION_BYTES, O_MAX_CLIENT_REGIONS, O_MAX_CLIENT_REGION_BYTES,
-       O_KEEP_REGIONS, O_PUBLISH_UID, O_PUBLISH_GID };
+       O_KEEP_REGIONS, O_PUBLISH_UID, O_PUBLISH_GID, O_METRICS_LISTEN };
 
 static int num(const char *opt, const char *arg, unsigned long lo, unsigned long hi,
 	       unsigned long *out)
@@ -251,6 +255,7 @@ static int parse(int argc, char **argv, struct args *a)
 		{ "keep-device-regions", no_argument, NULL, O_KEEP_REGIONS },
 		{ "allow-publish-uid", required_argument, NULL, O_PUBLISH_UID },
 		{ "allow-publish-gid", required_argument, NULL, O_PUBLISH_GID },
+		{ "metrics-listen", required_argument, NULL, O_METRICS_LISTEN },
 	};
 	struct option all[sizeof(own) / sizeof(own[0]) + LOAD_OPTIONS_COUNT + PEER_OPTIONS_COUNT + 1];
 	struct errinfo e;
@@ -281,6 +286,7 @@ static int parse(int argc, char **argv, struct args *a)
 		case O_LOAD_ONLY: a->load_only = 1; break;
 		case O_VERIFY_ADOPTED: a->verify_adopted = true; break;
 		case O_TAKE_OVER: a->take_over = true; break;
+		case O_METRICS_LISTEN: a->metrics_listen = optarg; break;
 		case O_JSON: a->json = 1; break;
 		case O_QUIET: log_set_level(LOG_WARN); break;
 		case O_VERBOSE: log_set_level(LOG_DEBUG); break;
@@ -465,6 +471,22 @@ static int load_for_serving(struct args *a, struct server *srv, struct handover 
  * client limit and the device regions to what the limit carries
  * (srv_fdlimit.c): a default --max-clients is lowered, an asked one that
  * does not fit is refused. */
+/* --metrics-listen: the HTTP thread, before the loop publishes to it. */
+static int start_metrics(const struct args *a, struct server *srv)
+{
+	struct errinfo e;
+
+	if (!a->metrics_listen)
+		return 0;
+	if (srv_metrics_start(a->metrics_listen, &srv->metrics, &e) < 0) {
+		log_err("%s", e.msg);
+		return -1;
+	}
+	log_info("metrics on port %u: GET /metrics (--metrics-listen %s)", srv_metrics_port(srv->metrics),
+		 a->metrics_listen);
+	return 0;
+}
+
 static int fd_limits(struct server *srv)
 {
 	struct fd_fit_in in = { .own = 32, .privileged = geteuid() == 0,
@@ -556,7 +578,8 @@ static int serve(struct args *a)
 	 * server's, handed over with its models. */
 	if (claim(a, &srv, &h, &lfd, &lock, &tconn) < 0) {
 		status = 1;
-	} else if (start_peers(a, &srv, tconn >= 0) < 0 || load_for_serving(a, &srv, &h) < 0 || fd_limits(&srv) < 0 || stop_requested()) {
+	} else if (start_peers(a, &srv, tconn >= 0) < 0 || load_for_serving(a, &srv, &h) < 0 || start_metrics(a, &srv) < 0 ||
+		   fd_limits(&srv) < 0 || stop_requested()) {
 		if (tconn >= 0) { /* the running server still serves: leave it its socket */
 			close(lfd);
 			close(lock);
@@ -577,6 +600,7 @@ static int serve(struct args *a)
 		}
 	}
 	handover_done(&h);
+	srv_metrics_stop(srv.metrics);
 	srv_peers_stop(&a->peers);
 	region_free_all(&srv);
 	for (size_t i = 0; i < srv.nmodels; i++)

@@ -88,6 +88,7 @@ struct loader {
 	struct loader_stats *st;
 	void (*on_tensor)(void *arg, uint32_t idx);
 	void *on_tensor_arg;
+	uint64_t *placed_out;       /* o->placed_bytes */
 	struct model *m;
 };
 
@@ -384,6 +385,8 @@ static int drain(struct loader *L, struct errinfo *e)
 		}
 	}
 	progress_update(&L->prog, L->placed);
+	if (L->placed_out)
+		__atomic_store_n(L->placed_out, L->placed, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -506,6 +509,7 @@ static int init(struct loader *L, struct model *m, struct arena *a,
 	L->m = m;
 	L->on_tensor = o->on_tensor;
 	L->on_tensor_arg = o->on_tensor_arg;
+	L->placed_out = o->placed_bytes;
 	L->nshards = m->nfiles;
 	L->shards = calloc(L->nshards, sizeof(*L->shards));
 	size_pool(L, m);
@@ -602,6 +606,8 @@ int loader_run(struct model *m, struct arena *a, const struct loader_opts *o,
 		r = setup_ring(&L, e);
 	if (r == 0) {
 		progress_begin(&L.prog, o->progress, m->data_bytes);
+		if (o->total_bytes)
+			__atomic_store_n(o->total_bytes, m->data_bytes, __ATOMIC_RELAXED);
 		r = run_loop(&L, e);
 		progress_end(&L.prog);
 	}

@@ -41,6 +41,9 @@ struct loader_opts {
 	 * and its xxh3 set; idx indexes model.tensors. */
 	void (*on_tensor)(void *arg, uint32_t idx);
 	void *on_tensor_arg;
+	/* When set, the bytes to place and those placed so far, stored
+	 * atomically as the load goes (another thread reads them). */
+	uint64_t *total_bytes, *placed_bytes;
 };
 
 struct loader_stats {

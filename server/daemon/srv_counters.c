@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: MIT
+/* srv_counters.c - counting requests and fetch times (srv_counters.h). */
+#include "srv_counters.h"
+
+/* From 10 us: a fetch answered from memory takes tens of microseconds. */
+const double srv_fetch_bounds[SRV_FETCH_BUCKETS] = {
+	10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 5e-3, 25e-3, 100e-3,
+};
+
+void srv_count_request(struct srv_counters *c, int kind, bool ok)
+{
+	int k = kind > 0 && kind < SRV_REQ_KINDS ? kind : 0;
+
+	if (ok)
+		c->req_ok[k]++;
+	else
+		c->req_err[k]++;
+}
+
+void srv_count_fetch(struct srv_counters *c, double seconds)
+{
+	int i = 0;
+
+	while (i < SRV_FETCH_BUCKETS && seconds > srv_fetch_bounds[i])
+		i++;
+	c->fetch_bucket[i]++;
+	c->fetch_count++;
+	c->fetch_sum += seconds;
+}

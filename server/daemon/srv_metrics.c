@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: MIT
+/* srv_metrics.c - the HTTP side of --metrics-listen (srv_metrics.h).
+ *
+ * Limits, so that a scraper can never disturb serving: 16 connections at
+ * once, 5 s for a request before the connection is dropped (a slow
+ * client), 16 KiB for a request's headers (larger ones get MHD's 4xx), GET
+ * and HEAD of /metrics only (405 and 404 otherwise), epoll (fds above 1024
+ * are fine). */
+#include "srv_metrics.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "log.h"
+
+#define METRICS_CONNS 16
+#define METRICS_TIMEOUT_S 5
+#define METRICS_HEADER_BYTES (16u << 10)
+#define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+struct srv_metrics {
+	struct MHD_Daemon *d;
+	pthread_mutex_t lock;       /* text and len */
+	char *text;                 /* the snapshot served, or NULL */
+	size_t len;
+	char *pending;              /* published while the lock was held */
+	size_t pending_len;
+	uint16_t port;
+};
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *body)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), (void *)body,
+								 MHD_RESPMEM_PERSISTENT);
+	enum MHD_Result ret;
+
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+	ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* The snapshot, copied under the lock (the loop only ever tries it). */
+static enum MHD_Result serve_snapshot(struct srv_metrics *m, struct MHD_Connection *c)
+{
+	struct MHD_Response *r = NULL;
+	enum MHD_Result ret;
+
+	pthread_mutex_lock(&m->lock);
+	if (m->text)
+		r = MHD_create_response_from_buffer(m->len, m->text, MHD_RESPMEM_MUST_COPY);
+	pthread_mutex_unlock(&m->lock);
+	if (!r)
+		return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "no metrics yet\n");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, CONTENT_TYPE);
+	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result on_request(void *arg, struct MHD_Connection *c, const char *url,
+				  const char *method, const char *version, const char *upload,
+				  size_t *upload_len, void **state)
+{
+	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+		return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+	if (strcmp(url, "/metrics") != 0)
+		return reply(c, MHD_HTTP_NOT_FOUND, "wsrvd serves /metrics only\n");
+	return serve_snapshot(arg, c);
+}
+
+static void mhd_log(void *arg, const char *fmt, va_list ap)
+{
+	char buf[256];
+
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	buf[strcspn(buf, "\n")] = 0;
+	log_debug("metrics: %s", buf);
+}
+
+/* "IP:PORT" or "[IPv6]:PORT", numeric only (no name lookups). */
+static int parse_addr(const char *addr, struct sockaddr_storage *ss, struct errinfo *e)
+{
+	char host[128];
+	const char *colon = strrchr(addr, ':'), *h = addr;
+	size_t hl;
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM }, *ai;
+
+	if (!colon || colon == addr)
+		return err_set(e, -EINVAL, "--metrics-listen %s: want IP:PORT, such as 127.0.0.1:9464", addr);
+	hl = (size_t)(colon - addr);
+	if (*h == '[' && hl >= 2 && colon[-1] == ']') {
+		h++;
+		hl -= 2;
+	}
+	if (hl >= sizeof(host))
+		return err_set(e, -EINVAL, "--metrics-listen %s: the address is too long", addr);
+	memcpy(host, h, hl);
+	host[hl] = 0;
+	if (getaddrinfo(host, colon + 1, &hints, &ai) != 0)
+		return err_set(e, -EINVAL, "--metrics-listen %s: not a numeric IP address and port", addr);
+	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+	freeaddrinfo(ai);
+	return 0;
+}
+
+static uint16_t bound_port(struct MHD_Daemon *d)
+{
+	const union MHD_DaemonInfo *i = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (!i || getsockname(i->listen_fd, (struct sockaddr *)&ss, &len) < 0)
+		return 0;
+	return ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+					     : ((struct sockaddr_in *)&ss)->sin_port);
+}
+
+int srv_metrics_start(const char *addr, struct srv_metrics **out, struct errinfo *e)
+{
+	struct sockaddr_storage ss = { 0 };
+	struct srv_metrics *m;
+	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+	int r;
+
+	if ((r = parse_addr(addr, &ss, e)) < 0)
+		return r;
+	if (!(m = calloc(1, sizeof(*m))))
+		return err_set(e, -ENOMEM, "out of memory");
+	pthread_mutex_init(&m->lock, NULL);
+	if (ss.ss_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	m->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, m,
+				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_CONNS,
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_TIMEOUT_S,
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)METRICS_HEADER_BYTES,
+				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+				MHD_OPTION_END);
+	if (!m->d) {
+		pthread_mutex_destroy(&m->lock);
+		free(m);
+		return err_set(e, -EADDRNOTAVAIL, "--metrics-listen %s: cannot listen there (in use, or not this host's)", addr);
+	}
+	m->port = bound_port(m->d);
+	*out = m;
+	return 0;
+}
+
+uint16_t srv_metrics_port(const struct srv_metrics *m)
+{
+	return m->port;
+}
+
+void srv_metrics_publish(struct srv_metrics *m, char *text, size_t len)
+{
+	if (pthread_mutex_trylock(&m->lock) != 0) {
+		free(m->pending); /* the loop's own: only it touches pending */
+		m->pending = text;
+		m->pending_len = len;
+		return;
+	}
+	free(m->text);
+	m->text = text;
+	m->len = len;
+	pthread_mutex_unlock(&m->lock);
+	free(m->pending);
+	m->pending = NULL;
+}
+
+void srv_metrics_stop(struct srv_metrics *m)
+{
+	if (!m)
+		return;
+	MHD_stop_daemon(m->d);
+	pthread_mutex_destroy(&m->lock);
+	free(m->text);
+	free(m->pending);
+	free(m);
+}
+
+void srv_metrics_tick(struct server *srv)
+{
+	char *text = NULL;
+	size_t len = 0;
+
+	if (!srv->metrics)
+		return;
+	if (srv_metrics_render(srv, &text, &len) == 0)
+		srv_metrics_publish(srv->metrics, text, len);
+}

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: MIT
+/* srv_metrics.h - --metrics-listen: GET /metrics in Prometheus' text
+ * format, served by libmicrohttpd on a thread of its own from the last
+ * snapshot the loop published. The loop never waits on it: a publish that
+ * finds the HTTP thread copying the snapshot keeps its text for the next
+ * one. */
+#ifndef WSRV_SRV_METRICS_H
+#define WSRV_SRV_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "errinfo.h"
+#include "srv.h"
+
+struct srv_metrics;
+
+/* Listens on addr ("IP:PORT", "[IPv6]:PORT"; numeric, port 0 for any) and
+ * serves from a thread: 0, or a negative errno with e set. *out is the
+ * caller's (srv_metrics_stop). */
+int srv_metrics_start(const char *addr, struct srv_metrics **out, struct errinfo *e);
+
+/* The port it listens on (the one chosen, for port 0). */
+uint16_t srv_metrics_port(const struct srv_metrics *m);
+
+/* Hands the server text (malloc'd, len bytes) to the HTTP side, which owns
+ * it from then on. Never blocks. */
+void srv_metrics_publish(struct srv_metrics *m, char *text, size_t len);
+
+/* Stops the thread and frees everything; m may be NULL. */
+void srv_metrics_stop(struct srv_metrics *m);
+
+/* srv's state as exposition text (srv_metrics_text.c): *out malloc'd. */
+int srv_metrics_render(const struct server *srv, char **out, size_t *len);
+
+/* Renders and publishes when srv serves metrics (the loop's tick). */
+void srv_metrics_tick(struct server *srv);
+
+#endif

@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: MIT
+/* test_metrics.c - wsrvd --metrics-listen: a live server's GET /metrics
+ * passes `promtool check metrics` and counts what clients did (requests by
+ * type, fetch latency, a reported stream under a hostile client name,
+ * escaped); bad HTTP (another path, another method, huge headers, a client
+ * that sends nothing) gets its error and disturbs neither scrapes nor
+ * serving; a bad --metrics-listen is refused with a sentence. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "wsrv.h"
+
+static struct fixture F = { .tag = "metrics", .serve = "m",
+			    .serve_args = { "--metrics-listen", "127.0.0.1:0", NULL }, .models = {
+	{ "llama-mini", 8 << 20, .layers = 2, .shards = 1, .seed = 9 } } };
+
+/* The port wsrvd's log says it listens on. */
+static int metrics_port(void)
+{
+	size_t n;
+	char *log = (char *)read_file(F.srv.ts.log, &n), *p;
+	int port = -1;
+
+	if (log && (p = strstr(log, "metrics on port ")))
+		port = atoi(p + strlen("metrics on port "));
+	free(log);
+	return port;
+}
+
+static int connect_port(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+/* Sends req, reads the answer until the server closes or 5 s pass; the
+ * status code (0: none), the body in *body (caller frees). */
+static int http(const char *req, size_t len, char **body)
+{
+	int fd = connect_port(metrics_port()), status = 0;
+	size_t cap = 1 << 16, got = 0;
+	char *buf = malloc(cap + 1);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	ssize_t n;
+
+	assert_non_null(buf);
+	for (size_t off = 0; off < len;) {
+		if ((n = send(fd, req + off, len - off, MSG_NOSIGNAL)) <= 0)
+			break; /* refused mid-way: the answer may still be there */
+		off += (size_t)n;
+	}
+	while (poll(&p, 1, 5000) == 1 && (n = read(fd, buf + got, cap - got)) > 0) {
+		got += (size_t)n;
+		if (got == cap && !(buf = realloc(buf, (cap *= 2) + 1)))
+			fail_msg("out of memory");
+	}
+	close(fd);
+	buf[got] = 0;
+	sscanf(buf, "HTTP/1.%*d %d", &status);
+	char *b = strstr(buf, "\r\n\r\n");
+	if (body)
+		*body = strdup(b ? b + 4 : "");
+	free(buf);
+	return status;
+}
+
+static int get(const char *path, char **body)
+{
+	char req[256];
+	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
+
+	return http(req, (size_t)n, body);
+}
+
+/* A scrape that shows what until 3 s have passed (the snapshot is a
+ * second old at most). */
+static char *scrape_until(const char *what)
+{
+	char *body = NULL;
+
+	for (int i = 0; i < 30; i++) {
+		free(body);
+		assert_int_equal(get("/metrics", &body), 200);
+		if (strstr(body, what))
+			return body;
+		sleep_ms(100);
+	}
+	fail_msg("no '%s' in the metrics:\n%s", what, body);
+	return NULL;
+}
+
+/* The value of series (name and labels, as written) in body; -1: none. */
+static double value_of(const char *body, const char *series)
+{
+	size_t n = strlen(series);
+
+	for (const char *p = body; (p = strstr(p, series)); p += n)
+		if ((p == body || p[-1] == '\n') && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+	return -1;
+}
+
+static void promtool_passes(const char *body)
+{
+	const char *in = pjoin(F.dir[0], "scrape.txt"), *out = pjoin(F.dir[0], "promtool.out");
+	char cmd[1024];
+	FILE *f = fopen(in, "w");
+
+	assert_non_null(f);
+	fputs(body, f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "promtool check metrics < %s > %s 2>&1", in, out);
+	if (system(cmd) != 0) {
+		size_t n;
+		char *why = (char *)read_file(out, &n);
+		fail_msg("promtool check metrics failed (is Debian's prometheus installed? tools/deps):\n%s",
+			 why ? why : "");
+	}
+}
+
+/* 1: what clients did shows, and the text is valid exposition format. */
+static void scrape_counts_and_validates(void **st)
+{
+	struct wsrv_connect_opts co = { .struct_size = sizeof(co), .client_name = "evil\"name\\with\nnewline" };
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_device *d;
+	struct wsrv_stream *s;
+	struct wsrv_layer l;
+	struct wsrv_lease lease = { .struct_size = sizeof(lease) };
+	char *body;
+
+	assert_int_equal(wsrv_connect(F.srv.ts.sock, &co, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_model_layer_at(m, 0, &l), 0);
+	assert_int_equal(wsrv_fetch_layer(m, l.index, &lease), 0);
+	assert_int_equal(wsrv_release(m, lease.id), 0);
+	assert_int_equal(wsrv_device_host(NULL, &d), 0);
+	assert_int_equal(wsrv_stream_open(m, d, NULL, NULL, &s), 0);
+	for (size_t i = 0; i < wsrv_model_layer_count(m); i++) {
+		wsrv_model_layer_at(m, i, &l);
+		assert_int_equal(wsrv_stream_acquire(s, l.index), 0);
+		wsrv_stream_release(s, l.index);
+	}
+	assert_int_equal(wsrv_stream_report(s), 0);
+	body = scrape_until("wsrv_stream_copied_bytes{");
+	/* The fixture's own client attached too. */
+	assert_true(value_of(body, "wsrv_requests_total{type=\"attach\",result=\"ok\"}") >= 2);
+	assert_true(value_of(body, "wsrv_requests_total{type=\"fetch_layer\",result=\"ok\"}") >= 1);
+	assert_true(value_of(body, "wsrv_fetch_duration_seconds_count") >= 1);
+	assert_true(value_of(body, "wsrv_fetch_duration_seconds_bucket{le=\"+Inf\"}") >= 1);
+	assert_true(value_of(body, "wsrv_model_attached{model=\"m\",generation=\"1\"}") >= 2);
+	assert_true(value_of(body, "wsrv_clients") >= 2);
+	assert_non_null(strstr(body, "name=\"evil\\\"name\\\\with\\nnewline\""));
+	assert_non_null(strstr(body, "process_cpu_seconds_total "));
+	promtool_passes(body);
+	free(body);
+	wsrv_stream_close(s);
+	wsrv_device_destroy(d);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+}
+
+/* 2: bad HTTP gets its error, and neither scrapes nor clients notice a
+ * client that sends nothing. */
+static void bad_requests_disturb_nothing(void **st)
+{
+	static const char post[] = "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc";
+	size_t big_len = 64 << 10;
+	char *big = malloc(big_len + 64), *body = NULL;
+	struct wsrv_client *c;
+	struct wsrv_stats *stats;
+	int slow, n;
+
+	assert_int_equal(get("/", NULL), 404);
+	assert_int_equal(get("/metrics/x", NULL), 404);
+	assert_int_equal(http(post, sizeof(post) - 1, NULL), 405);
+	assert_non_null(big);
+	n = snprintf(big, 64, "GET /metrics HTTP/1.1\r\nX-Big: ");
+	memset(big + n, 'a', big_len);
+	memcpy(big + n + big_len, "\r\n\r\n", 4);
+	int code = http(big, (size_t)n + big_len + 4, NULL);
+	if (code != 0 && (code < 400 || code > 499))
+		fail_msg("a 64 KiB header got %d", code);
+	free(big);
+	/* A client that connects and says nothing. */
+	slow = connect_port(metrics_port());
+	assert_int_equal(get("/metrics", &body), 200);
+	free(body);
+	assert_int_equal(wsrv_connect(F.srv.ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_stats(c, &stats), 0);
+	wsrv_stats_free(stats);
+	wsrv_disconnect(c);
+	/* ... is dropped after the 5 s timeout. */
+	struct pollfd p = { .fd = slow, .events = POLLIN };
+	char b;
+	assert_int_equal(poll(&p, 1, 9000), 1);
+	assert_true(read(slow, &b, 1) <= 0);
+	close(slow);
+	assert_int_equal(get("/metrics", NULL), 200);
+}
+
+/* 3: an address that is not IP:PORT, or not this host's, is refused. */
+static void bad_listen_address_refused(void **st)
+{
+	const char *wsrvd = getenv("WSRVD");
+	char spec[512];
+	static const char *const bad[] = { "localhost", "not-an-ip:9464", "192.0.2.1:9464" };
+
+	assert_non_null(wsrvd);
+	snprintf(spec, sizeof(spec), "m=%s", F.dir[0]);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *sock = pjoin(F.dir[0], "bad.sock"), *log = pjoin(F.dir[0], "bad.log");
+		const char *argv[] = { wsrvd, "--socket", sock, "--no-lock", "--model", spec, "--metrics-listen",
+				       bad[i], NULL };
+		size_t n;
+		assert_int_equal(run_prog(argv, NULL, log, log, 0, 60), 1);
+		char *text = (char *)read_file(log, &n);
+		if (!text || !strstr(text, "--metrics-listen"))
+			fail_msg("%s: no sentence naming --metrics-listen:\n%s", bad[i], text ? text : "");
+		free(text);
+	}
+}
+
+FIXTURE_MAIN(F,
+	cmocka_unit_test(scrape_counts_and_validates),
+	cmocka_unit_test(bad_requests_disturb_nothing),
+	cmocka_unit_test(bad_listen_address_refused),
+)
