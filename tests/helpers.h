@@ -33,6 +33,17 @@ int group_tests_run(const char *name, const struct CMUnitTest *tests, size_t n,
  * cuInit and keeps for the life of the process. */
 int count_fds(void);
 
+/* A TCP connection to 127.0.0.1:port, or -1. */
+int tcp_connect_loopback(int port);
+
+/* Sends an HTTP request (len bytes) to 127.0.0.1:port and reads the answer
+ * until the server closes or 5 s pass: the status code (0: none), and the
+ * body in *body when body is not NULL (the caller frees it). */
+int http_request(int port, const char *req, size_t len, char **body);
+
+/* GET path with Connection: close (http_request). */
+int http_get(int port, const char *path, char **body);
+
 /* Which fds below FD_MAP are open (map[fd]), to find the ones a library
  * opened and keeps for the life of the process (a real CUDA driver's):
  * fd_map_take(a) before, fd_map_new(a, b) after: b is what opened between;

@@ -39,54 +39,14 @@ static int metrics_port(void)
 	return port;
 }
 
-static int connect_port(int port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_true(fd >= 0);
-	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	return fd;
-}
-
-/* Sends req, reads the answer until the server closes or 5 s pass; the
- * status code (0: none), the body in *body (caller frees). */
 static int http(const char *req, size_t len, char **body)
 {
-	int fd = connect_port(metrics_port()), status = 0;
-	size_t cap = 1 << 16, got = 0;
-	char *buf = malloc(cap + 1);
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	ssize_t n;
-
-	assert_non_null(buf);
-	for (size_t off = 0; off < len;) {
-		if ((n = send(fd, req + off, len - off, MSG_NOSIGNAL)) <= 0)
-			break; /* refused mid-way: the answer may still be there */
-		off += (size_t)n;
-	}
-	while (poll(&p, 1, 5000) == 1 && (n = read(fd, buf + got, cap - got)) > 0) {
-		got += (size_t)n;
-		if (got == cap && !(buf = realloc(buf, (cap *= 2) + 1)))
-			fail_msg("out of memory");
-	}
-	close(fd);
-	buf[got] = 0;
-	sscanf(buf, "HTTP/1.%*d %d", &status);
-	char *b = strstr(buf, "\r\n\r\n");
-	if (body)
-		*body = strdup(b ? b + 4 : "");
-	free(buf);
-	return status;
+	return http_request(metrics_port(), req, len, body);
 }
 
 static int get(const char *path, char **body)
 {
-	char req[256];
-	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
-
-	return http(req, (size_t)n, body);
+	return http_get(metrics_port(), path, body);
 }
 
 /* A scrape that shows what until 3 s have passed (the snapshot is a
@@ -201,7 +161,8 @@ static void bad_requests_disturb_nothing(void **st)
 		fail_msg("a 64 KiB header got %d", code);
 	free(big);
 	/* A client that connects and says nothing. */
-	slow = connect_port(metrics_port());
+	slow = tcp_connect_loopback(metrics_port());
+	assert_true(slow >= 0);
 	assert_int_equal(get("/metrics", &body), 200);
 	free(body);
 	assert_int_equal(wsrv_connect(F.srv.ts.sock, NULL, &c), 0);

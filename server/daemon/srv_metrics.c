@@ -116,6 +116,24 @@ static int parse_addr(const char *addr, struct sockaddr_storage *ss, struct erri
 	return 0;
 }
 
+static socklen_t addr_len(const struct sockaddr_storage *ss)
+{
+	return ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
+/* 0 when nobody listens on ss: a bind without SO_REUSEPORT fails beside
+ * any listener, one with it or not. */
+static int port_free(const struct sockaddr_storage *ss)
+{
+	int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), r;
+
+	if (fd < 0)
+		return -errno;
+	r = bind(fd, (const struct sockaddr *)ss, addr_len(ss)) < 0 ? -errno : 0;
+	close(fd);
+	return r;
+}
+
 static uint16_t bound_port(struct MHD_Daemon *d)
 {
 	const union MHD_DaemonInfo *i = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
@@ -128,7 +146,7 @@ static uint16_t bound_port(struct MHD_Daemon *d)
 					     : ((struct sockaddr_in *)&ss)->sin_port);
 }
 
-int srv_metrics_start(const char *addr, struct srv_metrics **out, struct errinfo *e)
+int srv_metrics_start(const char *addr, bool share_port, struct srv_metrics **out, struct errinfo *e)
 {
 	struct sockaddr_storage ss = { 0 };
 	struct srv_metrics *m;
@@ -137,6 +155,12 @@ int srv_metrics_start(const char *addr, struct srv_metrics **out, struct errinfo
 
 	if ((r = parse_addr(addr, &ss, e)) < 0)
 		return r;
+	/* Every server listens with SO_REUSEPORT, so that a successor can bind
+	 * beside the server it takes over; any other one must find the port
+	 * free, so that two servers never answer one port by mistake. */
+	if (!share_port && (r = port_free(&ss)) < 0)
+		return err_set(e, r, "--metrics-listen %s: cannot listen there: %s", addr,
+			       r == -EADDRINUSE ? "the port is in use" : strerror(-r));
 	if (!(m = calloc(1, sizeof(*m))))
 		return err_set(e, -ENOMEM, "out of memory");
 	pthread_mutex_init(&m->lock, NULL);
@@ -148,6 +172,7 @@ int srv_metrics_start(const char *addr, struct srv_metrics **out, struct errinfo
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_TIMEOUT_S,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)METRICS_HEADER_BYTES,
 				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+				MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
 				MHD_OPTION_END);
 	if (!m->d) {
 		pthread_mutex_destroy(&m->lock);

@@ -7,6 +7,7 @@
 #ifndef WSRV_SRV_METRICS_H
 #define WSRV_SRV_METRICS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,8 +18,11 @@ struct srv_metrics;
 
 /* Listens on addr ("IP:PORT", "[IPv6]:PORT"; numeric, port 0 for any) and
  * serves from a thread: 0, or a negative errno with e set. *out is the
- * caller's (srv_metrics_stop). */
-int srv_metrics_start(const char *addr, struct srv_metrics **out, struct errinfo *e);
+ * caller's (srv_metrics_stop). It listens with SO_REUSEPORT; share_port
+ * (--take-over: the old server listens until it hands over) binds beside
+ * a server of the same user that has the port, and otherwise a port in use
+ * is refused, so that two servers never answer one port by mistake. */
+int srv_metrics_start(const char *addr, bool share_port, struct srv_metrics **out, struct errinfo *e);
 
 /* The port it listens on (the one chosen, for port 0). */
 uint16_t srv_metrics_port(const struct srv_metrics *m);

@@ -478,7 +478,7 @@ static int start_metrics(const struct args *a, struct server *srv)
 
 	if (!a->metrics_listen)
 		return 0;
-	if (srv_metrics_start(a->metrics_listen, &srv->metrics, &e) < 0) {
+	if (srv_metrics_start(a->metrics_listen, a->take_over, &srv->metrics, &e) < 0) {
 		log_err("%s", e.msg);
 		return -1;
 	}
