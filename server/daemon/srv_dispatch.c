@@ -108,8 +108,7 @@ static int do_list(struct server *srv, uint64_t seq, struct reply *r)
 	if (!infos || !ptrs) {
 		free(infos);
 		free(ptrs);
-		srv_reply_error(r, seq, ENOMEM, "out of memory");
-		return -ENOMEM;
+		return srv_reply_error(r, seq, ENOMEM, "out of memory");
 	}
 	for (size_t i = 0; i < srv->nmodels; i++) {
 		if (!srv->models[i].lm)
@@ -149,36 +148,26 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 	const struct loaded_model *lm;
 	uint32_t *v, slot = s->nattach;
 
-	if (mi < 0) {
-		srv_reply_error(r, seq, ENOENT, "no model named '%.64s'", a->model ? a->model : "");
-		return -ENOENT;
-	}
+	if (mi < 0)
+		return srv_reply_error(r, seq, ENOENT, "no model named '%.64s'", a->model ? a->model : "");
 	lm = srv->models[mi].lm;
-	if (lm->arena->nseg + 1 > r->fd_room) {
-		srv_reply_error(r, seq, EAGAIN,
-				"%u file descriptors sent to this client are still unread; read the replies first",
-				s->fds_unread);
-		return -EAGAIN;
-	}
-	if (lm->arena->nseg + 1 > WSRV_MAX_FDS) {
-		srv_reply_error(r, seq, E2BIG, "model '%s' has more segments than one reply carries",
-				lm->model->name);
-		return -E2BIG;
-	}
+	if (lm->arena->nseg + 1 > r->fd_room)
+		return srv_reply_error(r, seq, EAGAIN,
+				       "%u file descriptors sent to this client are still unread; read the replies first",
+				       s->fds_unread);
+	if (lm->arena->nseg + 1 > WSRV_MAX_FDS)
+		return srv_reply_error(r, seq, E2BIG, "model '%s' has more segments than one reply carries",
+				       lm->model->name);
 	for (uint32_t i = 0; i < s->nattach; i++)
 		if (!s->attach_model[i] && slot == s->nattach)
 			slot = i;
-	if (slot == s->nattach && s->nattach >= srv->cfg.max_attach) {
-		srv_reply_error(r, seq, EMFILE, "attachment limit of %u reached; detach first",
-				srv->cfg.max_attach);
-		return -EMFILE;
-	}
+	if (slot == s->nattach && s->nattach >= srv->cfg.max_attach)
+		return srv_reply_error(r, seq, EMFILE, "attachment limit of %u reached; detach first",
+				       srv->cfg.max_attach);
 	if (slot == s->nattach) {
 		v = realloc(s->attach_model, (s->nattach + 1) * sizeof(*v));
-		if (!v) {
-			srv_reply_error(r, seq, ENOMEM, "out of memory");
-			return -ENOMEM;
-		}
+		if (!v)
+			return srv_reply_error(r, seq, ENOMEM, "out of memory");
 		s->attach_model = v;
 		s->nattach++;
 	}
@@ -245,21 +234,15 @@ static int do_fetch(struct server *srv, struct session *s, const Wsrv__FetchLaye
 	if (!sm)
 		return -EBADF;
 	l = find_layer(sm->lm->model, f->layer);
-	if (!l) {
-		srv_reply_error(r, seq, ENOENT, "model '%s' has no layer %d", sm->lm->model->name,
-				f->layer);
-		return -ENOENT;
-	}
-	if (s->nleases >= srv->cfg.max_leases) {
-		srv_reply_error(r, seq, ENOSPC, "lease limit of %u reached; release some first",
-				srv->cfg.max_leases);
-		return -ENOSPC;
-	}
+	if (!l)
+		return srv_reply_error(r, seq, ENOENT, "model '%s' has no layer %d", sm->lm->model->name,
+				       f->layer);
+	if (s->nleases >= srv->cfg.max_leases)
+		return srv_reply_error(r, seq, ENOSPC, "lease limit of %u reached; release some first",
+				       srv->cfg.max_leases);
 	v = realloc(s->leases, (s->nleases + 1) * sizeof(*v));
-	if (!v) {
-		srv_reply_error(r, seq, ENOMEM, "out of memory");
-		return -ENOMEM;
-	}
+	if (!v)
+		return srv_reply_error(r, seq, ENOMEM, "out of memory");
 	s->leases = v;
 	v[s->nleases++] = (struct lease){ s->next_lease, f->attach_id, f->layer };
 	sm->leases++;
@@ -308,11 +291,9 @@ static int do_release(struct server *srv, struct session *s, const Wsrv__Release
 {
 	int i = lease_index(s, rl->lease);
 
-	if (i < 0) {
-		srv_reply_error(r, seq, ENOENT, "lease %llu is not one of this client's",
-				(unsigned long long)rl->lease);
-		return -ENOENT;
-	}
+	if (i < 0)
+		return srv_reply_error(r, seq, ENOENT, "lease %llu is not one of this client's",
+				       (unsigned long long)rl->lease);
 	drop_lease(srv, s, (uint32_t)i);
 	srv_reply_ok(r, seq);
 	return 0;
@@ -351,10 +332,8 @@ static int do_report(struct session *s, const Wsrv__StreamReport *rp, uint64_t s
 		srv_reply_ok(r, seq);
 		return 0;
 	}
-	if (!x && s->nstreams >= SRV_MAX_STREAMS) {
-		srv_reply_error(r, seq, ENOSPC, "at most %d open streams reported per client", SRV_MAX_STREAMS);
-		return -ENOSPC;
-	}
+	if (!x && s->nstreams >= SRV_MAX_STREAMS)
+		return srv_reply_error(r, seq, ENOSPC, "at most %d open streams reported per client", SRV_MAX_STREAMS);
 	if (!x)
 		x = &s->streams[s->nstreams++];
 	snprintf(x->model, sizeof(x->model), "%s", rp->model ? rp->model : "");
@@ -395,10 +374,8 @@ static int handle(struct server *srv, struct session *s, const Wsrv__Request *q,
 	}
 	switch (q->body_case) {
 	case WSRV__REQUEST__BODY_HELLO:
-		if (s->hello) {
-			srv_reply_error(r, q->seq, EPROTO, "Hello was already received");
-			return -EPROTO;
-		}
+		if (s->hello)
+			return srv_reply_error(r, q->seq, EPROTO, "Hello was already received");
 		return do_hello(srv, s, q->hello, q->seq, r);
 	case WSRV__REQUEST__BODY_LIST_MODELS: return do_list(srv, q->seq, r);
 	case WSRV__REQUEST__BODY_ATTACH: return do_attach(srv, s, q->attach, q->seq, r);
@@ -418,8 +395,7 @@ static int handle(struct server *srv, struct session *s, const Wsrv__Request *q,
 	case WSRV__REQUEST__BODY_PUBLISH_COMMIT: return publish_commit(srv, s, q->publish_commit, q->seq, r);
 	case WSRV__REQUEST__BODY_PUBLISH_ABORT: return publish_abort(srv, s, q->publish_abort, q->seq, r);
 	default:
-		srv_reply_error(r, q->seq, ENOSYS, "unknown or empty request");
-		return -ENOSYS;
+		return srv_reply_error(r, q->seq, ENOSYS, "unknown or empty request");
 	}
 }
 

@@ -135,27 +135,17 @@ int publish_begin(struct server *srv, struct session *s, const Wsrv__PublishBegi
 	struct errinfo e;
 	int mi = srv_find_current(srv, q->model);
 
-	if (!may_publish(srv, s)) {
-		srv_reply_error(r, seq, EPERM, "this user may not publish (--allow-publish-uid, --allow-publish-gid)");
-		return -EPERM;
-	}
-	if (mi < 0) {
-		srv_reply_error(r, seq, ENOENT, "no model named '%.64s'", q->model ? q->model : "");
-		return -ENOENT;
-	}
-	if (srv->publish || srv->reload || !srv->load) {
-		srv_reply_error(r, seq, EBUSY, "%s", srv->publish ? "another producer is publishing; try again after it"
-							   : "a reload is under way; try again after it");
-		return -EBUSY;
-	}
-	if (srv->models[mi].lm->arena->nseg + 1 > WSRV_MAX_FDS) {
-		srv_reply_error(r, seq, E2BIG, "the model has more segments than one reply carries");
-		return -E2BIG;
-	}
-	if (!(p = calloc(1, sizeof(*p)))) {
-		srv_reply_error(r, seq, ENOMEM, "out of memory");
-		return -ENOMEM;
-	}
+	if (!may_publish(srv, s))
+		return srv_reply_error(r, seq, EPERM, "this user may not publish (--allow-publish-uid, --allow-publish-gid)");
+	if (mi < 0)
+		return srv_reply_error(r, seq, ENOENT, "no model named '%.64s'", q->model ? q->model : "");
+	if (srv->publish || srv->reload || !srv->load)
+		return srv_reply_error(r, seq, EBUSY, "%s", srv->publish ? "another producer is publishing; try again after it"
+							          : "a reload is under way; try again after it");
+	if (srv->models[mi].lm->arena->nseg + 1 > WSRV_MAX_FDS)
+		return srv_reply_error(r, seq, E2BIG, "the model has more segments than one reply carries");
+	if (!(p = calloc(1, sizeof(*p))))
+		return srv_reply_error(r, seq, ENOMEM, "out of memory");
 	p->layout_fd = -1;
 	for (uint32_t i = 0; i < WSRV_MAX_FDS; i++)
 		p->seg[i] = -1;

@@ -91,21 +91,15 @@ static int client_limits(struct server *srv, struct session *s, uint64_t bytes, 
 {
 	uint32_t *v;
 
-	if (s->nholds >= srv->cfg.max_client_regions) {
-		srv_reply_error(r, seq, ENOSPC, "this client holds %u device regions, the limit (--max-client-regions); close a stream first",
-				s->nholds);
-		return -ENOSPC;
-	}
-	if (session_region_bytes(srv, s) + bytes > srv->cfg.max_client_region_bytes) {
-		srv_reply_error(r, seq, ENOSPC, "a device region of %llu bytes would put this client over its %llu bytes of regions (--max-client-region-bytes)",
-				(unsigned long long)bytes, (unsigned long long)srv->cfg.max_client_region_bytes);
-		return -ENOSPC;
-	}
+	if (s->nholds >= srv->cfg.max_client_regions)
+		return srv_reply_error(r, seq, ENOSPC, "this client holds %u device regions, the limit (--max-client-regions); close a stream first",
+				       s->nholds);
+	if (session_region_bytes(srv, s) + bytes > srv->cfg.max_client_region_bytes)
+		return srv_reply_error(r, seq, ENOSPC, "a device region of %llu bytes would put this client over its %llu bytes of regions (--max-client-region-bytes)",
+				       (unsigned long long)bytes, (unsigned long long)srv->cfg.max_client_region_bytes);
 	v = realloc(s->holds, (s->nholds + 1) * sizeof(*v));
-	if (!v) {
-		srv_reply_error(r, seq, ENOMEM, "out of memory");
-		return -ENOMEM;
-	}
+	if (!v)
+		return srv_reply_error(r, seq, ENOMEM, "out of memory");
 	s->holds = v;
 	return 0;
 }
@@ -136,24 +130,16 @@ static int check_key(struct server *srv, const struct srv_model *sm, const Wsrv_
 	size_t dl = q->device ? strlen(q->device) : 0;
 
 	(void)srv;
-	if (q->kind != WSRV__REGION_KIND__REGION_HOST && q->kind != WSRV__REGION_KIND__REGION_CUDA) {
-		srv_reply_error(r, seq, EINVAL, "unknown device region kind %d", (int)q->kind);
-		return -EINVAL;
-	}
-	if (dl == 0 || dl >= SRV_REGION_DEVICE) {
-		srv_reply_error(r, seq, EINVAL, "a device identity is 1 to %d bytes", SRV_REGION_DEVICE - 1);
-		return -EINVAL;
-	}
+	if (q->kind != WSRV__REGION_KIND__REGION_HOST && q->kind != WSRV__REGION_KIND__REGION_CUDA)
+		return srv_reply_error(r, seq, EINVAL, "unknown device region kind %d", (int)q->kind);
+	if (dl == 0 || dl >= SRV_REGION_DEVICE)
+		return srv_reply_error(r, seq, EINVAL, "a device identity is 1 to %d bytes", SRV_REGION_DEVICE - 1);
 	for (size_t i = 0; i < dl; i++)
-		if ((unsigned char)q->device[i] <= 0x20 || q->device[i] == 0x7f) {
-			srv_reply_error(r, seq, EINVAL, "a device identity is printable, without spaces");
-			return -EINVAL;
-		}
-	if (q->bytes == 0 || q->bytes > cap) {
-		srv_reply_error(r, seq, EINVAL, "a device region of %llu bytes for model '%s': it holds at most the model's resident tensors (%llu bytes with alignment)",
-				(unsigned long long)q->bytes, m->name, (unsigned long long)cap);
-		return -EINVAL;
-	}
+		if ((unsigned char)q->device[i] <= 0x20 || q->device[i] == 0x7f)
+			return srv_reply_error(r, seq, EINVAL, "a device identity is printable, without spaces");
+	if (q->bytes == 0 || q->bytes > cap)
+		return srv_reply_error(r, seq, EINVAL, "a device region of %llu bytes for model '%s': it holds at most the model's resident tensors (%llu bytes with alignment)",
+				       (unsigned long long)q->bytes, m->name, (unsigned long long)cap);
 	return 0;
 }
 
@@ -162,20 +148,16 @@ static int open_new(struct server *srv, struct session *s, uint32_t mi, const Ws
 {
 	struct srv_region *g;
 
-	if (!make_room(srv, q->bytes)) {
-		srv_reply_error(r, seq, ENOSPC, "the server holds %u device regions of %llu bytes; a new one of %llu bytes is over its limits (--max-regions %u, --max-region-bytes %llu)",
-				srv->regions.n, (unsigned long long)srv->regions.bytes,
-				(unsigned long long)q->bytes, srv->cfg.max_regions,
-				(unsigned long long)srv->cfg.max_region_bytes);
-		return -ENOSPC;
-	}
+	if (!make_room(srv, q->bytes))
+		return srv_reply_error(r, seq, ENOSPC, "the server holds %u device regions of %llu bytes; a new one of %llu bytes is over its limits (--max-regions %u, --max-region-bytes %llu)",
+				       srv->regions.n, (unsigned long long)srv->regions.bytes,
+				       (unsigned long long)q->bytes, srv->cfg.max_regions,
+				       (unsigned long long)srv->cfg.max_region_bytes);
 	if (srv->regions.n == srv->regions.cap) {
 		uint32_t cap = srv->regions.cap ? 2 * srv->regions.cap : 8;
 		g = realloc(srv->regions.v, cap * sizeof(*g));
-		if (!g) {
-			srv_reply_error(r, seq, ENOMEM, "out of memory");
-			return -ENOMEM;
-		}
+		if (!g)
+			return srv_reply_error(r, seq, ENOMEM, "out of memory");
 		srv->regions.v = g;
 		srv->regions.cap = cap;
 	}
@@ -203,10 +185,8 @@ int region_open(struct server *srv, struct session *s, const Wsrv__RegionOpen *q
 	uint32_t mi;
 	int ret;
 
-	if (q->attach_id == 0 || q->attach_id > s->nattach || !s->attach_model[q->attach_id - 1]) {
-		srv_reply_error(r, seq, EBADF, "attach id %u is not one of this client's", q->attach_id);
-		return -EBADF;
-	}
+	if (q->attach_id == 0 || q->attach_id > s->nattach || !s->attach_model[q->attach_id - 1])
+		return srv_reply_error(r, seq, EBADF, "attach id %u is not one of this client's", q->attach_id);
 	mi = s->attach_model[q->attach_id - 1] - 1;
 	if ((ret = check_key(srv, &srv->models[mi], q, seq, r)) < 0)
 		return ret;
@@ -222,11 +202,9 @@ int region_open(struct server *srv, struct session *s, const Wsrv__RegionOpen *q
 		return ret;
 	if (!g)
 		return open_new(srv, s, mi, q, seq, r);
-	if (r->fd_room < 1) {
-		srv_reply_error(r, seq, EAGAIN, "%u file descriptors sent to this client are still unread; read the replies first",
-				s->fds_unread);
-		return -EAGAIN;
-	}
+	if (r->fd_room < 1)
+		return srv_reply_error(r, seq, EAGAIN, "%u file descriptors sent to this client are still unread; read the replies first",
+				       s->fds_unread);
 	g->holders++;
 	s->holds[s->nholds++] = g->id;
 	r->fds[0] = g->fd;
@@ -242,23 +220,17 @@ static int check_handle(const struct srv_region *g, int fd, uint64_t seq, struct
 	struct stat st;
 	int seals;
 
-	if (fstat(fd, &st) < 0) {
-		srv_reply_error(r, seq, EBADF, "the region's handle cannot be examined: %s", strerror(errno));
-		return -EBADF;
-	}
-	if (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode)) {
-		srv_reply_error(r, seq, EBADF, "the region's handle is a directory, socket or pipe");
-		return -EBADF;
-	}
+	if (fstat(fd, &st) < 0)
+		return srv_reply_error(r, seq, EBADF, "the region's handle cannot be examined: %s", strerror(errno));
+	if (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode))
+		return srv_reply_error(r, seq, EBADF, "the region's handle is a directory, socket or pipe");
 	if (g->kind != WSRV__REGION_KIND__REGION_HOST)
 		return 0;   /* a CUDA handle is the driver's: nothing more to see */
 	seals = fcntl(fd, F_GET_SEALS);
 	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != g->bytes || seals < 0 ||
-	    (seals & need) != need || !(seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE))) {
-		srv_reply_error(r, seq, EBADF, "a host region's handle is a memfd of %llu bytes sealed against writes and resizing",
-				(unsigned long long)g->bytes);
-		return -EBADF;
-	}
+	    (seals & need) != need || !(seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)))
+		return srv_reply_error(r, seq, EBADF, "a host region's handle is a memfd of %llu bytes sealed against writes and resizing",
+				       (unsigned long long)g->bytes);
 	return 0;
 }
 
@@ -268,14 +240,10 @@ int region_commit(struct server *srv, struct session *s, const Wsrv__RegionCommi
 	struct srv_region *g = find_id(srv, q->region_id);
 	int ret;
 
-	if (!g || g->writer != s->id || g->committed) {
-		srv_reply_error(r, seq, EPERM, "device region %u is not one this client is filling", q->region_id);
-		return -EPERM;
-	}
-	if (*commit_fd < 0) {
-		srv_reply_error(r, seq, EINVAL, "RegionCommit comes with the region's handle as its one fd");
-		return -EINVAL;
-	}
+	if (!g || g->writer != s->id || g->committed)
+		return srv_reply_error(r, seq, EPERM, "device region %u is not one this client is filling", q->region_id);
+	if (*commit_fd < 0)
+		return srv_reply_error(r, seq, EINVAL, "RegionCommit comes with the region's handle as its one fd");
 	if ((ret = check_handle(g, *commit_fd, seq, r)) < 0)
 		return ret;
 	g->fd = *commit_fd;
@@ -315,8 +283,7 @@ int region_close(struct server *srv, struct session *s, const Wsrv__RegionClose 
 		srv_reply_ok(r, seq);
 		return 0;
 	}
-	srv_reply_error(r, seq, ENOENT, "device region %u is not held by this client", q->region_id);
-	return -ENOENT;
+	return srv_reply_error(r, seq, ENOENT, "device region %u is not held by this client", q->region_id);
 }
 
 void region_release_session(struct server *srv, struct session *s)

@@ -87,10 +87,8 @@ static int check_room(struct server *srv, const char *name, const char *path, ui
 	char need[32], have[32];
 	uint64_t avail;
 
-	if (model_open(name, path, &srv->load->model, &m, &e) < 0) {
-		srv_reply_error(r, seq, EINVAL, "cannot reload %.64s from %.200s: %s", name, path, e.msg);
-		return -EINVAL;
-	}
+	if (model_open(name, path, &srv->load->model, &m, &e) < 0)
+		return srv_reply_error(r, seq, EINVAL, "cannot reload %.64s from %.200s: %s", name, path, e.msg);
 	avail = mem_available();
 	fmt_bytes(m->data_bytes, need, sizeof(need));
 	fmt_bytes(avail, have, sizeof(have));
@@ -152,30 +150,20 @@ int reload_start(struct server *srv, struct session *s, const Wsrv__Reload *q, u
 	int mi = srv_find_current(srv, q->model), ret;
 	struct reload_job *j;
 
-	if (s->cred.uid != 0 && s->cred.uid != geteuid()) {
-		srv_reply_error(r, seq, EPERM, "only root or the server's own user can reload a model");
-		return -EPERM;
-	}
-	if (mi < 0) {
-		srv_reply_error(r, seq, ENOENT, "no model named '%.64s'", q->model ? q->model : "");
-		return -ENOENT;
-	}
-	if (srv->reload || srv->reload_efd < 0 || !srv->load) {
-		srv_reply_error(r, seq, EBUSY, "a reload is under way already");
-		return -EBUSY;
-	}
+	if (s->cred.uid != 0 && s->cred.uid != geteuid())
+		return srv_reply_error(r, seq, EPERM, "only root or the server's own user can reload a model");
+	if (mi < 0)
+		return srv_reply_error(r, seq, ENOENT, "no model named '%.64s'", q->model ? q->model : "");
+	if (srv->reload || srv->reload_efd < 0 || !srv->load)
+		return srv_reply_error(r, seq, EBUSY, "a reload is under way already");
 	const char *path = q->path && *q->path ? q->path : srv->models[mi].lm->model->path;
-	if (strlen(path) >= sizeof(((struct reload_job *)0)->path)) {
-		srv_reply_error(r, seq, ENAMETOOLONG, "a reload path is at most %zu bytes",
-				sizeof(((struct reload_job *)0)->path) - 1);
-		return -ENAMETOOLONG;
-	}
+	if (strlen(path) >= sizeof(((struct reload_job *)0)->path))
+		return srv_reply_error(r, seq, ENAMETOOLONG, "a reload path is at most %zu bytes",
+				       sizeof(((struct reload_job *)0)->path) - 1);
 	if ((ret = check_room(srv, q->model, path, seq, r)) < 0)
 		return ret;
-	if (!(j = calloc(1, sizeof(*j)))) {
-		srv_reply_error(r, seq, ENOMEM, "out of memory");
-		return -ENOMEM;
-	}
+	if (!(j = calloc(1, sizeof(*j))))
+		return srv_reply_error(r, seq, ENOMEM, "out of memory");
 	snprintf(j->name, sizeof(j->name), "%s", q->model);
 	snprintf(j->path, sizeof(j->path), "%s", path);
 	if ((ret = start(srv, j, (uint32_t)mi, load_work, NULL)) < 0) {

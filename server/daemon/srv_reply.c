@@ -75,7 +75,7 @@ void srv_pack(struct reply *r, Wsrv__Response *resp)
 	r->len = wsrv__response__pack(&e, r->buf);
 }
 
-void srv_reply_error(struct reply *r, uint64_t seq, int code, const char *fmt, ...)
+int srv_reply_error(struct reply *r, uint64_t seq, int code, const char *fmt, ...)
 {
 	Wsrv__Response resp = WSRV__RESPONSE__INIT;
 	Wsrv__Error err = WSRV__ERROR__INIT;
@@ -94,6 +94,7 @@ void srv_reply_error(struct reply *r, uint64_t seq, int code, const char *fmt, .
 	r->nfds = 0;
 	r->owned_fd = -1;
 	srv_pack(r, &resp);
+	return -code;
 }
 
 void srv_reply_ok(struct reply *r, uint64_t seq)

@@ -12,8 +12,9 @@ void srv_pack(struct reply *r, Wsrv__Response *resp);
 /* Packs an Ok reply. */
 void srv_reply_ok(struct reply *r, uint64_t seq);
 
-/* Packs an Error reply with errno code and sentence. */
-void srv_reply_error(struct reply *r, uint64_t seq, int code, const char *fmt, ...)
+/* Packs an Error reply with errno code and sentence; returns -code, for
+ * `return srv_reply_error(...)`. */
+int srv_reply_error(struct reply *r, uint64_t seq, int code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
 #endif

@@ -143,8 +143,7 @@ int srv_stats_reply(struct server *srv, uint64_t seq, struct reply *r)
 		free(ms);
 		free(mp);
 		free(lms);
-		srv_reply_error(r, seq, ENOMEM, "out of memory");
-		return -ENOMEM;
+		return srv_reply_error(r, seq, ENOMEM, "out of memory");
 	}
 	size_t k = 0;
 	for (size_t i = 0; i < srv->nmodels; i++) {

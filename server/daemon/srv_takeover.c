@@ -56,19 +56,13 @@ static int refuse(struct server *srv, struct session *s, uint64_t seq, struct re
 	for (size_t i = 0; i < srv->nmodels; i++)
 		if (srv_model_current(&srv->models[i]))
 			need += 1 + srv->models[i].lm->arena->nseg;
-	if (s->cred.uid != 0 && s->cred.uid != geteuid()) {
-		srv_reply_error(r, seq, EPERM, "only root or the server's own user can take it over");
-		return -EPERM;
-	}
-	if (srv->stopping || srv->lfd < 0 || srv->takeover) {
-		srv_reply_error(r, seq, EBUSY, "the server is stopping or being taken over already");
-		return -EBUSY;
-	}
-	if (need > WSRV_MAX_FDS) {
-		srv_reply_error(r, seq, E2BIG, "a take-over carries at most %d fds; this server holds %u (restart through systemd's fd store instead)",
-				WSRV_MAX_FDS, need);
-		return -E2BIG;
-	}
+	if (s->cred.uid != 0 && s->cred.uid != geteuid())
+		return srv_reply_error(r, seq, EPERM, "only root or the server's own user can take it over");
+	if (srv->stopping || srv->lfd < 0 || srv->takeover)
+		return srv_reply_error(r, seq, EBUSY, "the server is stopping or being taken over already");
+	if (need > WSRV_MAX_FDS)
+		return srv_reply_error(r, seq, E2BIG, "a take-over carries at most %d fds; this server holds %u (restart through systemd's fd store instead)",
+				       WSRV_MAX_FDS, need);
 	return 0;
 }
 
@@ -102,10 +96,8 @@ int takeover_offer(struct server *srv, struct session *s, uint64_t seq, struct r
 int takeover_done(struct server *srv, struct session *s, uint64_t seq, struct reply *r)
 {
 
-	if (srv->takeover != s->id) {
-		srv_reply_error(r, seq, EPERM, "this client is not taking the server over");
-		return -EPERM;
-	}
+	if (srv->takeover != s->id)
+		return srv_reply_error(r, seq, EPERM, "this client is not taking the server over");
 	srv->handed_over = true;
 	srv->successor_pid = s->cred.pid;
 	log_info("pid %d serves now; leaving it the socket", (int)s->cred.pid);
