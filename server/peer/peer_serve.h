@@ -29,6 +29,7 @@
 #define PEER_MAX_TABLES 64
 #define PEER_MAX_SENDS 64          /* replies in flight per connection */
 #define PEER_HELLO_TIMEOUT 10.0
+#define PEER_REFUSE_GRACE 1.0     /* seconds a refused peer has to read why before the close */
 
 struct peer_serve;
 
