@@ -4,7 +4,8 @@
  * type, fetch latency, a reported stream under a hostile client name,
  * escaped); bad HTTP (another path, another method, huge headers, a client
  * that sends nothing) gets its error and disturbs neither scrapes nor
- * serving; a bad --metrics-listen is refused with a sentence. */
+ * serving; a bad --metrics-listen is refused with a sentence; a reload's
+ * outcome and generations show. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -178,6 +179,23 @@ static void bad_requests_disturb_nothing(void **st)
 	assert_int_equal(get("/metrics", NULL), 200);
 }
 
+/* 4: a reload counts, and its new generation shows beside the old. */
+static void reload_outcome_counts(void **st)
+{
+	const char *ctl = getenv("WSRV_CTL");
+	const char *argv[] = { ctl, "--socket", F.srv.ts.sock, "reload", "m", NULL };
+	char *body;
+
+	assert_non_null(ctl);
+	assert_int_equal(run_prog(argv, NULL, pjoin(F.dir[0], "ctl.out"), pjoin(F.dir[0], "ctl.err"), 0, 60), 0);
+	body = scrape_until("wsrv_reloads_total{result=\"ok\"} 1");
+	assert_true(value_of(body, "wsrv_model_serving{model=\"m\",generation=\"2\"}") == 1);
+	assert_true(value_of(body, "wsrv_model_serving{model=\"m\",generation=\"1\"}") == 0);
+	assert_true(value_of(body, "wsrv_loading") == 0);
+	promtool_passes(body);
+	free(body);
+}
+
 /* 3: an address that is not IP:PORT, or not this host's, is refused. */
 static void bad_listen_address_refused(void **st)
 {
@@ -204,4 +222,5 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(scrape_counts_and_validates),
 	cmocka_unit_test(bad_requests_disturb_nothing),
 	cmocka_unit_test(bad_listen_address_refused),
+	cmocka_unit_test(reload_outcome_counts),
 )

@@ -56,9 +56,6 @@ struct srv_model {
 	char reload[160];           /* the last reload's outcome, for ListModels */
 };
 
-/* The entry of model name's current generation, or -1. */
-int srv_find_current(const struct server *srv, const char *name);
-
 /* Serves new attaches: loaded, not replaced. */
 static inline bool srv_model_current(const struct srv_model *m)
 {

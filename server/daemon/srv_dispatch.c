@@ -15,6 +15,7 @@
 #include "srv_reply.h"
 #include "srv_stats.h"
 #include "srv_publish.h"
+#include "srv_models.h"
 #include "srv_reload.h"
 #include "srv_takeover.h"
 #include "wsrv.pb-c.h"
@@ -127,15 +128,6 @@ static int do_list(struct server *srv, uint64_t seq, struct reply *r)
 	free(infos);
 	free(ptrs);
 	return 0;
-}
-
-int srv_find_current(const struct server *srv, const char *name)
-{
-	for (size_t i = 0; i < srv->nmodels; i++)
-		if (name && srv_model_current(&srv->models[i]) &&
-		    strcmp(srv->models[i].lm->model->name, name) == 0)
-			return (int)i;
-	return -1;
 }
 
 static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *a,

@@ -197,7 +197,7 @@ static void loading(FILE *f, const struct server *srv)
 	for (int i = 0; i < 3; i++) {
 		fprintf(f, "%s{model=\"", names[i]);
 		label(f, p.name);
-		fprintf(f, "\",kind=\"%s\"} %.17g\n", p.publish ? "publish" : "reload", v[i]);
+		fprintf(f, "\",kind=\"%s\"} %.17g\n", p.what, v[i]);
 	}
 }
 

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "manifest_write.h"
 #include "model_adopt.h"
+#include "srv_models.h"
 #include "srv_reload.h"
 #include "srv_reply.h"
 #include "wsrv.pb-c.h"
@@ -176,6 +177,8 @@ static struct publish *mine(struct server *srv, const struct session *s, uint32_
 	return p;
 }
 
+static const struct gen_job_ops publish_ops;
+
 int publish_commit(struct server *srv, struct session *s, const Wsrv__PublishCommit *q, uint64_t seq,
 		   struct reply *r)
 {
@@ -192,10 +195,12 @@ int publish_commit(struct server *srv, struct session *s, const Wsrv__PublishCom
 						   : strerror(e));
 			return -e;
 		}
-	if ((ret = reload_publish(srv, p->model, p)) < 0) {
+	if ((ret = gen_job_start(srv, p->model, &publish_ops, p, "a producer's bytes")) < 0) {
 		srv_reply_error(r, seq, -ret, "cannot start publishing: %s", strerror(-ret));
 		return ret;
 	}
+	snprintf(srv->models[p->model].reload, sizeof(srv->models[p->model].reload),
+		 "publishing generation %llu", (unsigned long long)srv->models[p->model].generation + 1);
 	p->session = 0; /* the thread has it now */
 	log_info("publish %u sealed; checksumming", p->id);
 	srv_reply_ok(r, seq);
@@ -230,12 +235,13 @@ void publish_session_gone(struct server *srv, const struct session *s)
 	publish_free(p);
 }
 
-/* On the reload thread: the sealed segments become an arena (locked as
- * lock says, like a loaded one), checksummed, with its manifest. */
-int publish_finish_work(void *arg, enum lock_mode lock, struct loaded_model **out,
-			struct errinfo *e)
+/* On the job's thread: the sealed segments become an arena (locked as
+ * the server's loads are), checksummed, with its manifest. */
+static int publish_work(void *arg, const char *name, const char *path, const struct load_opts *o,
+			struct loaded_model **out, struct errinfo *e)
 {
 	struct publish *p = arg;
+	enum lock_mode lock = o->arena.lock;
 	struct loaded_model *lm = calloc(1, sizeof(*lm));
 	int r;
 
@@ -275,7 +281,8 @@ int publish_finish_work(void *arg, enum lock_mode lock, struct loaded_model **ou
 	return 0;
 }
 
-void publish_done(struct server *srv, void *arg, int rc)
+/* On the loop, once the job's thread is joined. */
+static void publish_done(struct server *srv, void *arg, int rc)
 {
 	struct publish *p = arg;
 
@@ -284,3 +291,8 @@ void publish_done(struct server *srv, void *arg, int rc)
 	log_info("publish %u %s", p->id, rc == 0 ? "done" : "failed");
 	publish_free(p);
 }
+
+static const struct gen_job_ops publish_ops = {
+	.what = "publish", .made = "published", .ok = SRV_PUBLISH_OK, .failed = SRV_PUBLISH_FAILED,
+	.work = publish_work, .done = publish_done,
+};

@@ -18,9 +18,4 @@ int publish_abort(struct server *srv, struct session *s, const Wsrv__PublishAbor
 /* The producer's session ends: an uncommitted publish is dropped. */
 void publish_session_gone(struct server *srv, const struct session *s);
 
-/* On the reload thread, then on the loop (srv_reload.c). */
-int publish_finish_work(void *arg, enum lock_mode lock, struct loaded_model **out,
-			struct errinfo *e);
-void publish_done(struct server *srv, void *arg, int rc);
-
 #endif

@@ -4,6 +4,7 @@
 #define WSRV_SRV_RELOAD_H
 
 #include "srv.h"
+#include "srv_counters.h"
 
 struct reload_job;
 
@@ -16,23 +17,36 @@ int reload_start(struct server *srv, struct session *s, const Wsrv__Reload *q, u
  * new generation (or records why not). Returns the index of the generation
  * it replaced, whose clients are to be told; -1: nothing published. */
 int reload_finish(struct server *srv);
-/* A publish's new generation (srv_publish.c), made on the reload thread:
- * publish_finish_work runs there, publish_done after. 0, or -EBUSY while a
- * reload runs. */
-int reload_publish(struct server *srv, uint32_t mi, void *pub);
+/* How a job makes a new generation, and what follows it. reload_start's
+ * loads from files; srv_publish.c's takes a producer's sealed segments. */
+struct gen_job_ops {
+	const char *what;           /* "reload", "publish": logs and metrics */
+	const char *made;           /* "loaded", "published": the model list's note */
+	enum srv_outcome ok, failed;
+	/* On the job's thread: makes *out (the job's from then on), or sets
+	 * e; arg is the job's, path what it says it comes from. */
+	int (*work)(void *arg, const char *name, const char *path, const struct load_opts *o,
+		    struct loaded_model **out, struct errinfo *e);
+	/* On the loop once the thread is joined, with work's result or
+	 * -ECANCELED; may be NULL. */
+	void (*done)(struct server *srv, void *arg, int rc);
+};
+
+/* Starts a job making the next generation of entry mi on a thread; what
+ * (the note the model list shows meanwhile) and path are copied. 0,
+ * -EBUSY while one runs, or -ENOMEM/-EAGAIN. */
+int gen_job_start(struct server *srv, uint32_t mi, const struct gen_job_ops *ops, void *arg,
+		  const char *path);
 
 /* Stops a reload under way (the server is stopping) and frees it. */
 void reload_cancel(struct server *srv);
-/* Frees a replaced generation nobody is attached to any more. */
-void srv_retired_check(struct server *srv, struct srv_model *sm);
 
 /* The new generation being made now, if any: its model's name (the job's,
- * valid until the loop's next reload_finish), whether a publish makes it,
+ * valid until the loop's next reload_finish), its job's what,
  * the loader's bytes placed of its total (0 until the files are open; a
  * publish places nothing), and the seconds since it began. */
 struct reload_progress {
-	const char *name;
-	bool publish;
+	const char *name, *what;
 	uint64_t total, placed;
 	double seconds;
 };

@@ -10,7 +10,7 @@
 
 #include "log.h"
 #include "srv_publish.h"
-#include "srv_reload.h"
+#include "srv_models.h"
 #include "srv_takeover.h"
 
 struct session *session_new(struct server *srv, int fd)

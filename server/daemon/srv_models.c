@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: MIT
+/* srv_models.c - the server's model generations (srv_models.h). */
+#include "srv_models.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "escape.h"
+#include "log.h"
+
+int srv_find_current(const struct server *srv, const char *name)
+{
+	for (size_t i = 0; i < srv->nmodels; i++)
+		if (name && srv_model_current(&srv->models[i]) &&
+		    strcmp(srv->models[i].lm->model->name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+int srv_models_add(struct server *srv, uint32_t old, struct loaded_model *lm)
+{
+	struct srv_model *v = realloc(srv->models, (srv->nmodels + 1) * sizeof(*v));
+	size_t k = srv->nmodels;
+
+	if (!v)
+		return -ENOMEM;
+	srv->models = v;
+	v[k] = (struct srv_model){ .lm = lm, .generation = v[old].generation + 1 };
+	v[old].retired = true;
+	srv->nmodels++;
+	return (int)k;
+}
+
+void srv_retired_check(struct server *srv, struct srv_model *sm)
+{
+	if (!sm->retired || sm->attached || !sm->lm)
+		return;
+	log_info("model %s: generation %llu has no client left; its memory goes with the last mapping",
+		 esc(sm->lm->model->name), (unsigned long long)sm->generation);
+	loaded_model_free(sm->lm);
+	sm->lm = NULL;
+}

@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: MIT
+/* srv_models.h - the server's model generations: which one serves new
+ * attaches, adding a newer one, and freeing a replaced one once nobody
+ * holds it. Below dispatch, reload and publish, which all call down here. */
+#ifndef WSRV_SRV_MODELS_H
+#define WSRV_SRV_MODELS_H
+
+#include <stdint.h>
+
+#include "srv.h"
+
+/* The entry of model name's current generation, or -1. */
+int srv_find_current(const struct server *srv, const char *name);
+
+/* Adds lm (owned from then on) as the newest generation after entry old,
+ * which is retired: new attaches get lm. Moves srv->models. The new
+ * entry's index, or -ENOMEM (lm is still the caller's). */
+int srv_models_add(struct server *srv, uint32_t old, struct loaded_model *lm);
+
+/* Frees a replaced generation nobody is attached to any more. */
+void srv_retired_check(struct server *srv, struct srv_model *sm);
+
+#endif
