@@ -71,7 +71,7 @@ static int map_segments(struct wsrv_model *m, const int *fds, const Wsrv__Attach
 	return 0;
 }
 
-static int setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__AttachReply *ar)
+static int attach_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__AttachReply *ar)
 {
 	uint64_t msize;
 	int r;
@@ -154,7 +154,7 @@ WSRV_EXPORT int wsrv_attach(struct wsrv_client *c, const char *model, struct wsr
 	m->attach_id = resp->attach->attach_id;
 	m->generation = m->latest = resp->attach->generation;
 	m->manifest_hash = resp->attach->manifest_hash;
-	r = setup(m, fds, nfds, resp->attach);
+	r = attach_setup(m, fds, nfds, resp->attach);
 	/* The mappings keep the memory; the fds are not needed any more. */
 	pkt_close_fds(fds, nfds);
 	wsrv__response__free_unpacked(resp, NULL);

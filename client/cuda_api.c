@@ -77,7 +77,7 @@ static const char *load_error;
 static char why_buf[256];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-static void load(void)
+static void api_load(void)
 {
 	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 	CUresult e;
@@ -110,7 +110,7 @@ static void load(void)
 
 int cuda_api_get(const struct cuda_api **out, const char **why)
 {
-	pthread_once(&once, load);
+	pthread_once(&once, api_load);
 	if (load_error) {
 		*why = load_error;
 		return -ENODEV;

@@ -166,7 +166,7 @@ static void fill_timings(struct cuda_dev *c, int64_t fence)
 }
 
 /* 1 when done, 0 when not; with block, waits. */
-static int finish(struct cuda_dev *c, int64_t fence, bool block)
+static int cuda_finish(struct cuda_dev *c, int64_t fence, bool block)
 {
 	struct cu_fence *f;
 	CUresult e;
@@ -194,12 +194,12 @@ static int finish(struct cuda_dev *c, int64_t fence, bool block)
 static int c_done(struct wsrv_device *d, int64_t fence)
 {
 	/* An error reads as not done: the wait or gate that follows reports it. */
-	return finish((struct cuda_dev *)d, fence, false) == 1;
+	return cuda_finish((struct cuda_dev *)d, fence, false) == 1;
 }
 
 static int c_wait(struct wsrv_device *d, int64_t fence)
 {
-	int r = finish((struct cuda_dev *)d, fence, true);
+	int r = cuda_finish((struct cuda_dev *)d, fence, true);
 
 	return r < 0 ? r : 0;
 }
@@ -356,7 +356,7 @@ static CUresult make_events(struct cuda_dev *c)
 
 /* The stream, events and buffers, in the primary context; the base event
  * recorded and waited for, so event times map to the host's clock. */
-static int setup(struct cuda_dev *c)
+static int cuda_setup(struct cuda_dev *c)
 {
 	int ro = 0;
 	CUresult e;
@@ -415,7 +415,7 @@ WSRV_EXPORT int wsrv_device_cuda(const struct wsrv_cuda_opts *o, struct wsrv_dev
 	c->dev.ops = &cuda_ops;
 	c->compute = (CUstream)co.compute_stream;
 	c->reg_chunk = co.register_chunk_bytes ? co.register_chunk_bytes : CU_REG_CHUNK;
-	if ((r = open_device(c, co.device)) < 0 || (r = setup(c)) < 0) {
+	if ((r = open_device(c, co.device)) < 0 || (r = cuda_setup(c)) < 0) {
 		c_destroy(&c->dev);
 		return r;
 	}

@@ -125,7 +125,7 @@ int cu_register(struct wsrv_device *d, const void *p, size_t len, uint64_t *adde
 	return r;
 }
 
-static void drop(struct cuda_dev *c, size_t i)
+static void reg_drop(struct cuda_dev *c, size_t i)
 {
 	if (c->regs[i].locked)
 		c->cu->MemHostUnregister((void *)c->regs[i].a);
@@ -144,7 +144,7 @@ void cu_unregister(struct wsrv_device *d, const void *p, size_t len)
 	cu_enter(c);
 	for (size_t i = c->nregs; i-- > 0;)
 		if (c->regs[i].b > a && c->regs[i].a < b && --c->regs[i].refs == 0)
-			drop(c, i);
+			reg_drop(c, i);
 	qsort(c->regs, c->nregs, sizeof(*c->regs), by_addr);
 	cu_leave(c);
 	pthread_mutex_unlock(&c->lock);
@@ -154,7 +154,7 @@ void cu_unregister(struct wsrv_device *d, const void *p, size_t len)
 void cu_unregister_all(struct cuda_dev *c)
 {
 	while (c->nregs)
-		drop(c, c->nregs - 1);
+		reg_drop(c, c->nregs - 1);
 	free(c->regs);
 	c->regs = NULL;
 	c->cap_regs = 0;

@@ -122,7 +122,7 @@ static struct copy_rec *new_rec(struct wsrv_stream *s, int32_t layer)
  * start, the last its end (one copy records both). On failure nothing of
  * the layer is in the slot, which stays free; copies queued before the
  * failure land in it harmlessly, and are still waited for. */
-static int load(struct wsrv_stream *s, int pos, int k)
+static int stream_load_layer(struct wsrv_stream *s, int pos, int k)
 {
 	struct st_layer *l = &s->layers[pos];
 	struct slot *sl = &s->slots[k];
@@ -201,7 +201,7 @@ void stream_prefetch(struct wsrv_stream *s, int from)
 		int pos = (int)s->seq[((uint32_t)from + k) % s->nseq], f;
 		if (s->layers[pos].slot >= 0)
 			continue;
-		if ((f = free_slot(s)) < 0 || load(s, pos, f) < 0)
+		if ((f = free_slot(s)) < 0 || stream_load_layer(s, pos, f) < 0)
 			break;
 	}
 }
@@ -257,7 +257,7 @@ WSRV_EXPORT int wsrv_stream_acquire(struct wsrv_stream *s, int32_t index)
 		k = free_slot(s);
 		if (k < 0 && (k = evict(s, pos)) < 0)
 			return k;
-		if ((r = load(s, pos, k)) < 0)
+		if ((r = stream_load_layer(s, pos, k)) < 0)
 			return cl_wrap(r, "layer %d: the copy could not be queued", index);
 	}
 	from = seq_of(s, pos);

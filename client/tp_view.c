@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static long find(const void *ctx, const char *name)
+static long tp_find(const void *ctx, const char *name)
 {
 	return cl_find_index(ctx, name);
 }
@@ -27,7 +27,7 @@ static int rules_model(const struct wsrv_model *m, struct rv_model *rm, struct r
 		(*t)[i] = (struct rv_tensor){ m->v.strings + x->name_off, x->dtype, x->rank,
 					     m->v.dims + x->dims_index, x->size, x->layer };
 	}
-	*rm = (struct rv_model){ *t, n, *cfg, find, m };
+	*rm = (struct rv_model){ *t, n, *cfg, tp_find, m };
 	return 0;
 }
 

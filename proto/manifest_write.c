@@ -59,7 +59,7 @@ static void plan(const struct model *m, size_t cfg_len, struct mf_header *h)
 	h->tensor_bytes = m->data_bytes;
 }
 
-static void fill(const struct model *m, const uint64_t *seg_sizes, uint64_t page_size,
+static void manifest_fill(const struct model *m, const uint64_t *seg_sizes, uint64_t page_size,
 		 const char *cfg,
 		 uint8_t *b, const struct mf_header *h)
 {
@@ -119,7 +119,7 @@ int manifest_create(const struct model *m, const uint64_t *seg_sizes, uint64_t p
 	    (b = mmap(NULL, h.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0)) == MAP_FAILED) {
 		r = err_set(e, -errno, "%s: %s", label, strerror(errno));
 	} else {
-		fill(m, seg_sizes, page_size, cfg, b, &h);
+		manifest_fill(m, seg_sizes, page_size, cfg, b, &h);
 		munmap(b, h.total_size);
 		/* The writable mapping is gone, so the strongest seal applies. */
 		if (fcntl(f, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)

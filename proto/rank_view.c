@@ -235,7 +235,7 @@ static int one(struct ctx *c, const struct rv_tensor *t, enum strategy st, struc
 }
 
 /* Rank r's stage and its layers; the tensor-parallel rank and world in it. */
-static int place(struct ctx *c, const struct rv_rules *r, int rank, int world)
+static int rv_place(struct ctx *c, const struct rv_rules *r, int rank, int world)
 {
 	unsigned S = r->stages > 1 ? r->stages : 1, s;
 	int32_t L = 0;
@@ -269,7 +269,7 @@ int rv_resolve(const struct rv_model *m, const struct rv_rules *r, int rank, int
 	struct ctx c = { .m = m, .e = e, .blk = { 128, 128 } };
 	int k;
 
-	if ((k = place(&c, r, rank, world)) < 0)
+	if ((k = rv_place(&c, r, rank, world)) < 0)
 		return k;
 	c.tp = r->tp_plan && c.world > 1 ? r->tp_plan : NULL;
 	if (c.tp && !json_is_object(c.tp))

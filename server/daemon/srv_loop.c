@@ -153,7 +153,7 @@ static void log_gone(const struct session *s)
 
 /* Frees s once it is closing and nothing of it is in flight; cancels a
  * receive still armed so that it soon is. */
-static void settle(struct loop *L, struct session *s)
+static void loop_settle(struct loop *L, struct session *s)
 {
 	if (!s->closing)
 		return;
@@ -184,7 +184,7 @@ static void report_suppressed(struct ratelimit *rl)
 
 /* Refuses a connection at once (it never becomes a session, so it counts
  * against nothing), and logs it within the refusal rate limit. */
-static void refuse(struct loop *L, int fd, const struct ucred *c, enum srv_refusal reason, int code,
+static void loop_refuse(struct loop *L, int fd, const struct ucred *c, enum srv_refusal reason, int code,
 		   const char *why)
 {
 	struct ratelimit *rl = &L->refusals;
@@ -215,11 +215,11 @@ static void on_accept(struct loop *L, int fd)
 		return;
 	}
 	if (!srv_peer_allowed(srv, fd, &cred)) {
-		refuse(L, fd, &cred, SRV_REFUSE_NOT_ALLOWED, EACCES, "this user is not allowed to use this wsrvd (--allow-uid, --allow-gid)");
+		loop_refuse(L, fd, &cred, SRV_REFUSE_NOT_ALLOWED, EACCES, "this user is not allowed to use this wsrvd (--allow-uid, --allow-gid)");
 		return;
 	}
 	if (srv->nsessions >= srv->cfg.max_clients) {
-		refuse(L, fd, &cred, SRV_REFUSE_MAX_CLIENTS, EUSERS, "the server has as many clients as it takes (--max-clients)");
+		loop_refuse(L, fd, &cred, SRV_REFUSE_MAX_CLIENTS, EUSERS, "the server has as many clients as it takes (--max-clients)");
 		return;
 	}
 	s = session_new(srv, fd);
@@ -246,7 +246,7 @@ static void shed_connections(struct loop *L)
 		if (fd >= 0) {
 			socklen_t len = sizeof(c);
 			getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &len);
-			refuse(L, fd, &c, SRV_REFUSE_OUT_OF_FDS, EUSERS, "the server is out of file descriptors; try again later");
+			loop_refuse(L, fd, &c, SRV_REFUSE_OUT_OF_FDS, EUSERS, "the server is out of file descriptors; try again later");
 		}
 		L->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
@@ -310,13 +310,13 @@ static void on_recv(struct loop *L, struct session *s, int res)
 	if (res <= 0 || s->closing) {
 		/* 0: the peer closed (or sent an empty packet, which closes it). */
 		s->closing = true;
-		settle(L, s);
+		loop_settle(L, s);
 		return;
 	}
 	on_packet(L, s, res);
 	if (!s->closing && s->pending_sends < SRV_MAX_PENDING)
 		arm_recv(L, s);
-	settle(L, s);
+	loop_settle(L, s);
 }
 
 /* A send that failed for the server's own reasons (fds in flight over
@@ -358,7 +358,7 @@ static void on_send(struct loop *L, struct send_op *op, int res)
 	free(op);
 	if (!s->closing && !s->recv_armed && s->pending_sends < SRV_MAX_PENDING)
 		arm_recv(L, s);
-	settle(L, s);
+	loop_settle(L, s);
 }
 
 static void arm_signal(struct loop *L)
@@ -419,7 +419,7 @@ static void stop(struct loop *L)
 		if (!s->closing)
 			goodbye(L, s, srv->handed_over ? "the server was replaced; connect again"
 						       : "the server is stopping");
-		settle(L, s);
+		loop_settle(L, s);
 	}
 }
 
@@ -438,7 +438,7 @@ static void on_tick(struct loop *L)
 			srv_reply_error(&L->reply, 0, ETIMEDOUT, "no Hello in time");
 			send_reply(L, s, &L->reply);
 			s->closing = true;
-			settle(L, s);
+			loop_settle(L, s);
 		}
 	}
 	if (now - L->refusals.start >= L->refusals.window)
@@ -531,7 +531,7 @@ static void on_cqe(struct loop *L, struct io_uring_cqe *cqe)
 	case OP_TICK: on_tick(L); break;
 	case OP_CANCEL:
 		op->s->cancel_armed = false;
-		settle(L, op->s);
+		loop_settle(L, op->s);
 		break;
 	case OP_ACCEPT_CANCEL: L->accept_cancelling = false; break;
 	case OP_RELOAD:
@@ -542,7 +542,7 @@ static void on_cqe(struct loop *L, struct io_uring_cqe *cqe)
 	}
 }
 
-static int setup(struct loop *L, struct server *srv, int lfd, int lock, struct errinfo *e)
+static int loop_setup(struct loop *L, struct server *srv, int lfd, int lock, struct errinfo *e)
 {
 	sigset_t mask;
 	int r;
@@ -597,7 +597,7 @@ static void close_all(struct loop *L)
 		next = s->next;
 		s->closing = true;
 		shutdown(s->fd, SHUT_RDWR);
-		settle(L, s);
+		loop_settle(L, s);
 	}
 	for (int i = 0; i < 20 && srv->sessions; i++) {
 		struct __kernel_timespec ts = { .tv_nsec = 50000000 };
@@ -636,7 +636,7 @@ static void teardown(struct loop *L)
 int srv_run(struct server *srv, int lfd, int lock, struct errinfo *e)
 {
 	struct loop L = { .lfd = -1, .lock = -1, .sigfd = -1, .reserve_fd = -1 };
-	int r = setup(&L, srv, lfd, lock, e);
+	int r = loop_setup(&L, srv, lfd, lock, e);
 
 	if (r < 0) {
 		srv_unlisten(srv->cfg.socket_path, lfd, lock);

@@ -75,7 +75,7 @@ static int add_list(struct srv_peers *p, const char *opt, const char *arg)
 	return 0;
 }
 
-static int number(const char *opt, const char *arg, double lo, double hi, double *out)
+static int peers_number(const char *opt, const char *arg, double lo, double hi, double *out)
 {
 	char *end;
 	double v = strtod(arg, &end);
@@ -103,7 +103,7 @@ int srv_peers_option(struct srv_peers *p, int opt, const char *arg)
 		p->fleet = true;
 		return add_list(p, "fleet", arg) < 0 ? -EINVAL : 1;
 	case P_FLEET_INDEX:
-		if ((r = number("fleet-index", arg, 0, PEER_MAX_PEERS - 1, &v)) < 0)
+		if ((r = peers_number("fleet-index", arg, 0, PEER_MAX_PEERS - 1, &v)) < 0)
 			return r;
 		p->fleet_index = (long)v;
 		if (v != (double)p->fleet_index) {
@@ -111,7 +111,7 @@ int srv_peers_option(struct srv_peers *p, int opt, const char *arg)
 			return -EINVAL;
 		}
 		return 1;
-	case P_WAIT: return number("fill-wait", arg, 0, 3600, &p->wait_s) < 0 ? -EINVAL : 1;
+	case P_WAIT: return peers_number("fill-wait", arg, 0, 3600, &p->wait_s) < 0 ? -EINVAL : 1;
 	default: return 0;
 	}
 	if (r < 0) {

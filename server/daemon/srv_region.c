@@ -37,7 +37,7 @@ static bool key_is(const struct srv_region *g, uint32_t model, uint64_t gen,
 }
 
 /* Removes region g, closing its handle. */
-static void drop(struct server *srv, struct srv_region *g, const char *why)
+static void region_drop(struct server *srv, struct srv_region *g, const char *why)
 {
 	log_info("device region %u (%s, %llu bytes) dropped: %s", g->id, esc(g->device),
 		 (unsigned long long)g->bytes, why);
@@ -48,10 +48,10 @@ static void drop(struct server *srv, struct srv_region *g, const char *why)
 }
 
 /* The region's holder count fell: forget it when nobody needs it. */
-static void settle(struct server *srv, struct srv_region *g)
+static void region_settle(struct server *srv, struct srv_region *g)
 {
 	if (g->holders == 0 && !(g->committed && srv->cfg.keep_regions))
-		drop(srv, g, g->committed ? "its last holder let go" : "its writer gave up before committing");
+		region_drop(srv, g, g->committed ? "its last holder let go" : "its writer gave up before committing");
 }
 
 /* Room for one more region of `bytes`: evicts kept regions nobody holds,
@@ -69,7 +69,7 @@ static bool make_room(struct server *srv, uint64_t bytes)
 		}
 		if (!old)
 			return false;
-		drop(srv, old, "room was needed for a new region");
+		region_drop(srv, old, "room was needed for a new region");
 	}
 	return true;
 }
@@ -269,7 +269,7 @@ static void let_go(struct server *srv, struct session *s, uint32_t i)
 		log_warn("device region %u: its writer (client %llu, pid %d) left before committing; the next worker to ask fills it",
 			 g->id, (unsigned long long)s->id, (int)s->cred.pid);
 	}
-	settle(srv, g);
+	region_settle(srv, g);
 }
 
 int region_close(struct server *srv, struct session *s, const Wsrv__RegionClose *q, uint64_t seq,

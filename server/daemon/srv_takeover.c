@@ -19,7 +19,7 @@
 
 /* Names and fds of everything handed over, into r (the state memfd as
  * r->owned_fd). names has WSRV_MAX_FDS entries of 32 bytes. */
-static int fill(struct server *srv, struct reply *r, char names[][32])
+static int takeover_fill(struct server *srv, struct reply *r, char names[][32])
 {
 	int n = 0, sfd = handover_state_fd(srv, srv->started_wall);
 
@@ -49,7 +49,7 @@ static int fill(struct server *srv, struct reply *r, char names[][32])
 	return n;
 }
 
-static int refuse(struct server *srv, struct session *s, uint64_t seq, struct reply *r)
+static int takeover_refuse(struct server *srv, struct session *s, uint64_t seq, struct reply *r)
 {
 	uint32_t need = 3;
 
@@ -73,9 +73,9 @@ int takeover_offer(struct server *srv, struct session *s, uint64_t seq, struct r
 	char names[WSRV_MAX_FDS][32], *ptrs[WSRV_MAX_FDS];
 	int n, ret;
 
-	if ((ret = refuse(srv, s, seq, r)) < 0)
+	if ((ret = takeover_refuse(srv, s, seq, r)) < 0)
 		return ret;
-	if ((n = fill(srv, r, names)) < 0) {
+	if ((n = takeover_fill(srv, r, names)) < 0) {
 		srv_reply_error(r, seq, ENOMEM, "cannot write the state record");
 		return n;
 	}

@@ -18,7 +18,7 @@
 
 #include "rank_view.h"
 
-static long find(const void *ctx, const char *name)
+static long hold_find(const void *ctx, const char *name)
 {
 	const struct model *m = ctx;
 	const struct model_tensor *t = model_find(m, name);
@@ -87,7 +87,7 @@ static int resolve_all(struct model *m, const struct model_opts *o, const struct
 {
 	struct rv_tensor *t = calloc(m->ntensors + 1, sizeof(*t));
 	struct tp_view *views = calloc(m->ntensors + 1, sizeof(*views));
-	struct rv_model rm = { t, m->ntensors, m->config, find, m };
+	struct rv_model rm = { t, m->ntensors, m->config, hold_find, m };
 	int r = t && views ? 0 : err_set(e, -ENOMEM, "out of memory");
 
 	for (size_t i = 0; r == 0 && i < m->ntensors; i++) {

@@ -74,7 +74,7 @@ static int add_pattern(struct model_opts *mo, const char *arg, struct errinfo *e
 	return 0;
 }
 
-static int number(const char *opt, const char *arg, unsigned long max,
+static int args_number(const char *opt, const char *arg, unsigned long max,
 		  unsigned long *out, struct errinfo *e)
 {
 	char *end;
@@ -172,7 +172,7 @@ int load_args_handle(int opt, const char *arg, struct load_opts *o,
 		o->arena.numa = (enum numa_mode)iv;
 		break;
 	case O_NUMA_NODE:
-		r = number("numa-node", arg, 63, &v, e);
+		r = args_number("numa-node", arg, 63, &v, e);
 		o->arena.numa = NUMA_NODE;
 		o->arena.numa_node = (int)v;
 		break;
@@ -186,7 +186,7 @@ int load_args_handle(int opt, const char *arg, struct load_opts *o,
 		break;
 	case O_NO_LOCK: o->arena.lock = LOCK_OFF; break;
 	case O_QD:
-		r = number("queue-depth", arg, 1024, &v, e);
+		r = args_number("queue-depth", arg, 1024, &v, e);
 		o->loader.queue_depth = (unsigned)v;
 		break;
 	case O_BLOCK:
@@ -194,7 +194,7 @@ int load_args_handle(int opt, const char *arg, struct load_opts *o,
 		o->loader.block_size = (size_t)sz;
 		break;
 	case O_SHARDS:
-		r = number("concurrent-shards", arg, 1024, &v, e);
+		r = args_number("concurrent-shards", arg, 1024, &v, e);
 		o->loader.max_shards = (unsigned)v;
 		break;
 	case O_READ:
@@ -211,7 +211,7 @@ int load_args_handle(int opt, const char *arg, struct load_opts *o,
 		o->model.ranks_given = true;
 		break;
 	case O_WORLD:
-		r = number("world", arg, 1u << 20, &v, e);
+		r = args_number("world", arg, 1u << 20, &v, e);
 		if (r == 0 && v == 0)
 			r = err_set(e, -EINVAL, "--world: at least 1");
 		o->model.world = (uint32_t)v;

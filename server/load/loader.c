@@ -295,7 +295,7 @@ static struct shard *next_shard(struct loader *L)
 	return NULL;
 }
 
-static void fill(struct loader *L)
+static void loader_fill(struct loader *L)
 {
 	struct shard *sh;
 
@@ -319,7 +319,7 @@ static void fill(struct loader *L)
 
 /* Feeds the checksum, then copies into the arena: the bytes are hashed
  * while the copy is still to come, and copied while still in the cache. */
-static int place(struct loader *L, const struct piece *p, uint64_t done,
+static int loader_place(struct loader *L, const struct piece *p, uint64_t done,
 		 const uint8_t *src, uint64_t n, struct xxh3_stream *xs, struct errinfo *e)
 {
 	double t0 = mono_now(), t1;
@@ -348,7 +348,7 @@ static int place_block(struct loader *L, struct block *b, struct errinfo *e)
 			break;
 		if (sh->cur_done == 0)
 			xxh3_stream_reset(sh->xs);
-		int r = place(L, p, sh->cur_done, buf + (start - b->off), stop - start, sh->xs, e);
+		int r = loader_place(L, p, sh->cur_done, buf + (start - b->off), stop - start, sh->xs, e);
 		if (r < 0)
 			return r;
 		sh->cur_done += stop - start;
@@ -380,7 +380,7 @@ static int drain(struct loader *L, struct errinfo *e)
 			if (!sh->head)
 				sh->tail = NULL;
 			L->free_bufs[L->nfree++] = b->buf;
-			fill(L);
+			loader_fill(L);
 			io_uring_submit(&L->ring);
 		}
 	}
@@ -454,7 +454,7 @@ static int run_loop(struct loader *L, struct errinfo *e)
 
 		if (L->stop && L->stop())
 			return err_set(e, -ECANCELED, "the load was stopped");
-		fill(L);
+		loader_fill(L);
 		if (L->inflight == 0)
 			return err_set(e, -EIO, "loader stalled with tensors left to place");
 		r = io_uring_submit_and_wait(&L->ring, 1);

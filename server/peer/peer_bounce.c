@@ -13,7 +13,7 @@ void bounce_init(struct bounce_pool *p, size_t unit, size_t limit)
 	p->limit = limit;
 }
 
-static void drop(struct bounce_pool *p, int i)
+static void bounce_drop(struct bounce_pool *p, int i)
 {
 	free(p->buf[i]);
 	p->buf[i] = NULL;
@@ -38,7 +38,7 @@ int bounce_get(struct bounce_pool *p, size_t len, uint8_t **out)
 			small = i; /* free but too small: given up for a larger one */
 	}
 	if (p->bytes + want > p->limit && small >= 0 && p->bytes - p->cap[small] + want <= p->limit) {
-		drop(p, small);
+		bounce_drop(p, small);
 		empty = small;
 	}
 	if (empty < 0 || p->bytes + want > p->limit || !(p->buf[empty] = malloc(want)))
@@ -60,7 +60,7 @@ void bounce_trim(struct bounce_pool *p)
 {
 	for (int i = 0; i < BOUNCE_MAX; i++)
 		if (p->buf[i] && !p->busy[i])
-			drop(p, i);
+			bounce_drop(p, i);
 }
 
 void bounce_fini(struct bounce_pool *p)

@@ -431,7 +431,7 @@ static int start(struct fill *F, struct errinfo *e)
 	return F->np ? fio_init(&F->io, F->peers, F->np, &F->hello, c->trust, &d, e) : 0;
 }
 
-static void finish(struct fill *F)
+static void fill_finish(struct fill *F)
 {
 	if (F->io.worker)
 		fio_fini(&F->io);
@@ -521,7 +521,7 @@ int peer_fill_run(void *arg, struct loaded_model *lm, const struct load_opts *o,
 		r = disk_read(F, o, T_DISK, &rest, NULL, e);
 	free(own.want);
 	free(rest.want);
-	finish(F);
+	fill_finish(F);
 	log_debug("model %s: filled at %.3f s", lm->model->name, mono_now() - t0);
 	lm->stats.seconds = mono_now() - t0;
 	if (r >= 0 && lm->nsources)

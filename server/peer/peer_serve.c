@@ -275,9 +275,9 @@ static void send_table(struct peer_serve *ps, struct conn *c, int status, const 
 	send_am(c, PEER_AM_TABLE, s, 0, h, len);
 }
 
-static void refuse(struct peer_serve *ps, struct conn *c, int status, const char *fmt, ...)
+static void serve_refuse(struct peer_serve *ps, struct conn *c, int status, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-static void refuse(struct peer_serve *ps, struct conn *c, int status, const char *fmt, ...)
+static void serve_refuse(struct peer_serve *ps, struct conn *c, int status, const char *fmt, ...)
 {
 	char msg[160];
 	va_list ap;
@@ -309,11 +309,11 @@ static int bind_model(struct peer_serve *ps, struct conn *c)
 	struct ptab *pt = tab_find(ps, name);
 
 	if (!pt && expected(ps, name))
-		return refuse(ps, c, -EAGAIN, "model '%.100s' is not loaded here yet", name), -1;
+		return serve_refuse(ps, c, -EAGAIN, "model '%.100s' is not loaded here yet", name), -1;
 	if (!pt)
-		return refuse(ps, c, -ENOENT, "no model '%.100s' here", name), -1;
+		return serve_refuse(ps, c, -ENOENT, "no model '%.100s' here", name), -1;
 	if (pt->t->layout != c->auth.layout || pt->t->ntensors != c->ntensors)
-		return refuse(ps, c, -ESTALE, "model '%.100s' is laid out differently here (other files or load options)", name), -1;
+		return serve_refuse(ps, c, -ESTALE, "model '%.100s' is laid out differently here (other files or load options)", name), -1;
 	c->tab = pt;
 	pt->users++;
 	return 0;
@@ -344,11 +344,11 @@ static ucs_status_t on_hello(void *arg, const void *hdr, size_t hlen, void *data
 		return malformed(ps, c, "Hello"), UCS_OK;
 	memcpy(&hs, data, sizeof(hs));
 	if (hs.magic == PEER_MAGIC && hs.version == 1)
-		return refuse(ps, c, -EPROTONOSUPPORT, "%s",
+		return serve_refuse(ps, c, -EPROTONOSUPPORT, "%s",
 			      "peer protocol 1 sends the token in the clear; this host wants protocol 2 "
 			      "(a challenge and response): update wsrvd on the filling host"), UCS_OK;
 	if (hs.magic != PEER_MAGIC || hs.version != PEER_VERSION)
-		return refuse(ps, c, -EPROTONOSUPPORT, "%s", "another peer protocol version"), UCS_OK;
+		return serve_refuse(ps, c, -EPROTONOSUPPORT, "%s", "another peer protocol version"), UCS_OK;
 	if (!peer_ucx_record(p, data, len, &h, sizeof(h)) || !memchr(h.model, 0, sizeof(h.model)))
 		return malformed(ps, c, "Hello"), UCS_OK;
 	memcpy(c->auth.filler_nonce, h.nonce, PEER_NONCE_LEN);
@@ -356,7 +356,7 @@ static ucs_status_t on_hello(void *arg, const void *hdr, size_t hlen, void *data
 	c->auth.layout = h.layout;
 	c->ntensors = h.ntensors;
 	if (peer_auth_nonce(c->auth.server_nonce) < 0)
-		return refuse(ps, c, -EIO, "%s", "no random bytes for a challenge here"), UCS_OK;
+		return serve_refuse(ps, c, -EIO, "%s", "no random bytes for a challenge here"), UCS_OK;
 	c->chal = (struct peer_challenge){ .magic = PEER_MAGIC };
 	memcpy(c->chal.nonce, c->auth.server_nonce, PEER_NONCE_LEN);
 	c->challenged = true;
@@ -380,7 +380,7 @@ static ucs_status_t on_proof(void *arg, const void *hdr, size_t hlen, void *data
 	if (!c->challenged || c->tab || hlen || !peer_ucx_record(p, data, len, &q, sizeof(q)) || q.magic != PEER_MAGIC)
 		return malformed(ps, c, "Proof"), UCS_OK;
 	if (!peer_auth_ok(&ps->trust, PEER_SIDE_FILLER, &c->auth, q.mac))
-		return refuse(ps, c, -EACCES, "%s", "wrong token"), UCS_OK;
+		return serve_refuse(ps, c, -EACCES, "%s", "wrong token"), UCS_OK;
 	if (bind_model(ps, c) < 0)
 		return UCS_OK;
 	log_info("peer %s: filling model %s", c->addr, c->tab->t->name);
