@@ -54,23 +54,40 @@ int group_tests_run(const char *name, const struct CMUnitTest *tests, size_t n,
 	return failed;
 }
 
+/* What fd is open on (its /proc/self/fd link), in target; false when it
+ * is not open. */
+static bool fd_target(int fd, char *target, size_t len)
+{
+	char path[64];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, target, len - 1);
+	target[n > 0 ? n : 0] = '\0';
+	return n >= 0;
+}
+
+/* Does count_fds count an fd open on target? Not the NVIDIA driver's
+ * device files, which it keeps from cuInit on. */
+static bool counted_target(const char *target)
+{
+	return strncmp(target, "/dev/nvidia", 11) != 0;
+}
+
 /* Calls fn(fd, its target) for each open fd but the directory's own. */
 static int each_fd(void (*fn)(int fd, const char *target, void *arg), void *arg)
 {
 	DIR *d = opendir("/proc/self/fd");
 	struct dirent *de;
-	char path[64], target[256];
+	char target[256];
 
 	if (!d)
 		return -1;
 	while ((de = readdir(d))) {
 		int fd = atoi(de->d_name);
-		ssize_t n;
 		if (de->d_name[0] == '.' || fd == dirfd(d))
 			continue;
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		n = readlink(path, target, sizeof(target) - 1);
-		target[n > 0 ? n : 0] = '\0';
+		fd_target(fd, target, sizeof(target));
 		fn(fd, target, arg);
 	}
 	closedir(d);
@@ -79,7 +96,7 @@ static int each_fd(void (*fn)(int fd, const char *target, void *arg), void *arg)
 
 static void count_one(int fd, const char *target, void *arg)
 {
-	*(int *)arg += strncmp(target, "/dev/nvidia", 11) != 0;
+	*(int *)arg += counted_target(target);
 }
 
 static void print_one(int fd, const char *target, void *arg)
@@ -89,14 +106,9 @@ static void print_one(int fd, const char *target, void *arg)
 
 static bool counted(int fd)
 {
-	char path[64], target[64];
-	ssize_t n;
+	char target[256];
 
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	if ((n = readlink(path, target, sizeof(target) - 1)) < 0)
-		return false; /* not open */
-	target[n] = '\0';
-	return strncmp(target, "/dev/nvidia", 11) != 0;
+	return fd_target(fd, target, sizeof(target)) && counted_target(target);
 }
 
 void fd_map_take(bool *map)
@@ -687,4 +699,19 @@ int http_get(int port, const char *path, char **body)
 	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
 
 	return http_request(port, req, (size_t)n, body);
+}
+
+int free_tcp_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
 }

@@ -33,6 +33,9 @@ int group_tests_run(const char *name, const struct CMUnitTest *tests, size_t n,
  * cuInit and keeps for the life of the process. */
 int count_fds(void);
 
+/* A loopback TCP port nothing listens on now (bound to 0, then closed). */
+int free_tcp_port(void);
+
 /* A TCP connection to 127.0.0.1:port, or -1. */
 int tcp_connect_loopback(int port);
 

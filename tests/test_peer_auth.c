@@ -182,21 +182,6 @@ static void rawc_close(struct raw *r)
 	ucp_cleanup(r->ctx);
 }
 
-/* A port nothing listens on now. */
-static int free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t l = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port;
-
-	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &l), 0);
-	port = ntohs(sa.sin_port);
-	close(fd);
-	return port;
-}
-
 static char token_path[300];
 
 /* wsrvd serving "m" to peers on 127.0.0.1:port with TOKEN. */
@@ -210,7 +195,8 @@ static void serve_peers(struct served *sv, int *port)
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, TOKEN "\n", strlen(TOKEN) + 1), (ssize_t)strlen(TOKEN) + 1);
 	close(fd);
-	*port = free_port();
+	*port = free_tcp_port();
+	assert_true(*port > 0);
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", *port);
 	memset(sv, 0, sizeof(*sv));
 	setenv("UCX_TLS", "tcp", 1);

@@ -11,15 +11,12 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -209,21 +206,6 @@ static void nothing_to_take(void **st)
 	rm_rf(a.dir);
 }
 
-/* A loopback TCP port nobody listens on now. */
-static int free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port;
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
-
 /* 5: --metrics-listen on the port the old server holds: the successor
  * binds beside it (SO_REUSEPORT, for a take-over only) and answers once
  * the old one has gone; a server that takes nothing over is refused it. */
@@ -231,8 +213,9 @@ static void metrics_port_taken_over(void **st)
 {
 	struct test_server a = { 0 }, b, c = { 0 };
 	char listen[32];
-	int port = free_port();
+	int port = free_tcp_port();
 
+	assert_true(port > 0);
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
 	assert_int_equal(server_start(&a, "m", F.dir[0], "--metrics-listen", listen, NULL), 0);
 	assert_int_equal(http_get(port, "/metrics", NULL), 200);

@@ -69,10 +69,10 @@ static void sessions(FILE *f, const struct server *srv)
 {
 	uint64_t leases = 0, attachments = 0;
 
-	for (const struct session *s = srv->sessions; s; s = s->next) {
-		leases += s->nleases;
-		for (uint32_t i = 0; i < s->nattach; i++)
-			attachments += s->attach_model[i] != 0;
+	/* The models' live counts, summed as the Stats reply sums them. */
+	for (size_t i = 0; i < srv->nmodels; i++) {
+		attachments += srv->models[i].attached;
+		leases += srv->models[i].leases;
 	}
 	family(f, "wsrv_clients", "gauge", "Client sessions now.");
 	fprintf(f, "wsrv_clients %u\n", srv->nsessions);
