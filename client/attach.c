@@ -49,6 +49,7 @@ static void unmap_all(struct wsrv_model *m)
 			munmap((void *)m->seg[i], m->seg_len[i] ? m->seg_len[i] : 1);
 	if (m->manifest)
 		munmap((void *)m->manifest, m->manifest_len);
+	cl_ready_free(m);
 }
 
 static int map_segments(struct wsrv_model *m, const int *fds, const Wsrv__AttachReply *ar)
@@ -76,7 +77,9 @@ static int attach_setup(struct wsrv_model *m, const int *fds, int nfds, const Ws
 	uint64_t msize;
 	int r;
 
-	if (nfds < 1 || (size_t)nfds != ar->n_segment_sizes + 1 || ar->manifest_size < sizeof(struct mf_header))
+	if (nfds < 1 || (ar->loading ? nfds < 2 : (size_t)nfds != ar->n_segment_sizes + 1) ||
+	    ar->n_segment_sizes == 0 || ar->n_segment_sizes >= WSRV_MAX_FDS ||
+	    ar->manifest_size < sizeof(struct mf_header))
 		return cl_err(-EBADMSG, "the server sent %d fds for %zu segments", nfds, ar->n_segment_sizes);
 	m->nseg = (uint32_t)ar->n_segment_sizes;
 	m->seg = calloc(m->nseg + 1, sizeof(*m->seg));
@@ -90,7 +93,7 @@ static int attach_setup(struct wsrv_model *m, const int *fds, int nfds, const Ws
 	m->manifest = map_ro(fds[0], m->manifest_len);
 	if (!m->manifest)
 		return cl_err(-errno, "cannot map the manifest: %s", strerror(errno));
-	r = map_segments(m, fds, ar);
+	r = ar->loading ? cl_ready_setup(m, fds, nfds, ar) : map_segments(m, fds, ar);
 	if (r == 0)
 		r = cl_build_hash(m);
 	return r;
@@ -116,6 +119,7 @@ static int attach_call(struct wsrv_client *c, const char *model, Wsrv__Response 
 	int ret;
 
 	a.model = (char *)model;
+	a.while_loading = true; /* ready_wait.c waits for each layer */
 	q.body_case = WSRV__REQUEST__BODY_ATTACH;
 	q.attach = &a;
 	ret = cl_call(c, &q, r, fds, WSRV_MAX_FDS, nfds);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "manifest.h"
+#include "ready.h"
 #include "wsrv.h"
 #include "wsrv.pb-c.h"
 
@@ -49,7 +50,28 @@ struct wsrv_model {
 	size_t *seg_len;
 	uint32_t *hash;              /* tensor index + 1, open addressing */
 	size_t hash_mask;
+	/* Attached while the server loads it (ready_wait.c): every segment's
+	 * address range is reserved (PROT_NONE) at attach and mapped over
+	 * once the readiness page says it is ready. */
+	bool loading;                /* atomic: some segment not mapped yet */
+	const uint8_t *ready;        /* the readiness page, read-only mapping */
+	size_t ready_len;
+	struct rd_view rv;
+	bool *mapped;                /* per segment, under map_lock */
+	pthread_mutex_t map_lock;
 };
+
+/* Attach with a readiness page: fds[0] the manifest (mapped by the
+ * caller), fds[1] the page, then ar->ready_segments' fds. */
+int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__AttachReply *ar);
+/* Waits until segment seg is ready and mapped; -EIO (naming the tensor)
+ * when the load failed. A no-op once the whole model is mapped. */
+int cl_need_segment(struct wsrv_model *m, uint32_t seg);
+/* wsrv_model_layer without waiting for the layer's bytes. */
+int cl_layer_nowait(const struct wsrv_model *m, int32_t index, struct wsrv_layer *out);
+/* Frees what cl_ready_setup made (the segments' mappings are the
+ * caller's). */
+void cl_ready_free(struct wsrv_model *m);
 
 /* Marks a definition as part of the ABI; everything else is hidden
  * (-fvisibility=hidden), and libwsrv.map names each symbol's version. */

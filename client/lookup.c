@@ -54,7 +54,8 @@ static void fill_tensor(const struct wsrv_model *m, uint32_t i, struct wsrv_tens
 	o->segment = t->segment;
 	o->offset = t->offset;
 	o->size = t->size;
-	o->xxh3 = t->xxh3;
+	/* Attached while loading, the manifest has 0: the page has it. */
+	o->xxh3 = m->ready ? __atomic_load_n(&m->rv.xxh3[i], __ATOMIC_RELAXED) : t->xxh3;
 	o->data = m->seg[t->segment] + t->offset;
 	o->held_offset = m->v.parts ? m->v.parts[i].offset : 0;
 	o->held_size = m->v.parts ? m->v.parts[i].length : t->size;
@@ -106,14 +107,31 @@ WSRV_EXPORT size_t wsrv_model_tensor_count(const struct wsrv_model *m)
 	return m ? m->v.h->ntensors : 0;
 }
 
+/* Attached while the server loads it, each of these waits for the
+ * segment it points into (cl_need_segment): a lookup's bytes are always
+ * the loaded ones. The model is const to the caller; its mappings are
+ * libwsrv's. */
 WSRV_EXPORT int wsrv_model_tensor(const struct wsrv_model *m, size_t i, struct wsrv_tensor *out)
 {
+	int r;
+
 	CL_NEED(m);
 	CL_NEED(out);
 	if (i >= m->v.h->ntensors)
 		return cl_err(-ERANGE, "tensor %zu: the model has %u", i, m->v.h->ntensors);
+	if ((r = cl_need_segment((struct wsrv_model *)m, m->v.tensors[i].segment)) < 0)
+		return r;
 	fill_tensor(m, (uint32_t)i, out);
 	return 0;
+}
+
+WSRV_EXPORT const char *wsrv_model_tensor_name(const struct wsrv_model *m, size_t i)
+{
+	if (!m || i >= m->v.h->ntensors) {
+		cl_err(-ERANGE, "wsrv_model_tensor_name: no tensor %zu", i);
+		return NULL;
+	}
+	return tname(m, (uint32_t)i);
 }
 
 int cl_find_index(const struct wsrv_model *m, const char *name)
@@ -132,13 +150,15 @@ int cl_find_index(const struct wsrv_model *m, const char *name)
 WSRV_EXPORT int wsrv_model_find(const struct wsrv_model *m, const char *name,
 				struct wsrv_tensor *out)
 {
-	int i;
+	int i, r;
 
 	CL_NEED(m);
 	CL_NEED(name);
 	CL_NEED(out);
 	if ((i = cl_find_index(m, name)) < 0)
 		return cl_err(-ENOENT, "model %s has no tensor '%s'", m->name, name);
+	if ((r = cl_need_segment((struct wsrv_model *)m, m->v.tensors[i].segment)) < 0)
+		return r;
 	fill_tensor(m, (uint32_t)i, out);
 	return 0;
 }
@@ -150,21 +170,22 @@ WSRV_EXPORT size_t wsrv_model_layer_count(const struct wsrv_model *m)
 
 WSRV_EXPORT int wsrv_model_layer_at(const struct wsrv_model *m, size_t i, struct wsrv_layer *out)
 {
+	int r;
+
 	CL_NEED(m);
 	CL_NEED(out);
 	if (i >= m->v.h->nlayers)
 		return cl_err(-ERANGE, "layer group %zu: the model has %u", i, m->v.h->nlayers);
+	if ((r = cl_need_segment((struct wsrv_model *)m, m->v.layers[i].segment)) < 0)
+		return r;
 	fill_layer(m, (uint32_t)i, out);
 	return 0;
 }
 
-WSRV_EXPORT int wsrv_model_layer(const struct wsrv_model *m, int32_t index, struct wsrv_layer *out)
+int cl_layer_nowait(const struct wsrv_model *m, int32_t index, struct wsrv_layer *out)
 {
-	uint32_t lo = 0, hi;
+	uint32_t lo = 0, hi = m->v.h->nlayers;
 
-	CL_NEED(m);
-	CL_NEED(out);
-	hi = m->v.h->nlayers;
 	while (lo < hi) {
 		uint32_t mid = (lo + hi) / 2;
 		int32_t x = m->v.layers[mid].index;
@@ -178,6 +199,17 @@ WSRV_EXPORT int wsrv_model_layer(const struct wsrv_model *m, int32_t index, stru
 			hi = mid;
 	}
 	return cl_err(-ENOENT, "model %s has no layer %d", m->name, index);
+}
+
+WSRV_EXPORT int wsrv_model_layer(const struct wsrv_model *m, int32_t index, struct wsrv_layer *out)
+{
+	int r;
+
+	CL_NEED(m);
+	CL_NEED(out);
+	if ((r = cl_layer_nowait(m, index, out)) < 0)
+		return r;
+	return cl_need_segment((struct wsrv_model *)m, out->segment);
 }
 
 WSRV_EXPORT const char *wsrv_model_config(const struct wsrv_model *m, size_t *len)

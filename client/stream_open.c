@@ -168,6 +168,10 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 		return cl_err(-EINVAL, "share %u: WSRV_SHARE_DEFAULT, _OFF or _ON", so.share);
 	if (so.world < 0 || so.rank < 0 || (so.world > 1 && so.rank >= so.world))
 		return cl_err(-EINVAL, "rank %d of world %d: a rank is 0 to world-1", so.rank, so.world);
+	/* A model still loading: the sources are registered at open, so the
+	 * stream waits for all of them. */
+	if ((r = wsrv_model_wait(m, WSRV_LAYER_ALL, -1)) < 0)
+		return r;
 	n = wsrv_model_tensor_count(m);
 	slots = so.slots ? so.slots : 2;
 	trace = so.trace_path ? so.trace_path : getenv("WSRV_TRACE");

@@ -53,6 +53,7 @@ struct srv_model {
 	uint64_t fetches, leases;
 	uint64_t generation;        /* of its weights, for device-region keys */
 	bool retired;               /* replaced by a newer generation (srv_reload.c) */
+	bool loading;               /* serving while loading: not yet loaded (srv_early.c) */
 	char reload[160];           /* the last reload's outcome, for ListModels */
 };
 
@@ -151,6 +152,9 @@ struct server {
 	bool handed_over;           /* it serves now: stop, leaving it the socket */
 	pid_t successor_pid;
 	bool stopping;
+	bool stop_asked;            /* stop at the loop's next turn (a failed load) */
+	bool failed;                /* exit with status 1 once stopped */
+	struct early_load *early;   /* serving while loading (srv_early.c), or NULL */
 	struct peer_serve *peers;   /* serving other hosts (srv_peers.c), or NULL */
 	struct srv_counters count;  /* for the metrics */
 	struct srv_metrics *metrics; /* --metrics-listen's server, or NULL */

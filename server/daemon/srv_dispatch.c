@@ -16,6 +16,7 @@
 #include "srv_stats.h"
 #include "srv_publish.h"
 #include "srv_models.h"
+#include "srv_early.h"
 #include "srv_reload.h"
 #include "srv_takeover.h"
 #include "wsrv.pb-c.h"
@@ -90,6 +91,9 @@ static void model_info(const struct server *srv, uint32_t idx, Wsrv__ModelInfo *
 	mi->generation = sm->generation;
 	mi->retired = sm->retired;
 	mi->reload = (char *)sm->reload;
+	mi->loading = sm->loading;
+	mi->placed_bytes = lm->ready.h ? __atomic_load_n(&lm->ready.h->placed_bytes, __ATOMIC_RELAXED)
+				       : lm->model->data_bytes;
 	mi->holder_pids = holders(srv, idx, sm->attached, &mi->n_holder_pids);
 	if (lm->model->held) {
 		mi->held_first = lm->model->held->first;
@@ -143,7 +147,12 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 	if (mi < 0)
 		return srv_reply_error(r, seq, ENOENT, "no model named '%.64s'", a->model ? a->model : "");
 	lm = srv->models[mi].lm;
-	if (lm->arena->nseg + 1 > r->fd_room)
+	if (srv->models[mi].loading && !a->while_loading)
+		return srv_reply_error(r, seq, EAGAIN,
+				       "model '%s' is still loading (%llu of %llu bytes); this client cannot attach before it is loaded: ask again",
+				       lm->model->name, (unsigned long long)__atomic_load_n(&lm->ready.h->placed_bytes, __ATOMIC_RELAXED),
+				       (unsigned long long)lm->model->data_bytes);
+	if ((srv->models[mi].loading ? 2 : lm->arena->nseg + 1) > r->fd_room)
 		return srv_reply_error(r, seq, EAGAIN,
 				       "%u file descriptors sent to this client are still unread; read the replies first",
 				       s->fds_unread);
@@ -165,6 +174,11 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 	}
 	s->attach_model[slot] = (uint32_t)mi + 1;
 	srv->models[mi].attached++;
+	log_info("client %llu (pid %d, uid %d) attached model %s%s", (unsigned long long)s->id,
+		 (int)s->cred.pid, (int)s->cred.uid, esc(lm->model->name),
+		 srv->models[mi].loading ? " while it loads" : "");
+	if (srv->models[mi].loading)
+		return early_attach_reply(srv, (uint32_t)mi, slot + 1, seq, r);
 	r->fds[0] = lm->manifest_fd;
 	for (uint32_t i = 0; i < lm->arena->nseg; i++) {
 		r->fds[i + 1] = lm->arena->seg[i].fd;
@@ -181,8 +195,6 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 	resp.body_case = WSRV__RESPONSE__BODY_ATTACH;
 	resp.attach = &ar;
 	srv_pack(r, &resp);
-	log_info("client %llu (pid %d, uid %d) attached model %s", (unsigned long long)s->id,
-		 (int)s->cred.pid, (int)s->cred.uid, esc(lm->model->name));
 	return 0;
 }
 
@@ -371,6 +383,7 @@ static int handle(struct server *srv, struct session *s, const Wsrv__Request *q,
 		return do_hello(srv, s, q->hello, q->seq, r);
 	case WSRV__REQUEST__BODY_LIST_MODELS: return do_list(srv, q->seq, r);
 	case WSRV__REQUEST__BODY_ATTACH: return do_attach(srv, s, q->attach, q->seq, r);
+	case WSRV__REQUEST__BODY_ATTACH_SEGMENTS: return early_segments(srv, s, q->attach_segments, q->seq, r);
 	case WSRV__REQUEST__BODY_FETCH_LAYER: return timed_fetch(srv, s, q->fetch_layer, q->seq, r);
 	case WSRV__REQUEST__BODY_RELEASE: return do_release(srv, s, q->release, q->seq, r);
 	case WSRV__REQUEST__BODY_DETACH: return do_detach(srv, s, q->detach, q->seq, r);

@@ -169,8 +169,8 @@ int handover_state_fd(const struct server *srv, double started)
 	for (size_t i = 0; i < srv->nmodels; i++) {
 		const struct loaded_model *lm = srv->models[i].lm;
 		char files[24];
-		if (!srv_model_current(&srv->models[i]))
-			continue; /* generations being replaced are not handed over */
+		if (!srv_model_current(&srv->models[i]) || srv->models[i].loading)
+			continue; /* generations being replaced, or loading, are not handed over */
 		snprintf(files, sizeof(files), "%016llx", (unsigned long long)model_files_identity(lm->model));
 		json_array_append_new(models, json_pack("{s:s, s:s, s:I, s:i, s:s}", "name", lm->model->name,
 			"path", lm->model->path, "generation", (json_int_t)srv->models[i].generation,
@@ -234,7 +234,7 @@ int handover_store(struct server *srv, const struct handover *h)
 	size_t j = 0; /* the state record's position: what the names count */
 	for (size_t i = 0; r >= 0 && i < srv->nmodels; i++) {
 		const struct loaded_model *lm = srv->models[i].lm;
-		if (!srv_model_current(&srv->models[i]))
+		if (!srv_model_current(&srv->models[i]) || srv->models[i].loading)
 			continue;
 		r = push(lm->manifest_fd, "m%zu-manifest", j);
 		for (uint32_t k = 0; r >= 0 && k < lm->arena->nseg; k++)
@@ -243,14 +243,14 @@ int handover_store(struct server *srv, const struct handover *h)
 		j++;
 	}
 	/* The state last: a store without it holds nothing to adopt. */
-	if (r >= 0 && (sfd = handover_state_fd(srv, h->started)) >= 0) {
+	if (r >= 0 && (sfd = handover_state_fd(srv, h ? h->started : srv->started_wall)) >= 0) {
 		r = push(sfd, STATE_NAME);
 		close(sfd);
 		pushed++;
 	}
 	srv->stored_models = 0;
 	for (size_t i = 0; i < srv->nmodels && srv->stored_models < SRV_STORED_MAX; i++)
-		if (srv_model_current(&srv->models[i]))
+		if (srv_model_current(&srv->models[i]) && !srv->models[i].loading)
 			srv->stored_segs[srv->stored_models++] =
 				srv->models[i].lm->arena->nseg;
 	if (r < 0) {

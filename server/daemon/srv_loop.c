@@ -21,6 +21,7 @@
 #include "log.h"
 #include "srv_metrics.h"
 #include "srv_refuse.h"
+#include "srv_early.h"
 #include "srv_reload.h"
 #include "srv_socket.h"
 #include "srv_reply.h"
@@ -535,8 +536,10 @@ static void on_cqe(struct loop *L, struct io_uring_cqe *cqe)
 		break;
 	case OP_ACCEPT_CANCEL: L->accept_cancelling = false; break;
 	case OP_RELOAD:
-		if (cqe->res == sizeof(L->reload_count))
+		if (cqe->res == sizeof(L->reload_count)) {
+			early_poll(L->srv);
 			announce(L, reload_finish(L->srv));
+		}
 		arm_reload(L);
 		break;
 	}
@@ -620,6 +623,7 @@ static void teardown(struct loop *L)
 	close_all(L);
 	io_uring_queue_exit(&L->ring);
 	reload_cancel(srv);
+	early_stop(srv);
 	if (srv->reload_efd >= 0)
 		close(srv->reload_efd);
 	srv->reload_efd = -1;
@@ -653,6 +657,10 @@ int srv_run(struct server *srv, int lfd, int lock, struct errinfo *e)
 	arm_signal(&L);
 	arm_tick(&L);
 	arm_reload(&L);
+	if (early_start(srv) < 0) {
+		log_err("cannot start the thread that loads the models");
+		srv->failed = srv->stop_asked = true;
+	}
 	srv_metrics_tick(srv);
 	log_info("serving %zu model%s on %s", srv->nmodels, srv->nmodels == 1 ? "" : "s",
 		 srv->cfg.socket_path);
@@ -669,7 +677,7 @@ int srv_run(struct server *srv, int lfd, int lock, struct errinfo *e)
 			n++;
 		}
 		io_uring_cq_advance(&L.ring, n);
-		if (srv->handed_over && !srv->stopping)
+		if ((srv->handed_over || srv->stop_asked) && !srv->stopping)
 			stop(&L);
 		check_accept(&L);
 	}

@@ -140,6 +140,9 @@ int publish_begin(struct server *srv, struct session *s, const Wsrv__PublishBegi
 		return srv_reply_error(r, seq, EPERM, "this user may not publish (--allow-publish-uid, --allow-publish-gid)");
 	if (mi < 0)
 		return srv_reply_error(r, seq, ENOENT, "no model named '%.64s'", q->model ? q->model : "");
+	if (srv->models[mi].loading)
+		return srv_reply_error(r, seq, EBUSY, "model '%.64s' is still loading; publish once it is loaded",
+				       q->model);
 	if (srv->publish || srv->reload || !srv->load)
 		return srv_reply_error(r, seq, EBUSY, "%s", srv->publish ? "another producer is publishing; try again after it"
 							          : "a reload is under way; try again after it");

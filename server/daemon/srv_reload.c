@@ -39,6 +39,7 @@ struct reload_job {
 	struct loaded_model *lm;    /* the new one, when rc is 0 */
 	struct errinfo e;
 	int rc, efd;
+	bool finished;              /* atomic: rc and lm are set */
 	double t0;
 	uint64_t total, placed;     /* the loader's progress (atomic) */
 };
@@ -68,6 +69,7 @@ static void *run(void *arg)
 	uint64_t one = 1;
 
 	j->rc = j->ops->work(j->arg, j->name, j->path, &j->opts, &j->lm, &j->e);
+	__atomic_store_n(&j->finished, true, __ATOMIC_RELEASE);
 	if (write(j->efd, &one, sizeof(one)) != sizeof(one))
 		log_warn("reload: cannot signal the loop");
 	return NULL;
@@ -151,6 +153,9 @@ int reload_start(struct server *srv, struct session *s, const Wsrv__Reload *q, u
 		return srv_reply_error(r, seq, ENOENT, "no model named '%.64s'", q->model ? q->model : "");
 	if (srv->reload || srv->reload_efd < 0 || !srv->load)
 		return srv_reply_error(r, seq, EBUSY, "a reload is under way already");
+	if (srv->models[mi].loading)
+		return srv_reply_error(r, seq, EBUSY, "model '%.64s' is still loading; reload it once it is loaded",
+				       q->model);
 	const char *path = q->path && *q->path ? q->path : srv->models[mi].lm->model->path;
 	if (strlen(path) >= sizeof(((struct reload_job *)0)->path))
 		return srv_reply_error(r, seq, ENAMETOOLONG, "a reload path is at most %zu bytes",
@@ -176,7 +181,8 @@ int reload_finish(struct server *srv)
 	struct srv_model *old;
 	int k;
 
-	if (!j)
+	/* The eventfd also wakes the loop for srv_early.c's loads. */
+	if (!j || !__atomic_load_n(&j->finished, __ATOMIC_ACQUIRE))
 		return -1;
 	pthread_join(j->th, NULL);
 	srv->reload = NULL;

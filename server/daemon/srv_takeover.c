@@ -7,6 +7,7 @@
  * which is the successor's now. A successor that leaves before that
  * changes nothing. */
 #include "srv_takeover.h"
+#include "srv_early.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -60,6 +61,8 @@ static int takeover_refuse(struct server *srv, struct session *s, uint64_t seq, 
 		return srv_reply_error(r, seq, EPERM, "only root or the server's own user can take it over");
 	if (srv->stopping || srv->lfd < 0 || srv->takeover)
 		return srv_reply_error(r, seq, EBUSY, "the server is stopping or being taken over already");
+	if (early_any(srv))
+		return srv_reply_error(r, seq, EBUSY, "a model is still loading; take the server over once it is loaded");
 	if (need > WSRV_MAX_FDS)
 		return srv_reply_error(r, seq, E2BIG, "a take-over carries at most %d fds; this server holds %u (restart through systemd's fd store instead)",
 				       WSRV_MAX_FDS, need);

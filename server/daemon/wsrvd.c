@@ -46,8 +46,13 @@ struct args {
 	bool verify_adopted;
 	bool take_over;
 	const char *metrics_listen; /* --metrics-listen, or NULL: none */
+	bool serve_early;           /* --serve-while-loading */
 	struct srv_peers peers;
 };
+
+/* Segments of a model served while it loads: one Attach reply carries the
+ * manifest and every segment (WSRV_MAX_FDS), with room to spare. */
+#define EARLY_SEGMENTS 48u
 
 static void usage(FILE *f)
 {
@@ -80,6 +85,9 @@ static void usage(FILE *f)
 		"                            it exits once this one serves\n"
 		"  --verify-adopted          check every checksum of models adopted from a predecessor\n"
 		"                            (systemd's fd store) before serving them\n"
+		"  --serve-while-loading     serve each model from the moment it is laid out:\n"
+		"                            clients attach at once and wait for each layer\n"
+		"                            (read in layer order, a segment per few layers)\n"
 		"  --load-only               load, report and exit\n"
 		"  --json                    with --load-only: report as JSON on stdout\n"
 		"  --quiet / --verbose       log less / more\n"
@@ -111,7 +119,8 @@ static int add_model(struct args *a, const char *spec)
 enum { O_MODEL = 1, O_VERIFY_ADOPTED, O_TAKE_OVER, O_LOAD_ONLY, O_JSON, O_QUIET, O_VERBOSE, O_HELP, O_SOCKET, O_UID, O_GID,
        O_MAX_CLIENTS, O_MAX_LEASES, O_MAX_ATTACH, O_MAX_MESSAGE, O_HELLO_TIMEOUT,
        O_MAX_REGIONS, O_MAX_REGION_BYTES, O_MAX_CLIENT_REGIONS, O_MAX_CLIENT_REGION_BYTES,
-       O_KEEP_REGIONS, O_PUBLISH_UID, O_PUBLISH_GID, O_METRICS_LISTEN };
+       O_KEEP_REGIONS, O_PUBLISH_UID, O_PUBLISH_GID, O_METRICS_LISTEN,
+       O_SERVE_EARLY };
 
 static int num(const char *opt, const char *arg, unsigned long lo, unsigned long hi,
 	       unsigned long *out)
@@ -256,6 +265,7 @@ static int parse(int argc, char **argv, struct args *a)
 		{ "allow-publish-uid", required_argument, NULL, O_PUBLISH_UID },
 		{ "allow-publish-gid", required_argument, NULL, O_PUBLISH_GID },
 		{ "metrics-listen", required_argument, NULL, O_METRICS_LISTEN },
+		{ "serve-while-loading", no_argument, NULL, O_SERVE_EARLY },
 	};
 	struct option all[sizeof(own) / sizeof(own[0]) + LOAD_OPTIONS_COUNT + PEER_OPTIONS_COUNT + 1];
 	struct errinfo e;
@@ -287,6 +297,7 @@ static int parse(int argc, char **argv, struct args *a)
 		case O_VERIFY_ADOPTED: a->verify_adopted = true; break;
 		case O_TAKE_OVER: a->take_over = true; break;
 		case O_METRICS_LISTEN: a->metrics_listen = optarg; break;
+		case O_SERVE_EARLY: a->serve_early = true; break;
 		case O_JSON: a->json = 1; break;
 		case O_QUIET: log_set_level(LOG_WARN); break;
 		case O_VERBOSE: log_set_level(LOG_DEBUG); break;
@@ -429,6 +440,13 @@ static int claim(struct args *a, struct server *srv, struct handover *h, int *lf
  * failure stops the server from starting. */
 static int load_for_serving(struct args *a, struct server *srv, struct handover *h)
 {
+	/* Peers fill from other hosts in their own order; those loads serve
+	 * once whole. */
+	bool early = a->serve_early && !a->load.fill && !srv->peers;
+
+	if (a->serve_early && !early)
+		log_warn("--serve-while-loading: not with peers; each model serves once loaded");
+	a->load.early_segments = early ? EARLY_SEGMENTS : 0;
 	srv->models = calloc((size_t)a->nmodels, sizeof(*srv->models));
 	if (!srv->models)
 		return -ENOMEM;
@@ -448,6 +466,18 @@ static int load_for_serving(struct args *a, struct server *srv, struct handover 
 		/* Loaded again where a predecessor served other bytes: a new
 		 * generation, so its clients learn their mapping is not it. */
 		gen = gen + 1;
+		if (early) {
+			if (model_load_begin(a->names[i], a->paths[i], &a->load, &lm, &e) < 0) {
+				log_err("model %s: %s", a->names[i], e.msg);
+				return -EINVAL;
+			}
+			log_info("model %s: laid out in %u segments; serving it while it loads",
+				 a->names[i], lm->arena->nseg);
+			srv->models[srv->nmodels].loading = true;
+			srv->models[srv->nmodels].generation = gen;
+			srv->models[srv->nmodels++].lm = lm;
+			continue;
+		}
 		a->load.loader.progress = true;
 		a->load.loader.stop = stop_requested;
 		if (model_load(a->names[i], a->paths[i], &a->load, &lm, &e) < 0) {
@@ -598,6 +628,8 @@ static int serve(struct args *a)
 			log_err("%s", e.msg);
 			status = 1;
 		}
+		if (srv.failed) /* a model served while loading failed to load */
+			status = 1;
 	}
 	handover_done(&h);
 	srv_metrics_stop(srv.metrics);

@@ -53,13 +53,13 @@ static int add_segment(struct model *m, struct errinfo *e)
 /* Places one layer at the end of the current segment, or in a new one when
  * max_segment would be exceeded. */
 static int place_layer(struct model *m, struct model_layer *l, uint64_t max_seg,
-		       struct errinfo *e)
+		       bool fresh, struct errinfo *e)
 {
 	uint64_t span = layer_span(m, l->first, l->count);
 	uint64_t start = align_up(m->seg_size[m->nsegments - 1], MODEL_LAYER_ALIGN);
 	uint64_t off;
 
-	if (max_seg && start > 0 && start + span > max_seg) {
+	if (start > 0 && (fresh || (max_seg && start + span > max_seg))) {
 		int r = add_segment(m, e);
 		if (r < 0)
 			return r;
@@ -104,6 +104,20 @@ static int count_layers(struct model *m, struct errinfo *e)
 	return 0;
 }
 
+/* With o->layer_segments, whether layer i starts a segment: the first
+ * numbered layer after the global group does, then every per-th. */
+static bool starts_segment(const struct model *m, const struct model_opts *o, size_t i)
+{
+	size_t g = m->nlayers && m->layers[0].index < 0 ? 1 : 0;
+	size_t numbered = m->nlayers - g, room, per;
+
+	if (o->layer_segments < 2 || i < g || i == 0)
+		return false;
+	room = o->layer_segments - g;
+	per = (numbered + room - 1) / room;
+	return (i - g) % (per ? per : 1) == 0;
+}
+
 int model_layout(struct model *m, const struct model_opts *o, struct errinfo *e)
 {
 	uint64_t align = o->tensor_align ? o->tensor_align : MODEL_MIN_ALIGN;
@@ -119,6 +133,6 @@ int model_layout(struct model *m, const struct model_opts *o, struct errinfo *e)
 	if (r == 0)
 		r = add_segment(m, e);
 	for (size_t i = 0; r == 0 && i < m->nlayers; i++)
-		r = place_layer(m, &m->layers[i], o->max_segment, e);
+		r = place_layer(m, &m->layers[i], o->max_segment, starts_segment(m, o, i), e);
 	return r;
 }

@@ -24,6 +24,10 @@ struct model_opts {
 	size_t n_layer_patterns;
 	uint64_t tensor_align;  /* power of two >= 256; 0 means 256 */
 	uint64_t max_segment;   /* split the arena at layer boundaries; 0: one segment */
+	/* Serving while loading: the global group in a segment of its own,
+	 * then runs of layers, as many layers per segment as keep the count
+	 * within this (at least 2); 0: max_segment alone decides. */
+	uint32_t layer_segments;
 	/* A partial load (model_hold): only what ranks [rank_first, rank_last]
 	 * of world see under plan's "tp_plan" and "stages" (plan may be NULL:
 	 * every rank sees everything). world 0: the whole model. */

@@ -334,6 +334,8 @@ static int seal_seg(struct arena *a, struct arena_seg *s, struct errinfo *e)
 {
 	int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL, r;
 
+	if (s->sealed)
+		return 0;
 	if (s->fill && s->fill != s->rw)
 		munmap(s->fill, s->size);
 	s->fill = NULL;
@@ -350,7 +352,15 @@ static int seal_seg(struct arena *a, struct arena_seg *s, struct errinfo *e)
 		return r;
 	if (fcntl(s->fd, F_ADD_SEALS, seals) < 0)
 		return err_set(e, -errno, "cannot seal a segment: %s", strerror(errno));
+	s->sealed = true;
 	return 0;
+}
+
+int arena_seal_segment(struct arena *a, uint32_t seg, struct errinfo *e)
+{
+	if (seg >= a->nseg)
+		return err_set(e, -EINVAL, "no segment %u", seg);
+	return seal_seg(a, &a->seg[seg], e);
 }
 
 int arena_fill_map(struct arena *a, uint32_t seg, uint8_t **out, struct errinfo *e)

@@ -48,6 +48,7 @@ struct arena_seg {
 	uint8_t *rw;                   /* writable mapping until sealed */
 	const uint8_t *ro;             /* read-only mapping once sealed */
 	uint8_t *fill;                 /* arena_fill_map's writable mapping, until sealed */
+	bool sealed;                   /* arena_seal_segment (or arena_seal) done */
 };
 
 struct arena {
@@ -113,6 +114,11 @@ int arena_fill_map(struct arena *a, uint32_t seg, uint8_t **out, struct errinfo 
  * F_SEAL_FUTURE_WRITE | F_SEAL_SEAL: no one can map it writable, write() to
  * it, or change its size or seals. */
 int arena_seal(struct arena *a, struct errinfo *e);
+
+/* Seals one segment as arena_seal does, once every byte of it is in
+ * place (serving while loading: its fd may leave the server then); the
+ * others stay open to the loader, and arena_seal skips it later. */
+int arena_seal_segment(struct arena *a, uint32_t seg, struct errinfo *e);
 
 /* Read-only address of (seg, off); only after arena_seal. */
 static inline const uint8_t *arena_ptr(const struct arena *a, uint32_t seg, uint64_t off)

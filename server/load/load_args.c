@@ -14,7 +14,7 @@
 enum {
 	O_NUMA = LOAD_OPT_BASE, O_NUMA_NODE, O_HUGEPAGES, O_NO_LOCK, O_QD,
 	O_BLOCK, O_SHARDS, O_BUFFERED, O_ALIGN, O_MAX_SEGMENT, O_LAYER_PATTERN, O_LOCK, O_READ,
-	O_PLAN, O_RANKS, O_WORLD,
+	O_PLAN, O_RANKS, O_WORLD, O_READ_RATE,
 };
 
 const struct option load_long_options[] = {
@@ -34,6 +34,7 @@ const struct option load_long_options[] = {
 	{ "plan", required_argument, NULL, O_PLAN },
 	{ "ranks", required_argument, NULL, O_RANKS },
 	{ "world", required_argument, NULL, O_WORLD },
+	{ "read-rate", required_argument, NULL, O_READ_RATE },
 	{ 0 },
 };
 /* Callers copy exactly this many in front of their own options: a count
@@ -54,6 +55,8 @@ const char load_options_help[] =
 	"                            O_DIRECT (default), buffered reads that leave\n"
 	"                            nothing cached (RWF_DONTCACHE), or plain buffered\n"
 	"  --buffered                the same as --read buffered\n"
+	"  --read-rate SIZE          read at most SIZE bytes a second (default: no limit),\n"
+	"                            to leave the disk to others\n"
 	"  --align SIZE              tensor alignment in the arena (default 256)\n"
 	"  --max-segment SIZE        split the arena into memfds of at most SIZE\n"
 	"  --layer-pattern PAT       extra layer name pattern, e.g. 'enc.block.{N}.'\n"
@@ -204,6 +207,7 @@ int load_args_handle(int opt, const char *arg, struct load_opts *o,
 	case O_BUFFERED: o->loader.read = READ_BUFFERED; break;
 	case O_ALIGN: r = size_opt("align", arg, &o->model.tensor_align, e); break;
 	case O_MAX_SEGMENT: r = size_opt("max-segment", arg, &o->model.max_segment, e); break;
+	case O_READ_RATE: r = size_opt("read-rate", arg, &o->loader.read_rate, e); break;
 	case O_LAYER_PATTERN: r = add_pattern(&o->model, arg, e); break;
 	case O_PLAN: r = plan_opt(arg, &o->model, e); break;
 	case O_RANKS:

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -33,6 +34,7 @@ int (*loader_open_hook)(const char *path, int flags);
 void (*loader_cqe_hook)(const char *path, uint64_t off, int *res);
 
 struct piece {
+	uint32_t key;               /* read order: by key, then by file offset */
 	uint64_t file_off, size;
 	uint32_t seg;               /* where it goes in the arena */
 	uint64_t off;
@@ -51,6 +53,7 @@ struct shard {
 	uint64_t cur_done;          /* bytes of pieces[cur] placed */
 	size_t rp;                  /* the first piece not wholly submitted for reading */
 	uint64_t run_end;           /* where the current run of close pieces ends */
+	uint32_t key;               /* the current run's pieces' key */
 	struct xxh3_stream *xs;
 	uint64_t next_read, end;    /* submission cursor and end of file */
 	struct block *head, *tail;  /* submitted blocks, in file order */
@@ -81,6 +84,9 @@ struct loader {
 	struct shard *shards;
 	size_t nshards, rr;
 	unsigned max_shards;
+	bool layer_order;
+	uint64_t read_rate;
+	double t0;
 	uint64_t placed, read;
 	struct progress prog;
 	struct arena *arena;
@@ -109,7 +115,20 @@ static int cmp_piece(const void *a, const void *b)
 {
 	const struct piece *x = a, *y = b;
 
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
 	return x->file_off < y->file_off ? -1 : x->file_off > y->file_off;
+}
+
+/* Layer order: layer 0 first (a worker starts there), then the global
+ * group (embeddings, the head), then the other layers in order. */
+static uint32_t order_key(const struct model_tensor *t, bool layer_order)
+{
+	if (!layer_order)
+		return 0;
+	if (t->layer == 0)
+		return 0;
+	return t->layer < 0 ? 1 : (uint32_t)t->layer + 1;
 }
 
 /* Builds each shard's list of non-empty tensors in file order; empty tensors
@@ -129,7 +148,7 @@ static int plan_pieces(struct loader *L, struct model *m, const uint8_t *want,
 			continue;
 		}
 		/* The held part only: all of it unless only some ranks are loaded. */
-		sh->pieces[sh->npieces++] = (struct piece){
+		sh->pieces[sh->npieces++] = (struct piece){ order_key(t, L->layer_order),
 			t->file_off + t->part_off, t->part_len, t->segment, t->offset + t->part_off, t };
 	}
 	for (size_t f = 0; f < L->nshards; f++) {
@@ -247,32 +266,30 @@ static void submit_block(struct loader *L, struct block *b)
 	L->inflight++;
 }
 
-/* Moves the shard's read cursor past bytes no wanted tensor has: to the
- * block holding the next piece not yet read, and sets where the run of
- * pieces that follows ends (pieces less than a block apart are one run,
- * read gap and all). With every tensor wanted this is one run. */
+/* Once the current run is submitted, starts the next: from the block
+ * holding the next piece (in piece order), through the pieces that follow
+ * it in the file less than a block apart and of the same key (read gap and
+ * all). With every tensor wanted and no layer order this is one run. */
 static void skip_gap(struct loader *L, struct shard *sh)
 {
 	const struct piece *p;
 	uint64_t end;
 	size_t j;
 
-	while (sh->rp < sh->npieces &&
-	       sh->pieces[sh->rp].file_off + sh->pieces[sh->rp].size <= sh->next_read)
-		sh->rp++;
-	if (sh->rp == sh->npieces) {
-		sh->next_read = sh->end;
-		return;
-	}
 	if (sh->next_read < sh->run_end)
 		return;
+	if (sh->rp == sh->npieces) {
+		sh->next_read = sh->run_end = sh->end;
+		return;
+	}
 	p = &sh->pieces[sh->rp];
-	if (p->file_off > sh->next_read)
-		sh->next_read = align_down(p->file_off, DIO_ALIGN);
+	sh->next_read = align_down(p->file_off, DIO_ALIGN);
+	sh->key = p->key;
 	end = p->file_off + p->size;
-	for (j = sh->rp + 1; j < sh->npieces && sh->pieces[j].file_off <= end + L->bs; j++)
-		if (sh->pieces[j].file_off + sh->pieces[j].size > end)
-			end = sh->pieces[j].file_off + sh->pieces[j].size;
+	for (j = sh->rp + 1; j < sh->npieces && sh->pieces[j].key == p->key &&
+	     sh->pieces[j].file_off >= end && sh->pieces[j].file_off <= end + L->bs; j++)
+		end = sh->pieces[j].file_off + sh->pieces[j].size;
+	sh->rp = j;
 	end = align_up(end, DIO_ALIGN);
 	sh->run_end = end < sh->end ? end : sh->end;
 }
@@ -281,7 +298,23 @@ static void skip_gap(struct loader *L, struct shard *sh)
  * such shards. */
 static struct shard *next_shard(struct loader *L)
 {
-	size_t seen = 0;
+	struct shard *best = NULL;
+	size_t seen = 0, at = 0;
+
+	/* Layer order: the shard whose next run comes first, whatever
+	 * max_shards says. */
+	for (size_t k = 0; L->layer_order && k < L->nshards; k++) {
+		struct shard *sh = &L->shards[(L->rr + k) % L->nshards];
+		skip_gap(L, sh);
+		if (sh->next_read >= sh->end || (best && sh->key >= best->key))
+			continue;
+		best = sh;
+		at = k;
+	}
+	if (best)
+		L->rr = (L->rr + at + 1) % L->nshards;
+	if (L->layer_order)
+		return best;
 
 	for (size_t k = 0; k < L->nshards && seen < L->max_shards; k++) {
 		struct shard *sh = &L->shards[(L->rr + k) % L->nshards];
@@ -344,7 +377,7 @@ static int place_block(struct loader *L, struct block *b, struct errinfo *e)
 		uint64_t start = p->file_off + sh->cur_done;
 		uint64_t stop = p->file_off + p->size < endb ? p->file_off + p->size : endb;
 
-		if (start >= endb)
+		if (start >= endb || start < b->off) /* the piece lies in a later run */
 			break;
 		if (sh->cur_done == 0)
 			xxh3_stream_reset(sh->xs);
@@ -445,6 +478,20 @@ static bool finished(const struct loader *L)
 	return true;
 }
 
+/* --read-rate: sleeps until the bytes read so far are within the rate. */
+static void pace(const struct loader *L)
+{
+	double ahead;
+
+	if (!L->read_rate)
+		return;
+	ahead = (double)L->read / (double)L->read_rate - (mono_now() - L->t0);
+	if (ahead > 0.0005) {
+		struct timespec ts = { (time_t)ahead, (long)((ahead - (double)(time_t)ahead) * 1e9) };
+		nanosleep(&ts, NULL);
+	}
+}
+
 static int run_loop(struct loader *L, struct errinfo *e)
 {
 	while (!finished(L)) {
@@ -473,6 +520,7 @@ static int run_loop(struct loader *L, struct errinfo *e)
 		r = drain(L, e);
 		if (r < 0)
 			return r;
+		pace(L);
 	}
 	return 0;
 }
@@ -502,6 +550,9 @@ static int init(struct loader *L, struct model *m, struct arena *a,
 	L->qd = o->queue_depth ? o->queue_depth : LOADER_DEFAULT_QD;
 	L->bs = o->block_size ? o->block_size : LOADER_DEFAULT_BLOCK;
 	L->max_shards = o->max_shards ? o->max_shards : LOADER_DEFAULT_SHARDS;
+	L->layer_order = o->layer_order;
+	L->read_rate = o->read_rate;
+	L->t0 = mono_now();
 	if (L->bs % DIO_ALIGN || L->bs > (64u << 20) || L->qd > 1024)
 		return err_set(e, -EINVAL, "block size must be a multiple of 4096 up to 64 MiB, queue depth at most 1024");
 	L->arena = a;

@@ -37,6 +37,11 @@ struct loader_opts {
 	bool progress;          /* draw a progress bar when stderr is a terminal */
 	bool (*stop)(void);     /* when set and true, the load stops (-ECANCELED) */
 	const uint8_t *want;    /* per tensor, nonzero: read it; NULL: every tensor */
+	/* Read in layer order (layer 0, the global group, then layers 1, 2,
+	 * ...) across every shard, rather than each shard in file order:
+	 * serving while loading, layer 0 is ready first. */
+	bool layer_order;
+	uint64_t read_rate;     /* bytes a second at most; 0: no limit */
 	/* When set, called (on the loader's thread) as each tensor is placed
 	 * and its xxh3 set; idx indexes model.tensors. */
 	void (*on_tensor)(void *arg, uint32_t idx);

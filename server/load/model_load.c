@@ -15,6 +15,7 @@
 #include "manifest_write.h"
 #include "packet.h"
 #include "progress.h"
+#include "ready_track.h"
 #include <unistd.h>
 
 struct populate_job {
@@ -72,8 +73,9 @@ static int fill_arena(struct loaded_model *lm, const struct load_opts *o,
 
 	if (o->fill)
 		return o->fill(o->fill_arg, lm, o, e);
-	/* Filled by write, the arena needs no populating at all. */
-	if (!lm->arena->fill_by_write)
+	/* Filled by write, the arena needs no populating at all; serving
+	 * while loading, it was populated before. */
+	if (!lm->arena->fill_by_write && lm->ready.fd < 0)
 		threaded = pthread_create(&th, NULL, populate_main, &job) == 0;
 	if (!threaded)
 		populate_main(&job);
@@ -128,15 +130,18 @@ static int write_manifest(struct loaded_model *lm, struct errinfo *e)
 	return r;
 }
 
-/* Times each step of the load into lm->phases; stops at the first error. */
-static int load_steps(struct loaded_model *lm, const char *name, const char *path,
-		      const struct load_opts *o, struct errinfo *e)
+/* Opens, checks and lays out the model, and creates its arena; with
+ * early_segments, as serving while loading wants it. */
+static int begin_steps(struct loaded_model *lm, const char *name, const char *path,
+		       const struct load_opts *o, struct errinfo *e)
 {
 	struct load_phases *ph = &lm->phases;
-	double t = mono_now(), t0 = t;
+	struct model_opts mo = o->model;
+	double t = mono_now();
 	int r;
 
-	r = model_open(name, path, &o->model, &lm->model, e);
+	mo.layer_segments = o->early_segments;
+	r = model_open(name, path, &mo, &lm->model, e);
 	if (r == 0)
 		r = check_servable(lm->model, e);
 	ph->open_s = mono_now() - t;
@@ -145,9 +150,18 @@ static int load_steps(struct loaded_model *lm, const char *name, const char *pat
 		r = arena_create(name, lm->model->nsegments, lm->model->seg_size,
 				 &o->arena, &lm->arena, e);
 	ph->arena_s = mono_now() - t;
-	t = mono_now();
-	if (r == 0)
-		r = fill_arena(lm, o, e);
+	return r;
+}
+
+/* Reads (tracking readiness when there is a page), seals, writes the
+ * manifest. */
+static int finish_steps(struct loaded_model *lm, const struct load_opts *o, struct errinfo *e)
+{
+	struct load_phases *ph = &lm->phases;
+	double t = mono_now();
+	int r;
+
+	r = fill_arena(lm, o, e);
 	ph->read_s = mono_now() - t;
 	t = mono_now();
 	if (r == 0)
@@ -155,20 +169,32 @@ static int load_steps(struct loaded_model *lm, const char *name, const char *pat
 	if (r == 0)
 		r = write_manifest(lm, e);
 	ph->seal_s = mono_now() - t;
-	lm->total_seconds = mono_now() - t0;
+	lm->total_seconds = ph->open_s + ph->arena_s + ph->read_s + ph->seal_s;
 	return r;
+}
+
+static struct loaded_model *lm_new(void)
+{
+	struct loaded_model *lm = calloc(1, sizeof(*lm));
+
+	if (lm) {
+		lm->manifest_fd = lm->layout_fd = -1;
+		lm->ready.fd = -1;
+	}
+	return lm;
 }
 
 int model_load(const char *name, const char *path, const struct load_opts *o,
 	       struct loaded_model **out, struct errinfo *e)
 {
-	struct loaded_model *lm = calloc(1, sizeof(*lm));
+	struct loaded_model *lm = lm_new();
 	int r;
 
 	if (!lm)
 		return err_set(e, -ENOMEM, "out of memory");
-	lm->manifest_fd = -1;
-	r = load_steps(lm, name, path, o, e);
+	r = begin_steps(lm, name, path, o, e);
+	if (r == 0)
+		r = finish_steps(lm, o, e);
 	if (r < 0) {
 		loaded_model_free(lm);
 		return r;
@@ -178,12 +204,77 @@ int model_load(const char *name, const char *path, const struct load_opts *o,
 	return 0;
 }
 
+int model_load_begin(const char *name, const char *path, const struct load_opts *o,
+		     struct loaded_model **out, struct errinfo *e)
+{
+	struct loaded_model *lm = lm_new();
+	uint64_t *sizes = NULL;
+	int r;
+
+	if (!lm)
+		return err_set(e, -ENOMEM, "out of memory");
+	r = o->fill ? err_set(e, -EINVAL, "serving while loading reads from the files only") : 0;
+	if (r == 0)
+		r = begin_steps(lm, name, path, o, e);
+	if (r == 0 && !(sizes = calloc(lm->arena->nseg + 1, sizeof(*sizes))))
+		r = err_set(e, -ENOMEM, "out of memory");
+	for (uint32_t i = 0; r == 0 && i < lm->arena->nseg; i++)
+		sizes[i] = lm->arena->seg[i].size;
+	if (r == 0) /* every checksum still 0 */
+		r = manifest_create(lm->model, sizes, lm->arena->page_size, &lm->layout_fd,
+				    &lm->layout_size, e);
+	if (r == 0)
+		r = ready_page_create(name, lm->arena->nseg, (uint32_t)lm->model->ntensors,
+				      lm->model->data_bytes, &lm->ready, e);
+	free(sizes);
+	if (r < 0) {
+		loaded_model_free(lm);
+		return r;
+	}
+	*out = lm;
+	return 0;
+}
+
+int model_load_finish(struct loaded_model *lm, const struct load_opts *o, struct errinfo *e)
+{
+	struct load_opts lo = *o;
+	struct ready_track t;
+	int r;
+
+	lo.loader.layer_order = true;
+	lo.loader.on_tensor = ready_track_tensor;
+	lo.loader.on_tensor_arg = &t;
+	/* Hugetlb: populated first, not beside the reads (a segment sealed
+	 * early must not be populated after). */
+	if (!lm->arena->fill_by_write && (r = lm->model->held ? populate_held(lm->model, lm->arena, e)
+							    : arena_populate(lm->arena, e)) < 0) {
+		ready_page_fail(&lm->ready, r, UINT32_MAX, e->msg);
+		return r;
+	}
+	r = ready_track_init(&t, lm->model, lm->arena, &lm->ready, o->loader.want, e);
+	if (r == 0)
+		r = finish_steps(lm, &lo, e);
+	if (r == 0 && t.err)
+		*e = t.e, r = t.err;
+	if (r < 0)
+		ready_page_fail(&lm->ready, r, ready_track_first_missing(&t), e->msg);
+	else
+		lm->pages_sampled = arena_placement(lm->arena, lm->node_pages);
+	if (r == 0)
+		ready_page_done(&lm->ready, lm->manifest_hash);
+	ready_track_free(&t);
+	return r;
+}
+
 void loaded_model_free(struct loaded_model *lm)
 {
 	if (!lm)
 		return;
 	if (lm->manifest_fd >= 0)
 		close(lm->manifest_fd);
+	if (lm->layout_fd >= 0)
+		close(lm->layout_fd);
+	ready_page_free(&lm->ready);
 	arena_free(lm->arena);
 	model_free(lm->model);
 	free(lm);

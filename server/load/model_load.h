@@ -7,6 +7,7 @@
 #include "arena.h"
 #include "loader.h"
 #include "model.h"
+#include "ready_page.h"
 
 struct loaded_model;
 struct load_opts;
@@ -23,6 +24,10 @@ struct load_opts {
 	struct loader_opts loader;
 	load_fill_fn fill;           /* NULL: the loader reads every byte */
 	void *fill_arg;
+	/* Serving while loading (model_load_begin): segments per run of
+	 * layers (at most this many; 0: off), layer-order reads, a readiness
+	 * page. Needs fill NULL. */
+	uint32_t early_segments;
 };
 
 #define LOAD_MAX_SOURCES 64
@@ -58,6 +63,12 @@ struct loaded_model {
 	uint64_t disk_bytes;         /* tensor bytes read from the files */
 	struct load_source sources[LOAD_MAX_SOURCES];
 	uint32_t nsources;
+	/* Serving while loading (model_load_begin): the readiness page, and
+	 * the manifest as laid out before any byte is read (checksums 0),
+	 * owned; fd -1 otherwise. */
+	struct ready_page ready;
+	int layout_fd;
+	uint64_t layout_size;
 };
 
 /* Loads model `name` from path. On success *out is owned by the caller
@@ -65,6 +76,18 @@ struct loaded_model {
 int model_load(const char *name, const char *path, const struct load_opts *o,
 	       struct loaded_model **out, struct errinfo *e);
 void loaded_model_free(struct loaded_model *lm);
+
+/* Serving while loading, in two steps. Begin opens and checks the model,
+ * lays it out (o->early_segments), creates its arena, its layout manifest
+ * and its readiness page: nothing is read. On success *out is the
+ * caller's. Finish (on any thread) reads it in layer order, sealing each
+ * segment and marking it ready as its last tensor is placed, then seals
+ * the rest, writes the manifest and marks the model ready; on failure it
+ * marks the readiness page failed, naming the first tensor not placed,
+ * and lm stays the caller's to free. */
+int model_load_begin(const char *name, const char *path, const struct load_opts *o,
+		     struct loaded_model **out, struct errinfo *e);
+int model_load_finish(struct loaded_model *lm, const struct load_opts *o, struct errinfo *e);
 
 /* "node 0: 100%" style summary of the sampled placement. */
 void loaded_model_placement(const struct loaded_model *lm, char *buf, size_t len);

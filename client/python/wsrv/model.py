@@ -130,11 +130,8 @@ class Model(Mapping):
         self._client_ptr = client_ptr  # the model holds the C client's reference
         self._h = _ModelHandle(ptr)
         n = lib.wsrv_model_tensor_count(ptr)
-        self._names = []
-        for i in range(n):
-            ti = new(TensorInfo)
-            check(lib.wsrv_model_tensor(ptr, i, ctypes.byref(ti)))
-            self._names.append(text(ti.name))
+        # Names only: a model still loading does not wait here.
+        self._names = [text(lib.wsrv_model_tensor_name(ptr, i)) for i in range(n)]
         self._index = {nm: i for i, nm in enumerate(self._names)}
         self._config = None
 
@@ -165,6 +162,24 @@ class Model(Mapping):
         ti = new(TensorInfo)
         check(lib.wsrv_model_find(self._ptr(), name.encode(), ctypes.byref(ti)), name)
         return Tensor(ti, self._h)
+
+    def wait(self, layer=None, timeout=None):
+        """Served while the server loads it (wsrvd --serve-while-loading):
+        waits for one layer (-1: the global group) or, with None, for the
+        whole model; timeout in seconds (None: for ever). WsrvError(EIO)
+        names the tensor when the load failed, ETIMEDOUT on timeout.
+        Tensor lookups, layers() and streams wait by themselves."""
+        ms = -1 if timeout is None else int(timeout * 1000)
+        lay = -2**31 if layer is None else layer
+        check(lib.wsrv_model_wait(self._ptr(), lay, ms), f"wait for {self.name}")
+
+    def progress(self):
+        """(placed, total, loading): tensor bytes in place and in all, and
+        whether the model is still loading here."""
+        placed, total = ctypes.c_uint64(), ctypes.c_uint64()
+        r = lib.wsrv_model_progress(self._ptr(), ctypes.byref(placed), ctypes.byref(total))
+        check(min(r, 0))
+        return placed.value, total.value, bool(r)
 
     def layers(self):
         """The layer groups in order: the global group (-1) first."""

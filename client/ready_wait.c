@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: MIT
+/* ready_wait.c - a model attached while the server loads it: reserved
+ * address ranges, the readiness page's futex words, and the segments
+ * fetched (AttachSegments) and mapped over their reservations as they
+ * become ready. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client_internal.h"
+#include "clock.h"
+#include "packet.h"
+
+#define WAIT_SLICE_MS 200   /* between checks that the server is still there */
+
+static int map_over(struct wsrv_model *m, uint32_t g, int fd)
+{
+	uint64_t size;
+	int r = cl_check_fd(fd, "segment", m->seg_len[g], &size);
+
+	if (r < 0)
+		return r;
+	if (mmap((void *)m->seg[g], m->seg_len[g], PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED)
+		return cl_err(-errno, "cannot map segment %u: %s", g, strerror(errno));
+	m->mapped[g] = true;
+	return 0;
+}
+
+static int reserve(struct wsrv_model *m, const Wsrv__AttachReply *ar)
+{
+	for (uint32_t i = 0; i < m->nseg; i++) {
+		void *p;
+		if (ar->segment_sizes[i] == 0 || ar->segment_sizes[i] > (1ull << 46))
+			return cl_err(-EBADMSG, "the server announced a segment of %llu bytes",
+				      (unsigned long long)ar->segment_sizes[i]);
+		m->seg_len[i] = (size_t)ar->segment_sizes[i];
+		p = mmap(NULL, m->seg_len[i], PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (p == MAP_FAILED)
+			return cl_err(-errno, "cannot reserve %zu bytes for segment %u: %s", m->seg_len[i], i,
+				      strerror(errno));
+		m->seg[i] = p;
+	}
+	return 0;
+}
+
+int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__AttachReply *ar)
+{
+	uint64_t sizes[WSRV_MAX_FDS], rsize;
+	char err[256];
+	int r;
+
+	if ((size_t)nfds != 2 + ar->n_ready_segments || ar->ready_size < sizeof(struct rd_header) ||
+	    ar->ready_size > (64u << 20))
+		return cl_err(-EBADMSG, "the server sent %d fds for a loading model with %zu segments ready",
+			      nfds, ar->n_ready_segments);
+	m->mapped = calloc(m->nseg + 1, sizeof(*m->mapped));
+	if (!m->mapped || pthread_mutex_init(&m->map_lock, NULL) != 0)
+		return cl_err(-ENOMEM, "out of memory");
+	if ((r = cl_check_fd(fds[1], "readiness page", ar->ready_size, &rsize)) < 0)
+		return r;
+	m->ready_len = (size_t)ar->ready_size;
+	m->ready = mmap(NULL, m->ready_len, PROT_READ, MAP_SHARED, fds[1], 0);
+	if (m->ready == MAP_FAILED) {
+		m->ready = NULL;
+		return cl_err(-errno, "cannot map the readiness page: %s", strerror(errno));
+	}
+	if ((r = reserve(m, ar)) < 0)
+		return r;
+	for (size_t k = 0; k < ar->n_ready_segments; k++) {
+		uint32_t g = ar->ready_segments[k];
+		if (g >= m->nseg || m->mapped[g])
+			return cl_err(-EBADMSG, "the server sent segment %u twice or out of range", g);
+		if ((r = map_over(m, g, fds[2 + k])) < 0)
+			return r;
+	}
+	for (uint32_t i = 0; i < m->nseg; i++)
+		sizes[i] = m->seg_len[i];
+	if (manifest_check(m->manifest, m->manifest_len, sizes, m->nseg, &m->v, err, sizeof(err)) < 0)
+		return cl_err(-EBADMSG, "the server sent a bad manifest: %s", err);
+	if (ready_check(m->ready, m->ready_len, m->nseg, m->v.h->ntensors, &m->rv, err, sizeof(err)) < 0)
+		return cl_err(-EBADMSG, "the server sent a bad readiness page: %s", err);
+	__atomic_store_n(&m->loading, true, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void cl_ready_free(struct wsrv_model *m)
+{
+	if (m->ready)
+		munmap((void *)m->ready, m->ready_len);
+	if (m->mapped)
+		pthread_mutex_destroy(&m->map_lock);
+	free(m->mapped);
+}
+
+static uint32_t load_word(const uint32_t *w)
+{
+	return __atomic_load_n(w, __ATOMIC_ACQUIRE);
+}
+
+static int failed(const struct wsrv_model *m)
+{
+	const struct rd_header *h = m->rv.h;
+	char msg[RD_MESSAGE_MAX];
+	uint32_t t = h->failed_tensor;
+	const char *name = t < m->v.h->ntensors ? m->v.strings + m->v.tensors[t].name_off : "(none named)";
+
+	memcpy(msg, h->message, sizeof(msg));
+	msg[sizeof(msg) - 1] = 0;
+	return cl_err(-EIO, "model %s failed to load at tensor %s: %s", m->name, name, msg);
+}
+
+/* Whether the server that loads the model is still connected: a server
+ * that died mid-load never finishes the page. */
+static bool server_gone(struct wsrv_model *m)
+{
+	struct pollfd p = { .events = POLLRDHUP };
+
+	pthread_mutex_lock(&m->c->lock);
+	p.fd = m->c->fd;
+	pthread_mutex_unlock(&m->c->lock);
+	if (p.fd < 0)
+		return true;
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
+}
+
+/* Waits for *w to leave RD_LOADING, up to timeout_ms (< 0: for ever). */
+static int wait_word(struct wsrv_model *m, const uint32_t *w, int timeout_ms)
+{
+	double left = timeout_ms < 0 ? -1 : timeout_ms / 1e3, t0 = mono_now();
+
+	for (;;) {
+		uint32_t v = load_word(w);
+		double slice = WAIT_SLICE_MS / 1e3;
+		if (v == RD_READY)
+			return 0;
+		if (v == RD_FAILED)
+			return failed(m);
+		if (left >= 0) {
+			double rem = left - (mono_now() - t0);
+			if (rem <= 0)
+				return cl_err(-ETIMEDOUT, "model %s is still loading", m->name);
+			slice = rem < slice ? rem : slice;
+		}
+		struct timespec ts = { (time_t)slice, (long)((slice - (double)(time_t)slice) * 1e9) };
+		syscall(SYS_futex, w, FUTEX_WAIT, RD_LOADING, &ts, NULL, 0);
+		if (load_word(w) == RD_LOADING && server_gone(m))
+			return cl_err(-ENOTCONN, "the server went away while model %s was loading", m->name);
+	}
+}
+
+/* Asks for the fds of segments ready and not mapped (at most one reply's
+ * worth), and maps them. Under map_lock. */
+static int fetch_ready(struct wsrv_model *m)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__AttachSegments as = WSRV__ATTACH_SEGMENTS__INIT;
+	uint32_t want[WSRV_MAX_FDS];
+	int fds[WSRV_MAX_FDS], nfds = 0, r;
+	Wsrv__Response *resp;
+
+	for (uint32_t i = 0; i < m->nseg && as.n_segments < WSRV_MAX_FDS - 2; i++)
+		if (!m->mapped[i] && load_word(&m->rv.segments[i]) == RD_READY)
+			want[as.n_segments++] = i;
+	if (as.n_segments == 0)
+		return 0;
+	as.attach_id = m->attach_id;
+	as.segments = want;
+	q.body_case = WSRV__REQUEST__BODY_ATTACH_SEGMENTS;
+	q.attach_segments = &as;
+	if ((r = cl_call(m->c, &q, &resp, fds, WSRV_MAX_FDS, &nfds)) < 0)
+		return r;
+	if (resp->body_case != WSRV__RESPONSE__BODY_SEGMENTS || !resp->segments ||
+	    resp->segments->n_segments != as.n_segments || (size_t)nfds != as.n_segments ||
+	    memcmp(resp->segments->segments, want, as.n_segments * sizeof(*want)) != 0)
+		r = cl_err(-EBADMSG, "the server sent the wrong reply to AttachSegments");
+	for (size_t k = 0; r == 0 && k < as.n_segments; k++)
+		r = map_over(m, want[k], fds[k]);
+	pkt_close_fds(fds, nfds);
+	wsrv__response__free_unpacked(resp, NULL);
+	return r;
+}
+
+/* Maps what is ready; once every segment is, the model is loaded here. */
+static int map_ready(struct wsrv_model *m)
+{
+	bool all = true;
+	int r;
+
+	pthread_mutex_lock(&m->map_lock);
+	r = fetch_ready(m);
+	for (uint32_t i = 0; i < m->nseg; i++)
+		all = all && m->mapped[i];
+	if (r == 0 && all && load_word(&m->rv.h->state) == RD_READY) {
+		m->manifest_hash = m->rv.h->manifest_hash; /* the loaded model's identity */
+		__atomic_store_n(&m->loading, false, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&m->map_lock);
+	return r;
+}
+
+static bool seg_mapped(struct wsrv_model *m, uint32_t seg)
+{
+	bool v;
+
+	pthread_mutex_lock(&m->map_lock);
+	v = m->mapped[seg];
+	pthread_mutex_unlock(&m->map_lock);
+	return v;
+}
+
+static int need(struct wsrv_model *m, uint32_t seg, int timeout_ms)
+{
+	int r;
+
+	if (seg >= m->nseg)
+		return cl_err(-EINVAL, "no segment %u", seg);
+	if (seg_mapped(m, seg))
+		return 0;
+	if ((r = wait_word(m, &m->rv.segments[seg], timeout_ms)) < 0)
+		return r;
+	return map_ready(m);
+}
+
+int cl_need_segment(struct wsrv_model *m, uint32_t seg)
+{
+	if (!__atomic_load_n(&m->loading, __ATOMIC_ACQUIRE))
+		return 0;
+	return need(m, seg, -1);
+}
+
+static int wait_all(struct wsrv_model *m, int timeout_ms)
+{
+	double t0 = mono_now();
+	int r = wait_word(m, &m->rv.h->state, timeout_ms);
+
+	while (r == 0 && __atomic_load_n(&m->loading, __ATOMIC_ACQUIRE)) {
+		uint32_t before = 0;
+		for (uint32_t i = 0; i < m->nseg; i++)
+			before += seg_mapped(m, i);
+		r = map_ready(m);
+		if (r == 0 && __atomic_load_n(&m->loading, __ATOMIC_ACQUIRE)) {
+			uint32_t after = 0;
+			for (uint32_t i = 0; i < m->nseg; i++)
+				after += seg_mapped(m, i);
+			if (after == before) /* READY but nothing new mapped: a broken page */
+				return cl_err(-EBADMSG, "the server says model %s is loaded but a segment is not ready",
+					      m->name);
+		}
+		if (timeout_ms >= 0 && mono_now() - t0 > timeout_ms / 1e3 + 60)
+			return cl_err(-ETIMEDOUT, "model %s: segments still not mapped", m->name);
+	}
+	return r;
+}
+
+WSRV_EXPORT int wsrv_model_wait(struct wsrv_model *m, int32_t layer, int timeout_ms)
+{
+	struct wsrv_layer l;
+	int r;
+
+	CL_NEED(m);
+	if (layer != WSRV_LAYER_ALL && (r = cl_layer_nowait(m, layer, &l)) < 0)
+		return r;
+	if (!__atomic_load_n(&m->loading, __ATOMIC_ACQUIRE))
+		return 0;
+	return layer == WSRV_LAYER_ALL ? wait_all(m, timeout_ms) : need(m, l.segment, timeout_ms);
+}
+
+WSRV_EXPORT int wsrv_model_progress(const struct wsrv_model *m, uint64_t *placed, uint64_t *total)
+{
+	CL_NEED(m);
+	if (placed)
+		*placed = m->ready ? __atomic_load_n(&m->rv.h->placed_bytes, __ATOMIC_RELAXED) : m->v.h->tensor_bytes;
+	if (total)
+		*total = m->ready ? m->rv.h->total_bytes : m->v.h->tensor_bytes;
+	return __atomic_load_n(&m->loading, __ATOMIC_ACQUIRE) ? 1 : 0;
+}

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: MIT
+/* ready.c - the readiness page's layout and its checker (ready.h). */
+#include "ready.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static uint64_t round8(uint64_t v) { return (v + 7) & ~7ull; }
+
+uint64_t ready_size(uint32_t nseg, uint32_t nt)
+{
+	uint64_t segs = round8((uint64_t)nseg * sizeof(uint32_t));
+
+	return sizeof(struct rd_header) + segs + (uint64_t)nt * sizeof(uint64_t);
+}
+
+void ready_init(void *buf, uint32_t nseg, uint32_t nt, uint64_t total_bytes)
+{
+	struct rd_header *h = buf;
+
+	memcpy(h->magic, RD_MAGIC, sizeof(h->magic));
+	h->version = RD_VERSION;
+	h->header_size = sizeof(*h);
+	h->nsegments = nseg;
+	h->ntensors = nt;
+	h->state = RD_LOADING;
+	h->failed_tensor = UINT32_MAX;
+	h->total_bytes = total_bytes;
+	h->segments_off = sizeof(*h);
+	h->xxh3_off = sizeof(*h) + round8((uint64_t)nseg * sizeof(uint32_t));
+	h->total_size = ready_size(nseg, nt);
+}
+
+int ready_check(const void *buf, size_t len, uint32_t nseg, uint32_t nt, struct rd_view *v,
+		char *err, size_t errlen)
+{
+	const struct rd_header *h = buf;
+	uint64_t want = ready_size(nseg, nt);
+
+	if (len < sizeof(*h) || memcmp(h->magic, RD_MAGIC, sizeof(h->magic)) != 0) {
+		snprintf(err, errlen, "not a readiness page");
+		return -EBADMSG;
+	}
+	if (h->version != RD_VERSION || h->header_size != sizeof(*h)) {
+		snprintf(err, errlen, "readiness page version %u, header %u bytes (this client reads %u, %zu)",
+			 h->version, h->header_size, RD_VERSION, sizeof(*h));
+		return -EBADMSG;
+	}
+	if (h->nsegments != nseg || h->ntensors != nt || h->total_size != want || len < want ||
+	    h->segments_off != sizeof(*h) ||
+	    h->xxh3_off != sizeof(*h) + round8((uint64_t)nseg * sizeof(uint32_t))) {
+		snprintf(err, errlen, "readiness page for %u segments and %u tensors does not fit a manifest of %u and %u",
+			 h->nsegments, h->ntensors, nseg, nt);
+		return -EBADMSG;
+	}
+	v->h = h;
+	v->segments = (const uint32_t *)(const void *)((const char *)buf + h->segments_off);
+	v->xxh3 = (const uint64_t *)(const void *)((const char *)buf + h->xxh3_off);
+	return 0;
+}

@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: MIT
+/* srv_early.c - serving while loading: the load thread, publishing what
+ * it finished, and the replies that hand a loading model out. */
+#include "srv_early.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "escape.h"
+#include "log.h"
+#include "report.h"
+#include "srv_handover.h"
+#include "srv_reply.h"
+#include "wsrv.pb-c.h"
+
+struct early_load {
+	pthread_t th;
+	struct load_opts o;         /* the server's, without progress bar */
+	size_t n;
+	struct loaded_model **lm;   /* the entries' (not owned) */
+	uint32_t *entry;            /* their indexes in srv->models */
+	int *rc;
+	struct errinfo *e;
+	uint32_t done;              /* atomic: finished so far, in order */
+	uint32_t published;         /* the loop's: published so far */
+	int efd;
+	bool joined;
+};
+
+static bool cancel;
+
+static bool cancelled(void)
+{
+	return __atomic_load_n(&cancel, __ATOMIC_RELAXED);
+}
+
+static void *early_main(void *arg)
+{
+	struct early_load *E = arg;
+	uint64_t one = 1;
+
+	for (size_t i = 0; i < E->n; i++) {
+		E->rc[i] = model_load_finish(E->lm[i], &E->o, &E->e[i]);
+		__atomic_store_n(&E->done, (uint32_t)i + 1, __ATOMIC_RELEASE);
+		if (write(E->efd, &one, sizeof(one)) != sizeof(one))
+			log_warn("serving while loading: cannot signal the loop");
+		if (E->rc[i] < 0)
+			break; /* the server stops: the rest stays unread */
+	}
+	return NULL;
+}
+
+static void early_free(struct early_load *E)
+{
+	free(E->lm);
+	free(E->entry);
+	free(E->rc);
+	free(E->e);
+	free(E);
+}
+
+int early_start(struct server *srv)
+{
+	struct early_load *E = calloc(1, sizeof(*E));
+	size_t n = srv->nmodels;
+
+	if (!E)
+		return -ENOMEM;
+	E->lm = calloc(n + 1, sizeof(*E->lm));
+	E->entry = calloc(n + 1, sizeof(*E->entry));
+	E->rc = calloc(n + 1, sizeof(*E->rc));
+	E->e = calloc(n + 1, sizeof(*E->e));
+	if (!E->lm || !E->entry || !E->rc || !E->e) {
+		early_free(E);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (srv->models[i].loading) {
+			E->entry[E->n] = (uint32_t)i;
+			E->lm[E->n++] = srv->models[i].lm;
+		}
+	E->o = *srv->load;
+	E->o.loader.progress = false;
+	E->o.loader.stop = cancelled;
+	E->efd = srv->reload_efd;
+	__atomic_store_n(&cancel, false, __ATOMIC_RELAXED);
+	if (E->n == 0 || pthread_create(&E->th, NULL, early_main, E) != 0) {
+		int r = E->n ? -EAGAIN : 0;
+		early_free(E);
+		return r;
+	}
+	srv->early = E;
+	return 0;
+}
+
+static void publish_one(struct server *srv, struct early_load *E, size_t i)
+{
+	struct srv_model *sm = &srv->models[E->entry[i]];
+
+	if (E->rc[i] < 0) {
+		if (E->rc[i] != -ECANCELED || !srv->stopping) {
+			log_err("model %s: %s", esc(E->lm[i]->model->name), E->e[i].msg);
+			srv->failed = true;
+		}
+		snprintf(sm->reload, sizeof(sm->reload), "the load failed: %.120s", E->e[i].msg);
+		srv->stop_asked = true;
+		return;
+	}
+	sm->loading = false;
+	snprintf(sm->reload, sizeof(sm->reload), "loaded in %.2f s while serving",
+		 E->lm[i]->total_seconds);
+	report_log_loaded(E->lm[i]);
+	handover_store(srv, NULL); /* systemd's store: this model too now */
+}
+
+void early_poll(struct server *srv)
+{
+	struct early_load *E = srv->early;
+	uint32_t done;
+
+	if (!E)
+		return;
+	done = __atomic_load_n(&E->done, __ATOMIC_ACQUIRE);
+	while (E->published < done)
+		publish_one(srv, E, E->published++);
+	if (E->published == E->n || (done && E->rc[done - 1] < 0)) {
+		pthread_join(E->th, NULL);
+		early_free(E);
+		srv->early = NULL;
+	}
+}
+
+void early_stop(struct server *srv)
+{
+	struct early_load *E = srv->early;
+
+	if (!E)
+		return;
+	__atomic_store_n(&cancel, true, __ATOMIC_RELAXED);
+	pthread_join(E->th, NULL);
+	early_free(E);
+	srv->early = NULL;
+}
+
+bool early_any(const struct server *srv)
+{
+	for (size_t i = 0; i < srv->nmodels; i++)
+		if (srv->models[i].loading)
+			return true;
+	return false;
+}
+
+static bool seg_ready(const struct srv_model *sm, uint32_t seg)
+{
+	return !sm->loading || ready_page_segment_ready(&sm->lm->ready, seg);
+}
+
+int early_attach_reply(struct server *srv, uint32_t mi, uint32_t attach_id, uint64_t seq,
+		       struct reply *r)
+{
+	const struct srv_model *sm = &srv->models[mi];
+	const struct loaded_model *lm = sm->lm;
+	Wsrv__Response resp = WSRV__RESPONSE__INIT;
+	Wsrv__AttachReply ar = WSRV__ATTACH_REPLY__INIT;
+	uint64_t sizes[WSRV_MAX_FDS];
+	uint32_t ready[WSRV_MAX_FDS];
+	uint32_t room = r->fd_room < WSRV_MAX_FDS ? r->fd_room : WSRV_MAX_FDS;
+
+	r->fds[0] = lm->layout_fd;
+	r->fds[1] = lm->ready.fd;
+	r->nfds = 2;
+	for (uint32_t i = 0; i < lm->arena->nseg; i++) {
+		sizes[i] = lm->arena->seg[i].size;
+		if ((uint32_t)r->nfds < room && seg_ready(sm, i)) {
+			ready[ar.n_ready_segments++] = i;
+			r->fds[r->nfds++] = lm->arena->seg[i].fd;
+		}
+	}
+	ar.attach_id = attach_id;
+	ar.manifest_size = lm->layout_size;
+	ar.generation = sm->generation;
+	ar.n_segment_sizes = lm->arena->nseg;
+	ar.segment_sizes = sizes;
+	ar.loading = true;
+	ar.ready_size = lm->ready.size;
+	ar.ready_segments = ready;
+	resp.seq = seq;
+	resp.body_case = WSRV__RESPONSE__BODY_ATTACH;
+	resp.attach = &ar;
+	srv_pack(r, &resp);
+	return 0;
+}
+
+int early_segments(struct server *srv, struct session *s, const Wsrv__AttachSegments *q,
+		   uint64_t seq, struct reply *r)
+{
+	Wsrv__Response resp = WSRV__RESPONSE__INIT;
+	Wsrv__SegmentsReply sr = WSRV__SEGMENTS_REPLY__INIT;
+	const struct srv_model *sm;
+	const struct loaded_model *lm;
+
+	if (q->attach_id == 0 || q->attach_id > s->nattach || !s->attach_model[q->attach_id - 1])
+		return srv_reply_error(r, seq, EBADF, "attach id %u is not one of this client's",
+				       q->attach_id);
+	sm = &srv->models[s->attach_model[q->attach_id - 1] - 1];
+	lm = sm->lm;
+	if (q->n_segments == 0 || q->n_segments > WSRV_MAX_FDS - 2)
+		return srv_reply_error(r, seq, EINVAL, "ask for 1 to %u segments at a time",
+				       WSRV_MAX_FDS - 2);
+	if (q->n_segments > r->fd_room)
+		return srv_reply_error(r, seq, EAGAIN,
+				       "%u file descriptors sent to this client are still unread; read the replies first",
+				       s->fds_unread);
+	for (size_t i = 0; i < q->n_segments; i++) {
+		uint32_t g = q->segments[i];
+		if (g >= lm->arena->nseg)
+			return srv_reply_error(r, seq, EINVAL, "model '%s' has no segment %u",
+					       lm->model->name, g);
+		for (size_t k = 0; k < i; k++)
+			if (q->segments[k] == g)
+				return srv_reply_error(r, seq, EINVAL, "segment %u asked for twice", g);
+		if (!seg_ready(sm, g))
+			return srv_reply_error(r, seq, EAGAIN, "segment %u of '%s' is not loaded yet",
+					       g, lm->model->name);
+		r->fds[i] = lm->arena->seg[g].fd;
+	}
+	r->nfds = (int)q->n_segments;
+	sr.n_segments = q->n_segments;
+	sr.segments = q->segments;
+	resp.seq = seq;
+	resp.body_case = WSRV__RESPONSE__BODY_SEGMENTS;
+	resp.segments = &sr;
+	srv_pack(r, &resp);
+	return 0;
+}
