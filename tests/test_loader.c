@@ -464,6 +464,94 @@ static void subset_reads_its_ranges(void **s)
 	model_free(m);
 }
 
+static int32_t order_seen[4096];
+static uint32_t order_file[4096];
+static uint32_t order_n;
+static const struct model *order_m;
+static void record_order(void *arg, uint32_t idx)
+{
+	(void)arg;
+	if (order_n < 4096) {
+		order_file[order_n] = order_m->tensors[idx].file;
+		order_seen[order_n++] = order_m->tensors[idx].layer;
+	}
+}
+
+static uint32_t key_of(int32_t layer)
+{
+	return layer == 0 ? 0 : layer < 0 ? 1 : (uint32_t)layer + 1;
+}
+
+/* Loads m in layer order with qd reads in flight; with strict, the
+ * placements across shards are in layer order too (one read in flight),
+ * else within each shard. */
+static void check_order(struct model *m, unsigned qd, bool strict)
+{
+	struct load_opts o = opts();
+	struct arena *a;
+	struct errinfo e;
+
+	assert_int_equal(arena_create("m", m->nsegments, m->seg_size, &o.arena, &a, &e), 0);
+	o.loader.layer_order = true;
+	o.loader.block_size = 64 << 10;
+	o.loader.queue_depth = qd;
+	o.loader.on_tensor = record_order;
+	order_m = m;
+	order_n = 0;
+	assert_int_equal(loader_run(m, a, &o.loader, NULL, &e), 0);
+	assert_int_equal(order_n, m->ntensors);
+	for (uint32_t i = 0; i < order_n; i++)
+		for (uint32_t k = i + 1; k < order_n; k++)
+			if ((strict || order_file[k] == order_file[i]) &&
+			    key_of(order_seen[k]) < key_of(order_seen[i]))
+				fail_msg("qd %u: a tensor of layer %d placed after one of layer %d", qd,
+					 order_seen[k], order_seen[i]);
+	arena_free(a);
+}
+
+/* Serving while loading: 12 layers in 2 shards, whose files hold them in
+ * name order (layers.1, layers.10, layers.11, layers.2, ...). Read in
+ * layer order, tensors are placed layer 0 first, then the global group,
+ * then 1, 2, ... 11 (each shard in that order; across shards too with one
+ * read in flight, which the reads' order decides); begin + finish seal every
+ * segment, mark each ready with every checksum, and the bytes are the
+ * files'. */
+static void layer_order_and_early_segments(void **s)
+{
+	char *d = test_tmpdir("lorder");
+	struct load_opts o = opts();
+	struct loaded_model *lm;
+	struct model *m;
+	struct errinfo e;
+
+	assert_int_equal(make_model(d, "llama-mini", 12 << 20, 12, 2, 11), 0);
+	assert_int_equal(model_open("m", d, &o.model, &m, &e), 0);
+	check_order(m, 1, true);
+	check_order(m, 64, false);
+	model_free(m);
+
+	o = opts();
+	o.early_segments = 5;
+	assert_int_equal(model_load_begin("m", d, &o, &lm, &e), 0);
+	assert_true(lm->arena->nseg >= 4 && lm->arena->nseg <= 5);
+	assert_true(lm->ready.fd >= 0 && lm->layout_fd >= 0);
+	for (uint32_t i = 0; i < lm->arena->nseg; i++)
+		assert_false(ready_page_segment_ready(&lm->ready, i));
+	if (model_load_finish(lm, &o, &e) < 0)
+		fail_msg("%s", e.msg);
+	for (uint32_t i = 0; i < lm->arena->nseg; i++)
+		assert_true(ready_page_segment_ready(&lm->ready, i));
+	assert_int_equal(lm->ready.h->state, RD_READY);
+	assert_true(lm->ready.h->manifest_hash == lm->manifest_hash);
+	assert_true(lm->ready.h->placed_bytes == lm->model->data_bytes);
+	for (size_t i = 0; i < lm->model->ntensors; i++)
+		assert_true(lm->ready.xxh3[i] == lm->model->tensors[i].xxh3);
+	check_bytes(lm);
+	loaded_model_free(lm);
+	rm_rf(d);
+	free(d);
+}
+
 /* tmpfs takes O_DIRECT on some kernels and refuses it on others; either way
  * the bytes arrive. */
 static void loads_from_tmpfs(void **s)
@@ -497,4 +585,5 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(error_with_resubmission_pending),
 	cmocka_unit_test(file_changed_under_it),
 	cmocka_unit_test(loads_from_tmpfs),
+	cmocka_unit_test(layer_order_and_early_segments),
 )
