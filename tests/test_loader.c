@@ -477,11 +477,6 @@ static void record_order(void *arg, uint32_t idx)
 	}
 }
 
-static uint32_t key_of(int32_t layer)
-{
-	return layer == 0 ? 0 : layer < 0 ? 1 : (uint32_t)layer + 1;
-}
-
 /* Loads m in layer order with qd reads in flight; with strict, the
  * placements across shards are in layer order too (one read in flight),
  * else within each shard. */
@@ -503,7 +498,7 @@ static void check_order(struct model *m, unsigned qd, bool strict)
 	for (uint32_t i = 0; i < order_n; i++)
 		for (uint32_t k = i + 1; k < order_n; k++)
 			if ((strict || order_file[k] == order_file[i]) &&
-			    key_of(order_seen[k]) < key_of(order_seen[i]))
+			    loader_order_key(order_seen[k]) < loader_order_key(order_seen[i]))
 				fail_msg("qd %u: a tensor of layer %d placed after one of layer %d", qd,
 					 order_seen[k], order_seen[i]);
 	arena_free(a);

@@ -120,15 +120,9 @@ static int cmp_piece(const void *a, const void *b)
 	return x->file_off < y->file_off ? -1 : x->file_off > y->file_off;
 }
 
-/* Layer order: layer 0 first (a worker starts there), then the global
- * group (embeddings, the head), then the other layers in order. */
 static uint32_t order_key(const struct model_tensor *t, bool layer_order)
 {
-	if (!layer_order)
-		return 0;
-	if (t->layer == 0)
-		return 0;
-	return t->layer < 0 ? 1 : (uint32_t)t->layer + 1;
+	return layer_order ? loader_order_key(t->layer) : 0;
 }
 
 /* Builds each shard's list of non-empty tensors in file order; empty tensors

@@ -61,6 +61,16 @@ struct loader_stats {
 	uint64_t pool_bytes;    /* read buffers allocated */
 };
 
+/* Where a tensor of this layer comes in layer order (loader_opts.
+ * layer_order): layer 0 first (a worker starts there), then the global
+ * group (embeddings, the head), then the other layers in order. */
+static inline uint32_t loader_order_key(int32_t layer)
+{
+	if (layer == 0)
+		return 0;
+	return layer < 0 ? 1 : (uint32_t)layer + 1;
+}
+
 /* Fills every tensor of m (or those o->want names; only their byte ranges
  * are read, give or take a block at each gap) into a (laid out by m) and sets each tensor's
  * xxh3. Fails, naming the file and offset, on a read error, a short read or a

@@ -48,11 +48,6 @@ void ready_track_tensor(void *arg, uint32_t idx)
 		ready_page_segment(t->page, s);
 }
 
-static uint32_t read_key(const struct model_tensor *mt)
-{
-	return mt->layer == 0 ? 0 : mt->layer < 0 ? 1 : (uint32_t)mt->layer + 1;
-}
-
 uint32_t ready_track_first_missing(const struct ready_track *t)
 {
 	uint32_t best = UINT32_MAX;
@@ -60,8 +55,8 @@ uint32_t ready_track_first_missing(const struct ready_track *t)
 	for (size_t i = 0; t->placed && i < t->m->ntensors; i++) {
 		if (t->placed[i])
 			continue;
-		if (best == UINT32_MAX || read_key(&t->m->tensors[i]) < read_key(&t->m->tensors[best]) ||
-		    (read_key(&t->m->tensors[i]) == read_key(&t->m->tensors[best]) &&
+		if (best == UINT32_MAX || loader_order_key(t->m->tensors[i].layer) < loader_order_key(t->m->tensors[best].layer) ||
+		    (loader_order_key(t->m->tensors[i].layer) == loader_order_key(t->m->tensors[best].layer) &&
 		     t->m->tensors[i].file_off < t->m->tensors[best].file_off))
 			best = (uint32_t)i;
 	}
