@@ -198,17 +198,6 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 	return 0;
 }
 
-/* The model behind an attach id, or NULL with an error reply. */
-static struct srv_model *attached_model(struct server *srv, struct session *s, uint32_t id,
-					uint64_t seq, struct reply *r)
-{
-	if (id == 0 || id > s->nattach || !s->attach_model[id - 1]) {
-		srv_reply_error(r, seq, EBADF, "attach id %u is not one of this client's", id);
-		return NULL;
-	}
-	return &srv->models[s->attach_model[id - 1] - 1];
-}
-
 static const struct model_layer *find_layer(const struct model *m, int32_t index)
 {
 	size_t lo = 0, hi = m->nlayers;
@@ -231,7 +220,7 @@ static int do_fetch(struct server *srv, struct session *s, const Wsrv__FetchLaye
 	Wsrv__Response resp = WSRV__RESPONSE__INIT;
 	Wsrv__FetchReply fr = WSRV__FETCH_REPLY__INIT;
 	Wsrv__Extent ext = WSRV__EXTENT__INIT, *pext = &ext;
-	struct srv_model *sm = attached_model(srv, s, f->attach_id, seq, r);
+	struct srv_model *sm = srv_attached_model(srv, s, f->attach_id, seq, r);
 	const struct model_layer *l;
 	struct lease *v;
 
@@ -306,7 +295,7 @@ static int do_release(struct server *srv, struct session *s, const Wsrv__Release
 static int do_detach(struct server *srv, struct session *s, const Wsrv__Detach *d,
 		     uint64_t seq, struct reply *r)
 {
-	struct srv_model *sm = attached_model(srv, s, d->attach_id, seq, r);
+	struct srv_model *sm = srv_attached_model(srv, s, d->attach_id, seq, r);
 
 	if (!sm)
 		return -EBADF;

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "report.h"
 #include "srv_handover.h"
+#include "srv_models.h"
 #include "srv_reply.h"
 #include "wsrv.pb-c.h"
 
@@ -202,10 +203,8 @@ int early_segments(struct server *srv, struct session *s, const Wsrv__AttachSegm
 	const struct srv_model *sm;
 	const struct loaded_model *lm;
 
-	if (q->attach_id == 0 || q->attach_id > s->nattach || !s->attach_model[q->attach_id - 1])
-		return srv_reply_error(r, seq, EBADF, "attach id %u is not one of this client's",
-				       q->attach_id);
-	sm = &srv->models[s->attach_model[q->attach_id - 1] - 1];
+	if (!(sm = srv_attached_model(srv, s, q->attach_id, seq, r)))
+		return -EBADF;
 	lm = sm->lm;
 	if (q->n_segments == 0 || q->n_segments > WSRV_MAX_FDS - 2)
 		return srv_reply_error(r, seq, EINVAL, "ask for 1 to %u segments at a time",

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* srv_models.c - the server's model generations (srv_models.h). */
 #include "srv_models.h"
+#include "srv_reply.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -40,4 +41,15 @@ void srv_retired_check(struct server *srv, struct srv_model *sm)
 		 esc(sm->lm->model->name), (unsigned long long)sm->generation);
 	loaded_model_free(sm->lm);
 	sm->lm = NULL;
+}
+
+/* The model behind an attach id, or NULL with an error reply. */
+struct srv_model *srv_attached_model(struct server *srv, struct session *s, uint32_t id,
+					uint64_t seq, struct reply *r)
+{
+	if (id == 0 || id > s->nattach || !s->attach_model[id - 1]) {
+		srv_reply_error(r, seq, EBADF, "attach id %u is not one of this client's", id);
+		return NULL;
+	}
+	return &srv->models[s->attach_model[id - 1] - 1];
 }
