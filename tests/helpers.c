@@ -448,6 +448,19 @@ int pid_fd_count(pid_t pid)
 	return n;
 }
 
+int pid_fd_target(pid_t pid, int fd, char *buf, size_t len)
+{
+	char path[64];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, fd);
+	n = readlink(path, buf, len - 1);
+	if (n < 0)
+		return -errno;
+	buf[n] = 0;
+	return 0;
+}
+
 long long pid_locked_bytes(pid_t pid)
 {
 	char path[64], line[128];

@@ -136,6 +136,9 @@ long long pid_locked_bytes(pid_t pid);
 void sleep_ms(int ms);
 /* Open fds of a process, from /proc. */
 int pid_fd_count(pid_t pid);
+/* What a process's fd points at (readlink of /proc/PID/fd/FD) into buf;
+ * 0 or a negative errno (-ENOENT: the fd is closed). */
+int pid_fd_target(pid_t pid, int fd, char *buf, size_t len);
 /* The same once it has settled: unchanged over 3 samples 20 ms apart (a
  * server still closing a connection, such as the start's own readiness
  * check, is not counted as a baseline); at most 2 s. */

@@ -86,7 +86,8 @@ static int holds(const struct wsrv_model *m, int salt)
 }
 
 /* 1: published bytes reach workers: an attached one is told, and switching
- * it reads them bit for bit; the old generation is untouched meanwhile. */
+ * it reads them bit for bit; the old generation is untouched meanwhile.
+ * Freeing a published generation closes only its own fds. */
 static void published_bytes_reach_workers(void **st)
 {
 	struct test_server ts = { 0 };
@@ -111,6 +112,16 @@ static void published_bytes_reach_workers(void **st)
 	wsrv_model_generation(m, &mapped, &latest);
 	assert_int_equal(mapped, 2);
 	assert_int_equal(holds(m, 5), 0);
+	wsrv_detach(m);
+	/* A published generation freed leaves the server's fds alone (it
+	 * closed fd 0: its zeroed layout fd). */
+	char fd0[256], now[256];
+	assert_int_equal(pid_fd_target(ts.pid, 0, fd0, sizeof(fd0)), 0);
+	assert_int_equal(publish_pattern(ts.sock, 6, &gen), 0);
+	assert_int_equal(gen, 3);
+	assert_int_equal(wsrv_attach(w, "m", &m), 0); /* after the free */
+	assert_int_equal(pid_fd_target(ts.pid, 0, now, sizeof(now)), 0);
+	assert_string_equal(now, fd0);
 	wsrv_detach(m);
 	wsrv_disconnect(w);
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);

@@ -264,9 +264,77 @@ static void adopted_locked(void **st)
 	free(dir);
 }
 
+/* The current generation's number in the model list. */
+static uint64_t current_generation(const char *sock)
+{
+	struct wsrv_client *c;
+	struct wsrv_model_list *l;
+	struct wsrv_generation g;
+	uint64_t cur = 0;
+
+	assert_int_equal(wsrv_connect(sock, NULL, &c), 0);
+	assert_int_equal(wsrv_list_models(c, &l), 0);
+	for (size_t i = 0; wsrv_model_list_generation(l, i, &g) == 0; i++)
+		if (!g.retired)
+			cur = g.generation;
+	wsrv_model_list_free(l);
+	wsrv_disconnect(c);
+	return cur;
+}
+
+/* 5: a reload of an adopted model under systemd. Regressions: the store
+ * update after a reload dereferenced a NULL take-over (wsrvd crashed), and
+ * freeing the adopted generation closed fd 0 (its layout fd was a zeroed
+ * 0, not -1), so a later free closed whatever reused it. The store then
+ * holds the new generation: the next restart adopts generation 2. */
+static void reload_after_adopt(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_model_stats ms;
+	struct wsrv_server_stats ss;
+	struct wsrv_client *c;
+	struct fdstore s;
+	char *dir = test_tmpdir("restart5");
+	char fd0[256], now[256];
+	int stored;
+
+	assert_int_equal(fdstore_open(&s, dir), 0);
+	start_with_store(&ts, &s, NULL);
+	stored = s.n;
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	fdstore_drain(&s, 200, false);
+	start_with_store(&ts, &s, NULL);
+	model_stats(ts.sock, &ms, &ss);
+	assert_true(ms.adopted);
+	assert_int_equal(pid_fd_target(ts.pid, 0, fd0, sizeof(fd0)), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_reload(c, "m", NULL), 0);
+	wsrv_disconnect(c);
+	for (int i = 0; i < 500 && current_generation(ts.sock) != 2; i++)
+		sleep_ms(20);
+	assert_int_equal(current_generation(ts.sock), 2);
+	fdstore_drain(&s, 300, false);
+	assert_int_equal(kill(ts.pid, 0), 0); /* alive */
+	assert_int_equal(pid_fd_target(ts.pid, 0, now, sizeof(now)), 0);
+	assert_string_equal(now, fd0);
+	assert_int_equal(s.n, stored);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	fdstore_drain(&s, 200, false);
+	start_with_store(&ts, &s, NULL);
+	model_stats(ts.sock, &ms, &ss);
+	assert_true(ms.adopted);
+	assert_int_equal(ms.generation, 2);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	fdstore_close(&s);
+	rm_rf(ts.dir);
+	rm_rf(dir);
+	free(dir);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(restart_adopts),
 	cmocka_unit_test(changed_files_reload),
 	cmocka_unit_test(verify_and_partial_store),
 	cmocka_unit_test(adopted_locked),
+	cmocka_unit_test(reload_after_adopt),
 )

@@ -245,12 +245,11 @@ static int publish_work(void *arg, const char *name, const char *path, const str
 {
 	struct publish *p = arg;
 	enum lock_mode lock = o->arena.lock;
-	struct loaded_model *lm = calloc(1, sizeof(*lm));
+	struct loaded_model *lm = loaded_model_new();
 	int r;
 
 	if (!lm)
 		return err_set(e, -ENOMEM, "out of memory");
-	lm->manifest_fd = -1;
 	r = arena_adopt(p->nseg, p->seg, p->m->seg_size, 4096, lock, &lm->arena, e);
 	if (r < 0) {
 		free(lm);

@@ -161,13 +161,12 @@ int model_adopt(const char *name, const char *path, const struct load_opts *o,
 		const struct adopt_fds *f, bool check_bytes, struct loaded_model **out,
 		struct errinfo *e)
 {
-	struct loaded_model *lm = calloc(1, sizeof(*lm));
+	struct loaded_model *lm = loaded_model_new();
 	double t0 = mono_now();
 	int r;
 
 	if (!lm)
 		return err_set(e, -ENOMEM, "out of memory");
-	lm->manifest_fd = -1;
 	r = adopt_steps(lm, name, path, o, f, check_bytes, e);
 	if (r < 0) {
 		if (lm->arena) /* the segment fds go back to the caller */

@@ -173,7 +173,7 @@ static int finish_steps(struct loaded_model *lm, const struct load_opts *o, stru
 	return r;
 }
 
-static struct loaded_model *lm_new(void)
+struct loaded_model *loaded_model_new(void)
 {
 	struct loaded_model *lm = calloc(1, sizeof(*lm));
 
@@ -187,7 +187,7 @@ static struct loaded_model *lm_new(void)
 int model_load(const char *name, const char *path, const struct load_opts *o,
 	       struct loaded_model **out, struct errinfo *e)
 {
-	struct loaded_model *lm = lm_new();
+	struct loaded_model *lm = loaded_model_new();
 	int r;
 
 	if (!lm)
@@ -207,7 +207,7 @@ int model_load(const char *name, const char *path, const struct load_opts *o,
 int model_load_begin(const char *name, const char *path, const struct load_opts *o,
 		     struct loaded_model **out, struct errinfo *e)
 {
-	struct loaded_model *lm = lm_new();
+	struct loaded_model *lm = loaded_model_new();
 	uint64_t *sizes = NULL;
 	int r;
 

@@ -75,6 +75,9 @@ struct loaded_model {
  * (loaded_model_free) and its arena is sealed; on failure nothing is left. */
 int model_load(const char *name, const char *path, const struct load_opts *o,
 	       struct loaded_model **out, struct errinfo *e);
+/* An empty loaded model with every fd -1 (caller owns; loaded_model_free).
+ * Every loaded_model is made here: a zeroed one would close fd 0. */
+struct loaded_model *loaded_model_new(void);
 void loaded_model_free(struct loaded_model *lm);
 
 /* Serving while loading, in two steps. Begin opens and checks the model,
