@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "client_internal.h"
+#include "hugemap.h"
 #include "packet.h"
 
 /* Seals a reader relies on: the size cannot change under its mapping, and
@@ -63,9 +64,10 @@ static int map_segments(struct wsrv_model *m, const int *fds, const Wsrv__Attach
 		if (r < 0)
 			return r;
 		m->seg_len[i] = (size_t)sizes[i];
-		m->seg[i] = map_ro(fds[i + 1], m->seg_len[i]);
-		if (!m->seg[i])
+		void *p = hugemap_shared(fds[i + 1], m->seg_len[i], PROT_READ);
+		if (p == MAP_FAILED)
 			return cl_err(-errno, "cannot map segment %u: %s", i, strerror(errno));
+		m->seg[i] = p;
 	}
 	if (manifest_check(m->manifest, m->manifest_len, sizes, m->nseg, &m->v, err, sizeof(err)) < 0)
 		return cl_err(-EBADMSG, "the server sent a bad manifest: %s", err);

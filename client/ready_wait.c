@@ -17,6 +17,7 @@
 
 #include "client_internal.h"
 #include "clock.h"
+#include "hugemap.h"
 #include "packet.h"
 
 #define WAIT_SLICE_MS 200   /* between checks that the server is still there */
@@ -42,7 +43,7 @@ static int reserve(struct wsrv_model *m, const Wsrv__AttachReply *ar)
 			return cl_err(-EBADMSG, "the server announced a segment of %llu bytes",
 				      (unsigned long long)ar->segment_sizes[i]);
 		m->seg_len[i] = (size_t)ar->segment_sizes[i];
-		p = mmap(NULL, m->seg_len[i], PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		p = hugemap_reserve(m->seg_len[i]); /* 2 MiB folios map whole */
 		if (p == MAP_FAILED)
 			return cl_err(-errno, "cannot reserve %zu bytes for segment %u: %s", m->seg_len[i], i,
 				      strerror(errno));

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* test_arena.c - memfd segments: seals refuse every write, placement is read
  * back with move_pages, the NUMA choice on synthetic multi-node machines,
- * and clear errors for missing huge pages and a low RLIMIT_MEMLOCK. */
+ * clear errors for missing huge pages and a low RLIMIT_MEMLOCK, and 2 MiB
+ * folios without a huge-page pool. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -20,8 +21,10 @@
 #include <unistd.h>
 
 #include "arena.h"
+#include "arena_folio.h"
 #include "bench_util.h"
 #include "fixture.h"
+#include "hugemap.h"
 
 static struct fixture F = { .tag = "arena" };
 
@@ -174,7 +177,11 @@ static void hugepages_too_few(void **s)
 	o.hugepages = HUGEPAGES_AUTO;
 	assert_int_equal(arena_create("test", 1, &size, &o, &a, &e), 0);
 	assert_int_equal(a->page_size, 4096);
+	/* No pool: 4 KiB pages, and 2 MiB folios where the kernel allows
+	 * them once written (folios_by_collapse). */
+	char why[96];
 	assert_non_null(strstr(a->hugepage_note, "4 KiB pages (auto"));
+	assert_int_equal(a->folios, arena_folio_possible(why, sizeof(why)));
 	arena_free(a);
 }
 
@@ -251,6 +258,76 @@ static void several_segments(void **s)
 	arena_free(a);
 }
 
+/* Bytes of [p, p + len) mapped by PMDs, from /proc/self/smaps. */
+static long pmd_mapped(const void *p, size_t len)
+{
+	FILE *f = fopen("/proc/self/smaps", "re");
+	char line[256];
+	unsigned long lo, hi;
+	bool in = false;
+	long kb = -1;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
+			in = lo <= (unsigned long)p && (unsigned long)p + len <= hi;
+		else if (in && sscanf(line, "ShmemPmdMapped: %ld kB", &kb) == 1)
+			break;
+	}
+	fclose(f);
+	return kb * 1024;
+}
+
+/* Issue 22: without a huge-page pool and with shmem_enabled `never`, each
+ * whole 2 MiB chunk becomes one folio before it is written (by write, at
+ * odd offsets and lengths, and by a fill mapping): the bytes are exact,
+ * and a reader's 2 MiB-aligned mapping maps them by PMD (one fault, no
+ * page table). The tail past the last whole chunk keeps 4 KiB pages. */
+static void folios_by_collapse(void **s)
+{
+	struct arena_opts o = { .lock = LOCK_OFF, .hugepages = HUGEPAGES_AUTO };
+	uint64_t sizes[2] = { (8 << 20) + 12345, 4 << 20 };
+	struct arena *a;
+	struct errinfo e;
+	char why[96];
+	uint8_t *buf, *fill;
+
+	if (arena_free_huge_pages() > 8 || !arena_folio_possible(why, sizeof(why))) {
+		fprintf(stderr, "no 2 MiB folios to test here: %s\n", why);
+		skip();
+	}
+	assert_non_null(buf = malloc(sizes[0]));
+	for (uint64_t i = 0; i < sizes[0]; i++)
+		buf[i] = (uint8_t)(i * 131 + (i >> 13));
+	assert_int_equal(arena_create("fol", 2, sizes, &o, &a, &e), 0);
+	assert_true(a->folios);
+	for (uint64_t off = 0, n; off < sizes[0]; off += n) {
+		n = 777777 < sizes[0] - off ? 777777 : sizes[0] - off;
+		assert_int_equal(arena_write(a, 0, off, buf + off, n, &e), 0);
+	}
+	assert_int_equal(arena_fill_map(a, 1, &fill, &e), 0);
+	memset(fill, 0x5a, sizes[1]);
+	assert_int_equal(arena_seal(a, &e), 0);
+	assert_int_equal(a->folios_made, 6);
+	assert_int_equal(a->folios_failed, 0);
+	assert_non_null(strstr(a->hugepage_note, "6 of 6 chunks"));
+	/* A reader's mapping, as libwsrv makes it. */
+	const uint8_t *r = hugemap_shared(a->seg[0].fd, a->seg[0].size, PROT_READ);
+	assert_true(r != MAP_FAILED);
+	assert_int_equal((uintptr_t)r % HUGEMAP_ALIGN, 0);
+	assert_memory_equal(r, buf, sizes[0]);
+	assert_int_equal(pmd_mapped(r, a->seg[0].size), 8 << 20);
+	munmap((void *)r, a->seg[0].size);
+	r = hugemap_shared(a->seg[1].fd, a->seg[1].size, PROT_READ);
+	assert_true(r != MAP_FAILED);
+	for (uint64_t i = 0; i < sizes[1]; i++)
+		assert_int_equal(r[i], 0x5a);
+	assert_int_equal(pmd_mapped(r, a->seg[1].size), 4 << 20);
+	munmap((void *)r, a->seg[1].size);
+	arena_free(a);
+	free(buf);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(seals_refuse_writes),
 	cmocka_unit_test(placement_read_back),
@@ -260,4 +337,5 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(hugepages_surplus_counted),
 	cmocka_unit_test(memlock_limit_error),
 	cmocka_unit_test(several_segments),
+	cmocka_unit_test(folios_by_collapse),
 )

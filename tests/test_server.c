@@ -369,7 +369,7 @@ static void pages_say_how(void **s)
 		assert_int_equal(wsrv_model_list_at(l, 0, &mi), 0);
 		if (k == 0)
 			assert_string_equal(mi.pages, "4 KiB pages (--hugepages off)");
-		else if (mi.page_size == 4096)
+		else if (mi.page_size == 4096) /* a 2 MiB model: no whole chunk for a folio */
 			assert_non_null(strstr(mi.pages, "sysctl vm.nr_overcommit_hugepages"));
 		else
 			assert_non_null(strstr(mi.pages, "2 MiB huge pages"));

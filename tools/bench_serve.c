@@ -154,9 +154,9 @@ static double mmap_peer(const struct files *f, int n)
 }
 
 /* wsrvd and its workers start together, as a deployment would start them. */
-static double serve(const char *path, int n)
+static double serve(const char *path, int n, const char *pages)
 {
-	struct bench_server bs = { 0 };
+	struct bench_server bs = { .extra = { pages ? "--hugepages" : NULL, pages } };
 	char spec[4200], sock[sizeof(bs.sock)];
 	const char *specs[1] = { spec };
 	struct crew w = { .done = { -1, -1 } };
@@ -179,7 +179,8 @@ struct result {
 	double serve[MAX_REPEAT], peer[MAX_REPEAT], odirect[MAX_REPEAT], buffered[MAX_REPEAT];
 };
 
-static int one_round(const char *path, const struct files *f, int n, struct result *r, int i)
+static int one_round(const char *path, const char *pages, const struct files *f, int n,
+		     struct result *r, int i)
 {
 	drop_cache(f);
 	r->odirect[i] = raw_odirect(f, LOADER_DEFAULT_QD, LOADER_DEFAULT_BLOCK, LOADER_DEFAULT_SHARDS);
@@ -188,7 +189,7 @@ static int one_round(const char *path, const struct files *f, int n, struct resu
 	drop_cache(f);
 	r->peer[i] = mmap_peer(f, n);
 	drop_cache(f);
-	r->serve[i] = serve(path, n);
+	r->serve[i] = serve(path, n, pages);
 	fprintf(stderr, "run %d: serve %.3f s, mmap peer %.3f s, O_DIRECT %.3f s, buffered %.3f s\n",
 		i, r->serve[i], r->peer[i], r->odirect[i], r->buffered[i]);
 	return r->serve[i] < 0 || r->peer[i] < 0 || r->odirect[i] < 0 ? -EIO : 0;
@@ -226,11 +227,12 @@ int bench_serve(int argc, char **argv)
 		{ "workers", required_argument, NULL, 'w' },
 		{ "repeat", required_argument, NULL, 'r' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "hugepages", required_argument, NULL, 'H' },
 		{ 0 },
 	};
 	struct result r = { 0 };
 	struct files f = { 0 };
-	const char *path = NULL;
+	const char *path = NULL, *pages = NULL;
 	int n = 4, repeat = 3, json = 0, c;
 
 	optind = 1;
@@ -239,17 +241,18 @@ int bench_serve(int argc, char **argv)
 		else if (c == 'w') n = (int)cliarg_long("wsrv-bench serve", "--workers", optarg, 1, MAX_WORKERS);
 		else if (c == 'r') repeat = (int)cliarg_long("wsrv-bench serve", "--repeat", optarg, 1, MAX_REPEAT);
 		else if (c == 'j') json = 1;
+		else if (c == 'H') pages = optarg;
 		else return 2;
 	}
 	if (!path || optind != argc) {
-		fprintf(stderr, "usage: wsrv-bench serve --model DIR [--workers 1..%d] [--repeat 1..%d] [--json]\n",
+		fprintf(stderr, "usage: wsrv-bench serve --model DIR [--workers 1..%d] [--repeat 1..%d] [--hugepages on|off|auto] [--json]\n",
 			MAX_WORKERS, MAX_REPEAT);
 		return 2;
 	}
 	if (model_files(path, NULL, &f) < 0)
 		return 1;
 	for (int i = 0; i < repeat; i++)
-		if (one_round(path, &f, n, &r, i) < 0) {
+		if (one_round(path, pages, &f, n, &r, i) < 0) {
 			files_free(&f);
 			return 1;
 		}

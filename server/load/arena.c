@@ -14,7 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "arena_folio.h"
 #include "fullio.h"
+#include "hugemap.h"
 
 #define HUGE_2M (2u << 20)
 #define ARENA_POPULATE_CHUNK (64u << 20)
@@ -71,6 +73,7 @@ static int choose_pages(struct arena *a, const struct arena_opts *o, struct erri
 {
 	long freep = arena_free_huge_pages();
 	uint64_t need = 0;
+	char why[96];
 
 	for (uint32_t i = 0; i < a->nseg; i++)
 		need += round_up(a->seg[i].size ? a->seg[i].size : 1, HUGE_2M) / HUGE_2M;
@@ -90,11 +93,14 @@ static int choose_pages(struct arena *a, const struct arena_opts *o, struct erri
 		return err_set(e, -ENOMEM,
 			       "--hugepages on: the arena needs %" PRIu64 " 2 MiB huge pages but %ld are to be had; reserve more (echo N > /proc/sys/vm/nr_hugepages) or allow surplus ones (echo N > /proc/sys/vm/nr_overcommit_hugepages)",
 			       need, freep < 0 ? 0 : freep);
+	/* With folios, arena_folio_note replaces this once a chunk is made. */
+	if ((a->folios = arena_folio_possible(why, sizeof(why))))
+		snprintf(why, sizeof(why), "no whole 2 MiB chunk made a folio");
 	snprintf(a->hugepage_note, sizeof(a->hugepage_note),
-		 "4 KiB pages (auto: %" PRIu64 " 2 MiB huge pages needed, %ld to be had; for 2 MiB pages "
+		 "4 KiB pages (auto: %s; %" PRIu64 " 2 MiB huge pages needed, %ld to be had; for 2 MiB pages "
 		 "allow %" PRIu64 " more: sysctl vm.nr_overcommit_hugepages or vm.nr_hugepages, then "
 		 "restart; docs/operations.md, Huge pages)",
-		 need, freep < 0 ? 0 : freep, need - (uint64_t)(freep < 0 ? 0 : freep));
+		 why, need, freep < 0 ? 0 : freep, need - (uint64_t)(freep < 0 ? 0 : freep));
 	return 0;
 }
 
@@ -172,8 +178,15 @@ int arena_populate_range(struct arena *a, uint32_t seg, uint64_t off, uint64_t l
 	struct arena_seg *s = &a->seg[seg];
 	uint64_t end = off + len > s->size ? s->size : off + len;
 
-	if (a->fill_by_write)
+	if (a->fill_by_write) {
+		/* 2 MiB folios ahead of the loader's writes (arena_folio.h). */
+		for (; s->folio_tried && off < end; off += ARENA_POPULATE_CHUNK) {
+			arena_folio_prepare(a, seg, off, end - off < ARENA_POPULATE_CHUNK ? end - off : ARENA_POPULATE_CHUNK);
+			if (__atomic_load_n(&a->stop_populate, __ATOMIC_RELAXED))
+				return -ECANCELED;
+		}
 		return 0;
+	}
 	off -= off % a->page_size;
 	for (; off < end; off += ARENA_POPULATE_CHUNK) {
 		size_t n = end - off < ARENA_POPULATE_CHUNK ? end - off : ARENA_POPULATE_CHUNK;
@@ -208,6 +221,8 @@ int arena_write(struct arena *a, uint32_t seg, uint64_t off, const void *src,
 		memcpy(s->rw + off, src, len);
 		return 0;
 	}
+	if (s->folio_tried)
+		arena_folio_prepare(a, seg, off, len);
 	if ((r = pwrite_full(s->fd, src, len, off)) < 0)
 		return err_set(e, r, "cannot write %zu bytes into shared memory: %s", len,
 			       r == -ENOSPC ? "no progress" : strerror(-r));
@@ -235,7 +250,7 @@ int arena_read(struct arena *a, uint32_t seg, uint64_t off, void *dst, size_t le
 static int map_for_write(struct arena *a, struct arena_seg *s, const char *label,
 			 struct errinfo *e)
 {
-	void *p = mmap(NULL, s->size, PROT_READ, MAP_SHARED, s->fd, 0);
+	void *p = hugemap_shared(s->fd, s->size, PROT_READ);
 
 	if (p == MAP_FAILED)
 		return err_set(e, -errno, "%s: cannot map %zu bytes: %s", label, s->size,
@@ -248,7 +263,7 @@ static int map_for_write(struct arena *a, struct arena_seg *s, const char *label
 
 static int map_for_copy(struct arena_seg *s, const char *label, struct errinfo *e)
 {
-	void *p = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+	void *p = hugemap_shared(s->fd, s->size, PROT_READ | PROT_WRITE);
 
 	if (p == MAP_FAILED)
 		return err_set(e, -errno, "%s: cannot map %zu bytes: %s", label, s->size,
@@ -309,6 +324,8 @@ int arena_create(const char *name, uint32_t nseg, const uint64_t *sizes,
 		a->seg[i].size = round_up(sizes[i] ? sizes[i] : 1, a->page_size);
 		r = create_seg(a, name, i, o, e);
 	}
+	if (r == 0 && a->folios && arena_folio_init(a) < 0)
+		r = err_set(e, -ENOMEM, "out of memory");
 	if (r < 0) {
 		arena_free(a);
 		return r;
@@ -373,11 +390,14 @@ int arena_fill_map(struct arena *a, uint32_t seg, uint8_t **out, struct errinfo 
 	if (!s->fill && s->rw) {
 		s->fill = s->rw;
 	} else if (!s->fill) {
-		p = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+		p = hugemap_shared(s->fd, s->size, PROT_READ | PROT_WRITE);
 		if (p == MAP_FAILED)
 			return err_set(e, -errno, "cannot map segment %u for filling: %s", seg,
 				       strerror(errno));
 		s->fill = p;
+		/* Filled in place, at any offset: every chunk first. */
+		if (s->folio_tried)
+			arena_folio_prepare(a, seg, 0, s->size);
 	}
 	*out = s->fill;
 	return 0;
@@ -391,6 +411,8 @@ int arena_seal(struct arena *a, struct errinfo *e)
 			return r;
 	}
 	a->sealed = true;
+	arena_folio_note(a);
+	arena_folio_free(a);
 	return 0;
 }
 
@@ -448,7 +470,7 @@ int arena_adopt(uint32_t nseg, const int *fds, const uint64_t *sizes, uint64_t p
 		void *p;
 		if ((r = check_adopted(fds[i], sizes[i], &size, e)) < 0)
 			break;
-		p = mmap(NULL, size, PROT_READ, MAP_SHARED, fds[i], 0);
+		p = hugemap_shared(fds[i], size, PROT_READ);
 		if (p == MAP_FAILED) {
 			r = err_set(e, -errno, "cannot map an adopted segment: %s", strerror(errno));
 			break;
@@ -515,6 +537,7 @@ void arena_free(struct arena *a)
 		if (s->fd >= 0)
 			close(s->fd);
 	}
+	arena_folio_free(a);
 	free(a->seg);
 	free(a);
 }

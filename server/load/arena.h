@@ -10,6 +10,8 @@
  *   page fault: one touch per page. arena_seal maps the pages in (and so
  *   locks them: the mapping is mlock2(MLOCK_ONFAULT)ed at creation, which
  *   checks RLIMIT_MEMLOCK before any byte is read).
+ *   Without a huge-page pool, each 2 MiB chunk is made one folio first
+ *   where the kernel allows (arena_folio.h), so that readers map it whole.
  * - by mapping (hugetlb, which has no write()): arena_populate allocates,
  *   maps and locks every page, on another thread while the loader copies
  *   into the mapping (arena_write is memcpy); arena_seal makes the mapping
@@ -49,6 +51,8 @@ struct arena_seg {
 	const uint8_t *ro;             /* read-only mapping once sealed */
 	uint8_t *fill;                 /* arena_fill_map's writable mapping, until sealed */
 	bool sealed;                   /* arena_seal_segment (or arena_seal) done */
+	uint8_t *folio_tried;          /* per whole 2 MiB chunk (arena_folio.h), owned */
+	uint64_t nchunks;
 };
 
 struct arena {
@@ -57,6 +61,9 @@ struct arena {
 	size_t page_size;              /* 4096 or the huge page size */
 	bool hugetlb;
 	bool fill_by_write;            /* arena_write is pwrite, see above */
+	bool folios;                   /* atomic: 2 MiB folios by MADV_COLLAPSE (arena_folio.h) */
+	uint64_t folios_made;          /* atomic: chunks collapsed */
+	uint64_t folios_failed;        /* atomic: chunks left in 4 KiB pages */
 	bool locked;
 	bool sealed;
 	bool stop_populate;            /* set (atomically) to stop arena_populate early */

@@ -45,7 +45,9 @@ _Static_assert(sizeof(load_long_options) / sizeof(load_long_options[0]) == LOAD_
 const char load_options_help[] =
 	"  --numa auto|interleave    arena placement (auto: hwloc decides)\n"
 	"  --numa-node N             bind the arena to NUMA node N\n"
-	"  --hugepages auto|on|off   2 MiB huge pages (auto: when enough are free)\n"
+	"  --hugepages auto|on|off   2 MiB pages (auto: hugetlb when enough are free, else\n"
+	"                            2 MiB folios by MADV_COLLAPSE where the kernel allows;\n"
+	"                            on: hugetlb only; off: 4 KiB pages)\n"
 	"  --lock auto|on|off        mlock the arena (auto: when the machine has swap)\n"
 	"  --no-lock                 the same as --lock off\n"
 	"  --queue-depth N           reads in flight (default 64)\n"

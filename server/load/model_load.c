@@ -75,9 +75,9 @@ static int fill_arena(struct loaded_model *lm, const struct load_opts *o,
 		return o->fill(o->fill_arg, lm, o, e);
 	/* Filled by write, the arena needs no populating at all; serving
 	 * while loading, it was populated before. */
-	if (!lm->arena->fill_by_write && lm->ready.fd < 0)
+	if ((!lm->arena->fill_by_write || lm->arena->folios) && lm->ready.fd < 0)
 		threaded = pthread_create(&th, NULL, populate_main, &job) == 0;
-	if (!threaded)
+	if (!threaded && !lm->arena->fill_by_write)
 		populate_main(&job);
 	r = loader_run(lm->model, lm->arena, &o->loader, &lm->stats, e);
 	if (r < 0)

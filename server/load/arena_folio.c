@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+/* arena_folio.c - 2 MiB folios by MADV_COLLAPSE (arena_folio.h). */
+#include "arena_folio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "arena.h"
+#include "hugemap.h"
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
+#define SHMEM_ENABLED "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
+
+bool arena_folio_possible(char *why, size_t len)
+{
+	char line[128] = "";
+	FILE *f = fopen(SHMEM_ENABLED, "re");
+	bool ok = f && fgets(line, sizeof(line), f);
+
+	if (f)
+		fclose(f);
+	if (!ok)
+		snprintf(why, len, "this kernel has no transparent huge pages (%s)", SHMEM_ENABLED);
+	else if (strstr(line, "[deny]"))
+		snprintf(why, len, "shmem_enabled is deny");
+	return ok && !strstr(line, "[deny]");
+}
+
+int arena_folio_init(struct arena *a)
+{
+	for (uint32_t i = 0; i < a->nseg; i++) {
+		struct arena_seg *s = &a->seg[i];
+		s->nchunks = s->size / HUGEMAP_ALIGN;
+		if (s->nchunks && !(s->folio_tried = calloc(s->nchunks, 1)))
+			return -ENOMEM;
+	}
+	a->folios = true;
+	return 0;
+}
+
+/* One chunk: a page in it, then the collapse. Returns 0 or -errno. */
+static int collapse_chunk(struct arena_seg *s, uint64_t c)
+{
+	off_t off = (off_t)(c * HUGEMAP_ALIGN);
+
+	if (fallocate(s->fd, 0, off, 4096) < 0)
+		return -errno;
+	if (madvise((void *)(s->ro + off), HUGEMAP_ALIGN, MADV_COLLAPSE) < 0)
+		return -errno;
+	return 0;
+}
+
+void arena_folio_prepare(struct arena *a, uint32_t seg, uint64_t off, uint64_t len)
+{
+	struct arena_seg *s = &a->seg[seg];
+	uint64_t c = off / HUGEMAP_ALIGN, end = (off + len + HUGEMAP_ALIGN - 1) / HUGEMAP_ALIGN;
+
+	if (end > s->nchunks)
+		end = s->nchunks;
+	for (; c < end && __atomic_load_n(&a->folios, __ATOMIC_RELAXED); c++) {
+		int r;
+		if (__atomic_exchange_n(&s->folio_tried[c], 1, __ATOMIC_ACQ_REL))
+			continue;
+		r = collapse_chunk(s, c);
+		if (r == 0) {
+			__atomic_fetch_add(&a->folios_made, 1, __ATOMIC_RELAXED);
+			continue;
+		}
+		__atomic_fetch_add(&a->folios_failed, 1, __ATOMIC_RELAXED);
+		/* Refused outright (an old kernel, shmem_enabled deny, an
+		 * unaligned mapping): no other chunk will do better. */
+		if (r == -EINVAL || r == -EPERM || r == -EOPNOTSUPP)
+			__atomic_store_n(&a->folios, false, __ATOMIC_RELAXED);
+	}
+}
+
+void arena_folio_note(struct arena *a)
+{
+	uint64_t made = __atomic_load_n(&a->folios_made, __ATOMIC_RELAXED);
+	uint64_t failed = __atomic_load_n(&a->folios_failed, __ATOMIC_RELAXED);
+
+	if (!a->seg || (!made && !failed))
+		return;
+	snprintf(a->hugepage_note, sizeof(a->hugepage_note),
+		 "2 MiB folios by MADV_COLLAPSE: %" PRIu64 " of %" PRIu64 " chunks%s%s (no huge-page pool; "
+		 "with one, hugetlb pages are used: docs/operations.md, Huge pages)",
+		 made, made + failed, failed ? ", the rest in 4 KiB pages" : "",
+		 __atomic_load_n(&a->folios, __ATOMIC_RELAXED) ? "" : " (the kernel refused the collapse)");
+}
+
+void arena_folio_free(struct arena *a)
+{
+	for (uint32_t i = 0; i < a->nseg; i++) {
+		free(a->seg[i].folio_tried);
+		a->seg[i].folio_tried = NULL;
+	}
+}
