@@ -53,8 +53,11 @@ static int collapse_chunk(struct arena_seg *s, uint64_t c)
 
 	if (fallocate(s->fd, 0, off, 4096) < 0)
 		return -errno;
-	if (madvise((void *)(s->ro + off), HUGEMAP_ALIGN, MADV_COLLAPSE) < 0)
-		return -errno;
+	/* EAGAIN is the kernel's "try again" (a page briefly locked, say by
+	 * a write into the chunk from another thread): once more. */
+	for (int tries = 0; madvise((void *)(s->ro + off), HUGEMAP_ALIGN, MADV_COLLAPSE) < 0; tries++)
+		if (errno != EAGAIN || tries == 1)
+			return -errno;
 	return 0;
 }
 
