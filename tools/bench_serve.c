@@ -154,9 +154,9 @@ static double mmap_peer(const struct files *f, int n)
 }
 
 /* wsrvd and its workers start together, as a deployment would start them. */
-static double serve(const char *path, int n, const char *pages)
+static double serve(const char *path, int n, const char *const *extra)
 {
-	struct bench_server bs = { .extra = { pages ? "--hugepages" : NULL, pages } };
+	struct bench_server bs = { .extra = { extra[0], extra[1], extra[2] } };
 	char spec[4200], sock[sizeof(bs.sock)];
 	const char *specs[1] = { spec };
 	struct crew w = { .done = { -1, -1 } };
@@ -179,7 +179,7 @@ struct result {
 	double serve[MAX_REPEAT], peer[MAX_REPEAT], odirect[MAX_REPEAT], buffered[MAX_REPEAT];
 };
 
-static int one_round(const char *path, const char *pages, const struct files *f, int n,
+static int one_round(const char *path, const char *const *extra, const struct files *f, int n,
 		     struct result *r, int i)
 {
 	drop_cache(f);
@@ -189,7 +189,7 @@ static int one_round(const char *path, const char *pages, const struct files *f,
 	drop_cache(f);
 	r->peer[i] = mmap_peer(f, n);
 	drop_cache(f);
-	r->serve[i] = serve(path, n, pages);
+	r->serve[i] = serve(path, n, extra);
 	fprintf(stderr, "run %d: serve %.3f s, mmap peer %.3f s, O_DIRECT %.3f s, buffered %.3f s\n",
 		i, r->serve[i], r->peer[i], r->odirect[i], r->buffered[i]);
 	return r->serve[i] < 0 || r->peer[i] < 0 || r->odirect[i] < 0 ? -EIO : 0;
@@ -228,11 +228,13 @@ int bench_serve(int argc, char **argv)
 		{ "repeat", required_argument, NULL, 'r' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "hugepages", required_argument, NULL, 'H' },
+		{ "serve-while-loading", no_argument, NULL, 'E' },
 		{ 0 },
 	};
 	struct result r = { 0 };
 	struct files f = { 0 };
-	const char *path = NULL, *pages = NULL;
+	const char *path = NULL, *extra[4] = { NULL };
+	int nextra = 0;
 	int n = 4, repeat = 3, json = 0, c;
 
 	optind = 1;
@@ -241,18 +243,22 @@ int bench_serve(int argc, char **argv)
 		else if (c == 'w') n = (int)cliarg_long("wsrv-bench serve", "--workers", optarg, 1, MAX_WORKERS);
 		else if (c == 'r') repeat = (int)cliarg_long("wsrv-bench serve", "--repeat", optarg, 1, MAX_REPEAT);
 		else if (c == 'j') json = 1;
-		else if (c == 'H') pages = optarg;
+		else if (c == 'H' && nextra < 2) {
+			extra[nextra++] = "--hugepages";
+			extra[nextra++] = optarg;
+		} else if (c == 'E' && nextra < 3)
+			extra[nextra++] = "--serve-while-loading";
 		else return 2;
 	}
 	if (!path || optind != argc) {
-		fprintf(stderr, "usage: wsrv-bench serve --model DIR [--workers 1..%d] [--repeat 1..%d] [--hugepages on|off|auto] [--json]\n",
+		fprintf(stderr, "usage: wsrv-bench serve --model DIR [--workers 1..%d] [--repeat 1..%d] [--hugepages on|off|auto] [--serve-while-loading] [--json]\n",
 			MAX_WORKERS, MAX_REPEAT);
 		return 2;
 	}
 	if (model_files(path, NULL, &f) < 0)
 		return 1;
 	for (int i = 0; i < repeat; i++)
-		if (one_round(path, pages, &f, n, &r, i) < 0) {
+		if (one_round(path, extra, &f, n, &r, i) < 0) {
 			files_free(&f);
 			return 1;
 		}

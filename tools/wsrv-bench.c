@@ -16,8 +16,12 @@ static const struct {
 	  "      the loader vs a raw O_DIRECT io_uring read and a buffered read() loop;\n"
 	  "      its CPU per GB; --contend keeps one core busy meanwhile" },
 	{ "serve", bench_serve,
-	  "serve --model DIR [--workers N] [--repeat N] [--json]\n"
+	  "serve --model DIR [--workers N] [--repeat N] [--hugepages MODE] [--serve-while-loading] [--json]\n"
 	  "      wsrvd + N workers touching every page vs N processes mmapping the files" },
+	{ "first-layer", bench_first,
+	  "first-layer --model DIR [--repeat N] [--json]\n"
+	  "      serving while loading: wsrvd's start to a worker holding layer 0, vs\n"
+	  "      50 ms + layer 0's share of a raw O_DIRECT read; the whole model vs a plain start" },
 	{ "touch", bench_touch,
 	  "touch --model DIR [--workers N] [--hugepages on|off|auto] [--json]\n"
 	  "      a worker's first pass over an attached model (time, faults, page tables) vs\n"

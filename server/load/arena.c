@@ -367,6 +367,7 @@ static int seal_seg(struct arena *a, struct arena_seg *s, struct errinfo *e)
 	 * so lock them (MLOCK_ONFAULT). Without the lock nothing needs them. */
 	if (a->fill_by_write && a->locked && (r = map_in(s, e)) < 0)
 		return r;
+	arena_folio_warm(s);
 	if (fcntl(s->fd, F_ADD_SEALS, seals) < 0)
 		return err_set(e, -errno, "cannot seal a segment: %s", strerror(errno));
 	s->sealed = true;

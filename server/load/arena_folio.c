@@ -85,6 +85,16 @@ void arena_folio_prepare(struct arena *a, uint32_t seg, uint64_t off, uint64_t l
 	}
 }
 
+void arena_folio_warm(const struct arena_seg *s)
+{
+	const volatile uint8_t *p = s->ro;
+	uint8_t sum = 0;
+
+	for (uint64_t off = 0; s->folio_tried && p && off < s->nchunks * HUGEMAP_ALIGN; off += 4096)
+		sum += p[off];
+	(void)sum;
+}
+
 void arena_folio_note(struct arena *a)
 {
 	uint64_t made = __atomic_load_n(&a->folios_made, __ATOMIC_RELAXED);

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 struct arena;
+struct arena_seg;
 
 /* Whether this kernel lets MADV_COLLAPSE make shmem folios; if not, why
  * (a sentence into why). */
@@ -35,6 +36,15 @@ int arena_folio_init(struct arena *a);
  * collapsed is counted and keeps small pages; a kernel that refuses the
  * call outright turns folios off for the arena. */
 void arena_folio_prepare(struct arena *a, uint32_t seg, uint64_t off, uint64_t len);
+
+/* Reads one byte of every 4 KiB of the segment's whole chunks through
+ * the server's own (PMD) mapping, once, as it is sealed. On a VM whose
+ * hypervisor shadows the guest's page tables, the first process to touch
+ * a 2 MiB mapping builds the host's entries for it, 4 KiB at a time, and
+ * every later one reuses them: this makes that first process the server,
+ * not the first worker (measured in docs/benchmarks.md). On bare metal it
+ * is a read of one cache line per page. */
+void arena_folio_warm(const struct arena_seg *s);
 
 /* Writes the outcome (chunks made, failed) into a->hugepage_note. */
 void arena_folio_note(struct arena *a);
