@@ -39,15 +39,6 @@ struct first_msg {
 	uint64_t layer0_bytes, total_bytes;
 };
 
-static unsigned touch(const volatile uint8_t *p, uint64_t n)
-{
-	unsigned sum = 0;
-
-	for (uint64_t o = 0; o < n; o += 4096)
-		sum += p[o];
-	return sum;
-}
-
 static int first_worker(const char *sock, int out)
 {
 	struct wsrv_connect_opts co = { .struct_size = sizeof(co), .timeout_ms = 60000 };
@@ -62,7 +53,7 @@ static int first_worker(const char *sock, int out)
 		nanosleep(&ms, NULL);
 	if (!c || wsrv_attach(c, "m", &m) < 0 || wsrv_model_layer(m, 0, &l) < 0)
 		return 1;
-	sum = touch(l.data, l.length);
+	sum = touch_pages(l.data, l.length);
 	msg.layer0_at = mono_now();
 	msg.layer0_bytes = l.bytes;
 	if (wsrv_model_wait(m, WSRV_LAYER_ALL, 60000) < 0 ||

@@ -35,16 +35,6 @@
 #define MAX_WORKERS 32
 #define MAX_REPEAT 10
 
-/* Reads one byte of every page of [p, p+n). */
-static unsigned touch(const volatile uint8_t *p, uint64_t n)
-{
-	unsigned sum = 0;
-
-	for (uint64_t o = 0; o < n; o += 4096)
-		sum += p[o];
-	return sum;
-}
-
 /* A wsrv worker: connects as soon as the socket answers, attaches, touches
  * every tensor's pages, says so on `done`, and waits to be killed. */
 static int serve_worker(const char *sock, int done)
@@ -62,7 +52,7 @@ static int serve_worker(const char *sock, int done)
 	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
 		struct wsrv_tensor t = { .struct_size = sizeof(t) };
 		if (wsrv_model_tensor(m, i, &t) == 0)
-			sum += touch(t.data, t.size);
+			sum += touch_pages(t.data, t.size);
 	}
 	if (write(done, &sum, 1) != 1)
 		return 1;
@@ -85,7 +75,7 @@ static int mmap_worker(const struct files *f, int done)
 		close(fd);
 		if (p == MAP_FAILED)
 			return 1;
-		sum += touch(p, (uint64_t)st.st_size);
+		sum += touch_pages(p, (uint64_t)st.st_size);
 	}
 	if (write(done, &sum, 1) != 1)
 		return 1;

@@ -86,8 +86,7 @@ static unsigned walk(const struct regions *r)
 	unsigned sum = 0;
 
 	for (size_t i = 0; i < r->count; i++)
-		for (uint64_t o = 0; o < r->n[i]; o += 4096)
-			sum += r->p[i][o];
+		sum += touch_pages(r->p[i], r->n[i]);
 	return sum;
 }
 

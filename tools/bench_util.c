@@ -169,3 +169,12 @@ void bench_drop_caches(void)
 		fclose(f);
 	}
 }
+
+unsigned touch_pages(const volatile uint8_t *p, uint64_t n)
+{
+	unsigned sum = 0;
+
+	for (uint64_t o = 0; o < n; o += 4096)
+		sum += p[o];
+	return sum;
+}

@@ -39,6 +39,10 @@ void bench_drop_caches(void);
 /* PSS of a process in bytes (smaps_rollup); 0 when unknown. */
 uint64_t pss_bytes(pid_t pid);
 
+/* Reads one byte of every 4 KiB page of [p, p + n): a worker's pass over
+ * weights it maps. Returns their sum, so that the reads are kept. */
+unsigned touch_pages(const volatile uint8_t *p, uint64_t n);
+
 /* The p-th percentile (0..100) of v[0..n), sorting v. */
 double percentile(double *v, size_t n, double p);
 
