@@ -90,7 +90,9 @@ void arena_folio_warm(const struct arena_seg *s)
 	const volatile uint8_t *p = s->ro;
 	uint8_t sum = 0;
 
-	for (uint64_t off = 0; s->folio_tried && p && off < s->nchunks * HUGEMAP_ALIGN; off += 4096)
+	if (!s->folio_tried || !p)
+		return;
+	for (uint64_t off = 0; off < s->nchunks * HUGEMAP_ALIGN; off += 4096)
 		sum += p[off];
 	(void)sum;
 }
