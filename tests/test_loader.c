@@ -217,6 +217,25 @@ static void pool_sized_from_model(void **s)
 	loaded_model_free(lm);
 }
 
+/* Registering the whole pool up front pinned (faulted in) every buffer
+ * before the first read: 0.2-0.4 s for 256 MiB on a VM. Buffers are now
+ * registered at first use, off a stack: a load with 2 reads in flight and
+ * a pool of 8 pins only what it has in use at once. */
+static void buffers_pinned_as_used(void **s)
+{
+	struct load_opts o = opts();
+	struct loaded_model *lm;
+
+	o.loader.queue_depth = 2;
+	o.loader.max_shards = 1;
+	lm = load(F.dir[0], &o);
+	check_bytes(lm);
+	assert_int_equal(lm->stats.pool_bytes, 8 * LOADER_DEFAULT_BLOCK);
+	assert_true(lm->stats.pinned_bytes > 0);
+	assert_true(lm->stats.pinned_bytes <= 3 * LOADER_DEFAULT_BLOCK);
+	loaded_model_free(lm);
+}
+
 /* The AVX2 xxh3 (where the CPU has it) gives libxxhash's value, however the
  * bytes are split between updates. */
 static void streaming_hash_matches_libxxhash(void **s)
@@ -573,6 +592,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(buffered_fallback),
 	cmocka_unit_test(dontcache_reads),
 	cmocka_unit_test(pool_sized_from_model),
+	cmocka_unit_test(buffers_pinned_as_used),
 	cmocka_unit_test(streaming_hash_matches_libxxhash),
 	cmocka_unit_test(read_errors_fail_the_load),
 	cmocka_unit_test(einval_read_falls_back),

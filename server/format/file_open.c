@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -48,4 +50,44 @@ int file_open_regular(const char *path, int flags, struct stat *out, struct erri
 	if (out)
 		*out = st;
 	return fd;
+}
+
+int file_read_all(const char *path, size_t max, char **out, size_t *len, struct errinfo *e)
+{
+	struct stat st;
+	size_t got = 0;
+	char *buf;
+	int fd = file_open_regular(path, O_RDONLY, &st, e), r = 0;
+
+	if (fd < 0)
+		return fd;
+	if ((uint64_t)st.st_size > max) {
+		close(fd);
+		return err_set(e, -EFBIG, "%s: %lld bytes, more than the %zu allowed", path,
+			       (long long)st.st_size, max);
+	}
+	if (!(buf = malloc((size_t)st.st_size + 1))) {
+		close(fd);
+		return err_set(e, -ENOMEM, "%s: out of memory", path);
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t n = pread(fd, buf + got, (size_t)st.st_size - got, (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) { /* 0: the file shrank under us */
+			r = err_set(e, n < 0 ? -errno : -EIO, "%s: cannot read: %s", path,
+				    n < 0 ? strerror(errno) : "it shrank while read");
+			break;
+		}
+		got += (size_t)n;
+	}
+	close(fd);
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	buf[got] = 0;
+	*out = buf;
+	*len = got;
+	return 0;
 }

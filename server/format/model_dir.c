@@ -182,16 +182,23 @@ static int open_shards(struct model *m, const char *dir, const char *ipath,
 	return 0;
 }
 
+/* An index of DeepSeek-V3's size is about 9 MB; config.json far less. */
+#define JSON_FILE_MAX (256u << 20)
+
+/* One read of the whole file, then the parse: jansson's json_loadfd reads
+ * a byte per system call. */
 static int load_json_file(const char *path, json_t **out, struct errinfo *e)
 {
 	json_error_t jerr;
+	size_t len;
+	char *buf;
 	json_t *j;
-	int fd = file_open_regular(path, O_RDONLY, NULL, e);
+	int r = file_read_all(path, JSON_FILE_MAX, &buf, &len, e);
 
-	if (fd < 0)
-		return fd;
-	j = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
-	close(fd);
+	if (r < 0)
+		return r;
+	j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	free(buf);
 	if (!j)
 		return err_set(e, -EINVAL, "%s: not valid JSON: %s (line %d)", path,
 			       jerr.text, jerr.line);

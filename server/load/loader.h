@@ -59,6 +59,7 @@ struct loader_stats {
 	double copy_seconds;    /* of which copying into the arena */
 	unsigned buffered_files;/* files read through the page cache */
 	uint64_t pool_bytes;    /* read buffers allocated */
+	uint64_t pinned_bytes;  /* of which registered with io_uring (pinned) */
 };
 
 /* Where a tensor of this layer comes in layer order (loader_opts.

@@ -116,7 +116,8 @@ json_t *report_loaded_json(const struct loaded_model *lm)
 		"locked", a->locked, "lock", a->lock_note,
 		"sealed", a->sealed, "load_seconds", lm->total_seconds, "load_gbps", gbps(lm),
 		"phases", phases, "buffered_files", (json_int_t)lm->stats.buffered_files,
-		"read_pool_bytes", (json_int_t)lm->stats.pool_bytes, "checksum", xxh3_stream_impl(),
+		"read_pool_bytes", (json_int_t)lm->stats.pool_bytes,
+		"read_pinned_bytes", (json_int_t)lm->stats.pinned_bytes, "checksum", xxh3_stream_impl(),
 		"disk_bytes", (json_int_t)lm->disk_bytes, "sources", sources_json(lm));
 
 	if (o && m->held)
