@@ -77,6 +77,50 @@ static void index_consistent(void **s)
 	free(d);
 }
 
+/* read() calls this process has made (/proc/self/io's syscr). */
+static unsigned long long reads_so_far(void)
+{
+	unsigned long long v = 0;
+	char line[128];
+	FILE *f = fopen("/proc/self/io", "re");
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "syscr: %llu", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+/* jansson's json_loadfd reads a byte per system call: a 9 MB index took
+ * 9 million reads. The index and config.json are read whole, then parsed. */
+static void index_read_whole(void **s)
+{
+	char *d = two_shards("idx-reads");
+	char pad[200];
+	FILE *f = fopen(pjoin(d, "model.safetensors.index.json"), "we");
+	unsigned long long before;
+	struct model *m;
+	struct errinfo e;
+
+	assert_non_null(f);
+	memset(pad, ' ', sizeof(pad) - 1);
+	pad[sizeof(pad) - 1] = 0;
+	fprintf(f, "{\"metadata\":{");
+	for (int i = 0; i < 500; i++) /* 100 KiB of metadata */
+		fprintf(f, "%s\"k%d\":\"%s\"", i ? "," : "", i, pad);
+	fprintf(f, "},\"weight_map\":{\"x\":\"a.safetensors\",\"y\":\"a.safetensors\",\"z\":\"b.safetensors\"}}");
+	fclose(f);
+	before = reads_so_far();
+	if (model_open("m", d, NULL, &m, &e) < 0)
+		fail_msg("%s", e.msg);
+	assert_true(reads_so_far() - before < 100);
+	assert_int_equal(m->ntensors, 3);
+	model_free(m);
+	rm_rf(d);
+	free(d);
+}
+
 static void index_inconsistencies(void **s)
 {
 	char *d = two_shards("idx-bad");
@@ -246,6 +290,7 @@ static void layout_segments(void **s)
 
 FIXTURE_MAIN(F,
 	cmocka_unit_test(index_consistent),
+	cmocka_unit_test(index_read_whole),
 	cmocka_unit_test(index_inconsistencies),
 	cmocka_unit_test(bad_directories),
 	cmocka_unit_test(layer_names),
