@@ -67,8 +67,19 @@ int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__A
 /* Waits until segment seg is ready and mapped; -EIO (naming the tensor)
  * when the load failed. A no-op once the whole model is mapped. */
 int cl_need_segment(struct wsrv_model *m, uint32_t seg);
+/* Whether segment seg is mapped here, without waiting: 1 yes (mapping it
+ * first when the server says it is ready), 0 not yet, or -EIO (naming the
+ * tensor) when the load failed. */
+int cl_segment_ready(struct wsrv_model *m, uint32_t seg);
+/* Whether segment seg is mapped here now (always, once the model is). */
+bool cl_segment_mapped(struct wsrv_model *m, uint32_t seg);
 /* wsrv_model_layer without waiting for the layer's bytes. */
 int cl_layer_nowait(const struct wsrv_model *m, int32_t index, struct wsrv_layer *out);
+/* wsrv_model_tensor and wsrv_model_layer_at for i in range, without
+ * waiting: data points at the reserved range until the segment arrives,
+ * and must not be read before cl_need_segment or cl_segment_ready says so. */
+void cl_tensor_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_tensor *out);
+void cl_layer_at_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_layer *out);
 /* Frees what cl_ready_setup made (the segments' mappings are the
  * caller's). */
 void cl_ready_free(struct wsrv_model *m);

@@ -253,7 +253,7 @@ int cl_call_fd(struct wsrv_client *c, Wsrv__Request *req, int send_fd, Wsrv__Res
 int cl_query(struct wsrv_client *c, Wsrv__Request *q, int want, Wsrv__Response **out,
 	     const char *what)
 {
-	Wsrv__Response *r;
+	Wsrv__Response *r = NULL;
 	int fds[1], n, ret = cl_call(c, q, &r, fds, 0, &n);
 
 	if (ret < 0)

@@ -201,6 +201,28 @@ int cl_layer_nowait(const struct wsrv_model *m, int32_t index, struct wsrv_layer
 	return cl_err(-ENOENT, "model %s has no layer %d", m->name, index);
 }
 
+WSRV_EXPORT int wsrv_model_layer_info(const struct wsrv_model *m, size_t i, struct wsrv_layer *out)
+{
+	CL_NEED(m);
+	CL_NEED(out);
+	if (i >= m->v.h->nlayers)
+		return cl_err(-ERANGE, "layer group %zu: the model has %u", i, m->v.h->nlayers);
+	fill_layer(m, (uint32_t)i, out);
+	if (!cl_segment_mapped((struct wsrv_model *)m, m->v.layers[i].segment))
+		out->data = NULL;
+	return 0;
+}
+
+void cl_tensor_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_tensor *out)
+{
+	fill_tensor(m, i, out);
+}
+
+void cl_layer_at_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_layer *out)
+{
+	fill_layer(m, i, out);
+}
+
 WSRV_EXPORT int wsrv_model_layer(const struct wsrv_model *m, int32_t index, struct wsrv_layer *out)
 {
 	int r;

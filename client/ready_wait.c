@@ -237,6 +237,32 @@ int cl_need_segment(struct wsrv_model *m, uint32_t seg)
 	return need(m, seg, -1);
 }
 
+bool cl_segment_mapped(struct wsrv_model *m, uint32_t seg)
+{
+	return !__atomic_load_n(&m->loading, __ATOMIC_ACQUIRE) || (seg < m->nseg && seg_mapped(m, seg));
+}
+
+int cl_segment_ready(struct wsrv_model *m, uint32_t seg)
+{
+	uint32_t v;
+	int r;
+
+	if (!__atomic_load_n(&m->loading, __ATOMIC_ACQUIRE))
+		return 1;
+	if (seg >= m->nseg)
+		return cl_err(-EINVAL, "no segment %u", seg);
+	if (seg_mapped(m, seg))
+		return 1;
+	v = load_word(&m->rv.segments[seg]);
+	if (v == RD_FAILED)
+		return failed(m);
+	if (v != RD_READY)
+		return 0;
+	if ((r = map_ready(m)) < 0)
+		return r;
+	return seg_mapped(m, seg) ? 1 : 0;
+}
+
 static int wait_all(struct wsrv_model *m, int timeout_ms)
 {
 	double t0 = mono_now();

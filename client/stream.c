@@ -135,7 +135,7 @@ static int stream_load_layer(struct wsrv_stream *s, int pos, int k)
 		const struct tp_view *v = &s->views[l->streamed[i]];
 		double *timing = i == 0 ? c->t_first : i + 1 == n ? c->t_last : NULL;
 		struct wsrv_tensor t;
-		wsrv_model_tensor(s->m, l->streamed[i], &t);
+		cl_tensor_nowait(s->m, l->streamed[i], &t);
 		if (l->contiguous)
 			f = s->d->ops->copy(s->d, sl->mem, t.data, l->slot_bytes, timing);
 		else
@@ -201,7 +201,10 @@ void stream_prefetch(struct wsrv_stream *s, int from)
 		int pos = (int)s->seq[((uint32_t)from + k) % s->nseq], f;
 		if (s->layers[pos].slot >= 0)
 			continue;
-		if ((f = free_slot(s)) < 0 || stream_load_layer(s, pos, f) < 0)
+		/* A layer not loaded yet stops the prefetch (the server loads in
+		 * layer order): its acquire waits for it. */
+		if ((f = free_slot(s)) < 0 || stream_need_layer(s, pos, false) != 1 ||
+		    stream_load_layer(s, pos, f) < 0)
 			break;
 	}
 }
@@ -254,6 +257,8 @@ WSRV_EXPORT int wsrv_stream_acquire(struct wsrv_stream *s, int32_t index)
 	if (l->slot >= 0 && s->slots[l->slot].acquired)
 		return cl_err(-EBUSY, "layer %d is already acquired", index);
 	if (l->slot < 0) {
+		if ((r = stream_need_layer(s, pos, true)) < 0)
+			return cl_wrap(r, "layer %d: its bytes", index);
 		k = free_slot(s);
 		if (k < 0 && (k = evict(s, pos)) < 0)
 			return k;
@@ -307,7 +312,7 @@ static int dev_addr(struct wsrv_stream *s, uint32_t i, void **dev)
 		*dev = (uint8_t *)s->resident + s->res_off[i];
 		return 0;
 	}
-	wsrv_model_tensor(s->m, i, &t);
+	cl_tensor_nowait(s->m, (uint32_t)i, &t);
 	if (s->where[i] == WHERE_ABSENT)
 		return cl_err(-ENOENT, "tensor %s is not in rank %d's view", t.name, s->rank);
 	pos = find_pos(s, t.layer);

@@ -51,6 +51,8 @@ struct gate_rec {
 /* A host range the stream page-locked through its device. */
 struct src_range {
 	uintptr_t a, b;
+	uint32_t seg;               /* the segment it lies in */
+	bool locked;                /* registered with the device */
 };
 
 struct trace_ev {
@@ -96,8 +98,10 @@ struct wsrv_stream {
 	uint64_t rec_head, rec_tail;    /* next free, oldest not taken */
 	struct gate_rec gates[STREAM_RECS];
 	uint64_t gate_head, gate_tail;
-	struct src_range *srcs;     /* registered with the device, unregistered at close */
+	struct src_range *srcs;     /* registered with the device as their
+	                             * segments arrive, unregistered at close */
 	size_t nsrcs;
+	bool *seg_here;             /* per segment: mapped, its sources ready */
 	double opened, acquire_t0;
 	struct wsrv_stream_stats st;
 	struct trace_ev *trace;
@@ -120,10 +124,19 @@ int stream_trace_write(const struct wsrv_stream *s, const char *path);
  * the trace; all: waits for every one. */
 void stream_harvest(struct wsrv_stream *s, bool all);
 
-/* Page-locks what the stream copies (its sources, merged) through its
- * device, timed into the stats; stream_unregister undoes it. */
+/* Finds what the stream copies (its sources, merged within each segment)
+ * and page-locks, through its device, those in segments already mapped;
+ * the rest as their segments arrive (stream_need_*). Timed into the stats;
+ * stream_unregister undoes it. */
 int stream_register(struct wsrv_stream *s);
 void stream_unregister(struct wsrv_stream *s);
+/* Whether the bytes of tensor i (of each streamed tensor of layer pos)
+ * are here to copy, on a model the server may still be loading: 1 yes
+ * (their segment mapped and its sources page-locked), 0 not yet (only
+ * when !wait), or a negative errno (-EIO naming the tensor when the load
+ * failed). wait: blocks until they are. */
+int stream_need_tensor(struct wsrv_stream *s, uint32_t i, bool wait);
+int stream_need_layer(struct wsrv_stream *s, int pos, bool wait);
 
 /* Asks the server for the resident tensors' shared region (when wanted and
  * the device can share): maps it as a reader, or becomes its writer (the

@@ -22,7 +22,7 @@ static void layout_one(struct wsrv_stream *s, struct st_layer *sl, const struct 
 			 sl->streamed[sl->nstreamed - 1] - sl->streamed[0] + 1 == sl->nstreamed;
 	for (uint32_t i = 0; sl->contiguous && i < sl->nstreamed; i++) {
 		struct wsrv_tensor t;
-		wsrv_model_tensor(s->m, sl->streamed[i], &t);
+		cl_tensor_nowait(s->m, sl->streamed[i], &t);
 		sl->contiguous = s->views[sl->streamed[i]].bytes == t.size && s->views[sl->streamed[i]].height == 1;
 	}
 	sl->slot_bytes = 0;
@@ -30,14 +30,14 @@ static void layout_one(struct wsrv_stream *s, struct st_layer *sl, const struct 
 		return;
 	if (sl->contiguous) {
 		struct wsrv_tensor a, b;
-		wsrv_model_tensor(s->m, sl->streamed[0], &a);
-		wsrv_model_tensor(s->m, sl->streamed[sl->nstreamed - 1], &b);
+		cl_tensor_nowait(s->m, sl->streamed[0], &a);
+		cl_tensor_nowait(s->m, sl->streamed[sl->nstreamed - 1], &b);
 		sl->seg = a.segment;
 		sl->span_off = a.offset;
 		sl->slot_bytes = b.offset + b.size - a.offset;
 		for (uint32_t i = 0; i < sl->nstreamed; i++) {
 			struct wsrv_tensor t;
-			wsrv_model_tensor(s->m, sl->streamed[i], &t);
+			cl_tensor_nowait(s->m, sl->streamed[i], &t);
 			sl->slot_off[i] = t.offset - a.offset;
 		}
 		return;
@@ -56,7 +56,7 @@ uint64_t stream_layout(struct wsrv_stream *s)
 
 	for (uint32_t i = 0; i < s->nlayers; i++) {
 		struct wsrv_layer l;
-		wsrv_model_layer_at(s->m, i, &l);
+		cl_layer_at_nowait(s->m, i, &l);
 		layout_one(s, &s->layers[i], &l);
 		if (s->layers[i].slot_bytes > max)
 			max = s->layers[i].slot_bytes;

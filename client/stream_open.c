@@ -19,7 +19,7 @@ static int alloc_layers(struct wsrv_stream *s)
 		return cl_err(-ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < s->nlayers; i++) {
 		struct wsrv_layer l;
-		wsrv_model_layer_at(s->m, i, &l);
+		cl_layer_at_nowait(s->m, i, &l);
 		s->layers[i].index = l.index;
 		s->layers[i].slot = -1;
 		s->layers[i].streamed = calloc(l.count + 1, sizeof(uint32_t));
@@ -50,20 +50,27 @@ int stream_upload_into(struct wsrv_stream *s, uint8_t *base)
 	int64_t f = 0, last = 0;
 	int r = 0;
 
-	for (size_t i = 0; i < n && f >= 0; i++) {
+	for (size_t i = 0; i < n && f >= 0 && r == 0; i++) {
 		const struct tp_view *v = &s->views[i];
 		struct wsrv_tensor t;
-		wsrv_model_tensor(s->m, i, &t);
-		if (s->where[i] == WHERE_RESIDENT && v->bytes)
-			f = s->d->ops->copy2d(s->d, base + s->res_off[i],
-					      (const uint8_t *)t.data + v->src_off, v->width, v->height,
-					      v->pitch, NULL);
+		cl_tensor_nowait(s->m, (uint32_t)i, &t);
+		if (s->where[i] != WHERE_RESIDENT || !v->bytes)
+			continue;
+		/* Still loading: each waits for its bytes, in arena order. */
+		if ((r = stream_need_tensor(s, (uint32_t)i, true)) < 0)
+			break;
+		r = 0;
+		f = s->d->ops->copy2d(s->d, base + s->res_off[i], (const uint8_t *)t.data + v->src_off,
+				      v->width, v->height, v->pitch, NULL);
 		if (f > 0)
 			last = f;
 	}
 	/* Waited for even after a failure: the memory is freed next. */
-	if (last > 0 && (r = s->d->ops->wait(s->d, last)) < 0)
-		r = cl_wrap(r, "the upload of the resident tensors failed");
+	if (last > 0) {
+		int w = s->d->ops->wait(s->d, last);
+		if (w < 0 && r == 0)
+			r = cl_wrap(w, "the upload of the resident tensors failed");
+	}
 	if (f < 0)
 		r = cl_wrap((int)f, "the upload of the resident tensors could not be queued");
 	return r;
@@ -94,30 +101,6 @@ static int upload_resident(struct wsrv_stream *s)
 	return stream_upload_into(s, s->resident);
 }
 
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22
-#endif
-
-/* Maps the shared pages the stream will copy from into this process now,
- * once, instead of faulting them in during the first pass (the cuda
- * backend's cudaHostRegister does the same walk). Best effort. */
-static void populate_sources(struct wsrv_stream *s)
-{
-	long pg = sysconf(_SC_PAGESIZE);
-
-	for (uint32_t i = 0; i < s->nlayers; i++) {
-		const struct st_layer *l = &s->layers[i];
-		struct wsrv_layer wl;
-		uintptr_t a, b;
-		if (!l->nstreamed)
-			continue;
-		wsrv_model_layer_at(s->m, i, &wl);
-		a = (uintptr_t)wl.data & ~(uintptr_t)(pg - 1);
-		b = ((uintptr_t)wl.data + wl.length + (uintptr_t)pg - 1) & ~(uintptr_t)(pg - 1);
-		madvise((void *)a, b - a, MADV_POPULATE_READ);
-	}
-}
-
 static int alloc_slots(struct wsrv_stream *s, unsigned n)
 {
 	s->slot_size = stream_layout(s);
@@ -126,8 +109,6 @@ static int alloc_slots(struct wsrv_stream *s, unsigned n)
 			s->seq[s->nseq++] = i;
 		s->st.pass_copy_bytes += s->layers[i].slot_bytes;
 	}
-	if (s->d)
-		populate_sources(s);
 	s->nslots = n;
 	s->st.slots = n;
 	s->st.slot_bytes = s->slot_size;
@@ -168,10 +149,8 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 		return cl_err(-EINVAL, "share %u: WSRV_SHARE_DEFAULT, _OFF or _ON", so.share);
 	if (so.world < 0 || so.rank < 0 || (so.world > 1 && so.rank >= so.world))
 		return cl_err(-EINVAL, "rank %d of world %d: a rank is 0 to world-1", so.rank, so.world);
-	/* A model still loading: the sources are registered at open, so the
-	 * stream waits for all of them. */
-	if ((r = wsrv_model_wait(m, WSRV_LAYER_ALL, -1)) < 0)
-		return r;
+	/* A model still loading: the stream opens at once; its resident
+	 * tensors' upload and each layer's copies wait for their bytes. */
 	n = wsrv_model_tensor_count(m);
 	slots = so.slots ? so.slots : 2;
 	trace = so.trace_path ? so.trace_path : getenv("WSRV_TRACE");

@@ -85,7 +85,7 @@ static long group_series(struct wsrv_stream *s, const uint8_t *automatic, uint32
 		sid[i] = UINT32_MAX;
 		if (!automatic[i])
 			continue;
-		wsrv_model_tensor(s->m, i, &t);
+		cl_tensor_nowait(s->m, (uint32_t)i, &t);
 		series_of(&t, key, sizeof(key));
 		k = json_object_get(index, key);
 		if (!k) {
@@ -162,7 +162,7 @@ int stream_place(struct wsrv_stream *s, const struct wsrv_plan *p, int rank, uns
 	for (size_t i = 0; i < n; i++) {
 		struct wsrv_tensor t;
 		const struct plan_rule *rule;
-		wsrv_model_tensor(s->m, i, &t);
+		cl_tensor_nowait(s->m, (uint32_t)i, &t);
 		rule = plan_match(p, t.name);
 		if (!s->views[i].present) {
 			s->where[i] = WHERE_ABSENT; /* another rank's expert */

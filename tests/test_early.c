@@ -4,7 +4,8 @@
  * client attaches before the load ends and reads layer 0 while later
  * layers still load, every byte it reads is the loaded one, a client that
  * cannot wait is refused with EAGAIN, and a load that fails midway gives
- * every waiter -EIO naming a tensor, and stops the server with status 1. */
+ * every waiter -EIO naming a tensor, and stops the server with status 1.
+ * A stream opened while loading holds layer 0 before the load ends. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "dev_bytes.h"
 #include "fixture.h"
 #include "wsrv.h"
 #include "wsrv.pb-c.h"
@@ -95,7 +97,121 @@ static void attach_while_loading(void **st)
 	rm_rf(ts.dir);
 }
 
-/* 2: a lookup waits by itself; a stream waits for the whole model. */
+/* Every tensor of acquired layer `layer` (and every resident one) has,
+ * at its device address, the bytes whose checksum the server computed. */
+static void check_stream_layer(const struct wsrv_model *m, struct wsrv_stream *s, int32_t layer)
+{
+	struct wsrv_layer l = { .struct_size = sizeof(l) };
+
+	assert_int_equal(wsrv_model_layer(m, layer, &l), 0);
+	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
+		struct wsrv_tensor t;
+		void *d;
+		uint8_t *buf;
+		/* Only these: a lookup of any other would wait for its layer. */
+		if ((i < l.first || i >= l.first + l.count) && wsrv_stream_residency(s, i) != WSRV_RESIDENT)
+			continue;
+		assert_int_equal(wsrv_model_tensor(m, i, &t), 0);
+		if (wsrv_stream_tensor_at(s, i, &d) < 0)
+			fail_msg("%s: %s", t.name, wsrv_last_error());
+		assert_non_null(buf = malloc(t.size + 1));
+		assert_int_equal(dev_read(buf, d, t.size), 0);
+		assert_true(XXH3_64bits(buf, t.size) == t.xxh3);
+		free(buf);
+	}
+}
+
+static struct wsrv_stream *open_stream(struct wsrv_model *m, struct wsrv_device *d, const char *json)
+{
+	struct wsrv_stream_opts o = { .struct_size = sizeof(o), .slots = 2 };
+	struct wsrv_plan *p = NULL;
+	struct wsrv_stream *s = NULL;
+
+	if (json && wsrv_plan_parse(json, strlen(json), &p) < 0)
+		fail_msg("plan: %s", wsrv_last_error());
+	if (wsrv_stream_open(m, d, p, &o, &s) < 0)
+		fail_msg("open: %s", wsrv_last_error());
+	wsrv_plan_free(p);
+	return s;
+}
+
+/* 5: a stream opened while the model loads holds layer 0 before the load
+ * ends, without waiting for the rest; each later acquire waits for its
+ * layer; every byte copied is the loaded one. The resident tensors (the
+ * global group here, loaded right after layer 0) are uploaded at open. */
+static void stream_while_loading(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *a;
+	struct wsrv_model *m;
+	struct wsrv_device *d;
+	struct wsrv_stream *s;
+	uint64_t placed, total;
+
+	assert_int_equal(make_model(F.dir[0], "llama-mini", 24 << 20, 6, 2, 7), 0);
+	assert_int_equal(start_slow(&ts), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &a), 0);
+	assert_int_equal(wsrv_attach(a, "m", &m), 0);
+	assert_int_equal(dev_on_cuda() ? wsrv_device_cuda(NULL, &d) : wsrv_device_host(NULL, &d), 0);
+	s = open_stream(m, d, "{\"residency\": {\"*\": \"resident\", \"layers.*\": \"streamed\"}}");
+	assert_int_equal(wsrv_stream_acquire(s, 0), 0);
+	check_stream_layer(m, s, 0);
+	/* Layer 0 is held, and the last layers are still to come. */
+	assert_int_equal(wsrv_model_progress(m, &placed, &total), 1);
+	assert_true(placed < total);
+	assert_int_equal(wsrv_model_wait(m, 5, 0), -ETIMEDOUT);
+	assert_int_equal(wsrv_stream_release(s, 0), 0);
+	for (int32_t l = 1; l < 6; l++) {
+		if (wsrv_stream_acquire(s, l) < 0)
+			fail_msg("acquire %d: %s", l, wsrv_last_error());
+		check_stream_layer(m, s, l);
+		assert_int_equal(wsrv_stream_release(s, l), 0);
+	}
+	assert_int_equal(wsrv_model_wait(m, WSRV_LAYER_ALL, 30000), 0);
+	assert_int_equal(wsrv_model_progress(m, NULL, NULL), 0);
+	wsrv_stream_close(s);
+	wsrv_device_destroy(d);
+	wsrv_detach(m);
+	wsrv_disconnect(a);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
+/* 6: a load that fails under an open stream: the acquire of a layer not
+ * loaded gets -EIO naming a tensor, never wrong bytes. */
+static void stream_load_fails(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *a;
+	struct wsrv_model *m;
+	struct wsrv_device *d;
+	struct wsrv_stream *s;
+	char shard[512];
+	int r = 0;
+
+	assert_int_equal(make_model(F.dir[0], "llama-mini", 24 << 20, 6, 2, 8), 0);
+	assert_int_equal(start_slow(&ts), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &a), 0);
+	assert_int_equal(wsrv_attach(a, "m", &m), 0);
+	assert_int_equal(wsrv_device_host(NULL, &d), 0);
+	s = open_stream(m, d, "{\"residency\": {\"*\": \"streamed\"}}");
+	snprintf(shard, sizeof(shard), "%s/model-00002-of-00002.safetensors", F.dir[0]);
+	assert_int_equal(truncate(shard, 1 << 20), 0);
+	for (int32_t l = 0; l < 6 && r == 0; l++)
+		if ((r = wsrv_stream_acquire(s, l)) == 0)
+			assert_int_equal(wsrv_stream_release(s, l), 0);
+	assert_int_equal(r, -EIO);
+	if (!strstr(wsrv_last_error(), "failed to load at tensor model."))
+		fail_msg("the error names no tensor: %s", wsrv_last_error());
+	wsrv_stream_close(s);
+	wsrv_device_destroy(d);
+	wsrv_detach(m);
+	wsrv_disconnect(a);
+	assert_int_equal(server_stop(&ts, SIGTERM), 1);
+	rm_rf(ts.dir);
+}
+
+/* 2: a lookup waits by itself. */
 static void lookups_wait(void **st)
 {
 	struct test_server ts = { 0 };
@@ -174,4 +290,6 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(lookups_wait),
 	cmocka_unit_test(old_client_refused),
 	cmocka_unit_test(failed_load_names_tensor),
+	cmocka_unit_test(stream_while_loading),
+	cmocka_unit_test(stream_load_fails),
 )

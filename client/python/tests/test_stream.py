@@ -62,3 +62,33 @@ def test_cuda_stream(server, client):
         for layer in s:
             for name, t in layer.items():
                 assert t.is_cuda and torch.equal(t.cpu(), ref[name]), name
+
+
+def test_stream_while_loading(tmp_path):
+    """Against wsrvd --serve-while-loading with slowed reads: the stream
+    opens at once, layer 0 arrives while later layers still load, and each
+    later layer waits for its own bytes, which are the files'."""
+    from conftest import Server, _mkmodel
+
+    path = _mkmodel(tmp_path / "slow", "llama-mini", "24M", 6)
+    ref = read_model(path)
+    srv = Server(tmp_path, {"slow": path}, extra=("--serve-while-loading", "--read-rate", "8M",
+                                                  "--queue-depth", "1", "--block-size", "256K"))
+    try:
+        with wsrv.connect(srv.sock, name="pytest-early") as c, c.attach("slow") as m:
+            assert m.progress()[2]
+            assert [l.index for l in m.layers()] == [-1, 0, 1, 2, 3, 4, 5]
+            with m.stream("host", plan={"residency": {"*": "resident", "layers.*": "streamed"}}) as s:
+                seen = []
+                for layer in s:
+                    if layer.index == 0:
+                        placed, total, loading = m.progress()
+                        assert loading and placed < total
+                    seen.append(layer.index)
+                    for name, t in layer.items():
+                        assert torch.equal(t, ref[name]), name
+                assert seen == [0, 1, 2, 3, 4, 5]
+            m.wait()
+            assert not m.progress()[2]
+    finally:
+        srv.stop()

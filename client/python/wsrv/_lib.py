@@ -98,6 +98,7 @@ _PROTOS = {
     "wsrv_model_find": (ctypes.c_int, [vptr, cstr, P(TensorInfo)]),
     "wsrv_model_layer_count": (ctypes.c_size_t, [vptr]),
     "wsrv_model_layer_at": (ctypes.c_int, [vptr, ctypes.c_size_t, P(LayerInfo)]),
+    "wsrv_model_layer_info": (ctypes.c_int, [vptr, ctypes.c_size_t, P(LayerInfo)]),
     "wsrv_model_config": (vptr, [vptr, P(ctypes.c_size_t)]),
     "wsrv_model_fp8_block": (ctypes.c_int, [vptr, u64 * 2]),
     "wsrv_model_held": (ctypes.c_int, [vptr, ctypes.POINTER(HeldInfo)]),

@@ -182,11 +182,12 @@ class Model(Mapping):
         return placed.value, total.value, bool(r)
 
     def layers(self):
-        """The layer groups in order: the global group (-1) first."""
+        """The layer groups in order: the global group (-1) first. Their
+        names and sizes only: on a model still loading this does not wait."""
         out = []
         for i in range(lib.wsrv_model_layer_count(self._ptr())):
             li = new(LayerInfo)
-            check(lib.wsrv_model_layer_at(self._ptr(), i, ctypes.byref(li)))
+            check(lib.wsrv_model_layer_info(self._ptr(), i, ctypes.byref(li)))
             out.append(Layer(li, self._names[li.first:li.first + li.count]))
         return out
 
