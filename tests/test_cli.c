@@ -107,6 +107,9 @@ static void load_time_is_whole(json_t *m)
 		    json_real_value(json_object_get(ph, "read_s")));
 	assert_true(json_integer_value(json_object_get(m, "read_pool_bytes")) <=
 		    json_integer_value(json_object_get(m, "tensor_bytes")) + (4 << 20));
+	assert_true(json_is_integer(json_object_get(m, "read_pinned_bytes")));
+	assert_true(json_integer_value(json_object_get(m, "read_pinned_bytes")) <=
+		    json_integer_value(json_object_get(m, "read_pool_bytes")));
 }
 
 static void wsrvd_load_only(void **s)

@@ -104,7 +104,7 @@ json_t *report_loaded_json(const struct loaded_model *lm)
 		"open_parse_s", lm->phases.open_s, "allocate_place_s", lm->phases.arena_s,
 		"read_s", lm->phases.read_s, "checksum_s", lm->stats.hash_seconds,
 		"copy_s", lm->stats.copy_seconds, "seal_s", lm->phases.seal_s);
-	json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:o, s:I, s:s, s:I, s:I, s:b, s:s, s:b, s:f, s:f, s:o, s:I, s:I, s:s, s:I, s:o}",
+	json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:o, s:I, s:s, s:I, s:I, s:b, s:s, s:b, s:f, s:f, s:o, s:I, s:I, s:I, s:s, s:I, s:o}",
 		"name", m->name, "path", m->path,
 		"files", (json_int_t)m->nfiles, "tensors", (json_int_t)m->ntensors,
 		"layers", (json_int_t)numbered_layers(m),
