@@ -75,6 +75,7 @@ WSRV_EXPORT int wsrv_model_list_at(const struct wsrv_model_list *l, size_t i,
 	out->held_first = m->held_first;
 	out->held_last = m->held_last;
 	out->held_world = m->held_world;
+	out->loading = m->loading;
 	out->held_bytes = m->held_world ? m->held_bytes : m->tensor_bytes;
 	return 0;
 }

@@ -281,6 +281,7 @@ const char *fixtures_dir(void)
 #include <sys/wait.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "fdstore_peer.h"
 #include "netlab.h"
 #include "wsrv.h"
@@ -301,8 +302,11 @@ static int spawn_argv(struct test_server *ts, const char *name, const char *mode
 	argv[n++] = "off";
 	argv[n++] = "--model";
 	argv[n++] = spec;
-	for (size_t k = 0; n < 38 && extra && extra[k]; k++)
+	ts->early = false;
+	for (size_t k = 0; n < 38 && extra && extra[k]; k++) {
+		ts->early = ts->early || strcmp(extra[k], "--serve-while-loading") == 0;
 		argv[n++] = extra[k];
+	}
 	argv[n] = NULL;
 	if (!argv[0])
 		return -ENOENT;
@@ -357,14 +361,21 @@ static int spawn(struct test_server *ts, const char *name, const char *model, va
 
 int server_wait_ready(struct test_server *ts, int timeout_s)
 {
-	/* Ready when a client can say hello. */
+	/* Ready when a client can say hello and, unless the test serves while
+	 * loading, every model is loaded. */
 	for (int i = 0; i < timeout_s * 100; i++) {
 		struct wsrv_client *c;
 		struct timespec ts10 = { 0, 10000000 };
 		int st;
+		/* A server with a store pushes to it as it loads: keep taking
+		 * what it sends, or its sd_notify would block on a full queue. */
+		if (ts->store)
+			fdstore_drain_queued(ts->store);
 		if (wsrv_connect(ts->sock, NULL, &c) == 0) {
+			bool loading = !ts->early && bench_models_loading(c);
 			wsrv_disconnect(c);
-			return 0;
+			if (!loading)
+				return 0;
 		}
 		if (waitpid(ts->pid, &st, WNOHANG) == ts->pid)
 			return -ECHILD;

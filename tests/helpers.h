@@ -99,7 +99,7 @@ struct test_server {
 	gid_t gid;
 	/* Playing systemd: its notify socket and the fds it hands to the
 	 * server (tools/fdstore_peer.h), or NULL. */
-	const struct fdstore *store;
+	struct fdstore *store;
 	/* Or left NULL: a network namespace (ip netns) to run it in, extra
 	 * environment (NAME=VALUE, NULL-terminated), and whether
 	 * server_start returns at once (then server_wait_ready). */
@@ -107,6 +107,11 @@ struct test_server {
 	int host;                   /* in netlab: which host's namespace */
 	const char *const *env;
 	int no_wait;
+	/* Set by the helpers when the test's arguments say
+	 * --serve-while-loading: server_wait_ready then does not wait for
+	 * the load (wsrvd serves while loading by default, and the other
+	 * tests start once their models are loaded). */
+	bool early;
 };
 
 /* Starts $WSRVD --socket ... --no-lock --hugepages off --model NAME=PATH

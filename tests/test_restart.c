@@ -73,6 +73,9 @@ static void start_with_store(struct test_server *ts, struct fdstore *s, const ch
 				    : server_start(ts, "m", F.dir[0], extra, NULL), 0);
 	fdstore_drain(s, 10000, true);
 	assert_true(s->ready);
+	/* Serving while loading, READY=1 comes before the load ends and the
+	 * store is filled after it; server_start waited for the load. */
+	fdstore_drain_queued(s);
 }
 
 /* 1: a restart through the store adopts the model: nothing is loaded, the

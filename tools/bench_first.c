@@ -212,7 +212,7 @@ static int early_round(const char *path, const char *pages, int (*worker)(const 
 /* The plain start: wsrvd answering once loaded; -1 on failure. */
 static double plain_round(const char *path, const char *pages)
 {
-	struct bench_server bs = { .extra = { pages ? "--hugepages" : NULL, pages } };
+	struct bench_server bs = { .extra = { "--serve-when-loaded", pages ? "--hugepages" : NULL, pages } };
 	char spec[4200];
 	const char *specs[1] = { spec };
 	double t0 = mono_now(), t = -1;

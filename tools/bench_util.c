@@ -51,6 +51,30 @@ int bench_server_start(struct bench_server *bs, const char *const *specs, size_t
 	return r < 0 ? r : bench_server_launch(bs, specs, n);
 }
 
+static bool early_asked(const struct bench_server *bs)
+{
+	for (size_t i = 0; i < 4 && bs->extra[i]; i++)
+		if (strcmp(bs->extra[i], "--serve-while-loading") == 0)
+			return true;
+	return false;
+}
+
+bool bench_models_loading(struct wsrv_client *c)
+{
+	struct wsrv_model_list *l;
+	bool loading = false;
+
+	if (wsrv_list_models(c, &l) < 0)
+		return false;
+	for (size_t i = 0; i < wsrv_model_list_count(l); i++) {
+		struct wsrv_model_info mi;
+		if (wsrv_model_list_at(l, i, &mi) == 0 && mi.loading)
+			loading = true;
+	}
+	wsrv_model_list_free(l);
+	return loading;
+}
+
 int bench_server_launch(struct bench_server *bs, const char *const *specs, size_t n)
 {
 	const char *argv[80];
@@ -80,8 +104,12 @@ int bench_server_launch(struct bench_server *bs, const char *const *specs, size_
 		struct timespec ts = { 0, 20000000 };
 		int st;
 		if (wsrv_connect(bs->sock, NULL, &c) == 0) {
+			/* wsrvd serves while loading by default: a bench that did not
+			 * ask for that starts once every model is loaded. */
+			bool loading = !early_asked(bs) && bench_models_loading(c);
 			wsrv_disconnect(c);
-			return 0;
+			if (!loading)
+				return 0;
 		}
 		if (waitpid(bs->pid, &st, WNOHANG) == bs->pid)
 			return -ECHILD;

@@ -4,9 +4,12 @@
 #ifndef WSRV_BENCH_UTIL_H
 #define WSRV_BENCH_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+struct wsrv_client;
 
 struct bench_server {
 	pid_t pid;
@@ -14,6 +17,10 @@ struct bench_server {
 	char sock[200];
 	const char *extra[4];       /* more wsrvd arguments, NULL-terminated (or none) */
 };
+
+/* Whether some model c's server serves is still loading (wsrvd serves
+ * while loading by default); an error reads as no. */
+bool bench_models_loading(struct wsrv_client *c);
 
 /* Starts wsrvd (next to this program in the build tree, else $WSRVD, else
  * "wsrvd" on PATH) serving specs[0..n) ("NAME=PATH"), waits until it

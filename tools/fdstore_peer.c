@@ -98,6 +98,14 @@ void fdstore_drain(struct fdstore *s, int ms, bool until_ready)
 	}
 }
 
+void fdstore_drain_queued(struct fdstore *s)
+{
+	struct pollfd p = { s->sock, POLLIN, 0 };
+
+	while (poll(&p, 1, 0) > 0)
+		receive_one(s);
+}
+
 const char *fdstore_names(const struct fdstore *s)
 {
 	static char buf[FDSTORE_MAX * 64];

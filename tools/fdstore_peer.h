@@ -25,6 +25,8 @@ struct fdstore {
 int fdstore_open(struct fdstore *s, const char *dir);
 /* Reads messages for up to ms milliseconds (until READY=1 if asked). */
 void fdstore_drain(struct fdstore *s, int ms, bool until_ready);
+/* Takes every message already queued, without waiting. */
+void fdstore_drain_queued(struct fdstore *s);
 /* Drops (closes) every fd called name. */
 void fdstore_remove(struct fdstore *s, const char *name);
 /* The names colon-joined, as LISTEN_FDNAMES (a static buffer). */

@@ -105,6 +105,8 @@ static void publish_one(struct server *srv, struct early_load *E, size_t i)
 		if (E->rc[i] != -ECANCELED || !srv->stopping) {
 			log_err("model %s: %s", esc(E->lm[i]->model->name), E->e[i].msg);
 			srv->failed = true;
+		} else {
+			log_info("model %s: stopped by a signal while loading", esc(E->lm[i]->model->name));
 		}
 		snprintf(sm->reload, sizeof(sm->reload), "the load failed: %.120s", E->e[i].msg);
 		srv->stop_asked = true;
@@ -142,6 +144,9 @@ void early_stop(struct server *srv)
 		return;
 	__atomic_store_n(&cancel, true, __ATOMIC_RELAXED);
 	pthread_join(E->th, NULL);
+	for (size_t i = E->published; i < E->n; i++)
+		log_info("model %s: stopped %s while loading", esc(E->lm[i]->model->name),
+			 srv->failed ? "(another model failed)" : "by a signal");
 	early_free(E);
 	srv->early = NULL;
 }

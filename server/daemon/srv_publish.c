@@ -91,7 +91,7 @@ static int prepare(struct server *srv, uint32_t mi, struct publish *p, struct er
 	p->nseg = cur->arena->nseg;
 	for (uint32_t i = 0; i < p->nseg; i++)
 		sizes[i] = cur->arena->seg[i].size;
-	r = model_open(cur->model->name, cur->model->path, &srv->load->model, &p->m, e);
+	r = model_open_like(cur->model->name, cur->model->path, &srv->load->model, p->nseg, &p->m, e);
 	if (r == 0)
 		r = model_match_manifest(p->m, cur->manifest_fd, p->nseg, sizes, e);
 	if (r < 0)

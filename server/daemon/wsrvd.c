@@ -46,13 +46,10 @@ struct args {
 	bool verify_adopted;
 	bool take_over;
 	const char *metrics_listen; /* --metrics-listen, or NULL: none */
-	bool serve_early;           /* --serve-while-loading */
+	bool serve_late;            /* --serve-when-loaded */
+	bool serve_early_asked;     /* --serve-while-loading (the default) */
 	struct srv_peers peers;
 };
-
-/* Segments of a model served while it loads: one Attach reply carries the
- * manifest and every segment (WSRV_MAX_FDS), with room to spare. */
-#define EARLY_SEGMENTS 48u
 
 static void usage(FILE *f)
 {
@@ -85,9 +82,11 @@ static void usage(FILE *f)
 		"                            it exits once this one serves\n"
 		"  --verify-adopted          check every checksum of models adopted from a predecessor\n"
 		"                            (systemd's fd store) before serving them\n"
-		"  --serve-while-loading     serve each model from the moment it is laid out:\n"
-		"                            clients attach at once and wait for each layer\n"
-		"                            (read in layer order, a segment per few layers)\n"
+		"  --serve-when-loaded       serve each model only once it is loaded; by default\n"
+		"                            it is served from the moment it is laid out: clients\n"
+		"                            attach at once and wait for each layer (read in layer\n"
+		"                            order, a segment per few layers)\n"
+		"  --serve-while-loading     the default (kept for scripts that name it)\n"
 		"  --load-only               load, report and exit\n"
 		"  --json                    with --load-only: report as JSON on stdout\n"
 		"  --quiet / --verbose       log less / more\n"
@@ -120,7 +119,7 @@ enum { O_MODEL = 1, O_VERIFY_ADOPTED, O_TAKE_OVER, O_LOAD_ONLY, O_JSON, O_QUIET,
        O_MAX_CLIENTS, O_MAX_LEASES, O_MAX_ATTACH, O_MAX_MESSAGE, O_HELLO_TIMEOUT,
        O_MAX_REGIONS, O_MAX_REGION_BYTES, O_MAX_CLIENT_REGIONS, O_MAX_CLIENT_REGION_BYTES,
        O_KEEP_REGIONS, O_PUBLISH_UID, O_PUBLISH_GID, O_METRICS_LISTEN,
-       O_SERVE_EARLY };
+       O_SERVE_EARLY, O_SERVE_LATE };
 
 static int num(const char *opt, const char *arg, unsigned long lo, unsigned long hi,
 	       unsigned long *out)
@@ -266,6 +265,7 @@ static int parse(int argc, char **argv, struct args *a)
 		{ "allow-publish-gid", required_argument, NULL, O_PUBLISH_GID },
 		{ "metrics-listen", required_argument, NULL, O_METRICS_LISTEN },
 		{ "serve-while-loading", no_argument, NULL, O_SERVE_EARLY },
+		{ "serve-when-loaded", no_argument, NULL, O_SERVE_LATE },
 	};
 	struct option all[sizeof(own) / sizeof(own[0]) + LOAD_OPTIONS_COUNT + PEER_OPTIONS_COUNT + 1];
 	struct errinfo e;
@@ -297,7 +297,8 @@ static int parse(int argc, char **argv, struct args *a)
 		case O_VERIFY_ADOPTED: a->verify_adopted = true; break;
 		case O_TAKE_OVER: a->take_over = true; break;
 		case O_METRICS_LISTEN: a->metrics_listen = optarg; break;
-		case O_SERVE_EARLY: a->serve_early = true; break;
+		case O_SERVE_EARLY: a->serve_early_asked = true; break;
+		case O_SERVE_LATE: a->serve_late = true; break;
 		case O_JSON: a->json = 1; break;
 		case O_QUIET: log_set_level(LOG_WARN); break;
 		case O_VERBOSE: log_set_level(LOG_DEBUG); break;
@@ -401,6 +402,24 @@ static struct loaded_model *adopt(struct args *a, int i, struct handover *h, uin
 	return lm;
 }
 
+/* The take-over, asked again every 100 ms while the running server
+ * answers EBUSY (a model of its still loading, or another take-over under
+ * way), until a stop signal. */
+static int take_when_loaded(const char *path, struct handover *h, int *tconn, struct errinfo *e)
+{
+	double t0 = mono_now(), said = 0;
+	int r;
+
+	while ((r = successor_take(path, h, tconn, e)) == -EBUSY && !stop_requested()) {
+		if (mono_now() - said >= 10) {
+			log_info("%s; asking again (%.0f s so far)", e->msg, mono_now() - t0);
+			said = mono_now();
+		}
+		usleep(100000);
+	}
+	return r;
+}
+
 /* The listening socket: claimed (srv_listen), or with --take-over received
  * from the running server with everything it serves (into h; *tconn is the
  * connection to confirm on). No server to take over: claimed as usual. */
@@ -412,7 +431,7 @@ static int claim(struct args *a, struct server *srv, struct handover *h, int *lf
 	int r;
 
 	if (a->take_over) {
-		r = successor_take(srv->cfg.socket_path, h, tconn, &e);
+		r = take_when_loaded(srv->cfg.socket_path, h, tconn, &e);
 		if (r == 0) {
 			log_info("taking over from the running server: %zu fds received", h->n);
 			*lfd = handover_take(h, "listen");
@@ -442,11 +461,15 @@ static int load_for_serving(struct args *a, struct server *srv, struct handover 
 {
 	/* Peers fill from other hosts in their own order; those loads serve
 	 * once whole. */
-	bool early = a->serve_early && !a->load.fill && !srv->peers;
+	bool early = !a->serve_late && !a->load.fill && !srv->peers;
 
-	if (a->serve_early && !early)
-		log_warn("--serve-while-loading: not with peers; each model serves once loaded");
-	a->load.early_segments = early ? EARLY_SEGMENTS : 0;
+	if (a->serve_early_asked && !early)
+		log_warn("--serve-while-loading: not with peers or --serve-when-loaded; each model "
+			 "serves once loaded");
+	/* The server's layout option, so that a publish, a reload and an
+	 * adoption lay the model out as the load did. */
+	a->load.early_segments = early ? LOAD_EARLY_SEGMENTS : 0;
+	a->load.model.layer_segments = a->load.early_segments;
 	srv->models = calloc((size_t)a->nmodels, sizeof(*srv->models));
 	if (!srv->models)
 		return -ENOMEM;
@@ -618,6 +641,10 @@ static int serve(struct args *a)
 			srv_unlisten(srv.cfg.socket_path, lfd, lock);
 		}
 		status = stop_requested() ? 0 : 1; /* asked to stop: not a failure */
+		for (size_t i = 0; status == 0 && i < srv.nmodels; i++)
+			if (srv.models[i].loading)
+				log_info("model %s: stopped by a signal while loading",
+					 esc(srv.models[i].lm->model->name));
 	} else {
 		srv.started_wall = h.started;
 		if (tconn >= 0 && successor_finish(tconn, &e) < 0)

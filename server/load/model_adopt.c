@@ -107,6 +107,29 @@ static int segment_sizes(const struct adopt_fds *f, uint64_t *sizes, struct erri
 	return 0;
 }
 
+int model_open_like(const char *name, const char *path, const struct model_opts *mo, uint32_t nseg,
+		    struct model **out, struct errinfo *e)
+{
+	struct model_opts other = *mo;
+	struct model *m;
+	int r = model_open(name, path, mo, &m, e);
+
+	if (r < 0 || m->nsegments == nseg)
+		goto done;
+	other.layer_segments = mo->layer_segments ? 0 : LOAD_EARLY_SEGMENTS;
+	if (model_open(name, path, &other, out, e) == 0) {
+		if ((*out)->nsegments == nseg) {
+			model_free(m);
+			return 0;
+		}
+		model_free(*out);
+	}
+	/* Neither: the first, which the manifest check then refuses. */
+done:
+	*out = r == 0 ? m : NULL;
+	return r;
+}
+
 int model_match_manifest(struct model *m, int manifest_fd, uint32_t nseg, const uint64_t *seg_sizes,
 			 struct errinfo *e)
 {
@@ -135,7 +158,7 @@ static int adopt_steps(struct loaded_model *lm, const char *name, const char *pa
 
 	if (f->nseg == 0 || f->nseg > MF_MAX_SEGMENTS)
 		return err_set(e, -EINVAL, "%u adopted segments", f->nseg);
-	r = model_open(name, path, &o->model, &lm->model, e);
+	r = model_open_like(name, path, &o->model, f->nseg, &lm->model, e);
 	if (r == 0 && model_files_identity(lm->model) != f->files)
 		r = err_set(e, -ESTALE, "its files changed since they were loaded");
 	if (r == 0)

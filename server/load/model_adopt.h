@@ -22,6 +22,15 @@ struct adopt_fds {
  * files that changed (rewritten, replaced) give another value. */
 uint64_t model_files_identity(const struct model *m);
 
+/* Opens the model at path laid out as a generation of nseg segments was:
+ * with mo's layer_segments, or, when that gives another count, the other
+ * way (LOAD_EARLY_SEGMENTS runs of layers, or none), so that a server
+ * serving while loading and one serving once loaded adopt and publish
+ * each other's generations. *out is the caller's; 0 or a negative errno
+ * with e set. */
+int model_open_like(const char *name, const char *path, const struct model_opts *mo, uint32_t nseg,
+		    struct model **out, struct errinfo *e);
+
 /* Is manifest_fd (with segments of seg_sizes) exactly m's layout? Its
  * checksums become m's. 0, or -ESTALE / -EBADMSG with a sentence. */
 int model_match_manifest(struct model *m, int manifest_fd, uint32_t nseg, const uint64_t *seg_sizes,

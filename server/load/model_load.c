@@ -140,7 +140,8 @@ static int begin_steps(struct loaded_model *lm, const char *name, const char *pa
 	double t = mono_now();
 	int r;
 
-	mo.layer_segments = o->early_segments;
+	if (o->early_segments)
+		mo.layer_segments = o->early_segments;
 	r = model_open(name, path, &mo, &lm->model, e);
 	if (r == 0)
 		r = check_servable(lm->model, e);

@@ -32,6 +32,11 @@ struct load_opts {
 
 #define LOAD_MAX_SOURCES 64
 
+/* Segments of a model served while it loads (model_opts.layer_segments):
+ * one Attach reply carries the manifest and every segment
+ * (WSRV_MAX_FDS), with room to spare. */
+#define LOAD_EARLY_SEGMENTS 48u
+
 /* Where a model's bytes came from, other than its files. */
 struct load_source {
 	char name[64];               /* a peer's ADDR:PORT */

@@ -42,17 +42,28 @@ class Server:
             args += ["--model", f"{name}={path}"]
         self.models = models
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
-        for _ in range(500):
+        # wsrvd serves while loading by default; unless a test asks for
+        # that, it starts once every model is loaded.
+        early = "--serve-while-loading" in extra
+        for _ in range(1500):
             if self.proc.poll() is not None:
                 raise RuntimeError(f"wsrvd exited: {open(tmp / 'wsrvd.log').read()}")
             try:
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
                 s.connect(self.sock)
                 s.close()
-                return
+                if early or not self._loading():
+                    return
             except OSError:
-                time.sleep(0.02)
-        raise RuntimeError("wsrvd did not answer")
+                pass
+            time.sleep(0.02)
+        raise RuntimeError("wsrvd did not answer, or did not finish loading")
+
+    def _loading(self):
+        import wsrv
+
+        with wsrv.connect(self.sock, name="pytest-ready") as c:
+            return any(m["loading"] for m in c.models())
 
     def stop(self):
         self.proc.terminate()

@@ -35,7 +35,7 @@ ModelInfo = _struct("ModelInfo", [
     ("tensors", u32), ("layers", u32), ("segments", u32), ("attached", u32), ("name", cstr),
     ("path", cstr), ("numa", cstr), ("tensor_bytes", u64), ("arena_bytes", u64),
     ("page_size", u64), ("load_seconds", dbl), ("held_first", u32), ("held_last", u32),
-    ("held_world", u32), ("reserved32", u32), ("held_bytes", u64), ("pages", cstr)])
+    ("held_world", u32), ("loading", u32), ("held_bytes", u64), ("pages", cstr)])
 ServerStats = _struct("ServerStats", [
     ("clients", u32), ("attachments", u32), ("open_fds", u32), ("server_version", cstr),
     ("uptime_seconds", dbl), ("leases", u64), ("requests", u64), ("errors", u64),

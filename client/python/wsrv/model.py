@@ -164,7 +164,7 @@ class Model(Mapping):
         return Tensor(ti, self._h)
 
     def wait(self, layer=None, timeout=None):
-        """Served while the server loads it (wsrvd --serve-while-loading):
+        """Served while the server loads it (wsrvd's default):
         waits for one layer (-1: the global group) or, with None, for the
         whole model; timeout in seconds (None: for ever). WsrvError(EIO)
         names the tensor when the load failed, ETIMEDOUT on timeout.
