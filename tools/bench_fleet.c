@@ -71,7 +71,9 @@ static void start_host(struct fl *f, int i, const char *a1, const char *a2, cons
 	f->pid[i] = spawn_in(f, i, argv, NULL);
 }
 
-/* Until every host answers an Attach; seconds since t0, or -1. */
+/* Until every host serves the whole model (an Attach, then, where the
+ * host serves it while it loads, the wait for the last layer); seconds
+ * since t0, or -1. */
 static double all_ready(struct fl *f, int n, double t0)
 {
 	for (int i = 0; i < n; i++)
@@ -81,8 +83,10 @@ static double all_ready(struct fl *f, int n, double t0)
 			struct timespec ts = { 0, 1000000 };
 			int r = -1;
 			if (wsrv_connect(f->sock[i], NULL, &c) == 0) {
-				if ((r = wsrv_attach(c, "m", &m)) == 0)
+				if ((r = wsrv_attach(c, "m", &m)) == 0) {
+					r = wsrv_model_wait(m, WSRV_LAYER_ALL, 900000);
 					wsrv_detach(m);
+				}
 				wsrv_disconnect(c);
 			}
 			if (r == 0)
