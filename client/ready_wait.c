@@ -247,12 +247,10 @@ int cl_segment_ready(struct wsrv_model *m, uint32_t seg)
 	uint32_t v;
 	int r;
 
-	if (!__atomic_load_n(&m->loading, __ATOMIC_ACQUIRE))
+	if (cl_segment_mapped(m, seg))
 		return 1;
 	if (seg >= m->nseg)
 		return cl_err(-EINVAL, "no segment %u", seg);
-	if (seg_mapped(m, seg))
-		return 1;
 	v = load_word(&m->rv.segments[seg]);
 	if (v == RD_FAILED)
 		return failed(m);
