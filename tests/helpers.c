@@ -270,6 +270,16 @@ uint8_t *read_file(const char *path, size_t *len)
 	return b;
 }
 
+bool server_log_has(const struct test_server *ts, const char *needle)
+{
+	size_t len;
+	uint8_t *b = read_file(ts->log, &len);
+	bool has = b && strstr((const char *)b, needle);
+
+	free(b);
+	return has;
+}
+
 const char *fixtures_dir(void)
 {
 	return WSRV_FIXTURES_DIR;

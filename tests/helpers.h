@@ -132,6 +132,8 @@ int server_restart(struct test_server *ts, const char *name, const char *model);
 int server_restart_with(struct test_server *ts, const char *name, const char *model, const char *arg);
 /* The same with any arguments (NULL-terminated). */
 int server_restart_args(struct test_server *ts, const char *name, const char *model, ...);
+/* Whether the server's log holds needle. */
+bool server_log_has(const struct test_server *ts, const char *needle);
 /* Sends sig and reaps it; returns its exit status (128+sig if killed). */
 int server_stop(struct test_server *ts, int sig);
 /* A process's locked memory (VmLck in /proc/PID/status), in bytes; -1 if

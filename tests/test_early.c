@@ -285,11 +285,39 @@ static void failed_load_names_tensor(void **st)
 	rm_rf(ts.dir);
 }
 
+/* 4b: the stop comes before the loop heard of the failure (a client saw
+ * -EIO at once from the ready page): still status 1, with the reason logged. */
+static void failed_load_then_stopped(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *a;
+	struct wsrv_model *m;
+	char shard[512];
+
+	assert_int_equal(make_model(F.dir[0], "llama-mini", 24 << 20, 6, 2, 6), 0);
+	setenv("WSRV_TEST_EARLY_SIGNAL_DELAY_MS", "1500", 1);
+	int r = start_slow(&ts);
+	unsetenv("WSRV_TEST_EARLY_SIGNAL_DELAY_MS");
+	assert_int_equal(r, 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &a), 0);
+	assert_int_equal(wsrv_attach(a, "m", &m), 0);
+	snprintf(shard, sizeof(shard), "%s/model-00002-of-00002.safetensors", F.dir[0]);
+	assert_int_equal(truncate(shard, 1 << 20), 0);
+	assert_int_equal(wsrv_model_wait(m, WSRV_LAYER_ALL, 30000), -EIO);
+	wsrv_detach(m);
+	wsrv_disconnect(a);
+	assert_int_equal(server_stop(&ts, SIGTERM), 1);
+	if (!server_log_has(&ts, "the file ends before"))
+		fail_msg("the log does not say why (%s)", ts.log);
+	rm_rf(ts.dir);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(attach_while_loading),
 	cmocka_unit_test(lookups_wait),
 	cmocka_unit_test(old_client_refused),
 	cmocka_unit_test(failed_load_names_tensor),
+	cmocka_unit_test(failed_load_then_stopped),
 	cmocka_unit_test(stream_while_loading),
 	cmocka_unit_test(stream_load_fails),
 )

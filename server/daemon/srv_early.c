@@ -41,11 +41,15 @@ static bool cancelled(void)
 static void *early_main(void *arg)
 {
 	struct early_load *E = arg;
+	const char *v = getenv("WSRV_TEST_EARLY_SIGNAL_DELAY_MS");
+	unsigned delay_ms = v ? (unsigned)atoi(v) : 0; /* tests: a loop that hears late */
 	uint64_t one = 1;
 
 	for (size_t i = 0; i < E->n; i++) {
 		E->rc[i] = model_load_finish(E->lm[i], &E->o, &E->e[i]);
 		__atomic_store_n(&E->done, (uint32_t)i + 1, __ATOMIC_RELEASE);
+		if (delay_ms)
+			usleep(delay_ms * 1000);
 		if (write(E->efd, &one, sizeof(one)) != sizeof(one))
 			log_warn("serving while loading: cannot signal the loop");
 		if (E->rc[i] < 0)
@@ -144,6 +148,15 @@ void early_stop(struct server *srv)
 		return;
 	__atomic_store_n(&cancel, true, __ATOMIC_RELAXED);
 	pthread_join(E->th, NULL);
+	/* A load that failed before the loop heard of it is still a failure:
+	 * a stop that raced it must not turn exit status 1 into 0. */
+	for (; E->published < E->done && E->rc[E->published] != -ECANCELED; E->published++) {
+		size_t i = E->published;
+		if (E->rc[i] < 0) {
+			log_err("model %s: %s", esc(E->lm[i]->model->name), E->e[i].msg);
+			srv->failed = true;
+		}
+	}
 	for (size_t i = E->published; i < E->n; i++)
 		log_info("model %s: stopped %s while loading", esc(E->lm[i]->model->name),
 			 srv->failed ? "(another model failed)" : "by a signal");
