@@ -82,7 +82,8 @@ WSRV_EXPORT int wsrv_plan_add(struct wsrv_plan *p, const char *pattern, int resi
 	if (!pattern_ok(pattern))
 		return cl_err(-EINVAL, "plan: '%s' is not a pattern (dot-separated names, '*' for one whole component)",
 			      pattern);
-	if (residency < WSRV_STREAMED || residency > WSRV_LAYER_SHARD)
+	if (residency < WSRV_STREAMED || residency > WSRV_EXPERTS_ON_DEMAND ||
+	    residency == WSRV_NOT_IN_VIEW)
 		return cl_err(-EINVAL, "plan: unknown residency %d for '%s'", residency, pattern);
 	if (residency == WSRV_LAYER_SHARD && (k < 1 || k > 1024))
 		return cl_err(-EINVAL, "plan: layer_shard for '%s' needs a group of 1 to 1024 workers", pattern);
@@ -106,6 +107,17 @@ WSRV_EXPORT int wsrv_plan_set_budget(struct wsrv_plan *p, uint64_t bytes)
 	return 0;
 }
 
+WSRV_EXPORT int wsrv_plan_set_expert_cache(struct wsrv_plan *p, uint32_t slots, uint64_t bytes)
+{
+	CL_NEED(p);
+	if (slots && bytes)
+		return cl_err(-EINVAL, "plan: an expert cache of slots or of bytes, not both");
+	p->expert_slots = slots;
+	p->expert_bytes = bytes;
+	p->expert_fraction = 0;
+	return 0;
+}
+
 /* "resident", "streamed", "layer_shard:K" or {"layer_shard": K}. */
 static int parse_residency(const char *pat, json_t *v, int *res, unsigned *k)
 {
@@ -118,13 +130,15 @@ static int parse_residency(const char *pat, json_t *v, int *res, unsigned *k)
 	}
 	if (s && strcmp(s, "resident") == 0)
 		*res = WSRV_RESIDENT;
+	else if (s && strcmp(s, "experts_on_demand") == 0)
+		*res = WSRV_EXPERTS_ON_DEMAND;
 	else if (s && strcmp(s, "streamed") == 0)
 		*res = WSRV_STREAMED;
 	else if (s && strncmp(s, "layer_shard:", 12) == 0 && s[12]) {
 		*res = WSRV_LAYER_SHARD;
 		*k = (unsigned)strtoul(s + 12, NULL, 10);
 	} else
-		return cl_err(-EINVAL, "plan: '%s': unknown residency %s (resident, streamed, layer_shard:K)",
+		return cl_err(-EINVAL, "plan: '%s': unknown residency %s (resident, streamed, layer_shard:K, experts_on_demand)",
 			      pat, s ? s : "(not a string)");
 	return 0;
 }
@@ -141,6 +155,32 @@ static int parse_budget(json_t *b, uint64_t *out)
 		return cl_err(-EINVAL, "plan: budget must be bytes or a string like \"4G\"");
 	if (parse_size(s, out) < 0)
 		return cl_err(-EINVAL, "plan: budget '%s' is not a size (bytes, or a number with K, M, G, T)", s);
+	return 0;
+}
+
+/* {"slots": N} | {"bytes": B or "2G"} | {"fraction": F}, one of them. */
+static int parse_expert_cache(struct wsrv_plan *p, json_t *c)
+{
+	json_t *sl = json_object_get(c, "slots"), *b = json_object_get(c, "bytes");
+	json_t *f = json_object_get(c, "fraction");
+	int r;
+
+	if (!json_is_object(c) || json_object_size(c) != 1 || !(sl || b || f))
+		return cl_err(-EINVAL, "plan: \"expert_cache\" is {\"slots\": N}, {\"bytes\": SIZE} or {\"fraction\": F}");
+	if (sl) {
+		if (!json_is_integer(sl) || json_integer_value(sl) < 1 || json_integer_value(sl) > (1 << 24))
+			return cl_err(-EINVAL, "plan: expert_cache slots is 1 to 16777216");
+		p->expert_slots = (uint32_t)json_integer_value(sl);
+	} else if (b) {
+		if ((r = parse_budget(b, &p->expert_bytes)) < 0)
+			return r;
+		if (!p->expert_bytes)
+			return cl_err(-EINVAL, "plan: expert_cache bytes must be more than 0");
+	} else {
+		if (!json_is_number(f) || !(json_number_value(f) > 0) || json_number_value(f) > 1)
+			return cl_err(-EINVAL, "plan: expert_cache fraction is more than 0 and at most 1");
+		p->expert_fraction = json_number_value(f);
+	}
 	return 0;
 }
 
@@ -173,6 +213,8 @@ static int from_json(struct wsrv_plan *p, json_t *root)
 	if (v && !json_is_boolean(v))
 		return cl_err(-EINVAL, "plan: \"share_resident\" is true or false");
 	p->no_share = v && json_is_false(v);
+	if ((v = json_object_get(root, "expert_cache")) && (r = parse_expert_cache(p, v)) < 0)
+		return r;
 	return 0;
 }
 

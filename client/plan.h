@@ -21,6 +21,11 @@ struct wsrv_plan {
 	json_t *tp_plan;            /* kept for tensor-parallel views */
 	unsigned stages;            /* pipeline stages (rank_view.h); 1: none */
 	bool no_share;              /* "share_resident": false */
+	/* The expert cache ("expert_cache"): one of them, or none (two
+	 * layers' worth). */
+	uint32_t expert_slots;
+	uint64_t expert_bytes;
+	double expert_fraction;
 };
 
 /* The first rule whose pattern matches the tensor, or NULL. */

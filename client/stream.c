@@ -209,20 +209,18 @@ void stream_prefetch(struct wsrv_stream *s, int from)
 	}
 }
 
-/* Makes the consumer wait for the slot's copies: the compute stream
- * through a gate, whose gap is taken later, or the CPU, timed here. */
-static int wait_for(struct wsrv_stream *s, struct slot *sl, int32_t index)
+int stream_wait_fence(struct wsrv_stream *s, int64_t fence, int32_t index)
 {
 	double t0 = mono_now();
 	int64_t ticket = 0;
 	int r;
 
-	if (s->d->ops->done(s->d, sl->fence))
+	if (s->d->ops->done(s->d, fence))
 		return 0;
 	if (s->d->ops->gate)
-		r = s->d->ops->gate(s->d, sl->fence, &ticket);
+		r = s->d->ops->gate(s->d, fence, &ticket);
 	else
-		r = s->d->ops->wait(s->d, sl->fence);
+		r = s->d->ops->wait(s->d, fence);
 	if (r == 0 && ticket > 0) {
 		if (s->gate_head - s->gate_tail == STREAM_RECS)
 			harvest_gates(s, true); /* the compute stream is far behind */
@@ -270,7 +268,7 @@ WSRV_EXPORT int wsrv_stream_acquire(struct wsrv_stream *s, int32_t index)
 		s->st.passes++; /* a pass begins: the first, or the walk wrapped */
 	stream_prefetch(s, from);
 	sl = &s->slots[l->slot];
-	if ((r = wait_for(s, sl, index)) < 0)
+	if ((r = stream_wait_fence(s, sl->fence, index)) < 0)
 		return cl_wrap(r, "layer %d: its copy failed", index); /* it stays in its slot */
 	sl->acquired = true;
 	s->last = from;
@@ -315,6 +313,8 @@ static int dev_addr(struct wsrv_stream *s, uint32_t i, void **dev)
 	cl_tensor_nowait(s->m, (uint32_t)i, &t);
 	if (s->where[i] == WHERE_ABSENT)
 		return cl_err(-ENOENT, "tensor %s is not in rank %d's view", t.name, s->rank);
+	if (s->where[i] == WHERE_EXPERT)
+		return xp_tensor_addr(s, i, dev);
 	pos = find_pos(s, t.layer);
 	l = &s->layers[pos];
 	if (l->slot < 0 || !s->slots[l->slot].acquired)
@@ -358,7 +358,8 @@ WSRV_EXPORT int wsrv_stream_residency(const struct wsrv_stream *s, size_t i)
 	if (i >= wsrv_model_tensor_count(s->m))
 		return cl_err(-ERANGE, "tensor %zu out of range", i);
 	return s->where[i] == WHERE_RESIDENT ? WSRV_RESIDENT
-	     : s->where[i] == WHERE_STREAMED ? WSRV_STREAMED : WSRV_NOT_IN_VIEW;
+	     : s->where[i] == WHERE_STREAMED ? WSRV_STREAMED
+	     : s->where[i] == WHERE_EXPERT ? WSRV_EXPERTS_ON_DEMAND : WSRV_NOT_IN_VIEW;
 }
 
 /* Tensor i's view, or NULL with -ERANGE recorded. */

@@ -7,9 +7,12 @@
 #include "client_internal.h"
 #include "device.h"
 #include "plan.h"
+#include "stream_experts.h"
 #include "tp_view.h"
 
-enum { WHERE_ABSENT = 0, WHERE_RESIDENT = 1, WHERE_STREAMED = 2 };
+/* WHERE_EXPERT: an expert on demand, in the expert cache when acquired
+ * (stream_experts.h). */
+enum { WHERE_ABSENT = 0, WHERE_RESIDENT = 1, WHERE_STREAMED = 2, WHERE_EXPERT = 3 };
 
 struct st_layer {
 	int32_t index;
@@ -108,6 +111,7 @@ struct wsrv_stream {
 	size_t ntrace, trace_cap;
 	char *trace_path;
 	struct stream_share sh;
+	struct xp_cache *xp;        /* experts on demand; NULL: none */
 };
 
 /* Decides each tensor's residency (plan rules, layer_shard by rank, then
@@ -151,6 +155,11 @@ int stream_share_fill(struct wsrv_stream *s);
 void stream_share_close(struct wsrv_stream *s);
 /* Queues the resident tensors' copies into base and waits for them. */
 int stream_upload_into(struct wsrv_stream *s, uint8_t *base);
+
+/* Makes the consumer wait for every copy up to fence: the compute stream
+ * through the device's gate (its gap taken into the stats later), or the
+ * CPU, timed into the stats and the trace under layer index. */
+int stream_wait_fence(struct wsrv_stream *s, int64_t fence, int32_t index);
 
 /* Starts the copies of the layers after seq position from (-1: none) into
  * the free slots. */

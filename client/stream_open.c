@@ -183,8 +183,9 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 		 (r = tp_resolve(m, p, s->rank, s->world, s->views)) == 0 &&
 		 (r = stream_place(s, p, s->rank, slots)) == 0 &&
 		 (r = share_and_register(s)) == 0 &&
-		 (r = upload_resident(s)) == 0)
-		r = alloc_slots(s, slots);
+		 (r = upload_resident(s)) == 0 &&
+		 (r = alloc_slots(s, slots)) == 0)
+		r = xp_alloc(s);
 	if (r < 0) {
 		wsrv_stream_close(s);
 		return r;
@@ -213,6 +214,7 @@ WSRV_EXPORT void wsrv_stream_close(struct wsrv_stream *s)
 	}
 	for (unsigned k = 0; s->d && s->slots && k < s->nslots; k++)
 		s->d->ops->free(s->d, s->slots[k].mem, s->slot_size);
+	xp_free(s);
 	if (s->sh.mem.ptr || s->sh.region_id)
 		stream_share_close(s);
 	else if (s->d && s->resident)

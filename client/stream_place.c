@@ -18,6 +18,8 @@ static int where_for(const struct plan_rule *r, int32_t layer, int rank)
 		return WHERE_RESIDENT;
 	if (r->residency == WSRV_STREAMED)
 		return WHERE_STREAMED;
+	if (r->residency == WSRV_EXPERTS_ON_DEMAND)
+		return WHERE_EXPERT;
 	/* layer_shard: this rank keeps the layers it owns, fetches the rest. */
 	if (layer < 0 || (unsigned)layer % r->k == (unsigned)rank)
 		return WHERE_RESIDENT;
@@ -46,7 +48,8 @@ struct series {
 	bool global;                /* a tensor of the global group */
 };
 
-/* Device bytes of the current choice: resident tensors plus the slots. */
+/* Device bytes of the current choice: resident tensors plus the slots
+ * and the expert cache. */
 static uint64_t device_bytes(struct wsrv_stream *s, unsigned slots)
 {
 	uint64_t res = 0;
@@ -55,7 +58,7 @@ static uint64_t device_bytes(struct wsrv_stream *s, unsigned slots)
 	for (size_t i = 0; i < n; i++)
 		if (s->where[i] == WHERE_RESIDENT)
 			res += (s->views[i].bytes + 255) & ~255ULL;
-	return res + slots * stream_layout(s);
+	return res + slots * stream_layout(s) + xp_device_bytes(s);
 }
 
 /* Every automatic tensor of series k gets `where`. */
@@ -176,7 +179,7 @@ int stream_place(struct wsrv_stream *s, const struct wsrv_plan *p, int rank, uns
 			s->where[i] = t.layer < 0 ? WHERE_RESIDENT : WHERE_STREAMED;
 		}
 	}
-	if (p && p->budget)
+	if ((r = xp_build(s, p)) == 0 && p && p->budget)
 		r = fit_budget(s, automatic, p->budget, slots);
 	free(automatic);
 	return r;

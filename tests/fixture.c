@@ -26,8 +26,8 @@ static int make_dirs(struct fixture *f)
 		snprintf(tag, sizeof(tag), "%s-model%d", f->tag, i);
 		if (!(f->dir[i] = test_tmpdir(tag)))
 			return -1;
-		if (m->preset[0] && make_model(f->dir[i], m->preset, m->size, m->layers, m->shards,
-					    m->seed) < 0)
+		if (m->preset[0] && make_model_moe(f->dir[i], m->preset, m->size, m->layers, m->shards,
+						m->seed, m->experts, m->topk) < 0)
 			return -1;
 		if (f->world_readable && chmod(f->dir[i], 0755) < 0)
 			return -1;

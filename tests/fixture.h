@@ -34,6 +34,7 @@ struct fixture_model {
 	uint64_t size;
 	unsigned layers, shards;
 	uint64_t seed;
+	unsigned experts, topk;     /* deepseek-v3-mini's MoE; 0: the preset's */
 };
 
 /* A case's wsrvd and its client. */

@@ -236,9 +236,16 @@ const char *hdr(const char *fmt, ...)
 int make_model(const char *dir, const char *preset, uint64_t size, unsigned layers,
 	       unsigned shards, uint64_t seed)
 {
+	return make_model_moe(dir, preset, size, layers, shards, seed, 0, 0);
+}
+
+int make_model_moe(const char *dir, const char *preset, uint64_t size, unsigned layers,
+		   unsigned shards, uint64_t seed, unsigned experts, unsigned topk)
+{
+	struct mk_moe moe = { experts, topk };
 	struct mk_spec spec;
 	struct errinfo e;
-	int r = mk_preset(preset, size, layers, &spec, &e);
+	int r = mk_preset_moe(preset, size, layers, &moe, &spec, &e);
 
 	if (r == 0)
 		r = mk_write(&spec, dir, shards, seed, &e);

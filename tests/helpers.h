@@ -79,6 +79,10 @@ const char *hdr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Writes a model with tools/mkmodel into dir. Returns 0 or negative errno. */
 int make_model(const char *dir, const char *preset, uint64_t size, unsigned layers,
 	       unsigned shards, uint64_t seed);
+/* The same with a MoE shape (deepseek-v3-mini): experts and top-k, 0 the
+ * preset's. */
+int make_model_moe(const char *dir, const char *preset, uint64_t size, unsigned layers,
+		   unsigned shards, uint64_t seed, unsigned experts, unsigned topk);
 
 /* Reads a whole file (caller frees), NUL-terminated past its *len bytes. */
 uint8_t *read_file(const char *path, size_t *len);

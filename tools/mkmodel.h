@@ -33,6 +33,14 @@ struct mk_spec {
  * the preset's default. On success *spec is filled (mk_spec_free). */
 int mk_preset(const char *preset, uint64_t size, unsigned layers,
 	      struct mk_spec *spec, struct errinfo *e);
+/* The same with a mixture of experts' shape (deepseek-v3-mini only):
+ * routed experts per MoE layer and the experts each token uses; 0 takes
+ * the preset's (16 and 4). */
+struct mk_moe {
+	unsigned experts, topk;
+};
+int mk_preset_moe(const char *preset, uint64_t size, unsigned layers, const struct mk_moe *moe,
+		  struct mk_spec *spec, struct errinfo *e);
 void mk_spec_free(struct mk_spec *spec);
 
 /* Writes spec into dir (created if missing) as `shards` shard files (one:

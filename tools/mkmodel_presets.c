@@ -122,7 +122,7 @@ struct dsv3_dims {
 	uint64_t routed, shared, topk, vocab, layers;
 };
 
-static void dsv3_dims(uint64_t h, uint64_t layers, struct dsv3_dims *d)
+static void dsv3_dims(uint64_t h, uint64_t layers, const struct mk_moe *moe, struct dsv3_dims *d)
 {
 	d->h = h;
 	d->heads = h >= 2048 ? h / 128 / 8 * 8 : 8;
@@ -133,9 +133,9 @@ static void dsv3_dims(uint64_t h, uint64_t layers, struct dsv3_dims *d)
 	d->vh = 128;
 	d->inter = r128(h * 18 / 7);
 	d->moe_inter = r128(h * 2 / 7);
-	d->routed = 16;
+	d->routed = moe->experts ? moe->experts : 16;
 	d->shared = 1;
-	d->topk = 4;
+	d->topk = moe->topk ? moe->topk : 4;
 	d->vocab = 8 * h;
 	d->layers = layers;
 }
@@ -241,12 +241,13 @@ static json_t *dsv3_config(const struct dsv3_dims *d)
 }
 
 /* Builds the spec for hidden size h; returns its bytes or 0 on failure. */
-static uint64_t build(const char *preset, uint64_t h, unsigned layers, struct mk_spec *s)
+static uint64_t build(const char *preset, uint64_t h, unsigned layers, const struct mk_moe *moe,
+		      struct mk_spec *s)
 {
 	memset(s, 0, sizeof(*s));
 	if (strcmp(preset, "deepseek-v3-mini") == 0) {
 		struct dsv3_dims d;
-		dsv3_dims(h, layers ? layers : 4, &d);
+		dsv3_dims(h, layers ? layers : 4, moe, &d);
 		if (dsv3_tensors(s, &d) == 0)
 			s->config = dsv3_config(&d);
 	} else {
@@ -279,7 +280,8 @@ static uint64_t ladder(const char *preset, unsigned i)
  * with layers, so a binary search: a dozen builds, not one per layer (a
  * preset of 2^50 bytes built all 4096 one after another, 26x slower still
  * under ASan). 0, or -ENOMEM with *best freed. */
-static int fill_layers(const char *preset, uint64_t size, struct mk_spec *best)
+static int fill_layers(const char *preset, uint64_t size, const struct mk_moe *moe,
+		       struct mk_spec *best)
 {
 	unsigned lo = (unsigned)json_integer_value(json_object_get(best->config, "num_hidden_layers"));
 	uint64_t h = (uint64_t)json_integer_value(json_object_get(best->config, "hidden_size"));
@@ -288,7 +290,7 @@ static int fill_layers(const char *preset, uint64_t size, struct mk_spec *best)
 
 	while (lo < hi) {
 		unsigned mid = lo + (hi - lo + 1) / 2;
-		uint64_t b = build(preset, h, mid, &cur);
+		uint64_t b = build(preset, h, mid, moe, &cur);
 
 		if (!b) {
 			mk_spec_free(best);
@@ -309,6 +311,14 @@ static int fill_layers(const char *preset, uint64_t size, struct mk_spec *best)
 int mk_preset(const char *preset, uint64_t size, unsigned layers,
 	      struct mk_spec *spec, struct errinfo *e)
 {
+	static const struct mk_moe none = { 0 };
+
+	return mk_preset_moe(preset, size, layers, &none, spec, e);
+}
+
+int mk_preset_moe(const char *preset, uint64_t size, unsigned layers, const struct mk_moe *moe,
+		  struct mk_spec *spec, struct errinfo *e)
+{
 	struct mk_spec best = { 0 }, cur;
 
 	if (strcmp(preset, "tiny") && strcmp(preset, "llama-mini") &&
@@ -316,8 +326,13 @@ int mk_preset(const char *preset, uint64_t size, unsigned layers,
 		return err_set(e, -EINVAL, "unknown preset '%s' (tiny, llama-mini, deepseek-v3-mini)", preset);
 	if (layers > 4096)
 		return err_set(e, -EINVAL, "at most 4096 layers");
+	if (moe->experts > 1024 || moe->topk > 64 || (moe->experts && moe->topk > moe->experts) ||
+	    (!moe->experts && moe->topk > 16))
+		return err_set(e, -EINVAL, "experts: 1 to 1024 routed experts, top-k at most 64 and at most the experts");
+	if ((moe->experts || moe->topk) && strcmp(preset, "deepseek-v3-mini"))
+		return err_set(e, -EINVAL, "--experts and --topk are for deepseek-v3-mini");
 	for (unsigned i = 0; i < 64; i++) {
-		uint64_t b = build(preset, ladder(preset, i), layers, &cur);
+		uint64_t b = build(preset, ladder(preset, i), layers, moe, &cur);
 		if (!b) {
 			mk_spec_free(&best);
 			return err_set(e, -ENOMEM, "out of memory");
@@ -331,7 +346,7 @@ int mk_preset(const char *preset, uint64_t size, unsigned layers,
 		best = cur;
 	}
 	/* Without --layers, more layers of that width fill the rest of size. */
-	if (layers == 0 && fill_layers(preset, size, &best) < 0)
+	if (layers == 0 && fill_layers(preset, size, moe, &best) < 0)
 		return err_set(e, -ENOMEM, "out of memory");
 	*spec = best;
 	return 0;

@@ -16,12 +16,15 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: wsrv-mkmodel --preset tiny|llama-mini|deepseek-v3-mini --size SIZE\n"
 		   "                    [--shards N] [--layers L] [--seed S]\n"
-		   "                    [--rope-scaling TYPE:FACTOR|JSON] [--hidden-act NAME] --out DIR\n"
+		   "                    [--rope-scaling TYPE:FACTOR|JSON] [--hidden-act NAME]\n"
+		   "                    [--experts N] [--topk K] --out DIR\n"
 		   "  SIZE takes K, M, G suffixes (64M, 2G); the model is the largest of the\n"
 		   "  preset's shapes that fits in SIZE.\n"
 		   "  --rope-scaling sets config.json's rope_scaling: linear:F, dynamic:F,\n"
 		   "  llama3:F (as Llama 3.1: frequency factors 1 and 4), or any JSON object.\n"
-		   "  --hidden-act sets its hidden_act (default silu).\n");
+		   "  --hidden-act sets its hidden_act (default silu).\n"
+		   "  --experts and --topk (deepseek-v3-mini): routed experts per MoE layer\n"
+		   "  (default 16) and experts per token (default 4).\n");
 }
 
 int main(int argc, char **argv)
@@ -35,6 +38,8 @@ int main(int argc, char **argv)
 		{ "out", required_argument, NULL, 'o' },
 		{ "rope-scaling", required_argument, NULL, 'r' },
 		{ "hidden-act", required_argument, NULL, 'a' },
+		{ "experts", required_argument, NULL, 'x' },
+		{ "topk", required_argument, NULL, 'k' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -42,6 +47,7 @@ int main(int argc, char **argv)
 	unsigned long shards = 1, layers = 0;
 	unsigned long long seed = 0;
 	uint64_t size = 0;
+	struct mk_moe moe = { 0 };
 	struct mk_spec spec;
 	struct errinfo e;
 	char *end;
@@ -65,6 +71,8 @@ int main(int argc, char **argv)
 		case 'o': out = optarg; break;
 		case 'r': rope = optarg; break;
 		case 'a': act = optarg; break;
+		case 'x': moe.experts = (unsigned)cliarg_long(P, "--experts", optarg, 1, 1024); break;
+		case 'k': moe.topk = (unsigned)cliarg_long(P, "--topk", optarg, 1, 64); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -78,7 +86,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (mk_preset(preset, size, (unsigned)layers, &spec, &e) < 0) {
+	if (mk_preset_moe(preset, size, (unsigned)layers, &moe, &spec, &e) < 0) {
 		fprintf(stderr, "wsrv-mkmodel: %s\n", e.msg);
 		return 1;
 	}
