@@ -18,5 +18,6 @@ int bench_share_device(int argc, char **argv);
 int bench_restart(int argc, char **argv);
 int bench_publish(int argc, char **argv);
 int bench_fleet(int argc, char **argv);
+int bench_experts(int argc, char **argv);
 
 #endif

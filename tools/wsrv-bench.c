@@ -58,6 +58,11 @@ static const struct {
 	{ "resolve", bench_resolve,
 	  "resolve --model DIR [--json]\n"
 	  "      system calls and time of local tensor/layer lookups vs a FetchLayer RPC" },
+	{ "experts", bench_experts,
+	  "experts --model DIR [--bandwidth GBPS] [--cache F] [--topk K] [--steps N] [--no-prefetch] [--json]\n"
+	  "      MoE experts on demand from a device cache of fraction F of the experts vs\n"
+	  "      streaming whole layers and vs everything resident: bytes and time per token,\n"
+	  "      hit rate, logits; uniform and Zipf routing, batch 1 and 16" },
 	{ "pipeline", bench_pipeline,
 	  "pipeline --model DIR [--device host|cuda] [--compute-us C] [--bandwidth GBPS] [--slots D]\n"
 	  "         [--trace F] [--json]\n"
