@@ -74,20 +74,24 @@ def route(x, sd, p, cfg):
     return idx, w
 
 
-def moe(x, sd, p, cfg, block, rank, world):
-    """The MoE MLP: this rank's routed experts (those in sd) and, on rank
-    0, the shared expert; summed over the ranks."""
+def moe(x, sd, p, cfg, block, rank, world, fetch=None, chunk=0):
+    """The MoE MLP: this rank's routed experts and, on rank 0, the shared
+    expert; summed over the ranks. The experts' weights are sd's (those
+    not in it are another rank's), or, with fetch, fetch(ids)'s: a chunk
+    of the routed ids at a time (experts on demand: the cache's slots)."""
     idx, w = route(x, sd, p, cfg)
     out = torch.zeros_like(x)
-    for e in range(cfg["n_routed_experts"]):
-        ep = f"{p}experts.{e}."
-        if ep + "down_proj.weight" not in sd:
-            continue  # another rank's
-        hit = (idx == e)
-        tok = hit.any(-1).nonzero().flatten()
-        if len(tok):
+    routed = [e for e in idx.unique().tolist()
+              if fetch or p + f"experts.{e}.down_proj.weight" in sd]
+    step = chunk or len(routed) or 1
+    for k in range(0, len(routed), step):
+        part = routed[k:k + step]
+        weights = fetch(part) if fetch else sd
+        for e in part:
+            hit = (idx == e)
+            tok = hit.any(-1).nonzero().flatten()
             we = (w * hit).sum(-1)[tok][:, None]
-            out[tok] += we * swiglu(x[tok], sd, ep, block)
+            out[tok] += we * swiglu(x[tok], weights, f"{p}experts.{e}.", block)
     if rank == 0 and cfg.get("n_shared_experts"):
         out += swiglu(x, sd, p + "shared_experts.", block)
     if world > 1:
@@ -97,14 +101,42 @@ def moe(x, sd, p, cfg, block, rank, world):
     return out
 
 
-def mlp_block(x, sd, layer, cfg, block, rank=0, world=1):
+def mlp_block(x, sd, layer, cfg, block, rank=0, world=1, fetch=None, chunk=0):
     p = f"model.layers.{layer}.mlp."
     if p + "gate.weight" in sd:
-        return moe(x, sd, p, cfg, block, rank, world)
+        return moe(x, sd, p, cfg, block, rank, world, fetch, chunk)
     return swiglu(x, sd, p, block)
 
 
 TP_PLAN = {"layers.*.mlp.experts.*.*": "experts"}
+
+
+def on_demand(m, x, a, rank, world):
+    """The layer's MLP with its routed experts fetched into the stream's
+    expert cache: the router from the layer, then only the experts it
+    chose. Returns the output and the cache's counters."""
+    import wsrv
+
+    plan = {"residency": {"layers.*.mlp.experts.*.*": "experts_on_demand"},
+            "expert_cache": {"fraction": a.cache}}
+    if world > 1:
+        plan["tp_plan"] = TP_PLAN
+    with wsrv.Stream(m, "host", plan=plan, rank=rank, world=world) as st:
+        for layer in st:
+            if layer.index != a.layer:
+                continue
+            sd = dict(layer)
+            sd.update(st.resident())
+            owned = set(layer.expert_ids)
+
+            def fetch(ids):
+                layer.release_experts()  # the last chunk's
+                return layer.experts([e for e in ids if e in owned])
+
+            out = mlp_block(x, sd, a.layer, m.config, m.fp8_block(), rank, world, fetch,
+                            st.expert_stats()["slots"])
+            return out, st.expert_stats()
+    raise SystemExit(f"no layer {a.layer}")
 
 
 def main():
@@ -114,6 +146,8 @@ def main():
     ap.add_argument("--layer", type=int, default=1)
     ap.add_argument("--tokens", type=int, default=8)
     ap.add_argument("--save")
+    ap.add_argument("--experts-on-demand", action="store_true")
+    ap.add_argument("--cache", type=float, default=0.25, help="expert cache, fraction of the experts")
     a = ap.parse_args()
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     import wsrv
@@ -124,10 +158,15 @@ def main():
 
         dist.init_process_group("gloo", rank=rank, world_size=world)
     with wsrv.connect(a.socket, name=f"deepseek_moe.py rank {rank}") as cl, cl.attach(a.model) as m:
-        sd = m.state_dict({"tp_plan": TP_PLAN} if world > 1 else None, rank, world)
         x = torch.randn(a.tokens, m.config["hidden_size"], generator=torch.Generator().manual_seed(7))
-        out = mlp_block(x, sd, a.layer, m.config, m.fp8_block(), rank, world)
-        experts = sum(1 for k in sd if ".experts." in k and k.endswith("down_proj.weight"))
+        if a.experts_on_demand:
+            out, stats = on_demand(m, x, a, rank, world)
+            experts = stats["misses"] + stats["hits"]
+            print(f"experts fetched {stats['misses']} of {stats['experts']} ({stats['bytes_copied']} bytes)")
+        else:
+            sd = m.state_dict({"tp_plan": TP_PLAN} if world > 1 else None, rank, world)
+            out = mlp_block(x, sd, a.layer, m.config, m.fp8_block(), rank, world)
+            experts = sum(1 for k in sd if ".experts." in k and k.endswith("down_proj.weight"))
         if rank == 0:
             print("experts held", experts)
             print("output", hashlib.sha256(out.numpy().tobytes()).hexdigest()[:16])

@@ -65,6 +65,11 @@ View = _struct("View", [("present", i32), ("rank", u32), ("shape", u64p), ("byte
                         ("reserved", u64 * 4)])
 Layout = _struct("Layout", [("offset", u64), ("row_bytes", u64), ("rows", u64),
                             ("row_pitch", u64), ("reserved", u64 * 4)])
+ExpertStats = _struct("ExpertStats", [
+    ("slots", u32), ("slots_used", u32), ("slots_pinned", u32), ("slot_bytes", u64),
+    ("experts", u64), ("acquires", u64), ("hits", u64), ("misses", u64), ("prefetch_hits", u64),
+    ("prefetches", u64), ("evictions", u64), ("bytes_copied", u64), ("copies", u64),
+    ("passes", u64), ("wait_seconds", dbl), ("reserved", u64 * 6)])
 Sharing = _struct("Sharing", [
     ("role", i32), ("region_id", u32), ("writer_pid", u32), ("device", cstr), ("note", cstr),
     ("region_bytes", u64), ("wait_seconds", dbl), ("reserved", u64 * 4)])
@@ -118,6 +123,13 @@ _PROTOS = {
     "wsrv_stream_sharing": (ctypes.c_int, [vptr, P(Sharing)]),
     "wsrv_stream_report": (ctypes.c_int, [vptr]),
     "wsrv_stream_close": (None, [vptr]),
+    "wsrv_stream_acquire_experts": (ctypes.c_int, [vptr, i32, P(u32), ctypes.c_size_t, P(vptr)]),
+    "wsrv_stream_release_experts": (ctypes.c_int, [vptr, i32]),
+    "wsrv_stream_prefetch_experts": (ctypes.c_int, [vptr, i32, P(u32), ctypes.c_size_t]),
+    "wsrv_stream_pin_experts": (ctypes.c_int, [vptr, i32, P(u32), ctypes.c_size_t, ctypes.c_int]),
+    "wsrv_stream_expert_stats": (ctypes.c_int, [vptr, i32, P(ExpertStats)]),
+    "wsrv_stream_experts_resident": (ctypes.c_int, [vptr, i32, P(u32), ctypes.c_size_t,
+                                                    P(ctypes.c_size_t)]),
     "wsrv_client_fd": (ctypes.c_int, [vptr]),
     "wsrv_client_poll_events": (ctypes.c_int, [vptr]),
     "wsrv_model_generation": (ctypes.c_int, [vptr, P(u64), P(u64)]),

@@ -8,13 +8,25 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import _dtypes
-from ._lib import (CudaOpts, HostOpts, Sharing, StreamOpts, StreamStats, View, check, lib,
-                   new, text)
+from ._lib import (CudaOpts, ExpertStats, HostOpts, Sharing, StreamOpts, StreamStats, View,
+                   check, lib, new, text)
 from .model import array_of, bytes_view, torch_of
 from .plan import Plan
 
 SHARE = {None: 0, True: 2, False: 1}
 ROLES = {0: "private", 1: "writer", 2: "reader"}
+NOT_IN_VIEW, EXPERTS_ON_DEMAND = 3, 4
+LAYER_ALL = -2147483647 - 1
+
+
+def _ids(ids):
+    """Expert ids (ints, a list, a tensor) as a uint32 array."""
+    if hasattr(ids, "tolist"):
+        ids = ids.tolist()
+    ids = [int(i) for i in ids]
+    if any(i < 0 or i >= 1 << 32 for i in ids):
+        raise ValueError("expert ids are 0 to 2^32-1")
+    return (ctypes.c_uint32 * max(len(ids), 1))(*ids), len(ids)
 
 
 def open_raw(model_ptr, dev_ptr, plan, opts):
@@ -70,11 +82,35 @@ class _CudaArray:
 
 
 class StreamLayer(Mapping):
-    """An acquired layer: its tensors on the device, by name."""
+    """An acquired layer: its tensors on the device, by name (routed
+    experts on demand come from .experts)."""
 
-    def __init__(self, stream, index, names):
+    def __init__(self, stream, index, names, expert_names=()):
         self.index = index
         self._stream, self._names = stream, names
+        self._expert_names = expert_names
+
+    @property
+    def expert_ids(self):
+        """The ids of this layer's experts on demand that this rank owns."""
+        return sorted({int(nm.split(".experts.")[1].split(".")[0]) for nm in self._expert_names})
+
+    def release_experts(self):
+        """Lets go of the experts this layer holds (they stay cached until
+        evicted); the layer's release does it too."""
+        check(lib.wsrv_stream_release_experts(self._stream._ptr(), self.index))
+
+    def experts(self, ids):
+        """The routed experts ids of this layer (ints, or a tensor of
+        them) on the device, held until the layer is released: their
+        tensors (FP8 scales included) by full name. Hits cost nothing;
+        misses are copied from the host's one copy."""
+        arr, n = _ids(ids)
+        check(lib.wsrv_stream_acquire_experts(self._stream._ptr(), self.index, arr, n, None),
+              f"experts of layer {self.index}")
+        want = {f".experts.{i}." for i in arr[:n]}
+        return {nm: self._stream.tensor(nm) for nm in self._expert_names
+                if any(w in nm for w in want)}
 
     def __getitem__(self, name):
         if name not in self._names:
@@ -144,12 +180,44 @@ class Stream:
         loop moves on (or leaves)."""
         for layer in self._layers:
             check(lib.wsrv_stream_acquire(self._ptr(), layer.index), f"acquire layer {layer.index}")
+            res = {}
             try:
-                present = [nm for nm in layer.names
-                           if lib.wsrv_stream_residency(self._ptr(), self._index[nm]) != 3]
-                yield StreamLayer(self, layer.index, present)
+                res = {nm: lib.wsrv_stream_residency(self._ptr(), self._index[nm]) for nm in layer.names}
+                yield StreamLayer(self, layer.index,
+                                  [nm for nm, r in res.items() if r not in (NOT_IN_VIEW, EXPERTS_ON_DEMAND)],
+                                  [nm for nm, r in res.items() if r == EXPERTS_ON_DEMAND])
             finally:
+                if any(r == EXPERTS_ON_DEMAND for r in res.values()):
+                    lib.wsrv_stream_release_experts(self._ptr(), layer.index)
                 lib.wsrv_stream_release(self._ptr(), layer.index)
+
+    def prefetch_experts(self, layer, ids):
+        """Starts copying experts of a later layer (a router's guess, the
+        last token's routing) without waiting."""
+        arr, n = _ids(ids)
+        check(lib.wsrv_stream_prefetch_experts(self._ptr(), layer, arr, n), f"prefetch layer {layer}")
+
+    def pin_experts(self, layer, ids, pin=True):
+        """Keeps experts in the cache (pin=False lets them go back to LRU)."""
+        arr, n = _ids(ids)
+        check(lib.wsrv_stream_pin_experts(self._ptr(), layer, arr, n, 1 if pin else 0),
+              f"pin experts of layer {layer}")
+
+    def experts_resident(self, layer):
+        """The experts of a layer now in the cache, ascending."""
+        n = ctypes.c_size_t()
+        check(lib.wsrv_stream_experts_resident(self._ptr(), layer, None, 0, ctypes.byref(n)))
+        arr = (ctypes.c_uint32 * max(n.value, 1))()
+        check(lib.wsrv_stream_experts_resident(self._ptr(), layer, arr, n.value, ctypes.byref(n)))
+        return list(arr[:n.value])
+
+    def expert_stats(self, layer=None):
+        """The expert cache's counters (wsrv_stream_expert_stats), for one
+        layer or all."""
+        st = new(ExpertStats)
+        check(lib.wsrv_stream_expert_stats(self._ptr(), LAYER_ALL if layer is None else layer,
+                                           ctypes.byref(st)))
+        return {f: getattr(st, f) for f, _ in ExpertStats._fields_ if f not in ("struct_size", "reserved")}
 
     def stats(self):
         """The stream's counters (wsrv_stream_stats) and how it shares."""
