@@ -177,6 +177,9 @@ WSRV_EXPORT int wsrv_stats_stream(const struct wsrv_stats *s, size_t i,
 	out->hidden_fraction = rp->hidden_fraction;
 	out->shared_bytes = rp->shared_bytes;
 	out->share_role = rp->share_role;
+	out->expert_slots = rp->expert_slots;
+	out->expert_hits = rp->expert_hits;
+	out->expert_misses = rp->expert_misses;
 	return 0;
 }
 

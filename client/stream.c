@@ -439,6 +439,12 @@ int stream_send_report(struct wsrv_stream *s, bool closed)
 	rp.share_role = s->sh.role == WSRV_SHARE_WRITER ? WSRV__REGION_ROLE__REGION_WRITER
 		      : s->sh.role == WSRV_SHARE_READER ? WSRV__REGION_ROLE__REGION_READER
 		      : WSRV__REGION_ROLE__REGION_ROLE_NONE;
+	if (s->xp) {
+		rp.expert_slots = s->xp->nslots;
+		rp.expert_hits = s->xp->st.hits;
+		rp.expert_misses = s->xp->st.misses;
+		rp.bytes_copied += s->xp->st.bytes_copied;
+	}
 	rp.closed = closed;
 	q.body_case = WSRV__REQUEST__BODY_REPORT_STREAM;
 	q.report_stream = &rp;

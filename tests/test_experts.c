@@ -335,6 +335,35 @@ static void pool_sizes(void **st)
 	wsrv_stream_close(f);
 }
 
+/* 9: the server shows the cache's counters (wsrvctl stats), and the
+ * experts' bytes in the stream's bytes copied. */
+static void reported_to_server(void **st)
+{
+	struct wsrv_stream *s = open_slots(8);
+	uint32_t ids[] = { 1, 2 };
+	struct wsrv_stream_record r;
+	struct wsrv_expert_stats x;
+	struct wsrv_stats *sts;
+	bool found = false;
+
+	take(s, 1, ids, 2);
+	take(s, 1, ids, 1);
+	xstats(s, WSRV_LAYER_ALL, &x);
+	assert_int_equal(wsrv_stream_report(s), 0);
+	assert_int_equal(wsrv_stats(F.srv.cl, &sts), 0);
+	for (size_t i = 0; wsrv_stats_stream(sts, i, &r) == 0; i++)
+		if (r.expert_slots) {
+			found = true;
+			assert_int_equal(r.expert_slots, 8);
+			assert_int_equal(r.expert_hits, 1);
+			assert_int_equal(r.expert_misses, 2);
+			assert_true(r.bytes_copied >= x.bytes_copied);
+		}
+	assert_true(found);
+	wsrv_stats_free(sts);
+	wsrv_stream_close(s);
+}
+
 /* The fds opened while the device and a first stream were made. */
 static bool driver_window[FD_MAP];
 
@@ -372,4 +401,5 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(rank_owns_its_experts),
 	cmocka_unit_test(refused_clearly),
 	cmocka_unit_test(pool_sizes),
+	cmocka_unit_test(reported_to_server),
 )

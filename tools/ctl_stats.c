@@ -34,6 +34,9 @@ static json_t *streams_json(const struct wsrv_stats *s)
 		json_object_set_new(o, "device_bytes", json_integer((json_int_t)r.device_bytes));
 		json_object_set_new(o, "shared_bytes", json_integer((json_int_t)r.shared_bytes));
 		json_object_set_new(o, "share", json_string(role_name(r.share_role)));
+		if (r.expert_slots)
+			json_object_set_new(o, "experts", json_pack("{s:i, s:I, s:I}", "slots", (int)r.expert_slots,
+				"hits", (json_int_t)r.expert_hits, "misses", (json_int_t)r.expert_misses));
 	}
 	return a;
 }
@@ -197,6 +200,10 @@ static void print_stats(const struct wsrv_stats *s, const struct wsrv_model_list
 		       100 * r.hidden_fraction, r.slots);
 		printf("             device %s, of which %s shared (%s)\n", fmt_bytes(r.device_bytes, b1, sizeof(b1)),
 		       fmt_bytes(r.shared_bytes, b2, sizeof(b2)), role_name(r.share_role));
+		if (r.expert_slots)
+			printf("             experts on demand: %u slots, %" PRIu64 " hits, %" PRIu64 " misses (%.1f%% hit)\n",
+			       r.expert_slots, r.expert_hits, r.expert_misses,
+			       r.expert_hits + r.expert_misses ? 100.0 * (double)r.expert_hits / (double)(r.expert_hits + r.expert_misses) : 0.0);
 	}
 	print_regions(s);
 }

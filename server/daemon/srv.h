@@ -71,6 +71,8 @@ struct stream_report {
 	uint64_t bytes_copied, acquires, passes, device_bytes, shared_bytes;
 	double copy_seconds, wait_seconds, hidden_fraction;
 	int share_role;             /* a Wsrv__RegionRole: NONE when private */
+	uint32_t expert_slots;
+	uint64_t expert_hits, expert_misses;
 };
 
 struct lease {

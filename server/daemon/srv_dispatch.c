@@ -342,6 +342,9 @@ static int do_report(struct session *s, const Wsrv__StreamReport *rp, uint64_t s
 	x->shared_bytes = rp->shared_bytes;
 	x->share_role = rp->share_role == WSRV__REGION_ROLE__REGION_WRITER ||
 			rp->share_role == WSRV__REGION_ROLE__REGION_READER ? (int)rp->share_role : 0;
+	x->expert_slots = rp->expert_slots;
+	x->expert_hits = rp->expert_hits;
+	x->expert_misses = rp->expert_misses;
 	srv_reply_ok(r, seq);
 	return 0;
 }

@@ -79,6 +79,9 @@ static void *stream_reports(const struct server *srv, Wsrv__ClientStream ***out,
 			rp[k].device_bytes = x->device_bytes;
 			rp[k].shared_bytes = x->shared_bytes;
 			rp[k].share_role = x->share_role;
+			rp[k].expert_slots = x->expert_slots;
+			rp[k].expert_hits = x->expert_hits;
+			rp[k].expert_misses = x->expert_misses;
 			ptrs[k] = &cs[k];
 		}
 	*out = ptrs;
