@@ -76,6 +76,49 @@ static long resolve(struct wsrv_stream *s, const struct xp_layer *L, const uint3
 	return (long)k;
 }
 
+/* One call's experts: the layer, the ids resolved (want[0..n)), and
+ * scratch for the misses and the slots not to evict. */
+struct ask {
+	struct xp_layer *L;
+	uint32_t *want, *miss;
+	bool *skip;
+	size_t n;
+};
+
+static void ask_free(struct ask *a)
+{
+	free(a->want);
+	free(a->miss);
+	free(a->skip);
+}
+
+/* Checks a call's arguments and resolves its ids into a (ask_free after,
+ * whatever it returns). */
+static int ask_begin(struct wsrv_stream *s, int32_t layer, const uint32_t *ids, size_t n, struct ask *a)
+{
+	long k;
+	int r;
+
+	memset(a, 0, sizeof(*a));
+	if (n)
+		CL_NEED(ids);
+	if ((r = layer_of(s, layer, &a->L)) < 0)
+		return r;
+	if (!s->d)
+		return cl_err(-ENODEV, "this stream was opened without a device (a report)");
+	if (n > MAX_ASK)
+		return cl_err(-E2BIG, "at most %u experts in one call", MAX_ASK);
+	a->want = calloc(n + 1, sizeof(*a->want));
+	a->miss = calloc(n + 1, sizeof(*a->miss));
+	a->skip = calloc(s->xp->nslots, sizeof(*a->skip));
+	if (!a->want || !a->miss || !a->skip)
+		return cl_err(-ENOMEM, "out of memory");
+	if ((k = resolve(s, a->L, ids, n, a->want)) < 0)
+		return (int)k;
+	a->n = (size_t)k;
+	return 0;
+}
+
 static int by_arena(const void *a, const void *b, void *arg)
 {
 	const struct wsrv_stream *s = arg;
@@ -220,39 +263,20 @@ static int make_resident(struct wsrv_stream *s, struct xp_layer *L, const uint32
 static int acquire(struct wsrv_stream *s, int32_t layer, const uint32_t *ids, size_t n, void **dev,
 		   enum mode mode)
 {
-	struct xp_layer *L;
-	uint32_t *want, *miss;
-	bool *skip;
-	long k;
+	struct ask a;
 	int r;
 
 	CL_NEED(s);
-	if (n)
-		CL_NEED(ids);
-	if ((r = layer_of(s, layer, &L)) < 0)
-		return r;
-	if (!s->d)
-		return cl_err(-ENODEV, "this stream was opened without a device (a report)");
-	if (n > MAX_ASK)
-		return cl_err(-E2BIG, "at most %u experts in one call", MAX_ASK);
-	want = calloc(n + 1, sizeof(*want));
-	miss = calloc(n + 1, sizeof(*miss));
-	skip = calloc(s->xp->nslots, sizeof(*skip));
-	if (!want || !miss || !skip)
-		r = cl_err(-ENOMEM, "out of memory");
-	else if ((k = resolve(s, L, ids, n, want)) < 0)
-		r = (int)k;
-	else if ((r = make_resident(s, L, want, (size_t)k, miss, skip, mode)) == 0 && mode == HOLD) {
-		COUNT(s, L, acquires, (uint64_t)k);
+	if ((r = ask_begin(s, layer, ids, n, &a)) == 0 &&
+	    (r = make_resident(s, a.L, a.want, a.n, a.miss, a.skip, mode)) == 0 && mode == HOLD) {
+		COUNT(s, a.L, acquires, (uint64_t)a.n);
 		if (s->xp->last_layer < 0 || layer <= s->xp->last_layer)
 			s->xp->st.passes++;
 		s->xp->last_layer = layer;
 		for (size_t i = 0; dev && i < n; i++)
-			dev[i] = s->xp->slots[s->xp->ex[find_expert(s->xp, L, ids[i])].slot].mem;
+			dev[i] = s->xp->slots[s->xp->ex[find_expert(s->xp, a.L, ids[i])].slot].mem;
 	}
-	free(want);
-	free(miss);
-	free(skip);
+	ask_free(&a);
 	return r;
 }
 
@@ -281,51 +305,32 @@ WSRV_EXPORT int wsrv_stream_release_experts(struct wsrv_stream *s, int32_t layer
 WSRV_EXPORT int wsrv_stream_prefetch_experts(struct wsrv_stream *s, int32_t layer, const uint32_t *ids,
 					     size_t n)
 {
-	struct xp_layer *L;
-	uint32_t *want = NULL, *miss = NULL;
-	bool *skip = NULL;
+	struct xp_cache *x;
+	struct ask a;
 	size_t nm = 0;
-	long k;
 	int r;
 
 	CL_NEED(s);
-	if (n)
-		CL_NEED(ids);
-	if ((r = layer_of(s, layer, &L)) < 0)
+	if ((r = ask_begin(s, layer, ids, n, &a)) < 0) {
+		ask_free(&a);
 		return r;
-	if (!s->d)
-		return cl_err(-ENODEV, "this stream was opened without a device (a report)");
-	if (n > MAX_ASK)
-		return cl_err(-E2BIG, "at most %u experts in one call", MAX_ASK);
-	want = calloc(n + 1, sizeof(*want));
-	miss = calloc(n + 1, sizeof(*miss));
-	skip = calloc(s->xp->nslots, sizeof(*skip));
-	if (!want || !miss || !skip) {
-		r = cl_err(-ENOMEM, "out of memory");
-		goto out;
 	}
-	if ((k = resolve(s, L, ids, n, want)) < 0) {
-		r = (int)k;
-		goto out;
-	}
-	for (long i = 0; i < k; i++)
-		if (s->xp->ex[want[i]].slot >= 0)
-			skip[s->xp->ex[want[i]].slot] = true;
+	x = s->xp;
+	for (size_t i = 0; i < a.n; i++)
+		if (x->ex[a.want[i]].slot >= 0)
+			a.skip[x->ex[a.want[i]].slot] = true;
 	/* As many as there are slots to take and bytes loaded, in order. */
-	for (long i = 0; i < k; i++) {
-		if (s->xp->ex[want[i]].slot >= 0)
+	for (size_t i = 0; i < a.n; i++) {
+		if (x->ex[a.want[i]].slot >= 0)
 			continue;
-		if (nm >= free_to_take(s->xp, skip) || need_expert(s, want[i], false) != 1)
+		if (nm >= free_to_take(x, a.skip) || need_expert(s, a.want[i], false) != 1)
 			break;
-		miss[nm++] = want[i];
+		a.miss[nm++] = a.want[i];
 	}
-	qsort_r(miss, nm, sizeof(*miss), by_arena, s);
-	if (nm && (r = fill(s, L, miss, nm, skip, true)) == 0)
-		COUNT(s, L, prefetches, nm);
-out:
-	free(want);
-	free(miss);
-	free(skip);
+	qsort_r(a.miss, nm, sizeof(*a.miss), by_arena, s);
+	if (nm && (r = fill(s, a.L, a.miss, nm, a.skip, true)) == 0)
+		COUNT(s, a.L, prefetches, nm);
+	ask_free(&a);
 	return r;
 }
 

@@ -8,6 +8,35 @@
 #include <string.h>
 
 #include "cuda_api.h"
+#include "helpers.h"
+#include "wsrv.h"
+
+/* The fds opened while the device and a first stream were made. */
+static bool driver_window[FD_MAP];
+
+int dev_test_open(struct wsrv_model *m, struct wsrv_device **dev)
+{
+	struct wsrv_stream *s;
+	bool before[FD_MAP];
+
+	fd_map_take(before);
+	if (dev_on_cuda()) {
+		if (wsrv_device_cuda(NULL, dev) < 0 || wsrv_stream_open(m, *dev, NULL, NULL, &s) < 0) {
+			fprintf(stderr, "cuda: %s\n", wsrv_last_error());
+			return -1;
+		}
+		wsrv_stream_close(s);
+		fd_map_new(before, driver_window);
+		return 0;
+	}
+	return wsrv_device_host(NULL, dev) < 0 ? -1 : 0;
+}
+
+int dev_test_close(struct wsrv_device *dev)
+{
+	wsrv_device_destroy(dev);
+	return fd_map_kept(driver_window);
+}
 
 bool dev_on_cuda(void)
 {

@@ -14,6 +14,19 @@
 /* True when the run asks for the cuda backend (WSRV_TEST_DEVICE=cuda). */
 bool dev_on_cuda(void);
 
+struct wsrv_model;
+struct wsrv_device;
+
+/* The device a test program's cases use: the backend the run asks for
+ * (WSRV_TEST_DEVICE), over model m. A real CUDA driver opens fds at cuInit
+ * (an eventfd, pipes, a socket, /dev/nvidia*) and keeps them for the life
+ * of the process (seen on an H100), so the cuda device is opened with a
+ * first stream and the fds that opened meanwhile are remembered:
+ * dev_test_close returns those still open once the device is gone, the
+ * driver's, to add to the fixture's fd baseline. 0 or -1. */
+int dev_test_open(struct wsrv_model *m, struct wsrv_device **dev);
+int dev_test_close(struct wsrv_device *dev);
+
 /* Copies n bytes at device address src into dst: 0, or -EIO with a line
  * on stderr. */
 int dev_read(void *dst, const void *src, size_t n);

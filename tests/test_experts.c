@@ -364,32 +364,15 @@ static void reported_to_server(void **st)
 	wsrv_stream_close(s);
 }
 
-/* The fds opened while the device and a first stream were made. */
-static bool driver_window[FD_MAP];
-
 static int device_open(void)
 {
-	struct wsrv_stream *s;
-	bool before[FD_MAP];
-
 	m = F.srv.m;
-	fd_map_take(before);
-	if (dev_on_cuda()) {
-		if (wsrv_device_cuda(NULL, &dev) < 0 || wsrv_stream_open(m, dev, NULL, NULL, &s) < 0) {
-			fprintf(stderr, "cuda: %s\n", wsrv_last_error());
-			return -1;
-		}
-		wsrv_stream_close(s);
-		fd_map_new(before, driver_window);
-		return 0;
-	}
-	return wsrv_device_host(NULL, &dev) < 0 ? -1 : 0;
+	return dev_test_open(m, &dev);
 }
 
 static void device_close(void)
 {
-	wsrv_device_destroy(dev);
-	F.fds += fd_map_kept(driver_window);
+	F.fds += dev_test_close(dev);
 }
 
 FIXTURE_MAIN(F,

@@ -256,38 +256,18 @@ static void invalid_plans(void **st)
 	assert_int_equal(wsrv_plan_load("/nonexistent/plan.json", &p), -ENOENT);
 }
 
-/* The fds opened while the device and a first stream were made. */
-static bool driver_window[FD_MAP];
-
 /* The cases' client, model and device: the fixture's, and a device of the
- * backend the run asks for (WSRV_TEST_DEVICE). A real CUDA driver opens
- * fds at cuInit (an eventfd, pipes, a socket, /dev/nvidia*) and keeps them
- * for the life of the process (seen on an H100): device_close counts the
- * ones still open once the device is gone as the driver's, not a leak. */
+ * backend the run asks for (dev_test_open). */
 static int device_open(void)
 {
-	struct wsrv_stream *s;
-	bool before[FD_MAP];
-
 	cl = F.srv.cl;
 	m = F.srv.m;
-	fd_map_take(before);
-	if (dev_on_cuda()) {
-		if (wsrv_device_cuda(NULL, &dev) < 0 || wsrv_stream_open(m, dev, NULL, NULL, &s) < 0) {
-			fprintf(stderr, "cuda: %s\n", wsrv_last_error());
-			return -1;
-		}
-		wsrv_stream_close(s);
-		fd_map_new(before, driver_window);
-		return 0;
-	}
-	return wsrv_device_host(NULL, &dev) < 0 ? -1 : 0;
+	return dev_test_open(m, &dev);
 }
 
 static void device_close(void)
 {
-	wsrv_device_destroy(dev);
-	F.fds += fd_map_kept(driver_window);
+	F.fds += dev_test_close(dev);
 }
 
 FIXTURE_MAIN(F,

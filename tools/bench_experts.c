@@ -56,13 +56,19 @@ struct result {
 	XXH64_hash_t logits;
 };
 
-static long expert_of(const char *name, int32_t *layer)
+/* Tensor i's layer and expert, when it is a routed expert's (layers
+ * below 8192). */
+static bool expert_at(struct wsrv_model *m, size_t i, int32_t *layer, long *expert)
 {
-	const char *p = strstr(name, ".experts.");
+	struct wsrv_tensor t;
+	const char *p;
 
-	if (!p || sscanf(name, "model.layers.%d.", layer) != 1)
-		return -1;
-	return strtol(p + 9, NULL, 10);
+	wsrv_model_tensor(m, i, &t);
+	p = strstr(t.name, ".experts.");
+	if (!p || sscanf(t.name, "model.layers.%d.", layer) != 1 || *layer < 0 || *layer >= 8192)
+		return false;
+	*expert = strtol(p + 9, NULL, 10);
+	return *expert >= 0;
 }
 
 static int moe_index(struct wsrv_model *m, struct moe *x)
@@ -75,11 +81,9 @@ static int moe_index(struct wsrv_model *m, struct moe *x)
 	if (!pos || !x->layer)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) { /* the MoE layers and the experts' count */
-		struct wsrv_tensor t;
 		int32_t l;
 		long e;
-		wsrv_model_tensor(m, i, &t);
-		if ((e = expert_of(t.name, &l)) < 0 || l < 0 || l >= 8192)
+		if (!expert_at(m, i, &l, &e))
 			continue;
 		if (!pos[l])
 			x->layer[(pos[l] = (uint32_t)++x->nl) - 1] = l;
@@ -93,11 +97,9 @@ static int moe_index(struct wsrv_model *m, struct moe *x)
 	x->tens = calloc(x->nl * x->experts, sizeof(*x->tens));
 	x->ntens = calloc(x->nl * x->experts, sizeof(*x->ntens));
 	for (size_t i = 0; x->tens && x->ntens && i < n; i++) {
-		struct wsrv_tensor t;
 		int32_t l;
 		long e;
-		wsrv_model_tensor(m, i, &t);
-		if ((e = expert_of(t.name, &l)) < 0 || l < 0 || l >= 8192)
+		if (!expert_at(m, i, &l, &e))
 			continue;
 		size_t k = (pos[l] - 1) * x->experts + (size_t)e;
 		uint32_t *v = realloc(x->tens[k], (x->ntens[k] + 1) * sizeof(*v));
