@@ -307,7 +307,7 @@ static void failed_load_then_stopped(void **st)
 	wsrv_detach(m);
 	wsrv_disconnect(a);
 	assert_int_equal(server_stop(&ts, SIGTERM), 1);
-	if (!server_log_has(&ts, "the file ends before"))
+	if (!server_log_has(&ts, "error: model m: "))
 		fail_msg("the log does not say why (%s)", ts.log);
 	rm_rf(ts.dir);
 }
