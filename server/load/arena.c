@@ -320,8 +320,10 @@ int arena_create(const char *name, uint32_t nseg, const uint64_t *sizes,
 	choose_lock(a, o->lock);
 	a->fill_by_write = !a->hugetlb;
 	for (uint32_t i = 0; r == 0 && i < nseg; i++) {
-		/* A zero-byte segment still gets one page, so it can be mapped. */
-		a->seg[i].size = round_up(sizes[i] ? sizes[i] : 1, a->page_size);
+		/* A zero-byte segment still gets one page, so it can be mapped.
+		 * With folios, a whole number of 2 MiB chunks: the tail is a
+		 * folio too, not 4 KiB pages that readers fault one by one. */
+		a->seg[i].size = round_up(sizes[i] ? sizes[i] : 1, a->folios ? HUGE_2M : a->page_size);
 		r = create_seg(a, name, i, o, e);
 	}
 	if (r == 0 && a->folios && arena_folio_init(a) < 0)

@@ -46,7 +46,7 @@ struct arena_opts {
 
 struct arena_seg {
 	int fd;                        /* memfd, owned */
-	size_t size;                   /* rounded up to the page size */
+	size_t size;                   /* rounded up to the page size (2 MiB with folios) */
 	uint8_t *rw;                   /* writable mapping until sealed */
 	const uint8_t *ro;             /* read-only mapping once sealed */
 	uint8_t *fill;                 /* arena_fill_map's writable mapping, until sealed */
