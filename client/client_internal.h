@@ -54,12 +54,30 @@ struct wsrv_model {
 	 * address range is reserved (PROT_NONE) at attach and mapped over
 	 * once the readiness page says it is ready. */
 	bool loading;                /* atomic: some segment not mapped yet */
-	const uint8_t *ready;        /* the readiness page, read-only mapping */
-	size_t ready_len;
-	struct rd_view rv;
+	struct ready_gen *ready;     /* atomic: the newest server's page, or NULL */
 	bool *mapped;                /* per segment, under map_lock */
 	pthread_mutex_t map_lock;
 };
+
+/* One server's readiness page for a model attached while it loads. A
+ * reconnect during the load (ready_resume.c) puts a newer one in front;
+ * the older ones stay mapped until the model is freed, because a waiter
+ * may still be reading their words. */
+struct ready_gen {
+	struct ready_gen *older;     /* owned */
+	const uint8_t *page;         /* read-only mapping (owned) */
+	size_t len;
+	struct rd_view rv;
+	int *fds;                    /* per segment: an fd the attach reply
+	                              * carried and not mapped yet, or -1;
+	                              * owned, under map_lock; may be NULL */
+};
+
+/* The newest readiness page's view (m->ready is not NULL). */
+static inline const struct rd_view *cl_rv(const struct wsrv_model *m)
+{
+	return &__atomic_load_n(&m->ready, __ATOMIC_ACQUIRE)->rv;
+}
 
 /* Attach with a readiness page: fds[0] the manifest (mapped by the
  * caller), fds[1] the page, then ar->ready_segments' fds. */
@@ -83,6 +101,17 @@ void cl_layer_at_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_laye
 /* Frees what cl_ready_setup made (the segments' mappings are the
  * caller's). */
 void cl_ready_free(struct wsrv_model *m);
+/* Maps a readiness page of len bytes from fd and checks it against m's
+ * manifest: a new generation of it, owned by the caller, or NULL. */
+struct ready_gen *cl_ready_gen_map(struct wsrv_model *m, int fd, uint64_t len);
+void cl_ready_gen_free(struct ready_gen *g);
+/* Under c->lock, on a new connection: m, still loading here, attached
+ * again (with while_loading) and answered with ar and its n fds. When the
+ * new server lays m out as the old one did, its page (or, for a model it
+ * has loaded, one made here) becomes m's newest, taking the fds it keeps
+ * (-1 left in fds), and the segments already mapped stay: 0. Otherwise
+ * -ESTALE, or -EBADMSG for a reply that does not add up. (ready_resume.c) */
+int cl_ready_resume(struct wsrv_model *m, const Wsrv__AttachReply *ar, int *fds, int n);
 
 /* Marks a definition as part of the ABI; everything else is hidden
  * (-fvisibility=hidden), and libwsrv.map names each symbol's version. */
@@ -145,6 +174,9 @@ int cl_hello(struct wsrv_client *c);
  * and re-attaches every model of c; a model whose generation changed is
  * marked stale. 0 or a negative errno with a sentence. (reconnect.c) */
 int cl_reconnect(struct wsrv_client *c);
+/* Takes c->lock: when the server hung up (it died or restarted), closes
+ * the connection and connects again (cl_reconnect). 0 when connected. */
+int cl_revive(struct wsrv_client *c);
 /* The attach id in req, updated after a reconnect gave it a new one;
  * -ESTALE when its model is stale. */
 int cl_remap(struct wsrv_client *c, Wsrv__Request *req);

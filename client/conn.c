@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* conn.c - the connection: connect, handshake, one request at a time. */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +215,22 @@ static int again(struct wsrv_client *c, const char *why)
 	if ((r = cl_reconnect(c)) == 0)
 		return 0;
 	return cl_err(-ENOTCONN, "%s (connecting again: %s)", was, wsrv_last_error());
+}
+
+int cl_revive(struct wsrv_client *c)
+{
+	struct pollfd p = { .events = POLLRDHUP };
+	int r = 0;
+
+	pthread_mutex_lock(&c->lock);
+	p.fd = c->fd;
+	if (p.fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR)))
+		cl_drop(c);
+	if (c->fd < 0)
+		r = c->path[0] ? again(c, "the server went away")
+			       : cl_err(-ENOTCONN, "the server went away");
+	pthread_mutex_unlock(&c->lock);
+	return r;
 }
 
 int cl_call_fd(struct wsrv_client *c, Wsrv__Request *req, int send_fd, Wsrv__Response **resp,

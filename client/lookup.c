@@ -55,7 +55,7 @@ static void fill_tensor(const struct wsrv_model *m, uint32_t i, struct wsrv_tens
 	o->offset = t->offset;
 	o->size = t->size;
 	/* Attached while loading, the manifest has 0: the page has it. */
-	o->xxh3 = m->ready ? __atomic_load_n(&m->rv.xxh3[i], __ATOMIC_RELAXED) : t->xxh3;
+	o->xxh3 = m->ready ? __atomic_load_n(&cl_rv(m)->xxh3[i], __ATOMIC_RELAXED) : t->xxh3;
 	o->data = m->seg[t->segment] + t->offset;
 	o->held_offset = m->v.parts ? m->v.parts[i].offset : 0;
 	o->held_size = m->v.parts ? m->v.parts[i].length : t->size;

@@ -52,26 +52,68 @@ static int reserve(struct wsrv_model *m, const Wsrv__AttachReply *ar)
 	return 0;
 }
 
+struct ready_gen *cl_ready_gen_map(struct wsrv_model *m, int fd, uint64_t len)
+{
+	struct ready_gen *g = calloc(1, sizeof(*g));
+	char err[256];
+	uint64_t size;
+
+	if (!g) {
+		cl_err(-ENOMEM, "out of memory");
+		return NULL;
+	}
+	if (len < sizeof(struct rd_header) || len > (64u << 20)) {
+		cl_err(-EBADMSG, "the server sent a readiness page of %llu bytes", (unsigned long long)len);
+		goto fail;
+	}
+	if (cl_check_fd(fd, "readiness page", len, &size) < 0)
+		goto fail;
+	g->len = (size_t)len;
+	g->page = mmap(NULL, g->len, PROT_READ, MAP_SHARED, fd, 0);
+	if (g->page == MAP_FAILED) {
+		g->page = NULL;
+		cl_err(-errno, "cannot map the readiness page: %s", strerror(errno));
+		goto fail;
+	}
+	if (ready_check(g->page, g->len, m->nseg, m->v.h->ntensors, &g->rv, err, sizeof(err)) < 0) {
+		cl_err(-EBADMSG, "the server sent a bad readiness page: %s", err);
+		goto fail;
+	}
+	return g;
+fail:
+	cl_ready_gen_free(g);
+	return NULL;
+}
+
+void cl_ready_gen_free(struct ready_gen *g)
+{
+	while (g) {
+		struct ready_gen *older = g->older;
+		for (uint32_t i = 0; g->fds && i < g->rv.h->nsegments; i++)
+			if (g->fds[i] >= 0)
+				close(g->fds[i]);
+		if (g->page)
+			munmap((void *)g->page, g->len);
+		free(g->fds);
+		free(g);
+		g = older;
+	}
+}
+
 int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__AttachReply *ar)
 {
-	uint64_t sizes[WSRV_MAX_FDS], rsize;
+	uint64_t sizes[WSRV_MAX_FDS];
 	char err[256];
 	int r;
 
-	if ((size_t)nfds != 2 + ar->n_ready_segments || ar->ready_size < sizeof(struct rd_header) ||
-	    ar->ready_size > (64u << 20))
+	if ((size_t)nfds != 2 + ar->n_ready_segments)
 		return cl_err(-EBADMSG, "the server sent %d fds for a loading model with %zu segments ready",
 			      nfds, ar->n_ready_segments);
 	m->mapped = calloc(m->nseg + 1, sizeof(*m->mapped));
-	if (!m->mapped || pthread_mutex_init(&m->map_lock, NULL) != 0)
+	if (!m->mapped || pthread_mutex_init(&m->map_lock, NULL) != 0) {
+		free(m->mapped);
+		m->mapped = NULL;
 		return cl_err(-ENOMEM, "out of memory");
-	if ((r = cl_check_fd(fds[1], "readiness page", ar->ready_size, &rsize)) < 0)
-		return r;
-	m->ready_len = (size_t)ar->ready_size;
-	m->ready = mmap(NULL, m->ready_len, PROT_READ, MAP_SHARED, fds[1], 0);
-	if (m->ready == MAP_FAILED) {
-		m->ready = NULL;
-		return cl_err(-errno, "cannot map the readiness page: %s", strerror(errno));
 	}
 	if ((r = reserve(m, ar)) < 0)
 		return r;
@@ -86,19 +128,20 @@ int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__A
 		sizes[i] = m->seg_len[i];
 	if (manifest_check(m->manifest, m->manifest_len, sizes, m->nseg, &m->v, err, sizeof(err)) < 0)
 		return cl_err(-EBADMSG, "the server sent a bad manifest: %s", err);
-	if (ready_check(m->ready, m->ready_len, m->nseg, m->v.h->ntensors, &m->rv, err, sizeof(err)) < 0)
-		return cl_err(-EBADMSG, "the server sent a bad readiness page: %s", err);
+	if (!(m->ready = cl_ready_gen_map(m, fds[1], ar->ready_size)))
+		return -EBADMSG;
 	__atomic_store_n(&m->loading, true, __ATOMIC_RELEASE);
 	return 0;
 }
 
 void cl_ready_free(struct wsrv_model *m)
 {
-	if (m->ready)
-		munmap((void *)m->ready, m->ready_len);
+	cl_ready_gen_free(m->ready);
+	m->ready = NULL;
 	if (m->mapped)
 		pthread_mutex_destroy(&m->map_lock);
 	free(m->mapped);
+	m->mapped = NULL;
 }
 
 static uint32_t load_word(const uint32_t *w)
@@ -108,7 +151,7 @@ static uint32_t load_word(const uint32_t *w)
 
 static int failed(const struct wsrv_model *m)
 {
-	const struct rd_header *h = m->rv.h;
+	const struct rd_header *h = cl_rv(m)->h;
 	char msg[RD_MESSAGE_MAX];
 	uint32_t t = h->failed_tensor;
 	const char *name = t < m->v.h->ntensors ? m->v.strings + m->v.tensors[t].name_off : "(none named)";
@@ -116,6 +159,17 @@ static int failed(const struct wsrv_model *m)
 	memcpy(msg, h->message, sizeof(msg));
 	msg[sizeof(msg) - 1] = 0;
 	return cl_err(-EIO, "model %s failed to load at tensor %s: %s", m->name, name, msg);
+}
+
+#define WORD_MODEL UINT32_MAX
+
+/* The futex word of segment seg (or of the model: WORD_MODEL) on the
+ * newest server's page. */
+static const uint32_t *word(const struct wsrv_model *m, uint32_t seg)
+{
+	const struct rd_view *v = cl_rv(m);
+
+	return seg == WORD_MODEL ? &v->h->state : &v->segments[seg];
 }
 
 /* Whether the server that loads the model is still connected: a server
@@ -132,14 +186,27 @@ static bool server_gone(struct wsrv_model *m)
 	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
 }
 
-/* Waits for *w to leave RD_LOADING, up to timeout_ms (< 0: for ever). */
-static int wait_word(struct wsrv_model *m, const uint32_t *w, int timeout_ms)
+/* The server went away mid-load: connect again, which re-attaches m to
+ * the new server's load (ready_resume.c). 0 when m waits on there now. */
+static int resume(struct wsrv_model *m)
+{
+	if (cl_revive(m->c) < 0)
+		return cl_err(-ENOTCONN, "the server went away while model %s was loading, and connecting again failed: %s",
+			      m->name, wsrv_last_error());
+	return cl_model_fresh(m);
+}
+
+/* Waits for a word (seg, or WORD_MODEL) to leave RD_LOADING, up to
+ * timeout_ms (< 0: for ever). */
+static int wait_word(struct wsrv_model *m, uint32_t seg, int timeout_ms)
 {
 	double left = timeout_ms < 0 ? -1 : timeout_ms / 1e3, t0 = mono_now();
 
 	for (;;) {
+		const uint32_t *w = word(m, seg);
 		uint32_t v = load_word(w);
 		double slice = WAIT_SLICE_MS / 1e3;
+		int r;
 		if (v == RD_READY)
 			return 0;
 		if (v == RD_FAILED)
@@ -152,13 +219,33 @@ static int wait_word(struct wsrv_model *m, const uint32_t *w, int timeout_ms)
 		}
 		struct timespec ts = { (time_t)slice, (long)((slice - (double)(time_t)slice) * 1e9) };
 		syscall(SYS_futex, w, FUTEX_WAIT, RD_LOADING, &ts, NULL, 0);
-		if (load_word(w) == RD_LOADING && server_gone(m))
-			return cl_err(-ENOTCONN, "the server went away while model %s was loading", m->name);
+		if (load_word(w) == RD_LOADING && w == word(m, seg) && server_gone(m) && (r = resume(m)) < 0)
+			return r;
 	}
 }
 
+/* Maps the segments whose fds a re-attach brought (ready_resume.c). Under
+ * map_lock. */
+static int map_carried(struct wsrv_model *m)
+{
+	struct ready_gen *g = __atomic_load_n(&m->ready, __ATOMIC_ACQUIRE);
+	int r = 0;
+
+	for (uint32_t i = 0; g->fds && i < m->nseg; i++) {
+		if (g->fds[i] < 0)
+			continue;
+		if (r == 0 && !m->mapped[i])
+			r = map_over(m, i, g->fds[i]);
+		close(g->fds[i]);
+		g->fds[i] = -1;
+	}
+	return r;
+}
+
 /* Asks for the fds of segments ready and not mapped (at most one reply's
- * worth), and maps them. Under map_lock. */
+ * worth), and maps them. Under map_lock. A server that says "not loaded
+ * yet" is one that took over after a restart, later than the page this
+ * client read: nothing is mapped, and the caller waits again. */
 static int fetch_ready(struct wsrv_model *m)
 {
 	Wsrv__Request q = WSRV__REQUEST__INIT;
@@ -167,17 +254,19 @@ static int fetch_ready(struct wsrv_model *m)
 	int fds[WSRV_MAX_FDS], nfds = 0, r;
 	Wsrv__Response *resp;
 
+	if ((r = map_carried(m)) < 0)
+		return r;
 	for (uint32_t i = 0; i < m->nseg && as.n_segments < WSRV_MAX_FDS - 2; i++)
-		if (!m->mapped[i] && load_word(&m->rv.segments[i]) == RD_READY)
+		if (!m->mapped[i] && load_word(word(m, i)) == RD_READY)
 			want[as.n_segments++] = i;
 	if (as.n_segments == 0)
 		return 0;
-	as.attach_id = m->attach_id;
+	as.attach_id = __atomic_load_n(&m->attach_id, __ATOMIC_RELAXED);
 	as.segments = want;
 	q.body_case = WSRV__REQUEST__BODY_ATTACH_SEGMENTS;
 	q.attach_segments = &as;
 	if ((r = cl_call(m->c, &q, &resp, fds, WSRV_MAX_FDS, &nfds)) < 0)
-		return r;
+		return r == -EAGAIN ? 0 : r;
 	if (resp->body_case != WSRV__RESPONSE__BODY_SEGMENTS || !resp->segments ||
 	    resp->segments->n_segments != as.n_segments || (size_t)nfds != as.n_segments ||
 	    memcmp(resp->segments->segments, want, as.n_segments * sizeof(*want)) != 0)
@@ -199,8 +288,8 @@ static int map_ready(struct wsrv_model *m)
 	r = fetch_ready(m);
 	for (uint32_t i = 0; i < m->nseg; i++)
 		all = all && m->mapped[i];
-	if (r == 0 && all && load_word(&m->rv.h->state) == RD_READY) {
-		m->manifest_hash = m->rv.h->manifest_hash; /* the loaded model's identity */
+	if (r == 0 && all && load_word(word(m, WORD_MODEL)) == RD_READY) {
+		m->manifest_hash = cl_rv(m)->h->manifest_hash; /* the loaded model's identity */
 		__atomic_store_n(&m->loading, false, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&m->map_lock);
@@ -223,11 +312,16 @@ static int need(struct wsrv_model *m, uint32_t seg, int timeout_ms)
 
 	if (seg >= m->nseg)
 		return cl_err(-EINVAL, "no segment %u", seg);
-	if (seg_mapped(m, seg))
-		return 0;
-	if ((r = wait_word(m, &m->rv.segments[seg], timeout_ms)) < 0)
-		return r;
-	return map_ready(m);
+	/* More than one round only when the server changed under the wait
+	 * (a restart mid-load): the new one's word is waited on. */
+	for (int round = 0; !seg_mapped(m, seg); round++) {
+		if (round == 16)
+			return cl_err(-EBADMSG, "the server says segment %u of model %s is loaded but does not give it",
+				      seg, m->name);
+		if ((r = wait_word(m, seg, timeout_ms)) < 0 || (r = map_ready(m)) < 0)
+			return r;
+	}
+	return 0;
 }
 
 int cl_need_segment(struct wsrv_model *m, uint32_t seg)
@@ -251,7 +345,7 @@ int cl_segment_ready(struct wsrv_model *m, uint32_t seg)
 		return 1;
 	if (seg >= m->nseg)
 		return cl_err(-EINVAL, "no segment %u", seg);
-	v = load_word(&m->rv.segments[seg]);
+	v = load_word(word(m, seg));
 	if (v == RD_FAILED)
 		return failed(m);
 	if (v != RD_READY)
@@ -261,24 +355,32 @@ int cl_segment_ready(struct wsrv_model *m, uint32_t seg)
 	return seg_mapped(m, seg) ? 1 : 0;
 }
 
+static uint32_t count_mapped(struct wsrv_model *m)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < m->nseg; i++)
+		n += seg_mapped(m, i);
+	return n;
+}
+
 static int wait_all(struct wsrv_model *m, int timeout_ms)
 {
 	double t0 = mono_now();
-	int r = wait_word(m, &m->rv.h->state, timeout_ms);
+	int r = 0;
 
 	while (r == 0 && __atomic_load_n(&m->loading, __ATOMIC_ACQUIRE)) {
-		uint32_t before = 0;
-		for (uint32_t i = 0; i < m->nseg; i++)
-			before += seg_mapped(m, i);
+		uint32_t before;
+		if ((r = wait_word(m, WORD_MODEL, timeout_ms)) < 0)
+			break;
+		before = count_mapped(m);
 		r = map_ready(m);
-		if (r == 0 && __atomic_load_n(&m->loading, __ATOMIC_ACQUIRE)) {
-			uint32_t after = 0;
-			for (uint32_t i = 0; i < m->nseg; i++)
-				after += seg_mapped(m, i);
-			if (after == before) /* READY but nothing new mapped: a broken page */
-				return cl_err(-EBADMSG, "the server says model %s is loaded but a segment is not ready",
-					      m->name);
-		}
+		/* READY, yet nothing new mapped: a broken page. (A model word
+		 * back to LOADING is a new server's, after a restart.) */
+		if (r == 0 && __atomic_load_n(&m->loading, __ATOMIC_ACQUIRE) && count_mapped(m) == before &&
+		    load_word(word(m, WORD_MODEL)) == RD_READY)
+			return cl_err(-EBADMSG, "the server says model %s is loaded but a segment is not ready",
+				      m->name);
 		if (timeout_ms >= 0 && mono_now() - t0 > timeout_ms / 1e3 + 60)
 			return cl_err(-ETIMEDOUT, "model %s: segments still not mapped", m->name);
 	}
@@ -302,8 +404,8 @@ WSRV_EXPORT int wsrv_model_progress(const struct wsrv_model *m, uint64_t *placed
 {
 	CL_NEED(m);
 	if (placed)
-		*placed = m->ready ? __atomic_load_n(&m->rv.h->placed_bytes, __ATOMIC_RELAXED) : m->v.h->tensor_bytes;
+		*placed = m->ready ? __atomic_load_n(&cl_rv(m)->h->placed_bytes, __ATOMIC_RELAXED) : m->v.h->tensor_bytes;
 	if (total)
-		*total = m->ready ? m->rv.h->total_bytes : m->v.h->tensor_bytes;
+		*total = m->ready ? cl_rv(m)->h->total_bytes : m->v.h->tensor_bytes;
 	return __atomic_load_n(&m->loading, __ATOMIC_ACQUIRE) ? 1 : 0;
 }

@@ -38,7 +38,8 @@ int pkt_send(int sock, const void *buf, size_t len, const int *fds, int nfds)
 void pkt_close_fds(const int *fds, int n)
 {
 	for (int i = 0; i < n; i++)
-		close(fds[i]);
+		if (fds[i] >= 0)
+			close(fds[i]);
 }
 
 int pkt_take_fds(struct msghdr *msg, int *fds, int max, int *n)

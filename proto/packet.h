@@ -26,7 +26,7 @@ long pkt_recv(int sock, void *buf, size_t cap, int *fds, int maxfds, int *nfds);
  * fds beyond max are closed. Returns how many were found in all. */
 int pkt_take_fds(struct msghdr *msg, int *fds, int max, int *n);
 
-/* Closes n fds; fds may be NULL when n is 0. */
+/* Closes n fds, skipping -1s; fds may be NULL when n is 0. */
 void pkt_close_fds(const int *fds, int n);
 
 #endif

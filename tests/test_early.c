@@ -312,6 +312,76 @@ static void failed_load_then_stopped(void **st)
 	rm_rf(ts.dir);
 }
 
+/* 5: the server dies mid-load (SIGKILL) and another starts on the same
+ * socket. A client waiting for the rest of the model goes on waiting on
+ * the new server's load, or takes the new server's loaded model, keeps
+ * the segments it had mapped (layer 0 stays where it was), and ends with
+ * every byte and checksum right; its calls after that reach the new
+ * server (the attach id is the new one). A new server with other weights
+ * makes the model stale: -ESTALE. */
+static void restart_mid_load_case(bool slow_again, unsigned other_layers)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *a;
+	struct wsrv_model *m;
+	struct wsrv_layer l0 = { .struct_size = sizeof(l0) }, l0b = { .struct_size = sizeof(l0b) };
+	uint64_t h0;
+	int r;
+
+	assert_int_equal(make_model(F.dir[0], "llama-mini", 24 << 20, 6, 2, 9), 0);
+	assert_int_equal(start_slow(&ts), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &a), 0);
+	assert_int_equal(wsrv_attach(a, "m", &m), 0);
+	assert_int_equal(wsrv_model_wait(m, 0, 20000), 0);
+	assert_int_equal(wsrv_model_wait(m, 5, 0), -ETIMEDOUT);
+	assert_int_equal(wsrv_model_layer(m, 0, &l0), 0);
+	h0 = XXH3_64bits(l0.data, l0.length);
+	assert_int_equal(server_stop(&ts, SIGKILL), 128 + SIGKILL);
+	if (other_layers)
+		assert_int_equal(make_model(F.dir[0], "llama-mini", 24 << 20, other_layers, 2, 10), 0);
+	if (slow_again)
+		r = server_restart_args(&ts, "m", F.dir[0], "--serve-while-loading", "--read-rate", "8M",
+					"--queue-depth", "1", "--block-size", "256K", NULL);
+	else
+		r = server_restart(&ts, "m", F.dir[0]); /* returns once loaded */
+	assert_int_equal(r, 0);
+	r = wsrv_model_wait(m, WSRV_LAYER_ALL, 30000);
+	if (other_layers) {
+		assert_int_equal(r, -ESTALE);
+	} else {
+		if (r != 0)
+			fail_msg("the wait across the restart: %d, %s", r, wsrv_last_error());
+		assert_int_equal(wsrv_model_progress(m, NULL, NULL), 0);
+		check_layer(m, WSRV_LAYER_ALL);
+		assert_int_equal(wsrv_model_layer(m, 0, &l0b), 0);
+		assert_ptr_equal(l0b.data, l0.data);
+		assert_true(XXH3_64bits(l0b.data, l0b.length) == h0);
+		/* A request naming the attach id: the new server knows it. */
+		struct wsrv_lease lease = { .struct_size = sizeof(lease) };
+		assert_int_equal(wsrv_fetch_layer(m, 3, &lease), 0);
+		assert_int_equal(wsrv_release(m, lease.id), 0);
+	}
+	wsrv_detach(m);
+	wsrv_disconnect(a);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
+static void restart_mid_load(void **st)
+{
+	restart_mid_load_case(true, 0);
+}
+
+static void restart_mid_load_loaded(void **st)
+{
+	restart_mid_load_case(false, 0);
+}
+
+static void restart_mid_load_other_weights(void **st)
+{
+	restart_mid_load_case(false, 4);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(attach_while_loading),
 	cmocka_unit_test(lookups_wait),
@@ -320,4 +390,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(failed_load_then_stopped),
 	cmocka_unit_test(stream_while_loading),
 	cmocka_unit_test(stream_load_fails),
+	cmocka_unit_test(restart_mid_load),
+	cmocka_unit_test(restart_mid_load_loaded),
+	cmocka_unit_test(restart_mid_load_other_weights),
 )

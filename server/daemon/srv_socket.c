@@ -90,7 +90,13 @@ int srv_listen(const char *path, int *sock, int *lock, struct errinfo *e)
 		mkdir("/run/wsrv", 0755);
 	if (r < 0 || (r = take_lock(path, &lk, e)) < 0)
 		return r;
-	r = probe(path, &a, e);
+	/* With the lock ours, no wsrvd serves there: a socket that still
+	 * takes connections is a killed one's, which the kernel lets go a few
+	 * milliseconds after the process is gone (the last reference is its
+	 * io_uring's pending accept). A restart right after a crash waits
+	 * for that, up to a second. */
+	for (int i = 0; (r = probe(path, &a, e)) == 1 && i < 100; i++)
+		usleep(10 * 1000);
 	if (r == 1)
 		r = err_set(e, -EADDRINUSE, "a wsrvd is already serving on %s; not starting a second one", path);
 	if (r < 0) {
