@@ -24,6 +24,7 @@
 #include "clock.h"
 #include "fixture.h"
 #include "wsrv.h"
+#include "wsrv.pb-c.h"
 
 static struct fixture F = { .tag = "takeover", .models = {
 	{ "llama-mini", 16 << 20, .layers = 2, .shards = 2, .seed = 4 } } };
@@ -231,10 +232,61 @@ static void metrics_port_taken_over(void **st)
 	rm_rf(c.dir);
 }
 
+/* 6: a TakeOver asked while another take-over is under way is EBUSY,
+ * which wsrvd --take-over takes as final (it asks again only on EAGAIN:
+ * a model still loading, or a server stopping); the first take-over goes
+ * on. (A second wsrvd --take-over started meanwhile waits in the socket's
+ * backlog and takes the server over from the first.) */
+static void second_successor_refused(void **st)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__TakeOver t = WSRV__TAKE_OVER__INIT;
+	struct test_server a = { 0 }, b;
+	int fd, fds[8], n = 0;
+
+	assert_int_equal(server_start(&a, "m", F.dir[0], NULL), 0);
+	assert_true((fd = raw_connect(a.sock)) >= 0);
+	assert_int_equal(raw_hello(fd, "second"), 0);
+	assert_int_equal(raw_recv_code(fd, NULL, NULL), 0);
+	start_successor(&a, &b, "3000");
+	for (int i = 0; i < 200 && !log_has(a.log, "is taking the server over"); i++)
+		sleep_ms(10);
+	q.seq = 2;
+	q.body_case = WSRV__REQUEST__BODY_TAKE_OVER;
+	q.take_over = &t;
+	assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
+	assert_int_equal(raw_recv_code(fd, fds, &n), EBUSY);
+	assert_int_equal(n, 0);
+	close(fd);
+	assert_int_equal(exit_status(a.pid), 0);
+	assert_true(adopted(b.sock));
+	assert_int_equal(server_stop(&b, SIGTERM), 0);
+	rm_rf(a.dir);
+}
+
+/* 7: a take-over asked while the model still loads is asked again until
+ * it is loaded, and then done. */
+static void takeover_waits_for_load(void **st)
+{
+	struct test_server a = { 0 }, b;
+
+	assert_int_equal(server_start(&a, "m", F.dir[0], "--serve-while-loading", "--read-rate", "8M",
+				      "--queue-depth", "1", "--block-size", "256K", NULL), 0);
+	b = a;
+	assert_int_equal(server_restart_with(&b, "m", F.dir[0], "--take-over"), 0);
+	assert_int_equal(exit_status(a.pid), 0);
+	assert_true(adopted(b.sock));
+	assert_int_equal(one_client(b.sock), 0);
+	assert_int_equal(server_stop(&b, SIGTERM), 0);
+	rm_rf(a.dir);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(takeover_refuses_no_one),
 	cmocka_unit_test(successor_killed),
 	cmocka_unit_test(metrics_port_taken_over),
 	cmocka_unit_test(old_killed),
 	cmocka_unit_test(nothing_to_take),
+	cmocka_unit_test(second_successor_refused),
+	cmocka_unit_test(takeover_waits_for_load),
 )

@@ -59,10 +59,14 @@ static int takeover_refuse(struct server *srv, struct session *s, uint64_t seq, 
 			need += 1 + srv->models[i].lm->arena->nseg;
 	if (s->cred.uid != 0 && s->cred.uid != geteuid())
 		return srv_reply_error(r, seq, EPERM, "only root or the server's own user can take it over");
-	if (srv->stopping || srv->lfd < 0 || srv->takeover)
-		return srv_reply_error(r, seq, EBUSY, "the server is stopping or being taken over already");
+	/* EBUSY is final (the successor gives up); EAGAIN asks it to come
+	 * back: after the load, or to start on its own once this one is gone. */
+	if (srv->takeover)
+		return srv_reply_error(r, seq, EBUSY, "another wsrvd is taking this server over already");
+	if (srv->stopping || srv->lfd < 0)
+		return srv_reply_error(r, seq, EAGAIN, "the server is stopping");
 	if (early_any(srv))
-		return srv_reply_error(r, seq, EBUSY, "a model is still loading; take the server over once it is loaded");
+		return srv_reply_error(r, seq, EAGAIN, "a model is still loading; take the server over once it is loaded");
 	if (need > WSRV_MAX_FDS)
 		return srv_reply_error(r, seq, E2BIG, "a take-over carries at most %d fds; this server holds %u (restart through systemd's fd store instead)",
 				       WSRV_MAX_FDS, need);

@@ -403,14 +403,14 @@ static struct loaded_model *adopt(struct args *a, int i, struct handover *h, uin
 }
 
 /* The take-over, asked again every 100 ms while the running server
- * answers EBUSY (a model of its still loading, or another take-over under
- * way), until a stop signal. */
+ * answers EAGAIN (a model of its still loading, or it is stopping), until
+ * a stop signal. EBUSY (another take-over under way) ends it. */
 static int take_when_loaded(const char *path, struct handover *h, int *tconn, struct errinfo *e)
 {
 	double t0 = mono_now(), said = 0;
 	int r;
 
-	while ((r = successor_take(path, h, tconn, e)) == -EBUSY && !stop_requested()) {
+	while ((r = successor_take(path, h, tconn, e)) == -EAGAIN && !stop_requested()) {
 		if (mono_now() - said >= 10) {
 			log_info("%s; asking again (%.0f s so far)", e->msg, mono_now() - t0);
 			said = mono_now();
