@@ -27,6 +27,7 @@
 #include "load_args.h"
 #include "progress.h"
 #include "bench_files.h"
+#include "hugemap.h"
 
 #define MAX_REPEAT 20
 
@@ -47,8 +48,10 @@ static void settle(void)
  * new memfd, then (when the load locked) mapping and locking the pages as
  * the arena does. On a VM whose host takes freed memory back at once (as
  * here) this alone costs about as much as the whole load: the cost is the
- * hypervisor's, paid at each page's first touch. CPU seconds or -1. */
-static double fresh_memory_cpu(uint64_t bytes, bool lock)
+ * hypervisor's, paid at each page's first touch. With folios, each 2 MiB
+ * chunk is made one folio first, as the arena does (arena_folio.c): the
+ * same bytes in the kind of memory the load put them in. CPU seconds or -1. */
+static double fresh_memory_cpu(uint64_t bytes, bool lock, bool folios)
 {
 	size_t bs = 1 << 20, len = (size_t)(bytes + 4095) / 4096 * 4096;
 	uint8_t *buf = malloc(bs);
@@ -56,16 +59,23 @@ static double fresh_memory_cpu(uint64_t bytes, bool lock)
 	void *p = MAP_FAILED;
 	double c0 = cpu_now(), c = -1;
 
+	if (folios)
+		len = (len + HUGEMAP_ALIGN - 1) / HUGEMAP_ALIGN * HUGEMAP_ALIGN;
 	if (!buf || fd < 0 || ftruncate(fd, (off_t)len) < 0)
 		goto out;
-	p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	p = folios ? hugemap_shared(fd, len, PROT_READ) : mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED || (lock && mlock2(p, len, MLOCK_ONFAULT) < 0))
 		goto out;
 	memset(buf, 0x5a, bs);
 	c0 = cpu_now();
-	for (size_t off = 0; off < len; off += bs)
+	for (size_t off = 0; off < len; off += bs) {
+		if (folios && off % HUGEMAP_ALIGN == 0 &&
+		    (fallocate(fd, 0, (off_t)off, 4096) < 0 ||
+		     madvise((uint8_t *)p + off, HUGEMAP_ALIGN, 25 /* MADV_COLLAPSE */) < 0))
+			goto out;
 		if (pwrite(fd, buf, len - off < bs ? len - off : bs, (off_t)off) < 0)
 			goto out;
+	}
 	if (lock && madvise(p, len, MADV_POPULATE_READ) < 0)
 		goto out;
 	c = cpu_now() - c0;
@@ -80,16 +90,18 @@ out:
 
 struct result {
 	double raw[MAX_REPEAT], wsrv[MAX_REPEAT], loader[MAX_REPEAT], buf[MAX_REPEAT];
-	double cpu[MAX_REPEAT], fill[MAX_REPEAT];
+	double cpu[MAX_REPEAT], fill[MAX_REPEAT], folio_fill[MAX_REPEAT];
 	double cached_max;
 	bool contend;
 	bool locked;                /* whether the last load locked its arena */
+	bool folios;                /* whether it made 2 MiB folios */
 };
 
 /* The full load, as wsrvd does it, in this process: seconds into *s, CPU
- * seconds per GB into *cpu, and whether the arena was locked. */
+ * seconds per GB into *cpu, and whether the arena was locked and made
+ * folios. */
 static int timed_load(const char *path, const struct load_opts *lo, const struct files *f,
-		      double *s, double *loop_s, double *cpu, bool *locked)
+		      double *s, double *loop_s, double *cpu, bool *locked, bool *folios)
 {
 	struct loaded_model *lm;
 	struct errinfo e;
@@ -103,8 +115,24 @@ static int timed_load(const char *path, const struct load_opts *lo, const struct
 	*s = lm->total_seconds;
 	*loop_s = lm->stats.seconds;
 	*locked = lm->arena->locked;
+	*folios = lm->arena->folios_made > 0;
 	loaded_model_free(lm);
 	return 0;
+}
+
+/* Both fresh-memory references (the folio one when the load made folios;
+ * round 0 learns that before its fills), each after a settle. */
+static void fills(struct result *res, uint64_t bytes, int i)
+{
+	double gb = (double)bytes / 1e9;
+
+	settle();
+	res->fill[i] = fresh_memory_cpu(bytes, res->locked, false) / gb;
+	res->folio_fill[i] = -1;
+	if (res->folios) {
+		settle();
+		res->folio_fill[i] = fresh_memory_cpu(bytes, res->locked, true) / gb;
+	}
 }
 
 /* One round: raw O_DIRECT and the wsrv load (both under the burner with
@@ -125,27 +153,25 @@ static int one_round(const char *path, const struct load_opts *lo, const struct 
 	res->raw[i] = raw_odirect(f, qd, bs, streams);
 	drop_cache(f);
 	c = c > cached_fraction(f) ? c : cached_fraction(f);
-	/* The fill goes first in odd rounds: whichever runs second may reuse
+	/* The fills go first in odd rounds: whichever runs second may reuse
 	 * memory the first freed that the host has not taken back yet. */
-	if (i % 2) {
-		settle();
-		res->fill[i] = fresh_memory_cpu(f->bytes, res->locked) / gb; /* as round 0 */
-	}
+	if (i % 2)
+		fills(res, f->bytes, i); /* as round 0 */
 	settle();
-	r = timed_load(path, lo, f, &res->wsrv[i], &res->loader[i], &res->cpu[i], &res->locked);
+	r = timed_load(path, lo, f, &res->wsrv[i], &res->loader[i], &res->cpu[i], &res->locked,
+		       &res->folios);
 	burner_stop(burner);
 	if (r < 0)
 		return r;
-	if (i % 2 == 0) {
-		settle();
-		res->fill[i] = fresh_memory_cpu(f->bytes, res->locked) / gb;
-	}
+	if (i % 2 == 0)
+		fills(res, f->bytes, i);
 	drop_cache(f);
 	c = c > cached_fraction(f) ? c : cached_fraction(f);
 	res->buf[i] = buffered_read(f, bs);
 	/* Per-run figures on stderr: the spread says how noisy the disk is. */
-	fprintf(stderr, "run %d: raw O_DIRECT %.2f GB/s, wsrv %.2f GB/s (%.3f CPU-s/GB; fresh-memory fill %.3f), buffered %.2f GB/s\n",
-		i, gb / res->raw[i], gb / res->wsrv[i], res->cpu[i], res->fill[i], gb / res->buf[i]);
+	fprintf(stderr, "run %d: raw O_DIRECT %.2f GB/s, wsrv %.2f GB/s (%.3f CPU-s/GB; fresh-memory fill %.3f, in 2 MiB folios %.3f), buffered %.2f GB/s\n",
+		i, gb / res->raw[i], gb / res->wsrv[i], res->cpu[i], res->fill[i], res->folio_fill[i],
+		gb / res->buf[i]);
 	res->cached_max = c > res->cached_max ? c : res->cached_max;
 	return res->raw[i] < 0 ? -EIO : 0;
 }
@@ -156,6 +182,7 @@ static void print(const struct files *f, int n, struct result *r, int json)
 	double raw = gb / median(r->raw, n), ws = gb / median(r->wsrv, n);
 	double ld = gb / median(r->loader, n), bu = gb / median(r->buf, n);
 	double cpu = median(r->cpu, n), fill = median(r->fill, n);
+	double ffill = r->folios ? median(r->folio_fill, n) : -1;
 
 	if (json) {
 		json_t *o = json_pack("{s:I, s:i, s:b, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
@@ -164,6 +191,8 @@ static void print(const struct files *f, int n, struct result *r, int json)
 			"buffered_gbps", bu, "wsrv_vs_odirect", ws / raw, "wsrv_vs_buffered", ws / bu,
 			"cpu_s_per_gb", cpu, "fresh_fill_cpu_s_per_gb", fill);
 		json_object_set_new(o, "cached_fraction_max", json_real(r->cached_max));
+		if (r->folios)
+			json_object_set_new(o, "fresh_folio_fill_cpu_s_per_gb", json_real(ffill));
 		if (f->held.world)
 			json_object_set_new(o, "held_bytes", json_integer((json_int_t)f->held.bytes));
 		json_dumpf(o, stdout, JSON_INDENT(2));
@@ -187,6 +216,9 @@ static void print(const struct files *f, int n, struct result *r, int json)
 	printf("  wsrv load CPU                %6.3f CPU-s/GB (all threads, user + system)\n", cpu);
 	printf("  fresh-memory fill, no disk   %6.3f CPU-s/GB (write() of the same bytes into a new memfd; wsrv is %.2fx this)\n",
 	       fill, cpu / fill);
+	if (r->folios)
+		printf("    the same in 2 MiB folios   %6.3f CPU-s/GB (each chunk collapsed first, as the arena does; wsrv is %.2fx this)\n",
+		       ffill, cpu / ffill);
 }
 
 int bench_load(int argc, char **argv)
