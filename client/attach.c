@@ -11,28 +11,24 @@
 
 #include "client_internal.h"
 #include "hugemap.h"
+#include "memfd_util.h"
 #include "packet.h"
 
-/* Seals a reader relies on: the size cannot change under its mapping, and
- * no one can write the bytes it reads. */
-#define NEED_SEALS (F_SEAL_SHRINK | F_SEAL_GROW)
-
+/* A reader relies on the seals memfd_check asks for: the size cannot change
+ * under its mapping, and no one can write the bytes it reads. */
 int cl_check_fd(int fd, const char *what, uint64_t want, uint64_t *size)
 {
-	struct stat st;
-	int seals;
+	uint64_t got = 0;
+	int seals = 0, r = memfd_check(fd, want, false, 0, &got, &seals);
 
-	if (fstat(fd, &st) < 0)
-		return cl_err(-errno, "%s: fstat: %s", what, strerror(errno));
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < want)
-		return cl_err(-EBADMSG, "%s: the server sent %lld bytes where %llu were promised",
-			      what, (long long)st.st_size, (unsigned long long)want);
-	seals = fcntl(fd, F_GET_SEALS);
-	if (seals < 0 || (seals & NEED_SEALS) != NEED_SEALS ||
-	    !(seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)))
-		return cl_err(-EBADMSG, "%s: not sealed against writes and resizing (seals 0x%x)",
-			      what, seals < 0 ? 0 : seals);
-	*size = (uint64_t)st.st_size;
+	if (r == -EBADF)
+		return cl_err(-EBADMSG, "%s: the server sent %llu bytes (or not a file) where %llu were promised",
+			      what, (unsigned long long)got, (unsigned long long)want);
+	if (r == -EPERM)
+		return cl_err(-EBADMSG, "%s: not sealed against writes and resizing (seals 0x%x)", what, seals);
+	if (r < 0)
+		return cl_err(r, "%s: fstat: %s", what, strerror(-r));
+	*size = got;
 	return 0;
 }
 

@@ -15,6 +15,7 @@
 
 #include "client_internal.h"
 #include "dev_host_share.h"
+#include "memfd_util.h"
 #include "wsrv.pb-c.h"
 
 #ifndef MADV_POPULATE_READ
@@ -39,22 +40,11 @@ void host_share_info(int node, const char *name, struct dev_share_info *out)
 
 int host_share_create(int node, size_t len, struct dev_share *sh)
 {
-	int fd = memfd_create("wsrv-region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	void *p;
+	int fd = memfd_new_mapped("wsrv-region", len, &p);
 
 	if (fd < 0)
-		return cl_err(-errno, "device region: memfd_create: %s", strerror(errno));
-	if (ftruncate(fd, (off_t)len) < 0) {
-		int e = errno;
-		close(fd);
-		return cl_err(-e, "device region: cannot size it to %zu bytes: %s", len, strerror(e));
-	}
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED) {
-		int e = errno;
-		close(fd);
-		return cl_err(-e, "device region: cannot map %zu bytes: %s", len, strerror(e));
-	}
+		return cl_err(fd, "device region: cannot make and map %zu bytes: %s", len, strerror(-fd));
 	if (node >= 0 && numa_available() >= 0)
 		numa_tonode_memory(p, len, node);
 	/* Its pages now, on its node, as a real device's memory is there
@@ -73,8 +63,10 @@ int host_share_seal(struct dev_share *sh)
 	 * (mmap clears VM_MAYWRITE, so mprotect cannot add PROT_WRITE later).
 	 * The writer's own writable mapping is then replaced in place by a
 	 * read-only one. */
-	if (fcntl(sh->fd, F_ADD_SEALS, SEALS) < 0)
-		return cl_err(-errno, "device region: cannot seal it: %s", strerror(errno));
+	int r = memfd_seal(sh->fd, SEALS);
+
+	if (r < 0)
+		return cl_err(r, "device region: cannot seal it: %s", strerror(-r));
 	p = mmap(sh->ptr, sh->len, PROT_READ, MAP_SHARED | MAP_FIXED, sh->fd, 0);
 	if (p == MAP_FAILED)
 		return cl_err(-errno, "device region: cannot remap it read-only: %s", strerror(errno));

@@ -20,6 +20,7 @@
 
 #include "escape.h"
 #include "log.h"
+#include "memfd_util.h"
 #include "model_adopt.h"
 #include "srv.h"
 
@@ -159,12 +160,17 @@ void handover_done(struct handover *h)
 	memset(h, 0, sizeof(*h));
 }
 
-/* The state record for srv, in a sealed memfd (caller closes). */
+static void copy_text(void *map, void *text)
+{
+	memcpy(map, text, strlen(text));
+}
+
+/* The state record for srv in a sealed memfd (the caller's), or -errno. */
 int handover_state_fd(const struct server *srv, double started)
 {
 	json_t *models = json_array(), *root;
 	char *text;
-	int fd = -1;
+	int fd = -ENOMEM;
 
 	for (size_t i = 0; i < srv->nmodels; i++) {
 		const struct loaded_model *lm = srv->models[i].lm;
@@ -180,12 +186,7 @@ int handover_state_fd(const struct server *srv, double started)
 	text = root ? json_dumps(root, JSON_COMPACT) : NULL;
 	json_decref(root);
 	if (text)
-		fd = memfd_create(STATE_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd >= 0 && (write(fd, text, strlen(text)) != (ssize_t)strlen(text) ||
-			fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)) {
-		close(fd);
-		fd = -1;
-	}
+		fd = memfd_new_sealed(STATE_NAME, strlen(text), copy_text, text);
 	free(text);
 	return fd;
 }

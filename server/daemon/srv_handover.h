@@ -30,7 +30,7 @@ void handover_init(struct handover *h);
  * state record among them. */
 int handover_add(struct handover *h, const char *name, int fd);
 void handover_read_state(struct handover *h);
-/* srv's state record in a sealed memfd (the caller owns it), or -1. */
+/* srv's state record in a sealed memfd (the caller owns it), or -errno. */
 int handover_state_fd(const struct server *srv, double started);
 
 /* The fds a predecessor left (LISTEN_FDS / LISTEN_FDNAMES, checked against

@@ -21,6 +21,7 @@
 #include "escape.h"
 #include "log.h"
 #include "manifest_write.h"
+#include "memfd_util.h"
 #include "model_adopt.h"
 #include "srv_models.h"
 #include "srv_reload.h"
@@ -71,10 +72,10 @@ static int new_segments(struct publish *p, struct errinfo *e)
 		uint64_t size = (p->m->seg_size[i] + 4095) & ~4095ULL;
 		char label[80];
 		snprintf(label, sizeof(label), "wsrv:%s:published:%u", p->m->name, i);
-		p->seg[i] = memfd_create(label, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-		if (p->seg[i] < 0 || ftruncate(p->seg[i], (off_t)(size ? size : 4096)) < 0)
-			return err_set(e, -errno, "cannot make a segment of %llu bytes: %s",
-				       (unsigned long long)size, strerror(errno));
+		p->seg[i] = memfd_new(label, 0, size ? size : 4096);
+		if (p->seg[i] < 0)
+			return err_set(e, p->seg[i], "cannot make a segment of %llu bytes: %s",
+				       (unsigned long long)size, strerror(-p->seg[i]));
 	}
 	return 0;
 }
@@ -191,13 +192,10 @@ int publish_commit(struct server *srv, struct session *s, const Wsrv__PublishCom
 	if (!p)
 		return -EPERM;
 	for (uint32_t i = 0; i < p->nseg; i++)
-		if (fcntl(p->seg[i], F_ADD_SEALS, PUBLISH_SEALS) < 0) {
-			int e = errno;
-			srv_reply_error(r, seq, e == EBUSY ? EBUSY : EIO, "cannot seal segment %u: %s", i,
-					e == EBUSY ? "it is still mapped writable; unmap it before committing"
-						   : strerror(e));
-			return -e;
-		}
+		if ((ret = memfd_seal(p->seg[i], PUBLISH_SEALS)) < 0)
+			return srv_reply_error(r, seq, ret == -EBUSY ? EBUSY : EIO, "cannot seal segment %u: %s", i,
+					       ret == -EBUSY ? "it is still mapped writable; unmap it before committing"
+							     : strerror(-ret));
 	if ((ret = gen_job_start(srv, p->model, &publish_ops, p, "a producer's bytes")) < 0) {
 		srv_reply_error(r, seq, -ret, "cannot start publishing: %s", strerror(-ret));
 		return ret;

@@ -12,6 +12,7 @@
 
 #include "escape.h"
 #include "log.h"
+#include "memfd_util.h"
 #include "srv.h"
 #include "srv_reply.h"
 #include "wsrv.pb-c.h"
@@ -216,9 +217,7 @@ int region_open(struct server *srv, struct session *s, const Wsrv__RegionOpen *q
 /* Is fd a handle of the region's kind and size? 0 or an error reply. */
 static int check_handle(const struct srv_region *g, int fd, uint64_t seq, struct reply *r)
 {
-	const int need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 	struct stat st;
-	int seals;
 
 	if (fstat(fd, &st) < 0)
 		return srv_reply_error(r, seq, EBADF, "the region's handle cannot be examined: %s", strerror(errno));
@@ -226,9 +225,7 @@ static int check_handle(const struct srv_region *g, int fd, uint64_t seq, struct
 		return srv_reply_error(r, seq, EBADF, "the region's handle is a directory, socket or pipe");
 	if (g->kind != WSRV__REGION_KIND__REGION_HOST)
 		return 0;   /* a CUDA handle is the driver's: nothing more to see */
-	seals = fcntl(fd, F_GET_SEALS);
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != g->bytes || seals < 0 ||
-	    (seals & need) != need || !(seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)))
+	if (memfd_check(fd, g->bytes, true, F_SEAL_SEAL, NULL, NULL) < 0)
 		return srv_reply_error(r, seq, EBADF, "a host region's handle is a memfd of %llu bytes sealed against writes and resizing",
 				       (unsigned long long)g->bytes);
 	return 0;

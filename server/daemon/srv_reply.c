@@ -4,10 +4,14 @@
 
 #include <errno.h>
 #include <stdarg.h>
-#include <fcntl.h>
 #include <stdio.h>
-#include <sys/mman.h>
-#include <unistd.h>
+
+#include "memfd_util.h"
+
+static void pack_into(void *map, void *resp)
+{
+	wsrv__response__pack(resp, map);
+}
 
 /* Packs resp into a new sealed memfd; r gets a Bulk packet naming it.
  * 0, or a negative errno with r untouched. */
@@ -15,27 +19,14 @@ static int pack_bulk(struct reply *r, const Wsrv__Response *resp, size_t n)
 {
 	Wsrv__Response b = WSRV__RESPONSE__INIT;
 	Wsrv__Bulk bulk = WSRV__BULK__INIT;
-	uint8_t *p;
 	int fd;
 
 	if (n > SRV_MAX_BULK)
 		return -EMSGSIZE;
 	if (r->fd_room < 1)
 		return -EAGAIN;
-	fd = memfd_create("wsrv:reply", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, (off_t)n) < 0 ||
-	    (p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
-		close(fd);
-		return -ENOMEM;
-	}
-	wsrv__response__pack(resp, p);
-	munmap(p, n);
-	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
-		close(fd);
-		return -errno;
-	}
+	if ((fd = memfd_new_sealed("wsrv:reply", n, pack_into, (void *)resp)) < 0)
+		return fd;
 	bulk.size = n;
 	b.seq = resp->seq;
 	b.body_case = WSRV__RESPONSE__BODY_BULK;

@@ -25,7 +25,7 @@ static int takeover_fill(struct server *srv, struct reply *r, char names[][32])
 	int n = 0, sfd = handover_state_fd(srv, srv->started_wall);
 
 	if (sfd < 0)
-		return -ENOMEM;
+		return sfd;
 	r->owned_fd = sfd;
 	snprintf(names[n], 32, "listen");
 	r->fds[n++] = srv->lfd;

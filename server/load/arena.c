@@ -17,6 +17,7 @@
 #include "arena_folio.h"
 #include "fullio.h"
 #include "hugemap.h"
+#include "memfd_util.h"
 
 #define HUGE_2M (2u << 20)
 #define ARENA_POPULATE_CHUNK (64u << 20)
@@ -276,19 +277,14 @@ static int create_seg(struct arena *a, const char *name, uint32_t i,
 		      const struct arena_opts *o, struct errinfo *e)
 {
 	struct arena_seg *s = &a->seg[i];
-	unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
 	char label[240];
 	int r;
 
-	if (a->hugetlb)
-		flags |= MFD_HUGETLB | MFD_HUGE_2MB;
 	snprintf(label, sizeof(label), "wsrv:%s:%u", name, i);
-	s->fd = memfd_create(label, flags);
-	if (s->fd < 0)
-		return err_set(e, -errno, "memfd_create(%s): %s", label, strerror(errno));
-	if (ftruncate(s->fd, (off_t)s->size) < 0)
-		return err_set(e, -errno, "%s: cannot size to %zu bytes: %s", label, s->size,
-			       strerror(errno));
+	r = memfd_new(label, a->hugetlb ? MFD_HUGETLB | MFD_HUGE_2MB : 0, s->size);
+	if (r < 0)
+		return err_set(e, r, "%s: cannot make it %zu bytes: %s", label, s->size, strerror(-r));
+	s->fd = r;
 	r = a->fill_by_write ? map_for_write(a, s, label, e) : map_for_copy(s, label, e);
 	if (r < 0)
 		return r;
@@ -370,8 +366,8 @@ static int seal_seg(struct arena *a, struct arena_seg *s, struct errinfo *e)
 	if (a->fill_by_write && a->locked && (r = map_in(s, e)) < 0)
 		return r;
 	arena_folio_warm(s);
-	if (fcntl(s->fd, F_ADD_SEALS, seals) < 0)
-		return err_set(e, -errno, "cannot seal a segment: %s", strerror(errno));
+	if ((r = memfd_seal(s->fd, seals)) < 0)
+		return err_set(e, r, "cannot seal a segment: %s", strerror(-r));
 	s->sealed = true;
 	return 0;
 }
@@ -421,17 +417,13 @@ int arena_seal(struct arena *a, struct errinfo *e)
 
 static int check_adopted(int fd, uint64_t want, uint64_t *size, struct errinfo *e)
 {
-	int need = F_SEAL_SHRINK | F_SEAL_GROW, seals = fcntl(fd, F_GET_SEALS);
-	struct stat st;
+	int r = memfd_check(fd, want, false, 0, size, NULL);
 
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-		return err_set(e, -EBADF, "an adopted segment is not a memfd");
-	if ((uint64_t)st.st_size < want)
-		return err_set(e, -EBADF, "an adopted segment has %lld bytes, not %llu", (long long)st.st_size,
-			       (unsigned long long)want);
-	if (seals < 0 || (seals & need) != need || !(seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)))
+	if (r == -EPERM)
 		return err_set(e, -EBADF, "an adopted segment is not sealed against writes and resizing");
-	*size = (uint64_t)st.st_size;
+	if (r < 0)
+		return err_set(e, -EBADF, "an adopted segment is not a memfd of at least %llu bytes",
+			       (unsigned long long)want);
 	return 0;
 }
 

@@ -13,6 +13,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "memfd_util.h"
+
 /* Shared futex: waiters in other processes map the same memfd page. */
 static void wake_all(uint32_t *word)
 {
@@ -25,26 +27,20 @@ int ready_page_create(const char *name, uint32_t nseg, uint32_t nt, uint64_t tot
 	int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
 	char label[200];
 	void *b;
+	int r;
 
 	*p = (struct ready_page){ .fd = -1, .size = ready_size(nseg, nt) };
 	snprintf(label, sizeof(label), "wsrv:%s:ready", name);
-	p->fd = memfd_create(label, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (p->fd < 0)
-		return err_set(e, -errno, "memfd_create(%s): %s", label, strerror(errno));
-	if (ftruncate(p->fd, (off_t)p->size) < 0 ||
-	    (b = mmap(NULL, p->size, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, 0)) == MAP_FAILED) {
-		int r = err_set(e, -errno, "%s: %s", label, strerror(errno));
-		close(p->fd);
-		p->fd = -1;
-		return r;
-	}
+	if ((r = memfd_new_mapped(label, p->size, &b)) < 0)
+		return err_set(e, r, "%s: %s", label, strerror(-r));
+	p->fd = r;
 	p->h = b;
 	ready_init(b, nseg, nt, total_bytes);
 	p->seg = (uint32_t *)(void *)((char *)b + p->h->segments_off);
 	p->xxh3 = (uint64_t *)(void *)((char *)b + p->h->xxh3_off);
 	/* The mapping above stays writable; nobody can make another. */
-	if (fcntl(p->fd, F_ADD_SEALS, seals) < 0) {
-		int r = err_set(e, -errno, "%s: cannot seal: %s", label, strerror(errno));
+	if ((r = memfd_seal(p->fd, seals)) < 0) {
+		err_set(e, r, "%s: cannot seal: %s", label, strerror(-r));
 		ready_page_free(p);
 		return r;
 	}

@@ -2,15 +2,12 @@
 /* manifest_write.c - serializing a model's catalog (proto/manifest.h). */
 #include "manifest_write.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "manifest.h"
+#include "memfd_util.h"
 
 static uint64_t al8(uint64_t v) { return (v + 7) & ~7ULL; }
 
@@ -99,37 +96,37 @@ static void manifest_fill(const struct model *m, const uint64_t *seg_sizes, uint
 			(struct mf_part){ m->tensors[i].part_off, m->tensors[i].part_len };
 }
 
+struct fill_args {
+	const struct model *m;
+	const uint64_t *seg_sizes;
+	uint64_t page_size;
+	const char *cfg;
+	const struct mf_header *h;
+};
+
+static void fill_cb(void *map, void *arg)
+{
+	const struct fill_args *f = arg;
+
+	manifest_fill(f->m, f->seg_sizes, f->page_size, f->cfg, map, f->h);
+}
+
 int manifest_create(const struct model *m, const uint64_t *seg_sizes, uint64_t page_size,
 		    int *fd, uint64_t *size, struct errinfo *e)
 {
 	char *cfg = m->config ? json_dumps(m->config, JSON_COMPACT) : NULL;
+	struct fill_args fa = { m, seg_sizes, page_size, cfg, NULL };
 	char label[200];
 	struct mf_header h;
-	uint8_t *b;
-	int f, r = 0;
+	int f;
 
 	plan(m, cfg ? strlen(cfg) : 0, &h);
+	fa.h = &h;
 	snprintf(label, sizeof(label), "wsrv:%s:manifest", m->name);
-	f = memfd_create(label, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (f < 0) {
-		free(cfg);
-		return err_set(e, -errno, "memfd_create(%s): %s", label, strerror(errno));
-	}
-	if (ftruncate(f, (off_t)h.total_size) < 0 ||
-	    (b = mmap(NULL, h.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0)) == MAP_FAILED) {
-		r = err_set(e, -errno, "%s: %s", label, strerror(errno));
-	} else {
-		manifest_fill(m, seg_sizes, page_size, cfg, b, &h);
-		munmap(b, h.total_size);
-		/* The writable mapping is gone, so the strongest seal applies. */
-		if (fcntl(f, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
-			r = err_set(e, -errno, "%s: cannot seal: %s", label, strerror(errno));
-	}
+	f = memfd_new_sealed(label, h.total_size, fill_cb, &fa);
 	free(cfg);
-	if (r < 0) {
-		close(f);
-		return r;
-	}
+	if (f < 0)
+		return err_set(e, f, "%s: %s", label, strerror(-f));
 	*fd = f;
 	*size = h.total_size;
 	return 0;

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: MIT
+/* memfd_util.h - a sealed memfd's life, written once (after systemd's
+ * memfd-util): create and size, map, fill, seal, and check one received
+ * from another process. Every function returns an fd or 0 on success and
+ * a negative errno on failure, and says nothing: the caller words the
+ * error (the server as a reply or a log line, libwsrv with cl_err).
+ *
+ * Ownership: an fd returned is the caller's to close; a mapping returned
+ * through *map is the caller's to munmap. */
+#ifndef WSRV_MEMFD_UTIL_H
+#define WSRV_MEMFD_UTIL_H
+
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Every seal: the size and the bytes are fixed, and so are the seals. */
+#define MEMFD_SEAL_ALL (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL)
+
+/* A new close-on-exec, sealable memfd named name, size bytes long (flags:
+ * more MFD_* flags, such as MFD_HUGETLB). The fd, or -errno. */
+int memfd_new(const char *name, unsigned flags, uint64_t size);
+
+/* memfd_new, and mapped shared and writable at *map. The fd, or -errno
+ * (nothing left open or mapped). */
+int memfd_new_mapped(const char *name, uint64_t size, void **map);
+
+/* A new memfd of len bytes (at least 1 is allocated) that fill(map, arg)
+ * writes through a mapping, unmapped before MEMFD_SEAL_ALL is added: a
+ * read-only snapshot for other processes. The fd, or -errno. */
+int memfd_new_sealed(const char *name, size_t len, void (*fill)(void *map, void *arg), void *arg);
+
+/* Adds seals to fd: 0 or -errno (-EBUSY: a writable mapping is still
+ * there, for F_SEAL_WRITE). */
+int memfd_seal(int fd, int seals);
+
+/* Checks an fd from another process that this one will map and read: a
+ * regular file of at least want bytes (exactly want when exact), sealed
+ * against resizing and writes (F_SEAL_SHRINK, F_SEAL_GROW, and F_SEAL_WRITE
+ * or F_SEAL_FUTURE_WRITE), and carrying the seals in extra too. *size gets
+ * its size and *seals its seals whenever they could be read (either may
+ * be NULL). 0; -EBADF when it is not a regular file or has the wrong
+ * size; -EPERM when seals are missing; fstat's errno. */
+int memfd_check(int fd, uint64_t want, bool exact, int extra, uint64_t *size, int *seals);
+
+#endif
