@@ -57,7 +57,7 @@ static double safe_open_ms(const char *path)
 	return (mono_now() - t0) * 1e3;
 }
 
-static int measure(const char *sock, struct entry *en)
+static int attach_measure(const char *sock, struct entry *en)
 {
 	double a[REPS], ca[REPS], b[REPS];
 
@@ -110,7 +110,7 @@ static int make_sizes(char *list, const char *workdir, struct entry *en, int *n)
 	return 0;
 }
 
-static void print(const struct entry *en, int n, int json)
+static void attach_print(const struct entry *en, int n, int json)
 {
 	json_t *arr = json_array();
 	char b[32];
@@ -187,10 +187,10 @@ int bench_attach(int argc, char **argv)
 		return 1;
 	}
 	for (int i = 0; i < n && r == 0; i++)
-		r = measure(bs.sock, &en[i]);
+		r = attach_measure(bs.sock, &en[i]);
 	bench_server_stop(&bs);
 	if (r < 0)
 		return 1;
-	print(en, n, json);
+	attach_print(en, n, json);
 	return 0;
 }

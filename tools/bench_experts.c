@@ -214,7 +214,7 @@ static void counters(struct wsrv_stream *s, struct result *r)
 	r->prefetch_hits = xs.prefetch_hits;
 }
 
-static int run(const struct moe *x, const struct cfg *c, enum mode md, double zipf, unsigned batch,
+static int experts_run(const struct moe *x, const struct cfg *c, enum mode md, double zipf, unsigned batch,
 	       struct result *out)
 {
 	struct wsrv_host_opts ho = { .struct_size = sizeof(ho), .bandwidth_gbps = c->bandwidth, .numa_node = -1 };
@@ -277,13 +277,13 @@ static const struct trace {
 	double s;
 } traces[] = { { "uniform", 0 }, { "zipf1.0", 1.0 }, { "zipf1.2", 1.2 } };
 
-static json_t *one(const struct moe *x, const struct cfg *c, const struct trace *t, unsigned batch)
+static json_t *experts_one(const struct moe *x, const struct cfg *c, const struct trace *t, unsigned batch)
 {
 	struct result od, ly, rs;
 	double tokens = (double)c->steps * batch;
 
-	if (run(x, c, ON_DEMAND, t->s, batch, &od) < 0 || run(x, c, LAYERS, t->s, batch, &ly) < 0 ||
-	    run(x, c, RESIDENT, t->s, batch, &rs) < 0)
+	if (experts_run(x, c, ON_DEMAND, t->s, batch, &od) < 0 || experts_run(x, c, LAYERS, t->s, batch, &ly) < 0 ||
+	    experts_run(x, c, RESIDENT, t->s, batch, &rs) < 0)
 		return NULL;
 	json_t *o = json_pack("{s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:f, s:f, s:b}",
 		"trace", t->name, "batch", (int)batch, "cache_fraction", c->cache,
@@ -316,7 +316,7 @@ static void print_run(const json_t *o)
 	       json_is_true(json_object_get(o, "bit_identical")) ? "bit-identical" : "LOGITS DIFFER");
 }
 
-static int measure(struct wsrv_model *m, const struct cfg *c, int json)
+static int experts_measure(struct wsrv_model *m, const struct cfg *c, int json)
 {
 	static const unsigned batches[] = { 1, 16 };
 	json_t *runs = json_array();
@@ -333,7 +333,7 @@ static int measure(struct wsrv_model *m, const struct cfg *c, int json)
 		       x.nl, x.experts, c->topk, 100 * c->cache, c->bandwidth, c->steps, c->warm);
 	for (size_t t = 0; t < sizeof(traces) / sizeof(traces[0]) && r == 0; t++)
 		for (size_t b = 0; b < 2 && r == 0; b++) {
-			json_t *o = one(&x, c, &traces[t], batches[b]);
+			json_t *o = experts_one(&x, c, &traces[t], batches[b]);
 			if (!o) {
 				r = 1;
 				break;
@@ -395,7 +395,7 @@ int bench_experts(int argc, char **argv)
 		bench_server_stop(&bs);
 		return 1;
 	}
-	r = measure(m, &c, json);
+	r = experts_measure(m, &c, json);
 	wsrv_detach(m);
 	wsrv_disconnect(cl);
 	bench_server_stop(&bs);

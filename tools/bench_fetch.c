@@ -154,7 +154,7 @@ static void echo_server(const int *fds, int n, const struct sizes *sz)
 }
 
 /* Runs n threads of one kind; fills all (n * requests samples). */
-static int run(int n, int requests, const char *sock, const struct sizes *sz, double *all)
+static int fetch_run(int n, int requests, const char *sock, const struct sizes *sz, double *all)
 {
 	struct job jobs[MAX_CLIENTS];
 	pthread_t th[MAX_CLIENTS];
@@ -196,14 +196,14 @@ static int run(int n, int requests, const char *sock, const struct sizes *sz, do
 
 struct result { int clients; double p50, p99, floor50, floor99; };
 
-static int one(int n, int requests, const char *sock, const struct sizes *sz, struct result *r)
+static int fetch_one(int n, int requests, const char *sock, const struct sizes *sz, struct result *r)
 {
 	size_t total = (size_t)n * (size_t)requests;
 	double *a = calloc(total, sizeof(double)), *b = calloc(total, sizeof(double));
-	int rc = a && b ? run(n, requests, sock, sz, a) : -ENOMEM;
+	int rc = a && b ? fetch_run(n, requests, sock, sz, a) : -ENOMEM;
 
 	if (rc == 0)
-		rc = run(n, requests, NULL, sz, b);
+		rc = fetch_run(n, requests, NULL, sz, b);
 	if (rc == 0) {
 		*r = (struct result){ n, percentile(a, total, 50), percentile(a, total, 99),
 				      percentile(b, total, 50), percentile(b, total, 99) };
@@ -249,9 +249,9 @@ int bench_fetch(int argc, char **argv)
 		fprintf(stderr, "wsrv-bench fetch: cannot start wsrvd\n");
 		return 1;
 	}
-	int rc = one(1, requests, bs.sock, &sz, &res[0]);
+	int rc = fetch_one(1, requests, bs.sock, &sz, &res[0]);
 	if (rc == 0 && n > 1)
-		rc = one(n, requests / n > 1000 ? requests / n : 1000, bs.sock, &sz, &res[1]);
+		rc = fetch_one(n, requests / n > 1000 ? requests / n : 1000, bs.sock, &sz, &res[1]);
 	bench_server_stop(&bs);
 	if (rc < 0) {
 		fprintf(stderr, "wsrv-bench fetch: a client failed: %s\n", wsrv_last_error());

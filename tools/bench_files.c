@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "progress.h"
 
 /* CPU time of this process, all threads, user + system. */
@@ -205,15 +206,9 @@ void files_free(struct files *f)
 	f->path = NULL;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
 double median(double *v, int n)
 {
-	qsort(v, (size_t)n, sizeof(*v), cmp_d);
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 

@@ -231,7 +231,7 @@ struct result {
 	uint64_t layer0_bytes;
 };
 
-static int one_round(const char *path, const char *pages, const struct files *f, struct result *r, int i)
+static int first_one_round(const char *path, const char *pages, const struct files *f, struct result *r, int i)
 {
 	struct first_msg msg;
 	struct stream_msg sm;
@@ -265,7 +265,7 @@ static int one_round(const char *path, const char *pages, const struct files *f,
 	return 0;
 }
 
-static void print(const struct files *f, int repeat, struct result *r, int json)
+static void first_print(const struct files *f, int repeat, struct result *r, int json)
 {
 	double first = median(r->first, repeat), bar = median(r->bar, repeat);
 	double all = median(r->all, repeat), plain = median(r->plain, repeat);
@@ -331,12 +331,12 @@ int bench_first(int argc, char **argv)
 	if (model_files(path, NULL, &f) < 0)
 		return 1;
 	for (int i = 0; i < repeat; i++)
-		if (one_round(path, pages, &f, &r, i) < 0) {
+		if (first_one_round(path, pages, &f, &r, i) < 0) {
 			fprintf(stderr, "wsrv-bench first-layer: a round failed\n");
 			files_free(&f);
 			return 1;
 		}
-	print(&f, repeat, &r, json);
+	first_print(&f, repeat, &r, json);
 	files_free(&f);
 	return 0;
 }

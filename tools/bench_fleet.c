@@ -217,7 +217,7 @@ static double ucx_peak(struct fl *f, size_t size)
 	return best;
 }
 
-static void report(const struct fl *f, const char *path, bool json, uint64_t model, uint64_t fdisk,
+static void fleet_report(const struct fl *f, const char *path, bool json, uint64_t model, uint64_t fdisk,
 		   uint64_t idisk, double fready, double iready, double peer, double peak)
 {
 	if (json) {
@@ -299,7 +299,7 @@ int bench_fleet(int argc, char **argv)
 		free(f);
 		return 1;
 	}
-	report(f, path, json, model, fdisk, idisk, fready, iready, peer, peak);
+	fleet_report(f, path, json, model, fdisk, idisk, fready, iready, peer, peak);
 	free(f);
 	return 0;
 }

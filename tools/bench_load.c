@@ -138,7 +138,7 @@ static void fills(struct result *res, uint64_t bytes, int i)
 /* One round: raw O_DIRECT and the wsrv load (both under the burner with
  * --contend), the fresh-memory reference (after the load in even rounds,
  * before it in odd ones), and a buffered read. */
-static int one_round(const char *path, const struct load_opts *lo, const struct files *f,
+static int load_one_round(const char *path, const struct load_opts *lo, const struct files *f,
 		     struct result *res, int i)
 {
 	unsigned qd = lo->loader.queue_depth ? lo->loader.queue_depth : LOADER_DEFAULT_QD;
@@ -176,7 +176,7 @@ static int one_round(const char *path, const struct load_opts *lo, const struct 
 	return res->raw[i] < 0 ? -EIO : 0;
 }
 
-static void print(const struct files *f, int n, struct result *r, int json)
+static void load_print(const struct files *f, int n, struct result *r, int json)
 {
 	double gb = (double)f->bytes / 1e9;
 	double raw = gb / median(r->raw, n), ws = gb / median(r->wsrv, n);
@@ -269,9 +269,9 @@ int bench_load(int argc, char **argv)
 	if (model_files(path, &lo, &f) < 0)
 		return 1;
 	for (int i = 0; i < repeat; i++)
-		if (one_round(path, &lo, &f, &res, i) < 0)
+		if (load_one_round(path, &lo, &f, &res, i) < 0)
 			return 1;
-	print(&f, repeat, &res, json);
+	load_print(&f, repeat, &res, json);
 	files_free(&f);
 	load_args_free(&lo);
 	return 0;

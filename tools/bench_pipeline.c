@@ -38,7 +38,7 @@ static void spin(double us)
 
 /* Runs `passes` passes over every layer; returns seconds, and the stream's
  * stats when st is given. */
-static double run(struct wsrv_model *m, const char *plan_json, double bw, unsigned slots,
+static double pipeline_run(struct wsrv_model *m, const char *plan_json, double bw, unsigned slots,
 		  const struct cfg *c, const char *trace, struct wsrv_stream_stats *st)
 {
 	struct wsrv_host_opts ho = { .struct_size = sizeof(ho), .bandwidth_gbps = bw, .numa_node = -1 };
@@ -121,7 +121,7 @@ static int engine_rate(struct wsrv_model *m, const struct cfg *c, double *eng, d
 		struct cfg nocompute = { 0, 0, 0, c->passes, NULL };
 		struct wsrv_stream_stats fast;
 		double g, mg;
-		if (run(m, NULL, 0, c->slots, &nocompute, NULL, &fast) < 0)
+		if (pipeline_run(m, NULL, 0, c->slots, &nocompute, NULL, &fast) < 0)
 			return -1;
 		g = (double)fast.bytes_copied / fast.copy_seconds / 1e9;
 		mg = memcpy_gbps(m, c->passes);
@@ -131,7 +131,7 @@ static int engine_rate(struct wsrv_model *m, const struct cfg *c, double *eng, d
 	return 0;
 }
 
-static int measure(struct wsrv_model *m, struct cfg *c, int json)
+static int pipeline_measure(struct wsrv_model *m, struct cfg *c, int json)
 {
 	static const char all_resident[] = "{\"budget\": \"1T\"}";
 	size_t layers = wsrv_model_layer_count(m) - 1; /* the global group stays resident */
@@ -151,9 +151,9 @@ static int measure(struct wsrv_model *m, struct cfg *c, int json)
 	copy_us = (double)max_layer(m) / (rate * 1e9) * 1e6;
 	if (c->compute_us < 0)
 		c->compute_us = copy_us * 1.25; /* compute at least the copy: copies can hide */
-	res = run(m, all_resident, c->bandwidth, c->slots, c, NULL, NULL);
-	syn = run(m, NULL, c->bandwidth, 1, c, NULL, NULL);
-	str = run(m, NULL, c->bandwidth, c->slots, c, c->trace, &st);
+	res = pipeline_run(m, all_resident, c->bandwidth, c->slots, c, NULL, NULL);
+	syn = pipeline_run(m, NULL, c->bandwidth, 1, c, NULL, NULL);
+	str = pipeline_run(m, NULL, c->bandwidth, c->slots, c, c->trace, &st);
 	if (res < 0 || syn < 0 || str < 0)
 		return 1;
 	/* Copy-bound: L x max(compute, copy) plus the one copy that cannot hide. */
@@ -265,7 +265,7 @@ int bench_pipeline(int argc, char **argv)
 		fprintf(stderr, "wsrv-bench pipeline: cannot attach: %s\n", wsrv_last_error());
 		return 1;
 	}
-	r = cuda ? pipeline_cuda(m, &c, json) : measure(m, &c, json);
+	r = cuda ? pipeline_cuda(m, &c, json) : pipeline_measure(m, &c, json);
 	if (r == 0 && c.trace)
 		r = trace_written(c.trace);
 	wsrv_detach(m);

@@ -73,7 +73,7 @@ static double pinned_peak(const struct gpu *g, struct wsrv_model *m, int passes)
 
 /* passes over every layer; compute_us of sleep on the compute stream per
  * layer (none when 0). Returns the wall time and the stream's stats. */
-static double run(const struct gpu *g, struct wsrv_model *m, const struct cfg *c, double compute_us,
+static double pipeline_cuda_run(const struct gpu *g, struct wsrv_model *m, const struct cfg *c, double compute_us,
 		  struct wsrv_stream_stats *st)
 {
 	struct wsrv_cuda_opts co = { .struct_size = sizeof(co), .compute_stream = g->compute };
@@ -112,7 +112,7 @@ static double run(const struct gpu *g, struct wsrv_model *m, const struct cfg *c
 	return t;
 }
 
-static int report(const struct gpu *g, const struct cfg *c, double peak, const struct wsrv_stream_stats *fast,
+static int pipeline_cuda_report(const struct gpu *g, const struct cfg *c, double peak, const struct wsrv_stream_stats *fast,
 		  const struct wsrv_stream_stats *st, double copy_us, double wall, int json)
 {
 	double h2d = (double)fast->bytes_copied / fast->copy_seconds / 1e9;
@@ -169,8 +169,8 @@ int pipeline_cuda(struct wsrv_model *m, struct cfg *c, int json)
 	copy_us = (double)max_layer(m) / (peak * 1e9) * 1e6;
 	if (c->compute_us < 0)
 		c->compute_us = copy_us * 1.25; /* compute at least the copy: copies can hide */
-	if (peak > 0 && run(&g, m, c, 0, &fast) >= 0 && (wall = run(&g, m, c, c->compute_us, &st)) >= 0)
-		r = report(&g, c, peak, &fast, &st, copy_us, wall, json);
+	if (peak > 0 && pipeline_cuda_run(&g, m, c, 0, &fast) >= 0 && (wall = pipeline_cuda_run(&g, m, c, c->compute_us, &st)) >= 0)
+		r = pipeline_cuda_report(&g, c, peak, &fast, &st, copy_us, wall, json);
 	g.cu->CtxPushCurrent(g.ctx);
 	g.cu->StreamDestroy(g.compute);
 	g.cu->CtxPopCurrent(&was);

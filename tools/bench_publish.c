@@ -41,7 +41,7 @@ static int pass(struct wsrv_model *m, struct wsrv_stream *s)
 
 /* The worker: streams; when told of a new generation, switches and writes
  * the time its first pass on it ended. */
-static int worker(const char *sock, int out)
+static int publish_worker(const char *sock, int out)
 {
 	struct wsrv_client *c;
 	struct wsrv_model *m;
@@ -166,7 +166,7 @@ int bench_publish(int argc, char **argv)
 	pid_t w = fork();
 	if (w == 0) {
 		close(pfd[0]);
-		_exit(worker(bs.sock, pfd[1]));
+		_exit(publish_worker(bs.sock, pfd[1]));
 	}
 	close(pfd[1]);
 	if (wsrv_connect(bs.sock, NULL, &c) < 0 || wsrv_attach(c, "m", &m) < 0 || read(pfd[0], &ready, 1) != 1) {

@@ -78,13 +78,6 @@ static void stop(struct rs_ctx *x)
 	fdstore_drain(&x->store, 50, false);
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 int bench_restart(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -137,7 +130,7 @@ int bench_restart(int argc, char **argv)
 		fprintf(stderr, "wsrv-bench restart: a wsrvd did not serve\n");
 		return 1;
 	}
-	qsort(restart, (size_t)repeat, sizeof(double), cmp_d);
+	qsort(restart, (size_t)repeat, sizeof(double), cmp_double);
 	double med = restart[repeat / 2];
 	if (json) {
 		json_t *o = json_pack("{s:s, s:f, s:f, s:f, s:f, s:i}", "model", path, "load_ms", load * 1e3,

@@ -169,7 +169,7 @@ struct result {
 	double serve[MAX_REPEAT], peer[MAX_REPEAT], odirect[MAX_REPEAT], buffered[MAX_REPEAT];
 };
 
-static int one_round(const char *path, const char *const *extra, const struct files *f, int n,
+static int serve_one_round(const char *path, const char *const *extra, const struct files *f, int n,
 		     struct result *r, int i)
 {
 	drop_cache(f);
@@ -185,7 +185,7 @@ static int one_round(const char *path, const char *const *extra, const struct fi
 	return r->serve[i] < 0 || r->peer[i] < 0 || r->odirect[i] < 0 ? -EIO : 0;
 }
 
-static void print(const struct files *f, int n, int repeat, struct result *r, int json)
+static void serve_print(const struct files *f, int n, int repeat, struct result *r, int json)
 {
 	double sv = median(r->serve, repeat), pe = median(r->peer, repeat);
 	double od = median(r->odirect, repeat), bu = median(r->buffered, repeat);
@@ -248,11 +248,11 @@ int bench_serve(int argc, char **argv)
 	if (model_files(path, NULL, &f) < 0)
 		return 1;
 	for (int i = 0; i < repeat; i++)
-		if (one_round(path, extra, &f, n, &r, i) < 0) {
+		if (serve_one_round(path, extra, &f, n, &r, i) < 0) {
 			files_free(&f);
 			return 1;
 		}
-	print(&f, n, repeat, &r, json);
+	serve_print(&f, n, repeat, &r, json);
 	files_free(&f);
 	return 0;
 }

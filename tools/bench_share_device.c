@@ -116,13 +116,6 @@ struct sd_result {
 	bool ok;
 };
 
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* n workers one after another; then measures and releases them. */
 static void sd_run(const struct sd_opts *o, int n, struct sd_result *res)
 {
@@ -161,7 +154,7 @@ static void sd_run(const struct sd_opts *o, int n, struct sd_result *res)
 		res->device_bytes += o->cuda ? r[0].region : res->region_pss;
 		res->resident = r[0].resident;
 		res->first_ms = r[0].open_ms;
-		qsort(later, (size_t)n - 1, sizeof(double), cmp_d);
+		qsort(later, (size_t)n - 1, sizeof(double), cmp_double);
 		res->later_ms = n > 1 ? later[(n - 1) / 2] : 0;
 	}
 	close(out[0]);

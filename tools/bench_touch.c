@@ -127,7 +127,7 @@ static int map_files(const struct files *f, struct regions *r)
 
 /* A worker: waits for go, maps (sock: attaches; else the files), walks
  * twice, reports on out. */
-static int worker(const char *sock, const struct files *f, int go, int out)
+static int touch_worker(const char *sock, const struct files *f, int go, int out)
 {
 	struct regions *r = calloc(1, sizeof(*r));
 	struct wsrv_client *c = NULL;
@@ -171,7 +171,7 @@ static int crew(const char *sock, const struct files *f, int n, struct pass *p)
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
 			close(go[1]);
 			close(out[0]);
-			_exit(worker(sock, f, go[0], out[1]));
+			_exit(touch_worker(sock, f, go[0], out[1]));
 		}
 	}
 	close(go[0]);
@@ -227,7 +227,7 @@ static void print_row(const char *what, const struct summary *s)
 }
 
 /* Runs the four crews: wsrv and the peer, one alone and n at once. */
-static int measure(const char *sock, const struct files *f, int n, struct summary s[4])
+static int touch_measure(const char *sock, const struct files *f, int n, struct summary s[4])
 {
 	struct pass p[MAX_WORKERS];
 
@@ -242,7 +242,7 @@ static int measure(const char *sock, const struct files *f, int n, struct summar
 	return 0;
 }
 
-static void report(const struct files *f, int n, const struct summary s[4], int json)
+static void touch_report(const struct files *f, int n, const struct summary s[4], int json)
 {
 	double speed1 = s[2].med.first_s / s[0].med.first_s, speedn = s[3].med.first_s / s[1].med.first_s;
 	double pte = (double)s[0].med.pte_bytes / (double)(s[0].med.bytes ? s[0].med.bytes : 1);
@@ -314,10 +314,10 @@ int bench_touch(int argc, char **argv)
 		files_free(&f);
 		return 1;
 	}
-	r = measure(bs.sock, &f, n, s);
+	r = touch_measure(bs.sock, &f, n, s);
 	bench_server_stop(&bs);
 	if (r == 0)
-		report(&f, n, s, json);
+		touch_report(&f, n, s, json);
 	files_free(&f);
 	return r == 0 ? 0 : 1;
 }

@@ -170,7 +170,7 @@ uint64_t pss_bytes(pid_t pid)
 	return (uint64_t)kb * 1024;
 }
 
-static int cmp_d(const void *a, const void *b)
+int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 	return x < y ? -1 : x > y;
@@ -182,7 +182,7 @@ double percentile(double *v, size_t n, double p)
 
 	if (!n)
 		return 0;
-	qsort(v, n, sizeof(*v), cmp_d);
+	qsort(v, n, sizeof(*v), cmp_double);
 	i = (size_t)(p / 100.0 * (double)(n - 1) + 0.5);
 	return v[i < n ? i : n - 1];
 }

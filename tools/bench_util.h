@@ -50,6 +50,8 @@ uint64_t pss_bytes(pid_t pid);
  * weights it maps. Returns their sum, so that the reads are kept. */
 unsigned touch_pages(const volatile uint8_t *p, uint64_t n);
 
+/* qsort's comparator for doubles, ascending. */
+int cmp_double(const void *a, const void *b);
 /* The p-th percentile (0..100) of v[0..n), sorting v. */
 double percentile(double *v, size_t n, double p);
 

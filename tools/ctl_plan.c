@@ -15,7 +15,7 @@
 #include "units.h"
 #include "wsrv.h"
 
-static int report(const struct ctl_ctx *c, struct wsrv_model *m, struct wsrv_stream *s, int rank)
+static int plan_report(const struct ctl_ctx *c, struct wsrv_model *m, struct wsrv_stream *s, int rank)
 {
 	struct wsrv_stream_stats st;
 	json_t *ts = json_array();
@@ -103,7 +103,7 @@ int ctl_plan(const struct ctl_ctx *c, int argc, char **argv)
 	if (wsrv_stream_open(m, NULL, p, &so, &s) < 0) {
 		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
 	} else {
-		r = report(c, m, s, so.rank);
+		r = plan_report(c, m, s, so.rank);
 		wsrv_stream_close(s);
 	}
 	wsrv_plan_free(p);

@@ -12,7 +12,7 @@
 
 #define P "wsrv-mkmodel"
 
-static void usage(FILE *f)
+static void mkmodel_usage(FILE *f)
 {
 	fprintf(f, "usage: wsrv-mkmodel --preset tiny|llama-mini|deepseek-v3-mini --size SIZE\n"
 		   "                    [--shards N] [--layers L] [--seed S]\n"
@@ -73,8 +73,8 @@ int main(int argc, char **argv)
 		case 'a': act = optarg; break;
 		case 'x': moe.experts = (unsigned)cliarg_long(P, "--experts", optarg, 1, 1024); break;
 		case 'k': moe.topk = (unsigned)cliarg_long(P, "--topk", optarg, 1, 64); break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		case 'h': mkmodel_usage(stdout); return 0;
+		default: mkmodel_usage(stderr); return 2;
 		}
 	}
 	if (optind < argc) {
@@ -83,7 +83,7 @@ int main(int argc, char **argv)
 	}
 	if (!preset || !out || !size) {
 		fprintf(stderr, P ": %s is required\n", !preset ? "--preset" : !out ? "--out" : "--size");
-		usage(stderr);
+		mkmodel_usage(stderr);
 		return 2;
 	}
 	if (mk_preset_moe(preset, size, (unsigned)layers, &moe, &spec, &e) < 0) {

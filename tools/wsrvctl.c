@@ -16,7 +16,7 @@ static const struct ctl_command offline[] = {
 
 static const struct ctl_command *const tables[] = { offline, ctl_server_commands };
 
-static void usage(FILE *f)
+static void ctl_usage(FILE *f)
 {
 	fprintf(f, "usage: wsrvctl [--socket PATH] [--json] COMMAND [ARGS]\ncommands:\n");
 	for (size_t t = 0; t < 2; t++)
@@ -58,7 +58,7 @@ int main(int argc, char **argv)
 
 	argc = take_globals(argc, argv, &c);
 	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
-		usage(argc < 2 ? stderr : stdout);
+		ctl_usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
 	}
 	for (size_t t = 0; t < 2; t++)
@@ -66,6 +66,6 @@ int main(int argc, char **argv)
 			if (strcmp(argv[1], cmd->name) == 0)
 				return cmd->run(&c, argc - 1, argv + 1);
 	fprintf(stderr, "wsrvctl: unknown command '%s'\n", argv[1]);
-	usage(stderr);
+	ctl_usage(stderr);
 	return 2;
 }
