@@ -403,16 +403,45 @@ WSRV_EXPORT int wsrv_stream_layout(const struct wsrv_stream *s, size_t i, struct
 	return 0;
 }
 
-WSRV_EXPORT int wsrv_stream_stats(struct wsrv_stream *s, struct wsrv_stream_stats *out)
+void stream_stats_fill(struct wsrv_stream *s, struct wsrv_stream_stats *out)
 {
-	CL_NEED(s);
-	CL_NEED(out);
 	stream_harvest(s, false);
 	*out = s->st;
 	out->struct_size = sizeof(*out);
 	out->hidden_fraction = s->st.copy_seconds > 0 ? 1.0 - s->st.wait_seconds / s->st.copy_seconds : 1.0;
 	if (out->hidden_fraction < 0)
 		out->hidden_fraction = 0;
+	memset(out->reserved, 0, sizeof(out->reserved));
+}
+
+/* wsrv_stream_stats had no room left to grow, so LIBWSRV_0.8 gave it
+ * reserved[] (the documented way: results grow out of it). A caller linked
+ * against an older libwsrv has the shorter struct, and its calls bind to
+ * wsrv_stream_stats@LIBWSRV_0.2, which fills only that much. */
+#define STREAM_STATS_0_2 offsetof(struct wsrv_stream_stats, reserved)
+
+WSRV_EXPORT int wsrv_stream_stats_0_8(struct wsrv_stream *s, struct wsrv_stream_stats *out);
+WSRV_EXPORT int wsrv_stream_stats_0_2(struct wsrv_stream *s, struct wsrv_stream_stats *out);
+__asm__(".symver wsrv_stream_stats_0_8, wsrv_stream_stats@@LIBWSRV_0.8");
+__asm__(".symver wsrv_stream_stats_0_2, wsrv_stream_stats@LIBWSRV_0.2");
+
+WSRV_EXPORT int wsrv_stream_stats_0_8(struct wsrv_stream *s, struct wsrv_stream_stats *out)
+{
+	CL_NEED(s);
+	CL_NEED(out);
+	stream_stats_fill(s, out);
+	return 0;
+}
+
+WSRV_EXPORT int wsrv_stream_stats_0_2(struct wsrv_stream *s, struct wsrv_stream_stats *out)
+{
+	struct wsrv_stream_stats st;
+
+	CL_NEED(s);
+	CL_NEED(out);
+	stream_stats_fill(s, &st);
+	st.struct_size = STREAM_STATS_0_2;
+	memcpy(out, &st, STREAM_STATS_0_2);
 	return 0;
 }
 
@@ -424,7 +453,7 @@ int stream_send_report(struct wsrv_stream *s, bool closed)
 	Wsrv__Response *r;
 	int fds[1], n, ret;
 
-	wsrv_stream_stats(s, &st);
+	stream_stats_fill(s, &st);
 	rp.model = s->m->name;
 	rp.stream_id = s->id;
 	rp.bytes_copied = st.bytes_copied;

@@ -127,6 +127,8 @@ int stream_trace_write(const struct wsrv_stream *s, const char *path);
 /* Takes the times of finished copies and passed gates into the stats and
  * the trace; all: waits for every one. */
 void stream_harvest(struct wsrv_stream *s, bool all);
+/* wsrv_stream_stats, for the library's own callers. */
+void stream_stats_fill(struct wsrv_stream *s, struct wsrv_stream_stats *out);
 
 /* Finds what the stream copies (its sources, merged within each segment)
  * and page-locks, through its device, those in segments already mapped;

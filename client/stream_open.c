@@ -209,7 +209,7 @@ WSRV_EXPORT void wsrv_stream_close(struct wsrv_stream *s)
 		stream_send_report(s, true); /* a server that is gone does not mind */
 	if (s->trace_path && s->d) {
 		struct wsrv_stream_stats st;
-		wsrv_stream_stats(s, &st);
+		stream_stats_fill(s, &st);
 		stream_trace_write(s, s->trace_path);
 	}
 	for (unsigned k = 0; s->d && s->slots && k < s->nslots; k++)

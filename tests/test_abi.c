@@ -91,29 +91,43 @@ static FILE *open_env(const char *var)
 	return f;
 }
 
-/* Each "name@@NODE" of lib is under NODE in libwsrv.map (a symbol never
- * moves to another version); lib is left holding the names alone. */
+/* Each "name@@NODE" of lib is under NODE in libwsrv.map, the last node
+ * that names it, and each "name@NODE" (an older version kept, when a
+ * result struct grew) under an earlier one: a symbol never moves. lib is
+ * left holding the names alone, once each. */
 static void versioned_as_in_map(struct names *lib)
 {
 	char line[256], node[64] = "", want[200];
-	struct names map = { 0 };
+	struct names map = { 0 }, seen = { 0 }, names = { 0 };
 	FILE *f = open_env("WSRV_MAP");
 
 	while (fgets(line, sizeof(line), f)) {
 		char name[128];
 		if (sscanf(line, "%63[A-Z0-9_.] {", node) == 1 && strchr(line, '{'))
 			continue;
-		if (sscanf(line, " %127[a-z0-9_];", name) == 1 && strncmp(name, "wsrv_", 5) == 0) {
-			snprintf(want, sizeof(want), "%s@@%s", name, node);
-			add(&map, want, strlen(want));
+		if (sscanf(line, " %127[a-z0-9_];", name) != 1 || strncmp(name, "wsrv_", 5) != 0)
+			continue;
+		/* Named in an earlier node: that one becomes an old version. */
+		for (size_t i = 0; i < seen.n; i++) {
+			size_t n = strlen(name);
+			if (strncmp(seen.v[i], name, n) == 0 && strncmp(seen.v[i] + n, "@@", 2) == 0)
+				memmove(seen.v[i] + n + 1, seen.v[i] + n + 2, strlen(seen.v[i] + n + 2) + 1);
 		}
+		snprintf(want, sizeof(want), "%s@@%s", name, node);
+		seen.v[seen.n++] = strdup(want);
+		assert_true(seen.n < MAX_NAMES);
 	}
 	fclose(f);
+	for (size_t i = 0; i < seen.n; i++)
+		add(&map, seen.v[i], strlen(seen.v[i]));
+	names_free(&seen);
 	qsort(map.v, map.n, sizeof(char *), cmp);
 	same_names(lib, "libwsrv.so's exports", &map, "libwsrv.map's version nodes");
 	names_free(&map);
 	for (size_t i = 0; i < lib->n; i++)
-		*strchr(lib->v[i], '@') = 0;
+		add(&names, lib->v[i], strcspn(lib->v[i], "@"));
+	names_free(lib);
+	*lib = names;
 	qsort(lib->v, lib->n, sizeof(char *), cmp);
 }
 
@@ -131,7 +145,7 @@ static void exports_are_the_header(void **st)
 	fclose(f);
 	snprintf(cmd, sizeof(cmd), "nm -D --defined-only '%s'", getenv("WSRV_LIB"));
 	assert_non_null(f = popen(cmd, "r"));
-	collect(f, " [TDBRW] (wsrv_[a-z0-9_]+@@LIBWSRV_[0-9.]+)$", &lib);
+	collect(f, " [TDBRW] (wsrv_[a-z0-9_]+@@?LIBWSRV_[0-9.]+)$", &lib);
 	pclose(f);
 	versioned_as_in_map(&lib);
 	/* Nothing else is exported (the version node itself is an A symbol). */

@@ -12,6 +12,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -128,6 +129,36 @@ static void ring_wraps_and_counts(void **st)
 	assert_int_equal(rec.passes, 5);
 	assert_int_equal(rec.slots, 2);
 	wsrv_stats_free(sv);
+	wsrv_stream_close(s);
+}
+
+/* wsrv_stream_stats grew reserved[] in LIBWSRV_0.8: a caller linked before
+ * (wsrv_stream_stats@LIBWSRV_0.2) has the shorter struct, and nothing past
+ * it is written; the default version fills all and zeroes reserved[]. */
+static void stats_old_callers(void **st)
+{
+	typedef int (*stats_fn)(struct wsrv_stream *, struct wsrv_stream_stats *);
+	stats_fn old = (stats_fn)dlvsym(RTLD_DEFAULT, "wsrv_stream_stats", "LIBWSRV_0.2");
+	size_t known = offsetof(struct wsrv_stream_stats, reserved);
+	struct wsrv_stream *s = open_with(NULL, 2, 0);
+	struct wsrv_stream_stats ss;
+	unsigned char buf[sizeof(ss) + 64];
+
+	assert_non_null(old);
+	walk(s, 1);
+	memset(buf, 0xab, sizeof(buf));
+	assert_int_equal(old(s, (struct wsrv_stream_stats *)(void *)buf), 0);
+	memcpy(&ss, buf, known);
+	assert_int_equal(ss.struct_size, known);
+	assert_int_equal(ss.passes, 1);
+	for (size_t i = known; i < sizeof(buf); i++)
+		assert_int_equal(buf[i], 0xab);
+	memset(&ss, 0xab, sizeof(ss));
+	assert_int_equal(wsrv_stream_stats(s, &ss), 0);
+	assert_int_equal(ss.struct_size, sizeof(ss));
+	assert_int_equal(ss.passes, 1);
+	for (size_t i = 0; i < sizeof(ss.reserved) / sizeof(ss.reserved[0]); i++)
+		assert_int_equal(ss.reserved[i], 0);
 	wsrv_stream_close(s);
 }
 
@@ -273,6 +304,7 @@ static void device_close(void)
 FIXTURE_MAIN(F,
 	cmocka_unit_test(exact_for_every_plan),
 	cmocka_unit_test(ring_wraps_and_counts),
+	cmocka_unit_test(stats_old_callers),
 	cmocka_unit_test(out_of_order_and_busy),
 	cmocka_unit_test(closed_mid_pass),
 	cmocka_unit_test(layer_shard_ownership),
