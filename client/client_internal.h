@@ -174,6 +174,8 @@ int cl_hello(struct wsrv_client *c);
  * and re-attaches every model of c; a model whose generation changed is
  * marked stale. 0 or a negative errno with a sentence. (reconnect.c) */
 int cl_reconnect(struct wsrv_client *c);
+/* Whether the connection fd is gone (-1) or hung up by the server. */
+bool cl_hung_up(int fd);
 /* Takes c->lock: when the server hung up (it died or restarted), closes
  * the connection and connects again (cl_reconnect). 0 when connected. */
 int cl_revive(struct wsrv_client *c);

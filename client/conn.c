@@ -217,14 +217,19 @@ static int again(struct wsrv_client *c, const char *why)
 	return cl_err(-ENOTCONN, "%s (connecting again: %s)", was, wsrv_last_error());
 }
 
+bool cl_hung_up(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+
+	return fd < 0 || (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR)));
+}
+
 int cl_revive(struct wsrv_client *c)
 {
-	struct pollfd p = { .events = POLLRDHUP };
 	int r = 0;
 
 	pthread_mutex_lock(&c->lock);
-	p.fd = c->fd;
-	if (p.fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR)))
+	if (c->fd >= 0 && cl_hung_up(c->fd))
 		cl_drop(c);
 	if (c->fd < 0)
 		r = c->path[0] ? again(c, "the server went away")

@@ -65,13 +65,24 @@ static struct ready_gen *loaded_page(const struct wsrv_model *m, const Wsrv__Att
 	uint32_t nt = m->v.h->ntensors;
 	size_t len = (size_t)ready_size(m->nseg, nt), t0 = m->v.h->tensors_off;
 	struct ready_gen *g = calloc(1, sizeof(*g));
-	const uint8_t *b = mmap(NULL, m->manifest_len, PROT_READ, MAP_SHARED, fd, 0);
-	uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	struct rd_header *h = (struct rd_header *)p;
+	const uint8_t *b;
+	struct rd_header *h;
+	uint8_t *p;
 	char err[128];
 
-	if (!g || b == MAP_FAILED || p == MAP_FAILED)
+	if (!g)
+		return NULL;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		free(g);
+		return NULL;
+	}
+	g->page = p;
+	g->len = len;
+	b = mmap(NULL, m->manifest_len, PROT_READ, MAP_SHARED, fd, 0);
+	if (b == MAP_FAILED)
 		goto fail;
+	h = (struct rd_header *)p;
 	ready_init(p, m->nseg, nt, m->v.h->tensor_bytes);
 	h->manifest_hash = ar->manifest_hash;
 	h->placed_bytes = h->total_bytes;
@@ -82,19 +93,10 @@ static struct ready_gen *loaded_page(const struct wsrv_model *m, const Wsrv__Att
 		       b + t0 + i * sizeof(struct mf_tensor) + offsetof(struct mf_tensor, xxh3), sizeof(uint64_t));
 	h->state = RD_READY;
 	munmap((void *)b, m->manifest_len);
-	g->page = p;
-	g->len = len;
 	if (mprotect(p, len, PROT_READ) < 0 || ready_check(p, len, m->nseg, nt, &g->rv, err, sizeof(err)) < 0)
-		goto fail_g;
+		goto fail;
 	return g;
 fail:
-	if (b != MAP_FAILED)
-		munmap((void *)b, m->manifest_len);
-	if (p != MAP_FAILED)
-		munmap(p, len);
-	free(g);
-	return NULL;
-fail_g:
 	cl_ready_gen_free(g);
 	return NULL;
 }

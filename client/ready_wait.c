@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -176,14 +175,12 @@ static const uint32_t *word(const struct wsrv_model *m, uint32_t seg)
  * that died mid-load never finishes the page. */
 static bool server_gone(struct wsrv_model *m)
 {
-	struct pollfd p = { .events = POLLRDHUP };
+	int fd;
 
 	pthread_mutex_lock(&m->c->lock);
-	p.fd = m->c->fd;
+	fd = m->c->fd;
 	pthread_mutex_unlock(&m->c->lock);
-	if (p.fd < 0)
-		return true;
-	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
+	return cl_hung_up(fd);
 }
 
 /* The server went away mid-load: connect again, which re-attaches m to
