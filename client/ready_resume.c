@@ -35,37 +35,40 @@ static bool same_layout(const struct wsrv_model *m, const uint8_t *b)
 	return true;
 }
 
-/* The reply's manifest is m's layout, and its segments are m's. */
-static bool same_model(const struct wsrv_model *m, const Wsrv__AttachReply *ar, int fd)
+/* The reply's generation and segments are m's. */
+static bool same_shape(const struct wsrv_model *m, const Wsrv__AttachReply *ar)
 {
-	uint64_t size;
-	void *b;
-	bool same;
-
 	if (ar->generation != m->generation || ar->manifest_size != m->manifest_len ||
 	    ar->n_segment_sizes != m->nseg)
 		return false;
 	for (uint32_t i = 0; i < m->nseg; i++)
 		if (ar->segment_sizes[i] != m->seg_len[i])
 			return false;
+	return true;
+}
+
+/* The reply's manifest (fd), checked and mapped read-only (m's length),
+ * or NULL. */
+static const uint8_t *map_manifest(const struct wsrv_model *m, int fd)
+{
+	uint64_t size;
+	void *b;
+
 	if (cl_check_fd(fd, "manifest", m->manifest_len, &size) < 0)
-		return false;
+		return NULL;
 	b = mmap(NULL, m->manifest_len, PROT_READ, MAP_SHARED, fd, 0);
-	if (b == MAP_FAILED)
-		return false;
-	same = same_layout(m, b);
-	munmap(b, m->manifest_len);
-	return same;
+	return b == MAP_FAILED ? NULL : b;
 }
 
 /* A page for a model the new server has loaded: every word READY, the
- * checksums from its manifest (fd, already found to be m's layout). */
-static struct ready_gen *loaded_page(const struct wsrv_model *m, const Wsrv__AttachReply *ar, int fd)
+ * checksums from its manifest (mapped at b, already found to be m's
+ * layout). */
+static struct ready_gen *loaded_page(const struct wsrv_model *m, const Wsrv__AttachReply *ar,
+				     const uint8_t *b)
 {
 	uint32_t nt = m->v.h->ntensors;
 	size_t len = (size_t)ready_size(m->nseg, nt), t0 = m->v.h->tensors_off;
 	struct ready_gen *g = calloc(1, sizeof(*g));
-	const uint8_t *b;
 	struct rd_header *h;
 	uint8_t *p;
 	char err[128];
@@ -79,9 +82,6 @@ static struct ready_gen *loaded_page(const struct wsrv_model *m, const Wsrv__Att
 	}
 	g->page = p;
 	g->len = len;
-	b = mmap(NULL, m->manifest_len, PROT_READ, MAP_SHARED, fd, 0);
-	if (b == MAP_FAILED)
-		goto fail;
 	h = (struct rd_header *)p;
 	ready_init(p, m->nseg, nt, m->v.h->tensor_bytes);
 	h->manifest_hash = ar->manifest_hash;
@@ -92,7 +92,6 @@ static struct ready_gen *loaded_page(const struct wsrv_model *m, const Wsrv__Att
 		memcpy(p + h->xxh3_off + i * sizeof(uint64_t),
 		       b + t0 + i * sizeof(struct mf_tensor) + offsetof(struct mf_tensor, xxh3), sizeof(uint64_t));
 	h->state = RD_READY;
-	munmap((void *)b, m->manifest_len);
 	if (mprotect(p, len, PROT_READ) < 0 || ready_check(p, len, m->nseg, nt, &g->rv, err, sizeof(err)) < 0)
 		goto fail;
 	return g;
@@ -125,11 +124,18 @@ static int carry_fds(struct ready_gen *g, const struct wsrv_model *m, const Wsrv
 
 int cl_ready_resume(struct wsrv_model *m, const Wsrv__AttachReply *ar, int *fds, int n)
 {
-	struct ready_gen *g;
+	struct ready_gen *g = NULL;
+	const uint8_t *b;
+	bool same;
 
-	if (n < 1 || (ar->loading && n < 2) || !m->ready || !same_model(m, ar, fds[0]))
+	if (n < 1 || (ar->loading && n < 2) || !m->ready || !same_shape(m, ar) || !(b = map_manifest(m, fds[0])))
 		return -ESTALE;
-	g = ar->loading ? cl_ready_gen_map(m, fds[1], ar->ready_size) : loaded_page(m, ar, fds[0]);
+	same = same_layout(m, b);
+	if (same)
+		g = ar->loading ? cl_ready_gen_map(m, fds[1], ar->ready_size) : loaded_page(m, ar, b);
+	munmap((void *)b, m->manifest_len);
+	if (!same)
+		return -ESTALE;
 	if (!g)
 		return -EBADMSG;
 	if (carry_fds(g, m, ar, fds, n) < 0) {

@@ -26,6 +26,7 @@
 #include "bench.h"
 #include "load_args.h"
 #include "progress.h"
+#include "arena_folio.h"
 #include "bench_files.h"
 #include "hugemap.h"
 
@@ -69,9 +70,7 @@ static double fresh_memory_cpu(uint64_t bytes, bool lock, bool folios)
 	memset(buf, 0x5a, bs);
 	c0 = cpu_now();
 	for (size_t off = 0; off < len; off += bs) {
-		if (folios && off % HUGEMAP_ALIGN == 0 &&
-		    (fallocate(fd, 0, (off_t)off, 4096) < 0 ||
-		     madvise((uint8_t *)p + off, HUGEMAP_ALIGN, 25 /* MADV_COLLAPSE */) < 0))
+		if (folios && off % HUGEMAP_ALIGN == 0 && arena_folio_collapse(fd, p, off) < 0)
 			goto out;
 		if (pwrite(fd, buf, len - off < bs ? len - off : bs, (off_t)off) < 0)
 			goto out;

@@ -46,16 +46,13 @@ int arena_folio_init(struct arena *a)
 	return 0;
 }
 
-/* One chunk: a page in it, then the collapse. Returns 0 or -errno. */
-static int collapse_chunk(struct arena_seg *s, uint64_t c)
+int arena_folio_collapse(int fd, const uint8_t *map, uint64_t off)
 {
-	off_t off = (off_t)(c * HUGEMAP_ALIGN);
-
-	if (fallocate(s->fd, 0, off, 4096) < 0)
+	if (fallocate(fd, 0, (off_t)off, 4096) < 0)
 		return -errno;
 	/* EAGAIN is the kernel's "try again" (a page briefly locked, say by
 	 * a write into the chunk from another thread): once more. */
-	for (int tries = 0; madvise((void *)(s->ro + off), HUGEMAP_ALIGN, MADV_COLLAPSE) < 0; tries++)
+	for (int tries = 0; madvise((void *)(map + off), HUGEMAP_ALIGN, MADV_COLLAPSE) < 0; tries++)
 		if (errno != EAGAIN || tries == 1)
 			return -errno;
 	return 0;
@@ -72,7 +69,7 @@ void arena_folio_prepare(struct arena *a, uint32_t seg, uint64_t off, uint64_t l
 		int r;
 		if (__atomic_exchange_n(&s->folio_tried[c], 1, __ATOMIC_ACQ_REL))
 			continue;
-		r = collapse_chunk(s, c);
+		r = arena_folio_collapse(s->fd, s->ro, c * HUGEMAP_ALIGN);
 		if (r == 0) {
 			__atomic_fetch_add(&a->folios_made, 1, __ATOMIC_RELAXED);
 			continue;

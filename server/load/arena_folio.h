@@ -26,6 +26,11 @@ struct arena_seg;
  * (a sentence into why). */
 bool arena_folio_possible(char *why, size_t len);
 
+/* Makes the 2 MiB chunk at off (2 MiB aligned) of memfd fd, mapped at
+ * map (2 MiB aligned, the whole file), one folio: a page in it, then the
+ * collapse (EAGAIN tried once more). 0 or -errno. */
+int arena_folio_collapse(int fd, const uint8_t *map, uint64_t off);
+
 /* Claims every chunk's slot: 0 or -ENOMEM. Only for an arena filled by
  * write whose segments are mapped 2 MiB aligned. */
 int arena_folio_init(struct arena *a);
