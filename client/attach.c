@@ -14,24 +14,6 @@
 #include "memfd_util.h"
 #include "packet.h"
 
-/* A reader relies on the seals memfd_check asks for: the size cannot change
- * under its mapping, and no one can write the bytes it reads. */
-int cl_check_fd(int fd, const char *what, uint64_t want, uint64_t *size)
-{
-	uint64_t got = 0;
-	int seals = 0, r = memfd_check(fd, want, false, 0, &got, &seals);
-
-	if (r == -EBADF)
-		return cl_err(-EBADMSG, "%s: the server sent %llu bytes (or not a file) where %llu were promised",
-			      what, (unsigned long long)got, (unsigned long long)want);
-	if (r == -EPERM)
-		return cl_err(-EBADMSG, "%s: not sealed against writes and resizing (seals 0x%x)", what, seals);
-	if (r < 0)
-		return cl_err(r, "%s: fstat: %s", what, strerror(-r));
-	*size = got;
-	return 0;
-}
-
 static const void *map_ro(int fd, size_t len)
 {
 	void *p = mmap(NULL, len ? len : 1, PROT_READ, MAP_SHARED, fd, 0);
@@ -184,10 +166,12 @@ static unsigned epoch(struct wsrv_client *c)
 	return e;
 }
 
-static int simple_call(struct wsrv_client *c, Wsrv__Request *q)
+/* A request answered by Ok; m and id as for cl_call_model (m NULL: the
+ * request names no model). */
+static int simple_call(struct wsrv_client *c, struct wsrv_model *m, uint32_t *id, Wsrv__Request *q)
 {
 	Wsrv__Response *r;
-	int fds[1], n, ret = cl_call(c, q, &r, fds, 0, &n);
+	int fds[1], n, ret = m ? cl_call_model(m, id, q, &r, fds, 0, &n) : cl_call(c, q, &r, fds, 0, &n);
 
 	if (ret < 0)
 		return ret;
@@ -204,12 +188,11 @@ WSRV_EXPORT void wsrv_detach(struct wsrv_model *m)
 
 	if (!m)
 		return;
-	d.attach_id = m->attach_id;
 	q.body_case = WSRV__REQUEST__BODY_DETACH;
 	q.detach = &d;
 	cl_model_unlink(m->c, m);
-	if (cl_connected(m->c) && !m->stale)
-		simple_call(m->c, &q); /* a server that is gone has forgotten us anyway */
+	if (cl_connected(m->c) && !m->stale) /* a server that is gone has forgotten us anyway */
+		simple_call(m->c, m, &d.attach_id, &q);
 	model_free(m);
 }
 
@@ -225,11 +208,10 @@ WSRV_EXPORT int wsrv_fetch_layer(struct wsrv_model *m, int32_t index, struct wsr
 	CL_NEED(out);
 	if ((ret = cl_model_fresh(m)) < 0)
 		return ret;
-	f.attach_id = m->attach_id;
 	f.layer = index;
 	q.body_case = WSRV__REQUEST__BODY_FETCH_LAYER;
 	q.fetch_layer = &f;
-	ret = cl_call(m->c, &q, &r, fds, 0, &n);
+	ret = cl_call_model(m, &f.attach_id, &q, &r, fds, 0, &n);
 	if (ret < 0)
 		return ret;
 	/* The extent must be the one the validated manifest has. */
@@ -261,7 +243,7 @@ WSRV_EXPORT int wsrv_release(struct wsrv_model *m, uint64_t lease_id)
 	rl.lease = lease_id & LEASE_MASK;
 	q.body_case = WSRV__REQUEST__BODY_RELEASE;
 	q.release = &rl;
-	r = simple_call(m->c, &q);
+	r = simple_call(m->c, NULL, NULL, &q);
 	/* The server went away during the call: the one that answered never
 	 * granted it. */
 	return r == -ENOENT && epoch(m->c) != e ? 0 : r;

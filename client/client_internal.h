@@ -10,34 +10,28 @@
 
 #include "manifest.h"
 #include "ready.h"
+#include "transport.h"
 #include "wsrv.h"
 #include "wsrv.pb-c.h"
 
-#define CL_REMAP 64
-
+/* A session (session.c): what the caller holds, over one transport at a
+ * time. */
 struct wsrv_client {
-	int fd;                      /* -1 once the connection is gone */
-	bool goodbye;                /* the server said Goodbye (stopping or replaced) */
+	struct cl_wire w;            /* under lock */
 	pthread_mutex_t lock;        /* one request at a time; the fields below */
 	unsigned refs;               /* the caller's, plus one per model */
-	uint64_t seq;
-	uint32_t max_packet;
-	uint8_t *buf;                /* max_packet bytes */
-	char server_version[32];
-	/* To connect again after the server restarted (reconnect.c). */
-	char path[108];
+	/* To connect again after the server restarted (replay.c). */
+	char path[108];              /* "" once disconnected on purpose */
 	char name[65];
 	int timeout_ms;
 	struct wsrv_model *models;   /* attached through this client (not owned) */
-	uint32_t remap_old[CL_REMAP], remap_new[CL_REMAP]; /* attach ids, last reconnect */
-	int nremap;
 	unsigned reconnects;
 };
 
 struct wsrv_model {
 	struct wsrv_client *c;       /* holds a reference */
 	struct wsrv_model *next;     /* in c->models, under c->lock */
-	uint32_t attach_id;
+	uint32_t attach_id;          /* the current server's id for m, under c->lock */
 	uint64_t generation, manifest_hash; /* what was attached */
 	uint64_t latest;             /* the newest generation announced (Event) */
 	bool stale;                  /* the server has another generation now */
@@ -150,55 +144,40 @@ void cl_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Sends req and receives its Response (caller frees with
  * wsrv__response__free_unpacked) and up to maxfds fds (owned by the caller
- * on success). An Error reply becomes its negative code and sentence. Takes
- * the client's lock. */
+ * on success), as wire_call does. A server that went away is connected to
+ * again first (every model attached again, replay.c), and the request
+ * sent there. Takes the client's lock. */
 int cl_call(struct wsrv_client *c, Wsrv__Request *req, Wsrv__Response **resp,
 	    int *fds, int maxfds, int *nfds);
-
-/* Under c->lock: the connection is unusable; close it (the next call
- * connects again, or fails fast). */
-void cl_drop(struct wsrv_client *c);
-
-/* Under c->lock: one request and its reply on the current connection (no
- * reconnect); what cl_call does inside its lock. */
-int cl_exchange(struct wsrv_client *c, Wsrv__Request *req, int send_fd, Wsrv__Response **resp,
-		int *fds, int maxfds, int *nfds);
-
-/* A connected socket to the server at path (receive and send timeouts
- * timeout_ms), or a negative errno with a sentence. */
-int cl_open_socket(const char *path, int timeout_ms);
-/* Under c->lock: the handshake on a new connection. */
-int cl_hello(struct wsrv_client *c);
-
-/* Under c->lock, with no connection: connects to c->path again, says Hello
- * and re-attaches every model of c; a model whose generation changed is
- * marked stale. 0 or a negative errno with a sentence. (reconnect.c) */
-int cl_reconnect(struct wsrv_client *c);
-/* Whether the connection fd is gone (-1) or hung up by the server. */
-bool cl_hung_up(int fd);
-/* Takes c->lock: when the server hung up (it died or restarted), closes
- * the connection and connects again (cl_reconnect). 0 when connected. */
-int cl_revive(struct wsrv_client *c);
-/* The attach id in req, updated after a reconnect gave it a new one;
- * -ESTALE when its model is stale. */
-int cl_remap(struct wsrv_client *c, Wsrv__Request *req);
-/* Adds m to / removes m from c's models (takes c->lock). */
-void cl_model_link(struct wsrv_client *c, struct wsrv_model *m);
-void cl_model_unlink(struct wsrv_client *c, struct wsrv_model *m);
-/* Under c->lock: a generation the server announced (an Event). */
-void cl_note_event(struct wsrv_client *c, const Wsrv__Event *ev);
-
-/* -ESTALE with a sentence when m's generation was replaced; else 0. */
-int cl_model_fresh(const struct wsrv_model *m);
-
 /* cl_call that sends send_fd (>= 0; the caller keeps it) with the request. */
 int cl_call_fd(struct wsrv_client *c, Wsrv__Request *req, int send_fd, Wsrv__Response **resp,
 	       int *fds, int maxfds, int *nfds);
-
+/* cl_call for a request that names model m by its attach id at *id: the
+ * id the server sending it knows m by is written there before each send
+ * (a reconnect gives m a new one); -ESTALE once m has other weights. */
+int cl_call_model(struct wsrv_model *m, uint32_t *id, Wsrv__Request *req, Wsrv__Response **resp,
+		  int *fds, int maxfds, int *nfds);
 /* cl_call for a request whose reply carries no fds and must be of body
  * case want; what names the request in the sentence. */
 int cl_query(struct wsrv_client *c, Wsrv__Request *q, int want, Wsrv__Response **out,
 	     const char *what);
+
+/* Takes c->lock: when the server hung up (it died or restarted), closes
+ * the connection and connects again. 0 when connected. */
+int cl_revive(struct wsrv_client *c);
+/* Under c->lock, on a new connection: attaches every model of c again;
+ * a model whose generation changed is marked stale. 0 or a negative
+ * errno with a sentence. (replay.c) */
+int cl_replay(struct wsrv_client *c);
+/* Adds m to / removes m from c's models (takes c->lock). */
+void cl_model_link(struct wsrv_client *c, struct wsrv_model *m);
+void cl_model_unlink(struct wsrv_client *c, struct wsrv_model *m);
+/* The transport's callback, user the client, under c->lock: a generation
+ * the server announced. (events.c) */
+void cl_note_event(void *user, const Wsrv__Event *ev);
+
+/* -ESTALE with a sentence when m's generation was replaced; else 0. */
+int cl_model_fresh(const struct wsrv_model *m);
 
 /* A string the server sent, never NULL. */
 static inline const char *cl_str(const char *s)
@@ -208,15 +187,11 @@ static inline const char *cl_str(const char *s)
 
 void cl_unref(struct wsrv_client *c);
 
-/* Checks an fd the server sent: a regular file of at least want bytes,
- * sealed against resizing and writes. Sets *size to its size. 0, or
- * -EBADMSG (or fstat's errno) with a sentence naming what. */
-int cl_check_fd(int fd, const char *what, uint64_t want, uint64_t *size);
-
-/* Builds the name hash of m. */
+/* model_index.c: builds the name hash of m. */
 int cl_build_hash(struct wsrv_model *m);
-
 /* The index of the tensor named name, or -ENOENT (no error recorded). */
 int cl_find_index(const struct wsrv_model *m, const char *name);
+/* Tensor i's name (i in range). */
+const char *cl_tensor_name(const struct wsrv_model *m, uint32_t i);
 
 #endif

@@ -51,54 +51,6 @@ static int reserve(struct wsrv_model *m, const Wsrv__AttachReply *ar)
 	return 0;
 }
 
-struct ready_gen *cl_ready_gen_map(struct wsrv_model *m, int fd, uint64_t len)
-{
-	struct ready_gen *g = calloc(1, sizeof(*g));
-	char err[256];
-	uint64_t size;
-
-	if (!g) {
-		cl_err(-ENOMEM, "out of memory");
-		return NULL;
-	}
-	if (len < sizeof(struct rd_header) || len > (64u << 20)) {
-		cl_err(-EBADMSG, "the server sent a readiness page of %llu bytes", (unsigned long long)len);
-		goto fail;
-	}
-	if (cl_check_fd(fd, "readiness page", len, &size) < 0)
-		goto fail;
-	g->len = (size_t)len;
-	g->page = mmap(NULL, g->len, PROT_READ, MAP_SHARED, fd, 0);
-	if (g->page == MAP_FAILED) {
-		g->page = NULL;
-		cl_err(-errno, "cannot map the readiness page: %s", strerror(errno));
-		goto fail;
-	}
-	if (ready_check(g->page, g->len, m->nseg, m->v.h->ntensors, &g->rv, err, sizeof(err)) < 0) {
-		cl_err(-EBADMSG, "the server sent a bad readiness page: %s", err);
-		goto fail;
-	}
-	return g;
-fail:
-	cl_ready_gen_free(g);
-	return NULL;
-}
-
-void cl_ready_gen_free(struct ready_gen *g)
-{
-	while (g) {
-		struct ready_gen *older = g->older;
-		for (uint32_t i = 0; g->fds && i < g->rv.h->nsegments; i++)
-			if (g->fds[i] >= 0)
-				close(g->fds[i]);
-		if (g->page)
-			munmap((void *)g->page, g->len);
-		free(g->fds);
-		free(g);
-		g = older;
-	}
-}
-
 int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__AttachReply *ar)
 {
 	uint64_t sizes[WSRV_MAX_FDS];
@@ -175,12 +127,12 @@ static const uint32_t *word(const struct wsrv_model *m, uint32_t seg)
  * that died mid-load never finishes the page. */
 static bool server_gone(struct wsrv_model *m)
 {
-	int fd;
+	bool gone;
 
 	pthread_mutex_lock(&m->c->lock);
-	fd = m->c->fd;
+	gone = wire_hung_up(&m->c->w);
 	pthread_mutex_unlock(&m->c->lock);
-	return cl_hung_up(fd);
+	return gone;
 }
 
 /* The server went away mid-load: connect again, which re-attaches m to
@@ -258,11 +210,10 @@ static int fetch_ready(struct wsrv_model *m)
 			want[as.n_segments++] = i;
 	if (as.n_segments == 0)
 		return 0;
-	as.attach_id = __atomic_load_n(&m->attach_id, __ATOMIC_RELAXED);
 	as.segments = want;
 	q.body_case = WSRV__REQUEST__BODY_ATTACH_SEGMENTS;
 	q.attach_segments = &as;
-	if ((r = cl_call(m->c, &q, &resp, fds, WSRV_MAX_FDS, &nfds)) < 0)
+	if ((r = cl_call_model(m, &as.attach_id, &q, &resp, fds, WSRV_MAX_FDS, &nfds)) < 0)
 		return r == -EAGAIN ? 0 : r;
 	if (resp->body_case != WSRV__RESPONSE__BODY_SEGMENTS || !resp->segments ||
 	    resp->segments->n_segments != as.n_segments || (size_t)nfds != as.n_segments ||

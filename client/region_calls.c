@@ -17,14 +17,13 @@ int region_call_open(struct wsrv_model *m, const struct dev_share_info *info, ui
 
 	if ((ret = cl_model_fresh(m)) < 0)
 		return ret;
-	ro.attach_id = m->attach_id;
 	ro.device = (char *)info->id;
 	ro.kind = info->kind;
 	ro.fingerprint = fingerprint;
 	ro.bytes = bytes;
 	q.body_case = WSRV__REQUEST__BODY_REGION_OPEN;
 	q.region_open = &ro;
-	if ((ret = cl_call(m->c, &q, &r, fds, 1, &n)) < 0)
+	if ((ret = cl_call_model(m, &ro.attach_id, &q, &r, fds, 1, &n)) < 0)
 		return ret;
 	*out = (struct region_answer){ .fd = -1 };
 	if (r->body_case != WSRV__RESPONSE__BODY_REGION || !r->region) {

@@ -44,38 +44,6 @@ static void layout_resident(struct wsrv_stream *s)
 	s->st.resident_bytes = s->resident_bytes;
 }
 
-int stream_upload_into(struct wsrv_stream *s, uint8_t *base)
-{
-	size_t n = wsrv_model_tensor_count(s->m);
-	int64_t f = 0, last = 0;
-	int r = 0;
-
-	for (size_t i = 0; i < n && f >= 0 && r == 0; i++) {
-		const struct tp_view *v = &s->views[i];
-		struct wsrv_tensor t;
-		cl_tensor_nowait(s->m, (uint32_t)i, &t);
-		if (s->where[i] != WHERE_RESIDENT || !v->bytes)
-			continue;
-		/* Still loading: each waits for its bytes, in arena order. */
-		if ((r = stream_need_tensor(s, (uint32_t)i, true)) < 0)
-			break;
-		r = 0;
-		f = s->d->ops->copy2d(s->d, base + s->res_off[i], (const uint8_t *)t.data + v->src_off,
-				      v->width, v->height, v->pitch, NULL);
-		if (f > 0)
-			last = f;
-	}
-	/* Waited for even after a failure: the memory is freed next. */
-	if (last > 0) {
-		int w = s->d->ops->wait(s->d, last);
-		if (w < 0 && r == 0)
-			r = cl_wrap(w, "the upload of the resident tensors failed");
-	}
-	if (f < 0)
-		r = cl_wrap((int)f, "the upload of the resident tensors could not be queued");
-	return r;
-}
-
 /* Decides where the resident tensors live (a shared region or private),
  * then page-locks what the stream will copy. */
 static int share_and_register(struct wsrv_stream *s)
