@@ -44,51 +44,6 @@ static int collect_tensors(struct model *m, const struct model_opts *o,
 	return 0;
 }
 
-static const struct model *sort_model;
-
-static int cmp_by_name(const void *a, const void *b)
-{
-	const struct model_tensor *t = sort_model->tensors;
-
-	return strcmp(t[*(const uint32_t *)a].name, t[*(const uint32_t *)b].name);
-}
-
-/* The name index; also catches a name given twice across single files. */
-static int build_name_index(struct model *m, struct errinfo *e)
-{
-	m->by_name = malloc((m->ntensors + 1) * sizeof(*m->by_name));
-	if (!m->by_name)
-		return err_set(e, -ENOMEM, "out of memory");
-	for (size_t i = 0; i < m->ntensors; i++)
-		m->by_name[i] = (uint32_t)i;
-	sort_model = m;
-	qsort(m->by_name, m->ntensors, sizeof(*m->by_name), cmp_by_name);
-	for (size_t i = 1; i < m->ntensors; i++) {
-		const char *a = m->tensors[m->by_name[i - 1]].name;
-		if (strcmp(a, m->tensors[m->by_name[i]].name) == 0)
-			return err_set(e, -EINVAL, "%s: tensor '%s' appears twice", m->path, a);
-	}
-	return 0;
-}
-
-const struct model_tensor *model_find(const struct model *m, const char *name)
-{
-	size_t lo = 0, hi = m->ntensors;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		const struct model_tensor *t = &m->tensors[m->by_name[mid]];
-		int c = strcmp(name, t->name);
-		if (c == 0)
-			return t;
-		if (c < 0)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return NULL;
-}
-
 static int open_files(struct model *m, const char *path, struct errinfo *e)
 {
 	struct stat st;
@@ -128,7 +83,7 @@ int model_open(const char *name, const char *path, const struct model_opts *o,
 		r = model_layout(m, o, e);
 	/* After the layout: it reorders the tensors the index points at. */
 	if (r == 0)
-		r = build_name_index(m, e);
+		r = model_name_index(m, e);
 	if (r == 0)
 		r = model_hold(m, o, e);
 	if (r < 0) {

@@ -102,9 +102,12 @@ int model_hold_check(const struct model_opts *o, struct errinfo *e);
 /* {"ranks": [first, last], "world", "stages", "bytes"}, for reports. */
 json_t *model_held_json(const struct model_held *h);
 
-/* Binary search by name over a name-sorted index built by model_open;
- * NULL when absent. */
+/* model_names.c: binary search by name over the name-sorted index
+ * model_open builds; NULL when absent. */
 const struct model_tensor *model_find(const struct model *m, const char *name);
+/* Builds that index (after the layout, which reorders the tensors); a
+ * name given twice (across single files) is -EINVAL. */
+int model_name_index(struct model *m, struct errinfo *e);
 
 /* Internal steps of model_open, exposed for tests. */
 int model_dir_files(const char *dir, struct model *m, struct errinfo *e);

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: MIT
+/* model_names.c - a model's tensors by name: the sorted index built once
+ * the layout has placed them, and the lookup the rest of the server uses. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+static int cmp_by_name(const void *a, const void *b, void *tensors)
+{
+	const struct model_tensor *t = tensors;
+
+	return strcmp(t[*(const uint32_t *)a].name, t[*(const uint32_t *)b].name);
+}
+
+int model_name_index(struct model *m, struct errinfo *e)
+{
+	m->by_name = malloc((m->ntensors + 1) * sizeof(*m->by_name));
+	if (!m->by_name)
+		return err_set(e, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < m->ntensors; i++)
+		m->by_name[i] = (uint32_t)i;
+	qsort_r(m->by_name, m->ntensors, sizeof(*m->by_name), cmp_by_name, m->tensors);
+	for (size_t i = 1; i < m->ntensors; i++) {
+		const char *a = m->tensors[m->by_name[i - 1]].name;
+		if (strcmp(a, m->tensors[m->by_name[i]].name) == 0)
+			return err_set(e, -EINVAL, "%s: tensor '%s' appears twice", m->path, a);
+	}
+	return 0;
+}
+
+const struct model_tensor *model_find(const struct model *m, const char *name)
+{
+	size_t lo = 0, hi = m->ntensors;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct model_tensor *t = &m->tensors[m->by_name[mid]];
+		int c = strcmp(name, t->name);
+		if (c == 0)
+			return t;
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return NULL;
+}
