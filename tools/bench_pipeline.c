@@ -100,18 +100,6 @@ static double memcpy_gbps(struct wsrv_model *m, int passes)
 	return (double)bytes / t / 1e9;
 }
 
-uint64_t max_layer(struct wsrv_model *m)
-{
-	uint64_t max = 0;
-
-	for (size_t i = 1; i < wsrv_model_layer_count(m); i++) {
-		struct wsrv_layer l;
-		wsrv_model_layer_at(m, i, &l);
-		max = l.length > max ? l.length : max;
-	}
-	return max;
-}
-
 /* The host copy engine uncapped, against memcpy: best of three each,
  * alternating, since both share the machine with everything else. */
 static int engine_rate(struct wsrv_model *m, const struct cfg *c, double *eng, double *mc)
@@ -148,7 +136,7 @@ static int pipeline_measure(struct wsrv_model *m, struct cfg *c, int json)
 	if (c->bandwidth >= eng)
 		fprintf(stderr, "wsrv-bench pipeline: the cap (%.1f GB/s) is at or above the measured copy engine (%.1f GB/s); copies run at the engine's rate\n",
 			c->bandwidth, eng);
-	copy_us = (double)max_layer(m) / (rate * 1e9) * 1e6;
+	copy_us = (double)bench_max_layer(m) / (rate * 1e9) * 1e6;
 	if (c->compute_us < 0)
 		c->compute_us = copy_us * 1.25; /* compute at least the copy: copies can hide */
 	res = pipeline_run(m, all_resident, c->bandwidth, c->slots, c, NULL, NULL);

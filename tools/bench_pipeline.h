@@ -13,9 +13,6 @@ struct cfg {
 	const char *trace;
 };
 
-/* The largest layer's bytes, the global group (position 0) aside. */
-uint64_t max_layer(struct wsrv_model *m);
-
 /* The pipeline on the cuda backend: compute is a timed wait on the
  * compute stream; the baseline is a pinned cuMemcpyHtoDAsync of the same
  * bytes. Returns the exit status. */

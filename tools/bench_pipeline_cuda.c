@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "bench_pipeline.h"
+#include "bench_util.h"
 #include "clock.h"
 #include "cuda_api.h"
 
@@ -35,7 +36,7 @@ static void sleep_us(void *arg)
  * one device buffer, passes times, between two events. */
 static double pinned_peak(const struct gpu *g, struct wsrv_model *m, int passes)
 {
-	uint64_t max = max_layer(m), bytes = 0;
+	uint64_t max = bench_max_layer(m), bytes = 0;
 	const struct cuda_api *cu = g->cu;
 	CUevent a = NULL, b = NULL;
 	CUdeviceptr dev = 0;
@@ -166,7 +167,7 @@ int pipeline_cuda(struct wsrv_model *m, struct cfg *c, int json)
 	g.cu->StreamCreate(&g.compute, CU_STREAM_NON_BLOCKING);
 	g.cu->CtxPopCurrent(&was);
 	peak = pinned_peak(&g, m, c->passes);
-	copy_us = (double)max_layer(m) / (peak * 1e9) * 1e6;
+	copy_us = (double)bench_max_layer(m) / (peak * 1e9) * 1e6;
 	if (c->compute_us < 0)
 		c->compute_us = copy_us * 1.25; /* compute at least the copy: copies can hide */
 	if (peak > 0 && pipeline_cuda_run(&g, m, c, 0, &fast) >= 0 && (wall = pipeline_cuda_run(&g, m, c, c->compute_us, &st)) >= 0)

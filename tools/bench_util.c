@@ -206,3 +206,15 @@ unsigned touch_pages(const volatile uint8_t *p, uint64_t n)
 		sum += p[o];
 	return sum;
 }
+
+uint64_t bench_max_layer(struct wsrv_model *m)
+{
+	uint64_t max = 0;
+
+	for (size_t i = 1; i < wsrv_model_layer_count(m); i++) {
+		struct wsrv_layer l;
+		wsrv_model_layer_at(m, i, &l);
+		max = l.length > max ? l.length : max;
+	}
+	return max;
+}

@@ -55,4 +55,8 @@ int cmp_double(const void *a, const void *b);
 /* The p-th percentile (0..100) of v[0..n), sorting v. */
 double percentile(double *v, size_t n, double p);
 
+struct wsrv_model;
+/* The largest layer's bytes, the global group (position 0) aside. */
+uint64_t bench_max_layer(struct wsrv_model *m);
+
 #endif

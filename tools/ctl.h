@@ -20,7 +20,7 @@ struct ctl_command {
 
 struct wsrv_client;
 
-/* Connects as "wsrvctl"; prints the reason and returns 1 on failure. */
+/* ctl_util.c: connects as "wsrvctl"; prints the reason and returns 1 on failure. */
 int ctl_connect(const struct ctl_ctx *c, struct wsrv_client **cl);
 /* Prints j indented on stdout and drops it. */
 void ctl_print_json(json_t *j);
@@ -35,8 +35,9 @@ int ctl_inspect(const struct ctl_ctx *c, int argc, char **argv);
 int ctl_plan(const struct ctl_ctx *c, int argc, char **argv);
 int ctl_reload(const struct ctl_ctx *c, int argc, char **argv);
 int ctl_publish(const struct ctl_ctx *c, int argc, char **argv);
-
-/* The commands that talk to wsrvd; NULL-terminated. */
-extern const struct ctl_command ctl_server_commands[];
+int ctl_tensors(const struct ctl_ctx *c, int argc, char **argv);
+int ctl_layers(const struct ctl_ctx *c, int argc, char **argv);
+int ctl_verify(const struct ctl_ctx *c, int argc, char **argv);
+int ctl_dump(const struct ctl_ctx *c, int argc, char **argv);
 
 #endif

@@ -14,7 +14,21 @@ static const struct ctl_command offline[] = {
 	{ NULL, NULL, NULL },
 };
 
-static const struct ctl_command *const tables[] = { offline, ctl_server_commands };
+static const struct ctl_command served[] = {
+	{ "status", ctl_status, "status                server version, uptime, clients, models, memory" },
+	{ "models", ctl_models, "models                the models served" },
+	{ "tensors", ctl_tensors, "tensors MODEL [--layer N]  a model's tensors" },
+	{ "layers", ctl_layers, "layers MODEL          a model's layers and their extents" },
+	{ "stats", ctl_stats, "stats                 the server's counters" },
+	{ "verify", ctl_verify, "verify MODEL [--hold S]  check every checksum in the shared mapping" },
+	{ "dump", ctl_dump, "dump MODEL TENSOR [--plan F --rank R --world W] -o FILE  the bytes as a worker (rank) sees them" },
+	{ "plan", ctl_plan, "plan MODEL --plan FILE [--rank R --world W]  where each tensor lives, device memory" },
+	{ "publish", ctl_publish, "publish MODEL --from DIR  a new generation from other files of the same tensors" },
+	{ "reload", ctl_reload, "reload MODEL [--path DIR] [--timeout S]  a new generation while workers run" },
+	{ NULL, NULL, NULL },
+};
+
+static const struct ctl_command *const tables[] = { offline, served };
 
 static void ctl_usage(FILE *f)
 {

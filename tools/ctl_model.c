@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: MIT
+/* ctl_model.c - wsrvctl's commands that read a served model through
+ * libwsrv: tensors, layers, verify, dump. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "ctl.h"
+#include "cliarg.h"
+#include "escape.h"
+#include "units.h"
+#include "wsrv.h"
+
+/* Connects and attaches to argv[1]; prints the reason and returns 1 on
+ * failure. */
+static int open_model(const struct ctl_ctx *c, const char *name, struct wsrv_client **cl,
+		      struct wsrv_model **m)
+{
+	if (ctl_connect(c, cl))
+		return 1;
+	if (wsrv_attach(*cl, name, m) < 0) {
+		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
+		wsrv_disconnect(*cl);
+		return 1;
+	}
+	return 0;
+}
+
+int ctl_tensors(const struct ctl_ctx *c, int argc, char **argv)
+{
+	struct wsrv_client *cl;
+	struct wsrv_model *m;
+	bool filter = false;
+	long layer = 0;
+	json_t *a = json_array();
+	char shape[96];
+
+	if (argc == 4 && strcmp(argv[2], "--layer") == 0) {
+		filter = true;
+		layer = cliarg_long("wsrvctl", "--layer", argv[3], -1, INT32_MAX);
+	} else if (argc != 2) {
+		fprintf(stderr, "usage: wsrvctl tensors MODEL [--layer N]\n");
+		json_decref(a);
+		return 2;
+	}
+	if (open_model(c, argv[1], &cl, &m)) {
+		json_decref(a);
+		return 1;
+	}
+	if (!c->json)
+		printf("%-60s %-8s %-20s %6s %12s\n", "TENSOR", "DTYPE", "SHAPE", "LAYER", "BYTES");
+	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
+		struct wsrv_tensor t;
+		wsrv_model_tensor(m, i, &t);
+		if (filter && t.layer != layer)
+			continue;
+		fmt_shape(t.shape, t.rank, shape, sizeof(shape));
+		if (c->json) {
+			json_t *dims = json_array();
+			char sum[17];
+			for (uint32_t d = 0; d < t.rank; d++)
+				json_array_append_new(dims, json_integer((json_int_t)t.shape[d]));
+			snprintf(sum, sizeof(sum), "%016" PRIx64, t.xxh3);
+			json_array_append_new(a, json_pack("{s:o, s:s, s:o, s:i, s:I, s:s}", "name", ctl_peer_str(t.name),
+				"dtype", wsrv_dtype_name(t.dtype), "shape", dims, "layer", t.layer,
+				"bytes", (json_int_t)t.size, "xxh3", sum));
+		} else
+			printf("%-60s %-8s %-20s %6d %12" PRIu64 "\n", esc(t.name), wsrv_dtype_name(t.dtype), shape,
+			       t.layer, t.size);
+	}
+	if (c->json)
+		ctl_print_json(a);
+	else
+		json_decref(a);
+	wsrv_detach(m);
+	wsrv_disconnect(cl);
+	return 0;
+}
+
+int ctl_layers(const struct ctl_ctx *c, int argc, char **argv)
+{
+	struct wsrv_client *cl;
+	struct wsrv_model *m;
+	json_t *a = json_array();
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: wsrvctl layers MODEL\n");
+		json_decref(a);
+		return 2;
+	}
+	if (open_model(c, argv[1], &cl, &m)) {
+		json_decref(a);
+		return 1;
+	}
+	if (!c->json)
+		printf("%-8s %8s %14s %8s %14s %14s\n", "LAYER", "TENSORS", "BYTES", "SEGMENT", "OFFSET", "LENGTH");
+	for (size_t i = 0; i < wsrv_model_layer_count(m); i++) {
+		struct wsrv_layer l;
+		wsrv_model_layer_at(m, i, &l);
+		if (c->json)
+			json_array_append_new(a, json_pack("{s:i, s:i, s:I, s:i, s:I, s:I}", "layer", l.index,
+				"tensors", (int)l.count, "bytes", (json_int_t)l.bytes, "segment", (int)l.segment,
+				"offset", (json_int_t)l.offset, "length", (json_int_t)l.length));
+		else if (l.index == WSRV_LAYER_GLOBAL)
+			printf("%-8s %8u %14" PRIu64 " %8u %14" PRIu64 " %14" PRIu64 "\n", "global", l.count,
+			       l.bytes, l.segment, l.offset, l.length);
+		else
+			printf("%-8d %8u %14" PRIu64 " %8u %14" PRIu64 " %14" PRIu64 "\n", l.index, l.count,
+			       l.bytes, l.segment, l.offset, l.length);
+	}
+	if (c->json)
+		ctl_print_json(a);
+	else
+		json_decref(a);
+	wsrv_detach(m);
+	wsrv_disconnect(cl);
+	return 0;
+}
+
+int ctl_verify(const struct ctl_ctx *c, int argc, char **argv)
+{
+	struct wsrv_client *cl;
+	struct wsrv_model *m;
+	size_t bad = 0, n;
+	uint64_t bytes = 0;
+	long hold = 0;
+	char b[32];
+
+	if (argc == 4 && strcmp(argv[2], "--hold") == 0)
+		hold = cliarg_long("wsrvctl", "--hold", argv[3], 0, 86400 * 365);
+	else if (argc != 2) {
+		fprintf(stderr, "usage: wsrvctl verify MODEL [--hold SECONDS]\n");
+		return 2;
+	}
+	if (open_model(c, argv[1], &cl, &m))
+		return 1;
+	n = wsrv_model_tensor_count(m);
+	for (size_t i = 0; i < n; i++) {
+		struct wsrv_tensor t;
+		wsrv_model_tensor(m, i, &t);
+		bytes += t.held_size; /* a partial load's checksum is of its held part */
+		if (XXH3_64bits((const uint8_t *)t.data + t.held_offset, t.held_size) != t.xxh3) {
+			if (bad++ < 10)
+				fprintf(stderr, "wsrvctl: tensor %s: checksum mismatch\n", t.name);
+		}
+	}
+	if (c->json)
+		ctl_print_json(json_pack("{s:s, s:I, s:I, s:I, s:b}", "model", argv[1], "tensors", (json_int_t)n,
+				     "bytes", (json_int_t)bytes, "mismatches", (json_int_t)bad, "ok", bad == 0));
+	else
+		printf("%s: %zu tensors, %s checked in the shared mapping: %s\n", argv[1], n,
+		       fmt_bytes(bytes, b, sizeof(b)), bad ? "MISMATCH" : "all checksums match");
+	fflush(stdout);
+	if (hold > 0)
+		sleep((unsigned)hold);
+	wsrv_detach(m);
+	wsrv_disconnect(cl);
+	return bad ? 1 : 0;
+}
+
+/* The bytes of tensor name as rank of world sees them under plan_path:
+ * through a stream on the host device, as a worker would have them. */
+static int dump_view(struct wsrv_model *m, const char *name, const char *plan_path, int rank,
+		     int world, const char *outp)
+{
+	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 1, .rank = rank, .world = world };
+	struct wsrv_plan *p = NULL;
+	struct wsrv_device *d = NULL;
+	struct wsrv_stream *s = NULL;
+	struct wsrv_tensor t;
+	struct wsrv_view v = { 0 };
+	void *dev;
+	int fd, r = 1;
+
+	if (wsrv_model_find(m, name, &t) < 0 || wsrv_plan_load(plan_path, &p) < 0 ||
+	    wsrv_device_host(NULL, &d) < 0 || wsrv_stream_open(m, d, p, &so, &s) < 0 ||
+	    wsrv_stream_acquire(s, t.layer) < 0 || wsrv_stream_tensor(s, name, &dev) < 0) {
+		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
+	} else {
+		/* By name: an empty tensor can share its address with the next. */
+		for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
+			struct wsrv_tensor x;
+			wsrv_model_tensor(m, i, &x);
+			if (strcmp(x.name, name) == 0) {
+				wsrv_stream_view(s, i, &v);
+				break;
+			}
+		}
+		fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0 || write(fd, dev, v.bytes) != (ssize_t)v.bytes || close(fd) < 0)
+			fprintf(stderr, "wsrvctl: %s: %s\n", outp, strerror(errno));
+		else
+			r = 0;
+	}
+	wsrv_stream_close(s);
+	wsrv_device_destroy(d);
+	wsrv_plan_free(p);
+	return r;
+}
+
+int ctl_dump(const struct ctl_ctx *c, int argc, char **argv)
+{
+	const char *outp = NULL, *plan = NULL;
+	struct wsrv_client *cl;
+	struct wsrv_model *m;
+	struct wsrv_tensor t;
+	int fd, r = 0, rank = 0, world = 1;
+	bool tp = false;
+
+	for (int i = 3; i + 1 < argc; i += 2) {
+		if (strcmp(argv[i], "-o") == 0)
+			outp = argv[i + 1];
+		else if (strcmp(argv[i], "--plan") == 0)
+			plan = argv[i + 1];
+		else if (strcmp(argv[i], "--rank") == 0)
+			rank = (int)cliarg_long("wsrvctl", "--rank", argv[i + 1], 0, 4095), tp = true;
+		else if (strcmp(argv[i], "--world") == 0)
+			world = (int)cliarg_long("wsrvctl", "--world", argv[i + 1], 1, 4096), tp = true;
+		else
+			outp = NULL, i = argc;
+	}
+	if (argc < 5 || argc % 2 == 0 || !outp || world < 1 || rank < 0 || rank >= world) {
+		fprintf(stderr, "usage: wsrvctl dump MODEL TENSOR [--plan FILE --rank R --world W] -o FILE\n");
+		return 2;
+	}
+	if (tp && !plan) {
+		fprintf(stderr, "wsrvctl: dump: --rank and --world need --plan (without it the whole tensor is dumped)\n");
+		return 2;
+	}
+	if (open_model(c, argv[1], &cl, &m))
+		return 1;
+	if (plan) {
+		r = dump_view(m, argv[2], plan, rank, world, outp);
+	} else if (wsrv_model_find(m, argv[2], &t) < 0) {
+		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
+		r = 1;
+	} else if (t.held_size < t.size) {
+		fprintf(stderr, "wsrvctl: dump: this server loaded only bytes %llu-%llu of %s (a partial load); dump a rank's view with --plan --rank --world\n",
+			(unsigned long long)t.held_offset, (unsigned long long)(t.held_offset + t.held_size), argv[2]);
+		r = 1;
+	} else if ((fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0 ||
+		   write(fd, t.data, t.size) != (ssize_t)t.size || close(fd) < 0) {
+		fprintf(stderr, "wsrvctl: %s: %s\n", outp, strerror(errno));
+		r = 1;
+	}
+	wsrv_detach(m);
+	wsrv_disconnect(cl);
+	return r;
+}
