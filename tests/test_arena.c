@@ -22,7 +22,7 @@
 
 #include "arena.h"
 #include "arena_folio.h"
-#include "bench_util.h"
+#include "proc_mem.h"
 #include "fixture.h"
 #include "hugemap.h"
 

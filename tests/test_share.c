@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "cuda_api.h"
-#include "bench_util.h"
+#include "proc_mem.h"
 #include "dev_bytes.h"
 #include "fixture.h"
 #include "wsrv.h"

@@ -31,126 +31,6 @@
 #include "wsrv.pb-c.h"
 #include <stdarg.h>
 
-static int (*group_teardown)(void **);
-static int group_teardown_rc;
-
-static int teardown_noted(void **st)
-{
-	group_teardown_rc = group_teardown ? group_teardown(st) : 0;
-	return group_teardown_rc;
-}
-
-int group_tests_run(const char *name, const struct CMUnitTest *tests, size_t n,
-		    int (*setup)(void **), int (*teardown)(void **))
-{
-	int failed;
-
-	group_teardown = teardown;
-	failed = _cmocka_run_group_tests(name, tests, n, setup, teardown_noted);
-	if (failed == 0 && group_teardown_rc != 0) {
-		fprintf(stderr, "%s: the group teardown failed (above): the program fails\n", name);
-		return 1;
-	}
-	return failed;
-}
-
-/* What fd is open on (its /proc/self/fd link), in target; false when it
- * is not open. */
-static bool fd_target(int fd, char *target, size_t len)
-{
-	char path[64];
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	n = readlink(path, target, len - 1);
-	target[n > 0 ? n : 0] = '\0';
-	return n >= 0;
-}
-
-/* Does count_fds count an fd open on target? Not the NVIDIA driver's
- * device files, which it keeps from cuInit on. */
-static bool counted_target(const char *target)
-{
-	return strncmp(target, "/dev/nvidia", 11) != 0;
-}
-
-/* Calls fn(fd, its target) for each open fd but the directory's own. */
-static int each_fd(void (*fn)(int fd, const char *target, void *arg), void *arg)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
-	char target[256];
-
-	if (!d)
-		return -1;
-	while ((de = readdir(d))) {
-		int fd = atoi(de->d_name);
-		if (de->d_name[0] == '.' || fd == dirfd(d))
-			continue;
-		fd_target(fd, target, sizeof(target));
-		fn(fd, target, arg);
-	}
-	closedir(d);
-	return 0;
-}
-
-static void count_one(int fd, const char *target, void *arg)
-{
-	*(int *)arg += counted_target(target);
-}
-
-static void print_one(int fd, const char *target, void *arg)
-{
-	fprintf(stderr, "  fd %d: %s\n", fd, target);
-}
-
-static bool counted(int fd)
-{
-	char target[256];
-
-	return fd_target(fd, target, sizeof(target)) && counted_target(target);
-}
-
-void fd_map_take(bool *map)
-{
-	for (int fd = 0; fd < FD_MAP; fd++)
-		map[fd] = fcntl(fd, F_GETFD) >= 0;
-}
-
-void fd_map_new(const bool *before, bool *opened)
-{
-	fd_map_take(opened);
-	for (int fd = 0; fd < FD_MAP; fd++)
-		opened[fd] = opened[fd] && !before[fd];
-}
-
-int fd_map_kept(const bool *opened)
-{
-	int n = 0;
-
-	for (int fd = 0; fd < FD_MAP; fd++)
-		n += opened[fd] && counted(fd);
-	return n;
-}
-
-int count_fds(void)
-{
-	int n = 0;
-
-	return each_fd(count_one, &n) < 0 ? -1 : n;
-}
-
-int fd_leak_check(int before)
-{
-	int now = count_fds();
-
-	if (now == before)
-		return 0;
-	fprintf(stderr, "fd leak: %d open, %d before\n", now, before);
-	each_fd(print_one, NULL);
-	return -1;
-}
-
 char *test_tmpdir(const char *tag)
 {
 	char *p;
@@ -298,17 +178,45 @@ const char *fixtures_dir(void)
 #include <sys/wait.h>
 #include <time.h>
 
-#include "bench_util.h"
+#include "wsrvd_run.h"
 #include "fdstore_peer.h"
 #include "netlab.h"
 #include "wsrv.h"
+
+/* In the server's process, before exec: what the test asked of it. */
+static int in_server(void *arg)
+{
+	struct test_server *ts = arg;
+	int fd = open(ts->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+
+	if (fd >= 0)
+		dup2(fd, 2);
+	if (ts->nofile) {
+		struct rlimit rl = { ts->nofile, ts->nofile };
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			return 126;
+	}
+	if (ts->uid && (chmod(ts->dir, 0777) < 0 || setgid(ts->gid) < 0 || setuid(ts->uid) < 0))
+		return 126;
+	/* Changing credentials cleared it: a server left behind held the
+	 * test runner's stdout, and meson waited for it until the timeout. */
+	if (ts->uid)
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (ts->store && fdstore_pass(ts->store) < 0)
+		return 126;
+	if (ts->netlab && netlab_enter(ts->netlab, ts->host) < 0)
+		return 125;
+	for (size_t k = 0; ts->env && ts->env[k]; k++)
+		putenv((char *)ts->env[k]);
+	return 0;
+}
 
 static int spawn_argv(struct test_server *ts, const char *name, const char *model,
 		      const char *const *extra)
 {
 	const char *argv[40];
 	char spec[4200];
-	int n = 0;
+	int n = 0, r;
 
 	snprintf(spec, sizeof(spec), "%s=%s", name, model);
 	argv[n++] = getenv("WSRVD");
@@ -325,37 +233,8 @@ static int spawn_argv(struct test_server *ts, const char *name, const char *mode
 		argv[n++] = extra[k];
 	}
 	argv[n] = NULL;
-	if (!argv[0])
-		return -ENOENT;
-	ts->pid = fork();
-	if (ts->pid < 0)
-		return -errno;
-	if (ts->pid == 0) {
-		int fd = open(ts->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		/* A test that fails or is killed takes its server with it. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (fd >= 0)
-			dup2(fd, 2);
-		if (ts->nofile) {
-			struct rlimit rl = { ts->nofile, ts->nofile };
-			if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-				_exit(126);
-		}
-		if (ts->uid && (chmod(ts->dir, 0777) < 0 || setgid(ts->gid) < 0 || setuid(ts->uid) < 0))
-			_exit(126);
-		/* Changing credentials cleared it: a server left behind held the
-		 * test runner's stdout, and meson waited for it until the timeout. */
-		if (ts->uid)
-			prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (ts->store && fdstore_pass(ts->store) < 0)
-			_exit(126);
-		if (ts->netlab && netlab_enter(ts->netlab, ts->host) < 0)
-			_exit(125);
-		for (size_t k = 0; ts->env && ts->env[k]; k++)
-			putenv((char *)ts->env[k]);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
+	if ((r = wsrvd_spawn(argv, in_server, ts, &ts->pid)) < 0)
+		return r;
 	return ts->no_wait ? 0 : server_wait_ready(ts, 10);
 }
 
@@ -376,29 +255,21 @@ static int spawn(struct test_server *ts, const char *name, const char *model, va
 	return spawn_argv(ts, name, model, extra);
 }
 
+/* A server with a store pushes to it as it loads: keep taking what it
+ * sends, or its sd_notify would block on a full queue. */
+static void drain_store(void *arg)
+{
+	struct test_server *ts = arg;
+
+	if (ts->store)
+		fdstore_drain_queued(ts->store);
+}
+
 int server_wait_ready(struct test_server *ts, int timeout_s)
 {
 	/* Ready when a client can say hello and, unless the test serves while
 	 * loading, every model is loaded. */
-	for (int i = 0; i < timeout_s * 100; i++) {
-		struct wsrv_client *c;
-		struct timespec ts10 = { 0, 10000000 };
-		int st;
-		/* A server with a store pushes to it as it loads: keep taking
-		 * what it sends, or its sd_notify would block on a full queue. */
-		if (ts->store)
-			fdstore_drain_queued(ts->store);
-		if (wsrv_connect(ts->sock, NULL, &c) == 0) {
-			bool loading = !ts->early && bench_models_loading(c);
-			wsrv_disconnect(c);
-			if (!loading)
-				return 0;
-		}
-		if (waitpid(ts->pid, &st, WNOHANG) == ts->pid)
-			return -ECHILD;
-		nanosleep(&ts10, NULL);
-	}
-	return -ETIMEDOUT;
+	return wsrvd_wait_ready(ts->pid, ts->sock, ts->early, timeout_s, drain_store, ts);
 }
 
 int server_start(struct test_server *ts, const char *name, const char *model, ...)
@@ -537,16 +408,26 @@ int two_models_start(struct two_models *f, const char *tag, unsigned layers)
 	    make_model(f->dir_ds, "deepseek-v3-mini", 40 << 20, layers, 2, 2) < 0)
 		return -1;
 	snprintf(spec, sizeof(spec), "ds=%s", f->dir_ds);
-	if (server_start(&f->ts, "llama", f->dir_llama, "--model", spec, NULL) < 0 ||
-	    wsrv_connect(f->ts.sock, NULL, &f->cl) < 0 || wsrv_device_host(NULL, &f->dev) < 0)
-		return -1;
+	return server_start(&f->ts, "llama", f->dir_llama, "--model", spec, NULL) < 0 ? -1 : 0;
+}
+
+int two_models_open(struct two_models *f)
+{
+	return wsrv_connect(f->ts.sock, NULL, &f->cl) < 0 || wsrv_device_host(NULL, &f->dev) < 0 ? -1 : 0;
+}
+
+int two_models_close(struct two_models *f)
+{
+	wsrv_device_destroy(f->dev);
+	f->dev = NULL;
+	wsrv_disconnect(f->cl);
+	f->cl = NULL;
 	return 0;
 }
 
 void two_models_stop(struct two_models *f)
 {
-	wsrv_device_destroy(f->dev);
-	wsrv_disconnect(f->cl);
+	two_models_close(f);
 	server_stop(&f->ts, SIGTERM);
 	rm_rf(f->ts.dir);
 	rm_rf(f->dir_llama);

@@ -19,19 +19,8 @@ struct netlab;
  * call's negative errno. */
 int server_counters(struct wsrv_client *c, struct wsrv_server_stats *out);
 
-/* cmocka_run_group_tests, but a failed group teardown (where the fd leak
- * checks are) fails the program: cmocka 1.1.5 prints "GROUP TEARDOWN
- * FAILED" and still exits 0. Include cmocka.h first. */
-#define test_group_run(tests, setup, teardown) \
-	group_tests_run(#tests, tests, sizeof(tests) / sizeof((tests)[0]), setup, teardown)
-struct CMUnitTest;
-int group_tests_run(const char *name, const struct CMUnitTest *tests, size_t n,
-		    int (*setup)(void **), int (*teardown)(void **));
-
-/* Open fds of this process (from /proc/self/fd), less the NVIDIA
- * driver's device files (/dev/nvidia*), which a real CUDA driver opens at
- * cuInit and keeps for the life of the process. */
-int count_fds(void);
+#include "fd_check.h"
+#include "runner.h"
 
 /* A loopback TCP port nothing listens on now (bound to 0, then closed). */
 int free_tcp_port(void);
@@ -47,18 +36,7 @@ int http_request(int port, const char *req, size_t len, char **body);
 /* GET path with Connection: close (http_request). */
 int http_get(int port, const char *path, char **body);
 
-/* Which fds below FD_MAP are open (map[fd]), to find the ones a library
- * opened and keeps for the life of the process (a real CUDA driver's):
- * fd_map_take(a) before, fd_map_new(a, b) after: b is what opened between;
- * later, fd_map_kept(b) counts those still open, as count_fds counts. */
-#define FD_MAP 1024
-void fd_map_take(bool *map);
-void fd_map_new(const bool *before, bool *opened);
-int fd_map_kept(const bool *opened);
 
-/* 0 when this process has as many fds open as `before`; else -1 and, on
- * stderr, a line and what each open fd is (for a cmocka group teardown). */
-int fd_leak_check(int before);
 
 
 /* A fresh directory /tmp/wsrv-test-<tag>-XXXXXX (caller frees, rm_rf). */
@@ -180,7 +158,9 @@ int wsrvd_options_run(const char *spec, const char *const *args, const char *log
 
 /* A server with two generated models, "llama" (llama-mini, 6 MiB: 8 heads,
  * 2 KV heads) and "ds" (deepseek-v3-mini, 40 MiB, FP8), each of `layers`
- * layers, a client connected to it and a host device. */
+ * layers (two_models_start, in a group's setup); a client connected to it
+ * and a host device (two_models_open, in each case's process: the device's
+ * copy thread does not cross a fork). */
 struct two_models {
 	char *dir_llama, *dir_ds;
 	struct test_server ts;
@@ -188,6 +168,9 @@ struct two_models {
 	struct wsrv_device *dev;
 };
 int two_models_start(struct two_models *f, const char *tag, unsigned layers);
+int two_models_open(struct two_models *f);
+/* Undoes two_models_open; returns 0 (a case teardown's kept fds). */
+int two_models_close(struct two_models *f);
 void two_models_stop(struct two_models *f);
 
 #endif

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "wsrv.h"
+#include "wsrvd_run.h"
 
 const char *bench_wsrvd_path(void)
 {
@@ -59,26 +60,11 @@ static bool early_asked(const struct bench_server *bs)
 	return false;
 }
 
-bool bench_models_loading(struct wsrv_client *c)
-{
-	struct wsrv_model_list *l;
-	bool loading = false;
-
-	if (wsrv_list_models(c, &l) < 0)
-		return false;
-	for (size_t i = 0; i < wsrv_model_list_count(l); i++) {
-		struct wsrv_model_info mi;
-		if (wsrv_model_list_at(l, i, &mi) == 0 && mi.loading)
-			loading = true;
-	}
-	wsrv_model_list_free(l);
-	return loading;
-}
-
 int bench_server_launch(struct bench_server *bs, const char *const *specs, size_t n)
 {
 	const char *argv[80];
 	size_t k = 0;
+	int r;
 
 	argv[k++] = bench_wsrvd_path();
 	argv[k++] = "--quiet";
@@ -93,29 +79,12 @@ int bench_server_launch(struct bench_server *bs, const char *const *specs, size_
 	for (size_t i = 0; i < 4 && bs->extra[i]; i++)
 		argv[k++] = bs->extra[i];
 	argv[k] = NULL;
-	bs->pid = fork();
-	if (bs->pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		execvp(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	for (int i = 0; i < 6000; i++) { /* models may take a while to load */
-		struct wsrv_client *c;
-		struct timespec ts = { 0, 20000000 };
-		int st;
-		if (wsrv_connect(bs->sock, NULL, &c) == 0) {
-			/* wsrvd serves while loading by default: a bench that did not
-			 * ask for that starts once every model is loaded. */
-			bool loading = !early_asked(bs) && bench_models_loading(c);
-			wsrv_disconnect(c);
-			if (!loading)
-				return 0;
-		}
-		if (waitpid(bs->pid, &st, WNOHANG) == bs->pid)
-			return -ECHILD;
-		nanosleep(&ts, NULL);
-	}
-	return -ETIMEDOUT;
+	/* Models may take a while to load; wsrvd serves while loading by
+	 * default: a bench that did not ask for that starts once every model
+	 * is loaded. */
+	if ((r = wsrvd_spawn(argv, NULL, NULL, &bs->pid)) < 0)
+		return r;
+	return wsrvd_wait_ready(bs->pid, bs->sock, early_asked(bs), 120, NULL, NULL);
 }
 
 void bench_server_stop(struct bench_server *bs)
@@ -129,45 +98,6 @@ void bench_server_stop(struct bench_server *bs)
 	snprintf(lock, sizeof(lock), "%s.lock", bs->sock);
 	unlink(lock);
 	rmdir(bs->dir);
-}
-
-void mapping_mem(pid_t pid, const char *what, uint64_t *pss, uint64_t *rss)
-{
-	char path[64], line[512], first[128];
-	unsigned long kb;
-	bool in = false;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
-	if (!(f = fopen(path, "re")))
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		/* A mapping's header starts "lo-hi perms ..."; its fields "Name:". */
-		if (sscanf(line, "%127s", first) == 1 && first[strlen(first) - 1] != ':')
-			in = strstr(line, what) != NULL;
-		else if (in && pss && sscanf(line, "Pss: %lu kB", &kb) == 1)
-			*pss += (uint64_t)kb << 10;
-		else if (in && rss && sscanf(line, "Rss: %lu kB", &kb) == 1)
-			*rss += (uint64_t)kb << 10;
-	}
-	fclose(f);
-}
-
-uint64_t pss_bytes(pid_t pid)
-{
-	char path[64], line[256];
-	unsigned long long kb = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Pss: %llu kB", &kb) == 1)
-			break;
-	fclose(f);
-	return (uint64_t)kb * 1024;
 }
 
 int cmp_double(const void *a, const void *b)

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "proc_mem.h"
+
 struct wsrv_client;
 
 struct bench_server {
@@ -17,10 +19,6 @@ struct bench_server {
 	char sock[200];
 	const char *extra[4];       /* more wsrvd arguments, NULL-terminated (or none) */
 };
-
-/* Whether some model c's server serves is still loading (wsrvd serves
- * while loading by default); an error reads as no. */
-bool bench_models_loading(struct wsrv_client *c);
 
 /* Starts wsrvd (next to this program in the build tree, else $WSRVD, else
  * "wsrvd" on PATH) serving specs[0..n) ("NAME=PATH"), waits until it
@@ -33,18 +31,11 @@ int bench_server_reserve(struct bench_server *bs);
 int bench_server_launch(struct bench_server *bs, const char *const *specs, size_t n);
 void bench_server_stop(struct bench_server *bs);
 
-/* PSS and RSS (bytes, added to *pss and *rss; either may be NULL) of pid's
- * mappings whose /proc/PID/smaps line names `what` (a memfd's name). */
-void mapping_mem(pid_t pid, const char *what, uint64_t *pss, uint64_t *rss);
-
 /* wsrvd next to this program in the build tree, else $WSRVD, else "wsrvd". */
 const char *bench_wsrvd_path(void);
 
 /* Drops the page cache (as root; else nothing) for a cold start. */
 void bench_drop_caches(void);
-
-/* PSS of a process in bytes (smaps_rollup); 0 when unknown. */
-uint64_t pss_bytes(pid_t pid);
 
 /* Reads one byte of every 4 KiB page of [p, p + n): a worker's pass over
  * weights it maps. Returns their sum, so that the reads are kept. */
