@@ -494,5 +494,8 @@ int main(int argc, char **argv)
 		dlclose(h);
 	}
 	fprintf(stderr, "running on %s\n", fk_set ? "the test driver" : "a real CUDA driver");
-	return test_group_run(tests, setup, teardown);
+	/* In one process: the setup holds a CUDA context, which a forked
+	 * case could not use on a real driver. */
+	return test_group_main(&(struct test_group){ "cuda", tests, sizeof(tests) / sizeof(tests[0]),
+						      setup, teardown, NULL, NULL, true });
 }

@@ -20,7 +20,7 @@
 
 static int aliases(void);
 /* One wsrvd for every case, serving the model as "m", a client attached. */
-static struct fixture F = { .tag = "devfault", .serve = "m", .setup = aliases, .models = {
+static struct fixture F = { .tag = "devfault", .serve = "m", .case_setup = aliases, .models = {
 	{ "tiny", 1 << 20, .layers = 3, .shards = 1, .seed = 5 } } };
 
 enum fault { OK, COPY_FAILS, WAIT_FAILS };

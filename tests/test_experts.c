@@ -19,11 +19,10 @@
 #include "fixture.h"
 #include "wsrv.h"
 
-static int device_open(void);
-static void device_close(void);
+static int aliases(void);
 /* deepseek-v3-mini: layer 0 dense, layers 1 and 2 with 16 experts each. */
-static struct fixture F = { .tag = "experts", .serve = "m", .setup = device_open,
-			    .teardown = device_close, .models = {
+static struct fixture F = { .tag = "experts", .serve = "m", .device = true,
+			    .case_setup = aliases, .models = {
 	{ "deepseek-v3-mini", 32 << 20, .layers = 3, .shards = 2, .seed = 5 } } };
 
 static struct wsrv_model *m;
@@ -364,15 +363,11 @@ static void reported_to_server(void **st)
 	wsrv_stream_close(s);
 }
 
-static int device_open(void)
+static int aliases(void)
 {
 	m = F.srv.m;
-	return dev_test_open(m, &dev);
-}
-
-static void device_close(void)
-{
-	F.fds += dev_test_close(dev);
+	dev = F.dev;
+	return 0;
 }
 
 FIXTURE_MAIN(F,

@@ -32,7 +32,7 @@
 static int aliases(void);
 /* One wsrvd for every case (hello timeout 1 s), serving the model as "m",
  * and a good client attached that must keep working through every case. */
-static struct fixture F = { .tag = "hostile", .serve = "m", .setup = aliases,
+static struct fixture F = { .tag = "hostile", .serve = "m", .case_setup = aliases,
 			    .serve_args = { "--hello-timeout", "1", NULL }, .models = {
 	{ "tiny", 2 << 20, .layers = 2, .shards = 1, .seed = 5 } } };
 

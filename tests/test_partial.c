@@ -62,6 +62,16 @@ static int setup(void **st)
 	return 0;
 }
 
+static int case_open(void)
+{
+	return two_models_open(&T.full);
+}
+
+static int case_close(void)
+{
+	return two_models_close(&T.full);
+}
+
 static int teardown(void **st)
 {
 	(void)st;
@@ -404,5 +414,6 @@ int main(void)
 		cmocka_unit_test(bad_plan_fails_load),
 	};
 
-	return test_group_run(tests, setup, teardown);
+	return test_group_main(&(struct test_group){ "partial", tests, sizeof(tests) / sizeof(tests[0]),
+						      setup, teardown, case_open, case_close, false });
 }

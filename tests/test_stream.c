@@ -24,11 +24,11 @@
 #include "fixture.h"
 #include "wsrv.h"
 
-static int device_open(void);
-static void device_close(void);
-/* One wsrvd for every case, serving the model as "m", a client attached. */
-static struct fixture F = { .tag = "stream", .serve = "m", .setup = device_open,
-			    .teardown = device_close, .models = {
+static int aliases(void);
+/* One wsrvd for every case, serving the model as "m"; each case a client
+ * attached and the test device. */
+static struct fixture F = { .tag = "stream", .serve = "m", .device = true,
+			    .case_setup = aliases, .models = {
 	{ "tiny", 2 << 20, .layers = 4, .shards = 2, .seed = 3 } } };
 
 static struct wsrv_client *cl;
@@ -289,16 +289,12 @@ static void invalid_plans(void **st)
 
 /* The cases' client, model and device: the fixture's, and a device of the
  * backend the run asks for (dev_test_open). */
-static int device_open(void)
+static int aliases(void)
 {
 	cl = F.srv.cl;
 	m = F.srv.m;
-	return dev_test_open(m, &dev);
-}
-
-static void device_close(void)
-{
-	F.fds += dev_test_close(dev);
+	dev = F.dev;
+	return 0;
 }
 
 FIXTURE_MAIN(F,

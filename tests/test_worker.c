@@ -20,7 +20,10 @@
 
 static int fx_start(void);
 static void fx_stop(void);
-static struct fixture F = { .tag = "worker", .setup = fx_start, .teardown = fx_stop };
+static int fx_open(void);
+static void fx_close(void);
+static struct fixture F = { .tag = "worker", .setup = fx_start, .teardown = fx_stop,
+			    .case_setup = fx_open, .case_teardown = fx_close };
 
 static struct two_models fx;
 
@@ -100,6 +103,16 @@ static int fx_start(void)
 static void fx_stop(void)
 {
 	two_models_stop(&fx);
+}
+
+static int fx_open(void)
+{
+	return two_models_open(&fx);
+}
+
+static void fx_close(void)
+{
+	two_models_close(&fx);
 }
 
 FIXTURE_MAIN(F,

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dev_bytes.h"
 #include "wsrv.h"
 #include "wsrv.pb-c.h"
 
@@ -41,10 +42,38 @@ int fixture_setup(struct fixture *f)
 	f->fds = count_fds();
 	if (make_dirs(f) < 0)
 		return -1;
-	if (f->serve && (served_open(&f->srv, f->serve, f->dir[0], f->serve_args) < 0 ||
-			 wsrv_attach(f->srv.cl, f->serve, &f->srv.m) < 0))
+	if (f->serve && server_start_argv(&f->srv.ts, f->serve, f->dir[0], f->serve_args) < 0)
 		return -1;
 	return f->setup ? f->setup() : 0;
+}
+
+int fixture_case_setup(struct fixture *f)
+{
+	if (f->serve && (wsrv_connect(f->srv.ts.sock, NULL, &f->srv.cl) < 0 ||
+			 wsrv_attach(f->srv.cl, f->serve, &f->srv.m) < 0)) {
+		fprintf(stderr, "a client of the fixture's wsrvd: %s (log: %s)\n", wsrv_last_error(),
+			f->srv.ts.log);
+		return -1;
+	}
+	if (f->device && dev_test_open(f->srv.m, &f->dev) < 0)
+		return -1;
+	return f->case_setup ? f->case_setup() : 0;
+}
+
+int fixture_case_teardown(struct fixture *f)
+{
+	int kept = 0;
+
+	if (f->case_teardown)
+		f->case_teardown();
+	if (f->device && f->dev)
+		kept = dev_test_close(f->dev);
+	f->dev = NULL;
+	wsrv_detach(f->srv.m);
+	f->srv.m = NULL;
+	wsrv_disconnect(f->srv.cl);
+	f->srv.cl = NULL;
+	return kept;
 }
 
 int fixture_teardown(struct fixture *f)

@@ -2,8 +2,11 @@
 /* fixture.h - what a test program and its cases stand on, written once:
  *
  * - the program's fixture: SIGPIPE ignored, the fd baseline taken before
- *   anything is opened and checked after the last case, and the models it
- *   generates once for all its cases (removed afterwards);
+ *   anything is opened and checked after the last case, the models it
+ *   generates once for all its cases (removed afterwards), and the one
+ *   wsrvd they may share;
+ * - each case's own, in the process the runner forks for it (runner.h):
+ *   a client of that wsrvd, attached, and the test device;
  * - a case's served model: a wsrvd serving a model with options, and a
  *   client connected (and attached) to it, stopped with exit status 0.
  *
@@ -49,13 +52,20 @@ struct fixture {
 	struct fixture_model models[FIXTURE_MODELS];
 	bool world_readable;        /* the models' dirs 0755: for servers not root */
 	/* Non-NULL: one wsrvd for every case, serving dir[0] as this name
-	 * with serve_args (NULL-terminated, or NULL), in srv with a client
-	 * attached to it; the teardown wants it to exit 0. */
+	 * with serve_args (NULL-terminated, or NULL), in srv.ts; the teardown
+	 * wants it to exit 0. Each case has a client of its own attached to
+	 * it, srv.cl and srv.m. */
 	const char *serve;
 	const char *serve_args[8];
 	struct served srv;
+	/* Each case opens the test device (dev_test_open, WSRV_TEST_DEVICE)
+	 * over srv.m, as dev: a CUDA context does not cross a fork. */
+	bool device;
+	struct wsrv_device *dev;
 	int (*setup)(void);         /* more of the program's own, or NULL */
 	void (*teardown)(void);     /* undoes setup, or NULL */
+	int (*case_setup)(void);    /* more of each case's own, or NULL */
+	void (*case_teardown)(void); /* undoes case_setup, or NULL */
 	/* Set by fixture_setup: */
 	char *dir[FIXTURE_MODELS];  /* the models' directories (owned) */
 	int fds;                    /* the fd baseline */
@@ -66,15 +76,24 @@ struct fixture {
 int fixture_setup(struct fixture *f);
 int fixture_teardown(struct fixture *f);
 
+/* A case's own, in its process: 0 or -1; the teardown returns the fds
+ * a real CUDA driver keeps (dev_test_close), or -1. */
+int fixture_case_setup(struct fixture *f);
+int fixture_case_teardown(struct fixture *f);
+
 /* The main of a program whose cases (cmocka_unit_test...) share f. */
 #define FIXTURE_MAIN(f, ...)                                                     \
 	static int fixture_group_setup(void **st) { return fixture_setup(&(f)); }   \
 	static int fixture_group_teardown(void **st) { return fixture_teardown(&(f)); } \
+	static int fixture_case_begin(void) { return fixture_case_setup(&(f)); }   \
+	static int fixture_case_end(void) { return fixture_case_teardown(&(f)); }  \
 	int main(void)                                                           \
 	{                                                                        \
 		const struct CMUnitTest tests[] = { __VA_ARGS__ };               \
-		return test_group_run(tests, fixture_group_setup,               \
-				       fixture_group_teardown);                  \
+		return test_group_main(&(struct test_group){ (f).tag, tests,     \
+			sizeof(tests) / sizeof(tests[0]), fixture_group_setup,  \
+			fixture_group_teardown, fixture_case_begin,              \
+			fixture_case_end, false });                              \
 	}
 
 /* Starts wsrvd serving name=dir with extra arguments (NULL-terminated) and
