@@ -69,7 +69,7 @@ static int target(const struct wsrv_model *m, uint32_t *id)
 	return r;
 }
 
-static int call(struct wsrv_client *c, struct wsrv_model *m, uint32_t *id, Wsrv__Request *req,
+static int session_call(struct wsrv_client *c, struct wsrv_model *m, uint32_t *id, Wsrv__Request *req,
 		int send_fd, Wsrv__Response **resp, int *fds, int maxfds, int *nfds)
 {
 	int ret = 0;
@@ -91,19 +91,19 @@ static int call(struct wsrv_client *c, struct wsrv_model *m, uint32_t *id, Wsrv_
 int cl_call(struct wsrv_client *c, Wsrv__Request *req, Wsrv__Response **resp,
 	    int *fds, int maxfds, int *nfds)
 {
-	return call(c, NULL, NULL, req, -1, resp, fds, maxfds, nfds);
+	return session_call(c, NULL, NULL, req, -1, resp, fds, maxfds, nfds);
 }
 
 int cl_call_fd(struct wsrv_client *c, Wsrv__Request *req, int send_fd, Wsrv__Response **resp,
 	       int *fds, int maxfds, int *nfds)
 {
-	return call(c, NULL, NULL, req, send_fd, resp, fds, maxfds, nfds);
+	return session_call(c, NULL, NULL, req, send_fd, resp, fds, maxfds, nfds);
 }
 
 int cl_call_model(struct wsrv_model *m, uint32_t *id, Wsrv__Request *req, Wsrv__Response **resp,
 		  int *fds, int maxfds, int *nfds)
 {
-	return call(m->c, m, id, req, -1, resp, fds, maxfds, nfds);
+	return session_call(m->c, m, id, req, -1, resp, fds, maxfds, nfds);
 }
 
 int cl_query(struct wsrv_client *c, Wsrv__Request *q, int want, Wsrv__Response **out,

@@ -139,12 +139,12 @@ static int need_expert(struct wsrv_stream *s, uint32_t e, bool wait)
 	return r;
 }
 
-static void count(struct wsrv_stream *s, struct xp_layer *L, size_t off, uint64_t v)
+static void xp_count(struct wsrv_stream *s, struct xp_layer *L, size_t off, uint64_t v)
 {
 	*(uint64_t *)((uint8_t *)&s->xp->st + off) += v;
 	*(uint64_t *)((uint8_t *)&L->st + off) += v;
 }
-#define COUNT(s, L, field, v) count((s), (L), offsetof(struct wsrv_expert_stats, field), (v))
+#define COUNT(s, L, field, v) xp_count((s), (L), offsetof(struct wsrv_expert_stats, field), (v))
 
 /* Puts the experts of miss[0..n) (sorted in the arena) in slots and queues
  * their copies. On failure they are out of the pool again. */

@@ -233,7 +233,7 @@ int wire_call(struct cl_wire *w, Wsrv__Request *req, int send_fd, Wsrv__Response
 }
 
 /* The handshake on a new connection. */
-static int hello(struct cl_wire *w, const char *name)
+static int wire_hello(struct cl_wire *w, const char *name)
 {
 	Wsrv__Request q = WSRV__REQUEST__INIT;
 	Wsrv__Hello h = WSRV__HELLO__INIT;
@@ -302,7 +302,7 @@ int wire_connect(struct cl_wire *w, const char *path, int timeout_ms, const char
 		if (fd < 0)
 			return fd;
 		w->fd = fd;
-		ret = hello(w, name);
+		ret = wire_hello(w, name);
 	}
 	if (ret < 0)
 		wire_close(w);

@@ -33,7 +33,7 @@ struct early_load {
 
 static bool cancel;
 
-static bool cancelled(void)
+static bool early_cancelled(void)
 {
 	return __atomic_load_n(&cancel, __ATOMIC_RELAXED);
 }
@@ -89,7 +89,7 @@ int early_start(struct server *srv)
 		}
 	E->o = *srv->load;
 	E->o.loader.progress = false;
-	E->o.loader.stop = cancelled;
+	E->o.loader.stop = early_cancelled;
 	E->efd = srv->reload_efd;
 	__atomic_store_n(&cancel, false, __ATOMIC_RELAXED);
 	if (E->n == 0 || pthread_create(&E->th, NULL, early_main, E) != 0) {

@@ -46,7 +46,7 @@ struct reload_job {
 
 static atomic_bool cancel;
 
-static bool cancelled(void)
+static bool reload_cancelled(void)
 {
 	return atomic_load(&cancel);
 }
@@ -126,7 +126,7 @@ int gen_job_start(struct server *srv, uint32_t mi, const struct gen_job_ops *ops
 	snprintf(j->path, sizeof(j->path), "%s", path);
 	j->opts = *srv->load;
 	j->opts.loader.progress = false;
-	j->opts.loader.stop = cancelled;
+	j->opts.loader.stop = reload_cancelled;
 	j->opts.loader.total_bytes = &j->total;
 	j->opts.loader.placed_bytes = &j->placed;
 	j->model = mi;

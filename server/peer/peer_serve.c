@@ -80,7 +80,7 @@ struct peer_serve {
 	unsigned delay_ms;          /* WSRV_TEST_PEER_DELAY_MS: before every piece */
 };
 
-static void count(struct peer_serve *ps, uint64_t *field, uint64_t n)
+static void serve_count(struct peer_serve *ps, uint64_t *field, uint64_t n)
 {
 	pthread_mutex_lock(&ps->lock);
 	*field += n;
@@ -286,7 +286,7 @@ static void serve_refuse(struct peer_serve *ps, struct conn *c, int status, cons
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	log_warn("peer %s: refused: %s", c->addr, msg);
-	count(ps, &ps->cnt.refused, 1);
+	serve_count(ps, &ps->cnt.refused, 1);
 	c->close_after = true;
 	send_table(ps, c, status, msg);
 }
@@ -322,7 +322,7 @@ static int bind_model(struct peer_serve *ps, struct conn *c)
 static void malformed(struct peer_serve *ps, struct conn *c, const char *what)
 {
 	log_warn("peer %s: refused: a malformed %s", c->addr, what);
-	count(ps, &ps->cnt.refused, 1);
+	serve_count(ps, &ps->cnt.refused, 1);
 	conn_close(c);
 }
 
@@ -495,7 +495,7 @@ static void accept_conn(struct peer_serve *ps, ucp_conn_request_h req, const cha
 		if (!c || i == PEER_MAX_CONNS)
 			ucp_listener_reject(ps->listener, req);
 		log_warn("peer %s: refused: %s", addr, c ? "too many peer connections" : "out of memory");
-		count(ps, &ps->cnt.refused, 1);
+		serve_count(ps, &ps->cnt.refused, 1);
 		free(c);
 		return;
 	}
@@ -518,7 +518,7 @@ static void on_conn(ucp_conn_request_h req, void *arg)
 		if (a.field_mask)
 			peer_addr_str((const struct sockaddr *)&a.client_address, addr, sizeof(addr));
 		log_warn("peer %s: refused: not in --peer-allow", addr);
-		count(ps, &ps->cnt.refused, 1);
+		serve_count(ps, &ps->cnt.refused, 1);
 		ucp_listener_reject(ps->listener, req);
 		return;
 	}
