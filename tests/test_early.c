@@ -93,8 +93,7 @@ static void attach_while_loading(void **st)
 	wsrv_detach(mb);
 	wsrv_disconnect(a);
 	wsrv_disconnect(b);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 /* Every tensor of acquired layer `layer` (and every resident one) has,
@@ -173,8 +172,7 @@ static void stream_while_loading(void **st)
 	wsrv_device_destroy(d);
 	wsrv_detach(m);
 	wsrv_disconnect(a);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 /* 6: a load that fails under an open stream: the acquire of a layer not
@@ -231,8 +229,7 @@ static void lookups_wait(void **st)
 	assert_true(XXH3_64bits(t.data, t.size) == t.xxh3);
 	wsrv_detach(m);
 	wsrv_disconnect(a);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 /* 3: a client that does not say it can wait is refused, clearly. */
@@ -255,8 +252,7 @@ static void old_client_refused(void **st)
 	assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
 	assert_int_equal(raw_recv_code(fd, NULL, NULL), EAGAIN);
 	close(fd);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 /* 4: the second shard is cut short while it loads: every waiter gets
@@ -363,8 +359,7 @@ static void restart_mid_load_case(bool slow_again, unsigned other_layers)
 	}
 	wsrv_detach(m);
 	wsrv_disconnect(a);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 static void restart_mid_load(void **st)

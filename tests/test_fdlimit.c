@@ -152,8 +152,7 @@ static void budget_holds_when_fitted(void **s)
 	hogs_open(ts.sock, bad, (int)max - 1, 40);
 	reader_not_cut_off(ts.sock);
 	hogs_close(bad, (int)max - 1);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 FIXTURE_MAIN(F,

@@ -84,8 +84,7 @@ static void try_model(const char *dir, int *fwd, int *tp)
 	wsrv_plan_free(p);
 	wsrv_detach(m);
 	wsrv_disconnect(c);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 static void check(const char *shape, size_t elems, const char *config, int want)
@@ -152,8 +151,7 @@ static void empty_tensor_costs_nothing(void **st)
 	assert_int_equal(forward_pass(m, NULL, 3, &digest), 0); /* returns: no 2^63 rows */
 	wsrv_detach(m);
 	wsrv_disconnect(c);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 	rm_rf(dir);
 	free(dir);
 }

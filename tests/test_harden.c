@@ -90,8 +90,7 @@ static void unread_fds_do_not_cut_others_off(void **s)
 	/* Without a budget, 2 x 19 queued replies x 2 fds passed 64. */
 	reader_not_cut_off(ts.sock);
 	hogs_close(bad, 2);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 /* 2: Stats with many reported streams (30 clients x 16, long names) did
@@ -140,8 +139,7 @@ static void stats_of_many_streams(void **s)
 	wsrv_disconnect(c);
 	for (int i = 0; i < 30; i++)
 		close(fds[i]);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 /* 3: refused peers held a session (and a --max-clients place) until the
@@ -197,8 +195,7 @@ static void supplementary_group_allowed(void **s)
 	assert_int_equal(waitpid(kid, &st, 0), kid);
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 0);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 /* 4: a 33rd allow entry was dropped in silence. */
@@ -475,8 +472,7 @@ static void churn_never_cancels_others(void **s)
 		assert_int_equal(raw_recv_code(fd, NULL, NULL), 0);
 		close(fd);
 	}
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 /* 11: a bad first packet got EBADMSG or EMSGSIZE and the connection
@@ -514,8 +510,7 @@ static void bad_first_packet_closes(void **s)
 	close(p[1]);
 	free(big);
 	attach_and_fetch(ts.sock);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 FIXTURE_MAIN(F,

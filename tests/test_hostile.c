@@ -262,8 +262,7 @@ static void client_limit(void **s)
 	assert_int_equal(wsrv_connect(t2.sock, NULL, &c), 0);
 	wsrv_disconnect(b);
 	wsrv_disconnect(c);
-	assert_int_equal(server_stop(&t2, SIGTERM), 0);
-	rm_rf(t2.dir);
+	server_done(&t2);
 }
 
 static int aliases(void)

@@ -352,8 +352,7 @@ static void inspect_reports_held_bytes(void **st)
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "held"), "bytes")), h.bytes);
 	assert_int_equal(json_integer_value(json_object_get(j, "tensor_bytes")), h.total);
 	json_decref(j);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 /* Options that make no sense are refused before anything is loaded. */

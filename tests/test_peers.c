@@ -3,7 +3,7 @@
  * --peer-listen, --fill-from, --fleet).
  *
  * As root, each wsrvd runs in its own network namespace, the namespaces
- * joined by veth pairs to a bridge in a switch namespace (tools/netlab.c);
+ * joined by veth pairs to a bridge in a switch namespace (tools/harness/netlab.c);
  * elsewhere on loopback, and the test says so. UCX is pinned to TCP, as
  * between hosts. Every run is bounded: small models, 60 s per server. */
 #include <errno.h>
@@ -239,8 +239,7 @@ static void test_fill_from_one(void **state)
 	mapping_mem(a.pid, "wsrv:m:", NULL, &rss);
 	assert_true(rss - before < model_bytes() / 4);
 	assert_int_equal(server_stop(&b, SIGTERM), 0);
-	assert_int_equal(server_stop(&a, SIGTERM), 0);
-	rm_rf(a.dir);
+	server_done(&a);
 	rm_rf(b.dir);
 }
 
@@ -368,8 +367,7 @@ static void test_model_comes_late(void **state)
 	sources_of(&a, &s);
 	assert_true(s.refused >= 1); /* "not loaded here yet", at least once */
 	assert_int_equal(server_stop(&b, SIGTERM), 0);
-	assert_int_equal(server_stop(&a, SIGTERM), 0);
-	rm_rf(a.dir);
+	server_done(&a);
 	rm_rf(b.dir);
 }
 
@@ -530,8 +528,7 @@ static void test_refused(void **state)
 	assert_int_equal(s.peers, 0);
 	assert_int_equal(s.disk, model_bytes());
 	assert_int_equal(s.failures, 1);
-	assert_int_equal(server_stop(&a, SIGTERM), 0);
-	rm_rf(a.dir);
+	server_done(&a);
 	/* Allowed by address, the wrong token. */
 	fresh_ports();
 	host(&a, 0, NULL, true, "--peer-listen", T.addr[0], NULL);
@@ -576,8 +573,7 @@ static void test_other_layout_refused(void **state)
 	sources_of(&a, &s);
 	assert_true(s.refused >= 1);
 	assert_int_equal(server_stop(&b, SIGTERM), 0);
-	assert_int_equal(server_stop(&a, SIGTERM), 0);
-	rm_rf(a.dir);
+	server_done(&a);
 	rm_rf(b.dir);
 }
 

@@ -124,8 +124,7 @@ static void published_bytes_reach_workers(void **st)
 	assert_string_equal(now, fd0);
 	wsrv_detach(m);
 	wsrv_disconnect(w);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 /* 2: workers attach and check everything in a loop while generations are
@@ -167,8 +166,7 @@ static void never_a_mix(void **st)
 	}
 	assert_int_equal(waitpid(w, &status, 0), w);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 /* 3: a producer killed before its commit publishes nothing and leaves
@@ -216,8 +214,7 @@ static void killed_producer(void **st)
 	wsrv_disconnect(c);
 	assert_int_equal(publish_pattern(ts.sock, 2, &gen), 0);
 	assert_int_equal(gen, 2);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 /* 4: nobody publishes by default; two producers at once: one wins. */
@@ -231,8 +228,7 @@ static void who_publishes(void **st)
 	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	assert_int_equal(publish_pattern(ts.sock, 1, &gen), -EPERM);
 	assert_non_null(strstr(wsrv_last_error(), "--allow-publish-uid"));
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 
 	memset(&ts, 0, sizeof(ts));
 	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-publish-uid", uid_arg, NULL), 0);
@@ -246,8 +242,7 @@ static void who_publishes(void **st)
 	wsrv_publish_abort(pb);
 	wsrv_disconnect(a);
 	wsrv_disconnect(b);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 /* 5: wsrvctl publish --from another directory of the same tensors. */
@@ -279,8 +274,7 @@ static void ctl_publish_from_files(void **st)
 	free(f);
 	wsrv_detach(m);
 	wsrv_disconnect(c);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 	rm_rf(other);
 	free(other);
 }
@@ -316,8 +310,7 @@ static void published_locked(void **st)
 	assert_true(pid_locked_bytes(ts.pid) >= loaded + (long long)bytes);
 	wsrv_detach(m);
 	wsrv_disconnect(c);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 static int uid_arg_set(void)

@@ -117,8 +117,7 @@ static void reload_with_worker(void **st)
 	wsrv_detach(mb);
 	wsrv_disconnect(a);
 	wsrv_disconnect(b);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 /* 2: refusals: no such model, no such path; another user is refused in
@@ -145,8 +144,7 @@ static void reload_refused(void **st)
 	assert_int_equal(wsrv_reload(c, "m", longp), -ENAMETOOLONG);
 	free(longp);
 	wsrv_disconnect(c);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 /* 3: workers attach, check every checksum and detach in a loop while the
@@ -189,8 +187,7 @@ static void never_torn(void **st)
 	assert_int_equal(waitpid(w, &status, 0), w);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 /* 4: the example worker, --follow, switches generations between passes
@@ -219,8 +216,7 @@ static void worker_follows(void **st)
 	    !strstr(out, "bit-identical"))
 		fail_msg("the worker did not follow:\n%s", out);
 	free(out);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 FIXTURE_MAIN(F,

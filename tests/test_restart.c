@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* test_restart.c - restarting wsrvd without reloading, through systemd's
  * file descriptor store. The test plays systemd's part over a real notify
- * socket (tools/fdstore_peer.c): it keeps what wsrvd pushes (FDSTORE=1,
+ * socket (tools/harness/fdstore_peer.c): it keeps what wsrvd pushes (FDSTORE=1,
  * FDSTOREREMOVE=1, named), and starts the next wsrvd with those fds as
  * LISTEN_FDS / LISTEN_FDNAMES, as systemd does on `systemctl restart`. wsrvd's side is the real one.
  * The successor adopts the models (no byte read from the files), clients

@@ -95,11 +95,20 @@ static int drain(void)
 	return n;
 }
 
-static int run(const struct CMUnitTest *tests, size_t n, int (*setup)(void **))
+/* Runs tests as an inner group: its exit status; *cases_ran says how many
+ * of its cases ran. */
+static int run(const struct CMUnitTest *tests, size_t n, int (*setup)(void **), int *cases_ran)
 {
 	struct test_group g = { "inner", tests, n, setup, inner_teardown, case_setup, NULL, false };
+	int r;
 
-	return test_group_main(&g);
+	assert_int_equal(pipe2(ran, O_CLOEXEC | O_NONBLOCK), 0);
+	inner_teardowns = 0;
+	r = test_group_main(&g);
+	*cases_ran = drain();
+	close(ran[0]);
+	close(ran[1]);
+	return r;
 }
 
 static void bad_cases_fail_the_group(void **st)
@@ -108,43 +117,35 @@ static void bad_cases_fail_the_group(void **st)
 		cmocka_unit_test(fails), cmocka_unit_test(crashes), cmocka_unit_test(leaks_fd),
 		cmocka_unit_test(hangs), cmocka_unit_test(passes),
 	};
+	int n;
 
-	assert_int_equal(pipe2(ran, O_CLOEXEC | O_NONBLOCK), 0);
 	setenv("WSRV_TEST_CASE_TIMEOUT", "1", 1);
 	fprintf(stderr, "-- an inner group: four cases fail on purpose --\n");
-	assert_int_equal(run(tests, 5, inner_setup), 1);
+	assert_int_equal(run(tests, 5, inner_setup, &n), 1);
 	unsetenv("WSRV_TEST_CASE_TIMEOUT");
-	assert_int_equal(drain(), 5);          /* every case ran, the last too */
+	assert_int_equal(n, 5);                /* every case ran, the last too */
 	assert_int_equal(inner_teardowns, 1);  /* and the teardown */
 	assert_int_equal(case_setups, 0);      /* case setups ran in the cases' processes */
-	close(ran[0]);
-	close(ran[1]);
 }
 
 static void good_cases_pass(void **st)
 {
 	const struct CMUnitTest tests[] = { cmocka_unit_test(passes), cmocka_unit_test(passes) };
+	int n;
 
-	assert_int_equal(pipe2(ran, O_CLOEXEC | O_NONBLOCK), 0);
-	inner_teardowns = 0;
-	assert_int_equal(run(tests, 2, inner_setup), 0);
-	assert_int_equal(drain(), 2);
+	assert_int_equal(run(tests, 2, inner_setup, &n), 0);
+	assert_int_equal(n, 2);
 	assert_int_equal(inner_teardowns, 1);
-	close(ran[0]);
-	close(ran[1]);
 }
 
 static void failed_setup_runs_nothing(void **st)
 {
 	const struct CMUnitTest tests[] = { cmocka_unit_test(passes) };
+	int n;
 
-	assert_int_equal(pipe2(ran, O_CLOEXEC | O_NONBLOCK), 0);
-	inner_teardowns = 0;
-	assert_int_equal(run(tests, 1, inner_setup_fails), 1);
-	assert_int_equal(drain(), 0);
+	assert_int_equal(run(tests, 1, inner_setup_fails, &n), 1);
+	assert_int_equal(n, 0);
 	assert_int_equal(inner_teardowns, 0);
-	close(ran[0]);
-	close(ran[1]);
 }
 
 FIXTURE_MAIN(F,

@@ -91,8 +91,7 @@ static void several_clients_read_file_bytes(void **s)
 		assert_true(WIFEXITED(st));
 		assert_int_equal(WEXITSTATUS(st), 0);
 	}
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 /* One client shared by several threads, as the header promises: each
@@ -145,8 +144,7 @@ static void threads_share_one_client(void **s)
 	assert_int_equal(st.leases, 0);
 	assert_int_equal(st.errors, 0);
 	wsrv_disconnect(c);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 static void lookup_leases_and_limits(void **s)
@@ -200,8 +198,7 @@ static void lookup_leases_and_limits(void **s)
 	assert_int_equal(st.leases, 0);
 	assert_int_equal(st.attachments, 0);
 	wsrv_disconnect(c);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 /* Waits until the server's counters come back to the baseline. */
@@ -257,8 +254,7 @@ static void client_killed_is_cleaned_up(void **s)
 	kill(kid, SIGKILL);
 	waitpid(kid, &st, 0);
 	assert_int_equal(wait_clean(&ts, base), 0);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 static void server_killed_clients_read_on(void **s)
@@ -286,8 +282,7 @@ static void server_killed_clients_read_on(void **s)
 	wsrv_disconnect(c);
 	wsrv_detach(m2);
 	wsrv_disconnect(c2);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 static void one_syscall(void *arg)
@@ -324,8 +319,7 @@ static void local_resolution_makes_no_syscalls(void **s)
 	assert_int_equal(count_syscalls(resolve_everything, m), 0);
 	wsrv_detach(m);
 	wsrv_disconnect(c);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 static void sigterm_says_goodbye(void **s)
@@ -414,8 +408,7 @@ static void second_server_refused(void **s)
 	assert_int_equal(WEXITSTATUS(st), 1);
 	/* The first still serves. */
 	wsrv_disconnect(conn(&ts));
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	rm_rf(ts.dir);
+	server_done(&ts);
 }
 
 static int files_open(void)

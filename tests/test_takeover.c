@@ -171,8 +171,7 @@ static void successor_killed(void **st)
 	assert_int_equal(one_client(a.sock), 0);
 	assert_true(log_has(a.log, "abandoned; serving on"));
 	assert_false(adopted(a.sock));
-	assert_int_equal(server_stop(&a, SIGTERM), 0);
-	rm_rf(a.dir);
+	server_done(&a);
 }
 
 /* 3: the old server killed after it handed everything over: the successor
@@ -203,8 +202,7 @@ static void nothing_to_take(void **st)
 	assert_int_equal(server_start(&a, "m", F.dir[0], "--take-over", NULL), 0);
 	assert_true(log_has(a.log, "starting on its own"));
 	assert_int_equal(one_client(a.sock), 0);
-	assert_int_equal(server_stop(&a, SIGTERM), 0);
-	rm_rf(a.dir);
+	server_done(&a);
 }
 
 /* 5: --metrics-listen on the port the old server holds: the successor

@@ -19,14 +19,9 @@
 #include "fixture.h"
 #include "wsrv.h"
 
-static int fx_start(void);
-static void fx_stop(void);
-static int fx_open(void);
-static void fx_close(void);
-static struct fixture F = { .tag = "tp", .setup = fx_start, .teardown = fx_stop,
-			    .case_setup = fx_open, .case_teardown = fx_close };
-
-static struct two_models fx;
+/* The two models' server (two_models); each case a client and a host
+ * device. */
+static struct fixture F = { .tag = "tp", .two_models = 2 };
 
 static const char LLAMA_TP[] =
 	"\"tp_plan\": {\"layers.*.self_attn.q_proj\": \"colwise\", \"layers.*.self_attn.k_proj\": \"kv_heads\","
@@ -123,7 +118,7 @@ static void check_rank(struct wsrv_model *m, bool ds, int w, int r, bool streame
 
 	snprintf(json, sizeof(json), "{%s%s}", ds ? DS_TP : LLAMA_TP, streamed ? "" : ", \"budget\": \"1T\"");
 	assert_int_equal(wsrv_plan_parse(json, strlen(json), &p), 0);
-	if (wsrv_stream_open(m, fx.dev, p, &o, &s) < 0)
+	if (wsrv_stream_open(m, F.two.dev, p, &o, &s) < 0)
 		fail_msg("W=%d r=%d: %s", w, r, wsrv_last_error());
 	for (size_t li = 0; li < wsrv_model_layer_count(m); li++) {
 		struct wsrv_layer l;
@@ -164,7 +159,7 @@ static void llama_views(void **st)
 {
 	struct wsrv_model *m;
 
-	assert_int_equal(wsrv_attach(fx.cl, "llama", &m), 0);
+	assert_int_equal(wsrv_attach(F.two.cl, "llama", &m), 0);
 	for (int w = 1; w <= 8; w *= 2)
 		for (int r = 0; r < w; r++)
 			check_rank(m, false, w, r, r % 2 == 1);
@@ -175,7 +170,7 @@ static void deepseek_views(void **st)
 {
 	struct wsrv_model *m;
 
-	assert_int_equal(wsrv_attach(fx.cl, "ds", &m), 0);
+	assert_int_equal(wsrv_attach(F.two.cl, "ds", &m), 0);
 	for (int w = 1; w <= 4; w *= 2)
 		for (int r = 0; r < w; r++)
 			check_rank(m, true, w, r, r % 2 == 0);
@@ -204,7 +199,7 @@ static void errors(void **st)
 		struct wsrv_model *m;
 		struct wsrv_plan *p;
 		struct wsrv_stream *s;
-		assert_int_equal(wsrv_attach(fx.cl, bad[i].model, &m), 0);
+		assert_int_equal(wsrv_attach(F.two.cl, bad[i].model, &m), 0);
 		/* A malformed plan is refused when parsed; a plan the model or
 		 * world cannot follow, when the stream opens. */
 		if (wsrv_plan_parse(bad[i].json, strlen(bad[i].json), &p) == -EINVAL) {
@@ -213,34 +208,13 @@ static void errors(void **st)
 			wsrv_detach(m);
 			continue;
 		}
-		if (wsrv_stream_open(m, fx.dev, p, &o, &s) != -EINVAL)
+		if (wsrv_stream_open(m, F.two.dev, p, &o, &s) != -EINVAL)
 			fail_msg("case %zu (%s, W=%d) was accepted", i, bad[i].json, bad[i].w);
 		if (!strstr(wsrv_last_error(), bad[i].needle))
 			fail_msg("case %zu: %s", i, wsrv_last_error());
 		wsrv_plan_free(p);
 		wsrv_detach(m);
 	}
-}
-
-/* The two models' server, client and host device (two_models). */
-static int fx_start(void)
-{
-	return two_models_start(&fx, "tp", 2);
-}
-
-static void fx_stop(void)
-{
-	two_models_stop(&fx);
-}
-
-static int fx_open(void)
-{
-	return two_models_open(&fx);
-}
-
-static void fx_close(void)
-{
-	two_models_close(&fx);
 }
 
 FIXTURE_MAIN(F,

@@ -18,14 +18,9 @@
 #include "fixture.h"
 #include "wsrv.h"
 
-static int fx_start(void);
-static void fx_stop(void);
-static int fx_open(void);
-static void fx_close(void);
-static struct fixture F = { .tag = "worker", .setup = fx_start, .teardown = fx_stop,
-			    .case_setup = fx_open, .case_teardown = fx_close };
-
-static struct two_models fx;
+/* The two models' server (two_models); each case a client and a host
+ * device. */
+static struct fixture F = { .tag = "worker", .two_models = 3 };
 
 static const struct { const char *json; unsigned k; } plans[] = {
 	{ "{\"budget\": \"1T\"}", 1 },                                             /* all resident */
@@ -43,7 +38,7 @@ static void exact(const char *model)
 	uint64_t total = 0;
 	char budget[64];
 
-	assert_int_equal(wsrv_attach(fx.cl, model, &m), 0);
+	assert_int_equal(wsrv_attach(F.two.cl, model, &m), 0);
 	assert_int_equal(forward_pass(m, NULL, 2, &direct), 0);
 	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
 		struct wsrv_tensor t;
@@ -69,7 +64,7 @@ static void exact(const char *model)
 		for (unsigned rank = 0; rank < plans[i].k; rank++) {
 			struct wsrv_stream_opts o = { .struct_size = sizeof(o), .slots = 2 + rank % 2, .rank = (int)rank };
 			struct wsrv_stream *s;
-			if (wsrv_stream_open(m, fx.dev, p, &o, &s) < 0)
+			if (wsrv_stream_open(m, F.two.dev, p, &o, &s) < 0)
 				fail_msg("%s plan %zu: %s", model, i, wsrv_last_error());
 			assert_int_equal(forward_pass(m, s, 2, &streamed), 0);
 			if (streamed != direct)
@@ -92,27 +87,6 @@ static void fp8_decoding(void **st)
 	assert_true(fp8_e4m3(0x7E) == 448.0f);      /* the largest */
 	assert_true(fp8_e4m3(0x01) == 0x1p-9f);     /* the smallest subnormal */
 	assert_true(fp8_e4m3(0x7F) != fp8_e4m3(0x7F)); /* NaN */
-}
-
-/* The two models' server, client and host device (two_models). */
-static int fx_start(void)
-{
-	return two_models_start(&fx, "worker", 3);
-}
-
-static void fx_stop(void)
-{
-	two_models_stop(&fx);
-}
-
-static int fx_open(void)
-{
-	return two_models_open(&fx);
-}
-
-static void fx_close(void)
-{
-	two_models_close(&fx);
 }
 
 FIXTURE_MAIN(F,

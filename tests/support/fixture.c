@@ -44,6 +44,8 @@ int fixture_setup(struct fixture *f)
 		return -1;
 	if (f->serve && server_start_argv(&f->srv.ts, f->serve, f->dir[0], f->serve_args) < 0)
 		return -1;
+	if (f->two_models && two_models_start(&f->two, f->tag, f->two_models) < 0)
+		return -1;
 	return f->setup ? f->setup() : 0;
 }
 
@@ -57,6 +59,8 @@ int fixture_case_setup(struct fixture *f)
 	}
 	if (f->device && dev_test_open(f->srv.m, &f->dev) < 0)
 		return -1;
+	if (f->two_models && two_models_open(&f->two) < 0)
+		return -1;
 	return f->case_setup ? f->case_setup() : 0;
 }
 
@@ -69,6 +73,8 @@ int fixture_case_teardown(struct fixture *f)
 	if (f->device && f->dev)
 		kept = dev_test_close(f->dev);
 	f->dev = NULL;
+	if (f->two_models)
+		two_models_close(&f->two);
 	wsrv_detach(f->srv.m);
 	f->srv.m = NULL;
 	wsrv_disconnect(f->srv.cl);
@@ -82,6 +88,8 @@ int fixture_teardown(struct fixture *f)
 
 	if (f->teardown)
 		f->teardown();
+	if (f->two_models)
+		two_models_stop(&f->two);
 	if (f->serve && f->srv.ts.pid > 0 && (st = served_close(&f->srv)) != 0)
 		fprintf(stderr, "wsrvd exited with %d; its log is in %s\n", st, f->srv.ts.log);
 	for (int i = 0; i < FIXTURE_MODELS; i++) {

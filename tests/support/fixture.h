@@ -62,6 +62,10 @@ struct fixture {
 	 * over srv.m, as dev: a CUDA context does not cross a fork. */
 	bool device;
 	struct wsrv_device *dev;
+	/* Nonzero: two_models_start with this many layers, in two (each
+	 * case opens its client and host device). */
+	unsigned two_models;
+	struct two_models two;
 	int (*setup)(void);         /* more of the program's own, or NULL */
 	void (*teardown)(void);     /* undoes setup, or NULL */
 	int (*case_setup)(void);    /* more of each case's own, or NULL */

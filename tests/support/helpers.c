@@ -330,6 +330,15 @@ int server_stop(struct test_server *ts, int sig)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+void server_done(struct test_server *ts)
+{
+	int st = server_stop(ts, SIGTERM);
+
+	if (st != 0)
+		fail_msg("wsrvd exited with %d; its log is %s", st, ts->log);
+	rm_rf(ts->dir);
+}
+
 int pid_fd_count(pid_t pid)
 {
 	char path[64];

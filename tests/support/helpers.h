@@ -80,7 +80,7 @@ struct test_server {
 	uid_t uid;
 	gid_t gid;
 	/* Playing systemd: its notify socket and the fds it hands to the
-	 * server (tools/fdstore_peer.h), or NULL. */
+	 * server (tools/harness/fdstore_peer.h), or NULL. */
 	struct fdstore *store;
 	/* Or left NULL: a network namespace (ip netns) to run it in, extra
 	 * environment (NAME=VALUE, NULL-terminated), and whether
@@ -118,6 +118,9 @@ int server_restart_args(struct test_server *ts, const char *name, const char *mo
 bool server_log_has(const struct test_server *ts, const char *needle);
 /* Sends sig and reaps it; returns its exit status (128+sig if killed). */
 int server_stop(struct test_server *ts, int sig);
+/* Stops ts with SIGTERM, fails the case (naming the log) unless it exits
+ * 0, and removes its directory. */
+void server_done(struct test_server *ts);
 /* A process's locked memory (VmLck in /proc/PID/status), in bytes; -1 if
  * it cannot be read. */
 long long pid_locked_bytes(pid_t pid);

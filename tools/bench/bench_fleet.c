@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* bench_fleet.c - `wsrv-bench fleet`: N hosts (network namespaces joined by
- * a bridge, tools/netlab.c; loopback where they cannot be made) starting
+ * a bridge, tools/harness/netlab.c; loopback where they cannot be made) starting
  * together as a fleet, against N independent cold loads in the same run;
  * and one host filling from another, against ucx_perftest's ucp_get over
  * the same transport.

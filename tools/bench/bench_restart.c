@@ -3,7 +3,7 @@
  * restarts under systemd, adopting its models from the fd store, against a
  * cold load of the same model (the baseline, same run).
  *
- * The benchmark plays systemd (tools/fdstore_peer.c): it starts wsrvd with
+ * The benchmark plays systemd (tools/harness/fdstore_peer.c): it starts wsrvd with
  * a notify socket, keeps the memfds wsrvd stores, stops it (SIGTERM) and
  * starts the next one with them. restart_ms runs from the old process's
  * exit to the new one answering an Attach; load_ms from a cold start (page
