@@ -235,7 +235,7 @@ static int spawn_argv(struct test_server *ts, const char *name, const char *mode
 	argv[n] = NULL;
 	if ((r = wsrvd_spawn(argv, in_server, ts, &ts->pid)) < 0)
 		return r;
-	return ts->no_wait ? 0 : server_wait_ready(ts, 10);
+	return ts->no_wait ? 0 : server_wait_ready(ts, 60);
 }
 
 void args_collect(va_list ap, const char **out, size_t max)
