@@ -206,8 +206,6 @@ WSRV_EXPORT int wsrv_fetch_layer(struct wsrv_model *m, int32_t index, struct wsr
 
 	CL_NEED(m);
 	CL_NEED(out);
-	if ((ret = cl_model_fresh(m)) < 0)
-		return ret;
 	f.layer = index;
 	q.body_case = WSRV__REQUEST__BODY_FETCH_LAYER;
 	q.fetch_layer = &f;

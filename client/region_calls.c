@@ -15,8 +15,6 @@ int region_call_open(struct wsrv_model *m, const struct dev_share_info *info, ui
 	Wsrv__Response *r;
 	int fds[1], n = 0, ret;
 
-	if ((ret = cl_model_fresh(m)) < 0)
-		return ret;
 	ro.device = (char *)info->id;
 	ro.kind = info->kind;
 	ro.fingerprint = fingerprint;

@@ -32,6 +32,19 @@ static int open_model(const struct ctl_ctx *c, const char *name, struct wsrv_cli
 	return 0;
 }
 
+/* Ends a listing command: prints the JSON array a (--json) or drops it,
+ * detaches m and disconnects cl. */
+static int close_listing(const struct ctl_ctx *c, json_t *a, struct wsrv_client *cl, struct wsrv_model *m)
+{
+	if (c->json)
+		ctl_print_json(a);
+	else
+		json_decref(a);
+	wsrv_detach(m);
+	wsrv_disconnect(cl);
+	return 0;
+}
+
 int ctl_tensors(const struct ctl_ctx *c, int argc, char **argv)
 {
 	struct wsrv_client *cl;
@@ -74,13 +87,7 @@ int ctl_tensors(const struct ctl_ctx *c, int argc, char **argv)
 			printf("%-60s %-8s %-20s %6d %12" PRIu64 "\n", esc(t.name), wsrv_dtype_name(t.dtype), shape,
 			       t.layer, t.size);
 	}
-	if (c->json)
-		ctl_print_json(a);
-	else
-		json_decref(a);
-	wsrv_detach(m);
-	wsrv_disconnect(cl);
-	return 0;
+	return close_listing(c, a, cl, m);
 }
 
 int ctl_layers(const struct ctl_ctx *c, int argc, char **argv)
@@ -114,13 +121,7 @@ int ctl_layers(const struct ctl_ctx *c, int argc, char **argv)
 			printf("%-8d %8u %14" PRIu64 " %8u %14" PRIu64 " %14" PRIu64 "\n", l.index, l.count,
 			       l.bytes, l.segment, l.offset, l.length);
 	}
-	if (c->json)
-		ctl_print_json(a);
-	else
-		json_decref(a);
-	wsrv_detach(m);
-	wsrv_disconnect(cl);
-	return 0;
+	return close_listing(c, a, cl, m);
 }
 
 int ctl_verify(const struct ctl_ctx *c, int argc, char **argv)
