@@ -11,7 +11,6 @@
 
 #include "client_internal.h"
 #include "hugemap.h"
-#include "memfd_util.h"
 #include "packet.h"
 
 static const void *map_ro(int fd, size_t len)

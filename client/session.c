@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "client_internal.h"
-#include "packet.h"
 #include "sockpath.h"
 
 WSRV_EXPORT const char *wsrv_default_socket(void)

@@ -17,6 +17,15 @@
 #include "wsrv.h"
 #include "wsrv.pb-c.h"
 
+/* Detaches s->m and disconnects s->cl (either may be NULL). */
+static void served_drop(struct served *s)
+{
+	wsrv_detach(s->m);
+	s->m = NULL;
+	wsrv_disconnect(s->cl);
+	s->cl = NULL;
+}
+
 static int make_dirs(struct fixture *f)
 {
 	for (int i = 0; i < FIXTURE_MODELS; i++) {
@@ -75,10 +84,7 @@ int fixture_case_teardown(struct fixture *f)
 	f->dev = NULL;
 	if (f->two_models)
 		two_models_close(&f->two);
-	wsrv_detach(f->srv.m);
-	f->srv.m = NULL;
-	wsrv_disconnect(f->srv.cl);
-	f->srv.cl = NULL;
+	served_drop(&f->srv);
 	return kept;
 }
 
@@ -116,10 +122,7 @@ int served_close(struct served *s)
 {
 	int st;
 
-	wsrv_detach(s->m);
-	s->m = NULL;
-	wsrv_disconnect(s->cl);
-	s->cl = NULL;
+	served_drop(s);
 	st = server_stop(&s->ts, SIGTERM);
 	if (st == 0)
 		rm_rf(s->ts.dir);

@@ -32,6 +32,17 @@ static int open_model(const struct ctl_ctx *c, const char *name, struct wsrv_cli
 	return 0;
 }
 
+/* Starts a listing command: open_model, and the JSON array its rows go
+ * into (the caller ends with close_listing). 1 on failure, said. */
+static int open_listing(const struct ctl_ctx *c, const char *name, struct wsrv_client **cl,
+			struct wsrv_model **m, json_t **a)
+{
+	if (open_model(c, name, cl, m))
+		return 1;
+	*a = json_array();
+	return 0;
+}
+
 /* Ends a listing command: prints the JSON array a (--json) or drops it,
  * detaches m and disconnects cl. */
 static int close_listing(const struct ctl_ctx *c, json_t *a, struct wsrv_client *cl, struct wsrv_model *m)
@@ -51,7 +62,7 @@ int ctl_tensors(const struct ctl_ctx *c, int argc, char **argv)
 	struct wsrv_model *m;
 	bool filter = false;
 	long layer = 0;
-	json_t *a = json_array();
+	json_t *a;
 	char shape[96];
 
 	if (argc == 4 && strcmp(argv[2], "--layer") == 0) {
@@ -59,13 +70,10 @@ int ctl_tensors(const struct ctl_ctx *c, int argc, char **argv)
 		layer = cliarg_long("wsrvctl", "--layer", argv[3], -1, INT32_MAX);
 	} else if (argc != 2) {
 		fprintf(stderr, "usage: wsrvctl tensors MODEL [--layer N]\n");
-		json_decref(a);
 		return 2;
 	}
-	if (open_model(c, argv[1], &cl, &m)) {
-		json_decref(a);
+	if (open_listing(c, argv[1], &cl, &m, &a))
 		return 1;
-	}
 	if (!c->json)
 		printf("%-60s %-8s %-20s %6s %12s\n", "TENSOR", "DTYPE", "SHAPE", "LAYER", "BYTES");
 	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
@@ -94,17 +102,14 @@ int ctl_layers(const struct ctl_ctx *c, int argc, char **argv)
 {
 	struct wsrv_client *cl;
 	struct wsrv_model *m;
-	json_t *a = json_array();
+	json_t *a;
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: wsrvctl layers MODEL\n");
-		json_decref(a);
 		return 2;
 	}
-	if (open_model(c, argv[1], &cl, &m)) {
-		json_decref(a);
+	if (open_listing(c, argv[1], &cl, &m, &a))
 		return 1;
-	}
 	if (!c->json)
 		printf("%-8s %8s %14s %8s %14s %14s\n", "LAYER", "TENSORS", "BYTES", "SEGMENT", "OFFSET", "LENGTH");
 	for (size_t i = 0; i < wsrv_model_layer_count(m); i++) {
