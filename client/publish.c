@@ -26,13 +26,28 @@ struct wsrv_publish {
 	uint32_t nseg;
 	uint8_t *seg[WSRV_MAX_FDS]; /* writable */
 	size_t seg_len[WSRV_MAX_FDS];
+	bool keep_reserved;         /* wsrv_publish_keep_reserved */
 };
+
+/* Drops the segment's writable mapping (the server's F_SEAL_WRITE needs
+ * none left). Kept reserved, the range becomes inaccessible anonymous
+ * memory in the same step (MAP_FIXED replaces it at once), so that no
+ * later mapping, the next publish's included, can land under a pointer
+ * the caller kept; the caller unmaps it. */
+static void unmap_segment(struct wsrv_publish *p, uint32_t i)
+{
+	if (p->keep_reserved &&
+	    mmap(p->seg[i], p->seg_len[i], PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		 -1, 0) != MAP_FAILED)
+		return;
+	munmap(p->seg[i], p->seg_len[i]);
+}
 
 static void unmap(struct wsrv_publish *p)
 {
 	for (uint32_t i = 0; i < p->nseg; i++)
 		if (p->seg[i])
-			munmap(p->seg[i], p->seg_len[i]);
+			unmap_segment(p, i);
 	if (p->manifest)
 		munmap(p->manifest, p->manifest_len);
 	p->nseg = 0;
@@ -160,6 +175,23 @@ static int wait_published(struct wsrv_publish *p)
 		nanosleep(&ts, NULL);
 	}
 	return cl_err(-ETIMEDOUT, "generation %llu was not published in an hour", (unsigned long long)p->generation);
+}
+
+WSRV_EXPORT int wsrv_publish_keep_reserved(struct wsrv_publish *p)
+{
+	CL_NEED(p);
+	p->keep_reserved = true;
+	return 0;
+}
+
+WSRV_EXPORT int wsrv_publish_segment(const struct wsrv_publish *p, uint32_t i, void **addr, uint64_t *len)
+{
+	CL_NEED(p && addr && len);
+	if (i >= p->nseg)
+		return -ENOENT;
+	*addr = p->seg[i];
+	*len = p->seg_len[i];
+	return 0;
 }
 
 WSRV_EXPORT int wsrv_publish_commit(struct wsrv_publish *p, uint64_t *generation)

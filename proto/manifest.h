@@ -38,7 +38,9 @@ struct mf_header {
 	uint64_t parts_off;         /* version 2: struct mf_part[ntensors]; else 0 */
 	uint32_t held_first, held_last; /* version 2: the ranks loaded, */
 	uint32_t held_world, held_stages; /* of this world, in these stages */
-	uint64_t reserved[1];
+	uint64_t source_id;         /* where the bytes came from (server/format/model.h):
+				     * two manifests with other source_ids are other
+				     * models, whatever their layout; 0 from older servers */
 };
 
 /* Version 2: which bytes of a tensor the server loaded (the rest of its

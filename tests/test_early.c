@@ -377,6 +377,21 @@ static void restart_mid_load_other_weights(void **st)
 	restart_mid_load_case(false, 4);
 }
 
+/* Issue 37 item 3: new files with the same layout and other bytes. The
+ * resumed wait succeeded and the worker read some tensors of the old
+ * model and some of the new, with no error (the layout check ignored
+ * what the bytes were). Now the manifest's source_id differs: -ESTALE,
+ * whether the new server is still loading or has loaded. */
+static void restart_mid_load_same_layout_loading(void **st)
+{
+	restart_mid_load_case(true, 6);
+}
+
+static void restart_mid_load_same_layout_loaded(void **st)
+{
+	restart_mid_load_case(false, 6);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(attach_while_loading),
 	cmocka_unit_test(lookups_wait),
@@ -388,4 +403,6 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(restart_mid_load),
 	cmocka_unit_test(restart_mid_load_loaded),
 	cmocka_unit_test(restart_mid_load_other_weights),
+	cmocka_unit_test(restart_mid_load_same_layout_loading),
+	cmocka_unit_test(restart_mid_load_same_layout_loaded),
 )

@@ -577,6 +577,69 @@ static void test_other_layout_refused(void **state)
 	rm_rf(b.dir);
 }
 
+/* Publishes generation 2 of model m on ts: every byte of every tensor
+ * inverted. */
+static void publish_inverted(struct test_server *ts)
+{
+	struct wsrv_client *c;
+	struct wsrv_publish *p;
+	struct model *m;
+	struct errinfo e;
+	uint64_t gen = 0;
+
+	assert_int_equal(model_open("m", T.dir, NULL, &m, &e), 0);
+	assert_int_equal(wsrv_connect(ts->sock, NULL, &c), 0);
+	assert_int_equal(wsrv_publish_begin(c, "m", &p), 0);
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const struct model_tensor *t = &m->tensors[i];
+		uint8_t *data;
+		uint64_t size;
+		int fd = open(m->files[t->file]->path, O_RDONLY | O_CLOEXEC);
+		assert_true(fd >= 0);
+		assert_int_equal(wsrv_publish_tensor(p, t->name, (void **)&data, &size), 0);
+		assert_int_equal(size, t->size);
+		assert_int_equal(pread(fd, data, size, (off_t)t->file_off), (ssize_t)size);
+		close(fd);
+		for (uint64_t k = 0; k < size; k++)
+			data[k] = (uint8_t)~data[k];
+	}
+	assert_int_equal(wsrv_publish_commit(p, &gen), 0);
+	assert_int_equal(gen, 2);
+	wsrv_disconnect(c);
+	model_free(m);
+}
+
+/* Issue 37 item 2: after a publish, the serving host's peer table still
+ * held generation 1 and served it: a filler whose files hold other bytes
+ * took a generation nobody serves any more, and its checks passed. Now
+ * only the current generation is offered, and a published one (its
+ * bytes, not its files) is no generation a filler's files can name: the
+ * filler is refused and reads its files. */
+static void test_published_not_served_stale(void **state)
+{
+	struct test_server a, b;
+	struct sources s;
+	char uid[32];
+
+	(void)state;
+	fresh_ports();
+	snprintf(uid, sizeof(uid), "%u", (unsigned)getuid());
+	host(&a, 0, NULL, true, "--peer-listen", T.addr[0], "--allow-publish-uid", uid, NULL);
+	publish_inverted(&a);
+	host(&b, 1, NULL, true, "--fill-from", T.addr[0], NULL);
+	check_bytes(&b);
+	sources_of(&b, &s);
+	assert_int_equal(s.peers, 0);
+	assert_int_equal(s.disk, model_bytes());
+	assert_int_equal(s.failures, 1);
+	sources_of(&a, &s);
+	assert_int_equal(s.served, 0);
+	assert_true(s.refused >= 1);
+	assert_int_equal(server_stop(&b, SIGTERM), 0);
+	server_done(&a);
+	rm_rf(b.dir);
+}
+
 /* The options that make no sense together, or no sense alone. */
 static void test_options_refused(void **state)
 {
@@ -663,6 +726,7 @@ int main(void)
 		cmocka_unit_test(test_corrupt_peer),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_other_layout_refused),
+		cmocka_unit_test(test_published_not_served_stale),
 	};
 
 	return test_group_run(tests, group_setup, group_teardown);

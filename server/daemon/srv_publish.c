@@ -236,6 +236,19 @@ void publish_session_gone(struct server *srv, const struct session *s)
 	publish_free(p);
 }
 
+/* A published generation is its bytes, not its files: its identity is
+ * a digest of its checksums, which no files' identity equals (a peer
+ * filling from files is refused it; a client resuming across a restart
+ * onto files sees another model). */
+static void published_ids(struct model *m)
+{
+	uint64_t c = 0x7075626c69736864ull; /* "publishd" */
+
+	for (size_t i = 0; i < m->ntensors; i++)
+		c = XXH3_64bits_withSeed(&m->tensors[i].xxh3, sizeof(m->tensors[i].xxh3), c);
+	m->content_id = m->source_id = c;
+}
+
 /* On the job's thread: the sealed segments become an arena (locked as
  * the server's loads are), checksummed, with its manifest. */
 static int publish_work(void *arg, const char *name, const char *path, const struct load_opts *o,
@@ -260,6 +273,7 @@ static int publish_work(void *arg, const char *name, const char *path, const str
 		/* Of the held part, as loaded ones (a partial model: its parts). */
 		t->xxh3 = XXH3_64bits(lm->arena->seg[t->segment].ro + t->offset + t->part_off, t->part_len);
 	}
+	published_ids(p->m);
 	lm->model = p->m;
 	p->m = NULL;
 	uint64_t sizes[WSRV_MAX_FDS];

@@ -21,6 +21,7 @@
 #include "escape.h"
 #include "log.h"
 #include "srv_handover.h"
+#include "peer_serve.h"
 #include "srv_models.h"
 #include "srv_reply.h"
 #include "units.h"
@@ -87,6 +88,23 @@ static uint64_t mem_available(void)
 	if (f)
 		fclose(f);
 	return (uint64_t)kb << 10;
+}
+
+/* Peers are offered the generation new attaches get, and only that one:
+ * the table replaces the one of the same name (a peer filling from files
+ * would otherwise get the bytes of a generation this host no longer
+ * serves). When the offer fails, the old one is withdrawn. */
+static void offer_to_peers(struct server *srv, const struct srv_model *sm)
+{
+	struct errinfo e;
+
+	if (!srv->peers)
+		return;
+	if (peer_serve_offer_loaded(srv->peers, sm->lm->model, sm->lm->arena, &e) < 0) {
+		log_warn("model %s: peers are not offered generation %llu: %s", esc(sm->lm->model->name),
+			 (unsigned long long)sm->generation, e.msg);
+		peer_serve_withdraw(srv->peers, sm->lm->model->name);
+	}
 }
 
 /* Does memory allow a second copy of name at path next to the first? */
@@ -210,6 +228,7 @@ int reload_finish(struct server *srv)
 		 esc(j->name), (unsigned long long)srv->models[k].generation, mono_now() - j->t0,
 		 old->attached, (unsigned long long)old->generation);
 	free(j);
+	offer_to_peers(srv, &srv->models[k]);
 	handover_store(srv, NULL); /* systemd's store: the new generation */
 	k = (int)(old - srv->models);
 	srv_retired_check(srv, old);

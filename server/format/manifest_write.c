@@ -54,6 +54,7 @@ static void plan(const struct model *m, size_t cfg_len, struct mf_header *h)
 	}
 	h->total_size = off;
 	h->tensor_bytes = m->data_bytes;
+	h->source_id = m->source_id;
 }
 
 static void manifest_fill(const struct model *m, const uint64_t *seg_sizes, uint64_t page_size,

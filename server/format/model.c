@@ -9,6 +9,8 @@
 
 #include "layer_name.h"
 
+#include <xxhash.h>
+
 static int collect_tensors(struct model *m, const struct model_opts *o,
 			   struct errinfo *e)
 {
@@ -63,6 +65,27 @@ static int open_files(struct model *m, const char *path, struct errinfo *e)
 	return 0;
 }
 
+/* m's content_id and source_id from its files (model.h). */
+static void model_ids(struct model *m)
+{
+	uint64_t c = 0x77737276636f6e74ull, s; /* "wsrvcont" */
+
+	for (size_t i = 0; i < m->nfiles; i++) {
+		const struct st_file *f = m->files[i];
+		uint64_t rec[2] = { f->header_xxh3, f->file_size };
+		c = XXH3_64bits_withSeed(rec, sizeof(rec), c);
+	}
+	s = c;
+	for (size_t i = 0; i < m->nfiles; i++) {
+		const struct st_file *f = m->files[i];
+		uint64_t rec[4] = { (uint64_t)f->dev, (uint64_t)f->ino, (uint64_t)f->mtime.tv_sec,
+				    (uint64_t)f->mtime.tv_nsec };
+		s = XXH3_64bits_withSeed(rec, sizeof(rec), s);
+	}
+	m->content_id = c;
+	m->source_id = s;
+}
+
 int model_open(const char *name, const char *path, const struct model_opts *o,
 	       struct model **out, struct errinfo *e)
 {
@@ -77,8 +100,10 @@ int model_open(const char *name, const char *path, const struct model_opts *o,
 		return err_set(e, -ENOMEM, "out of memory");
 	}
 	r = open_files(m, path, e);
-	if (r == 0)
+	if (r == 0) {
+		model_ids(m);
 		r = collect_tensors(m, o, e);
+	}
 	if (r == 0)
 		r = model_layout(m, o, e);
 	/* After the layout: it reorders the tensors the index points at. */

@@ -83,6 +83,13 @@ struct model {
 	uint64_t tensor_align;
 	uint32_t *by_name;              /* tensor indices sorted by name */
 	struct model_held *held;        /* owned; NULL: every tensor whole */
+	/* What the bytes are, as far as can be known before reading them:
+	 * content_id is an xxh3 of each file's header and size (equal on
+	 * every host with the same files; peers exchange it), or, for a
+	 * published generation, of its tensors' checksums. source_id adds
+	 * each file's device, inode and mtime: these files on this host, as
+	 * they are now (a restarted server over other files differs). */
+	uint64_t content_id, source_id;
 };
 
 /* Opens a .safetensors file or a Hugging Face model directory at path, checks

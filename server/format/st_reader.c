@@ -6,6 +6,8 @@
  */
 #include "st_reader.h"
 
+#include <xxhash.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -406,6 +408,8 @@ static int read_header(struct st_file *f, int fd, struct errinfo *e)
 		r = err_set(e, r, "%s: cannot read the header: %s", f->path, strerror(-r));
 	else
 		r = parse_header(f, hdr, e);
+	if (r == 0)
+		f->header_xxh3 = XXH3_64bits(hdr, f->header_len);
 	free(hdr);
 	return r;
 }

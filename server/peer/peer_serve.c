@@ -69,6 +69,8 @@ struct peer_serve {
 	pthread_mutex_t lock;       /* guards pending and the counters */
 	struct peer_table *pending[PEER_MAX_TABLES];
 	size_t npending;
+	char withdraw[PEER_MAX_TABLES][128]; /* guarded by lock: models no longer offered */
+	size_t nwithdraw;
 	struct peer_serve_counters cnt;
 	char expect[PEER_MAX_TABLES][128]; /* guarded by lock: models to come */
 	size_t nexpect;
@@ -107,9 +109,21 @@ static struct ptab *tab_find(struct peer_serve *ps, const char *name)
 }
 
 /* Takes the tables offered since the last turn (serve thread only). */
+static void retire(struct peer_serve *ps, struct ptab *old)
+{
+	if (!old)
+		return;
+	old->retired = true;
+	old->users++;
+	tab_put(ps, old);
+}
+
 static void install_pending(struct peer_serve *ps)
 {
 	pthread_mutex_lock(&ps->lock);
+	for (size_t k = 0; k < ps->nwithdraw; k++)
+		retire(ps, tab_find(ps, ps->withdraw[k]));
+	ps->nwithdraw = 0;
 	for (size_t k = 0; k < ps->npending; k++) {
 		struct peer_table *t = ps->pending[k];
 		struct ptab *old = tab_find(ps, t->name), *pt = calloc(1, sizeof(*pt));
@@ -123,11 +137,7 @@ static void install_pending(struct peer_serve *ps)
 			free(pt);
 			continue;
 		}
-		if (old) {
-			old->retired = true;
-			old->users++;
-			tab_put(ps, old);
-		}
+		retire(ps, old);
 		pt->t = t;
 		pt->users = 1; /* the offer itself, until retired */
 		ps->tabs[i] = pt;
@@ -313,7 +323,7 @@ static int bind_model(struct peer_serve *ps, struct conn *c)
 	if (!pt)
 		return serve_refuse(ps, c, -ENOENT, "no model '%.100s' here", name), -1;
 	if (pt->t->layout != c->auth.layout || pt->t->ntensors != c->ntensors)
-		return serve_refuse(ps, c, -ESTALE, "model '%.100s' is laid out differently here (other files or load options)", name), -1;
+		return serve_refuse(ps, c, -ESTALE, "model '%.100s' here is another generation or layout (other files, a published generation, or other load options)", name), -1;
 	c->tab = pt;
 	pt->users++;
 	return 0;
@@ -711,6 +721,19 @@ int peer_serve_offer_loaded(struct peer_serve *ps, const struct model *m, const 
 	for (uint32_t i = 0; i < t->ntensors; i++)
 		peer_table_set_ready(t, i, m->tensors[i].xxh3);
 	return peer_serve_offer(ps, t, e);
+}
+
+void peer_serve_withdraw(struct peer_serve *ps, const char *name)
+{
+	pthread_mutex_lock(&ps->lock);
+	for (size_t k = 0; k < ps->npending; k++)
+		if (strcmp(ps->pending[k]->name, name) == 0) {
+			peer_table_free(ps->pending[k]);
+			ps->pending[k--] = ps->pending[--ps->npending];
+		}
+	if (ps->nwithdraw < PEER_MAX_TABLES)
+		snprintf(ps->withdraw[ps->nwithdraw++], sizeof(ps->withdraw[0]), "%s", name);
+	pthread_mutex_unlock(&ps->lock);
 }
 
 void peer_serve_expect(struct peer_serve *ps, const char *const *names, size_t n)

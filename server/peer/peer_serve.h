@@ -59,6 +59,10 @@ int peer_serve_offer(struct peer_serve *ps, struct peer_table *t, struct errinfo
 int peer_serve_offer_loaded(struct peer_serve *ps, const struct model *m, const struct arena *a,
 			    struct errinfo *e);
 
+/* Model name is offered no more (its pending offer dropped too);
+ * connections bound to it finish with the table they have. */
+void peer_serve_withdraw(struct peer_serve *ps, const char *name);
+
 /* The models this server is about to load (names copied; at most
  * PEER_MAX_TABLES; n = 0 forgets them). A Hello for one of them that is
  * not offered yet is answered "not loaded yet" (-EAGAIN), which a filler

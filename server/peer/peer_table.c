@@ -22,6 +22,9 @@ uint64_t peer_layout_hash(const struct model *m)
 		return 0;
 	XXH3_64bits_reset(s);
 	XXH3_64bits_update(s, &m->ntensors, sizeof(m->ntensors));
+	/* What the bytes are, not only where they lie: a published
+	 * generation, or other files of the same shape, hash differently. */
+	XXH3_64bits_update(s, &m->content_id, sizeof(m->content_id));
 	for (size_t i = 0; i < m->ntensors; i++) {
 		const struct model_tensor *t = &m->tensors[i];
 		uint64_t rec[7] = { t->dtype, t->rank, t->segment, t->offset, t->size, t->part_off, t->part_len };

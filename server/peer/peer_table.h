@@ -34,9 +34,11 @@ struct peer_table {
 	int *fd;                    /* owned: the memfds again (4 KiB arenas), or NULL */
 };
 
-/* An xxh3 over everything that places bytes: each tensor's name, dtype,
- * shape, segment, offset, size and held part, and the segments' sizes. Two hosts with
- * equal hashes put every byte of the model at the same place. */
+/* An xxh3 over what the bytes are (m->content_id: the files' headers and
+ * sizes, or a published generation's checksums) and everything that
+ * places them: each tensor's name, dtype, shape, segment, offset, size
+ * and held part, and the segments' sizes. Two hosts with equal hashes put
+ * the same generation's bytes at the same places. */
 uint64_t peer_layout_hash(const struct model *m);
 
 /* The table of m laid out in a (its memfds are mapped read-only here, and

@@ -72,6 +72,52 @@ def test_a_trainer_publishes(tmp_path):
         srv.stop()
 
 
+def test_publish_tensors_die_with_their_publish(tmp_path):
+    """Issue 37 item 4: a tensor kept past commit() was mapped at the same
+    address as the next publish's segment, and writing to it silently
+    changed the next generation. Now any use of it (or of a view of it)
+    raises, and no later publish lands under it."""
+    d = _mkmodel(tmp_path / "m", "llama-mini", "8M", 2)
+    srv = Server(tmp_path, {"m": d}, extra=["--allow-publish-uid", str(os.getuid())])
+    name = "model.embed_tokens.weight"
+    try:
+        with wsrv.connect(srv.sock, name="trainer") as t:
+            trainer = t.attach("m")
+            want = trainer[name].torch().clone()
+            p = trainer.publish()
+            kept = p[name]
+            view = kept[0]
+            kept.copy_(want)
+            addr = kept.data_ptr()
+            assert p.commit() == 2
+            for use in (lambda: kept.fill_(1), lambda: view.add_(1), lambda: kept.sum(),
+                        lambda: kept.clone()):
+                try:
+                    use()
+                    raise AssertionError("a committed publish's tensor was usable")
+                except ValueError as e:
+                    assert "committed or aborted" in str(e)
+            # The next publish (and an aborted one) map elsewhere.
+            q = trainer.publish()
+            fresh = q[name]
+            base, end = fresh.data_ptr(), fresh.data_ptr() + fresh.numel() * fresh.element_size()
+            assert not base <= addr < end
+            q.abort()
+            try:
+                fresh.zero_()
+                raise AssertionError("an aborted publish's tensor was usable")
+            except ValueError:
+                pass
+            with trainer.publish() as r:
+                r[name].copy_(want * 2)
+            assert r.generation == 3
+            with t.attach("m") as m3:
+                assert torch.equal(m3[name].torch(), want * 2)
+            trainer.close()
+    finally:
+        srv.stop()
+
+
 def test_publish_refused_without_permission(tmp_path):
     d = _mkmodel(tmp_path / "m", "llama-mini", "8M", 2)
     srv = Server(tmp_path, {"m": d})

@@ -138,6 +138,8 @@ _PROTOS = {
     "wsrv_publish_tensor": (ctypes.c_int, [vptr, cstr, P(vptr), P(u64)]),
     "wsrv_publish_commit": (ctypes.c_int, [vptr, P(u64)]),
     "wsrv_publish_abort": (None, [vptr]),
+    "wsrv_publish_keep_reserved": (ctypes.c_int, [vptr]),
+    "wsrv_publish_segment": (ctypes.c_int, [vptr, u32, P(vptr), P(u64)]),
 }
 
 

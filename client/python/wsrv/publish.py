@@ -2,12 +2,80 @@
 """Publishing a new generation from a trainer's own tensors."""
 
 import ctypes
+import errno as _errno
 
 import numpy as np
+import torch
 
 from . import _dtypes
 from ._lib import check, lib
 from .model import torch_of
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.munmap.restype = ctypes.c_int
+
+
+class _Ranges:
+    """The publish's writable ranges. After commit or abort the library
+    leaves them mapped inaccessible (wsrv_publish_keep_reserved), so that
+    no later mapping lands under a tensor kept past them; they are unmapped
+    here once no tensor refers to them."""
+
+    def __init__(self, p):
+        self.closed = False
+        self.ranges = []
+        addr, size = ctypes.c_void_p(), ctypes.c_uint64()
+        i = 0
+        while lib.wsrv_publish_segment(p, i, ctypes.byref(addr), ctypes.byref(size)) == 0:
+            self.ranges.append((addr.value, size.value))
+            i += 1
+
+    def __del__(self):
+        if self.closed:
+            for addr, size in self.ranges:
+                _libc.munmap(addr, size)
+            self.ranges = []
+
+
+class PublishTensor(torch.Tensor):
+    """A tensor over a publish's writable memory. Once the publish is
+    committed or aborted, any use of it (or of a view of it) raises
+    ValueError: its memory is no longer this process's to touch."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        ranges = _ranges_of(args, kwargs)
+        if ranges is not None and ranges.closed:
+            raise ValueError("this tensor belongs to a publish that is committed or aborted: "
+                             "its memory is gone; copy what you need before commit()")
+        out = super().__torch_function__(func, types, args, kwargs)
+        if ranges is not None:
+            _tag(out, ranges)
+        return out
+
+
+def _ranges_of(args, kwargs):
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, (list, tuple)):
+            r = _ranges_of(a, {})
+            if r is not None:
+                return r
+        r = getattr(a, "_wsrv_ranges", None) if isinstance(a, PublishTensor) else None
+        if r is not None:
+            return r
+    return None
+
+
+def _tag(out, ranges):
+    """Views made from a publish's tensor carry its ranges (and so its
+    check, and a reference that keeps the ranges reserved)."""
+    if isinstance(out, PublishTensor) and getattr(out, "_wsrv_ranges", None) is None:
+        out._wsrv_ranges = ranges
+    elif isinstance(out, (list, tuple)):
+        for o in out:
+            _tag(o, ranges)
 
 
 class Publish:
@@ -16,13 +84,16 @@ class Publish:
     it: `p[name].copy_(t)`); `commit()` seals, checksums and publishes it,
     and returns its generation once it serves; `abort()` drops it. As a
     context manager it commits, or aborts on an exception. The tensors it
-    hands out are unmapped by commit and abort: keep none past them."""
+    hands out are unusable after commit and abort (ValueError), and their
+    memory is never reused under them."""
 
     def __init__(self, model):
         self.model = model
         self._p = ctypes.c_void_p()
         check(lib.wsrv_publish_begin(model._client_ptr, model.name.encode(), ctypes.byref(self._p)),
               f"publish {model.name}")
+        check(lib.wsrv_publish_keep_reserved(self._p), f"publish {model.name}")
+        self._ranges = _Ranges(self._p)
 
     def __getitem__(self, name):
         if not self._p:
@@ -31,23 +102,32 @@ class Publish:
         data, size = ctypes.c_void_p(), ctypes.c_uint64()
         check(lib.wsrv_publish_tensor(self._p, name.encode(), ctypes.byref(data), ctypes.byref(size)), name)
         arr = (ctypes.c_char * size.value).from_address(data.value)
-        arr._wsrv_owner = self
         carrier = _dtypes.carrier(t._code) if _dtypes.torch_dtype(t._code) is not None else np.uint8
         a = np.frombuffer(memoryview(arr).cast("B"), dtype=carrier)
         shape = t.shape if _dtypes.itemsize(t._code) else (size.value,)
-        return torch_of(a.reshape(shape), t._code)
+        out = torch_of(a.reshape(shape), t._code).as_subclass(PublishTensor)
+        out._wsrv_ranges = self._ranges
+        return out
+
+    def _close(self):
+        p, self._p = self._p, None
+        if p:
+            self._ranges.closed = True
+        return p
 
     def commit(self):
         """Publishes; the new generation's number once it serves."""
         gen = ctypes.c_uint64()
-        p, self._p = self._p, None
+        p = self._close()
+        if not p:
+            raise ValueError("the publish is committed or aborted")
         check(lib.wsrv_publish_commit(p, ctypes.byref(gen)), f"publish {self.model.name}")
         return gen.value
 
     def abort(self):
-        if self._p:
-            lib.wsrv_publish_abort(self._p)
-            self._p = None
+        p = self._close()
+        if p:
+            lib.wsrv_publish_abort(p)
 
     def __enter__(self):
         return self
@@ -59,5 +139,5 @@ class Publish:
             self.abort()
 
     def __del__(self):
-        self.abort()
-
+        if getattr(self, "_p", None):
+            self.abort()
