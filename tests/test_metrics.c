@@ -218,7 +218,34 @@ static void bad_listen_address_refused(void **st)
 	}
 }
 
+/* 5: issue 37 item 9: after one scrape that the server closed, its port
+ * sat in TIME_WAIT and a server restarted on it failed ("the port is in
+ * use", exit 1: a loop under systemd's Restart=). A port where nothing
+ * listens is free, whatever it holds in TIME_WAIT. */
+static void restart_after_scrape(void **st)
+{
+	char addr[64];
+	int port = free_tcp_port();
+
+	assert_true(port > 0);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	for (int round = 0; round < 2; round++) {
+		struct test_server ts = { 0 };
+		char *body = NULL;
+		int r = server_start(&ts, "m", F.dir[0], "--metrics-listen", addr, NULL);
+		if (r != 0) {
+			size_t n;
+			char *log = (char *)read_file(ts.log, &n);
+			fail_msg("round %d: wsrvd did not start on a port in TIME_WAIT:\n%s", round, log ? log : "");
+		}
+		assert_int_equal(http_get(port, "/metrics", &body), 200);
+		free(body);
+		server_done(&ts);
+	}
+}
+
 FIXTURE_MAIN(F,
+	cmocka_unit_test(restart_after_scrape),
 	cmocka_unit_test(scrape_counts_and_validates),
 	cmocka_unit_test(bad_requests_disturb_nothing),
 	cmocka_unit_test(bad_listen_address_refused),

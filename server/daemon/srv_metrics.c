@@ -122,13 +122,17 @@ static socklen_t addr_len(const struct sockaddr_storage *ss)
 }
 
 /* 0 when nobody listens on ss: a bind without SO_REUSEPORT fails beside
- * any listener, one with it or not. */
+ * any listener, one with it or not. With SO_REUSEADDR, as the listener
+ * itself binds (MHD_OPTION_LISTENING_ADDRESS_REUSE): connections of an
+ * earlier server in TIME_WAIT do not count (one scrape left one there, and
+ * a restart on the same port failed: issue 37 item 9). */
 static int port_free(const struct sockaddr_storage *ss)
 {
-	int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), r;
+	int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), r, one = 1;
 
 	if (fd < 0)
 		return -errno;
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	r = bind(fd, (const struct sockaddr *)ss, addr_len(ss)) < 0 ? -errno : 0;
 	close(fd);
 	return r;
