@@ -16,6 +16,7 @@
 #include "client_internal.h"
 #include "memfd_util.h"
 #include "packet.h"
+#include "pb_text.h"
 #include "sockpath.h"
 #include "transport.h"
 
@@ -53,6 +54,7 @@ static int unbulk(int fd, Wsrv__Response **r)
 {
 	uint64_t size = (*r)->bulk ? (*r)->bulk->size : 0, got;
 	Wsrv__Response *inner;
+	char why[160];
 	void *p;
 	int ret;
 
@@ -70,7 +72,8 @@ static int unbulk(int fd, Wsrv__Response **r)
 		return cl_err(-errno, "cannot map a bulk reply: %s", strerror(errno));
 	inner = wsrv__response__unpack(NULL, size, p);
 	munmap(p, size);
-	if (!inner || inner->body_case == WSRV__RESPONSE__BODY_BULK || inner->seq != (*r)->seq) {
+	if (!inner || inner->body_case == WSRV__RESPONSE__BODY_BULK || inner->seq != (*r)->seq ||
+	    pb_text_check(&inner->base, why, sizeof(why)) < 0) {
 		if (inner)
 			wsrv__response__free_unpacked(inner, NULL);
 		return cl_err(-EBADMSG, "the server sent a malformed bulk reply");
@@ -85,6 +88,7 @@ static int unbulk(int fd, Wsrv__Response **r)
 static int recv_reply(struct cl_wire *w, uint64_t seq, Wsrv__Response **out,
 		      int *fds, int maxfds, int *nfds)
 {
+	char why[160];
 	int got[WSRV_MAX_FDS], n = 0;
 	Wsrv__Response *r = NULL;
 	long len = pkt_recv(w->fd, w->buf, w->max_packet, got, WSRV_MAX_FDS, &n);
@@ -118,7 +122,8 @@ static int recv_reply(struct cl_wire *w, uint64_t seq, Wsrv__Response **out,
 		return cl_err(len == -EMSGSIZE ? -EBADMSG : -ENOTCONN,
 			      "lost the server: %s", strerror((int)-len));
 	r = wsrv__response__unpack(NULL, (size_t)len, w->buf);
-	if (!r || (n > maxfds && !(r->body_case == WSRV__RESPONSE__BODY_BULK && n == 1))) {
+	if (!r || (n > maxfds && !(r->body_case == WSRV__RESPONSE__BODY_BULK && n == 1)) ||
+	    pb_text_check(&r->base, why, sizeof(why)) < 0) {
 		pkt_close_fds(got, n);
 		if (r)
 			wsrv__response__free_unpacked(r, NULL);

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fixture.h"
 #include "wsrv.h"
 
@@ -244,7 +246,97 @@ static void restart_after_scrape(void **st)
 	}
 }
 
+/* A TCP connection to the metrics port from 127.0.0.2 (another address
+ * than the scrapes', which come from 127.0.0.1), or -1. */
+static int connect_from_other(int port)
+{
+	struct sockaddr_in me = { .sin_family = AF_INET }, to = { .sin_family = AF_INET,
+								  .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	me.sin_addr.s_addr = htonl(0x7f000002);
+	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && (bind(fd, (struct sockaddr *)&me, sizeof(me)) < 0 ||
+			connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* 6: issue 37 item 8. 16 connections each sending a header line every
+ * second or so kept /metrics unanswered for as long as they went on (the
+ * 5 s limit was per silence, not per request). Now one address holds 4
+ * connections at most, a scrape from another is answered at once, and a
+ * request not whole within 10 s loses its connection. */
+static void trickling_clients_starve_nobody(void **st)
+{
+	int port = metrics_port(), fds[16], held = 0;
+	double t0 = mono_now();
+	char *body = NULL;
+
+	for (int i = 0; i < 16; i++)
+		fds[i] = connect_from_other(port);
+	for (int i = 0; i < 16; i++)
+		if (fds[i] >= 0 && send(fds[i], "GET /metrics HTTP/1.1\r\n", 24, MSG_NOSIGNAL) == 24)
+			held++;
+	assert_true(held >= 4);
+	assert_int_equal(get("/metrics", &body), 200);
+	free(body);
+	/* Trickle on: every open one is closed by the server within the
+	 * deadline and a tick. */
+	for (int open = 16; open > 0 && mono_now() - t0 < 20;) {
+		open = 0;
+		for (int i = 0; i < 16; i++) {
+			char b;
+			if (fds[i] < 0)
+				continue;
+			if (send(fds[i], "X-A: b\r\n", 8, MSG_NOSIGNAL) != 8 ||
+			    (recv(fds[i], &b, 1, MSG_DONTWAIT) <= 0 && errno != EAGAIN)) {
+				close(fds[i]);
+				fds[i] = -1;
+				continue;
+			}
+			open++;
+		}
+		sleep_ms(1000);
+	}
+	for (int i = 0; i < 16; i++)
+		if (fds[i] >= 0) {
+			close(fds[i]);
+			fail_msg("a trickling connection was open after %.0f s", mono_now() - t0);
+		}
+	assert_int_equal(get("/metrics", NULL), 200);
+}
+
+/* 7: issue 37 item 8: a Hello name that is not UTF-8 text reached the
+ * metrics labels, and Prometheus dropped the whole scrape. Every string a
+ * request carries is checked at the boundary: the Hello is refused. */
+static void non_text_names_refused(void **st)
+{
+	static const char *const bad[] = { "\xff\xfe", "a\x01b", "caf\xc3" };
+	struct wsrv_client *c;
+	char *body;
+
+	for (size_t i = 0; i < 3; i++) {
+		struct wsrv_connect_opts o = { .struct_size = sizeof(o), .client_name = bad[i] };
+		int r = wsrv_connect(F.srv.ts.sock, &o, &c);
+		if (r == 0)
+			wsrv_disconnect(c);
+		assert_int_equal(r, -EBADMSG);
+		assert_non_null(strstr(wsrv_last_error(), "not UTF-8 text"));
+	}
+	struct wsrv_connect_opts ok = { .struct_size = sizeof(ok), .client_name = "caf\xc3\xa9 \"q\" \\" };
+	assert_int_equal(wsrv_connect(F.srv.ts.sock, &ok, &c), 0);
+	wsrv_disconnect(c);
+	body = scrape_until("wsrv_");
+	promtool_passes(body);
+	free(body);
+}
+
 FIXTURE_MAIN(F,
+	cmocka_unit_test(trickling_clients_starve_nobody),
+	cmocka_unit_test(non_text_names_refused),
 	cmocka_unit_test(restart_after_scrape),
 	cmocka_unit_test(scrape_counts_and_validates),
 	cmocka_unit_test(bad_requests_disturb_nothing),

@@ -12,6 +12,7 @@
 
 #include "escape.h"
 #include "log.h"
+#include "pb_text.h"
 #include "srv_reply.h"
 #include "srv_stats.h"
 #include "srv_publish.h"
@@ -401,6 +402,7 @@ void srv_dispatch(struct server *srv, struct session *s, const uint8_t *pkt,
 {
 	Wsrv__Request *q = wsrv__request__unpack(NULL, len, pkt);
 	int kind = q ? (int)q->body_case : 0;
+	char why[160];
 	int rc;
 
 	r->nfds = 0;
@@ -414,6 +416,12 @@ void srv_dispatch(struct server *srv, struct session *s, const uint8_t *pkt,
 		rc = -EPROTO;
 	} else if (!q) {
 		srv_reply_error(r, 0, EBADMSG, "the packet is not a wsrv Request");
+		rc = -EBADMSG;
+	} else if (pb_text_check(&q->base, why, sizeof(why)) < 0) {
+		srv_reply_error(r, q->seq, EBADMSG, "%s", why);
+		if (!s->hello)
+			s->closing = true;
+		wsrv__request__free_unpacked(q, NULL);
 		rc = -EBADMSG;
 	} else if (fd >= 0 && q->body_case != WSRV__REQUEST__BODY_REGION_COMMIT) {
 		srv_reply_error(r, q->seq, EBADMSG, "only RegionCommit comes with a file descriptor (closed)");

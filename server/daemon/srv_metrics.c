@@ -2,8 +2,11 @@
 /* srv_metrics.c - the HTTP side of --metrics-listen (srv_metrics.h).
  *
  * Limits, so that a scraper can never disturb serving: 16 connections at
- * once, 5 s for a request before the connection is dropped (a slow
- * client), 16 KiB for a request's headers (larger ones get MHD's 4xx), GET
+ * once, 4 from any one address, 5 s of silence before a connection is
+ * dropped, and 10 s for a whole connection however busy it keeps (a
+ * client trickling a header line every few seconds held a connection for
+ * as long as it went on, and 16 of them kept /metrics from everyone:
+ * issue 37 item 8), 16 KiB for a request's headers (larger ones get MHD's 4xx), GET
  * and HEAD of /metrics only (405 and 404 otherwise), epoll (fds above 1024
  * are fine). */
 #include "srv_metrics.h"
@@ -18,11 +21,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 
 #define METRICS_CONNS 16
+#define METRICS_PER_ADDR 4
 #define METRICS_TIMEOUT_S 5
+#define METRICS_DEADLINE_S 10.0
 #define METRICS_HEADER_BYTES (16u << 10)
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -34,6 +43,11 @@ struct srv_metrics {
 	char *pending;              /* published while the lock was held */
 	size_t pending_len;
 	uint16_t port;
+	pthread_mutex_t conn_lock;  /* conns */
+	struct mconn {
+		int fd;             /* a dup of the connection's socket (ours), or -1 */
+		double since;
+	} conns[METRICS_CONNS];
 };
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *body)
@@ -79,6 +93,63 @@ static enum MHD_Result on_request(void *arg, struct MHD_Connection *c, const cha
 	if (strcmp(url, "/metrics") != 0)
 		return reply(c, MHD_HTTP_NOT_FOUND, "wsrvd serves /metrics only\n");
 	return serve_snapshot(arg, c);
+}
+
+/* MHD tells of each connection: a dup of its socket is kept with its
+ * start, so that srv_metrics_sweep can end it from outside MHD's thread;
+ * the dup is this file's, so its number is never another's. */
+static void on_conn(void *arg, struct MHD_Connection *c, void **ctx, enum MHD_ConnectionNotificationCode code)
+{
+	struct srv_metrics *m = arg;
+	const union MHD_ConnectionInfo *ci;
+	intptr_t slot = (intptr_t)*ctx - 1;
+
+	pthread_mutex_lock(&m->conn_lock);
+	if (code == MHD_CONNECTION_NOTIFY_STARTED &&
+	    (ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD))) {
+		for (slot = 0; slot < METRICS_CONNS && m->conns[slot].fd >= 0; slot++)
+			;
+		if (slot < METRICS_CONNS &&
+		    (m->conns[slot].fd = fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 3)) >= 0) {
+			m->conns[slot].since = mono_now();
+			*ctx = (void *)(slot + 1);
+		}
+	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED && slot >= 0 && slot < METRICS_CONNS) {
+		close(m->conns[slot].fd);
+		m->conns[slot].fd = -1;
+		*ctx = NULL;
+	}
+	pthread_mutex_unlock(&m->conn_lock);
+}
+
+/* A request answered: the connection's next one has its own deadline
+ * (a scraper keeping its connection alive is not slow). */
+static void on_done(void *arg, struct MHD_Connection *c, void **ctx, enum MHD_RequestTerminationCode toe)
+{
+	struct srv_metrics *m = arg;
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	intptr_t slot = ci ? (intptr_t)ci->socket_context - 1 : -1;
+
+	pthread_mutex_lock(&m->conn_lock);
+	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && slot >= 0 && slot < METRICS_CONNS &&
+	    m->conns[slot].fd >= 0 && m->conns[slot].since)
+		m->conns[slot].since = mono_now();
+	pthread_mutex_unlock(&m->conn_lock);
+}
+
+void srv_metrics_sweep(struct srv_metrics *m)
+{
+	double now = mono_now();
+
+	pthread_mutex_lock(&m->conn_lock);
+	for (int i = 0; i < METRICS_CONNS; i++)
+		if (m->conns[i].fd >= 0 && m->conns[i].since && now - m->conns[i].since > METRICS_DEADLINE_S) {
+			log_info("metrics: a request not whole after %.0f s; its connection is closed",
+				 METRICS_DEADLINE_S);
+			(void)shutdown(m->conns[i].fd, SHUT_RDWR);
+			m->conns[i].since = 0; /* once */
+		}
+	pthread_mutex_unlock(&m->conn_lock);
 }
 
 static void mhd_log(void *arg, const char *fmt, va_list ap)
@@ -168,17 +239,24 @@ int srv_metrics_start(const char *addr, bool share_port, struct srv_metrics **ou
 	if (!(m = calloc(1, sizeof(*m))))
 		return err_set(e, -ENOMEM, "out of memory");
 	pthread_mutex_init(&m->lock, NULL);
+	pthread_mutex_init(&m->conn_lock, NULL);
+	for (int i = 0; i < METRICS_CONNS; i++)
+		m->conns[i].fd = -1;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	m->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, m,
 				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 				MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_CONNS,
+				MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)METRICS_PER_ADDR,
+				MHD_OPTION_NOTIFY_CONNECTION, on_conn, m,
+				MHD_OPTION_NOTIFY_COMPLETED, on_done, m,
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_TIMEOUT_S,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)METRICS_HEADER_BYTES,
 				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
 				MHD_OPTION_END);
 	if (!m->d) {
+		pthread_mutex_destroy(&m->conn_lock);
 		pthread_mutex_destroy(&m->lock);
 		free(m);
 		return err_set(e, -EADDRNOTAVAIL, "--metrics-listen %s: cannot listen there (in use, or not this host's)", addr);
@@ -214,6 +292,10 @@ void srv_metrics_stop(struct srv_metrics *m)
 	if (!m)
 		return;
 	MHD_stop_daemon(m->d);
+	for (int i = 0; i < METRICS_CONNS; i++)
+		if (m->conns[i].fd >= 0)
+			close(m->conns[i].fd);
+	pthread_mutex_destroy(&m->conn_lock);
 	pthread_mutex_destroy(&m->lock);
 	free(m->text);
 	free(m->pending);
@@ -227,6 +309,7 @@ void srv_metrics_tick(struct server *srv)
 
 	if (!srv->metrics)
 		return;
+	srv_metrics_sweep(srv->metrics);
 	if (srv_metrics_render(srv, &text, &len) == 0)
 		srv_metrics_publish(srv->metrics, text, len);
 }

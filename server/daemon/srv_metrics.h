@@ -31,6 +31,10 @@ uint16_t srv_metrics_port(const struct srv_metrics *m);
  * it from then on. Never blocks. */
 void srv_metrics_publish(struct srv_metrics *m, char *text, size_t len);
 
+/* Ends every connection whose request has taken longer than the
+ * deadline (srv_metrics.c); the tick calls it once a second. */
+void srv_metrics_sweep(struct srv_metrics *m);
+
 /* Stops the thread and frees everything; m may be NULL. */
 void srv_metrics_stop(struct srv_metrics *m);
 

@@ -1,0 +1,18 @@
+// SPDX-License-Identifier: MIT
+/* pb_text.h - every string a wire message carries is text: valid UTF-8
+ * with no control characters but tab and newline. protobuf-c accepts any
+ * bytes in a string field; what a peer sends reaches logs, metrics labels
+ * (a non-UTF-8 client name made /metrics unparseable: issue 37 item 8) and
+ * status output, so both ends check at the boundary, once, for every
+ * field of every message, nested and repeated ones included. */
+#ifndef WSRV_PB_TEXT_H
+#define WSRV_PB_TEXT_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stddef.h>
+
+/* 0 when every string field of m (recursively) is text; else -EBADMSG
+ * with the first bad field's name in why (len bytes). */
+int pb_text_check(const ProtobufCMessage *m, char *why, size_t len);
+
+#endif
