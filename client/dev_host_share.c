@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* dev_host_share.c - the host backend's device regions: a memfd placed on
  * the device's NUMA node, written through the writer's mapping, then
- * sealed against writes (F_SEAL_FUTURE_WRITE) and remapped read-only
- * before it is handed on;
+ * remapped read-only and sealed against writes (F_SEAL_WRITE) before it
+ * is handed on;
  * readers map it PROT_READ, and the seals stop them (or anyone) from ever
  * mapping it writable. */
 #include <errno.h>
@@ -23,7 +23,7 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-#define SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL)
+#define SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL)
 
 void host_share_info(int node, const char *name, struct dev_share_info *out)
 {
@@ -58,19 +58,25 @@ int host_share_create(int node, size_t len, struct dev_share *sh)
 int host_share_seal(struct dev_share *sh)
 {
 	void *p;
+	int r, ro;
 
-	/* F_SEAL_FUTURE_WRITE: no write() and no writable mapping from now on
-	 * (mmap clears VM_MAYWRITE, so mprotect cannot add PROT_WRITE later).
-	 * The writer's own writable mapping is then replaced in place by a
-	 * read-only one. */
-	int r = memfd_seal(sh->fd, SEALS);
-
-	if (r < 0)
-		return cl_err(r, "device region: cannot seal it: %s", strerror(-r));
-	p = mmap(sh->ptr, sh->len, PROT_READ, MAP_SHARED | MAP_FIXED, sh->fd, 0);
+	/* The writer's writable mapping is first replaced in place by one
+	 * made from a read-only fd (a shared mapping of the read-write fd
+	 * keeps VM_MAYWRITE even when PROT_READ, and F_SEAL_WRITE refuses
+	 * it); then F_SEAL_WRITE, which the server requires: with no writable
+	 * mapping left anywhere, nobody (the writer included) can change the
+	 * bytes readers see. (F_SEAL_FUTURE_WRITE left a writable mapping
+	 * made before it working: issue 37 item 11.) */
+	if ((ro = memfd_reopen_ro(sh->fd)) < 0)
+		return cl_err(ro, "device region: cannot open it read-only: %s", strerror(-ro));
+	p = mmap(sh->ptr, sh->len, PROT_READ, MAP_SHARED | MAP_FIXED, ro, 0);
+	close(ro);
 	if (p == MAP_FAILED)
 		return cl_err(-errno, "device region: cannot remap it read-only: %s", strerror(errno));
 	sh->writable = false;
+	r = memfd_seal(sh->fd, SEALS);
+	if (r < 0)
+		return cl_err(r, "device region: cannot seal it: %s", strerror(-r));
 	return 0;
 }
 

@@ -17,12 +17,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include "clock.h"
 #include "fixture.h"
+#include "packet.h"
+#include "wsrv.pb-c.h"
 #include "wsrv.h"
 
 static int uid_arg_set(void);
@@ -217,6 +220,38 @@ static void killed_producer(void **st)
 	server_done(&ts);
 }
 
+/* Issue 37 item 12: a producer grew a segment 64 times before committing
+ * (a 33.8 MB memfd for a 3.9 MB model) and the arena took it. The
+ * segments it gets are sealed to their size from the start. */
+static void segments_keep_their_size(void **st)
+{
+	struct test_server ts = { 0 };
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__PublishBegin pb = WSRV__PUBLISH_BEGIN__INIT;
+	int fd, fds[WSRV_MAX_FDS], n = 0;
+	struct stat sb;
+
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-publish-uid", uid_arg, NULL), 0);
+	assert_true((fd = raw_connect(ts.sock)) >= 0);
+	assert_int_equal(raw_hello(fd, "grower"), 0);
+	assert_int_equal(raw_recv_code(fd, NULL, NULL), 0);
+	pb.model = "m";
+	q.body_case = WSRV__REQUEST__BODY_PUBLISH_BEGIN;
+	q.publish_begin = &pb;
+	raw_send(fd, &q, NULL, 0);
+	assert_int_equal(raw_recv_code(fd, fds, &n), 0);
+	assert_true(n >= 2);
+	for (int i = 1; i < n; i++) {
+		assert_int_equal(fstat(fds[i], &sb), 0);
+		assert_int_equal(ftruncate(fds[i], sb.st_size * 64), -1);
+		assert_int_equal(errno, EPERM);
+		assert_int_equal(ftruncate(fds[i], sb.st_size / 2), -1);
+	}
+	pkt_close_fds(fds, n);
+	close(fd);
+	server_done(&ts);
+}
+
 /* 4: nobody publishes by default; two producers at once: one wins. */
 static void who_publishes(void **st)
 {
@@ -324,6 +359,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(never_a_mix),
 	cmocka_unit_test(killed_producer),
 	cmocka_unit_test(who_publishes),
+	cmocka_unit_test(segments_keep_their_size),
 	cmocka_unit_test(ctl_publish_from_files),
 	cmocka_unit_test(published_locked),
 )

@@ -674,6 +674,18 @@ static void hostile_region_requests(void **st)
 	assert_int_equal(ftruncate(mfd, 2 << 20), 0);
 	assert_int_equal(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL), 0);
 	assert_int_equal(raw_commit(fd, id, mfd), EBADF);
+	/* Issue 37 item 11: the right size, sealed with F_SEAL_FUTURE_WRITE
+	 * while the writer keeps a writable mapping it could write through
+	 * after the commit: refused (F_SEAL_WRITE is required). */
+	int fw = memfd_create("fw", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	assert_true(fw >= 0);
+	assert_int_equal(ftruncate(fw, 1 << 20), 0);
+	void *wmap = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fw, 0);
+	assert_true(wmap != MAP_FAILED);
+	assert_int_equal(fcntl(fw, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL), 0);
+	assert_int_equal(raw_commit(fd, id, fw), EBADF);
+	munmap(wmap, 1 << 20);
+	close(fw);
 	/* Not its region; an fd with another request. */
 	assert_int_equal(raw_commit(fd, id + 100, mfd), EPERM);
 	raw_send(fd, &q, &mfd, 1);

@@ -3,6 +3,7 @@
 #include "memfd_util.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -36,6 +37,16 @@ int memfd_new_mapped(const char *name, uint64_t size, void **map)
 	}
 	*map = p;
 	return fd;
+}
+
+int memfd_reopen_ro(int fd)
+{
+	char path[64];
+	int ro;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	ro = open(path, O_RDONLY | O_CLOEXEC);
+	return ro < 0 ? -errno : ro;
 }
 
 int memfd_new_sealed(const char *name, size_t len, void (*fill)(void *map, void *arg), void *arg)

@@ -31,6 +31,11 @@ int memfd_new_mapped(const char *name, uint64_t size, void **map);
  * read-only snapshot for other processes. The fd, or -errno. */
 int memfd_new_sealed(const char *name, size_t len, void (*fill)(void *map, void *arg), void *arg);
 
+/* A read-only fd of the same memfd (through /proc/self/fd): a shared
+ * mapping made from it has no VM_MAYWRITE, so F_SEAL_WRITE can be added
+ * while it stays mapped. The new fd (CLOEXEC), or -errno. */
+int memfd_reopen_ro(int fd);
+
 /* Adds seals to fd: 0 or -errno (-EBUSY: a writable mapping is still
  * there, for F_SEAL_WRITE). */
 int memfd_seal(int fd, int seals);

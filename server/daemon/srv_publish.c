@@ -76,6 +76,12 @@ static int new_segments(struct publish *p, struct errinfo *e)
 		if (p->seg[i] < 0)
 			return err_set(e, p->seg[i], "cannot make a segment of %llu bytes: %s",
 				       (unsigned long long)size, strerror(-p->seg[i]));
+		/* Its size is the layout's, before the producer sees it: a
+		 * producer grew one 64 times before committing, and the arena
+		 * took it (issue 37 item 12). */
+		int r = memfd_seal(p->seg[i], F_SEAL_SHRINK | F_SEAL_GROW);
+		if (r < 0)
+			return err_set(e, r, "cannot seal a segment's size: %s", strerror(-r));
 	}
 	return 0;
 }
