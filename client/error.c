@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 
 #include "client_internal.h"
@@ -12,11 +13,16 @@ static __thread char last[512];
 
 int cl_err(int code, const char *fmt, ...)
 {
+	char msg[sizeof(last)];
 	va_list ap;
 
+	/* Into a buffer of its own first: callers pass wsrv_last_error()
+	 * (which is last) as an argument, and formatting into the buffer
+	 * being read made "...failed: n: in failed: ..." (issue 37 item 15). */
 	va_start(ap, fmt);
-	vsnprintf(last, sizeof(last), fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	memcpy(last, msg, sizeof(last));
 	cl_debug("error %d: %s", code, last);
 	return code;
 }

@@ -34,11 +34,9 @@ static int again(struct wsrv_client *c, const char *why)
 
 	snprintf(was, sizeof(was), "%s", why);
 	r = wire_connect(&c->w, c->path, c->timeout_ms, c->name);
-	if (r < 0)
-		cl_wrap(r, "the server went away, and connecting again failed");
-	else if ((r = cl_replay(c)) == 0)
+	if (r == 0 && (r = cl_replay(c)) == 0)
 		return 0;
-	return cl_err(-ENOTCONN, "%s (connecting again: %s)", was, wsrv_last_error());
+	return cl_err(-ENOTCONN, "%s; connecting again failed: %s", was, wsrv_last_error());
 }
 
 int cl_revive(struct wsrv_client *c)

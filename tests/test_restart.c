@@ -334,7 +334,33 @@ static void reload_after_adopt(void **st)
 	free(dir);
 }
 
+/* Issue 37 item 15: when the server had gone and connecting again failed,
+ * the message was formatted into itself ("...connecting again failed:
+ * ... failed: n: in failed: cannot connect..."). Each part now shows once. */
+static void gone_server_message_whole(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_lease lease = { .struct_size = sizeof(lease) };
+	const char *msg, *p;
+
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(server_stop(&ts, SIGKILL), 128 + SIGKILL);
+	assert_true(wsrv_fetch_layer(m, 0, &lease) < 0);
+	msg = wsrv_last_error();
+	if (!(p = strstr(msg, "connecting again")) || strstr(p + 1, "connecting again") ||
+	    strstr(msg, "failed: n:"))
+		fail_msg("a garbled message: %s", msg);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	rm_rf(ts.dir);
+}
+
 FIXTURE_MAIN(F,
+	cmocka_unit_test(gone_server_message_whole),
 	cmocka_unit_test(restart_adopts),
 	cmocka_unit_test(changed_files_reload),
 	cmocka_unit_test(verify_and_partial_store),
