@@ -115,3 +115,35 @@ def test_views_outlive_model_and_client(server):
         m.tensor("model.norm.weight")
     del x
     gc.collect()
+
+
+def test_bad_arguments_refused(server, client):
+    """Issue 37 item 16: attach("m\\x00other") attached m (the C string
+    ended at the NUL), world=0 was taken by state_dict and stream, and
+    float expert ids were truncated. Each is now refused with a reason."""
+    with pytest.raises(ValueError, match="NUL"):
+        client.attach("llama\x00other")
+    with pytest.raises(ValueError, match="NUL"):
+        wsrv.connect(server.sock, name="a\x00b")
+    with client.attach("llama") as m:
+        with pytest.raises(ValueError, match="NUL"):
+            m.tensor("model.embed_tokens.weight\x00x")
+        for rank, world in ((0, 0), (0, -1), (2, 2), (-1, 2)):
+            with pytest.raises(ValueError):
+                m.state_dict(rank=rank, world=world)
+            with pytest.raises(ValueError):
+                wsrv.Stream(m, "host", rank=rank, world=world)
+        with pytest.raises(TypeError):
+            m.state_dict(world=1.0)
+    with client.attach("ds") as m:
+        plan = {"residency": {"layers.*.mlp.experts.*.*": "experts_on_demand"}}
+        with wsrv.Stream(m, "host", plan=plan) as st:
+            for layer in st:
+                if layer.index != 1:
+                    continue
+                for bad in ([1.5], [2.0], torch.tensor([2.0]), np.array([1.0]), [True]):
+                    with pytest.raises(TypeError):
+                        layer.experts(bad)
+                assert len(layer.experts(np.array([2], dtype=np.int64))) == 6
+            with pytest.raises(TypeError):
+                st.prefetch_experts(1, [7.9])

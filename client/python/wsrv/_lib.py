@@ -4,6 +4,7 @@ prototypes. The library is found at $WSRV_LIB, else next to an installed
 package, else by the loader's search (libwsrv.so.1)."""
 
 import ctypes
+import operator
 import ctypes.util
 import os
 
@@ -189,6 +190,37 @@ def check(rc, what=None):
         msg = (lib.wsrv_last_error() or b"").decode("utf-8", "replace")
         raise WsrvError(-rc, f"{what}: {msg}" if what else msg)
     return rc
+
+
+def cstr(value, what="a name"):
+    """value (str) as the C string libwsrv takes. A NUL inside would cut
+    it short there, so that attach("m\\x00other") attached m: refused."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    if "\x00" in value:
+        raise ValueError(f"{what} {value!r} holds a NUL character")
+    return value.encode()
+
+
+def whole(value, what):
+    """value as an int, refusing what is not a whole number (a float, a
+    bool): float expert ids were truncated silently."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an integer, not a bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, not {type(value).__name__} ({value!r})") from None
+
+
+def rank_world(rank, world):
+    """rank and world checked: 1 <= world, 0 <= rank < world."""
+    rank, world = whole(rank, "rank"), whole(world, "world")
+    if world < 1:
+        raise ValueError(f"world must be at least 1, not {world}")
+    if not 0 <= rank < world:
+        raise ValueError(f"rank must be from 0 to {world - 1}, not {rank}")
+    return rank, world
 
 
 def text(b):

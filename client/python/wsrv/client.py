@@ -4,7 +4,7 @@
 import ctypes
 
 from ._lib import (ConnectOpts, ModelInfo, ModelStats, RegionInfo, ServerStats, check, lib, new,
-                   text)
+                   cstr, text)
 from .model import Model
 
 
@@ -22,9 +22,9 @@ class Client:
     """A connection (wsrv.connect). A context manager."""
 
     def __init__(self, socket=None, name=None, timeout_ms=0):
-        opts = new(ConnectOpts, timeout_ms=timeout_ms, client_name=(name or "python").encode())
         self._ptr = ctypes.c_void_p()
-        check(lib.wsrv_connect(socket.encode() if socket else None, ctypes.byref(opts),
+        opts = new(ConnectOpts, timeout_ms=timeout_ms, client_name=cstr(name or "python", "a client name"))
+        check(lib.wsrv_connect(cstr(socket, "a socket path") if socket else None, ctypes.byref(opts),
                                ctypes.byref(self._ptr)), "connect")
 
     def _p(self):
@@ -82,7 +82,7 @@ class Client:
     def reload(self, name, path=None):
         """Asks for a new generation of model name (root or the server's
         user); returns once loading has started."""
-        check(lib.wsrv_reload(self._p(), name.encode(), path.encode() if path else None),
+        check(lib.wsrv_reload(self._p(), cstr(name, "a model name"), cstr(path, "a path") if path else None),
               f"reload {name}")
 
     def attach(self, name):

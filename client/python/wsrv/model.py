@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _dtypes
 from ._lib import (HeldInfo, LayerInfo, Layout, StreamOpts, TensorInfo, View, check, lib, new,
-                   text)
+                   rank_world, cstr, text)
 from .errors import WsrvError
 from .plan import Plan
 
@@ -125,7 +125,7 @@ class Model(Mapping):
 
     def __init__(self, client_ptr, name):
         ptr = ctypes.c_void_p()
-        check(lib.wsrv_attach(client_ptr, name.encode(), ctypes.byref(ptr)), f"attach {name}")
+        check(lib.wsrv_attach(client_ptr, cstr(name, "a model name"), ctypes.byref(ptr)), f"attach {name}")
         self.name = name
         self._client_ptr = client_ptr  # the model holds the C client's reference
         self._h = _ModelHandle(ptr)
@@ -160,7 +160,7 @@ class Model(Mapping):
     def tensor(self, name):
         """The tensor by name; WsrvError(ENOENT) when there is none."""
         ti = new(TensorInfo)
-        check(lib.wsrv_model_find(self._ptr(), name.encode(), ctypes.byref(ti)), name)
+        check(lib.wsrv_model_find(self._ptr(), cstr(name, "a tensor name"), ctypes.byref(ti)), name)
         return Tensor(ti, self._h)
 
     def wait(self, layer=None, timeout=None):
@@ -243,6 +243,7 @@ class Model(Mapping):
         from .stream import open_raw
 
         p = Plan.of(plan)
+        rank, world = rank_world(rank, world)
         s = open_raw(self._ptr(), None, p, new(StreamOpts, slots=1, rank=rank, world=world))
         try:
             return self._views(s, rank)

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from . import _dtypes
-from ._lib import check, lib
+from ._lib import check, cstr, lib
 from .model import torch_of
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -90,7 +90,7 @@ class Publish:
     def __init__(self, model):
         self.model = model
         self._p = ctypes.c_void_p()
-        check(lib.wsrv_publish_begin(model._client_ptr, model.name.encode(), ctypes.byref(self._p)),
+        check(lib.wsrv_publish_begin(model._client_ptr, cstr(model.name), ctypes.byref(self._p)),
               f"publish {model.name}")
         check(lib.wsrv_publish_keep_reserved(self._p), f"publish {model.name}")
         self._ranges = _Ranges(self._p)
@@ -100,7 +100,7 @@ class Publish:
             raise ValueError("the publish is committed or aborted")
         t = self.model[name]
         data, size = ctypes.c_void_p(), ctypes.c_uint64()
-        check(lib.wsrv_publish_tensor(self._p, name.encode(), ctypes.byref(data), ctypes.byref(size)), name)
+        check(lib.wsrv_publish_tensor(self._p, cstr(name, "a tensor name"), ctypes.byref(data), ctypes.byref(size)), name)
         arr = (ctypes.c_char * size.value).from_address(data.value)
         carrier = _dtypes.carrier(t._code) if _dtypes.torch_dtype(t._code) is not None else np.uint8
         a = np.frombuffer(memoryview(arr).cast("B"), dtype=carrier)

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _dtypes
 from ._lib import (CudaOpts, ExpertStats, HostOpts, Sharing, StreamOpts, StreamStats, View,
-                   check, lib, new, text)
+                   check, cstr, lib, new, rank_world, text, whole)
 from .model import array_of, bytes_view, torch_of
 from .plan import Plan
 
@@ -21,9 +21,15 @@ LAYER_ALL = -2147483647 - 1
 
 def _ids(ids):
     """Expert ids (ints, a list, a tensor) as a uint32 array."""
+    dtype = getattr(ids, "dtype", None)
+    if dtype is not None and (getattr(dtype, "is_floating_point", False) or
+                              getattr(dtype, "kind", None) in ("f", "c")):
+        raise TypeError(f"expert ids must be integers, not a tensor of {dtype}")
     if hasattr(ids, "tolist"):
         ids = ids.tolist()
-    ids = [int(i) for i in ids]
+    if not isinstance(ids, (list, tuple)):
+        ids = [ids]
+    ids = [whole(i, "an expert id") for i in ids]
     if any(i < 0 or i >= 1 << 32 for i in ids):
         raise ValueError("expert ids are 0 to 2^32-1")
     return (ctypes.c_uint32 * max(len(ids), 1))(*ids), len(ids)
@@ -40,7 +46,7 @@ def _device(spec, bandwidth_gbps, device_name, numa_node, compute_stream):
     d = ctypes.c_void_p()
     if spec == "host":
         o = new(HostOpts, numa_node=numa_node, bandwidth_gbps=bandwidth_gbps,
-                device_name=device_name.encode() if device_name else None)
+                device_name=cstr(device_name, "device_name") if device_name else None)
         check(lib.wsrv_device_host(ctypes.byref(o), ctypes.byref(d)), "host device")
     elif spec == "cuda" or spec.startswith("cuda:"):
         o = new(CudaOpts, device=int(spec[5:] or 0) if ":" in spec else 0,
@@ -131,6 +137,7 @@ class Stream:
 
     def __init__(self, model, device="host", plan=None, slots=2, rank=0, world=1, share=None,
                  bandwidth_gbps=0.0, device_name=None, numa_node=-1, compute_stream=None):
+        rank, world = rank_world(rank, world)
         self.model, self.device = model, device
         self._h = _StreamHandle(model._h, Plan.of(plan))
         self._h.d = _device(device, bandwidth_gbps, device_name, numa_node, compute_stream)
