@@ -151,6 +151,8 @@ struct server {
 #define SRV_STORED_MAX 256
 	uint32_t stored_models, stored_segs[SRV_STORED_MAX]; /* in systemd's fd store */
 	uint64_t takeover;          /* the session taking the server over; 0: none */
+	double takeover_deadline;   /* when it must have said TakeOverDone */
+	uint64_t takeover_expired;  /* a session whose take-over ran out of time */
 	bool handed_over;           /* it serves now: stop, leaving it the socket */
 	pid_t successor_pid;
 	bool stopping;

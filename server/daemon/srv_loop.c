@@ -7,6 +7,7 @@
  * once no operation of it is in flight.
  */
 #include "srv_loop.h"
+#include "srv_takeover.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -444,6 +445,7 @@ static void on_tick(struct loop *L)
 	}
 	if (now - L->refusals.start >= L->refusals.window)
 		report_suppressed(&L->refusals);
+	takeover_tick(srv);
 	srv_metrics_tick(srv); /* once a second: what a scrape sees */
 	arm_tick(L);
 }
@@ -524,8 +526,10 @@ static void on_cqe(struct loop *L, struct io_uring_cqe *cqe)
 	case OP_RECV: on_recv(L, op->s, cqe->res); break;
 	case OP_SEND: on_send(L, (struct send_op *)op, cqe->res); break;
 	case OP_SIGNAL:
+		/* The loop stops once a take-over under way has ended (main
+		 * loop); meanwhile the signal is not read again. */
 		if (cqe->res == sizeof(L->si))
-			stop(L);
+			L->srv->stop_asked = true;
 		else
 			arm_signal(L);
 		break;
@@ -677,7 +681,9 @@ int srv_run(struct server *srv, int lfd, int lock, struct errinfo *e)
 			n++;
 		}
 		io_uring_cq_advance(&L.ring, n);
-		if ((srv->handed_over || srv->stop_asked) && !srv->stopping)
+		/* A stop asked during a take-over waits for its end: the
+		 * successor holds the socket and the lock by then. */
+		if ((srv->handed_over || (srv->stop_asked && !takeover_pending(srv))) && !srv->stopping)
 			stop(&L);
 		check_accept(&L);
 	}

@@ -11,12 +11,22 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "srv_handover.h"
 #include "srv_reply.h"
 #include "wsrv.pb-c.h"
+
+/* SRV_TAKEOVER_DEADLINE, or WSRV_TEST_TAKEOVER_DEADLINE_S (tests only). */
+static double takeover_limit(void)
+{
+	const char *t = getenv("WSRV_TEST_TAKEOVER_DEADLINE_S");
+
+	return t && atof(t) > 0 ? atof(t) : SRV_TAKEOVER_DEADLINE;
+}
 
 /* Names and fds of everything handed over, into r (the state memfd as
  * r->owned_fd). names has WSRV_MAX_FDS entries of 32 bytes. */
@@ -67,6 +77,13 @@ static int takeover_refuse(struct server *srv, struct session *s, uint64_t seq, 
 		return srv_reply_error(r, seq, EAGAIN, "the server is stopping");
 	if (early_any(srv))
 		return srv_reply_error(r, seq, EAGAIN, "a model is still loading; take the server over once it is loaded");
+	/* A publish or reload under way would be lost (its client left
+	 * waiting for ever: issue 37 item 6): the successor asks again. */
+	if (srv->reload)
+		return srv_reply_error(r, seq, EAGAIN, "a %s is under way; take the server over once it is done",
+				       srv->publish ? "publish" : "reload");
+	if (srv->publish)
+		return srv_reply_error(r, seq, EAGAIN, "a producer is publishing; take the server over once it has committed or aborted");
 	if (need > WSRV_MAX_FDS)
 		return srv_reply_error(r, seq, E2BIG, "a take-over carries at most %d fds; this server holds %u (restart through systemd's fd store instead)",
 				       WSRV_MAX_FDS, need);
@@ -95,6 +112,7 @@ int takeover_offer(struct server *srv, struct session *s, uint64_t seq, struct r
 	resp.take_over = &tr;
 	srv_pack(r, &resp);
 	srv->takeover = s->id;
+	srv->takeover_deadline = mono_now() + takeover_limit();
 	log_info("client %llu (pid %d) is taking the server over: %d fds handed to it",
 		 (unsigned long long)s->id, (int)s->cred.pid, n);
 	return 0;
@@ -103,6 +121,9 @@ int takeover_offer(struct server *srv, struct session *s, uint64_t seq, struct r
 int takeover_done(struct server *srv, struct session *s, uint64_t seq, struct reply *r)
 {
 
+	if (srv->takeover_expired && srv->takeover_expired == s->id)
+		return srv_reply_error(r, seq, ETIMEDOUT, "the take-over took more than %.0f s; this server serves on",
+				       takeover_limit());
 	if (srv->takeover != s->id)
 		return srv_reply_error(r, seq, EPERM, "this client is not taking the server over");
 	srv->handed_over = true;
@@ -112,8 +133,25 @@ int takeover_done(struct server *srv, struct session *s, uint64_t seq, struct re
 	return 0;
 }
 
+bool takeover_pending(const struct server *srv)
+{
+	return srv->takeover && !srv->handed_over;
+}
+
+void takeover_tick(struct server *srv)
+{
+	if (!takeover_pending(srv) || mono_now() < srv->takeover_deadline)
+		return;
+	log_warn("the take-over by client %llu did not finish within %.0f s; serving on (it is told so if it asks)",
+		 (unsigned long long)srv->takeover, takeover_limit());
+	srv->takeover_expired = srv->takeover;
+	srv->takeover = 0;
+}
+
 void takeover_session_gone(struct server *srv, const struct session *s)
 {
+	if (srv->takeover_expired == s->id)
+		srv->takeover_expired = 0;
 	if (srv->takeover != s->id || srv->handed_over)
 		return;
 	srv->takeover = 0;

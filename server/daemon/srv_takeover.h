@@ -3,6 +3,7 @@
 #ifndef WSRV_SRV_TAKEOVER_H
 #define WSRV_SRV_TAKEOVER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "srv.h"
@@ -13,6 +14,17 @@ int takeover_offer(struct server *srv, struct session *s, uint64_t seq, struct r
 /* TakeOverDone from that client: the server stops once the reply is out,
  * leaving the socket to it. */
 int takeover_done(struct server *srv, struct session *s, uint64_t seq, struct reply *r);
+/* Seconds a successor has, from TakeOver, to say TakeOverDone; past
+ * them the take-over is abandoned and this server serves on (a stopped
+ * successor kept every new client waiting: issue 37 item 14). */
+#define SRV_TAKEOVER_DEADLINE 30.0
+
+/* The loop's tick: a take-over past its deadline is abandoned, said why. */
+void takeover_tick(struct server *srv);
+/* Whether a take-over is under way: a stop waits for its end (the old
+ * server unlinked the socket under a successor that had the fds: issue
+ * 37 item 5). */
+bool takeover_pending(const struct server *srv);
 /* The session ends: a take-over it had begun is abandoned. */
 void takeover_session_gone(struct server *srv, const struct session *s);
 

@@ -420,6 +420,25 @@ static int take_when_loaded(const char *path, struct handover *h, int *tconn, st
 	return r;
 }
 
+/* Tells the server taken over (tconn, closed here; -1: none) that this
+ * one serves. 0: serve. A server that went away meanwhile is no reason
+ * not to; one that refuses (the take-over ran past its deadline, and it
+ * serves on) is: -1, and this one must leave it the socket. */
+static int confirm_takeover(int tconn)
+{
+	struct errinfo e;
+	int r;
+
+	if (tconn < 0 || (r = successor_finish(tconn, &e)) == 0)
+		return 0;
+	if (r == -ENOTCONN) {
+		log_warn("the server taken over did not confirm: %s (serving anyway)", e.msg);
+		return 0;
+	}
+	log_err("the server taken over refused the hand-over: %s; it serves on, and this one stops", e.msg);
+	return -1;
+}
+
 /* The listening socket: claimed (srv_listen), or with --take-over received
  * from the running server with everything it serves (into h; *tconn is the
  * connection to confirm on). No server to take over: claimed as usual. */
@@ -645,10 +664,12 @@ static int serve(struct args *a)
 			if (srv.models[i].loading)
 				log_info("model %s: stopped by a signal while loading",
 					 esc(srv.models[i].lm->model->name));
+	} else if (confirm_takeover(tconn) < 0) {
+		close(lfd); /* the running server serves on: its socket stays */
+		close(lock);
+		status = 1;
 	} else {
 		srv.started_wall = h.started;
-		if (tconn >= 0 && successor_finish(tconn, &e) < 0)
-			log_warn("the server taken over did not confirm: %s (serving anyway)", e.msg);
 		handover_store(&srv, &h);
 		handover_done(&h); /* what was not adopted is closed now */
 		if (srv_run(&srv, lfd, lock, &e) < 0) {
