@@ -11,6 +11,9 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -25,6 +28,7 @@
 #include "peer_proto.h"
 #include "peer_table.h"
 #include "peer_ucx.h"
+#include "wsrv.h"
 
 #define TOKEN "the-fleet-token-0123456789"
 
@@ -294,7 +298,277 @@ static void proof_checked(void **s)
 	served_stop(&sv);
 }
 
+/* 9 bytes of UCX's connection header declaring 8 bytes to come, then 200
+ * bytes: UCX 1.13.1 aborts in tcp_sockcm_ep.c:825 on it. Sent from
+ * 127.0.0.1 to port; the connection is closed after 500 ms. */
+static void one_bad_packet(int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	uint8_t pkt[209];
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	uint64_t len = 8;
+
+	assert_true(fd >= 0);
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	memset(pkt, 0xaa, sizeof(pkt));
+	memcpy(pkt, &len, sizeof(len));
+	pkt[8] = 0;
+	(void)!send(fd, pkt, sizeof(pkt), MSG_NOSIGNAL);
+	sleep_ms(500);
+	close(fd);
+}
+
+static bool wait_log(const struct test_server *ts, const char *what, int ms)
+{
+	for (int i = 0; i < ms / 20 && !server_log_has(ts, what); i++)
+		sleep_ms(20);
+	return server_log_has(ts, what);
+}
+
+/* Issue 37 item 1: one packet from any host killed wsrvd (status 134).
+ * Now it ends the peer process only: wsrvd and its clients go on, the
+ * peer process is started again and proves the token as before. */
+static void one_packet_kills_nothing(void **s)
+{
+	struct peer_auth_ctx c;
+	struct wsrv_tensor t;
+	struct served sv;
+	struct raw r;
+	int port;
+
+	(void)s;
+	serve_peers(&sv, &port);
+	one_bad_packet(port);
+	assert_true(wait_log(&sv.ts, "peers: the peer process (pid", 10000));
+	assert_int_equal(kill(sv.ts.pid, 0), 0);
+	assert_int_equal(wsrv_model_tensor(sv.m, 0, &t), 0); /* the client noticed nothing */
+	assert_true(wait_log(&sv.ts, "the peer process serves again", 10000));
+	handshake(port, TOKEN, &r, &c);
+	assert_int_equal(r.table.status, 0);
+	rawc_close(&r);
+	served_stop(&sv);
+}
+
+/* The same packet from outside --peer-allow never reaches UCX: the
+ * connection is closed before a byte is read, and nothing restarts. */
+static void outsider_closed_before_ucx(void **s)
+{
+	char listen[64];
+	struct served sv;
+	int port;
+
+	(void)s;
+	serve_peers(&sv, &port); /* for the token file */
+	served_stop(&sv);
+	port = free_tcp_port();
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+	memset(&sv, 0, sizeof(sv));
+	served_start(&sv, "m", F.dir[0], "--peer-listen", listen, "--peer-allow", "10.0.0.0/8",
+		     "--peer-token", token_path, NULL);
+	one_bad_packet(port);
+	assert_true(wait_log(&sv.ts, "refused before UCX read a byte: not in --peer-allow", 5000));
+	sleep_ms(300);
+	assert_false(server_log_has(&sv.ts, "the peer process (pid"));
+	served_stop(&sv);
+}
+
+/* The listening TCP sockets of pid, as "ADDR:PORT" hex from /proc. */
+static int listening(pid_t pid, char out[][64], int max)
+{
+	char path[48], line[512];
+	unsigned long inodes[256];
+	int n = 0, k = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	for (int fd = 0; fd < 1024 && n < 256; fd++) {
+		char l[64], tgt[64];
+		ssize_t len;
+		snprintf(l, sizeof(l), "%s/%d", path, fd);
+		if ((len = readlink(l, tgt, sizeof(tgt) - 1)) > 0) {
+			tgt[len] = 0;
+			if (sscanf(tgt, "socket:[%lu]", &inodes[n]) == 1)
+				n++;
+		}
+	}
+	snprintf(path, sizeof(path), "/proc/%d/net/tcp", (int)pid);
+	assert_non_null(f = fopen(path, "r"));
+	while (fgets(line, sizeof(line), f) && k < max) {
+		char local[64];
+		unsigned st;
+		unsigned long ino;
+		if (sscanf(line, " %*d: %63s %*s %x %*s %*s %*s %*s %*s %lu", local, &st, &ino) != 3 || st != 0x0A)
+			continue;
+		for (int i = 0; i < n; i++)
+			if (inodes[i] == ino)
+				snprintf(out[k++], 64, "%s", local);
+	}
+	fclose(f);
+	return k;
+}
+
+/* With --peer-listen 127.0.0.1:P, UCX listened on more ports on every
+ * interface. Now everything the peer process listens on is on the named
+ * address (UCX's data lanes take one more port there, behind the same
+ * --peer-allow check). */
+static void only_the_named_address_listens(void **s)
+{
+	char socks[16][64];
+	struct served sv;
+	int port, n, pid = 0;
+	const char *p;
+	size_t len;
+	char *log;
+
+	(void)s;
+	serve_peers(&sv, &port);
+	assert_true(wait_log(&sv.ts, "the peer process is pid ", 5000));
+	log = (char *)read_file(sv.ts.log, &len);
+	assert_non_null(p = strstr(log, "the peer process is pid "));
+	pid = atoi(p + strlen("the peer process is pid "));
+	free(log);
+	n = listening(pid, socks, 16);
+	assert_true(n >= 1);
+	for (int i = 0; i < n; i++)
+		if (strncmp(socks[i], "0100007F:", 9) != 0) /* 127.0.0.1 */
+			fail_msg("the peer process listens on %s", socks[i]);
+	served_stop(&sv);
+}
+
+/* A Proof that was right on one connection is wrong on the next (its
+ * Challenge differs); so is one over a wrong server nonce, and a Hello of
+ * a later protocol is refused, not served as this one. */
+static void replay_and_downgrade_refused(void **s)
+{
+	struct peer_trust t = trust_of(TOKEN);
+	struct peer_hello h = { .magic = PEER_MAGIC, .version = PEER_VERSION + 1 };
+	struct peer_proof q = { .magic = PEER_MAGIC }, old;
+	struct peer_auth_ctx c;
+	struct served sv;
+	struct raw r;
+	int port;
+
+	(void)s;
+	serve_peers(&sv, &port);
+	handshake(port, TOKEN, &r, &c);
+	assert_int_equal(r.table.status, 0);
+	assert_int_equal(peer_auth_mac(&t, PEER_SIDE_FILLER, &c, old.mac), 0);
+	rawc_close(&r);
+	/* Replayed: the same nonce, the same proof, a new connection. */
+	struct peer_hello h2 = { .magic = PEER_MAGIC, .version = PEER_VERSION, .layout = c.layout };
+	struct model *m;
+	struct errinfo e;
+	assert_int_equal(model_open("m", F.dir[0], NULL, &m, &e), 0);
+	h2.ntensors = (uint32_t)m->ntensors;
+	model_free(m);
+	memcpy(h2.nonce, c.filler_nonce, PEER_NONCE_LEN);
+	snprintf(h2.model, sizeof(h2.model), "m");
+	rawc_open(&r, port);
+	rawc_send(&r, PEER_AM_HELLO, &h2, sizeof(h2));
+	rawc_wait(&r, &r.got_chal);
+	assert_memory_not_equal(r.chal.nonce, c.server_nonce, PEER_NONCE_LEN);
+	old.magic = PEER_MAGIC;
+	rawc_send(&r, PEER_AM_PROOF, &old, sizeof(old));
+	rawc_wait(&r, &r.got_table);
+	assert_int_equal(r.table.status, -EACCES);
+	rawc_close(&r);
+	/* A wrong server nonce in the proof. */
+	rawc_open(&r, port);
+	assert_int_equal(peer_auth_nonce(h2.nonce), 0);
+	rawc_send(&r, PEER_AM_HELLO, &h2, sizeof(h2));
+	rawc_wait(&r, &r.got_chal);
+	memcpy(c.filler_nonce, h2.nonce, PEER_NONCE_LEN);
+	memcpy(c.server_nonce, r.chal.nonce, PEER_NONCE_LEN);
+	c.server_nonce[0] ^= 1;
+	assert_int_equal(peer_auth_mac(&t, PEER_SIDE_FILLER, &c, q.mac), 0);
+	rawc_send(&r, PEER_AM_PROOF, &q, sizeof(q));
+	rawc_wait(&r, &r.got_table);
+	assert_int_equal(r.table.status, -EACCES);
+	rawc_close(&r);
+	/* Another protocol version. */
+	snprintf(h.model, sizeof(h.model), "m");
+	rawc_open(&r, port);
+	rawc_send(&r, PEER_AM_HELLO, &h, sizeof(h));
+	rawc_wait(&r, &r.got_table);
+	assert_int_equal(r.table.status, -EPROTONOSUPPORT);
+	assert_false(r.got_chal);
+	rawc_close(&r);
+	served_stop(&sv);
+}
+
+/* A "peer" that answers anything with the packet above: the filler's
+ * UCX met it in the fill's process, which may end; wsrvd reads the model
+ * from its files and serves it. */
+static void *fake_peer(void *arg)
+{
+	int lfd = *(int *)arg;
+
+	for (int k = 0; k < 8; k++) {
+		int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		uint8_t buf[4096], pkt[209];
+		uint64_t len = 8;
+		if (c < 0)
+			break;
+		(void)!recv(c, buf, sizeof(buf), 0);
+		memset(pkt, 0xaa, sizeof(pkt));
+		memcpy(pkt, &len, sizeof(len));
+		pkt[8] = 0;
+		(void)!send(c, pkt, sizeof(pkt), MSG_NOSIGNAL);
+		sleep_ms(200);
+		close(c);
+	}
+	return NULL;
+}
+
+static void filler_survives_garbage(void **s)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sa);
+	struct served sv;
+	struct wsrv_stats *st;
+	struct wsrv_model_stats ms;
+	char from[64];
+	pthread_t th;
+	int lfd, port;
+
+	(void)s;
+	serve_peers(&sv, &port); /* for the token file */
+	served_stop(&sv);
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(lfd, 8), 0);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&sa, &sl), 0);
+	snprintf(from, sizeof(from), "127.0.0.1:%d", ntohs(sa.sin_port));
+	assert_int_equal(pthread_create(&th, NULL, fake_peer, &lfd), 0);
+	memset(&sv, 0, sizeof(sv));
+	served_start(&sv, "m", F.dir[0], "--fill-from", from, "--fill-wait", "2", "--peer-token", token_path,
+		     NULL);
+	assert_int_equal(kill(sv.ts.pid, 0), 0);
+	/* UCX 1.13.1 aborts on the answer: in the fill's process. */
+	assert_true(server_log_has(&sv.ts, "the fill's process"));
+	assert_int_equal(wsrv_stats(sv.cl, &st), 0);
+	assert_int_equal(wsrv_stats_model(st, 0, &ms), 0);
+	struct model *m;
+	struct errinfo e;
+	assert_int_equal(model_open("m", F.dir[0], NULL, &m, &e), 0);
+	assert_int_equal(ms.disk_bytes, m->data_bytes); /* every byte from the files */
+	model_free(m);
+	wsrv_stats_free(st);
+	served_attach(&sv, "m");
+	served_stop(&sv);
+	shutdown(lfd, SHUT_RDWR);
+	pthread_join(th, NULL);
+	close(lfd);
+}
+
 FIXTURE_MAIN(F,
+	cmocka_unit_test(one_packet_kills_nothing),
+	cmocka_unit_test(outsider_closed_before_ucx),
+	cmocka_unit_test(only_the_named_address_listens),
+	cmocka_unit_test(replay_and_downgrade_refused),
+	cmocka_unit_test(filler_survives_garbage),
 	cmocka_unit_test(proofs_bind_everything),
 	cmocka_unit_test(v1_refused_with_a_sentence),
 	cmocka_unit_test(proof_checked),

@@ -21,6 +21,7 @@
 #include "load_args.h"
 #include "model_adopt.h"
 #include "log.h"
+#include "peer_child.h"
 #include "report.h"
 #include "srv_fdlimit.h"
 #include "srv_handover.h"
@@ -689,6 +690,22 @@ static int serve(struct args *a)
 	return status;
 }
 
+/* A fill from peers runs UCX in a forked process (peer_fill.h). UCX's
+ * memory hooks (libucm) take a process-wide lock that the fork can leave
+ * held, and the fill's process then hung in ucp_init (seen in CI-like
+ * runs of a fleet of three); they read their setting when libucm loads,
+ * before main. So wsrvd starts itself again, once, with them off (they
+ * only keep RDMA registration caches right; over TCP they do nothing). An
+ * operator's own UCX_MEM_EVENTS is kept. */
+static void no_ucx_memory_hooks(char **argv)
+{
+	if (getenv("UCX_MEM_EVENTS"))
+		return;
+	setenv("UCX_MEM_EVENTS", "no", 1);
+	execv("/proc/self/exe", argv);
+	/* No /proc: on without the fork's safety (peer fills may hang). */
+}
+
 int main(int argc, char **argv)
 {
 	struct args a = { .srv = { .max_clients = 1024, .max_leases = 4096, .max_attach = 64,
@@ -698,6 +715,9 @@ int main(int argc, char **argv)
 				   .max_client_region_bytes = 256ull << 30 } };
 	int status;
 
+	if (argc == 2 && strcmp(argv[1], PEER_CHILD_ARG) == 0)
+		return peer_child_main(PEER_CHILD_FD); /* the peer process (peer_serve.h) */
+	no_ucx_memory_hooks(argv);
 	log_set_ident("wsrvd");
 	srv_peers_init(&a.peers);
 	if (parse(argc, argv, &a) < 0)

@@ -3,6 +3,10 @@
 #include "peer_fill.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <sys/prctl.h>
+#include <sys/mman.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -40,9 +44,26 @@ struct fill {
 	size_t np;
 	struct fio io;
 	struct peer_hello hello;
+	struct fio_dest dest;       /* where pieces land (the fill's process opens fio) */
 	uint32_t chunk;
 	uint64_t window;
 };
+
+/* What the fill's process leaves for wsrvd (fill_in_process). */
+struct fill_shared {
+	int r;
+	char msg[sizeof(((struct errinfo *)0)->msg)];
+	struct load_source sources[LOAD_MAX_SOURCES];
+};
+
+/* Memory the fill's process writes and wsrvd reads: shared and anonymous,
+ * made before the fork. NULL when out of memory. */
+static void *shared_alloc(size_t n)
+{
+	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
 
 /* Fleet host `owner` of tensor i: cut by held bytes of the layout into N
  * contiguous stretches. (A tensor's bytes here are its held part: all of
@@ -61,7 +82,7 @@ static int alloc_state(struct fill *F, struct errinfo *e)
 {
 	size_t n = F->m->ntensors + 1;
 
-	F->st = calloc(n, 1);
+	F->st = shared_alloc(n); /* the fill's process sets it, wsrvd reads it */
 	F->excl = calloc(n, sizeof(*F->excl));
 	F->next_off = calloc(n, sizeof(*F->next_off));
 	F->busy = calloc(n, sizeof(*F->busy));
@@ -405,7 +426,6 @@ static int fill_loop(struct fill *F, const struct load_opts *o, struct errinfo *
 static int start(struct fill *F, struct errinfo *e)
 {
 	const struct peer_fill_cfg *c = F->cfg;
-	struct fio_dest d;
 	int r;
 
 	F->chunk = c->chunk ? c->chunk : 1u << 20;
@@ -427,8 +447,8 @@ static int start(struct fill *F, struct errinfo *e)
 		}
 	}
 	F->io.changed = true;
-	d = (struct fio_dest){ .arena = F->lm->arena, .map = F->map, .chunk = F->chunk };
-	return F->np ? fio_init(&F->io, F->peers, F->np, &F->hello, c->trust, &d, e) : 0;
+	F->dest = (struct fio_dest){ .arena = F->lm->arena, .map = F->map, .chunk = F->chunk };
+	return 0;
 }
 
 static void fill_finish(struct fill *F)
@@ -439,7 +459,8 @@ static void fill_finish(struct fill *F)
 		free(F->peers[p].tab);
 	if (!F->offered)
 		peer_table_free(F->tab);
-	free(F->st);
+	if (F->st)
+		munmap(F->st, F->m->ntensors + 1);
 	free(F->excl);
 	free(F->next_off);
 	free(F->busy);
@@ -486,6 +507,94 @@ static void log_sources(const struct loaded_model *lm)
 			 lm->sources[i].failures == 1 ? "" : "s");
 }
 
+/* The fill's process: UCX from start to end, so that a peer's bytes that
+ * make UCX abort (issue 37 item 1) end this process, not wsrvd. Pieces
+ * land in the arena's shared pages; F->st and the table (shared too) say
+ * which tensors are whole and checked. Never returns. */
+static void fill_child(struct fill *F, const struct load_opts *o, struct fill_shared *sh)
+{
+	struct errinfo e = { 0 };
+	int r;
+
+	prctl(PR_SET_NAME, "wsrvd-fill");
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* UCX's memory hooks are off in wsrvd from its start (wsrvd.c,
+	 * no_ucx_memory_hooks): their lock may have been held at the fork. */
+	r = fio_init(&F->io, F->peers, F->np, &F->hello, F->cfg->trust, &F->dest, &e);
+	if (r == 0)
+		r = fill_loop(F, o, &e);
+	if (F->io.worker)
+		fio_fini(&F->io);
+	memcpy(sh->sources, F->lm->sources, sizeof(sh->sources));
+	snprintf(sh->msg, sizeof(sh->msg), "%s", r < 0 ? e.msg : "");
+	sh->r = r;
+	_exit(0);
+}
+
+/* Waits for the fill's process; kills it when the load is stopped. Its
+ * wait status, or -ECANCELED. */
+static int reap_fill(pid_t pid, const struct load_opts *o)
+{
+	int status;
+
+	for (;;) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return status;
+		if (o->loader.stop && o->loader.stop()) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			return -ECANCELED;
+		}
+		usleep(2000);
+	}
+}
+
+/* What the fill's process left: its outcome and sources, the checksums
+ * of what it fetched. One that died gave what it had checked; the rest
+ * goes to the files. */
+static int fill_outcome(struct fill *F, pid_t pid, int status, const struct fill_shared *sh,
+			struct errinfo *e)
+{
+	bool whole = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+
+	for (size_t i = 0; i < F->m->ntensors; i++) {
+		if (F->st[i] == T_DONE)
+			F->m->tensors[i].xxh3 = F->tab->xxh3[i];
+		else if (!whole && (F->st[i] == T_NEED || F->st[i] == T_FETCH))
+			F->st[i] = T_DISK;
+	}
+	if (!whole) {
+		log_warn("peers: the fill's process (pid %d) ended (%s %d); what it had not fetched and checked "
+			 "is read from the files", (int)pid, WIFSIGNALED(status) ? "signal" : "exit status",
+			 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+		return 0;
+	}
+	memcpy(F->lm->sources, sh->sources, sizeof(sh->sources));
+	return sh->r < 0 ? err_set(e, sh->r, "%s", sh->msg) : 0;
+}
+
+static int fill_in_process(struct fill *F, const struct load_opts *o, struct errinfo *e)
+{
+	struct fill_shared *sh = shared_alloc(sizeof(*sh));
+	pid_t pid;
+	int status, r;
+
+	if (!sh)
+		return err_set(e, -ENOMEM, "out of memory");
+	pid = fork();
+	if (pid == 0)
+		fill_child(F, o, sh);
+	if (pid < 0) {
+		r = err_set(e, -errno, "peers: cannot start the fill's process: %s", strerror(errno));
+	} else if ((status = reap_fill(pid, o)) == -ECANCELED) {
+		r = err_set(e, -ECANCELED, "the load was stopped");
+	} else {
+		r = fill_outcome(F, pid, status, sh, e);
+	}
+	munmap(sh, sizeof(*sh));
+	return r;
+}
+
 int peer_fill_run(void *arg, struct loaded_model *lm, const struct load_opts *o, struct errinfo *e)
 {
 	struct fill *F = calloc(1, sizeof(*F));
@@ -506,7 +615,7 @@ int peer_fill_run(void *arg, struct loaded_model *lm, const struct load_opts *o,
 	if (r == 0)
 		r = threaded = disk_read(F, o, T_OWN, &own, F->np ? &th : NULL, e);
 	if (r >= 0 && F->np)
-		r = fill_loop(F, o, e);
+		r = fill_in_process(F, o, e);
 	log_debug("model %s: peers done at %.3f s", F->m->name, mono_now() - t0);
 	if (threaded == 1) {
 		pthread_join(th, NULL);

@@ -1,51 +1,50 @@
 // SPDX-License-Identifier: MIT
 /* peer_serve.h - wsrvd --peer-listen: serving loaded (and loading) models
- * to other hosts over UCX, read-only.
+ * to other hosts, read-only, from a process of its own.
  *
- * One thread with its own UCX context, worker and listener. A connection is
- * accepted only from an address in the allow list, must say Hello and prove
- * it knows the token (peer_auth.h) within PEER_HELLO_TIMEOUT seconds, and
- * is bound to one model whose layout matches the filler's. It may then ask
- * for tables and for pieces of tensors the table says are ready; each
- * piece is read from this host's arena (peer_table_read) and sent.
+ * Every byte a peer sends is parsed by UCX, and UCX 1.13 aborts the whole
+ * process on some malformed ones (one 209-byte packet killed wsrvd: issue
+ * 37 item 1). So the UCX side runs in the peer process (peer_child.h:
+ * wsrvd itself again, exec'd), which wsrvd starts, feeds with the tables
+ * it offers (each a memfd the loader writes the readiness into, with the
+ * arena's memfds) and starts again when it dies. Its death costs the
+ * fills in flight from this host (their fillers go on with other peers
+ * or the files) and nothing else: wsrvd's clients do not notice.
  *
- * Why active messages, not RMA: over TCP and shared memory UCX emulates
- * RMA in software, and its emulated put writes wherever the remote side
- * says, with no check against registered memory. A context without
- * UCP_FEATURE_RMA installs no such handler, so nothing a peer sends can
- * write into this process; on RDMA fabrics the rendezvous protocol under
- * the active messages still moves the bytes zero-copy.
+ * In the peer process, before UCX reads a byte, every TCP connection UCX
+ * accepts, on the named port and on the port UCX's data lanes listen on,
+ * is checked against --peer-allow (peer_accept.h), and UCX uses only the
+ * network device that carries the named address.
  */
 #ifndef WSRV_PEER_SERVE_H
 #define WSRV_PEER_SERVE_H
 
 #include <stdint.h>
 
+#include "arena.h"
 #include "errinfo.h"
-#include "peer_table.h"
+#include "model.h"
 #include "peer_trust.h"
 
-#define PEER_MAX_CONNS 64
 #define PEER_MAX_TABLES 64
-#define PEER_MAX_SENDS 64          /* replies in flight per connection */
-#define PEER_HELLO_TIMEOUT 10.0
-#define PEER_REFUSE_GRACE 1.0     /* seconds a refused peer has to read why before the close */
 
 struct peer_serve;
+struct peer_table;
 
 struct peer_serve_counters {
 	uint64_t bytes_served;      /* tensor bytes sent to peers */
 	uint64_t gets;              /* pieces served */
 	uint64_t refused;           /* connections refused: address, token, model, limits */
 	uint32_t conns;             /* open now */
+	uint32_t restarts;          /* times the peer process was started again */
 };
 
-/* Listens on addr ("ADDR:PORT") on its own thread. trust is copied. An
- * address in use fails, unless busy_wait_s > 0 (taking over from a server
- * that still holds it until it exits): then the thread listens as soon as
- * it is free, giving up (logged) after busy_wait_s seconds, and offers
- * are taken meanwhile. On success *out is owned by the caller
- * (peer_serve_stop). */
+/* Starts the peer process listening on addr ("ADDR:PORT"), and waits for
+ * it to say so. trust is copied. An address in use fails, unless
+ * busy_wait_s > 0 (taking over from a server that still holds it until
+ * it exits): then it listens as soon as it is free, giving up (logged)
+ * after busy_wait_s seconds, and offers are taken meanwhile. On success
+ * *out is owned by the caller (peer_serve_stop). */
 int peer_serve_start(const char *addr, const struct peer_trust *trust, double busy_wait_s,
 		     struct peer_serve **out, struct errinfo *e);
 
@@ -59,8 +58,8 @@ int peer_serve_offer(struct peer_serve *ps, struct peer_table *t, struct errinfo
 int peer_serve_offer_loaded(struct peer_serve *ps, const struct model *m, const struct arena *a,
 			    struct errinfo *e);
 
-/* Model name is offered no more (its pending offer dropped too);
- * connections bound to it finish with the table they have. */
+/* Model name is offered no more (connections bound to it finish with the
+ * table they have). */
 void peer_serve_withdraw(struct peer_serve *ps, const char *name);
 
 /* The models this server is about to load (names copied; at most
@@ -72,7 +71,7 @@ void peer_serve_expect(struct peer_serve *ps, const char *const *names, size_t n
 
 void peer_serve_counters(struct peer_serve *ps, struct peer_serve_counters *out);
 
-/* Stops the thread, closes every connection, frees every table. NULL ok. */
+/* Stops the peer process, frees every table. NULL ok. */
 void peer_serve_stop(struct peer_serve *ps);
 
 #endif

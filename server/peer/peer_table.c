@@ -8,10 +8,12 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include "fullio.h"
+#include "memfd_util.h"
 
 uint64_t peer_layout_hash(const struct model *m)
 {
@@ -39,25 +41,41 @@ uint64_t peer_layout_hash(const struct model *m)
 	return h;
 }
 
-static int map_segments(struct peer_table *t, const struct arena *a, struct errinfo *e)
+static size_t al8(size_t n)
+{
+	return (n + 7) & ~(size_t)7;
+}
+
+/* The offsets of a table of n tensors in its memfd. */
+static void table_layout(struct peer_table_head *h, uint32_t n)
+{
+	h->t_off = al8(sizeof(*h));
+	h->xxh3_off = al8(h->t_off + (uint64_t)n * sizeof(struct peer_tensor));
+	h->state_off = al8(h->xxh3_off + (uint64_t)n * sizeof(uint64_t));
+	h->size = al8(h->state_off + n + 1);
+}
+
+/* t's arrays at their places in its mapping. */
+static void table_point(struct peer_table *t, const struct peer_table_head *h)
+{
+	uint8_t *b = t->tmap;
+
+	t->t = (struct peer_tensor *)(b + h->t_off);
+	t->xxh3 = (uint64_t *)(b + h->xxh3_off);
+	t->state = b + h->state_off;
+}
+
+static int hold_segments(struct peer_table *t, const struct arena *a, struct errinfo *e)
 {
 	t->nseg = a->nseg;
-	t->map = calloc(a->nseg, sizeof(*t->map));
-	t->map_len = calloc(a->nseg, sizeof(*t->map_len));
-	if (!a->hugetlb && (t->fd = malloc(a->nseg * sizeof(*t->fd))))
-		for (uint32_t i = 0; i < a->nseg; i++)
-			t->fd[i] = -1;
-	if (!t->map || !t->map_len || (!a->hugetlb && !t->fd))
+	t->hugetlb = a->hugetlb;
+	if (!(t->fd = malloc((a->nseg + 1) * sizeof(*t->fd))))
 		return err_set(e, -ENOMEM, "out of memory");
-	for (uint32_t i = 0; i < a->nseg; i++) {
-		if (t->fd && (t->fd[i] = fcntl(a->seg[i].fd, F_DUPFD_CLOEXEC, 3)) < 0)
+	for (uint32_t i = 0; i < a->nseg; i++)
+		t->fd[i] = -1;
+	for (uint32_t i = 0; i < a->nseg; i++)
+		if ((t->fd[i] = fcntl(a->seg[i].fd, F_DUPFD_CLOEXEC, 3)) < 0)
 			return err_set(e, -errno, "peers: cannot hold segment %u: %s", i, strerror(errno));
-		void *p = mmap(NULL, a->seg[i].size, PROT_READ, MAP_SHARED, a->seg[i].fd, 0);
-		if (p == MAP_FAILED)
-			return err_set(e, -errno, "peers: cannot map segment %u: %s", i, strerror(errno));
-		t->map[i] = p;
-		t->map_len[i] = a->seg[i].size;
-	}
 	return 0;
 }
 
@@ -65,25 +83,117 @@ int peer_table_create(const struct model *m, const struct arena *a, struct peer_
 		      struct errinfo *e)
 {
 	struct peer_table *t = calloc(1, sizeof(*t));
+	struct peer_table_head h = { .magic = PEER_TABLE_MAGIC };
+	char label[160];
 	int r;
 
 	if (!t)
 		return err_set(e, -ENOMEM, "out of memory");
+	t->tfd = -1;
 	snprintf(t->name, sizeof(t->name), "%s", m->name);
 	t->layout = peer_layout_hash(m);
 	t->ntensors = (uint32_t)m->ntensors;
-	t->t = calloc(m->ntensors + 1, sizeof(*t->t));
-	t->xxh3 = calloc(m->ntensors + 1, sizeof(*t->xxh3));
-	t->state = calloc(m->ntensors + 1, 1);
-	if (!t->t || !t->xxh3 || !t->state) {
+	memcpy(h.name, t->name, sizeof(h.name));
+	h.layout = t->layout;
+	h.ntensors = t->ntensors;
+	h.nseg = a->nseg;
+	table_layout(&h, t->ntensors);
+	snprintf(label, sizeof(label), "wsrv:%s:peers", m->name);
+	if ((t->tfd = memfd_new_mapped(label, h.size, &t->tmap)) < 0) {
+		r = t->tfd;
+		t->tfd = -1;
 		peer_table_free(t);
-		return err_set(e, -ENOMEM, "out of memory");
+		return err_set(e, r, "peers: cannot make the table: %s", strerror(-r));
 	}
+	t->tlen = h.size;
+	memcpy(t->tmap, &h, sizeof(h));
+	table_point(t, &h);
 	for (size_t i = 0; i < m->ntensors; i++)
 		t->t[i] = (struct peer_tensor){ m->tensors[i].segment,
 						m->tensors[i].offset + m->tensors[i].part_off,
 						m->tensors[i].part_len };
-	if ((r = map_segments(t, a, e)) < 0) {
+	if ((r = hold_segments(t, a, e)) < 0) {
+		peer_table_free(t);
+		return r;
+	}
+	*out = t;
+	return 0;
+}
+
+/* Whether the imported table's head and entries fit its memfd and the
+ * segments (sizes from fstat). */
+static int import_check(const struct peer_table *t, const struct peer_table_head *h, struct errinfo *e)
+{
+	struct peer_table_head want = *h;
+
+	table_layout(&want, h->ntensors);
+	if (h->magic != PEER_TABLE_MAGIC || h->size != want.size || h->t_off != want.t_off ||
+	    h->xxh3_off != want.xxh3_off || h->state_off != want.state_off || h->size > t->tlen ||
+	    h->nseg != t->nseg || !memchr(h->name, 0, sizeof(h->name)))
+		return err_set(e, -EBADMSG, "peers: a malformed table");
+	for (uint32_t i = 0; i < h->ntensors; i++) {
+		const struct peer_tensor *x = &t->t[i];
+		if (x->seg >= t->nseg || x->off > t->map_len[x->seg] || x->size > t->map_len[x->seg] - x->off)
+			return err_set(e, -EBADMSG, "peers: table entry %u lies outside its segment", i);
+	}
+	return 0;
+}
+
+static int map_imported(struct peer_table *t, struct errinfo *e)
+{
+	struct stat st;
+
+	if (fstat(t->tfd, &st) < 0 || st.st_size < (off_t)sizeof(struct peer_table_head))
+		return err_set(e, -EBADMSG, "peers: a table of no size");
+	t->tlen = (size_t)st.st_size;
+	if ((t->tmap = mmap(NULL, t->tlen, PROT_READ, MAP_SHARED, t->tfd, 0)) == MAP_FAILED) {
+		t->tmap = NULL;
+		return err_set(e, -errno, "peers: cannot map a table: %s", strerror(errno));
+	}
+	t->map = calloc(t->nseg + 1, sizeof(*t->map));
+	t->map_len = calloc(t->nseg + 1, sizeof(*t->map_len));
+	if (!t->map || !t->map_len)
+		return err_set(e, -ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < t->nseg; i++) {
+		void *p;
+		if (fstat(t->fd[i], &st) < 0 || st.st_size <= 0)
+			return err_set(e, -EBADMSG, "peers: segment %u has no size", i);
+		p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, t->fd[i], 0);
+		if (p == MAP_FAILED)
+			return err_set(e, -errno, "peers: cannot map segment %u: %s", i, strerror(errno));
+		t->map[i] = p;
+		t->map_len[i] = (size_t)st.st_size;
+	}
+	return 0;
+}
+
+int peer_table_import(int tfd, int *seg_fds, uint32_t nseg, bool hugetlb, struct peer_table **out,
+		      struct errinfo *e)
+{
+	struct peer_table *t = calloc(1, sizeof(*t));
+	struct peer_table_head h;
+	int r;
+
+	if (!t || !(t->fd = malloc((nseg + 1) * sizeof(int)))) {
+		close(tfd);
+		for (uint32_t i = 0; i < nseg; i++)
+			close(seg_fds[i]);
+		free(t);
+		return err_set(e, -ENOMEM, "out of memory");
+	}
+	t->tfd = tfd;
+	t->nseg = nseg;
+	t->hugetlb = hugetlb;
+	memcpy(t->fd, seg_fds, nseg * sizeof(int));
+	if ((r = map_imported(t, e)) == 0) {
+		memcpy(&h, t->tmap, sizeof(h));
+		table_point(t, &h);
+		t->ntensors = h.ntensors;
+		t->layout = h.layout;
+		memcpy(t->name, h.name, sizeof(t->name));
+		r = import_check(t, &h, e);
+	}
+	if (r < 0) {
 		peer_table_free(t);
 		return r;
 	}
@@ -101,12 +211,13 @@ void peer_table_free(struct peer_table *t)
 	for (uint32_t i = 0; t->fd && i < t->nseg; i++)
 		if (t->fd[i] >= 0)
 			close(t->fd[i]);
+	if (t->tmap)
+		munmap(t->tmap, t->tlen);
+	if (t->tfd >= 0)
+		close(t->tfd);
 	free(t->fd);
 	free(t->map);
 	free(t->map_len);
-	free(t->t);
-	free(t->xxh3);
-	free(t->state);
 	free(t);
 }
 
@@ -130,7 +241,7 @@ int peer_table_read(const struct peer_table *t, uint32_t i, uint64_t off, void *
 {
 	int r;
 
-	if (!t->fd) {
+	if (t->hugetlb) {
 		memcpy(dst, peer_table_ptr(t, i, off), len);
 		return 0;
 	}

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* peer_table.h - what one host offers its peers of one model: where each
- * tensor lies, whether it is loaded yet, and its checksum; with read-only
- * mappings of the arena's segments of its own, so that it outlives the
- * generation it was made from. */
+ * tensor lies, whether it is loaded yet, and its checksum, in a memfd
+ * shared with the process that serves peers; with the arena's memfds of
+ * its own, so that it outlives the generation it was made from. */
 #ifndef WSRV_PEER_TABLE_H
 #define WSRV_PEER_TABLE_H
 
@@ -21,17 +21,33 @@ struct peer_tensor {
 	uint64_t off, size;
 };
 
+/* At the start of a table's memfd, then t[], xxh3[] and state[] at their
+ * offsets: the loader (and a fill's process) write the state, the peer
+ * serving process (peer_child.h) reads it from the same pages. */
+struct peer_table_head {
+	uint64_t magic;             /* PEER_TABLE_MAGIC */
+	char name[128];
+	uint64_t layout;
+	uint32_t ntensors, nseg;
+	uint64_t t_off, xxh3_off, state_off, size;
+};
+#define PEER_TABLE_MAGIC 0x3162617472656570ull /* "peertab1" */
+
 struct peer_table {
 	char name[128];
 	uint64_t layout;
 	uint32_t ntensors;
-	struct peer_tensor *t;      /* owned */
-	uint64_t *xxh3;             /* owned; valid once PEER_READY */
-	uint8_t *state;             /* owned: enum peer_tensor_state, set with release order */
+	struct peer_tensor *t;      /* in the memfd */
+	uint64_t *xxh3;             /* in the memfd; valid once PEER_READY */
+	uint8_t *state;             /* in the memfd: enum peer_tensor_state, set with release order */
+	int tfd;                    /* owned: the table's memfd */
+	void *tmap;                 /* its mapping: read-write where made, read-only where imported */
+	size_t tlen;
 	uint32_t nseg;
-	const uint8_t **map;        /* owned read-only mappings */
+	int *fd;                    /* owned: the arena's memfds again */
+	bool hugetlb;               /* the memfds have no read(): from the mapping */
+	const uint8_t **map;        /* owned read-only mappings (imported tables only) */
 	size_t *map_len;
-	int *fd;                    /* owned: the memfds again (4 KiB arenas), or NULL */
 };
 
 /* An xxh3 over what the bytes are (m->content_id: the files' headers and
@@ -41,10 +57,16 @@ struct peer_table {
  * the same generation's bytes at the same places. */
 uint64_t peer_layout_hash(const struct model *m);
 
-/* The table of m laid out in a (its memfds are mapped read-only here, and
- * for 4 KiB arenas held open, so a may be freed before the table). Nothing is ready. On success *out is
- * owned by the caller (peer_table_free). */
+/* The table of m laid out in a, in a memfd of its own, with a's memfds
+ * held open (so a may be freed before the table). Nothing is ready. On
+ * success *out is owned by the caller (peer_table_free). */
 int peer_table_create(const struct model *m, const struct arena *a, struct peer_table **out,
+		      struct errinfo *e);
+/* Where a table is served from (the peer process): its memfd tfd and the
+ * segments' memfds (nseg of them, hugetlb or not), all owned from now on
+ * (closed on failure too); the table is checked against the memfds'
+ * sizes and the segments mapped read-only. */
+int peer_table_import(int tfd, int *seg_fds, uint32_t nseg, bool hugetlb, struct peer_table **out,
 		      struct errinfo *e);
 void peer_table_free(struct peer_table *t);
 
@@ -55,16 +77,17 @@ void peer_table_set_coming(struct peer_table *t, uint32_t i);
 /* enum peer_tensor_state of tensor i. */
 unsigned peer_table_state(const struct peer_table *t, uint32_t i);
 
-/* Address of tensor i's byte off in the read-only mapping. */
+/* Address of tensor i's byte off in the read-only mapping (imported
+ * tables). */
 static inline const uint8_t *peer_table_ptr(const struct peer_table *t, uint32_t i, uint64_t off)
 {
 	return t->map[t->t[i].seg] + t->t[i].off + off;
 }
 
-/* Copies len bytes of tensor i at off into dst: with pread where the table
- * holds the memfds (each 4 KiB page touched first through a mapping is a
- * fault, which cost more than the transfer: docs/benchmarks.md, issue 23),
- * else from the mapping. 0 or -errno. */
+/* Copies len bytes of tensor i at off into dst (imported tables): with
+ * pread where the memfds have read() (each 4 KiB page touched first
+ * through a mapping is a fault, which cost more than the transfer:
+ * docs/benchmarks.md, issue 23), else from the mapping. 0 or -errno. */
 int peer_table_read(const struct peer_table *t, uint32_t i, uint64_t off, void *dst, size_t len);
 
 #endif

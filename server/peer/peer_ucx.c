@@ -3,7 +3,15 @@
 #include "peer_ucx.h"
 
 #include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+
+#include "log.h"
+#include "peer_trust.h"
 
 int peer_ucx_open(bool wakeup, ucp_context_h *ctx, ucp_worker_h *worker, struct errinfo *e)
 {
@@ -45,4 +53,35 @@ void *peer_ucx_close(ucp_ep_h ep)
 	void *req = ucp_ep_close_nbx(ep, &p);
 
 	return UCS_PTR_IS_PTR(req) ? req : NULL;
+}
+
+/* Whether ifa holds the address ss names. */
+static bool same_ip(const struct sockaddr *a, const struct sockaddr_storage *ss)
+{
+	if (!a || a->sa_family != ss->ss_family)
+		return false;
+	if (a->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)ss)->sin_addr.s_addr;
+	return a->sa_family == AF_INET6 &&
+	       memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)ss)->sin6_addr,
+		      sizeof(struct in6_addr)) == 0;
+}
+
+void peer_ucx_only_device_of(const char *addr)
+{
+	struct sockaddr_storage ss;
+	struct ifaddrs *ifs, *i;
+	struct errinfo e;
+	socklen_t sl;
+
+	if (getenv("UCX_NET_DEVICES") || peer_parse_addr(addr, &ss, &sl, &e) < 0 || getifaddrs(&ifs) < 0)
+		return;
+	for (i = ifs; i; i = i->ifa_next)
+		if (same_ip(i->ifa_addr, &ss)) {
+			setenv("UCX_NET_DEVICES", i->ifa_name, 1);
+			log_debug("peers: UCX uses network device %s only", i->ifa_name);
+			break;
+		}
+	freeifaddrs(ifs);
 }

@@ -26,4 +26,11 @@ bool peer_ucx_record(const ucp_am_recv_param_t *p, const void *data, size_t len,
  * caller frees it (ucp_request_free), after waiting for it if it must. */
 void *peer_ucx_close(ucp_ep_h ep);
 
+/* UCX is to use only the network device that holds addr ("ADDR:PORT"):
+ * its TCP data lanes then listen on that address alone, not on every
+ * interface. Sets UCX_NET_DEVICES, unless the operator set it, before
+ * the context is made; nothing for an address no device holds
+ * (0.0.0.0). */
+void peer_ucx_only_device_of(const char *addr);
+
 #endif
