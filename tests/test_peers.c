@@ -23,6 +23,7 @@
 #include <xxhash.h>
 #include <cmocka.h>
 
+#include "clock.h"
 #include "fdstore_peer.h"
 #include "proc_mem.h"
 #include "helpers.h"
@@ -504,6 +505,33 @@ static void test_corrupt_peer(void **state)
 	}
 }
 
+/* Issue 37 item 7: a peer that sent each piece after 11 s kept a fill
+ * going for more than 300 s, logging only "connected". A piece has 10 s:
+ * past them its peer is given up on, by name, and the files give the
+ * rest, well within the time a fill from files takes plus the limit. */
+static void test_stalled_peer(void **state)
+{
+	static const char *const slow[] = { "WSRV_TEST_PEER_DELAY_MS=11000", NULL };
+	struct test_server a, b;
+	struct sources s;
+	double t0;
+
+	(void)state;
+	fresh_ports();
+	host(&a, 0, slow, true, "--peer-listen", T.addr[0], NULL);
+	t0 = mono_now();
+	host(&b, 1, NULL, true, "--fill-from", T.addr[0], NULL);
+	assert_true(mono_now() - t0 < 30);
+	check_bytes(&b);
+	sources_of(&b, &s);
+	assert_int_equal(s.disk + s.peers, model_bytes());
+	assert_true(s.failures >= 1);
+	assert_true(server_log_has(&b, "sent no piece within 10 s"));
+	assert_int_equal(server_stop(&b, SIGTERM), 0);
+	rm_rf(b.dir);
+	server_done(&a);
+}
+
 /* A peer outside the allow list, or with the wrong token, gets nothing
  * and loads from its files; the server counts the refusals. */
 static void test_refused(void **state)
@@ -724,6 +752,7 @@ int main(void)
 		cmocka_unit_test(test_fleet_partial),
 		cmocka_unit_test(test_peer_killed_mid_fill),
 		cmocka_unit_test(test_corrupt_peer),
+		cmocka_unit_test(test_stalled_peer),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_other_layout_refused),
 		cmocka_unit_test(test_published_not_served_stale),

@@ -3,6 +3,7 @@
 #include "peer_fill.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <sys/prctl.h>
@@ -392,15 +393,44 @@ static bool settled(const struct fill *F, double *first)
 	return all || (*first > 0 && mono_now() - *first > 1.0);
 }
 
+/* Seconds a fill from peers may take in all: a minute, and the bytes to
+ * fetch at FILL_MIN_RATE (a peer slow on every piece, but never past the
+ * piece's limit, would drag a fill on for ever). */
+#define FILL_MIN_RATE 100e6
+static double fill_limit(const struct fill *F)
+{
+	uint64_t bytes = 0;
+
+	for (size_t i = 0; i < F->m->ntensors; i++)
+		if (F->st[i] == T_NEED)
+			bytes += F->m->tensors[i].part_len;
+	return 60.0 + (double)bytes / FILL_MIN_RATE;
+}
+
+/* Past the fill's limit: every peer is given up on, naming it; what is
+ * not fetched yet comes from the files. */
+static void give_up_peers(struct fill *F, double limit)
+{
+	char why[160];
+
+	snprintf(why, sizeof(why), "the fill from peers took more than %.0f s; the rest from the files", limit);
+	for (size_t p = 0; p < F->np; p++)
+		fio_kill(&F->io, p, why);
+}
+
 /* Until every tensor not read here is fetched or left to the files. */
 static int fill_loop(struct fill *F, const struct load_opts *o, struct errinfo *e)
 {
-	double last_status = 0, first = 0;
+	double last_status = 0, first = 0, limit = fill_limit(F), until = mono_now() + limit;
 
 	while (F->left || any_busy(F)) {
 		bool any;
 		if (o->loader.stop && o->loader.stop())
 			return err_set(e, -ECANCELED, "the load was stopped");
+		if (mono_now() > until) {
+			give_up_peers(F, limit);
+			until = INFINITY;
+		}
 		any = fio_progress(&F->io);
 		any |= take_landed(F);
 		connect_peers(F);

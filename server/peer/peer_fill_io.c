@@ -429,6 +429,7 @@ int fio_get(struct fio *f, int peer, uint32_t tensor, uint64_t off, uint32_t len
 	s->dst = dst;
 	s->buf = buf;
 	s->status = 0;
+	s->sent = mono_now();
 	s->done = false;
 	s->get = (struct peer_get){ .req = s->id, .tensor = tensor, .len = len, .off = off };
 	f->peers[peer].slots++;
@@ -461,6 +462,14 @@ bool fio_progress(struct fio *f)
 
 	while (ucp_worker_progress(f->worker))
 		any = true;
+	/* A piece not landed in time: its peer is as good as dead (one that
+	 * sent each piece after 11 s kept a fill going for 300 s and more:
+	 * issue 37 item 7). */
+	for (uint32_t k = 0; k < FIO_MAX_SLOTS; k++) {
+		const struct fslot *s = &f->slots[k];
+		if (s->st != FS_FREE && !s->done && now - s->sent > FIO_PIECE_TIMEOUT)
+			fio_kill(f, (size_t)s->peer, "sent no piece within 10 s of asking; the rest from other peers or the files");
+	}
 	for (size_t i = 0; i < f->npeers; i++) {
 		struct fpeer *fp = &f->peers[i];
 		if (fp->asking && now - fp->asked > FIO_REPLY_TIMEOUT)

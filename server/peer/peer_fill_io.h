@@ -19,6 +19,7 @@
 #define FIO_MAX_SLOTS 2048
 #define FIO_SLOTS_PER_PEER 4       /* Gets in flight per peer, under PEER_MAX_SENDS */
 #define FIO_REPLY_TIMEOUT 10.0     /* seconds a Hello or Status may take */
+#define FIO_PIECE_TIMEOUT 10.0     /* seconds a piece may take, asked to landed */
 
 enum fpeer_state { FP_IDLE, FP_HELLO, FP_READY, FP_DEAD };
 
@@ -63,6 +64,7 @@ struct fslot {
 	                             * fill mapping, or a landing buffer */
 	int buf;                    /* the landing buffer's index, or -1 */
 	int status;                 /* 0, or why the piece failed */
+	double sent;                /* when it was asked for */
 	bool done;                  /* landed (or failed): for the scheduler */
 	struct peer_get get;        /* the request, alive while it is sent */
 };
