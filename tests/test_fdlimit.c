@@ -23,7 +23,8 @@
 #include "wsrv.h"
 
 static struct fixture F = { .tag = "fdlimit", .world_readable = true,
-			    .models = { { "tiny", 2 << 20, .layers = 2, .shards = 1, .seed = 5 } } };
+			    .models = { { "tiny", 2 << 20, .layers = 2, .shards = 1, .seed = 5 },
+					{ "tiny", 96 << 20, .layers = 96, .shards = 1, .seed = 6 } } };
 
 /* The arithmetic, for the common limits. */
 static void fit_arithmetic(void **s)
@@ -118,6 +119,28 @@ static void default_start_fits(void **s)
 	served_stop(&sv);
 }
 
+/* Issue 37 item 10: not root, hard limit 1024, a 96-layer 96 MB model:
+ * its 33 segments left room for 7 clients, and wsrvd refused to start.
+ * Served while loading, it now gets fewer, larger segments, and the
+ * default start serves at least 64 clients. */
+static void many_layers_fit(void **s)
+{
+	struct served sv = { .ts = { .nofile = 1024 } };
+	uint32_t max, fitted;
+
+	if (geteuid() == 0) {
+		sv.ts.uid = 65527;
+		sv.ts.gid = 65527;
+	}
+	served_start(&sv, "m", F.dir[1], NULL);
+	server_max_clients(sv.ts.sock, &max, &fitted);
+	if (max < FD_FIT_WANT_CLIENTS)
+		fail_msg("room for %u clients only:\n%s", max, log_text(&sv.ts));
+	assert_non_null(strstr(log_text(&sv.ts), "get at most 3 segments"));
+	served_attach(&sv, "m");
+	served_stop(&sv);
+}
+
 /* Asked for, a number that fits is kept as asked. */
 static void asked_number_kept(void **s)
 {
@@ -158,6 +181,7 @@ static void budget_holds_when_fitted(void **s)
 FIXTURE_MAIN(F,
 	cmocka_unit_test(fit_arithmetic),
 	cmocka_unit_test(default_start_fits),
+	cmocka_unit_test(many_layers_fit),
 	cmocka_unit_test(asked_number_kept),
 	cmocka_unit_test(budget_holds_when_fitted),
 )

@@ -50,3 +50,12 @@ int fd_fit(const struct fd_fit_in *in, struct fd_fit *out, char *why, size_t n)
 	out->clients_fitted = c < in->clients;
 	return 0;
 }
+
+uint32_t fd_fit_segments(uint64_t limit, uint32_t want)
+{
+	/* Each client: FD_FIT_REPLIES replies of 1 + segments fds in flight. */
+	uint64_t per_reply = limit / ((uint64_t)FD_FIT_WANT_CLIENTS * FD_FIT_REPLIES);
+	uint64_t segs = per_reply > 1 ? per_reply - 1 : 1;
+
+	return segs < 2 ? 2 : segs > want ? want : (uint32_t)segs;
+}

@@ -11,6 +11,17 @@
 
 /* Fewer clients than this is no server: the fit refuses instead. */
 #define FD_FIT_MIN_CLIENTS 8u
+/* What a default start should serve under any limit: models served while
+ * loading get fewer, larger segments where fds are scarce so that this
+ * many clients fit (fd_fit_segments). */
+#define FD_FIT_WANT_CLIENTS 64u
+/* Attach replies a client may have unread (each 1 + segments fds). */
+#define FD_FIT_REPLIES 4u
+
+/* The most segments a model may have so that FD_FIT_WANT_CLIENTS clients
+ * fit under limit (RLIMIT_NOFILE; UINT64_MAX: none), unprivileged: at
+ * least 2, at most want. */
+uint32_t fd_fit_segments(uint64_t limit, uint32_t want);
 
 struct fd_fit_in {
 	uint64_t limit;             /* RLIMIT_NOFILE (UINT64_MAX: none) */

@@ -477,6 +477,26 @@ static int claim(struct args *a, struct server *srv, struct handover *h, int *lf
 
 /* Loads every model into srv (adopting what a predecessor left in h); any
  * failure stops the server from starting. */
+/* Segments of a model served while loading: LOAD_EARLY_SEGMENTS, or
+ * fewer where RLIMIT_NOFILE is low and the server unprivileged (each
+ * segment is an fd in every Attach reply in flight, charged to this user:
+ * a 33-segment model left room for 7 clients under 1024: issue 37 item
+ * 10). */
+static uint32_t early_segments(void)
+{
+	struct rlimit rl;
+	uint32_t n;
+
+	if (geteuid() == 0 || getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_max == RLIM_INFINITY)
+		return LOAD_EARLY_SEGMENTS;
+	n = fd_fit_segments((uint64_t)rl.rlim_max, LOAD_EARLY_SEGMENTS);
+	if (n < LOAD_EARLY_SEGMENTS)
+		log_info("RLIMIT_NOFILE %llu: models served while loading get at most %u segments, so that "
+			 "%u clients fit (a higher LimitNOFILE= gives finer readiness)",
+			 (unsigned long long)rl.rlim_max, n, FD_FIT_WANT_CLIENTS);
+	return n;
+}
+
 static int load_for_serving(struct args *a, struct server *srv, struct handover *h)
 {
 	/* Peers fill from other hosts in their own order; those loads serve
@@ -488,7 +508,7 @@ static int load_for_serving(struct args *a, struct server *srv, struct handover 
 			 "serves once loaded");
 	/* The server's layout option, so that a publish, a reload and an
 	 * adoption lay the model out as the load did. */
-	a->load.early_segments = early ? LOAD_EARLY_SEGMENTS : 0;
+	a->load.early_segments = early ? early_segments() : 0;
 	a->load.model.layer_segments = a->load.early_segments;
 	srv->models = calloc((size_t)a->nmodels, sizeof(*srv->models));
 	if (!srv->models)
