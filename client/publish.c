@@ -4,6 +4,7 @@
  * current generation; commit unmaps them and asks the server to seal,
  * checksum and publish, then waits until the generation serves. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -161,17 +162,20 @@ static int wait_published(struct wsrv_publish *p)
 		struct wsrv_model_info mi;
 		struct wsrv_generation g;
 		struct timespec ts = { 0, 2000000 };
+		char why[256] = "";
 		int found = 0;
 		if (wsrv_list_models(p->c, &l) < 0)
 			return -ENOTCONN;
 		for (size_t i = 0; wsrv_model_list_at(l, i, &mi) == 0; i++)
 			if (strcmp(mi.name, p->model) == 0 && wsrv_model_list_generation(l, i, &g) == 0 &&
-			    !g.retired)
+			    !g.retired) {
 				found = g.generation >= p->generation ? 1 : strstr(g.reload, "failed") ? -1 : 0;
+				snprintf(why, sizeof(why), "%s", g.reload);
+			}
 		wsrv_model_list_free(l);
 		if (found)
-			return found > 0 ? 0 : cl_err(-EIO, "the server could not publish generation %llu",
-						      (unsigned long long)p->generation);
+			return found > 0 ? 0 : cl_err(-EIO, "the server could not publish generation %llu: %s",
+						      (unsigned long long)p->generation, why);
 		nanosleep(&ts, NULL);
 	}
 	return cl_err(-ETIMEDOUT, "generation %llu was not published in an hour", (unsigned long long)p->generation);

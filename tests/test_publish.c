@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -252,6 +254,65 @@ static void segments_keep_their_size(void **st)
 	server_done(&ts);
 }
 
+/* The most time one Stats call took from another client, over ms. */
+static double worst_stats_ms(const char *sock, int ms)
+{
+	struct wsrv_client *c;
+	double worst = 0, end;
+
+	assert_int_equal(wsrv_connect(sock, NULL, &c), 0);
+	for (end = mono_now() + ms / 1e3; mono_now() < end;) {
+		struct wsrv_stats *st;
+		double t0 = mono_now(), took;
+		assert_int_equal(wsrv_stats(c, &st), 0);
+		wsrv_stats_free(st);
+		took = (mono_now() - t0) * 1e3;
+		worst = took > worst ? took : worst;
+		sleep_ms(2);
+	}
+	wsrv_disconnect(c);
+	return worst;
+}
+
+/* Issue 37 item 13: a commit with a page pinned by vmsplice held the
+ * event loop 167 ms (F_SEAL_WRITE waits for pins): every client waited.
+ * The seal is the publish job's now: other clients are answered as
+ * usual, and the commit fails saying why. */
+static void pinned_page_blocks_nobody(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *c;
+	struct wsrv_publish *p;
+	struct iovec iov;
+	int pfd[2], status;
+	uint64_t size;
+	void *d;
+	pid_t pid;
+
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-publish-uid", uid_arg, NULL), 0);
+	pid = fork();
+	if (pid == 0) {
+		int r;
+		if (wsrv_connect(ts.sock, NULL, &c) < 0 || wsrv_publish_begin(c, "m", &p) < 0 ||
+		    wsrv_publish_tensor(p, "lm_head.weight", &d, &size) < 0 || pipe(pfd) < 0)
+			_exit(10);
+		memset(d, 7, 4096);
+		iov = (struct iovec){ .iov_base = d, .iov_len = 4096 };
+		if (vmsplice(pfd[1], &iov, 1, 0) != 4096) /* the page pinned while the pipe holds it */
+			_exit(11);
+		r = wsrv_publish_commit(p, NULL);
+		_exit(r == -EIO && strstr(wsrv_last_error(), "pinned") ? 0 : 12);
+	}
+	double worst = worst_stats_ms(ts.sock, 1500);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	if (worst > 100)
+		fail_msg("a client waited %.0f ms while a publish was sealed", worst);
+	assert_int_equal(publish_pattern(ts.sock, 4, &size), 0); /* the next publish goes through */
+	server_done(&ts);
+}
+
 /* 4: nobody publishes by default; two producers at once: one wins. */
 static void who_publishes(void **st)
 {
@@ -360,6 +421,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(killed_producer),
 	cmocka_unit_test(who_publishes),
 	cmocka_unit_test(segments_keep_their_size),
+	cmocka_unit_test(pinned_page_blocks_nobody),
 	cmocka_unit_test(ctl_publish_from_files),
 	cmocka_unit_test(published_locked),
 )

@@ -197,11 +197,9 @@ int publish_commit(struct server *srv, struct session *s, const Wsrv__PublishCom
 
 	if (!p)
 		return -EPERM;
-	for (uint32_t i = 0; i < p->nseg; i++)
-		if ((ret = memfd_seal(p->seg[i], PUBLISH_SEALS)) < 0)
-			return srv_reply_error(r, seq, ret == -EBUSY ? EBUSY : EIO, "cannot seal segment %u: %s", i,
-					       ret == -EBUSY ? "it is still mapped writable; unmap it before committing"
-							     : strerror(-ret));
+	/* Sealed on the job's thread (publish_work): with a page pinned (by
+	 * vmsplice, or I/O in flight), F_SEAL_WRITE waits for the pin, and
+	 * the loop stood still 167 ms for every client (issue 37 item 13). */
 	if ((ret = gen_job_start(srv, p->model, &publish_ops, p, "a producer's bytes")) < 0) {
 		srv_reply_error(r, seq, -ret, "cannot start publishing: %s", strerror(-ret));
 		return ret;
@@ -209,7 +207,7 @@ int publish_commit(struct server *srv, struct session *s, const Wsrv__PublishCom
 	snprintf(srv->models[p->model].reload, sizeof(srv->models[p->model].reload),
 		 "publishing generation %llu", (unsigned long long)srv->models[p->model].generation + 1);
 	p->session = 0; /* the thread has it now */
-	log_info("publish %u sealed; checksumming", p->id);
+	log_info("publish %u committed; sealing and checksumming", p->id);
 	srv_reply_ok(r, seq);
 	return 0;
 }
@@ -255,6 +253,21 @@ static void published_ids(struct model *m)
 	m->content_id = m->source_id = c;
 }
 
+/* Seals every segment against any change: none may be mapped writable,
+ * or have a page pinned, any more. */
+static int seal_all(struct publish *p, struct errinfo *e)
+{
+	for (uint32_t i = 0; i < p->nseg; i++) {
+		int r = memfd_seal(p->seg[i], PUBLISH_SEALS);
+		if (r == -EBUSY)
+			return err_set(e, r, "cannot seal segment %u: it is still mapped writable, or a page of it is "
+				       "pinned (vmsplice, I/O in flight); unmap it, let the I/O end, and publish again", i);
+		if (r < 0)
+			return err_set(e, r, "cannot seal segment %u: %s", i, strerror(-r));
+	}
+	return 0;
+}
+
 /* On the job's thread: the sealed segments become an arena (locked as
  * the server's loads are), checksummed, with its manifest. */
 static int publish_work(void *arg, const char *name, const char *path, const struct load_opts *o,
@@ -267,6 +280,10 @@ static int publish_work(void *arg, const char *name, const char *path, const str
 
 	if (!lm)
 		return err_set(e, -ENOMEM, "out of memory");
+	if ((r = seal_all(p, e)) < 0) {
+		free(lm);
+		return r;
+	}
 	r = arena_adopt(p->nseg, p->seg, p->m->seg_size, 4096, lock, &lm->arena, e);
 	if (r < 0) {
 		free(lm);
