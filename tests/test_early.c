@@ -315,7 +315,7 @@ static void failed_load_then_stopped(void **st)
  * every byte and checksum right; its calls after that reach the new
  * server (the attach id is the new one). A new server with other weights
  * makes the model stale: -ESTALE. */
-static void restart_mid_load_case(bool slow_again, unsigned other_layers)
+static void restart_mid_load_case_sig(bool slow_again, unsigned other_layers, int sig)
 {
 	struct test_server ts = { 0 };
 	struct wsrv_client *a;
@@ -332,7 +332,10 @@ static void restart_mid_load_case(bool slow_again, unsigned other_layers)
 	assert_int_equal(wsrv_model_wait(m, 5, 0), -ETIMEDOUT);
 	assert_int_equal(wsrv_model_layer(m, 0, &l0), 0);
 	h0 = XXH3_64bits(l0.data, l0.length);
-	assert_int_equal(server_stop(&ts, SIGKILL), 128 + SIGKILL);
+	if (sig == SIGKILL)
+		assert_int_equal(server_stop(&ts, SIGKILL), 128 + SIGKILL);
+	else
+		assert_int_equal(server_stop(&ts, sig), 0);
 	if (other_layers)
 		assert_int_equal(make_model(F.dir[0], "llama-mini", 24 << 20, other_layers, 2, 10), 0);
 	if (slow_again)
@@ -360,6 +363,25 @@ static void restart_mid_load_case(bool slow_again, unsigned other_layers)
 	wsrv_detach(m);
 	wsrv_disconnect(a);
 	server_done(&ts);
+}
+
+static void restart_mid_load_case(bool slow_again, unsigned other_layers)
+{
+	restart_mid_load_case_sig(slow_again, other_layers, SIGKILL);
+}
+
+/* Issue 37 item 17: after SIGTERM (not SIGKILL) and a new wsrvd at once,
+ * the waiting worker got ENOTCONN, then EIO ("the load was stopped"): the
+ * stopped load marked the model failed. A stop is not a failure: the
+ * worker goes on waiting on the new server, as the README says. */
+static void restart_mid_load_sigterm(void **st)
+{
+	restart_mid_load_case_sig(true, 0, SIGTERM);
+}
+
+static void restart_mid_load_sigterm_loaded(void **st)
+{
+	restart_mid_load_case_sig(false, 0, SIGTERM);
 }
 
 static void restart_mid_load(void **st)
@@ -404,5 +426,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(restart_mid_load_loaded),
 	cmocka_unit_test(restart_mid_load_other_weights),
 	cmocka_unit_test(restart_mid_load_same_layout_loading),
+	cmocka_unit_test(restart_mid_load_sigterm),
+	cmocka_unit_test(restart_mid_load_sigterm_loaded),
 	cmocka_unit_test(restart_mid_load_same_layout_loaded),
 )

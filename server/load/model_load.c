@@ -257,9 +257,12 @@ int model_load_finish(struct loaded_model *lm, const struct load_opts *o, struct
 		r = finish_steps(lm, &lo, e);
 	if (r == 0 && t.err)
 		*e = t.e, r = t.err;
-	if (r < 0)
+	/* Stopped (a signal): not a failure of the model. The page stays
+	 * LOADING, so that a waiting worker goes on waiting on the server
+	 * started next, as when this one is killed (issue 37 item 17). */
+	if (r < 0 && r != -ECANCELED)
 		ready_page_fail(&lm->ready, r, ready_track_first_missing(&t), e->msg);
-	else
+	else if (r == 0)
 		lm->pages_sampled = arena_placement(lm->arena, lm->node_pages);
 	if (r == 0)
 		ready_page_done(&lm->ready, lm->manifest_hash);
