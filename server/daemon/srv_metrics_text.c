@@ -260,6 +260,9 @@ static void peers(FILE *f, const struct server *srv)
 	fprintf(f, "wsrv_peer_refused_total %llu\n", (unsigned long long)c.refused);
 	family(f, "wsrv_peer_connections", "gauge", "Peer hosts connected now.");
 	fprintf(f, "wsrv_peer_connections %u\n", c.conns);
+	family(f, "wsrv_peer_process_restarts_total", "counter",
+	       "Times the peer process (UCX, apart from wsrvd) was started again after it ended.");
+	fprintf(f, "wsrv_peer_process_restarts_total %u\n", c.restarts);
 }
 
 int srv_metrics_render(const struct server *srv, char **out, size_t *len)
