@@ -3,7 +3,8 @@
  * input is a sequence of packets (2-byte little-endian length, then the
  * bytes), each decoded and dispatched in one session against a real loaded
  * model, as wsrvd would. Whatever comes in, every reply must be a valid
- * Response that fits in a packet, and the session's books must balance. */
+ * Response of UTF-8 text that fits in a packet, and the session's books
+ * must balance. */
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "mkmodel.h"
+#include "pb_text.h"
 #include "srv.h"
 #include "wsrv.pb-c.h"
 
@@ -71,6 +73,11 @@ static void check_reply(const struct reply *r)
 		__builtin_trap();
 	resp = wsrv__response__unpack(NULL, r->len, r->buf);
 	if (!resp)
+		__builtin_trap();
+	/* Every string the server sends is text, or the client refuses the
+	 * reply (pb_text.h): whatever a request carried. */
+	char why[160];
+	if (pb_text_check(&resp->base, why, sizeof(why)) < 0)
 		__builtin_trap();
 	wsrv__response__free_unpacked(resp, NULL);
 }
