@@ -715,11 +715,17 @@ static int serve(struct args *a)
  * held, and the fill's process then hung in ucp_init (seen in CI-like
  * runs of a fleet of three); they read their setting when libucm loads,
  * before main. So wsrvd starts itself again, once, with them off (they
- * only keep RDMA registration caches right; over TCP they do nothing). An
- * operator's own UCX_MEM_EVENTS is kept. */
+ * only keep RDMA registration caches right; over TCP they do nothing), when
+ * the command line fills from peers. An operator's own UCX_MEM_EVENTS is
+ * kept. */
 static void no_ucx_memory_hooks(char **argv)
 {
-	if (getenv("UCX_MEM_EVENTS"))
+	bool fills = false;
+
+	/* Only a fill forks (an exec costs a restart about 3 ms). */
+	for (char **a = argv + 1; *a && !fills; a++)
+		fills = strncmp(*a, "--fill-from", 11) == 0 || strncmp(*a, "--fleet", 7) == 0;
+	if (!fills || getenv("UCX_MEM_EVENTS"))
 		return;
 	setenv("UCX_MEM_EVENTS", "no", 1);
 	execv("/proc/self/exe", argv);
