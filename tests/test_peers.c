@@ -668,6 +668,41 @@ static void test_published_not_served_stale(void **state)
 	rm_rf(b.dir);
 }
 
+/* The same after a take-over: the successor adopts the published
+ * generation, and its identity is the manifest's (a digest of its
+ * checksums), not its files': a filler from files is refused still. */
+static void test_published_adopted_not_served(void **state)
+{
+	struct test_server a, next, b;
+	struct sources s;
+	char uid[32];
+	int st = 0;
+
+	(void)state;
+	fresh_ports();
+	snprintf(uid, sizeof(uid), "%u", (unsigned)getuid());
+	host(&a, 0, NULL, true, "--peer-listen", T.addr[0], "--allow-publish-uid", uid, NULL);
+	publish_inverted(&a);
+	next = a;
+	assert_int_equal(server_restart_args(&next, "m", T.dir, "--peer-allow", T.nl.net, "--peer-token",
+					     T.token, "--peer-listen", T.addr[0], "--take-over", NULL), 0);
+	for (int i = 0; i < 300 && waitpid(a.pid, &st, WNOHANG) == 0; i++)
+		sleep_ms(100);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(server_wait_ready(&next, 30), 0);
+	host(&b, 1, NULL, true, "--fill-from", T.addr[0], NULL);
+	check_bytes(&b);
+	sources_of(&b, &s);
+	assert_int_equal(s.peers, 0);
+	assert_int_equal(s.disk, model_bytes());
+	sources_of(&next, &s);
+	assert_int_equal(s.served, 0);
+	assert_int_equal(server_stop(&b, SIGTERM), 0);
+	assert_int_equal(server_stop(&next, SIGTERM), 0);
+	rm_rf(a.dir);
+	rm_rf(b.dir);
+}
+
 /* The options that make no sense together, or no sense alone. */
 static void test_options_refused(void **state)
 {
@@ -756,6 +791,7 @@ int main(void)
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_other_layout_refused),
 		cmocka_unit_test(test_published_not_served_stale),
+		cmocka_unit_test(test_published_adopted_not_served),
 	};
 
 	return test_group_run(tests, group_setup, group_teardown);

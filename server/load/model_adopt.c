@@ -79,6 +79,11 @@ static int match(struct model *m, const struct mf_view *v, struct errinfo *e)
 				       m->tensors[i].name);
 		m->tensors[i].xxh3 = v->tensors[i].xxh3;
 	}
+	/* What the bytes are is the manifest's to say: a published generation
+	 * adopted is its checksums' digest, not its files' (peers would
+	 * otherwise offer it to hosts filling from those files). */
+	if (v->h->source_id && v->h->source_id != m->source_id)
+		m->content_id = m->source_id = v->h->source_id;
 	return 0;
 }
 
