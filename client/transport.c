@@ -88,9 +88,9 @@ static int unbulk(int fd, Wsrv__Response **r)
 static int recv_reply(struct cl_wire *w, uint64_t seq, Wsrv__Response **out,
 		      int *fds, int maxfds, int *nfds)
 {
-	char why[160];
 	int got[WSRV_MAX_FDS], n = 0;
 	Wsrv__Response *r = NULL;
+	char why[160];
 	long len = pkt_recv(w->fd, w->buf, w->max_packet, got, WSRV_MAX_FDS, &n);
 
 	/* What the server sent unasked (a new generation) comes first; a
@@ -102,7 +102,7 @@ static int recv_reply(struct cl_wire *w, uint64_t seq, Wsrv__Response **out,
 			pkt_close_fds(got, n);
 			return cl_err(-EBADMSG, "the server sent events and no reply");
 		}
-		if (w->on_event)
+		if (w->on_event && pb_text_check(&r->base, why, sizeof(why)) == 0)
 			w->on_event(w->user, r->event);
 		wsrv__response__free_unpacked(r, NULL);
 		pkt_close_fds(got, n);
@@ -328,6 +328,7 @@ static int read_one(struct cl_wire *w)
 	struct pollfd p = { w->fd, POLLIN, 0 };
 	int fds[WSRV_MAX_FDS], n = 0;
 	Wsrv__Response *r;
+	char why[160];
 	long len;
 
 	if (poll(&p, 1, 0) <= 0)
@@ -339,7 +340,8 @@ static int read_one(struct cl_wire *w)
 		return 0;
 	}
 	r = wsrv__response__unpack(NULL, (size_t)len, w->buf);
-	if (r && r->body_case == WSRV__RESPONSE__BODY_EVENT && w->on_event)
+	if (r && r->body_case == WSRV__RESPONSE__BODY_EVENT && w->on_event &&
+	    pb_text_check(&r->base, why, sizeof(why)) == 0)
 		w->on_event(w->user, r->event);
 	if (r && r->body_case == WSRV__RESPONSE__BODY_GOODBYE)
 		wire_close(w);
