@@ -548,6 +548,9 @@ static void fill_child(struct fill *F, const struct load_opts *o, struct fill_sh
 
 	prctl(PR_SET_NAME, "wsrvd-fill");
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* The peers' counters where wsrvd reads them, however this ends. */
+	for (size_t p = 0; p < F->np; p++)
+		F->peers[p].src = &sh->sources[F->peers[p].src - F->lm->sources];
 	/* UCX's memory hooks are off in wsrvd from its start (wsrvd.c,
 	 * no_ucx_memory_hooks): their lock may have been held at the fork. */
 	r = fio_init(&F->io, F->peers, F->np, &F->hello, F->cfg->trust, &F->dest, &e);
@@ -555,7 +558,6 @@ static void fill_child(struct fill *F, const struct load_opts *o, struct fill_sh
 		r = fill_loop(F, o, &e);
 	if (F->io.worker)
 		fio_fini(&F->io);
-	memcpy(sh->sources, F->lm->sources, sizeof(sh->sources));
 	snprintf(sh->msg, sizeof(sh->msg), "%s", r < 0 ? e.msg : "");
 	sh->r = r;
 	_exit(0);
@@ -587,6 +589,8 @@ static int fill_outcome(struct fill *F, pid_t pid, int status, const struct fill
 {
 	bool whole = WIFEXITED(status) && WEXITSTATUS(status) == 0;
 
+	memcpy(F->lm->sources, sh->sources, sizeof(sh->sources));
+
 	for (size_t i = 0; i < F->m->ntensors; i++) {
 		if (F->st[i] == T_DONE)
 			F->m->tensors[i].xxh3 = F->tab->xxh3[i];
@@ -599,7 +603,6 @@ static int fill_outcome(struct fill *F, pid_t pid, int status, const struct fill
 			 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 		return 0;
 	}
-	memcpy(F->lm->sources, sh->sources, sizeof(sh->sources));
 	return sh->r < 0 ? err_set(e, sh->r, "%s", sh->msg) : 0;
 }
 
@@ -611,6 +614,7 @@ static int fill_in_process(struct fill *F, const struct load_opts *o, struct err
 
 	if (!sh)
 		return err_set(e, -ENOMEM, "out of memory");
+	memcpy(sh->sources, F->lm->sources, sizeof(sh->sources));
 	pid = fork();
 	if (pid == 0)
 		fill_child(F, o, sh);
