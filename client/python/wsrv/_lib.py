@@ -40,7 +40,9 @@ ModelInfo = _struct("ModelInfo", [
 ServerStats = _struct("ServerStats", [
     ("clients", u32), ("attachments", u32), ("open_fds", u32), ("server_version", cstr),
     ("uptime_seconds", dbl), ("leases", u64), ("requests", u64), ("errors", u64),
-    ("clients_total", u64), ("arena_bytes", u64), ("rss_bytes", u64), ("reserved", u64 * 4)])
+    ("clients_total", u64), ("arena_bytes", u64), ("rss_bytes", u64), ("started_unix", dbl),
+    ("first_started_unix", dbl), ("max_clients", u32), ("max_clients_fitted", u32),
+    ("reserved", u64 * 1)])
 ModelStats = _struct("ModelStats", [
     ("attached", u32), ("name", cstr), ("fetches", u64), ("leases", u64), ("arena_bytes", u64),
     ("generation", u64), ("adopted", i32), ("reserved32", u32), ("disk_bytes", u64),
@@ -48,7 +50,7 @@ ModelStats = _struct("ModelStats", [
 RegionInfo = _struct("RegionInfo", [
     ("id", u32), ("holders", u32), ("writer_pid", u32), ("model", cstr), ("device", cstr),
     ("committed", i32), ("kind", i32), ("bytes", u64), ("fingerprint", u64),
-    ("generation", u64), ("age_seconds", dbl), ("reserved", u64 * 4)])
+    ("generation", u64), ("age_seconds", dbl), ("waits", u64), ("reserved", u64 * 3)])
 HostOpts = _struct("HostOpts", [("numa_node", i32), ("bandwidth_gbps", dbl),
                                 ("device_name", cstr), ("reserved", u64 * 3)])
 CudaOpts = _struct("CudaOpts", [("device", i32), ("compute_stream", vptr),
