@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "client_internal.h"
+#include "sorted.h"
 
 static uint64_t name_hash(const char *s, size_t n)
 {
@@ -91,21 +92,17 @@ int cl_find_index(const struct wsrv_model *m, const char *name)
 	return -ENOENT;
 }
 
+static int layer_cmp(const void *key, const void *elem)
+{
+	return sorted_cmp_i32(*(const int32_t *)key, ((const struct mf_layer *)elem)->index);
+}
+
 int cl_layer_nowait(const struct wsrv_model *m, int32_t index, struct wsrv_layer *out)
 {
-	uint32_t lo = 0, hi = m->v.h->nlayers;
+	long i = sorted_index(&index, m->v.layers, m->v.h->nlayers, sizeof(*m->v.layers), layer_cmp);
 
-	while (lo < hi) {
-		uint32_t mid = (lo + hi) / 2;
-		int32_t x = m->v.layers[mid].index;
-		if (x == index) {
-			cl_layer_at_nowait(m, mid, out);
-			return 0;
-		}
-		if (x < index)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return cl_err(-ENOENT, "model %s has no layer %d", m->name, index);
+	if (i < 0)
+		return cl_err(-ENOENT, "model %s has no layer %d", m->name, index);
+	cl_layer_at_nowait(m, (uint32_t)i, out);
+	return 0;
 }

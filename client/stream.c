@@ -13,22 +13,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sorted.h"
 #include "stream_internal.h"
+
+static int layer_cmp(const void *key, const void *elem)
+{
+	return sorted_cmp_i32(*(const int32_t *)key, ((const struct st_layer *)elem)->index);
+}
 
 static int find_pos(const struct wsrv_stream *s, int32_t index)
 {
-	uint32_t lo = 0, hi = s->nlayers;
-
-	while (lo < hi) {
-		uint32_t mid = (lo + hi) / 2;
-		if (s->layers[mid].index == index)
-			return (int)mid;
-		if (s->layers[mid].index < index)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
+	return (int)sorted_index(&index, s->layers, s->nlayers, sizeof(*s->layers), layer_cmp);
 }
 
 static int seq_of(const struct wsrv_stream *s, int pos)

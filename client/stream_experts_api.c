@@ -6,43 +6,36 @@
 #include <string.h>
 
 #include "stream_experts.h"
+#include "sorted.h"
 #include "stream_internal.h"
 
 #define MAX_ASK (1u << 20)          /* ids in one call */
 
 enum mode { HOLD, PIN, PREFETCH };
 
+static int layer_cmp(const void *key, const void *elem)
+{
+	return sorted_cmp_i32(*(const int32_t *)key, ((const struct xp_layer *)elem)->index);
+}
+
+static int expert_cmp(const void *key, const void *elem)
+{
+	return sorted_cmp_u64(*(const uint32_t *)key, ((const struct xp_expert *)elem)->id);
+}
+
 static struct xp_layer *find_layer(struct xp_cache *x, int32_t index)
 {
-	uint32_t lo = 0, hi = x->nlayers;
+	long i = sorted_index(&index, x->layers, x->nlayers, sizeof(*x->layers), layer_cmp);
 
-	while (lo < hi) {
-		uint32_t mid = (lo + hi) / 2;
-		if (x->layers[mid].index == index)
-			return &x->layers[mid];
-		if (x->layers[mid].index < index)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
+	return i < 0 ? NULL : &x->layers[i];
 }
 
 /* The expert of layer L with id, or -1. */
 static long find_expert(const struct xp_cache *x, const struct xp_layer *L, uint32_t id)
 {
-	uint32_t lo = L->first, hi = L->first + L->n;
+	long i = sorted_index(&id, x->ex + L->first, L->n, sizeof(*x->ex), expert_cmp);
 
-	while (lo < hi) {
-		uint32_t mid = (lo + hi) / 2;
-		if (x->ex[mid].id == id)
-			return mid;
-		if (x->ex[mid].id < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
+	return i < 0 ? -1 : (long)L->first + i;
 }
 
 static int layer_of(struct wsrv_stream *s, int32_t layer, struct xp_layer **out)

@@ -13,6 +13,7 @@
 #include "escape.h"
 #include "log.h"
 #include "pb_text.h"
+#include "sorted.h"
 #include "srv_reply.h"
 #include "srv_stats.h"
 #include "srv_publish.h"
@@ -199,20 +200,16 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 	return 0;
 }
 
+static int layer_cmp(const void *key, const void *elem)
+{
+	return sorted_cmp_i32(*(const int32_t *)key, ((const struct model_layer *)elem)->index);
+}
+
 static const struct model_layer *find_layer(const struct model *m, int32_t index)
 {
-	size_t lo = 0, hi = m->nlayers;
+	long i = sorted_index(&index, m->layers, m->nlayers, sizeof(*m->layers), layer_cmp);
 
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (m->layers[mid].index == index)
-			return &m->layers[mid];
-		if (m->layers[mid].index < index)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
+	return i < 0 ? NULL : &m->layers[i];
 }
 
 static int do_fetch(struct server *srv, struct session *s, const Wsrv__FetchLayer *f,
@@ -254,20 +251,14 @@ static int do_fetch(struct server *srv, struct session *s, const Wsrv__FetchLaye
 	return 0;
 }
 
+static int lease_cmp(const void *key, const void *elem)
+{
+	return sorted_cmp_u64(*(const uint64_t *)key, ((const struct lease *)elem)->id);
+}
+
 static int lease_index(const struct session *s, uint64_t id)
 {
-	uint32_t lo = 0, hi = s->nleases;
-
-	while (lo < hi) {
-		uint32_t mid = (lo + hi) / 2;
-		if (s->leases[mid].id == id)
-			return (int)mid;
-		if (s->leases[mid].id < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
+	return (int)sorted_index(&id, s->leases, s->nleases, sizeof(*s->leases), lease_cmp);
 }
 
 static void drop_lease(struct server *srv, struct session *s, uint32_t i)
