@@ -4,6 +4,7 @@
  * session's callback. Nothing here connects again. */
 #include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,32 +86,65 @@ static int unbulk(int fd, Wsrv__Response **r)
 
 /* Receives the reply to seq, skipping nothing: a Goodbye ends the
  * connection; a Bulk reply is read from its memfd. */
-static int recv_reply(struct cl_wire *w, uint64_t seq, Wsrv__Response **out,
-		      int *fds, int maxfds, int *nfds)
+/* Receives packets until one is not an Event, handing each event (its
+ * strings text) to the callback: what the server sent unasked (a new
+ * generation) comes first; a server that sends nothing else is cut off
+ * after a bound (*flood set, -EBADMSG). The length of the packet left in
+ * w->buf with its fds in got (*n), or -errno (no fds left open). */
+static long skip_events(struct cl_wire *w, int *got, int *n, bool *flood)
 {
-	int got[WSRV_MAX_FDS], n = 0;
-	Wsrv__Response *r = NULL;
+	long len = pkt_recv(w->fd, w->buf, w->max_packet, got, WSRV_MAX_FDS, n);
+	Wsrv__Response *r;
 	char why[160];
-	long len = pkt_recv(w->fd, w->buf, w->max_packet, got, WSRV_MAX_FDS, &n);
 
-	/* What the server sent unasked (a new generation) comes first; a
-	 * server that sends nothing else is cut off after a bound. */
-	for (int events = 0; len > 0 && (r = wsrv__response__unpack(NULL, (size_t)len, w->buf)) &&
-	     r->body_case == WSRV__RESPONSE__BODY_EVENT; events++) {
-		if (events == 4096) {
-			wsrv__response__free_unpacked(r, NULL);
-			pkt_close_fds(got, n);
-			return cl_err(-EBADMSG, "the server sent events and no reply");
+	for (int events = 0; len > 0; events++) {
+		r = wsrv__response__unpack(NULL, (size_t)len, w->buf);
+		if (!r || r->body_case != WSRV__RESPONSE__BODY_EVENT) {
+			if (r)
+				wsrv__response__free_unpacked(r, NULL);
+			break;
 		}
 		if (w->on_event && pb_text_check(&r->base, why, sizeof(why)) == 0)
 			w->on_event(w->user, r->event);
 		wsrv__response__free_unpacked(r, NULL);
-		pkt_close_fds(got, n);
-		n = 0;
-		len = pkt_recv(w->fd, w->buf, w->max_packet, got, WSRV_MAX_FDS, &n);
+		pkt_close_fds(got, *n);
+		*n = 0;
+		if (events == 4096) {
+			*flood = true;
+			return cl_err(-EBADMSG, "the server sent events and no reply");
+		}
+		len = pkt_recv(w->fd, w->buf, w->max_packet, got, WSRV_MAX_FDS, n);
 	}
-	if (len > 0 && r)
-		wsrv__response__free_unpacked(r, NULL);
+	return len;
+}
+
+/* What the reply r (with n fds) says is wrong with it: 0, or -errno with
+ * the sentence set. */
+static int check_reply(struct cl_wire *w, const Wsrv__Response *r, uint64_t seq, int n, int maxfds)
+{
+	char why[160];
+
+	if (!r || (n > maxfds && !(r->body_case == WSRV__RESPONSE__BODY_BULK && n == 1)) ||
+	    pb_text_check(&r->base, why, sizeof(why)) < 0)
+		return cl_err(-EBADMSG, "the server sent a malformed reply");
+	if (r->body_case == WSRV__RESPONSE__BODY_GOODBYE) {
+		w->goodbye = true;
+		return cl_err(-ENOTCONN, "the server is stopping");
+	}
+	if (r->seq != seq && r->body_case != WSRV__RESPONSE__BODY_ERROR)
+		return cl_err(-EBADMSG, "the server answered another request");
+	if (r->body_case == WSRV__RESPONSE__BODY_BULK && n != 1)
+		return cl_err(-EBADMSG, "the server sent a bulk reply with %d fds", n);
+	return 0;
+}
+
+static int recv_reply(struct cl_wire *w, uint64_t seq, Wsrv__Response **out,
+		      int *fds, int maxfds, int *nfds)
+{
+	int got[WSRV_MAX_FDS], n = 0, ret;
+	Wsrv__Response *r = NULL;
+	bool flood = false;
+	long len = skip_events(w, got, &n, &flood);
 
 	/* A server that refused us and closed may leave ECONNRESET ahead of
 	 * its Error packet in our queue: the packet is the next receive. */
@@ -118,37 +152,22 @@ static int recv_reply(struct cl_wire *w, uint64_t seq, Wsrv__Response **out,
 		len = pkt_recv(w->fd, w->buf, w->max_packet, got, WSRV_MAX_FDS, &n);
 	if (len == -EAGAIN || len == -EWOULDBLOCK)
 		return cl_err(-ETIMEDOUT, "the server did not answer in time");
+	if (flood)
+		return (int)len;
 	if (len < 0)
-		return cl_err(len == -EMSGSIZE ? -EBADMSG : -ENOTCONN,
-			      "lost the server: %s", strerror((int)-len));
+		return cl_err(len == -EMSGSIZE ? -EBADMSG : -ENOTCONN, "lost the server: %s", strerror((int)-len));
 	r = wsrv__response__unpack(NULL, (size_t)len, w->buf);
-	if (!r || (n > maxfds && !(r->body_case == WSRV__RESPONSE__BODY_BULK && n == 1)) ||
-	    pb_text_check(&r->base, why, sizeof(why)) < 0) {
+	ret = check_reply(w, r, seq, n, maxfds);
+	if (ret == 0 && r->body_case == WSRV__RESPONSE__BODY_BULK) {
+		ret = unbulk(got[0], &r);
+		pkt_close_fds(got, n);
+		n = 0;
+	}
+	if (ret < 0) { /* the one way out of a failure */
 		pkt_close_fds(got, n);
 		if (r)
 			wsrv__response__free_unpacked(r, NULL);
-		return cl_err(-EBADMSG, "the server sent a malformed reply");
-	}
-	if (r->body_case == WSRV__RESPONSE__BODY_GOODBYE) {
-		pkt_close_fds(got, n);
-		wsrv__response__free_unpacked(r, NULL);
-		w->goodbye = true;
-		return cl_err(-ENOTCONN, "the server is stopping");
-	}
-	if (r->seq != seq && r->body_case != WSRV__RESPONSE__BODY_ERROR) {
-		pkt_close_fds(got, n);
-		wsrv__response__free_unpacked(r, NULL);
-		return cl_err(-EBADMSG, "the server answered another request");
-	}
-	if (r->body_case == WSRV__RESPONSE__BODY_BULK) {
-		int ret = n == 1 ? unbulk(got[0], &r)
-			: cl_err(-EBADMSG, "the server sent a bulk reply with %d fds", n);
-		pkt_close_fds(got, n);
-		n = 0;
-		if (ret < 0) {
-			wsrv__response__free_unpacked(r, NULL);
-			return ret;
-		}
+		return ret;
 	}
 	memcpy(fds, got, sizeof(int) * (size_t)n);
 	*nfds = n;
