@@ -497,6 +497,71 @@ static uint32_t early_segments(void)
 	return n;
 }
 
+/* lm (owned by srv from now on) as the next model entry. */
+static void add_entry(struct server *srv, struct loaded_model *lm, uint64_t gen, bool loading)
+{
+	srv->models[srv->nmodels].generation = gen;
+	srv->models[srv->nmodels].loading = loading;
+	srv->models[srv->nmodels++].lm = lm;
+}
+
+/* Model i laid out, its load begun on the early thread later: served
+ * while it loads. */
+static int add_early(struct args *a, struct server *srv, int i, uint64_t gen)
+{
+	struct loaded_model *lm;
+	struct errinfo e;
+
+	if (model_load_begin(a->names[i], a->paths[i], &a->load, &lm, &e) < 0) {
+		log_err("model %s: %s", a->names[i], e.msg);
+		return -EINVAL;
+	}
+	log_info("model %s: laid out in %u segments; serving it while it loads", a->names[i],
+		 lm->arena->nseg);
+	add_entry(srv, lm, gen, true);
+	return 0;
+}
+
+/* Model i loaded whole before serving. */
+static int add_loaded(struct args *a, struct server *srv, int i, uint64_t gen)
+{
+	struct loaded_model *lm;
+	struct errinfo e;
+
+	a->load.loader.progress = true;
+	a->load.loader.stop = stop_requested;
+	if (model_load(a->names[i], a->paths[i], &a->load, &lm, &e) < 0) {
+		if (stop_requested())
+			log_info("model %s: stopped by a signal while loading", a->names[i]);
+		else
+			log_err("model %s: %s", a->names[i], e.msg);
+		return -EINVAL;
+	}
+	report_log_loaded(lm);
+	add_entry(srv, lm, gen, false);
+	return 0;
+}
+
+/* Model i: adopted from a predecessor (and offered to peers), or loaded,
+ * while serving (early) or before. */
+static int serve_model(struct args *a, struct server *srv, struct handover *h, int i, bool early)
+{
+	struct loaded_model *lm;
+	struct errinfo e;
+	uint64_t gen = 0;
+
+	if ((lm = adopt(a, i, h, &gen))) {
+		add_entry(srv, lm, gen ? gen : 1, false);
+		if (srv->peers && peer_serve_offer_loaded(srv->peers, lm->model, lm->arena, &e) < 0)
+			log_warn("model %s: not offered to peers: %s", a->names[i], e.msg);
+		return 0;
+	}
+	/* Loaded again where a predecessor served other bytes: a new
+	 * generation, so its clients learn their mapping is not it. */
+	gen = gen + 1;
+	return early ? add_early(a, srv, i, gen) : add_loaded(a, srv, i, gen);
+}
+
 static int load_for_serving(struct args *a, struct server *srv, struct handover *h)
 {
 	/* Peers fill from other hosts in their own order; those loads serve
@@ -513,47 +578,9 @@ static int load_for_serving(struct args *a, struct server *srv, struct handover 
 	srv->models = calloc((size_t)a->nmodels, sizeof(*srv->models));
 	if (!srv->models)
 		return -ENOMEM;
-	for (int i = 0; i < a->nmodels; i++) {
-		struct loaded_model *lm;
-		struct errinfo e;
-		uint64_t gen = 1;
-
-		gen = 0;
-		if ((lm = adopt(a, i, h, &gen))) {
-			srv->models[srv->nmodels].generation = gen ? gen : 1;
-			srv->models[srv->nmodels++].lm = lm;
-			if (srv->peers && peer_serve_offer_loaded(srv->peers, lm->model, lm->arena, &e) < 0)
-				log_warn("model %s: not offered to peers: %s", a->names[i], e.msg);
-			continue;
-		}
-		/* Loaded again where a predecessor served other bytes: a new
-		 * generation, so its clients learn their mapping is not it. */
-		gen = gen + 1;
-		if (early) {
-			if (model_load_begin(a->names[i], a->paths[i], &a->load, &lm, &e) < 0) {
-				log_err("model %s: %s", a->names[i], e.msg);
-				return -EINVAL;
-			}
-			log_info("model %s: laid out in %u segments; serving it while it loads",
-				 a->names[i], lm->arena->nseg);
-			srv->models[srv->nmodels].loading = true;
-			srv->models[srv->nmodels].generation = gen;
-			srv->models[srv->nmodels++].lm = lm;
-			continue;
-		}
-		a->load.loader.progress = true;
-		a->load.loader.stop = stop_requested;
-		if (model_load(a->names[i], a->paths[i], &a->load, &lm, &e) < 0) {
-			if (stop_requested())
-				log_info("model %s: stopped by a signal while loading", a->names[i]);
-			else
-				log_err("model %s: %s", a->names[i], e.msg);
+	for (int i = 0; i < a->nmodels; i++)
+		if (serve_model(a, srv, h, i, early) < 0)
 			return -EINVAL;
-		}
-		report_log_loaded(lm);
-		srv->models[srv->nmodels].generation = gen;
-		srv->models[srv->nmodels++].lm = lm;
-	}
 	if (srv->peers) /* every model is offered now */
 		peer_serve_expect(srv->peers, NULL, 0);
 	return 0;
