@@ -13,6 +13,7 @@
 #include "escape.h"
 #include "log.h"
 #include "pb_text.h"
+#include "srv_attach.h"
 #include "sorted.h"
 #include "srv_reply.h"
 #include "srv_stats.h"
@@ -139,9 +140,6 @@ static int do_list(struct server *srv, uint64_t seq, struct reply *r)
 static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *a,
 		     uint64_t seq, struct reply *r)
 {
-	Wsrv__Response resp = WSRV__RESPONSE__INIT;
-	Wsrv__AttachReply ar = WSRV__ATTACH_REPLY__INIT;
-	uint64_t sizes[WSRV_MAX_FDS];
 	int mi = srv_find_current(srv, a->model);
 	const struct loaded_model *lm;
 	uint32_t *v, slot = s->nattach;
@@ -179,25 +177,7 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 	log_info("client %llu (pid %d, uid %d) attached model %s%s", (unsigned long long)s->id,
 		 (int)s->cred.pid, (int)s->cred.uid, esc(lm->model->name),
 		 srv->models[mi].loading ? " while it loads" : "");
-	if (srv->models[mi].loading)
-		return early_attach_reply(srv, (uint32_t)mi, slot + 1, seq, r);
-	r->fds[0] = lm->manifest_fd;
-	for (uint32_t i = 0; i < lm->arena->nseg; i++) {
-		r->fds[i + 1] = lm->arena->seg[i].fd;
-		sizes[i] = lm->arena->seg[i].size;
-	}
-	r->nfds = (int)lm->arena->nseg + 1;
-	ar.attach_id = slot + 1;
-	ar.manifest_size = lm->manifest_size;
-	ar.generation = srv->models[mi].generation;
-	ar.manifest_hash = lm->manifest_hash;
-	ar.n_segment_sizes = lm->arena->nseg;
-	ar.segment_sizes = sizes;
-	resp.seq = seq;
-	resp.body_case = WSRV__RESPONSE__BODY_ATTACH;
-	resp.attach = &ar;
-	srv_pack(r, &resp);
-	return 0;
+	return srv_attach_reply(srv, (uint32_t)mi, slot + 1, seq, r);
 }
 
 static int layer_cmp(const void *key, const void *elem)

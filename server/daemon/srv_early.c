@@ -177,42 +177,6 @@ static bool seg_ready(const struct srv_model *sm, uint32_t seg)
 	return !sm->loading || ready_page_segment_ready(&sm->lm->ready, seg);
 }
 
-int early_attach_reply(struct server *srv, uint32_t mi, uint32_t attach_id, uint64_t seq,
-		       struct reply *r)
-{
-	const struct srv_model *sm = &srv->models[mi];
-	const struct loaded_model *lm = sm->lm;
-	Wsrv__Response resp = WSRV__RESPONSE__INIT;
-	Wsrv__AttachReply ar = WSRV__ATTACH_REPLY__INIT;
-	uint64_t sizes[WSRV_MAX_FDS];
-	uint32_t ready[WSRV_MAX_FDS];
-	uint32_t room = r->fd_room < WSRV_MAX_FDS ? r->fd_room : WSRV_MAX_FDS;
-
-	r->fds[0] = lm->layout_fd;
-	r->fds[1] = lm->ready.fd;
-	r->nfds = 2;
-	for (uint32_t i = 0; i < lm->arena->nseg; i++) {
-		sizes[i] = lm->arena->seg[i].size;
-		if ((uint32_t)r->nfds < room && seg_ready(sm, i)) {
-			ready[ar.n_ready_segments++] = i;
-			r->fds[r->nfds++] = lm->arena->seg[i].fd;
-		}
-	}
-	ar.attach_id = attach_id;
-	ar.manifest_size = lm->layout_size;
-	ar.generation = sm->generation;
-	ar.n_segment_sizes = lm->arena->nseg;
-	ar.segment_sizes = sizes;
-	ar.loading = true;
-	ar.ready_size = lm->ready.size;
-	ar.ready_segments = ready;
-	resp.seq = seq;
-	resp.body_case = WSRV__RESPONSE__BODY_ATTACH;
-	resp.attach = &ar;
-	srv_pack(r, &resp);
-	return 0;
-}
-
 int early_segments(struct server *srv, struct session *s, const Wsrv__AttachSegments *q,
 		   uint64_t seq, struct reply *r)
 {

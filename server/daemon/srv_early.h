@@ -22,9 +22,6 @@ void early_stop(struct server *srv);
 /* Whether a model is still loading. */
 bool early_any(const struct server *srv);
 
-/* The reply to an Attach of entry mi while it loads (the slot is taken). */
-int early_attach_reply(struct server *srv, uint32_t mi, uint32_t attach_id, uint64_t seq,
-		       struct reply *r);
 /* AttachSegments. */
 int early_segments(struct server *srv, struct session *s, const Wsrv__AttachSegments *q,
 		   uint64_t seq, struct reply *r);

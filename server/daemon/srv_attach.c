@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: MIT
+/* srv_attach.c - the Attach reply (srv_attach.h). */
+#include "srv_attach.h"
+
+#include "srv_reply.h"
+#include "wsrv.pb-c.h"
+
+/* Loading: the layout and the readiness page, then the ready segments
+ * that fit the client's room. */
+static void loading_fds(const struct srv_model *sm, struct reply *r, Wsrv__AttachReply *ar, uint32_t *ready)
+{
+	const struct loaded_model *lm = sm->lm;
+	uint32_t room = r->fd_room < WSRV_MAX_FDS ? r->fd_room : WSRV_MAX_FDS;
+
+	r->fds[0] = lm->layout_fd;
+	r->fds[1] = lm->ready.fd;
+	r->nfds = 2;
+	for (uint32_t i = 0; i < lm->arena->nseg; i++)
+		if ((uint32_t)r->nfds < room && ready_page_segment_ready(&lm->ready, i)) {
+			ready[ar->n_ready_segments++] = i;
+			r->fds[r->nfds++] = lm->arena->seg[i].fd;
+		}
+	ar->manifest_size = lm->layout_size;
+	ar->loading = true;
+	ar->ready_size = lm->ready.size;
+	ar->ready_segments = ready;
+}
+
+/* Loaded: the manifest, then every segment. */
+static void loaded_fds(const struct loaded_model *lm, struct reply *r, Wsrv__AttachReply *ar)
+{
+	r->fds[0] = lm->manifest_fd;
+	for (uint32_t i = 0; i < lm->arena->nseg; i++)
+		r->fds[i + 1] = lm->arena->seg[i].fd;
+	r->nfds = (int)lm->arena->nseg + 1;
+	ar->manifest_size = lm->manifest_size;
+	ar->manifest_hash = lm->manifest_hash;
+}
+
+int srv_attach_reply(struct server *srv, uint32_t mi, uint32_t attach_id, uint64_t seq, struct reply *r)
+{
+	const struct srv_model *sm = &srv->models[mi];
+	Wsrv__Response resp = WSRV__RESPONSE__INIT;
+	Wsrv__AttachReply ar = WSRV__ATTACH_REPLY__INIT;
+	uint64_t sizes[WSRV_MAX_FDS];
+	uint32_t ready[WSRV_MAX_FDS];
+
+	for (uint32_t i = 0; i < sm->lm->arena->nseg; i++)
+		sizes[i] = sm->lm->arena->seg[i].size;
+	if (sm->loading)
+		loading_fds(sm, r, &ar, ready);
+	else
+		loaded_fds(sm->lm, r, &ar);
+	ar.attach_id = attach_id;
+	ar.generation = sm->generation;
+	ar.n_segment_sizes = sm->lm->arena->nseg;
+	ar.segment_sizes = sizes;
+	resp.seq = seq;
+	resp.body_case = WSRV__RESPONSE__BODY_ATTACH;
+	resp.attach = &ar;
+	srv_pack(r, &resp);
+	return 0;
+}
