@@ -20,24 +20,6 @@
 #include "clock.h"
 #include "dev_cuda.h"
 
-void cu_enter(struct cuda_dev *c)
-{
-	c->cu->CtxPushCurrent(c->ctx);
-}
-
-void cu_leave(struct cuda_dev *c)
-{
-	CUcontext was;
-
-	c->cu->CtxPopCurrent(&was);
-}
-
-int cu_fail(struct cuda_dev *c, CUresult e, const char *what)
-{
-	return cl_err(e == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO, "cuda: %s: %s", what,
-		      cuda_api_strerror(c->cu, e));
-}
-
 static int c_alloc(struct wsrv_device *d, size_t len, void **out)
 {
 	struct cuda_dev *c = (struct cuda_dev *)d;
