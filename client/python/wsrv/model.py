@@ -4,16 +4,15 @@
 
 import ctypes
 import json
-import warnings
 from collections.abc import Mapping
-
-import numpy as np
 
 from . import _dtypes
 from ._lib import (HeldInfo, LayerInfo, Layout, StreamOpts, TensorInfo, View, check, lib, new,
                    rank_world, cstr, text)
 from .errors import WsrvError
 from .plan import Plan
+from .stream import Stream, open_raw
+from ._views import array_of, bytes_view, torch_of
 
 
 class _ModelHandle:
@@ -27,37 +26,6 @@ class _ModelHandle:
         if self.ptr:
             lib.wsrv_detach(self.ptr)
             self.ptr = None
-
-
-def bytes_view(owner, addr, nbytes):
-    """A read-only memoryview of nbytes at addr that keeps owner alive."""
-    arr = (ctypes.c_char * nbytes).from_address(addr)
-    arr._wsrv_owner = owner
-    return memoryview(arr).cast("B").toreadonly()
-
-
-def torch_of(array, code):
-    """torch.from_numpy without a copy (the array is read-only: torch's
-    warning about that is expected and silenced), viewed as code's dtype."""
-    import torch
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*not writable.*")
-        t = torch.from_numpy(array)
-    want = _dtypes.torch_dtype(code)
-    return t.view(want) if want is not None and t.dtype != want else t
-
-
-def array_of(mv, code, shape, nbytes, for_torch):
-    """mv's bytes as an ndarray: the element dtype (or, for torch, the
-    carrier of its size) in shape; a uint8 view where there is none."""
-    np_dt = _dtypes.numpy_dtype(code)
-    if for_torch and _dtypes.torch_dtype(code) is not None:
-        np_dt = _dtypes.carrier(code)
-    if np_dt is None or (for_torch and _dtypes.torch_dtype(code) is None):
-        a = np.frombuffer(mv, dtype=np.uint8, count=nbytes)
-        return a.reshape(shape) if _dtypes.itemsize(code) == 1 else a
-    return np.frombuffer(mv, dtype=np_dt, count=nbytes // np.dtype(np_dt).itemsize).reshape(shape)
 
 
 class Tensor:
@@ -240,8 +208,6 @@ class Model(Mapping):
         of the shared mapping where its part is contiguous or strided, a
         copy only where a layout needs one (named in .copied). Another
         rank's experts are absent."""
-        from .stream import open_raw
-
         p = Plan.of(plan)
         rank, world = rank_world(rank, world)
         s = open_raw(self._ptr(), None, p, new(StreamOpts, slots=1, rank=rank, world=world))
@@ -269,14 +235,14 @@ class Model(Mapping):
         """A new generation of this model from this process's bytes (a
         trainer's): see wsrv.Publish. The server must allow this user
         (--allow-publish-uid/gid)."""
+        # Here: publish subclasses torch.Tensor, and torch stays optional
+        # for a package used with numpy alone.
         from .publish import Publish
 
         return Publish(self)
 
     def stream(self, device="host", plan=None, slots=2, rank=0, world=1, **kw):
         """A layer stream on a device (see wsrv.Stream)."""
-        from .stream import Stream
-
         return Stream(self, device=device, plan=plan, slots=slots, rank=rank, world=world, **kw)
 
     def close(self):

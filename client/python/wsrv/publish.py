@@ -2,14 +2,13 @@
 """Publishing a new generation from a trainer's own tensors."""
 
 import ctypes
-import errno as _errno
 
 import numpy as np
 import torch
 
 from . import _dtypes
 from ._lib import check, cstr, lib
-from .model import torch_of
+from ._views import torch_of
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]

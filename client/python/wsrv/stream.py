@@ -10,7 +10,7 @@ import numpy as np
 from . import _dtypes
 from ._lib import (CudaOpts, ExpertStats, HostOpts, Sharing, StreamOpts, StreamStats, View,
                    check, cstr, lib, new, rank_world, text, whole)
-from .model import array_of, bytes_view, torch_of
+from ._views import array_of, bytes_view, torch_of
 from .plan import Plan
 
 SHARE = {None: 0, True: 2, False: 1}
