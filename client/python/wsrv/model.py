@@ -11,6 +11,7 @@ from ._lib import (HeldInfo, LayerInfo, Layout, StreamOpts, TensorInfo, View, ch
                    rank_world, cstr, text)
 from .errors import WsrvError
 from .plan import Plan
+from .publish import Publish
 from .stream import Stream, open_raw
 from ._views import array_of, bytes_view, torch_of
 
@@ -235,10 +236,6 @@ class Model(Mapping):
         """A new generation of this model from this process's bytes (a
         trainer's): see wsrv.Publish. The server must allow this user
         (--allow-publish-uid/gid)."""
-        # Here: publish subclasses torch.Tensor, and torch stays optional
-        # for a package used with numpy alone.
-        from .publish import Publish
-
         return Publish(self)
 
     def stream(self, device="host", plan=None, slots=2, rank=0, world=1, **kw):

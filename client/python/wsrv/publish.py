@@ -4,7 +4,6 @@
 import ctypes
 
 import numpy as np
-import torch
 
 from . import _dtypes
 from ._lib import check, cstr, lib
@@ -37,22 +36,33 @@ class _Ranges:
             self.ranges = []
 
 
-class PublishTensor(torch.Tensor):
-    """A tensor over a publish's writable memory. Once the publish is
-    committed or aborted, any use of it (or of a view of it) raises
-    ValueError: its memory is no longer this process's to touch."""
+_PUBLISH_TENSOR = None
 
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        ranges = _ranges_of(args, kwargs)
-        if ranges is not None and ranges.closed:
-            raise ValueError("this tensor belongs to a publish that is committed or aborted: "
-                             "its memory is gone; copy what you need before commit()")
-        out = super().__torch_function__(func, types, args, kwargs)
-        if ranges is not None:
-            _tag(out, ranges)
-        return out
+
+def publish_tensor_class():
+    """PublishTensor: a tensor over a publish's writable memory. Once the
+    publish is committed or aborted, any use of it (or of a view of it)
+    raises ValueError: its memory is no longer this process's to touch.
+    Made on first use, so that importing wsrv does not import torch."""
+    global _PUBLISH_TENSOR
+    if _PUBLISH_TENSOR is None:
+        import torch
+
+        class PublishTensor(torch.Tensor):
+            @classmethod
+            def __torch_function__(cls, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                ranges = _ranges_of(args, kwargs)
+                if ranges is not None and ranges.closed:
+                    raise ValueError("this tensor belongs to a publish that is committed or aborted: "
+                                     "its memory is gone; copy what you need before commit()")
+                out = super().__torch_function__(func, types, args, kwargs)
+                if ranges is not None:
+                    _tag(out, ranges)
+                return out
+
+        _PUBLISH_TENSOR = PublishTensor
+    return _PUBLISH_TENSOR
 
 
 def _ranges_of(args, kwargs):
@@ -61,7 +71,7 @@ def _ranges_of(args, kwargs):
             r = _ranges_of(a, {})
             if r is not None:
                 return r
-        r = getattr(a, "_wsrv_ranges", None) if isinstance(a, PublishTensor) else None
+        r = getattr(a, "_wsrv_ranges", None) if isinstance(a, publish_tensor_class()) else None
         if r is not None:
             return r
     return None
@@ -70,7 +80,7 @@ def _ranges_of(args, kwargs):
 def _tag(out, ranges):
     """Views made from a publish's tensor carry its ranges (and so its
     check, and a reference that keeps the ranges reserved)."""
-    if isinstance(out, PublishTensor) and getattr(out, "_wsrv_ranges", None) is None:
+    if isinstance(out, publish_tensor_class()) and getattr(out, "_wsrv_ranges", None) is None:
         out._wsrv_ranges = ranges
     elif isinstance(out, (list, tuple)):
         for o in out:
@@ -104,7 +114,7 @@ class Publish:
         carrier = _dtypes.carrier(t._code) if _dtypes.torch_dtype(t._code) is not None else np.uint8
         a = np.frombuffer(memoryview(arr).cast("B"), dtype=carrier)
         shape = t.shape if _dtypes.itemsize(t._code) else (size.value,)
-        out = torch_of(a.reshape(shape), t._code).as_subclass(PublishTensor)
+        out = torch_of(a.reshape(shape), t._code).as_subclass(publish_tensor_class())
         out._wsrv_ranges = self._ranges
         return out
 
