@@ -91,6 +91,7 @@ static void usage(FILE *f)
 		"  --load-only               load, report and exit\n"
 		"  --json                    with --load-only: report as JSON on stdout\n"
 		"  --quiet / --verbose       log less / more\n"
+		"  --help, --version         this text; the version\n"
 		"%s%s", load_options_help, peer_options_help);
 }
 
@@ -116,7 +117,7 @@ static int add_model(struct args *a, const char *spec)
 	return 0;
 }
 
-enum { O_MODEL = 1, O_VERIFY_ADOPTED, O_TAKE_OVER, O_LOAD_ONLY, O_JSON, O_QUIET, O_VERBOSE, O_HELP, O_SOCKET, O_UID, O_GID,
+enum { O_MODEL = 1, O_VERIFY_ADOPTED, O_TAKE_OVER, O_LOAD_ONLY, O_JSON, O_QUIET, O_VERBOSE, O_HELP, O_VERSION, O_SOCKET, O_UID, O_GID,
        O_MAX_CLIENTS, O_MAX_LEASES, O_MAX_ATTACH, O_MAX_MESSAGE, O_HELLO_TIMEOUT,
        O_MAX_REGIONS, O_MAX_REGION_BYTES, O_MAX_CLIENT_REGIONS, O_MAX_CLIENT_REGION_BYTES,
        O_KEEP_REGIONS, O_PUBLISH_UID, O_PUBLISH_GID, O_METRICS_LISTEN,
@@ -249,6 +250,7 @@ static int parse(int argc, char **argv, struct args *a)
 		{ "quiet", no_argument, NULL, O_QUIET },
 		{ "verbose", no_argument, NULL, O_VERBOSE },
 		{ "help", no_argument, NULL, O_HELP },
+		{ "version", no_argument, NULL, O_VERSION },
 		{ "socket", required_argument, NULL, O_SOCKET },
 		{ "allow-uid", required_argument, NULL, O_UID },
 		{ "allow-gid", required_argument, NULL, O_GID },
@@ -304,6 +306,7 @@ static int parse(int argc, char **argv, struct args *a)
 		case O_QUIET: log_set_level(LOG_WARN); break;
 		case O_VERBOSE: log_set_level(LOG_DEBUG); break;
 		case O_HELP: usage(stdout); exit(0);
+		case O_VERSION: printf("wsrvd %s\n", WSRV_VERSION_STRING); exit(0);
 		default: usage(stderr); return -EINVAL;
 		}
 	}

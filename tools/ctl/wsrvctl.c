@@ -32,7 +32,8 @@ static const struct ctl_command *const tables[] = { offline, served };
 
 static void ctl_usage(FILE *f)
 {
-	fprintf(f, "usage: wsrvctl [--socket PATH] [--json] COMMAND [ARGS]\ncommands:\n");
+	fprintf(f, "usage: wsrvctl [--socket PATH] [--json] COMMAND [ARGS]\n"
+		"       wsrvctl --help | --version\ncommands:\n");
 	for (size_t t = 0; t < 2; t++)
 		for (const struct ctl_command *c = tables[t]; c->name; c++)
 			fprintf(f, "  %s\n", c->help);
@@ -71,6 +72,10 @@ int main(int argc, char **argv)
 	struct ctl_ctx c = { 0 };
 
 	argc = take_globals(argc, argv, &c);
+	if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+		printf("wsrvctl %s\n", WSRV_VERSION_STRING);
+		return 0;
+	}
 	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
 		ctl_usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
