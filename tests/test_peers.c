@@ -218,6 +218,37 @@ static void all_from_peers(struct test_server *ts, struct sources *s)
 	assert_int_equal(s->peers, model_bytes());
 }
 
+/* ts serves the files' bytes and read every one of them from its files
+ * (a peer refused it, or had nothing); its sources in *s. */
+static void all_from_files(struct test_server *ts, struct sources *s)
+{
+	check_bytes(ts);
+	sources_of(ts, s);
+	assert_int_equal(s->peers, 0);
+	assert_int_equal(s->disk, model_bytes());
+}
+
+/* next takes a's place with --take-over (serving peers as a did); a
+ * leaves once next serves. */
+static void take_over_host(struct test_server *a, struct test_server *next)
+{
+	int st = 0;
+	pid_t w = 0;
+
+	*next = *a;
+	assert_int_equal(server_restart_args(next, "m", T.dir, "--peer-allow", T.nl.net, "--peer-token",
+					     T.token, "--peer-listen", T.addr[0], "--take-over", NULL), 0);
+	for (int i = 0; i < 300 && (w = waitpid(a->pid, &st, WNOHANG)) == 0; i++)
+		sleep_ms(100);
+	if (w != a->pid) {
+		kill(a->pid, SIGKILL);
+		waitpid(a->pid, NULL, 0);
+		fail_msg("the server taken over did not leave: the successor failed (%s)", next->log);
+	}
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(server_wait_ready(next, 30), 0);
+}
+
 /* A host filled from a loaded one serves the files' bytes, none read.
  * The serving host sent them without touching its arena through a mapping
  * (pread into reused buffers: a 4 KiB page's first touch through a mapping
@@ -288,25 +319,11 @@ static void test_taken_over_serves(void **state)
 {
 	struct test_server a, next, b;
 	struct sources s;
-	int st = 0;
 
 	(void)state;
 	fresh_ports();
 	host(&a, 0, NULL, true, "--peer-listen", T.addr[0], NULL);
-	next = a;
-	assert_int_equal(server_restart_args(&next, "m", T.dir, "--peer-allow", T.nl.net, "--peer-token",
-					     T.token, "--peer-listen", T.addr[0], "--take-over", NULL), 0);
-	/* The old one leaves once the successor serves. */
-	pid_t w = 0;
-	for (int i = 0; i < 300 && (w = waitpid(a.pid, &st, WNOHANG)) == 0; i++)
-		sleep_ms(100);
-	if (w != a.pid) {
-		kill(a.pid, SIGKILL);
-		waitpid(a.pid, NULL, 0);
-		fail_msg("the server taken over did not leave: the successor failed (%s)", next.log);
-	}
-	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	assert_int_equal(server_wait_ready(&next, 30), 0);
+	take_over_host(&a, &next);
 	host(&b, 1, NULL, true, "--fill-from", T.addr[0], NULL);
 	all_from_peers(&b, &s);
 	sources_of(&next, &s);
@@ -655,10 +672,7 @@ static void test_published_not_served_stale(void **state)
 	host(&a, 0, NULL, true, "--peer-listen", T.addr[0], "--allow-publish-uid", uid, NULL);
 	publish_inverted(&a);
 	host(&b, 1, NULL, true, "--fill-from", T.addr[0], NULL);
-	check_bytes(&b);
-	sources_of(&b, &s);
-	assert_int_equal(s.peers, 0);
-	assert_int_equal(s.disk, model_bytes());
+	all_from_files(&b, &s);
 	assert_int_equal(s.failures, 1);
 	sources_of(&a, &s);
 	assert_int_equal(s.served, 0);
@@ -676,25 +690,15 @@ static void test_published_adopted_not_served(void **state)
 	struct test_server a, next, b;
 	struct sources s;
 	char uid[32];
-	int st = 0;
 
 	(void)state;
 	fresh_ports();
 	snprintf(uid, sizeof(uid), "%u", (unsigned)getuid());
 	host(&a, 0, NULL, true, "--peer-listen", T.addr[0], "--allow-publish-uid", uid, NULL);
 	publish_inverted(&a);
-	next = a;
-	assert_int_equal(server_restart_args(&next, "m", T.dir, "--peer-allow", T.nl.net, "--peer-token",
-					     T.token, "--peer-listen", T.addr[0], "--take-over", NULL), 0);
-	for (int i = 0; i < 300 && waitpid(a.pid, &st, WNOHANG) == 0; i++)
-		sleep_ms(100);
-	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	assert_int_equal(server_wait_ready(&next, 30), 0);
+	take_over_host(&a, &next);
 	host(&b, 1, NULL, true, "--fill-from", T.addr[0], NULL);
-	check_bytes(&b);
-	sources_of(&b, &s);
-	assert_int_equal(s.peers, 0);
-	assert_int_equal(s.disk, model_bytes());
+	all_from_files(&b, &s);
 	sources_of(&next, &s);
 	assert_int_equal(s.served, 0);
 	assert_int_equal(server_stop(&b, SIGTERM), 0);
