@@ -606,26 +606,47 @@ static int fill_outcome(struct fill *F, pid_t pid, int status, const struct fill
 	return sh->r < 0 ? err_set(e, sh->r, "%s", sh->msg) : 0;
 }
 
-static int fill_in_process(struct fill *F, const struct load_opts *o, struct errinfo *e)
-{
-	struct fill_shared *sh = shared_alloc(sizeof(*sh));
-	pid_t pid;
-	int status, r;
+/* The fill's process, and what it leaves. */
+struct fill_proc {
+	pid_t pid;                  /* 0: none */
+	struct fill_shared *sh;     /* owned */
+};
 
-	if (!sh)
+/* Starts the fill's process. Called before this fill starts a thread of
+ * its own: a fork copies only the calling thread, and a lock another
+ * thread held (malloc's under ASan, UCX's memory hooks) stays held in the
+ * child for ever (a fleet's fill hung so). */
+static int fill_fork(struct fill *F, const struct load_opts *o, struct fill_proc *p, struct errinfo *e)
+{
+	if (!(p->sh = shared_alloc(sizeof(*p->sh))))
 		return err_set(e, -ENOMEM, "out of memory");
-	memcpy(sh->sources, F->lm->sources, sizeof(sh->sources));
-	pid = fork();
-	if (pid == 0)
-		fill_child(F, o, sh);
-	if (pid < 0) {
-		r = err_set(e, -errno, "peers: cannot start the fill's process: %s", strerror(errno));
-	} else if ((status = reap_fill(pid, o)) == -ECANCELED) {
-		r = err_set(e, -ECANCELED, "the load was stopped");
-	} else {
-		r = fill_outcome(F, pid, status, sh, e);
+	memcpy(p->sh->sources, F->lm->sources, sizeof(p->sh->sources));
+	p->pid = fork();
+	if (p->pid == 0)
+		fill_child(F, o, p->sh);
+	if (p->pid < 0) {
+		p->pid = 0;
+		return err_set(e, -errno, "peers: cannot start the fill's process: %s", strerror(errno));
 	}
-	munmap(sh, sizeof(*sh));
+	return 0;
+}
+
+/* Waits for the fill's process (killed first when failed is set: the
+ * load fails anyway) and takes what it left. */
+static int fill_join(struct fill *F, const struct load_opts *o, struct fill_proc *p, bool failed,
+		     struct errinfo *e)
+{
+	int status, r = 0;
+
+	if (p->pid > 0 && failed)
+		kill(p->pid, SIGKILL);
+	if (p->pid > 0 && (status = reap_fill(p->pid, o)) == -ECANCELED)
+		r = err_set(e, -ECANCELED, "the load was stopped");
+	else if (p->pid > 0 && !failed)
+		r = fill_outcome(F, p->pid, status, p->sh, e);
+	if (p->sh)
+		munmap(p->sh, sizeof(*p->sh));
+	*p = (struct fill_proc){ 0 };
 	return r;
 }
 
@@ -633,6 +654,7 @@ int peer_fill_run(void *arg, struct loaded_model *lm, const struct load_opts *o,
 {
 	struct fill *F = calloc(1, sizeof(*F));
 	struct disk_job own = { 0 }, rest = { 0 };
+	struct fill_proc proc = { 0 };
 	double t0 = mono_now();
 	pthread_t th;
 	int r, threaded = 0;
@@ -644,12 +666,18 @@ int peer_fill_run(void *arg, struct loaded_model *lm, const struct load_opts *o,
 	F->m = lm->model;
 	memset(&lm->stats, 0, sizeof(lm->stats));
 	r = start(F, e);
-	/* This host's own share from the files, while the rest comes from
-	 * peers; then what no peer could give. */
+	/* What peers give, in the fill's process, while this host's own share
+	 * is read from the files; then what no peer could give. */
+	if (r == 0 && F->np)
+		r = fill_fork(F, o, &proc, e);
 	if (r == 0)
 		r = threaded = disk_read(F, o, T_OWN, &own, F->np ? &th : NULL, e);
-	if (r >= 0 && F->np)
-		r = fill_in_process(F, o, e);
+	if (proc.pid) {
+		struct errinfo je;
+		int rj = fill_join(F, o, &proc, r < 0, &je);
+		if (r >= 0 && rj < 0)
+			*e = je, r = rj;
+	}
 	log_debug("model %s: peers done at %.3f s", F->m->name, mono_now() - t0);
 	if (threaded == 1) {
 		pthread_join(th, NULL);
