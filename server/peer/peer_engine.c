@@ -67,7 +67,7 @@ struct peer_engine {
 	bool running;
 	struct conn *conns[PEER_MAX_CONNS];
 	struct ptab *tabs[PEER_MAX_TABLES * 2]; /* current and retired */
-	pthread_mutex_t lock;       /* guards pending and the counters */
+	pthread_mutex_t lock;       /* guards pending, withdraw and expect */
 	struct peer_table *pending[PEER_MAX_TABLES];
 	size_t npending;
 	char withdraw[PEER_MAX_TABLES][128]; /* guarded by lock: models no longer offered */
@@ -83,11 +83,12 @@ struct peer_engine {
 	unsigned delay_ms;          /* WSRV_TEST_PEER_DELAY_MS: before every piece */
 };
 
-static void serve_count(struct peer_engine *ps, uint64_t *field, uint64_t n)
+/* The counters live in memory wsrvd reads, and the accept filter
+ * (peer_accept.c) adds to refused from UCX's own thread: every change is
+ * atomic, none under the engine's lock. */
+static void serve_count(uint64_t *field, uint64_t n)
 {
-	pthread_mutex_lock(&ps->lock);
-	*field += n;
-	pthread_mutex_unlock(&ps->lock);
+	__atomic_add_fetch(field, n, __ATOMIC_RELAXED);
 }
 
 static void tab_put(struct peer_engine *ps, struct ptab *pt)
@@ -191,9 +192,7 @@ static void reap(struct peer_engine *ps)
 			continue;
 		tab_put(ps, c->tab);
 		ps->conns[i] = NULL;
-		pthread_mutex_lock(&ps->lock);
-		ps->cnt->conns--;
-		pthread_mutex_unlock(&ps->lock);
+		__atomic_sub_fetch(&ps->cnt->conns, 1, __ATOMIC_RELAXED);
 		free(c);
 	}
 }
@@ -297,7 +296,7 @@ static void serve_refuse(struct peer_engine *ps, struct conn *c, int status, con
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	log_warn("peer %s: refused: %s", c->addr, msg);
-	serve_count(ps, &ps->cnt->refused, 1);
+	serve_count(&ps->cnt->refused, 1);
 	c->close_after = true;
 	send_table(ps, c, status, msg);
 }
@@ -333,7 +332,7 @@ static int bind_model(struct peer_engine *ps, struct conn *c)
 static void malformed(struct peer_engine *ps, struct conn *c, const char *what)
 {
 	log_warn("peer %s: refused: a malformed %s", c->addr, what);
-	serve_count(ps, &ps->cnt->refused, 1);
+	serve_count(&ps->cnt->refused, 1);
 	conn_close(c);
 }
 
@@ -453,10 +452,8 @@ static void serve_get(struct peer_engine *ps, struct conn *c, const struct peer_
 	send_am(c, PEER_AM_DATA, s, sizeof(s->h), src, src ? g->len : 0);
 	if (src) {
 		c->bytes += g->len;
-		pthread_mutex_lock(&ps->lock);
-		ps->cnt->bytes_served += g->len;
-		ps->cnt->gets++;
-		pthread_mutex_unlock(&ps->lock);
+		serve_count(&ps->cnt->bytes_served, g->len);
+		serve_count(&ps->cnt->gets, 1);
 	}
 }
 
@@ -506,16 +503,14 @@ static void accept_conn(struct peer_engine *ps, ucp_conn_request_h req, const ch
 		if (!c || i == PEER_MAX_CONNS)
 			ucp_listener_reject(ps->listener, req);
 		log_warn("peer %s: refused: %s", addr, c ? "too many peer connections" : "out of memory");
-		serve_count(ps, &ps->cnt->refused, 1);
+		serve_count(&ps->cnt->refused, 1);
 		free(c);
 		return;
 	}
 	snprintf(c->addr, sizeof(c->addr), "%s", addr);
 	c->since = mono_now();
 	ps->conns[i] = c;
-	pthread_mutex_lock(&ps->lock);
-	ps->cnt->conns++;
-	pthread_mutex_unlock(&ps->lock);
+	__atomic_add_fetch(&ps->cnt->conns, 1, __ATOMIC_RELAXED);
 }
 
 static void on_conn(ucp_conn_request_h req, void *arg)
@@ -529,7 +524,7 @@ static void on_conn(ucp_conn_request_h req, void *arg)
 		if (a.field_mask)
 			peer_addr_str((const struct sockaddr *)&a.client_address, addr, sizeof(addr));
 		log_warn("peer %s: refused: not in --peer-allow", addr);
-		serve_count(ps, &ps->cnt->refused, 1);
+		serve_count(&ps->cnt->refused, 1);
 		ucp_listener_reject(ps->listener, req);
 		return;
 	}

@@ -34,7 +34,7 @@
 struct peer_engine;
 
 /* Listens on addr ("ADDR:PORT") on its own thread; trust is copied, cnt
- * (shared with wsrvd) is written under the engine's lock. An address in
+ * (shared with wsrvd) is written with atomic adds. An address in
  * use fails, unless busy_wait_s > 0: then the thread listens as soon as
  * it is free, giving up (logged) after busy_wait_s seconds. On success
  * *out is the caller's (peer_engine_stop). */
