@@ -188,10 +188,9 @@ static void rawc_close(struct raw *r)
 
 static char token_path[300];
 
-/* wsrvd serving "m" to peers on 127.0.0.1:port with TOKEN. */
-static void serve_peers(struct served *sv, int *port)
+/* TOKEN in token_path (mode 600), and UCX pinned to TCP, as between hosts. */
+static void write_token(void)
 {
-	char listen[64];
 	int fd;
 
 	snprintf(token_path, sizeof(token_path), "%s/token", F.dir[0]);
@@ -199,12 +198,20 @@ static void serve_peers(struct served *sv, int *port)
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, TOKEN "\n", strlen(TOKEN) + 1), (ssize_t)strlen(TOKEN) + 1);
 	close(fd);
+	setenv("UCX_TLS", "tcp", 1);
+	setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 1);
+}
+
+/* wsrvd serving "m" to peers on 127.0.0.1:port with TOKEN. */
+static void serve_peers(struct served *sv, int *port)
+{
+	char listen[64];
+
+	write_token();
 	*port = free_tcp_port();
 	assert_true(*port > 0);
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", *port);
 	memset(sv, 0, sizeof(*sv));
-	setenv("UCX_TLS", "tcp", 1);
-	setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 1);
 	served_start(sv, "m", F.dir[0], "--peer-listen", listen, "--peer-allow", "127.0.0.0/8",
 		     "--peer-token", token_path, NULL);
 	served_attach(sv, "m");
@@ -242,23 +249,31 @@ static void v1_refused_with_a_sentence(void **s)
 }
 
 /* Hello, Challenge, then a Proof made with key; the table's header. */
-static void handshake(int port, const char *key, struct raw *r, struct peer_auth_ctx *c)
+/* A protocol 2 Hello for "m", laid out as wsrvd lays it out by default
+ * (the same layout hash), with a fresh nonce. */
+static struct peer_hello hello_for_m(void)
 {
-	struct peer_trust t = trust_of(key);
 	struct peer_hello h = { .magic = PEER_MAGIC, .version = PEER_VERSION };
-	struct peer_proof q = { .magic = PEER_MAGIC };
 	struct model_opts o = { 0 };
 	struct model *m;
 	struct errinfo e;
 
-	memset(c, 0, sizeof(*c));
-	/* Laid out as wsrvd lays it out by default: the same layout hash. */
 	assert_int_equal(model_open("m", F.dir[0], &o, &m, &e), 0);
 	h.layout = peer_layout_hash(m);
 	h.ntensors = (uint32_t)m->ntensors;
 	model_free(m);
 	assert_int_equal(peer_auth_nonce(h.nonce), 0);
 	snprintf(h.model, sizeof(h.model), "m");
+	return h;
+}
+
+static void handshake(int port, const char *key, struct raw *r, struct peer_auth_ctx *c)
+{
+	struct peer_trust t = trust_of(key);
+	struct peer_hello h = hello_for_m();
+	struct peer_proof q = { .magic = PEER_MAGIC };
+
+	memset(c, 0, sizeof(*c));
 	rawc_open(r, port);
 	rawc_send(r, PEER_AM_HELLO, &h, sizeof(h));
 	rawc_wait(r, &r->got_chal);
@@ -359,8 +374,7 @@ static void outsider_closed_before_ucx(void **s)
 	int port;
 
 	(void)s;
-	serve_peers(&sv, &port); /* for the token file */
-	served_stop(&sv);
+	write_token();
 	port = free_tcp_port();
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
 	memset(&sv, 0, sizeof(sv));
@@ -456,14 +470,8 @@ static void replay_and_downgrade_refused(void **s)
 	assert_int_equal(peer_auth_mac(&t, PEER_SIDE_FILLER, &c, old.mac), 0);
 	rawc_close(&r);
 	/* Replayed: the same nonce, the same proof, a new connection. */
-	struct peer_hello h2 = { .magic = PEER_MAGIC, .version = PEER_VERSION, .layout = c.layout };
-	struct model *m;
-	struct errinfo e;
-	assert_int_equal(model_open("m", F.dir[0], NULL, &m, &e), 0);
-	h2.ntensors = (uint32_t)m->ntensors;
-	model_free(m);
+	struct peer_hello h2 = hello_for_m();
 	memcpy(h2.nonce, c.filler_nonce, PEER_NONCE_LEN);
-	snprintf(h2.model, sizeof(h2.model), "m");
 	rawc_open(&r, port);
 	rawc_send(&r, PEER_AM_HELLO, &h2, sizeof(h2));
 	rawc_wait(&r, &r.got_chal);
@@ -530,11 +538,10 @@ static void filler_survives_garbage(void **s)
 	struct wsrv_model_stats ms;
 	char from[64];
 	pthread_t th;
-	int lfd, port;
+	int lfd;
 
 	(void)s;
-	serve_peers(&sv, &port); /* for the token file */
-	served_stop(&sv);
+	write_token();
 	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
 	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
