@@ -14,10 +14,12 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -254,6 +256,64 @@ static void segments_keep_their_size(void **st)
 	server_done(&ts);
 }
 
+/* The permissions /proc/self/maps gives the mapping that holds addr
+ * ("r--p", "---p"...), or "" when nothing is mapped there. */
+static void perms_at(const void *addr, char out[5])
+{
+	uintptr_t a = (uintptr_t)addr, lo, hi;
+	char line[512], perms[8];
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	out[0] = 0;
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && a >= lo && a < hi)
+			snprintf(out, 5, "%.4s", perms);
+	fclose(f);
+}
+
+/* wsrv_publish_keep_reserved (0.9, for the Python package): after commit,
+ * every segment's range is still there, inaccessible, until the caller
+ * unmaps it; the next publish maps elsewhere; segment() past the last is
+ * -ENOENT, and NULL is -EINVAL. */
+static void kept_reserved_after_commit(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *c;
+	struct wsrv_publish *p, *q;
+	void *addr[WSRV_MAX_FDS], *other;
+	uint64_t len[WSRV_MAX_FDS], olen, gen;
+	uint32_t n = 0;
+	char perms[5];
+
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-publish-uid", uid_arg, NULL), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_publish_keep_reserved(NULL), -EINVAL);
+	assert_int_equal(wsrv_publish_begin(c, "m", &p), 0);
+	assert_int_equal(wsrv_publish_keep_reserved(p), 0);
+	while (wsrv_publish_segment(p, n, &addr[n], &len[n]) == 0)
+		n++;
+	assert_true(n >= 1);
+	assert_int_equal(wsrv_publish_segment(p, n, &other, &olen), -ENOENT);
+	perms_at(addr[0], perms);
+	assert_string_equal(perms, "rw-s");
+	assert_int_equal(wsrv_publish_commit(p, &gen), 0);
+	assert_int_equal(gen, 2);
+	for (uint32_t i = 0; i < n; i++) {
+		perms_at(addr[i], perms);
+		assert_string_equal(perms, "---p");
+	}
+	assert_int_equal(wsrv_publish_begin(c, "m", &q), 0);
+	for (uint32_t k = 0; wsrv_publish_segment(q, k, &other, &olen) == 0; k++)
+		for (uint32_t i = 0; i < n; i++)
+			assert_true((char *)other + olen <= (char *)addr[i] || (char *)other >= (char *)addr[i] + len[i]);
+	wsrv_publish_abort(q);
+	for (uint32_t i = 0; i < n; i++)
+		assert_int_equal(munmap(addr[i], len[i]), 0);
+	wsrv_disconnect(c);
+	server_done(&ts);
+}
+
 /* The most time one Stats call took from another client, over ms. */
 static double worst_stats_ms(const char *sock, int ms)
 {
@@ -421,6 +481,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(killed_producer),
 	cmocka_unit_test(who_publishes),
 	cmocka_unit_test(segments_keep_their_size),
+	cmocka_unit_test(kept_reserved_after_commit),
 	cmocka_unit_test(pinned_page_blocks_nobody),
 	cmocka_unit_test(ctl_publish_from_files),
 	cmocka_unit_test(published_locked),
