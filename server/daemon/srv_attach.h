@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* srv_attach.h - the Attach reply, built in one place for a model that is
  * loaded and for one still loading (they must agree: the client checks
- * one against the other across a restart, client/ready_resume.c). */
+ * one against the other across a restart, client/model/ready_resume.c). */
 #ifndef WSRV_SRV_ATTACH_H
 #define WSRV_SRV_ATTACH_H
 

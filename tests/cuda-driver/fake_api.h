@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* fake_api.h - the driver entry points the test driver exports, under the
- * names libwsrv looks up (client/cuda_api.c). */
+ * names libwsrv looks up (client/dev/cuda_api.c). */
 #ifndef FAKE_API_H
 #define FAKE_API_H
 

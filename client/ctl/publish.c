@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: MIT
+/* publish.c - a producer (a trainer) publishing a new generation of a
+ * model: writable mappings of the server's new memfds, laid out as the
+ * current generation; commit unmaps them and asks the server to seal,
+ * checksum and publish, then waits until the generation serves. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "manifest.h"
+#include "wire.h"
+#include "clock.h"
+#include "packet.h"
+
+struct wsrv_publish {
+	struct wsrv_client *c;      /* holds a reference */
+	char *model;
+	uint32_t id;
+	uint64_t generation;        /* the one it will be */
+	void *manifest;             /* the layout, read-only */
+	size_t manifest_len;
+	struct mf_view v;
+	uint32_t nseg;
+	uint8_t *seg[WSRV_MAX_FDS]; /* writable */
+	size_t seg_len[WSRV_MAX_FDS];
+	bool keep_reserved;         /* wsrv_publish_keep_reserved */
+};
+
+/* Drops the segment's writable mapping (the server's F_SEAL_WRITE needs
+ * none left). Kept reserved, the range becomes inaccessible anonymous
+ * memory in the same step (MAP_FIXED replaces it at once), so that no
+ * later mapping, the next publish's included, can land under a pointer
+ * the caller kept; the caller unmaps it. */
+static void unmap_segment(struct wsrv_publish *p, uint32_t i)
+{
+	if (p->keep_reserved &&
+	    mmap(p->seg[i], p->seg_len[i], PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		 -1, 0) != MAP_FAILED)
+		return;
+	munmap(p->seg[i], p->seg_len[i]);
+}
+
+static void unmap(struct wsrv_publish *p)
+{
+	for (uint32_t i = 0; i < p->nseg; i++)
+		if (p->seg[i])
+			unmap_segment(p, i);
+	if (p->manifest)
+		munmap(p->manifest, p->manifest_len);
+	p->nseg = 0;
+	p->manifest = NULL;
+}
+
+static void publish_free(struct wsrv_publish *p)
+{
+	unmap(p);
+	free(p->model);
+	cl_unref(p->c);
+	free(p);
+}
+
+/* Maps the layout and the segments the server sent. */
+static int map_all(struct wsrv_publish *p, const int *fds, int n, const Wsrv__PublishReply *pr)
+{
+	uint64_t sizes[WSRV_MAX_FDS];
+	char err[256];
+	struct stat st;
+
+	if (n != (int)pr->n_segment_sizes + 1 || n < 2)
+		return cl_err(-EBADMSG, "the server sent %d fds for %zu segments", n, pr->n_segment_sizes);
+	for (int i = 1; i < n; i++) {
+		if (fstat(fds[i], &st) < 0 || (uint64_t)st.st_size < pr->segment_sizes[i - 1])
+			return cl_err(-EBADMSG, "publish segment %d is smaller than stated", i - 1);
+		sizes[i - 1] = (uint64_t)st.st_size;
+		p->seg_len[i - 1] = (size_t)st.st_size;
+		p->seg[i - 1] = mmap(NULL, p->seg_len[i - 1], PROT_READ | PROT_WRITE, MAP_SHARED, fds[i], 0);
+		if (p->seg[i - 1] == MAP_FAILED) {
+			p->seg[i - 1] = NULL;
+			return cl_err(-errno, "cannot map publish segment %d: %s", i - 1, strerror(errno));
+		}
+		p->nseg = (uint32_t)i;
+	}
+	p->manifest_len = (size_t)pr->manifest_size;
+	p->manifest = mmap(NULL, p->manifest_len, PROT_READ, MAP_SHARED, fds[0], 0);
+	if (p->manifest == MAP_FAILED) {
+		p->manifest = NULL;
+		return cl_err(-errno, "cannot map the layout: %s", strerror(errno));
+	}
+	if (manifest_check(p->manifest, p->manifest_len, sizes, p->nseg, &p->v, err, sizeof(err)) < 0)
+		return cl_err(-EBADMSG, "the server sent a bad layout: %s", err);
+	return 0;
+}
+
+WSRV_EXPORT int wsrv_publish_begin(struct wsrv_client *c, const char *model, struct wsrv_publish **out)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__PublishBegin b = WSRV__PUBLISH_BEGIN__INIT;
+	Wsrv__Response *r;
+	struct wsrv_publish *p;
+	int fds[WSRV_MAX_FDS], n = 0, ret;
+
+	CL_NEED(c);
+	CL_NEED(model);
+	CL_NEED(out);
+	b.model = (char *)model;
+	q.body_case = WSRV__REQUEST__BODY_PUBLISH_BEGIN;
+	q.publish_begin = &b;
+	if ((ret = cl_call(c, &q, &r, fds, WSRV_MAX_FDS, &n)) < 0)
+		return ret;
+	if (r->body_case != WSRV__RESPONSE__BODY_PUBLISH || !r->publish || !(p = calloc(1, sizeof(*p)))) {
+		pkt_close_fds(fds, n);
+		wsrv__response__free_unpacked(r, NULL);
+		return cl_err(-EBADMSG, "the server sent the wrong reply to PublishBegin");
+	}
+	pthread_mutex_lock(&c->lock);
+	c->refs++;
+	pthread_mutex_unlock(&c->lock);
+	p->c = c;
+	p->model = strdup(model);
+	p->id = r->publish->publish_id;
+	p->generation = r->publish->generation;
+	ret = p->model ? map_all(p, fds, n, r->publish) : cl_err(-ENOMEM, "out of memory");
+	pkt_close_fds(fds, n); /* the mappings are what writes */
+	wsrv__response__free_unpacked(r, NULL);
+	if (ret < 0) {
+		wsrv_publish_abort(p);
+		return ret;
+	}
+	*out = p;
+	return 0;
+}
+
+WSRV_EXPORT int wsrv_publish_tensor(struct wsrv_publish *p, const char *name, void **data, uint64_t *size)
+{
+	CL_NEED(p);
+	CL_NEED(name);
+	if (!p->manifest)
+		return cl_err(-EINVAL, "the publish is committed or aborted");
+	for (uint32_t i = 0; i < p->v.h->ntensors; i++) {
+		const struct mf_tensor *t = &p->v.tensors[i];
+		if (t->name_len != strlen(name) || memcmp(p->v.strings + t->name_off, name, t->name_len) != 0)
+			continue;
+		if (data)
+			*data = p->seg[t->segment] + t->offset;
+		if (size)
+			*size = t->size;
+		return 0;
+	}
+	return cl_err(-ENOENT, "model %s has no tensor '%s'", p->model, name);
+}
+
+/* Waits until the model's current generation is want (0), or the server
+ * says the publish failed. */
+static int wait_published(struct wsrv_publish *p)
+{
+	for (double t0 = mono_now(); mono_now() - t0 < 3600;) {
+		struct wsrv_model_list *l;
+		struct wsrv_model_info mi;
+		struct wsrv_generation g;
+		struct timespec ts = { 0, 2000000 };
+		char why[256] = "";
+		int found = 0;
+		if (wsrv_list_models(p->c, &l) < 0)
+			return -ENOTCONN;
+		for (size_t i = 0; wsrv_model_list_at(l, i, &mi) == 0; i++)
+			if (strcmp(mi.name, p->model) == 0 && wsrv_model_list_generation(l, i, &g) == 0 &&
+			    !g.retired) {
+				found = g.generation >= p->generation ? 1 : strstr(g.reload, "failed") ? -1 : 0;
+				snprintf(why, sizeof(why), "%s", g.reload);
+			}
+		wsrv_model_list_free(l);
+		if (found)
+			return found > 0 ? 0 : cl_err(-EIO, "the server could not publish generation %llu: %s",
+						      (unsigned long long)p->generation, why);
+		nanosleep(&ts, NULL);
+	}
+	return cl_err(-ETIMEDOUT, "generation %llu was not published in an hour", (unsigned long long)p->generation);
+}
+
+WSRV_EXPORT int wsrv_publish_keep_reserved(struct wsrv_publish *p)
+{
+	CL_NEED(p);
+	p->keep_reserved = true;
+	return 0;
+}
+
+WSRV_EXPORT int wsrv_publish_segment(const struct wsrv_publish *p, uint32_t i, void **addr, uint64_t *len)
+{
+	CL_NEED(p && addr && len);
+	if (i >= p->nseg)
+		return -ENOENT;
+	*addr = p->seg[i];
+	*len = p->seg_len[i];
+	return 0;
+}
+
+WSRV_EXPORT int wsrv_publish_commit(struct wsrv_publish *p, uint64_t *generation)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__PublishCommit cm = WSRV__PUBLISH_COMMIT__INIT;
+	Wsrv__Response *r;
+	int ret;
+
+	CL_NEED(p);
+	unmap(p); /* no writable mapping may remain: the server seals F_SEAL_WRITE */
+	cm.publish_id = p->id;
+	q.body_case = WSRV__REQUEST__BODY_PUBLISH_COMMIT;
+	q.publish_commit = &cm;
+	ret = cl_query(p->c, &q, WSRV__RESPONSE__BODY_OK, &r, "PublishCommit");
+	if (ret == 0) {
+		wsrv__response__free_unpacked(r, NULL);
+		ret = wait_published(p);
+	}
+	if (ret == 0 && generation)
+		*generation = p->generation;
+	publish_free(p);
+	return ret;
+}
+
+WSRV_EXPORT void wsrv_publish_abort(struct wsrv_publish *p)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__PublishAbort ab = WSRV__PUBLISH_ABORT__INIT;
+	Wsrv__Response *r;
+
+	if (!p)
+		return;
+	unmap(p);
+	ab.publish_id = p->id;
+	q.body_case = WSRV__REQUEST__BODY_PUBLISH_ABORT;
+	q.publish_abort = &ab;
+	if (p->id && cl_connected(p->c) && cl_query(p->c, &q, WSRV__RESPONSE__BODY_OK, &r, "PublishAbort") == 0)
+		wsrv__response__free_unpacked(r, NULL);
+	publish_free(p);
+}

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: MIT
+/* attached.h - the model room: a model attached through a session, its
+ * manifest and segments mapped, its names indexed, and (attached while
+ * the server loads it) its readiness. The stream room stands on it. */
+#ifndef WSRV_CLIENT_ATTACHED_H
+#define WSRV_CLIENT_ATTACHED_H
+
+#include "manifest.h"
+#include "ready.h"
+#include "wire.h"
+
+struct wsrv_model {
+	struct wsrv_client *c;       /* holds a reference */
+	struct wsrv_model *next;     /* in c->models, under c->lock */
+	uint32_t attach_id;          /* the current server's id for m, under c->lock */
+	uint64_t generation, manifest_hash; /* what was attached */
+	uint64_t latest;             /* the newest generation announced (Event) */
+	bool stale;                  /* the server has another generation now */
+	char *name;
+	const uint8_t *manifest;     /* read-only mapping */
+	size_t manifest_len;
+	struct mf_view v;
+	uint32_t nseg;
+	const uint8_t **seg;         /* read-only mappings */
+	size_t *seg_len;
+	uint32_t *hash;              /* tensor index + 1, open addressing */
+	size_t hash_mask;
+	/* Attached while the server loads it (ready_wait.c): every segment's
+	 * address range is reserved (PROT_NONE) at attach and mapped over
+	 * once the readiness page says it is ready. */
+	bool loading;                /* atomic: some segment not mapped yet */
+	struct ready_gen *ready;     /* atomic: the newest server's page, or NULL */
+	bool *mapped;                /* per segment, under map_lock */
+	pthread_mutex_t map_lock;
+};
+
+/* One server's readiness page for a model attached while it loads. A
+ * reconnect during the load (ready_resume.c) puts a newer one in front;
+ * the older ones stay mapped until the model is freed, because a waiter
+ * may still be reading their words. */
+struct ready_gen {
+	struct ready_gen *older;     /* owned */
+	const uint8_t *page;         /* read-only mapping (owned) */
+	size_t len;
+	struct rd_view rv;
+	int *fds;                    /* per segment: an fd the attach reply
+	                              * carried and not mapped yet, or -1;
+	                              * owned, under map_lock; may be NULL */
+};
+
+/* The newest readiness page's view (m->ready is not NULL). */
+static inline const struct rd_view *cl_rv(const struct wsrv_model *m)
+{
+	return &__atomic_load_n(&m->ready, __ATOMIC_ACQUIRE)->rv;
+}
+
+/* Attach with a readiness page: fds[0] the manifest (mapped by the
+ * caller), fds[1] the page, then ar->ready_segments' fds. */
+int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__AttachReply *ar);
+/* Whether some segment of m is not mapped here yet. */
+static inline bool cl_loading(const struct wsrv_model *m)
+{
+	return __atomic_load_n(&m->loading, __ATOMIC_ACQUIRE);
+}
+
+/* The loading branches (ready_wait.c), each behind one call: a model
+ * loaded before it was attached, or mapped whole since, never takes them. */
+int cl_ready_need(struct wsrv_model *m, uint32_t seg);
+int cl_ready_check(struct wsrv_model *m, uint32_t seg);
+bool cl_ready_mapped(struct wsrv_model *m, uint32_t seg);
+
+/* Waits until segment seg is ready and mapped; -EIO (naming the tensor)
+ * when the load failed. A no-op once the whole model is mapped. */
+static inline int cl_need_segment(struct wsrv_model *m, uint32_t seg)
+{
+	return cl_loading(m) ? cl_ready_need(m, seg) : 0;
+}
+
+/* Whether segment seg is mapped here, without waiting: 1 yes (mapping it
+ * first when the server says it is ready), 0 not yet, or -EIO (naming the
+ * tensor) when the load failed. */
+static inline int cl_segment_ready(struct wsrv_model *m, uint32_t seg)
+{
+	return cl_loading(m) ? cl_ready_check(m, seg) : 1;
+}
+
+/* Whether segment seg is mapped here now (always, once the model is). */
+static inline bool cl_segment_mapped(struct wsrv_model *m, uint32_t seg)
+{
+	return !cl_loading(m) || cl_ready_mapped(m, seg);
+}
+/* wsrv_model_layer without waiting for the layer's bytes. */
+int cl_layer_nowait(const struct wsrv_model *m, int32_t index, struct wsrv_layer *out);
+/* wsrv_model_tensor and wsrv_model_layer_at for i in range, without
+ * waiting: data points at the reserved range until the segment arrives,
+ * and must not be read before cl_need_segment or cl_segment_ready says so. */
+void cl_tensor_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_tensor *out);
+void cl_layer_at_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_layer *out);
+/* Frees what cl_ready_setup made (the segments' mappings are the
+ * caller's). */
+void cl_ready_free(struct wsrv_model *m);
+/* Maps a readiness page of len bytes from fd and checks it against m's
+ * manifest: a new generation of it, owned by the caller, or NULL. */
+struct ready_gen *cl_ready_gen_map(struct wsrv_model *m, int fd, uint64_t len);
+void cl_ready_gen_free(struct ready_gen *g);
+/* Under c->lock, on a new connection: m, still loading here, attached
+ * again (with while_loading) and answered with ar and its n fds. When the
+ * new server lays m out as the old one did, its page (or, for a model it
+ * has loaded, one made here) becomes m's newest, taking the fds it keeps
+ * (-1 left in fds), and the segments already mapped stay: 0. Otherwise
+ * -ESTALE, or -EBADMSG for a reply that does not add up. (ready_resume.c) */
+int cl_ready_resume(struct wsrv_model *m, const Wsrv__AttachReply *ar, int *fds, int n);
+
+/* model_call.c: a request that names model m by its attach id at *id:
+ * the id the server sending it knows m by is written there before each
+ * send (a reconnect gives m a new one); -ESTALE once m has other
+ * weights. Otherwise as cl_call. */
+int cl_call_model(struct wsrv_model *m, uint32_t *id, Wsrv__Request *req, Wsrv__Response **resp,
+		  int *fds, int maxfds, int *nfds);
+/* Adds m to / removes m from c's models (takes c->lock); the first sets
+ * the session's hooks (cl_replay, cl_note_event). (model_call.c) */
+void cl_model_link(struct wsrv_client *c, struct wsrv_model *m);
+void cl_model_unlink(struct wsrv_client *c, struct wsrv_model *m);
+/* The transport's callback, user the client, under c->lock: a generation
+ * the server announced. (events.c) */
+void cl_note_event(void *user, const Wsrv__Event *ev);
+
+/* -ESTALE with a sentence when m's generation was replaced; else 0.
+ * (model_call.c) */
+int cl_model_fresh(const struct wsrv_model *m);
+/* c->replay: under c->lock, on a new connection, attaches every model of
+ * c again; a model whose generation changed is marked stale. 0 or a
+ * negative errno with a sentence. (replay.c) */
+int cl_replay(struct wsrv_client *c);
+
+/* model_index.c: builds the name hash of m. */
+int cl_build_hash(struct wsrv_model *m);
+/* The index of the tensor named name, or -ENOENT (no error recorded). */
+int cl_find_index(const struct wsrv_model *m, const char *name);
+/* Tensor i's name (i in range). */
+const char *cl_tensor_name(const struct wsrv_model *m, uint32_t i);
+
+#endif

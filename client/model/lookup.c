@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: MIT
+/* lookup.c - reading an attached model: no server. A model loaded when
+ * it was attached (or mapped whole since) takes no system call either;
+ * one still loading waits here for the segment a lookup points into,
+ * behind one call (cl_need_segment, attached.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attached.h"
+
+WSRV_EXPORT int wsrv_model_held(const struct wsrv_model *m, struct wsrv_held *out)
+{
+	const struct mf_header *h;
+
+	CL_NEED(m);
+	CL_NEED(out);
+	CL_RESULT(out);
+	h = m->v.h;
+	out->bytes = h->tensor_bytes;
+	if (!m->v.parts)
+		return 0;
+	out->first = h->held_first;
+	out->last = h->held_last;
+	out->world = h->held_world;
+	out->stages = h->held_stages;
+	out->bytes = 0;
+	for (uint32_t i = 0; i < h->ntensors; i++)
+		out->bytes += m->v.parts[i].length;
+	return 0;
+}
+
+WSRV_EXPORT const char *wsrv_model_name(const struct wsrv_model *m)
+{
+	return m ? m->name : NULL;
+}
+
+WSRV_EXPORT size_t wsrv_model_tensor_count(const struct wsrv_model *m)
+{
+	return m ? m->v.h->ntensors : 0;
+}
+
+/* Attached while the server loads it, each of these waits for the
+ * segment it points into (cl_need_segment): a lookup's bytes are always
+ * the loaded ones. The model is const to the caller; its mappings are
+ * libwsrv's. */
+WSRV_EXPORT int wsrv_model_tensor(const struct wsrv_model *m, size_t i, struct wsrv_tensor *out)
+{
+	int r;
+
+	CL_NEED(m);
+	CL_NEED(out);
+	if (i >= m->v.h->ntensors)
+		return cl_err(-ERANGE, "tensor %zu: the model has %u", i, m->v.h->ntensors);
+	if ((r = cl_need_segment((struct wsrv_model *)m, m->v.tensors[i].segment)) < 0)
+		return r;
+	cl_tensor_nowait(m, (uint32_t)i, out);
+	return 0;
+}
+
+WSRV_EXPORT const char *wsrv_model_tensor_name(const struct wsrv_model *m, size_t i)
+{
+	if (!m || i >= m->v.h->ntensors) {
+		cl_err(-ERANGE, "wsrv_model_tensor_name: no tensor %zu", i);
+		return NULL;
+	}
+	return cl_tensor_name(m, (uint32_t)i);
+}
+
+WSRV_EXPORT int wsrv_model_find(const struct wsrv_model *m, const char *name,
+				struct wsrv_tensor *out)
+{
+	int i, r;
+
+	CL_NEED(m);
+	CL_NEED(name);
+	CL_NEED(out);
+	if ((i = cl_find_index(m, name)) < 0)
+		return cl_err(-ENOENT, "model %s has no tensor '%s'", m->name, name);
+	if ((r = cl_need_segment((struct wsrv_model *)m, m->v.tensors[i].segment)) < 0)
+		return r;
+	cl_tensor_nowait(m, (uint32_t)i, out);
+	return 0;
+}
+
+WSRV_EXPORT size_t wsrv_model_layer_count(const struct wsrv_model *m)
+{
+	return m ? m->v.h->nlayers : 0;
+}
+
+WSRV_EXPORT int wsrv_model_layer_at(const struct wsrv_model *m, size_t i, struct wsrv_layer *out)
+{
+	int r;
+
+	CL_NEED(m);
+	CL_NEED(out);
+	if (i >= m->v.h->nlayers)
+		return cl_err(-ERANGE, "layer group %zu: the model has %u", i, m->v.h->nlayers);
+	if ((r = cl_need_segment((struct wsrv_model *)m, m->v.layers[i].segment)) < 0)
+		return r;
+	cl_layer_at_nowait(m, (uint32_t)i, out);
+	return 0;
+}
+
+WSRV_EXPORT int wsrv_model_layer_info(const struct wsrv_model *m, size_t i, struct wsrv_layer *out)
+{
+	CL_NEED(m);
+	CL_NEED(out);
+	if (i >= m->v.h->nlayers)
+		return cl_err(-ERANGE, "layer group %zu: the model has %u", i, m->v.h->nlayers);
+	cl_layer_at_nowait(m, (uint32_t)i, out);
+	if (!cl_segment_mapped((struct wsrv_model *)m, m->v.layers[i].segment))
+		out->data = NULL;
+	return 0;
+}
+
+WSRV_EXPORT int wsrv_model_layer(const struct wsrv_model *m, int32_t index, struct wsrv_layer *out)
+{
+	int r;
+
+	CL_NEED(m);
+	CL_NEED(out);
+	if ((r = cl_layer_nowait(m, index, out)) < 0)
+		return r;
+	return cl_need_segment((struct wsrv_model *)m, out->segment);
+}
+
+WSRV_EXPORT const char *wsrv_model_config(const struct wsrv_model *m, size_t *len)
+{
+	if (!m || !len) {
+		cl_err(-EINVAL, "wsrv_model_config: %s is NULL", m ? "len" : "m");
+		return NULL;
+	}
+	*len = m->v.h->config_size;
+	return m->v.h->config_size ? m->v.config : NULL;
+}

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: MIT
+/* model_index.c - an attached model's tensors and layer groups by name
+ * and index, read from its manifest: no waiting, no server. lookup.c
+ * puts the waits for a model still loading in front of these. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "attached.h"
+#include "sorted.h"
+
+static uint64_t name_hash(const char *s, size_t n)
+{
+	return XXH3_64bits(s, n);
+}
+
+const char *cl_tensor_name(const struct wsrv_model *m, uint32_t i)
+{
+	return m->v.strings + m->v.tensors[i].name_off;
+}
+
+int cl_build_hash(struct wsrv_model *m)
+{
+	uint32_t n = m->v.h->ntensors;
+	size_t cap = 16;
+
+	while (cap < (size_t)n * 2)
+		cap *= 2;
+	m->hash = calloc(cap, sizeof(*m->hash));
+	if (!m->hash)
+		return cl_err(-ENOMEM, "out of memory");
+	m->hash_mask = cap - 1;
+	for (uint32_t i = 0; i < n; i++) {
+		const char *name = cl_tensor_name(m, i);
+		size_t k = name_hash(name, m->v.tensors[i].name_len) & m->hash_mask;
+		while (m->hash[k]) {
+			if (strcmp(cl_tensor_name(m, m->hash[k] - 1), name) == 0)
+				return cl_err(-EBADMSG, "the manifest lists tensor '%s' twice", name);
+			k = (k + 1) & m->hash_mask;
+		}
+		m->hash[k] = i + 1;
+	}
+	return 0;
+}
+
+void cl_tensor_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_tensor *o)
+{
+	const struct mf_tensor *t = &m->v.tensors[i];
+
+	CL_RESULT(o);
+	o->name = cl_tensor_name(m, i);
+	o->dtype = (int)t->dtype;
+	o->rank = t->rank;
+	o->shape = m->v.dims + t->dims_index;
+	o->layer = t->layer;
+	o->segment = t->segment;
+	o->offset = t->offset;
+	o->size = t->size;
+	/* Attached while loading, the manifest has 0: the page has it. */
+	o->xxh3 = m->ready ? __atomic_load_n(&cl_rv(m)->xxh3[i], __ATOMIC_RELAXED) : t->xxh3;
+	o->data = m->seg[t->segment] + t->offset;
+	o->held_offset = m->v.parts ? m->v.parts[i].offset : 0;
+	o->held_size = m->v.parts ? m->v.parts[i].length : t->size;
+}
+
+void cl_layer_at_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_layer *o)
+{
+	const struct mf_layer *l = &m->v.layers[i];
+
+	CL_RESULT(o);
+	o->index = l->index;
+	o->segment = l->segment;
+	o->offset = l->offset;
+	o->length = l->length;
+	o->bytes = l->bytes;
+	o->first = l->first;
+	o->count = l->count;
+	o->data = m->seg[l->segment] + l->offset;
+}
+
+int cl_find_index(const struct wsrv_model *m, const char *name)
+{
+	size_t k = name_hash(name, strlen(name)) & m->hash_mask;
+
+	while (m->hash[k]) {
+		uint32_t i = m->hash[k] - 1;
+		if (strcmp(cl_tensor_name(m, i), name) == 0)
+			return (int)i;
+		k = (k + 1) & m->hash_mask;
+	}
+	return -ENOENT;
+}
+
+static int layer_cmp(const void *key, const void *elem)
+{
+	return sorted_cmp_i32(*(const int32_t *)key, ((const struct mf_layer *)elem)->index);
+}
+
+int cl_layer_nowait(const struct wsrv_model *m, int32_t index, struct wsrv_layer *out)
+{
+	long i = sorted_index(&index, m->v.layers, m->v.h->nlayers, sizeof(*m->v.layers), layer_cmp);
+
+	if (i < 0)
+		return cl_err(-ENOENT, "model %s has no layer %d", m->name, index);
+	cl_layer_at_nowait(m, (uint32_t)i, out);
+	return 0;
+}

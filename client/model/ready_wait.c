@@ -1,0 +1,357 @@
+// SPDX-License-Identifier: MIT
+/* ready_wait.c - a model attached while the server loads it: reserved
+ * address ranges, the readiness page's futex words, and the segments
+ * fetched (AttachSegments) and mapped over their reservations as they
+ * become ready. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attached.h"
+#include "clock.h"
+#include "hugemap.h"
+#include "packet.h"
+
+#define WAIT_SLICE_MS 200   /* between checks that the server is still there */
+
+static int map_over(struct wsrv_model *m, uint32_t g, int fd)
+{
+	uint64_t size;
+	int r = cl_check_fd(fd, "segment", m->seg_len[g], &size);
+
+	if (r < 0)
+		return r;
+	if (mmap((void *)m->seg[g], m->seg_len[g], PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED)
+		return cl_err(-errno, "cannot map segment %u: %s", g, strerror(errno));
+	m->mapped[g] = true;
+	return 0;
+}
+
+static int reserve(struct wsrv_model *m, const Wsrv__AttachReply *ar)
+{
+	for (uint32_t i = 0; i < m->nseg; i++) {
+		void *p;
+		if (ar->segment_sizes[i] == 0 || ar->segment_sizes[i] > (1ull << 46))
+			return cl_err(-EBADMSG, "the server announced a segment of %llu bytes",
+				      (unsigned long long)ar->segment_sizes[i]);
+		m->seg_len[i] = (size_t)ar->segment_sizes[i];
+		p = hugemap_reserve(m->seg_len[i]); /* 2 MiB folios map whole */
+		if (p == MAP_FAILED)
+			return cl_err(-errno, "cannot reserve %zu bytes for segment %u: %s", m->seg_len[i], i,
+				      strerror(errno));
+		m->seg[i] = p;
+	}
+	return 0;
+}
+
+int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__AttachReply *ar)
+{
+	uint64_t sizes[WSRV_MAX_FDS];
+	char err[256];
+	int r;
+
+	if ((size_t)nfds != 2 + ar->n_ready_segments)
+		return cl_err(-EBADMSG, "the server sent %d fds for a loading model with %zu segments ready",
+			      nfds, ar->n_ready_segments);
+	m->mapped = calloc(m->nseg + 1, sizeof(*m->mapped));
+	if (!m->mapped || pthread_mutex_init(&m->map_lock, NULL) != 0) {
+		free(m->mapped);
+		m->mapped = NULL;
+		return cl_err(-ENOMEM, "out of memory");
+	}
+	if ((r = reserve(m, ar)) < 0)
+		return r;
+	for (size_t k = 0; k < ar->n_ready_segments; k++) {
+		uint32_t g = ar->ready_segments[k];
+		if (g >= m->nseg || m->mapped[g])
+			return cl_err(-EBADMSG, "the server sent segment %u twice or out of range", g);
+		if ((r = map_over(m, g, fds[2 + k])) < 0)
+			return r;
+	}
+	for (uint32_t i = 0; i < m->nseg; i++)
+		sizes[i] = m->seg_len[i];
+	if (manifest_check(m->manifest, m->manifest_len, sizes, m->nseg, &m->v, err, sizeof(err)) < 0)
+		return cl_err(-EBADMSG, "the server sent a bad manifest: %s", err);
+	if (!(m->ready = cl_ready_gen_map(m, fds[1], ar->ready_size)))
+		return -EBADMSG;
+	__atomic_store_n(&m->loading, true, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void cl_ready_free(struct wsrv_model *m)
+{
+	cl_ready_gen_free(m->ready);
+	m->ready = NULL;
+	if (m->mapped)
+		pthread_mutex_destroy(&m->map_lock);
+	free(m->mapped);
+	m->mapped = NULL;
+}
+
+static uint32_t load_word(const uint32_t *w)
+{
+	return __atomic_load_n(w, __ATOMIC_ACQUIRE);
+}
+
+static int failed(const struct wsrv_model *m)
+{
+	const struct rd_header *h = cl_rv(m)->h;
+	char msg[RD_MESSAGE_MAX];
+	uint32_t t = h->failed_tensor;
+	const char *name = t < m->v.h->ntensors ? m->v.strings + m->v.tensors[t].name_off : "(none named)";
+
+	memcpy(msg, h->message, sizeof(msg));
+	msg[sizeof(msg) - 1] = 0;
+	return cl_err(-EIO, "model %s failed to load at tensor %s: %s", m->name, name, msg);
+}
+
+#define WORD_MODEL UINT32_MAX
+
+/* The futex word of segment seg (or of the model: WORD_MODEL) on the
+ * newest server's page. */
+static const uint32_t *word(const struct wsrv_model *m, uint32_t seg)
+{
+	const struct rd_view *v = cl_rv(m);
+
+	return seg == WORD_MODEL ? &v->h->state : &v->segments[seg];
+}
+
+/* Whether the server that loads the model is still connected: a server
+ * that died mid-load never finishes the page. */
+static bool server_gone(struct wsrv_model *m)
+{
+	bool gone;
+
+	pthread_mutex_lock(&m->c->lock);
+	gone = wire_hung_up(&m->c->w);
+	pthread_mutex_unlock(&m->c->lock);
+	return gone;
+}
+
+/* The server went away mid-load: connect again, which re-attaches m to
+ * the new server's load (ready_resume.c). 0 when m waits on there now. */
+static int resume(struct wsrv_model *m)
+{
+	if (cl_revive(m->c) < 0)
+		return cl_err(-ENOTCONN, "the server went away while model %s was loading, and connecting again failed: %s",
+			      m->name, wsrv_last_error());
+	return cl_model_fresh(m);
+}
+
+/* Waits for a word (seg, or WORD_MODEL) to leave RD_LOADING, up to
+ * timeout_ms (< 0: for ever). */
+static int wait_word(struct wsrv_model *m, uint32_t seg, int timeout_ms)
+{
+	double left = timeout_ms < 0 ? -1 : timeout_ms / 1e3, t0 = mono_now();
+
+	for (;;) {
+		const uint32_t *w = word(m, seg);
+		uint32_t v = load_word(w);
+		double slice = WAIT_SLICE_MS / 1e3;
+		int r;
+		if (v == RD_READY)
+			return 0;
+		if (v == RD_FAILED)
+			return failed(m);
+		if (left >= 0) {
+			double rem = left - (mono_now() - t0);
+			if (rem <= 0)
+				return cl_err(-ETIMEDOUT, "model %s is still loading", m->name);
+			slice = rem < slice ? rem : slice;
+		}
+		struct timespec ts = { (time_t)slice, (long)((slice - (double)(time_t)slice) * 1e9) };
+		syscall(SYS_futex, w, FUTEX_WAIT, RD_LOADING, &ts, NULL, 0);
+		if (load_word(w) == RD_LOADING && w == word(m, seg) && server_gone(m) && (r = resume(m)) < 0)
+			return r;
+	}
+}
+
+/* Maps the segments whose fds a re-attach brought (ready_resume.c). Under
+ * map_lock. */
+static int map_carried(struct wsrv_model *m)
+{
+	struct ready_gen *g = __atomic_load_n(&m->ready, __ATOMIC_ACQUIRE);
+	int r = 0;
+
+	for (uint32_t i = 0; g->fds && i < m->nseg; i++) {
+		if (g->fds[i] < 0)
+			continue;
+		if (r == 0 && !m->mapped[i])
+			r = map_over(m, i, g->fds[i]);
+		close(g->fds[i]);
+		g->fds[i] = -1;
+	}
+	return r;
+}
+
+/* Asks for the fds of segments ready and not mapped (at most one reply's
+ * worth), and maps them. Under map_lock. A server that says "not loaded
+ * yet" is one that took over after a restart, later than the page this
+ * client read: nothing is mapped, and the caller waits again. */
+static int fetch_ready(struct wsrv_model *m)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__AttachSegments as = WSRV__ATTACH_SEGMENTS__INIT;
+	uint32_t want[WSRV_MAX_FDS];
+	int fds[WSRV_MAX_FDS], nfds = 0, r;
+	Wsrv__Response *resp;
+
+	if ((r = map_carried(m)) < 0)
+		return r;
+	for (uint32_t i = 0; i < m->nseg && as.n_segments < WSRV_MAX_FDS - 2; i++)
+		if (!m->mapped[i] && load_word(word(m, i)) == RD_READY)
+			want[as.n_segments++] = i;
+	if (as.n_segments == 0)
+		return 0;
+	as.segments = want;
+	q.body_case = WSRV__REQUEST__BODY_ATTACH_SEGMENTS;
+	q.attach_segments = &as;
+	if ((r = cl_call_model(m, &as.attach_id, &q, &resp, fds, WSRV_MAX_FDS, &nfds)) < 0)
+		return r == -EAGAIN ? 0 : r;
+	if (resp->body_case != WSRV__RESPONSE__BODY_SEGMENTS || !resp->segments ||
+	    resp->segments->n_segments != as.n_segments || (size_t)nfds != as.n_segments ||
+	    memcmp(resp->segments->segments, want, as.n_segments * sizeof(*want)) != 0)
+		r = cl_err(-EBADMSG, "the server sent the wrong reply to AttachSegments");
+	for (size_t k = 0; r == 0 && k < as.n_segments; k++)
+		r = map_over(m, want[k], fds[k]);
+	pkt_close_fds(fds, nfds);
+	wsrv__response__free_unpacked(resp, NULL);
+	return r;
+}
+
+/* Maps what is ready; once every segment is, the model is loaded here. */
+static int map_ready(struct wsrv_model *m)
+{
+	bool all = true;
+	int r;
+
+	pthread_mutex_lock(&m->map_lock);
+	r = fetch_ready(m);
+	for (uint32_t i = 0; i < m->nseg; i++)
+		all = all && m->mapped[i];
+	if (r == 0 && all && load_word(word(m, WORD_MODEL)) == RD_READY) {
+		m->manifest_hash = cl_rv(m)->h->manifest_hash; /* the loaded model's identity */
+		__atomic_store_n(&m->loading, false, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&m->map_lock);
+	return r;
+}
+
+static bool seg_mapped(struct wsrv_model *m, uint32_t seg)
+{
+	bool v;
+
+	pthread_mutex_lock(&m->map_lock);
+	v = m->mapped[seg];
+	pthread_mutex_unlock(&m->map_lock);
+	return v;
+}
+
+static int need(struct wsrv_model *m, uint32_t seg, int timeout_ms)
+{
+	int r;
+
+	if (seg >= m->nseg)
+		return cl_err(-EINVAL, "no segment %u", seg);
+	/* More than one round only when the server changed under the wait
+	 * (a restart mid-load): the new one's word is waited on. */
+	for (int round = 0; !seg_mapped(m, seg); round++) {
+		if (round == 16)
+			return cl_err(-EBADMSG, "the server says segment %u of model %s is loaded but does not give it",
+				      seg, m->name);
+		if ((r = wait_word(m, seg, timeout_ms)) < 0 || (r = map_ready(m)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+int cl_ready_need(struct wsrv_model *m, uint32_t seg)
+{
+	return need(m, seg, -1);
+}
+
+bool cl_ready_mapped(struct wsrv_model *m, uint32_t seg)
+{
+	return seg < m->nseg && seg_mapped(m, seg);
+}
+
+int cl_ready_check(struct wsrv_model *m, uint32_t seg)
+{
+	uint32_t v;
+	int r;
+
+	if (cl_segment_mapped(m, seg))
+		return 1;
+	if (seg >= m->nseg)
+		return cl_err(-EINVAL, "no segment %u", seg);
+	v = load_word(word(m, seg));
+	if (v == RD_FAILED)
+		return failed(m);
+	if (v != RD_READY)
+		return 0;
+	if ((r = map_ready(m)) < 0)
+		return r;
+	return seg_mapped(m, seg) ? 1 : 0;
+}
+
+static uint32_t count_mapped(struct wsrv_model *m)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < m->nseg; i++)
+		n += seg_mapped(m, i);
+	return n;
+}
+
+static int wait_all(struct wsrv_model *m, int timeout_ms)
+{
+	double t0 = mono_now();
+	int r = 0;
+
+	while (r == 0 && __atomic_load_n(&m->loading, __ATOMIC_ACQUIRE)) {
+		uint32_t before;
+		if ((r = wait_word(m, WORD_MODEL, timeout_ms)) < 0)
+			break;
+		before = count_mapped(m);
+		r = map_ready(m);
+		/* READY, yet nothing new mapped: a broken page. (A model word
+		 * back to LOADING is a new server's, after a restart.) */
+		if (r == 0 && __atomic_load_n(&m->loading, __ATOMIC_ACQUIRE) && count_mapped(m) == before &&
+		    load_word(word(m, WORD_MODEL)) == RD_READY)
+			return cl_err(-EBADMSG, "the server says model %s is loaded but a segment is not ready",
+				      m->name);
+		if (timeout_ms >= 0 && mono_now() - t0 > timeout_ms / 1e3 + 60)
+			return cl_err(-ETIMEDOUT, "model %s: segments still not mapped", m->name);
+	}
+	return r;
+}
+
+WSRV_EXPORT int wsrv_model_wait(struct wsrv_model *m, int32_t layer, int timeout_ms)
+{
+	struct wsrv_layer l;
+	int r;
+
+	CL_NEED(m);
+	if (layer != WSRV_LAYER_ALL && (r = cl_layer_nowait(m, layer, &l)) < 0)
+		return r;
+	if (!__atomic_load_n(&m->loading, __ATOMIC_ACQUIRE))
+		return 0;
+	return layer == WSRV_LAYER_ALL ? wait_all(m, timeout_ms) : need(m, l.segment, timeout_ms);
+}
+
+WSRV_EXPORT int wsrv_model_progress(const struct wsrv_model *m, uint64_t *placed, uint64_t *total)
+{
+	CL_NEED(m);
+	if (placed)
+		*placed = m->ready ? __atomic_load_n(&cl_rv(m)->h->placed_bytes, __ATOMIC_RELAXED) : m->v.h->tensor_bytes;
+	if (total)
+		*total = m->ready ? cl_rv(m)->h->total_bytes : m->v.h->tensor_bytes;
+	return __atomic_load_n(&m->loading, __ATOMIC_ACQUIRE) ? 1 : 0;
+}

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: MIT
+/* stream_internal.h - a stream's state. */
+#ifndef WSRV_STREAM_INTERNAL_H
+#define WSRV_STREAM_INTERNAL_H
+
+#include "clock.h"
+#include "attached.h"
+#include "device.h"
+#include "plan.h"
+#include "stream_experts.h"
+#include "tp_view.h"
+
+/* WHERE_EXPERT: an expert on demand, in the expert cache when acquired
+ * (stream_experts.h). */
+enum { WHERE_ABSENT = 0, WHERE_RESIDENT = 1, WHERE_STREAMED = 2, WHERE_EXPERT = 3 };
+
+struct st_layer {
+	int32_t index;
+	uint32_t *streamed;         /* tensor indices, arena order */
+	uint32_t nstreamed;
+	bool contiguous;            /* the streamed tensors are one run: one copy */
+	uint32_t seg;
+	uint64_t span_off;          /* the run's start in its segment */
+	uint64_t slot_bytes;        /* bytes it needs in a slot */
+	uint64_t *slot_off;         /* each streamed tensor's offset in the slot */
+	int slot;                   /* -1: not in a slot */
+};
+
+struct slot {
+	void *mem;
+	int layer;                  /* index into layers, -1 when free */
+	int64_t fence;              /* the last copy of its layer */
+	bool acquired;
+};
+
+/* A queued layer's copies, until their times are taken into the stats:
+ * the backend writes t_first (the first copy) and t_last (the last) when
+ * it finds them done, so a record lives until then, whatever happens to
+ * the slot. */
+#define STREAM_RECS 256
+struct copy_rec {
+	int64_t fence;
+	int32_t layer;              /* the layer's index */
+	double t_first[2], t_last[2];
+	bool single;                /* one copy: t_first has both ends */
+};
+
+/* A gate the consumer has yet to pass (device.h's gap). */
+struct gate_rec {
+	int64_t ticket;
+	int32_t layer;
+};
+
+/* A host range the stream page-locked through its device. */
+struct src_range {
+	uintptr_t a, b;
+	uint32_t seg;               /* the segment it lies in */
+	bool locked;                /* registered with the device */
+};
+
+struct trace_ev {
+	int32_t layer;
+	char kind;                  /* 'c' copy, 'w' wait, 'x' compute */
+	double t0, t1;
+};
+
+#define SHARE_TIMEOUT_MS 60000      /* default wait for another worker's fill */
+
+/* The resident tensors' device region, when shared (stream_share.c). */
+struct stream_share {
+	bool wanted;
+	unsigned timeout_ms;
+	struct dev_share_info info;
+	struct dev_share mem;       /* mem.ptr: mapped here */
+	uint32_t region_id;         /* held at the server; 0: none */
+	int role;                   /* enum wsrv_share_role */
+	uint32_t writer_pid;
+	double wait;
+	char note[200];             /* why private */
+};
+
+struct wsrv_stream {
+	struct wsrv_model *m;
+	struct wsrv_device *d;
+	uint8_t *where;             /* per tensor */
+	struct tp_view *views;      /* per tensor: this rank's part of it */
+	int rank, world;
+	uint32_t id;                /* numbers this process's streams, for reports */
+	uint64_t *res_off;          /* per tensor: offset in resident memory */
+	void *resident;
+	uint64_t resident_bytes;
+	struct st_layer *layers;
+	uint32_t nlayers;
+	uint32_t *seq;              /* positions of layers with streamed tensors */
+	uint32_t nseq;
+	struct slot *slots;
+	unsigned nslots;
+	uint64_t slot_size;
+	int last;                   /* position in seq of the last acquired layer */
+	struct copy_rec recs[STREAM_RECS];
+	uint64_t rec_head, rec_tail;    /* next free, oldest not taken */
+	struct gate_rec gates[STREAM_RECS];
+	uint64_t gate_head, gate_tail;
+	struct src_range *srcs;     /* registered with the device as their
+	                             * segments arrive, unregistered at close */
+	size_t nsrcs;
+	bool *seg_here;             /* per segment: mapped, its sources ready */
+	double opened, acquire_t0;
+	struct wsrv_stream_stats st;
+	struct trace_ev *trace;
+	size_t ntrace, trace_cap;
+	char *trace_path;
+	struct stream_share sh;
+	struct xp_cache *xp;        /* experts on demand; NULL: none */
+};
+
+/* Decides each tensor's residency (plan rules, layer_shard by rank, then
+ * the budget); fills s->where. */
+int stream_place(struct wsrv_stream *s, const struct wsrv_plan *p, int rank, unsigned slots);
+
+/* Lays out each layer's streamed tensors in a slot; returns the slot size. */
+uint64_t stream_layout(struct wsrv_stream *s);
+
+void stream_trace_add(struct wsrv_stream *s, int32_t layer, char kind, double t0, double t1);
+int stream_trace_write(const struct wsrv_stream *s, const char *path);
+
+/* Takes the times of finished copies and passed gates into the stats and
+ * the trace; all: waits for every one. */
+void stream_harvest(struct wsrv_stream *s, bool all);
+/* wsrv_stream_stats, for the library's own callers. */
+void stream_stats_fill(struct wsrv_stream *s, struct wsrv_stream_stats *out);
+
+/* Finds what the stream copies (its sources, merged within each segment)
+ * and page-locks, through its device, those in segments already mapped;
+ * the rest as their segments arrive (stream_need_*). Timed into the stats;
+ * stream_unregister undoes it. */
+int stream_register(struct wsrv_stream *s);
+void stream_unregister(struct wsrv_stream *s);
+/* Whether the bytes of tensor i (of each streamed tensor of layer pos)
+ * are here to copy, on a model the server may still be loading: 1 yes
+ * (their segment mapped and its sources page-locked), 0 not yet (only
+ * when !wait), or a negative errno (-EIO naming the tensor when the load
+ * failed). wait: blocks until they are. */
+int stream_need_tensor(struct wsrv_stream *s, uint32_t i, bool wait);
+int stream_need_layer(struct wsrv_stream *s, int pos, bool wait);
+
+/* Asks the server for the resident tensors' shared region (when wanted and
+ * the device can share): maps it as a reader, or becomes its writer (the
+ * fill comes with stream_share_fill). Never fails the stream: a failure
+ * leaves it private, with the reason in s->sh.note. */
+void stream_share_begin(struct wsrv_stream *s);
+/* The writer's fill: creates the region, uploads into it, seals and
+ * commits. 0, or <0 when it fell back to private (noted; the caller then
+ * uploads a private copy). */
+int stream_share_fill(struct wsrv_stream *s);
+/* Unmaps the region and lets go of it at the server. */
+void stream_share_close(struct wsrv_stream *s);
+/* Queues the resident tensors' copies into base and waits for them. */
+int stream_upload_into(struct wsrv_stream *s, uint8_t *base);
+
+/* Makes the consumer wait for every copy up to fence: the compute stream
+ * through the device's gate (its gap taken into the stats later), or the
+ * CPU, timed into the stats and the trace under layer index. */
+int stream_wait_fence(struct wsrv_stream *s, int64_t fence, int32_t index);
+
+/* Starts the copies of the layers after seq position from (-1: none) into
+ * the free slots. */
+void stream_prefetch(struct wsrv_stream *s, int from);
+
+/* Sends the counters to the server; closed: the stream's last word, after
+ * which the server forgets it. */
+int stream_send_report(struct wsrv_stream *s, bool closed);
+
+#endif
