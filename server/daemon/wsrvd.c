@@ -478,8 +478,6 @@ static int claim(struct args *a, struct server *srv, struct handover *h, int *lf
 	return r;
 }
 
-/* Loads every model into srv (adopting what a predecessor left in h); any
- * failure stops the server from starting. */
 /* Segments of a model served while loading: LOAD_EARLY_SEGMENTS, or
  * fewer where RLIMIT_NOFILE is low and the server unprivileged (each
  * segment is an fd in every Attach reply in flight, charged to this user:
@@ -565,6 +563,8 @@ static int serve_model(struct args *a, struct server *srv, struct handover *h, i
 	return early ? add_early(a, srv, i, gen) : add_loaded(a, srv, i, gen);
 }
 
+/* Loads every model into srv (adopting what a predecessor left in h); any
+ * failure stops the server from starting. */
 static int load_for_serving(struct args *a, struct server *srv, struct handover *h)
 {
 	/* Peers fill from other hosts in their own order; those loads serve
@@ -589,11 +589,6 @@ static int load_for_serving(struct args *a, struct server *srv, struct handover 
 	return 0;
 }
 
-/* Raises the soft RLIMIT_NOFILE to the hard one, sets each client's budget
- * of unread fds (four Attach replies of the largest model), and fits the
- * client limit and the device regions to what the limit carries
- * (srv_fdlimit.c): a default --max-clients is lowered, an asked one that
- * does not fit is refused. */
 /* --metrics-listen: the HTTP thread, before the loop publishes to it. */
 static int start_metrics(const struct args *a, struct server *srv)
 {
@@ -610,6 +605,11 @@ static int start_metrics(const struct args *a, struct server *srv)
 	return 0;
 }
 
+/* Raises the soft RLIMIT_NOFILE to the hard one, sets each client's budget
+ * of unread fds (four Attach replies of the largest model), and fits the
+ * client limit and the device regions to what the limit carries
+ * (srv_fdlimit.c): a default --max-clients is lowered, an asked one that
+ * does not fit is refused. */
 static int fd_limits(struct server *srv)
 {
 	struct fd_fit_in in = { .own = 32, .privileged = geteuid() == 0,
@@ -671,72 +671,118 @@ static int start_peers(struct args *a, struct server *srv, bool taking_over)
 	return r;
 }
 
-static int serve(struct args *a)
+/* What wsrvd's start holds until it serves or gives up. */
+struct start {
+	struct handover h;           /* fds a predecessor handed over (owned) */
+	int lfd, lock;               /* the listening socket and its lock (owned) */
+	int tconn;                   /* the take-over connection to confirm on, or -1 */
+	char path[SOCKPATH_MAX];     /* the default socket's path */
+};
+
+/* Step 1: the socket's path, and SIGINT and SIGTERM blocked (the loop
+ * reads them from a signalfd). */
+static int prepare(struct server *srv, struct start *st, int nmodels)
 {
-	struct server srv = { .cfg = a->srv, .load = &a->load, .reload_efd = -1 };
-	char path[SOCKPATH_MAX];
-	struct handover h;
 	struct errinfo e;
-	int status = 0, lfd, lock, tconn = -1;
 	sigset_t stop;
 
-	handover_collect(&h); /* first: LISTEN_FDS are fds 3 and up */
-	if (!srv.cfg.socket_path) {
-		if (sockpath_default(path, sizeof(path), e.msg, sizeof(e.msg)) < 0) {
+	if (!srv->cfg.socket_path) {
+		if (sockpath_default(st->path, sizeof(st->path), e.msg, sizeof(e.msg)) < 0) {
 			log_err("%s", e.msg);
-			return 1;
+			return -EINVAL;
 		}
-		srv.cfg.socket_path = path;
+		srv->cfg.socket_path = st->path;
 	}
-	srv.cfg.allow_uid[srv.cfg.n_allow_uid++] = getuid(); /* room kept for it */
-	log_info("starting: %d model%s, socket %s", a->nmodels, a->nmodels == 1 ? "" : "s",
-		 srv.cfg.socket_path);
+	srv->cfg.allow_uid[srv->cfg.n_allow_uid++] = getuid(); /* room kept for it */
+	log_info("starting: %d model%s, socket %s", nmodels, nmodels == 1 ? "" : "s",
+		 srv->cfg.socket_path);
 	sigemptyset(&stop);
 	sigaddset(&stop, SIGINT);
 	sigaddset(&stop, SIGTERM);
 	sigprocmask(SIG_BLOCK, &stop, NULL);
-	/* The socket first: a second server on the same path should learn
-	 * that before it spends minutes loading. Clients that connect during
-	 * the load wait in the backlog. Taking over, the socket is the running
-	 * server's, handed over with its models. */
-	if (claim(a, &srv, &h, &lfd, &lock, &tconn) < 0) {
-		status = 1;
-	} else if (start_peers(a, &srv, tconn >= 0) < 0 || load_for_serving(a, &srv, &h) < 0 || start_metrics(a, &srv) < 0 ||
-		   fd_limits(&srv) < 0 || stop_requested()) {
-		if (tconn >= 0) { /* the running server still serves: leave it its socket */
-			close(lfd);
-			close(lock);
-			close(tconn);
-		} else {
-			srv_unlisten(srv.cfg.socket_path, lfd, lock);
-		}
-		status = stop_requested() ? 0 : 1; /* asked to stop: not a failure */
-		for (size_t i = 0; status == 0 && i < srv.nmodels; i++)
-			if (srv.models[i].loading)
-				log_info("model %s: stopped by a signal while loading",
-					 esc(srv.models[i].lm->model->name));
-	} else if (confirm_takeover(tconn) < 0) {
-		close(lfd); /* the running server serves on: its socket stays */
-		close(lock);
-		status = 1;
+	return 0;
+}
+
+/* Step 3, once the socket is claimed (step 2, claim): peers, the models,
+ * metrics, the fd limits; a stop asked for meanwhile ends it too. */
+static int get_ready(struct args *a, struct server *srv, struct start *st)
+{
+	if (start_peers(a, srv, st->tconn >= 0) < 0 || load_for_serving(a, srv, &st->h) < 0 ||
+	    start_metrics(a, srv) < 0 || fd_limits(srv) < 0 || stop_requested())
+		return -1;
+	return 0;
+}
+
+/* Step 3 failed: the socket given up (or, taking over, left to the
+ * running server, which still serves). 0 when a signal asked for it. */
+static int give_up(struct server *srv, struct start *st)
+{
+	int status = stop_requested() ? 0 : 1; /* asked to stop: not a failure */
+
+	if (st->tconn >= 0) {
+		close(st->lfd);
+		close(st->lock);
+		close(st->tconn);
 	} else {
-		srv.started_wall = h.started;
-		handover_store(&srv, &h);
-		handover_done(&h); /* what was not adopted is closed now */
-		if (srv_run(&srv, lfd, lock, &e) < 0) {
-			log_err("%s", e.msg);
-			status = 1;
-		}
-		if (srv.failed) /* a model served while loading failed to load */
-			status = 1;
+		srv_unlisten(srv->cfg.socket_path, st->lfd, st->lock);
 	}
-	handover_done(&h);
-	srv_metrics_stop(srv.metrics);
+	for (size_t i = 0; status == 0 && i < srv->nmodels; i++)
+		if (srv->models[i].loading)
+			log_info("model %s: stopped by a signal while loading",
+				 esc(srv->models[i].lm->model->name));
+	return status;
+}
+
+/* Step 4: the take-over confirmed, then the loop until a stop. */
+static int run(struct server *srv, struct start *st)
+{
+	struct errinfo e;
+
+	if (confirm_takeover(st->tconn) < 0) {
+		close(st->lfd); /* the running server serves on: its socket stays */
+		close(st->lock);
+		return 1;
+	}
+	srv->started_wall = st->h.started;
+	handover_store(srv, &st->h);
+	handover_done(&st->h); /* what was not adopted is closed now */
+	if (srv_run(srv, st->lfd, st->lock, &e) < 0) {
+		log_err("%s", e.msg);
+		return 1;
+	}
+	return srv->failed ? 1 : 0; /* a model served while loading failed to load */
+}
+
+/* Step 5, whatever happened: everything the start and the loop held. */
+static void finish(struct args *a, struct server *srv, struct start *st)
+{
+	handover_done(&st->h);
+	srv_metrics_stop(srv->metrics);
 	srv_peers_stop(&a->peers);
-	region_free_all(&srv);
-	for (size_t i = 0; i < srv.nmodels; i++)
-		loaded_model_free(srv.models[i].lm);
-	free(srv.models);
+	region_free_all(srv);
+	for (size_t i = 0; i < srv->nmodels; i++)
+		loaded_model_free(srv->models[i].lm);
+	free(srv->models);
+}
+
+/* The socket first (step 2): a second server on the same path should
+ * learn that before it spends minutes loading. Clients that connect
+ * during the load wait in the backlog. Taking over, the socket is the
+ * running server's, handed over with its models. */
+static int serve(struct args *a)
+{
+	struct server srv = { .cfg = a->srv, .load = &a->load, .reload_efd = -1 };
+	struct start st = { .lfd = -1, .lock = -1, .tconn = -1 };
+	int status;
+
+	handover_collect(&st.h); /* first: LISTEN_FDS are fds 3 and up */
+	if (prepare(&srv, &st, a->nmodels) < 0 || claim(a, &srv, &st.h, &st.lfd, &st.lock, &st.tconn) < 0)
+		status = 1;
+	else if (get_ready(a, &srv, &st) < 0)
+		status = give_up(&srv, &st);
+	else
+		status = run(&srv, &st);
+	finish(a, &srv, &st);
 	return status;
 }
 
