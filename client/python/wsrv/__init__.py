@@ -9,7 +9,7 @@ layer stream. Pure Python over libwsrv.so.1 (ctypes); docs/python.md.
         sd = m.state_dict(plan={"tp_plan": {...}}, rank=0, world=2)
 """
 
-from ._lib import lib as _libwsrv
+from ._lib import lib as _libwsrv, text as _text
 from .client import Client, connect
 from .errors import WsrvError
 from .model import Layer, Model, StateDict, Tensor
@@ -18,9 +18,9 @@ from .publish import Publish
 from .stream import Stream, StreamLayer
 
 
-def version():
+def version() -> str:
     """libwsrv's version."""
-    return _libwsrv.wsrv_version().decode()
+    return _text(_libwsrv.wsrv_version())
 
 
 __all__ = ["Client", "connect", "Layer", "Model", "Plan", "Publish", "StateDict", "Stream", "StreamLayer",

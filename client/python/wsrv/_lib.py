@@ -3,27 +3,33 @@
 prototypes. The library is found at $WSRV_LIB, else next to an installed
 package, else by the loader's search (libwsrv.so.1)."""
 
+from __future__ import annotations
+
 import ctypes
 import operator
 import ctypes.util
 import os
+from typing import Any, Optional, TypeVar
 
 from .errors import WsrvError
 
 u32, i32, u64, dbl = ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint64, ctypes.c_double
-cstr, vptr = ctypes.c_char_p, ctypes.c_void_p
+charp, vptr = ctypes.c_char_p, ctypes.c_void_p
 u64p = ctypes.POINTER(u64)
 
+#: A ctypes structure of wsrv.h (every one of them has struct_size first).
+S = TypeVar("S", bound=ctypes.Structure)
 
-def _struct(name, fields):
+
+def _struct(name: str, fields: list[tuple[str, Any]]) -> type[ctypes.Structure]:
     """A wsrv.h struct: struct_size first, as the header has it."""
     return type(name, (ctypes.Structure,), {"_fields_": [("struct_size", u32)] + fields})
 
 
-ConnectOpts = _struct("ConnectOpts", [("timeout_ms", i32), ("client_name", cstr),
+ConnectOpts = _struct("ConnectOpts", [("timeout_ms", i32), ("client_name", charp),
                                       ("reserved", u64 * 4)])
 TensorInfo = _struct("TensorInfo", [
-    ("name", cstr), ("dtype", ctypes.c_int), ("rank", u32), ("shape", u64p), ("layer", i32),
+    ("name", charp), ("dtype", ctypes.c_int), ("rank", u32), ("shape", u64p), ("layer", i32),
     ("segment", u32), ("offset", u64), ("size", u64), ("xxh3", u64), ("data", vptr),
     ("held_offset", u64), ("held_size", u64), ("reserved", u64 * 2)])
 HeldInfo = _struct("HeldInfo", [
@@ -33,30 +39,30 @@ LayerInfo = _struct("LayerInfo", [
     ("index", i32), ("segment", u32), ("offset", u64), ("length", u64), ("bytes", u64),
     ("first", u32), ("count", u32), ("data", vptr), ("reserved", u64 * 4)])
 ModelInfo = _struct("ModelInfo", [
-    ("tensors", u32), ("layers", u32), ("segments", u32), ("attached", u32), ("name", cstr),
-    ("path", cstr), ("numa", cstr), ("tensor_bytes", u64), ("arena_bytes", u64),
+    ("tensors", u32), ("layers", u32), ("segments", u32), ("attached", u32), ("name", charp),
+    ("path", charp), ("numa", charp), ("tensor_bytes", u64), ("arena_bytes", u64),
     ("page_size", u64), ("load_seconds", dbl), ("held_first", u32), ("held_last", u32),
-    ("held_world", u32), ("loading", u32), ("held_bytes", u64), ("pages", cstr)])
+    ("held_world", u32), ("loading", u32), ("held_bytes", u64), ("pages", charp)])
 ServerStats = _struct("ServerStats", [
-    ("clients", u32), ("attachments", u32), ("open_fds", u32), ("server_version", cstr),
+    ("clients", u32), ("attachments", u32), ("open_fds", u32), ("server_version", charp),
     ("uptime_seconds", dbl), ("leases", u64), ("requests", u64), ("errors", u64),
     ("clients_total", u64), ("arena_bytes", u64), ("rss_bytes", u64), ("started_unix", dbl),
     ("first_started_unix", dbl), ("max_clients", u32), ("max_clients_fitted", u32),
     ("reserved", u64 * 1)])
 ModelStats = _struct("ModelStats", [
-    ("attached", u32), ("name", cstr), ("fetches", u64), ("leases", u64), ("arena_bytes", u64),
+    ("attached", u32), ("name", charp), ("fetches", u64), ("leases", u64), ("arena_bytes", u64),
     ("generation", u64), ("adopted", i32), ("reserved32", u32), ("disk_bytes", u64),
     ("reserved", u64 * 1)])
 RegionInfo = _struct("RegionInfo", [
-    ("id", u32), ("holders", u32), ("writer_pid", u32), ("model", cstr), ("device", cstr),
+    ("id", u32), ("holders", u32), ("writer_pid", u32), ("model", charp), ("device", charp),
     ("committed", i32), ("kind", i32), ("bytes", u64), ("fingerprint", u64),
     ("generation", u64), ("age_seconds", dbl), ("waits", u64), ("reserved", u64 * 3)])
 HostOpts = _struct("HostOpts", [("numa_node", i32), ("bandwidth_gbps", dbl),
-                                ("device_name", cstr), ("reserved", u64 * 3)])
+                                ("device_name", charp), ("reserved", u64 * 3)])
 CudaOpts = _struct("CudaOpts", [("device", i32), ("compute_stream", vptr),
                                 ("register_chunk_bytes", u64), ("reserved", u64 * 3)])
 StreamOpts = _struct("StreamOpts", [
-    ("slots", u32), ("rank", i32), ("world", i32), ("trace_path", cstr), ("share", u32),
+    ("slots", u32), ("rank", i32), ("world", i32), ("trace_path", charp), ("share", u32),
     ("share_timeout_ms", u32), ("reserved", u64 * 3)])
 StreamStats = _struct("StreamStats", [
     ("slots", u32), ("bytes_copied", u64), ("copies", u64), ("acquires", u64), ("passes", u64),
@@ -74,16 +80,16 @@ ExpertStats = _struct("ExpertStats", [
     ("prefetches", u64), ("evictions", u64), ("bytes_copied", u64), ("copies", u64),
     ("passes", u64), ("wait_seconds", dbl), ("reserved", u64 * 6)])
 Sharing = _struct("Sharing", [
-    ("role", i32), ("region_id", u32), ("writer_pid", u32), ("device", cstr), ("note", cstr),
+    ("role", i32), ("region_id", u32), ("writer_pid", u32), ("device", charp), ("note", charp),
     ("region_bytes", u64), ("wait_seconds", dbl), ("reserved", u64 * 4)])
 
 P = ctypes.POINTER
 _PROTOS = {
-    "wsrv_version": (cstr, []),
-    "wsrv_last_error": (cstr, []),
-    "wsrv_dtype_name": (cstr, [ctypes.c_int]),
-    "wsrv_default_socket": (cstr, []),
-    "wsrv_connect": (ctypes.c_int, [cstr, P(ConnectOpts), P(vptr)]),
+    "wsrv_version": (charp, []),
+    "wsrv_last_error": (charp, []),
+    "wsrv_dtype_name": (charp, [ctypes.c_int]),
+    "wsrv_default_socket": (charp, []),
+    "wsrv_connect": (ctypes.c_int, [charp, P(ConnectOpts), P(vptr)]),
     "wsrv_disconnect": (None, [vptr]),
     "wsrv_list_models": (ctypes.c_int, [vptr, P(vptr)]),
     "wsrv_model_list_count": (ctypes.c_size_t, [vptr]),
@@ -96,14 +102,14 @@ _PROTOS = {
     "wsrv_stats_region_count": (ctypes.c_size_t, [vptr]),
     "wsrv_stats_region": (ctypes.c_int, [vptr, ctypes.c_size_t, P(RegionInfo)]),
     "wsrv_stats_free": (None, [vptr]),
-    "wsrv_attach": (ctypes.c_int, [vptr, cstr, P(vptr)]),
+    "wsrv_attach": (ctypes.c_int, [vptr, charp, P(vptr)]),
     "wsrv_detach": (None, [vptr]),
     "wsrv_model_tensor_count": (ctypes.c_size_t, [vptr]),
     "wsrv_model_tensor_name": (ctypes.c_char_p, [vptr, ctypes.c_size_t]),
     "wsrv_model_wait": (ctypes.c_int, [vptr, ctypes.c_int32, ctypes.c_int]),
     "wsrv_model_progress": (ctypes.c_int, [vptr, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64)]),
     "wsrv_model_tensor": (ctypes.c_int, [vptr, ctypes.c_size_t, P(TensorInfo)]),
-    "wsrv_model_find": (ctypes.c_int, [vptr, cstr, P(TensorInfo)]),
+    "wsrv_model_find": (ctypes.c_int, [vptr, charp, P(TensorInfo)]),
     "wsrv_model_layer_count": (ctypes.c_size_t, [vptr]),
     "wsrv_model_layer_at": (ctypes.c_int, [vptr, ctypes.c_size_t, P(LayerInfo)]),
     "wsrv_model_layer_info": (ctypes.c_int, [vptr, ctypes.c_size_t, P(LayerInfo)]),
@@ -136,9 +142,9 @@ _PROTOS = {
     "wsrv_client_fd": (ctypes.c_int, [vptr]),
     "wsrv_client_poll_events": (ctypes.c_int, [vptr]),
     "wsrv_model_generation": (ctypes.c_int, [vptr, P(u64), P(u64)]),
-    "wsrv_reload": (ctypes.c_int, [vptr, cstr, cstr]),
-    "wsrv_publish_begin": (ctypes.c_int, [vptr, cstr, P(vptr)]),
-    "wsrv_publish_tensor": (ctypes.c_int, [vptr, cstr, P(vptr), P(u64)]),
+    "wsrv_reload": (ctypes.c_int, [vptr, charp, charp]),
+    "wsrv_publish_begin": (ctypes.c_int, [vptr, charp, P(vptr)]),
+    "wsrv_publish_tensor": (ctypes.c_int, [vptr, charp, P(vptr), P(u64)]),
     "wsrv_publish_commit": (ctypes.c_int, [vptr, P(u64)]),
     "wsrv_publish_abort": (None, [vptr]),
     "wsrv_publish_keep_reserved": (ctypes.c_int, [vptr]),
@@ -146,7 +152,7 @@ _PROTOS = {
 }
 
 
-def _find():
+def _find() -> str:
     env = os.environ.get("WSRV_LIB")
     if env:
         return env
@@ -161,7 +167,7 @@ def _find():
     return ctypes.util.find_library("wsrv") or "libwsrv.so.1"
 
 
-def _load():
+def _load() -> ctypes.CDLL:
     path = _find()
     try:
         lib = ctypes.CDLL(path)
@@ -179,14 +185,14 @@ def _load():
 lib = _load()
 
 
-def new(struct, **fields):
+def new(struct: type[S], **fields: Any) -> S:
     """An option struct with struct_size set."""
     s = struct(**fields)
     s.struct_size = ctypes.sizeof(struct)
     return s
 
 
-def check(rc, what=None):
+def check(rc: int, what: Optional[str] = None) -> int:
     """A negative errno from libwsrv as a WsrvError with its sentence."""
     if rc < 0:
         msg = (lib.wsrv_last_error() or b"").decode("utf-8", "replace")
@@ -194,7 +200,7 @@ def check(rc, what=None):
     return rc
 
 
-def cstr(value, what="a name"):
+def cstr(value: object, what: str = "a name") -> bytes:
     """value (str) as the C string libwsrv takes. A NUL inside would cut
     it short there, so that attach("m\\x00other") attached m: refused."""
     if not isinstance(value, str):
@@ -204,7 +210,7 @@ def cstr(value, what="a name"):
     return value.encode()
 
 
-def whole(value, what):
+def whole(value: Any, what: str) -> int:
     """value as an int, refusing what is not a whole number (a float, a
     bool): float expert ids were truncated silently."""
     if isinstance(value, bool):
@@ -215,7 +221,7 @@ def whole(value, what):
         raise TypeError(f"{what} must be an integer, not {type(value).__name__} ({value!r})") from None
 
 
-def rank_world(rank, world):
+def rank_world(rank: Any, world: Any) -> tuple[int, int]:
     """rank and world checked: 1 <= world, 0 <= rank < world."""
     rank, world = whole(rank, "rank"), whole(world, "world")
     if world < 1:
@@ -225,5 +231,6 @@ def rank_world(rank, world):
     return rank, world
 
 
-def text(b):
+def text(b: Optional[bytes]) -> str:
+    """A string libwsrv returned, decoded ("" for NULL)."""
     return b.decode("utf-8", "replace") if b is not None else ""

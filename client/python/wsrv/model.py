@@ -2,9 +2,12 @@
 """An attached model: a read-only Mapping of tensor names to Tensors whose
 .numpy() and .torch() are views of the shared mapping."""
 
+from __future__ import annotations
+
 import ctypes
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from . import _dtypes
 from ._lib import (HeldInfo, LayerInfo, Layout, StreamOpts, TensorInfo, View, check, lib, new,
@@ -15,15 +18,21 @@ from .publish import Publish
 from .stream import Stream, open_raw
 from ._views import array_of, bytes_view, torch_of
 
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    import torch
+
+    from .plan import PlanSpec
+
 
 class _ModelHandle:
     """Owns a wsrv_model. Every view holds it, so the mapping stays until
     the model is closed and the last view is gone."""
 
-    def __init__(self, ptr):
-        self.ptr = ptr
+    def __init__(self, ptr: ctypes.c_void_p) -> None:
+        self.ptr: Optional[ctypes.c_void_p] = ptr
 
-    def __del__(self):
+    def __del__(self) -> None:
         if self.ptr:
             lib.wsrv_detach(self.ptr)
             self.ptr = None
@@ -38,101 +47,106 @@ class Tensor:
     __slots__ = ("name", "dtype", "shape", "layer", "nbytes", "xxh3", "held", "_code", "_addr",
                  "_owner")
 
-    def __init__(self, info, owner):
+    def __init__(self, info: ctypes.Structure, owner: _ModelHandle) -> None:
         self.name = text(info.name)
         self._code = info.dtype
         self.dtype = _dtypes.name(info.dtype)
-        self.shape = tuple(info.shape[k] for k in range(info.rank))
-        self.layer = info.layer
-        self.nbytes = info.size
-        self.xxh3 = info.xxh3
-        self.held = (info.held_offset, info.held_size)
-        self._addr = info.data or 0
+        self.shape: tuple[int, ...] = tuple(info.shape[k] for k in range(info.rank))
+        self.layer: int = info.layer
+        self.nbytes: int = info.size
+        self.xxh3: int = info.xxh3
+        self.held: tuple[int, int] = (info.held_offset, info.held_size)
+        self._addr: int = info.data or 0
         self._owner = owner
 
-    def _mv(self):
+    def _mv(self) -> memoryview:
         return bytes_view(self._owner, self._addr, self.nbytes)
 
-    def numpy(self):
+    def numpy(self) -> npt.NDArray[Any]:
         """A read-only ndarray over the shared mapping (uint8 bytes for a
         dtype numpy lacks; BF16 as its uint16 bits)."""
         return array_of(self._mv(), self._code, self.shape, self.nbytes, False)
 
-    def torch(self):
+    def torch(self) -> torch.Tensor:
         """A torch tensor over the shared mapping, no copy. It must not be
         written: the pages are mapped read-only (a write faults)."""
         return torch_of(array_of(self._mv(), self._code, self.shape, self.nbytes, True), self._code)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<wsrv.Tensor {self.name} {self.dtype}{list(self.shape)} layer {self.layer}>"
 
 
 class Layer:
     """A layer group: its index (-1: global), tensor names, bytes."""
 
-    def __init__(self, info, names):
-        self.index = info.index
+    def __init__(self, info: ctypes.Structure, names: list[str]) -> None:
+        self.index: int = info.index
         self.names = names
-        self.nbytes = info.bytes
+        self.nbytes: int = info.bytes
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<wsrv.Layer {self.index}: {len(self.names)} tensors, {self.nbytes} bytes>"
 
 
-class StateDict(dict):
+class StateDict(dict[str, "torch.Tensor"]):
     """A rank's tensors by name; .copied names the ones a layout forced to
     be copies (the rest are views of the shared mapping)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
-        self.copied = set()
+        self.copied: set[str] = set()
 
 
-class Model(Mapping):
+class Model(Mapping[str, Tensor]):
     """An attached model (Client.attach). A context manager; close()
     detaches once the last view of it is gone."""
 
-    def __init__(self, client_ptr, name):
+    def __init__(self, client_ptr: ctypes.c_void_p, name: str) -> None:
         ptr = ctypes.c_void_p()
         check(lib.wsrv_attach(client_ptr, cstr(name, "a model name"), ctypes.byref(ptr)), f"attach {name}")
         self.name = name
         self._client_ptr = client_ptr  # the model holds the C client's reference
-        self._h = _ModelHandle(ptr)
+        self._h: Optional[_ModelHandle] = _ModelHandle(ptr)
         n = lib.wsrv_model_tensor_count(ptr)
         # Names only: a model still loading does not wait here.
         self._names = [text(lib.wsrv_model_tensor_name(ptr, i)) for i in range(n)]
         self._index = {nm: i for i, nm in enumerate(self._names)}
-        self._config = None
+        self._config: Optional[dict[str, Any]] = None
 
-    def _ptr(self):
-        if self._h is None:
+    def _handle(self) -> _ModelHandle:
+        if self._h is None or not self._h.ptr:
             raise WsrvError(9, f"model {self.name} is closed")  # EBADF
-        return self._h.ptr
+        return self._h
 
-    def _tensor_at(self, i):
+    def _ptr(self) -> ctypes.c_void_p:
+        ptr = self._handle().ptr
+        assert ptr is not None
+        return ptr
+
+    def _tensor_at(self, i: int) -> Tensor:
         ti = new(TensorInfo)
         check(lib.wsrv_model_tensor(self._ptr(), i, ctypes.byref(ti)))
-        return Tensor(ti, self._h)
+        return Tensor(ti, self._handle())
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> Tensor:
         i = self._index.get(name)
         if i is None:
             raise KeyError(name)
         return self._tensor_at(i)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._names)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._names)
 
-    def tensor(self, name):
+    def tensor(self, name: str) -> Tensor:
         """The tensor by name; WsrvError(ENOENT) when there is none."""
         ti = new(TensorInfo)
         check(lib.wsrv_model_find(self._ptr(), cstr(name, "a tensor name"), ctypes.byref(ti)), name)
-        return Tensor(ti, self._h)
+        return Tensor(ti, self._handle())
 
-    def wait(self, layer=None, timeout=None):
+    def wait(self, layer: Optional[int] = None, timeout: Optional[float] = None) -> None:
         """Served while the server loads it (wsrvd's default):
         waits for one layer (-1: the global group) or, with None, for the
         whole model; timeout in seconds (None: for ever). WsrvError(EIO)
@@ -142,7 +156,7 @@ class Model(Mapping):
         lay = -2**31 if layer is None else layer
         check(lib.wsrv_model_wait(self._ptr(), lay, ms), f"wait for {self.name}")
 
-    def progress(self):
+    def progress(self) -> tuple[int, int, bool]:
         """(placed, total, loading): tensor bytes in place and in all, and
         whether the model is still loading here."""
         placed, total = ctypes.c_uint64(), ctypes.c_uint64()
@@ -150,10 +164,10 @@ class Model(Mapping):
         check(min(r, 0))
         return placed.value, total.value, bool(r)
 
-    def layers(self):
+    def layers(self) -> list[Layer]:
         """The layer groups in order: the global group (-1) first. Their
         names and sizes only: on a model still loading this does not wait."""
-        out = []
+        out: list[Layer] = []
         for i in range(lib.wsrv_model_layer_count(self._ptr())):
             li = new(LayerInfo)
             check(lib.wsrv_model_layer_info(self._ptr(), i, ctypes.byref(li)))
@@ -161,32 +175,33 @@ class Model(Mapping):
         return out
 
     @property
-    def config(self):
+    def config(self) -> dict[str, Any]:
         """The model's config.json, parsed ({} when it had none)."""
         if self._config is None:
             n = ctypes.c_size_t()
             p = lib.wsrv_model_config(self._ptr(), ctypes.byref(n))
-            self._config = json.loads(ctypes.string_at(p, n.value)) if p else {}
+            cfg: dict[str, Any] = json.loads(ctypes.string_at(p, n.value)) if p else {}
+            self._config = cfg
         return self._config
 
-    def _generations(self):
+    def _generations(self) -> tuple[int, int]:
         mapped, latest = ctypes.c_uint64(), ctypes.c_uint64()
         check(lib.wsrv_model_generation(self._ptr(), ctypes.byref(mapped), ctypes.byref(latest)))
         return mapped.value, latest.value
 
     @property
-    def generation(self):
+    def generation(self) -> int:
         """The generation of the weights this Model maps."""
         return self._generations()[0]
 
     @property
-    def latest_generation(self):
+    def latest_generation(self) -> int:
         """The newest generation the server announced (Client.poll_events
         takes announcements in); a worker switches between passes by
         closing this Model and attaching again."""
         return self._generations()[1]
 
-    def held(self):
+    def held(self) -> Optional[dict[str, int]]:
         """None when the server holds the whole model; for a partial load
         (wsrvd --ranks A-B --world W) a dict: first, last, world, stages,
         bytes. A rank it does not hold cannot open a stream (WsrvError,
@@ -198,13 +213,14 @@ class Model(Mapping):
         return {"first": h.first, "last": h.last, "world": h.world, "stages": h.stages,
                 "bytes": h.bytes}
 
-    def fp8_block(self):
+    def fp8_block(self) -> tuple[int, int]:
         """The FP8 scale block [rows, cols] the config states ([128, 128])."""
         b = (ctypes.c_uint64 * 2)()
         check(lib.wsrv_model_fp8_block(self._ptr(), b))
         return (b[0], b[1])
 
-    def state_dict(self, plan=None, rank=0, world=1):
+    def state_dict(self, plan: Union[Plan, PlanSpec, None] = None, rank: int = 0,
+                   world: int = 1) -> StateDict:
         """A rank's tensors under the plan's tp_plan as torch tensors: views
         of the shared mapping where its part is contiguous or strided, a
         copy only where a layout needs one (named in .copied). Another
@@ -217,7 +233,7 @@ class Model(Mapping):
         finally:
             lib.wsrv_stream_close(s)
 
-    def _views(self, s, rank):
+    def _views(self, s: ctypes.c_void_p, rank: int) -> StateDict:
         out = StateDict()
         for i, nm in enumerate(self._names):
             v, lay = new(View), new(Layout)
@@ -232,30 +248,33 @@ class Model(Mapping):
                 out.copied.add(nm)
         return out
 
-    def publish(self):
+    def publish(self) -> Publish:
         """A new generation of this model from this process's bytes (a
         trainer's): see wsrv.Publish. The server must allow this user
         (--allow-publish-uid/gid)."""
         return Publish(self)
 
-    def stream(self, device="host", plan=None, slots=2, rank=0, world=1, **kw):
+    def stream(self, device: str = "host", plan: Union[Plan, PlanSpec, None] = None, slots: int = 2,
+               rank: int = 0, world: int = 1, **kw: Any) -> Stream:
         """A layer stream on a device (see wsrv.Stream)."""
         return Stream(self, device=device, plan=plan, slots=slots, rank=rank, world=world, **kw)
 
-    def close(self):
+    def close(self) -> None:
+        """Detaches once the last view of the model is gone."""
         self._h = None
 
-    def __enter__(self):
+    def __enter__(self) -> Model:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<wsrv.Model {self.name}: {len(self)} tensors>"
 
 
-def _part(tensor, lay, shape, nbytes):
+def _part(tensor: Tensor, lay: ctypes.Structure, shape: tuple[int, ...],
+          nbytes: int) -> tuple[torch.Tensor, bool]:
     """The rank's part of tensor by its layout: (torch tensor, copied?)."""
     full = tensor.torch().reshape(-1)
     es = full.element_size()

@@ -1,13 +1,22 @@
 # SPDX-License-Identifier: MIT
 """Publishing a new generation from a trainer's own tensors."""
 
+from __future__ import annotations
+
 import ctypes
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _dtypes
 from ._lib import check, cstr, lib
 from ._views import torch_of
+
+if TYPE_CHECKING:
+    import torch
+
+    from .model import Model
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
@@ -20,26 +29,26 @@ class _Ranges:
     no later mapping lands under a tensor kept past them; they are unmapped
     here once no tensor refers to them."""
 
-    def __init__(self, p):
+    def __init__(self, p: ctypes.c_void_p) -> None:
         self.closed = False
-        self.ranges = []
+        self.ranges: list[tuple[int, int]] = []
         addr, size = ctypes.c_void_p(), ctypes.c_uint64()
         i = 0
         while lib.wsrv_publish_segment(p, i, ctypes.byref(addr), ctypes.byref(size)) == 0:
-            self.ranges.append((addr.value, size.value))
+            self.ranges.append((addr.value or 0, size.value))
             i += 1
 
-    def __del__(self):
+    def __del__(self) -> None:
         if self.closed:
             for addr, size in self.ranges:
                 _libc.munmap(addr, size)
             self.ranges = []
 
 
-_PUBLISH_TENSOR = None
+_PUBLISH_TENSOR: Optional[type[torch.Tensor]] = None
 
 
-def publish_tensor_class():
+def publish_tensor_class() -> type[torch.Tensor]:
     """PublishTensor: a tensor over a publish's writable memory. Once the
     publish is committed or aborted, any use of it (or of a view of it)
     raises ValueError: its memory is no longer this process's to touch.
@@ -50,13 +59,16 @@ def publish_tensor_class():
 
         class PublishTensor(torch.Tensor):
             @classmethod
-            def __torch_function__(cls, func, types, args=(), kwargs=None):
+            def __torch_function__(cls, func: Callable[..., Any], types: Iterable[type],
+                                   args: tuple[Any, ...] = (),
+                                   kwargs: Optional[dict[str, Any]] = None) -> Any:
                 kwargs = kwargs or {}
                 ranges = _ranges_of(args, kwargs)
                 if ranges is not None and ranges.closed:
                     raise ValueError("this tensor belongs to a publish that is committed or aborted: "
                                      "its memory is gone; copy what you need before commit()")
-                out = super().__torch_function__(func, types, args, kwargs)
+                base: Callable[..., Any] = super().__torch_function__
+                out = base(func, types, args, kwargs)
                 if ranges is not None:
                     _tag(out, ranges)
                 return out
@@ -65,23 +77,23 @@ def publish_tensor_class():
     return _PUBLISH_TENSOR
 
 
-def _ranges_of(args, kwargs):
+def _ranges_of(args: Iterable[Any], kwargs: dict[str, Any]) -> Optional[_Ranges]:
     for a in list(args) + list(kwargs.values()):
         if isinstance(a, (list, tuple)):
             r = _ranges_of(a, {})
             if r is not None:
                 return r
         r = getattr(a, "_wsrv_ranges", None) if isinstance(a, publish_tensor_class()) else None
-        if r is not None:
+        if isinstance(r, _Ranges):
             return r
     return None
 
 
-def _tag(out, ranges):
+def _tag(out: Any, ranges: _Ranges) -> None:
     """Views made from a publish's tensor carry its ranges (and so its
     check, and a reference that keeps the ranges reserved)."""
     if isinstance(out, publish_tensor_class()) and getattr(out, "_wsrv_ranges", None) is None:
-        out._wsrv_ranges = ranges
+        setattr(out, "_wsrv_ranges", ranges)
     elif isinstance(out, (list, tuple)):
         for o in out:
             _tag(o, ranges)
@@ -96,35 +108,36 @@ class Publish:
     hands out are unusable after commit and abort (ValueError), and their
     memory is never reused under them."""
 
-    def __init__(self, model):
+    def __init__(self, model: Model) -> None:
         self.model = model
-        self._p = ctypes.c_void_p()
+        self.generation: Optional[int] = None  # set by the with block's commit
+        self._p: Optional[ctypes.c_void_p] = ctypes.c_void_p()
         check(lib.wsrv_publish_begin(model._client_ptr, cstr(model.name), ctypes.byref(self._p)),
               f"publish {model.name}")
         check(lib.wsrv_publish_keep_reserved(self._p), f"publish {model.name}")
         self._ranges = _Ranges(self._p)
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> torch.Tensor:
         if not self._p:
             raise ValueError("the publish is committed or aborted")
         t = self.model[name]
         data, size = ctypes.c_void_p(), ctypes.c_uint64()
         check(lib.wsrv_publish_tensor(self._p, cstr(name, "a tensor name"), ctypes.byref(data), ctypes.byref(size)), name)
-        arr = (ctypes.c_char * size.value).from_address(data.value)
+        arr = (ctypes.c_char * size.value).from_address(data.value or 0)
         carrier = _dtypes.carrier(t._code) if _dtypes.torch_dtype(t._code) is not None else np.uint8
-        a = np.frombuffer(memoryview(arr).cast("B"), dtype=carrier)
+        a: npt.NDArray[Any] = np.frombuffer(memoryview(arr).cast("B"), dtype=carrier)
         shape = t.shape if _dtypes.itemsize(t._code) else (size.value,)
         out = torch_of(a.reshape(shape), t._code).as_subclass(publish_tensor_class())
-        out._wsrv_ranges = self._ranges
+        setattr(out, "_wsrv_ranges", self._ranges)
         return out
 
-    def _close(self):
+    def _close(self) -> Optional[ctypes.c_void_p]:
         p, self._p = self._p, None
         if p:
             self._ranges.closed = True
         return p
 
-    def commit(self):
+    def commit(self) -> int:
         """Publishes; the new generation's number once it serves."""
         gen = ctypes.c_uint64()
         p = self._close()
@@ -133,20 +146,21 @@ class Publish:
         check(lib.wsrv_publish_commit(p, ctypes.byref(gen)), f"publish {self.model.name}")
         return gen.value
 
-    def abort(self):
+    def abort(self) -> None:
+        """Drops the new generation; its tensors are unusable from now on."""
         p = self._close()
         if p:
             lib.wsrv_publish_abort(p)
 
-    def __enter__(self):
+    def __enter__(self) -> Publish:
         return self
 
-    def __exit__(self, exc, *rest):
+    def __exit__(self, exc: Optional[type[BaseException]], *rest: object) -> None:
         if exc is None and self._p:
             self.generation = self.commit()
         else:
             self.abort()
 
-    def __del__(self):
+    def __del__(self) -> None:
         if getattr(self, "_p", None):
             self.abort()
