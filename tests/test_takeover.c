@@ -154,6 +154,35 @@ static void takeover_refuses_no_one(void **st)
 	rm_rf(a.dir);
 }
 
+/* 1b: a client with nothing attached when the server is replaced: its
+ * next call connects again (libwsrv's session has no model room's replay
+ * hook yet), and an attach there sets the hooks and serves. */
+static void modelless_client_reconnects(void **st)
+{
+	struct test_server a = { 0 }, b;
+	struct wsrv_model_list *ml;
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_lease l;
+
+	assert_int_equal(server_start(&a, "m", F.dir[0], NULL), 0);
+	assert_int_equal(wsrv_connect(a.sock, NULL, &c), 0);
+	start_successor(&a, &b, NULL);
+	assert_int_equal(exit_status(a.pid), 0);
+	assert_int_equal(wsrv_list_models(c, &ml), 0); /* connected again */
+	assert_int_equal(wsrv_model_list_count(ml), 1);
+	wsrv_model_list_free(ml);
+	assert_true(wsrv_client_fd(c) >= 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_fetch_layer(m, 0, &l), 0);
+	assert_int_equal(wsrv_release(m, l.id), 0);
+	assert_int_equal(wsrv_release(m, l.id), -ENOENT); /* released once */
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	assert_int_equal(server_stop(&b, SIGTERM), 0);
+	rm_rf(a.dir);
+}
+
 /* 2: the successor killed after it received everything, before it said it
  * serves: the old server serves on, clients notice nothing. */
 static void successor_killed(void **st)
@@ -376,6 +405,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(successor_stalled),
 	cmocka_unit_test(takeover_waits_for_publish),
 	cmocka_unit_test(takeover_refuses_no_one),
+	cmocka_unit_test(modelless_client_reconnects),
 	cmocka_unit_test(successor_killed),
 	cmocka_unit_test(metrics_port_taken_over),
 	cmocka_unit_test(old_killed),
