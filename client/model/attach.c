@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "attached.h"
+#include "ready_wait.h"
 #include "hugemap.h"
 #include "packet.h"
 

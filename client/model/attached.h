@@ -54,41 +54,6 @@ static inline const struct rd_view *cl_rv(const struct wsrv_model *m)
 	return &__atomic_load_n(&m->ready, __ATOMIC_ACQUIRE)->rv;
 }
 
-/* Attach with a readiness page: fds[0] the manifest (mapped by the
- * caller), fds[1] the page, then ar->ready_segments' fds. */
-int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__AttachReply *ar);
-/* Whether some segment of m is not mapped here yet. */
-static inline bool cl_loading(const struct wsrv_model *m)
-{
-	return __atomic_load_n(&m->loading, __ATOMIC_ACQUIRE);
-}
-
-/* The loading branches (ready_wait.c), each behind one call: a model
- * loaded before it was attached, or mapped whole since, never takes them. */
-int cl_ready_need(struct wsrv_model *m, uint32_t seg);
-int cl_ready_check(struct wsrv_model *m, uint32_t seg);
-bool cl_ready_mapped(struct wsrv_model *m, uint32_t seg);
-
-/* Waits until segment seg is ready and mapped; -EIO (naming the tensor)
- * when the load failed. A no-op once the whole model is mapped. */
-static inline int cl_need_segment(struct wsrv_model *m, uint32_t seg)
-{
-	return cl_loading(m) ? cl_ready_need(m, seg) : 0;
-}
-
-/* Whether segment seg is mapped here, without waiting: 1 yes (mapping it
- * first when the server says it is ready), 0 not yet, or -EIO (naming the
- * tensor) when the load failed. */
-static inline int cl_segment_ready(struct wsrv_model *m, uint32_t seg)
-{
-	return cl_loading(m) ? cl_ready_check(m, seg) : 1;
-}
-
-/* Whether segment seg is mapped here now (always, once the model is). */
-static inline bool cl_segment_mapped(struct wsrv_model *m, uint32_t seg)
-{
-	return !cl_loading(m) || cl_ready_mapped(m, seg);
-}
 /* wsrv_model_layer without waiting for the layer's bytes. */
 int cl_layer_nowait(const struct wsrv_model *m, int32_t index, struct wsrv_layer *out);
 /* wsrv_model_tensor and wsrv_model_layer_at for i in range, without
@@ -96,9 +61,6 @@ int cl_layer_nowait(const struct wsrv_model *m, int32_t index, struct wsrv_layer
  * and must not be read before cl_need_segment or cl_segment_ready says so. */
 void cl_tensor_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_tensor *out);
 void cl_layer_at_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_layer *out);
-/* Frees what cl_ready_setup made (the segments' mappings are the
- * caller's). */
-void cl_ready_free(struct wsrv_model *m);
 /* Maps a readiness page of len bytes from fd and checks it against m's
  * manifest: a new generation of it, owned by the caller, or NULL. */
 struct ready_gen *cl_ready_gen_map(struct wsrv_model *m, int fd, uint64_t len);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "attached.h"
+#include "ready_wait.h"
 
 WSRV_EXPORT int wsrv_model_held(const struct wsrv_model *m, struct wsrv_held *out)
 {

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "attached.h"
+#include "ready_wait.h"
 #include "clock.h"
 #include "hugemap.h"
 #include "packet.h"

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "stream_internal.h"
+#include "ready_wait.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22

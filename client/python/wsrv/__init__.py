@@ -12,7 +12,8 @@ layer stream. Pure Python over libwsrv.so.1 (ctypes); docs/python.md.
 from ._lib import lib as _libwsrv, text as _text
 from .client import Client, connect
 from .errors import WsrvError
-from .model import Layer, Model, StateDict, Tensor
+from ._attached import Layer, Tensor
+from .model import Model, StateDict
 from .plan import Plan
 from .publish import Publish
 from .stream import Stream, StreamLayer

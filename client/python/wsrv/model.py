@@ -10,82 +10,18 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from . import _dtypes
+from ._attached import Layer, Tensor, _ModelHandle
 from ._lib import (HeldInfo, LayerInfo, Layout, StreamOpts, TensorInfo, View, check, lib, new,
                    rank_world, cstr, text)
 from .errors import WsrvError
 from .plan import Plan
 from .publish import Publish
 from .stream import Stream, open_raw
-from ._views import array_of, bytes_view, torch_of
 
 if TYPE_CHECKING:
-    import numpy.typing as npt
     import torch
 
     from .plan import PlanSpec
-
-
-class _ModelHandle:
-    """Owns a wsrv_model. Every view holds it, so the mapping stays until
-    the model is closed and the last view is gone."""
-
-    def __init__(self, ptr: ctypes.c_void_p) -> None:
-        self.ptr: Optional[ctypes.c_void_p] = ptr
-
-    def __del__(self) -> None:
-        if self.ptr:
-            lib.wsrv_detach(self.ptr)
-            self.ptr = None
-
-
-class Tensor:
-    """One tensor of an attached model: name, dtype (the safetensors name),
-    shape, layer (-1: the global group), nbytes, xxh3 (of the held bytes),
-    held: (offset, size) of the bytes the server loaded, (0, nbytes) unless
-    it loaded only some ranks (Model.held()); views of its bytes."""
-
-    __slots__ = ("name", "dtype", "shape", "layer", "nbytes", "xxh3", "held", "_code", "_addr",
-                 "_owner")
-
-    def __init__(self, info: ctypes.Structure, owner: _ModelHandle) -> None:
-        self.name = text(info.name)
-        self._code = info.dtype
-        self.dtype = _dtypes.name(info.dtype)
-        self.shape: tuple[int, ...] = tuple(info.shape[k] for k in range(info.rank))
-        self.layer: int = info.layer
-        self.nbytes: int = info.size
-        self.xxh3: int = info.xxh3
-        self.held: tuple[int, int] = (info.held_offset, info.held_size)
-        self._addr: int = info.data or 0
-        self._owner = owner
-
-    def _mv(self) -> memoryview:
-        return bytes_view(self._owner, self._addr, self.nbytes)
-
-    def numpy(self) -> npt.NDArray[Any]:
-        """A read-only ndarray over the shared mapping (uint8 bytes for a
-        dtype numpy lacks; BF16 as its uint16 bits)."""
-        return array_of(self._mv(), self._code, self.shape, self.nbytes, False)
-
-    def torch(self) -> torch.Tensor:
-        """A torch tensor over the shared mapping, no copy. It must not be
-        written: the pages are mapped read-only (a write faults)."""
-        return torch_of(array_of(self._mv(), self._code, self.shape, self.nbytes, True), self._code)
-
-    def __repr__(self) -> str:
-        return f"<wsrv.Tensor {self.name} {self.dtype}{list(self.shape)} layer {self.layer}>"
-
-
-class Layer:
-    """A layer group: its index (-1: global), tensor names, bytes."""
-
-    def __init__(self, info: ctypes.Structure, names: list[str]) -> None:
-        self.index: int = info.index
-        self.names = names
-        self.nbytes: int = info.bytes
-
-    def __repr__(self) -> str:
-        return f"<wsrv.Layer {self.index}: {len(self.names)} tensors, {self.nbytes} bytes>"
 
 
 class StateDict(dict[str, "torch.Tensor"]):

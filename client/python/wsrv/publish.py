@@ -10,13 +10,13 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _dtypes
+from ._attached import AttachedModel
 from ._lib import check, cstr, lib
 from ._views import torch_of
 
 if TYPE_CHECKING:
     import torch
 
-    from .model import Model
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
@@ -108,7 +108,7 @@ class Publish:
     hands out are unusable after commit and abort (ValueError), and their
     memory is never reused under them."""
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: AttachedModel) -> None:
         self.model = model
         self.generation: Optional[int] = None  # set by the with block's commit
         self._p: Optional[ctypes.c_void_p] = ctypes.c_void_p()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import numpy as np
 
 from . import _dtypes
+from ._attached import AttachedModel, _ModelHandle
 from ._lib import (CudaOpts, ExpertStats, HostOpts, Sharing, StreamOpts, StreamStats, View,
                    check, cstr, lib, new, rank_world, text, whole)
 from ._views import array_of, bytes_view, torch_of
@@ -19,7 +20,6 @@ from .plan import Plan
 if TYPE_CHECKING:
     import torch
 
-    from .model import Model, _ModelHandle
     from .plan import PlanSpec
 
 #: Expert ids: an int, a sequence of ints, or an integer tensor or array.
@@ -152,7 +152,7 @@ class Stream:
     plan, D slots, a rank and world (tp_plan), share (None: the default,
     on unless the plan says no; False: a private copy; True: on)."""
 
-    def __init__(self, model: Model, device: str = "host", plan: Union[Plan, PlanSpec, None] = None,
+    def __init__(self, model: AttachedModel, device: str = "host", plan: Union[Plan, PlanSpec, None] = None,
                  slots: int = 2, rank: int = 0, world: int = 1, share: Optional[bool] = None,
                  bandwidth_gbps: float = 0.0, device_name: Optional[str] = None, numa_node: int = -1,
                  compute_stream: Optional[int] = None) -> None:

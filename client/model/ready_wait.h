@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: MIT
+/* ready_wait.h - a model attached while the server loads it: its setup,
+ * and the gates every lookup and stream passes. A model mapped whole
+ * takes none of the loading branches: each sits behind one call, taken
+ * only while cl_loading says so. (ready_wait.c) */
+#ifndef WSRV_CLIENT_READY_WAIT_H
+#define WSRV_CLIENT_READY_WAIT_H
+
+#include "attached.h"
+
+/* Attach with a readiness page: fds[0] the manifest (mapped by the
+ * caller), fds[1] the page, then ar->ready_segments' fds. */
+int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__AttachReply *ar);
+/* Frees what cl_ready_setup made (the segments' mappings are the
+ * caller's). */
+void cl_ready_free(struct wsrv_model *m);
+
+/* Whether some segment of m is not mapped here yet. */
+static inline bool cl_loading(const struct wsrv_model *m)
+{
+	return __atomic_load_n(&m->loading, __ATOMIC_ACQUIRE);
+}
+
+/* The loading branches (ready_wait.c), each behind one call: a model
+ * loaded before it was attached, or mapped whole since, never takes them. */
+int cl_ready_need(struct wsrv_model *m, uint32_t seg);
+int cl_ready_check(struct wsrv_model *m, uint32_t seg);
+bool cl_ready_mapped(struct wsrv_model *m, uint32_t seg);
+
+/* Waits until segment seg is ready and mapped; -EIO (naming the tensor)
+ * when the load failed. A no-op once the whole model is mapped. */
+static inline int cl_need_segment(struct wsrv_model *m, uint32_t seg)
+{
+	return cl_loading(m) ? cl_ready_need(m, seg) : 0;
+}
+
+/* Whether segment seg is mapped here, without waiting: 1 yes (mapping it
+ * first when the server says it is ready), 0 not yet, or -EIO (naming the
+ * tensor) when the load failed. */
+static inline int cl_segment_ready(struct wsrv_model *m, uint32_t seg)
+{
+	return cl_loading(m) ? cl_ready_check(m, seg) : 1;
+}
+
+/* Whether segment seg is mapped here now (always, once the model is). */
+static inline bool cl_segment_mapped(struct wsrv_model *m, uint32_t seg)
+{
+	return !cl_loading(m) || cl_ready_mapped(m, seg);
+}
+
+#endif
