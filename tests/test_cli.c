@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 static struct fixture F = { .tag = "cli", .models = { { "" } } };
 
 static char out[1 << 20], err[1 << 16];
+static int run_limit_s = 120; /* each run, at most */
 
 static void slurp(const char *path, char *buf, size_t cap)
 {
@@ -50,7 +52,7 @@ static int run(const char *prog, ...)
 	argv[n] = NULL;
 	snprintf(o, sizeof(o), "%s", pjoin(F.dir[0], "out"));
 	snprintf(e, sizeof(e), "%s", pjoin(F.dir[0], "err"));
-	status = run_prog(argv, NULL, o, e, 0, 120);
+	status = run_prog(argv, NULL, o, e, 0, run_limit_s);
 	slurp(o, out, sizeof(out));
 	slurp(e, err, sizeof(err));
 	return status;
@@ -213,6 +215,91 @@ static void bad_arguments(void **s)
 	assert_int_equal(run("WSRV_WORKER", "--model", "m", "extra", NULL), 2);
 }
 
+/* Every wsrvd option with a value, and values it must refuse before it
+ * does anything: exit 2, one line naming the option (the rule with it),
+ * then "see wsrvd --help", and nothing made (no socket, no lock). */
+static const struct { const char *opt, *bad[6]; } bad_values[] = {
+	{ "--socket", { "", NULL } },
+	{ "--allow-uid", { "", "-1", "abc", "99999999999999999999", "4294967295", NULL } },
+	{ "--allow-gid", { "", "-1", "1x", NULL } },
+	{ "--allow-publish-uid", { "", "-1", "abc", NULL } },
+	{ "--allow-publish-gid", { "", "x", NULL } },
+	{ "--metrics-listen", { "", "127.0.0.1:99999", "127.0.0.1", "127.0.0.1:x", "256.1.1.1:9464",
+				"127.0.0.1:-1" } },
+	{ "--max-clients", { "", "0", "-1", "65537", "1e3", NULL } },
+	{ "--max-leases", { "", "0", "abc", NULL } },
+	{ "--max-attach", { "", "0", "99999", NULL } },
+	{ "--max-message", { "", "1", "3Q", "-1", "1T", NULL } },
+	{ "--hello-timeout", { "", "0", "1.5", "3601", NULL } },
+	{ "--max-regions", { "", "-1", "99999", NULL } },
+	{ "--max-region-bytes", { "", "1Q", "-5", NULL } },
+	{ "--max-client-regions", { "", "abc", NULL } },
+	{ "--max-client-region-bytes", { "", "x", NULL } },
+	{ "--numa", { "", "node", "bogus", NULL } },
+	{ "--numa-node", { "", "-1", "64", NULL } },
+	{ "--hugepages", { "", "maybe", NULL } },
+	{ "--lock", { "", "maybe", NULL } },
+	{ "--queue-depth", { "", "-1", "1025", "abc", NULL } },
+	{ "--block-size", { "", "3K", "0", "128M", "1Q", NULL } },
+	{ "--concurrent-shards", { "", "-1", "1025", NULL } },
+	{ "--read", { "", "fast", NULL } },
+	{ "--read-rate", { "", "-1", "1Q", NULL } },
+	{ "--align", { "", "3", "100", "2G", "x", NULL } },
+	{ "--max-segment", { "", "1Q", "-1", NULL } },
+	{ "--layer-pattern", { "", NULL } },
+	{ "--ranks", { "", "5-2", "a-b", NULL } },
+	{ "--world", { "", "0", "-1", NULL } },
+	{ "--plan", { "", "/nonexistent/plan.json", NULL } },
+	{ "--peer-listen", { "", "1.2.3.4", "127.0.0.1:99999", NULL } },
+	{ "--peer-allow", { "", "1.2.3.4/99", "x", NULL } },
+	{ "--peer-token", { "", "/nonexistent/token", NULL } },
+	{ "--fill-from", { "", "nowhere", "127.0.0.1:0", NULL } },
+	{ "--fill-wait", { "", "-1", "abc", NULL } },
+};
+
+static bool one_line_then_hint(const char *e)
+{
+	const char *hint = strstr(e, "see wsrvd --help");
+	int lines = 0;
+
+	for (const char *c = e; *c; c++)
+		lines += *c == '\n';
+	return hint && lines <= 3;
+}
+
+static void every_option_checked_first(void **s)
+{
+	char model[4096], spec[4200], sock[4096], lock[4200];
+	int bad = 0;
+
+	run_limit_s = 10; /* a value taken by mistake starts a server: killed */
+	snprintf(model, sizeof(model), "%s", pjoin(F.dir[0], "m4"));
+	if (run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL) != 0)
+		fail_msg("mkmodel: %s", err);
+	snprintf(spec, sizeof(spec), "m=%s", model);
+	snprintf(sock, sizeof(sock), "%s", pjoin(F.dir[0], "bad.sock"));
+	snprintf(lock, sizeof(lock), "%s.lock", sock);
+	for (size_t i = 0; i < sizeof(bad_values) / sizeof(bad_values[0]); i++)
+		for (size_t k = 0; k < 6 && bad_values[i].bad[k]; k++) {
+			const char *o = bad_values[i].opt, *v = bad_values[i].bad[k];
+			int st = strcmp(o, "--socket") == 0
+				 ? run("WSRVD", "--no-lock", o, v, "--model", spec, NULL)
+				 : run("WSRVD", "--no-lock", "--socket", sock, "--model", spec, o, v, NULL);
+
+			if (st != 2 || !strstr(err, o) || !one_line_then_hint(err))
+				bad += fprintf(stderr, "wsrvd %s '%s': exit %d, stderr:\n%s\n", o, v, st, err) > 0;
+			if (access(sock, F_OK) == 0 || access(lock, F_OK) == 0) {
+				bad += fprintf(stderr, "wsrvd %s '%s': made %s before refusing\n", o, v, sock) > 0;
+				unlink(sock);
+				unlink(lock);
+			}
+		}
+	assert_int_equal(bad, 0);
+	/* A mistyped option: the hint, not the whole usage. */
+	assert_int_equal(run("WSRVD", "--modle", spec, NULL), 2);
+	assert_true(one_line_then_hint(err));
+}
+
 /* wsrv-bench starts the wsrvd built beside it, not whatever $WSRVD or the
  * PATH has (it looked in the wrong place after the server moved, and a
  * fresh build had none there). */
@@ -268,6 +355,7 @@ static void help_and_no_stray_folder(void **s)
 }
 
 FIXTURE_MAIN(F,
+	cmocka_unit_test(every_option_checked_first),
 	cmocka_unit_test(inspect),
 	cmocka_unit_test(wsrvd_load_only),
 	cmocka_unit_test(bad_arguments),

@@ -198,12 +198,15 @@ static void reload_outcome_counts(void **st)
 	free(body);
 }
 
-/* 3: an address that is not IP:PORT, or not this host's, is refused. */
+/* 3: an address that is not IP:PORT is a usage error (exit 2, before
+ * anything starts: issue 41); one that is not this host's is refused when
+ * the server binds it (exit 1). */
 static void bad_listen_address_refused(void **st)
 {
 	const char *wsrvd = getenv("WSRVD");
 	char spec[512];
-	static const char *const bad[] = { "localhost", "not-an-ip:9464", "192.0.2.1:9464" };
+	static const char *const bad[] = { "localhost", "not-an-ip:9464", "127.0.0.1:99999", "192.0.2.1:9464" };
+	static const int status[] = { 2, 2, 2, 1 };
 
 	assert_non_null(wsrvd);
 	snprintf(spec, sizeof(spec), "m=%s", F.dir[0]);
@@ -212,7 +215,7 @@ static void bad_listen_address_refused(void **st)
 		const char *argv[] = { wsrvd, "--socket", sock, "--no-lock", "--model", spec, "--metrics-listen",
 				       bad[i], NULL };
 		size_t n;
-		assert_int_equal(run_prog(argv, NULL, log, log, 0, 60), 1);
+		assert_int_equal(run_prog(argv, NULL, log, log, 0, 60), status[i]);
 		char *text = (char *)read_file(log, &n);
 		if (!text || !strstr(text, "--metrics-listen"))
 			fail_msg("%s: no sentence naming --metrics-listen:\n%s", bad[i], text ? text : "");

@@ -161,30 +161,56 @@ static void mhd_log(void *arg, const char *fmt, va_list ap)
 	log_debug("metrics: %s", buf);
 }
 
-/* "IP:PORT" or "[IPv6]:PORT", numeric only (no name lookups). */
+/* The port of "HOST:PORT": digits only, 0 (any free port) to 65535
+ * (getaddrinfo takes 99999 and keeps its low 16 bits). */
+static int parse_port(const char *addr, const char *p, struct errinfo *e)
+{
+	unsigned long v = 0;
+
+	if (!*p || strlen(p) > 5 || strspn(p, "0123456789") != strlen(p) || (v = strtoul(p, NULL, 10)) > 65535)
+		return err_set(e, -EINVAL, "--metrics-listen '%s': the port must be a number from 0 (any free "
+			       "port) to 65535", addr);
+	return 0;
+}
+
+/* "HOST:PORT" or "[IPv6]:PORT": HOST a numeric IP address, or localhost
+ * (127.0.0.1). No other name: a daemon's start does not wait on DNS. */
 static int parse_addr(const char *addr, struct sockaddr_storage *ss, struct errinfo *e)
 {
 	char host[128];
 	const char *colon = strrchr(addr, ':'), *h = addr;
 	size_t hl;
 	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM }, *ai;
+	int r;
 
 	if (!colon || colon == addr)
-		return err_set(e, -EINVAL, "--metrics-listen %s: want IP:PORT, such as 127.0.0.1:9464", addr);
+		return err_set(e, -EINVAL, "--metrics-listen '%s': want HOST:PORT, such as 127.0.0.1:9464", addr);
+	if ((r = parse_port(addr, colon + 1, e)) < 0)
+		return r;
 	hl = (size_t)(colon - addr);
 	if (*h == '[' && hl >= 2 && colon[-1] == ']') {
 		h++;
 		hl -= 2;
 	}
 	if (hl >= sizeof(host))
-		return err_set(e, -EINVAL, "--metrics-listen %s: the address is too long", addr);
+		return err_set(e, -EINVAL, "--metrics-listen '%s': the address is too long", addr);
 	memcpy(host, h, hl);
 	host[hl] = 0;
+	if (strcmp(host, "localhost") == 0)
+		snprintf(host, sizeof(host), "127.0.0.1");
 	if (getaddrinfo(host, colon + 1, &hints, &ai) != 0)
-		return err_set(e, -EINVAL, "--metrics-listen %s: not a numeric IP address and port", addr);
+		return err_set(e, -EINVAL, "--metrics-listen '%s': %s is not a numeric IP address or localhost",
+			       addr, host);
 	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
 	freeaddrinfo(ai);
 	return 0;
+}
+
+int srv_metrics_check(const char *addr, struct errinfo *e)
+{
+	struct sockaddr_storage ss;
+
+	return parse_addr(addr, &ss, e);
 }
 
 static socklen_t addr_len(const struct sockaddr_storage *ss)

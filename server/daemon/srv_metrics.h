@@ -22,6 +22,9 @@ struct srv_metrics;
  * (--take-over: the old server listens until it hands over) binds beside
  * a server of the same user that has the port, and otherwise a port in use
  * is refused, so that two servers never answer one port by mistake. */
+/* Checks --metrics-listen's value as srv_metrics_start reads it, without
+ * binding: 0, or -EINVAL with the sentence in e. */
+int srv_metrics_check(const char *addr, struct errinfo *e);
 int srv_metrics_start(const char *addr, bool share_port, struct srv_metrics **out, struct errinfo *e);
 
 /* The port it listens on (the one chosen, for port 0). */

@@ -64,7 +64,7 @@ static void usage(FILE *f)
 		"  --allow-publish-uid UID   a user that may publish new generations (repeatable;\n"
 		"                            default: nobody)\n"
 		"  --allow-publish-gid GID   a group whose members may publish (repeatable)\n"
-		"  --metrics-listen IP:PORT  serve Prometheus metrics at http://IP:PORT/metrics\n"
+		"  --metrics-listen HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics\n"
 		"                            (off by default; 127.0.0.1:9464 keeps it on this host)\n"
 		"  --max-clients N           clients at once (default 1024, or what\n"
 		"                            RLIMIT_NOFILE carries if fewer)\n"
@@ -172,7 +172,13 @@ static int srv_option(int c, const char *arg, struct srv_config *cfg)
 	int r = 0;
 
 	switch (c) {
-	case O_SOCKET: cfg->socket_path = arg; return 1;
+	case O_SOCKET:
+		if (!*arg || strlen(arg) >= SOCKPATH_MAX) {
+			log_err("--socket '%s': a path of 1 to %d bytes", arg, SOCKPATH_MAX - 1);
+			return -EINVAL;
+		}
+		cfg->socket_path = arg;
+		return 1;
 	case O_UID:
 		if ((r = num("allow-uid", arg, 0, UINT32_MAX - 1, &v)) == 0 &&
 		    (r = allow_full("allow-uid", cfg->n_allow_uid)) == 0)
@@ -299,7 +305,13 @@ static int parse(int argc, char **argv, struct args *a)
 		case O_LOAD_ONLY: a->load_only = 1; break;
 		case O_VERIFY_ADOPTED: a->verify_adopted = true; break;
 		case O_TAKE_OVER: a->take_over = true; break;
-		case O_METRICS_LISTEN: a->metrics_listen = optarg; break;
+		case O_METRICS_LISTEN:
+			if (srv_metrics_check(optarg, &e) < 0) {
+				log_err("%s", e.msg);
+				return -EINVAL;
+			}
+			a->metrics_listen = optarg;
+			break;
 		case O_SERVE_EARLY: a->serve_early_asked = true; break;
 		case O_SERVE_LATE: a->serve_late = true; break;
 		case O_JSON: a->json = 1; break;
@@ -307,7 +319,7 @@ static int parse(int argc, char **argv, struct args *a)
 		case O_VERBOSE: log_set_level(LOG_DEBUG); break;
 		case O_HELP: usage(stdout); exit(0);
 		case O_VERSION: printf("wsrvd %s\n", WSRV_VERSION_STRING); exit(0);
-		default: usage(stderr); return -EINVAL;
+		default: return -EINVAL; /* getopt said which */
 		}
 	}
 	if (optind < argc) {
@@ -822,8 +834,10 @@ int main(int argc, char **argv)
 	no_ucx_memory_hooks(argv);
 	log_set_ident("wsrvd");
 	srv_peers_init(&a.peers);
-	if (parse(argc, argv, &a) < 0)
+	if (parse(argc, argv, &a) < 0) {
+		fprintf(stderr, "see wsrvd --help\n");
 		status = 2;
+	}
 	else if (a.load_only)
 		status = load_all(&a);
 	else

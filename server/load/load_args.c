@@ -196,6 +196,8 @@ int load_args_handle(int opt, const char *arg, struct load_opts *o,
 		break;
 	case O_BLOCK:
 		r = size_opt("block-size", arg, &sz, e);
+		if (r == 0 && (sz == 0 || sz % 4096 || sz > (64u << 20)))
+			r = err_set(e, -EINVAL, "--block-size '%s': a multiple of 4K from 4K to 64M", arg);
 		o->loader.block_size = (size_t)sz;
 		break;
 	case O_SHARDS:
@@ -207,7 +209,12 @@ int load_args_handle(int opt, const char *arg, struct load_opts *o,
 		o->loader.read = (enum read_mode)iv;
 		break;
 	case O_BUFFERED: o->loader.read = READ_BUFFERED; break;
-	case O_ALIGN: r = size_opt("align", arg, &o->model.tensor_align, e); break;
+	case O_ALIGN:
+		r = size_opt("align", arg, &sz, e);
+		if (r == 0 && (sz < MODEL_MIN_ALIGN || (sz & (sz - 1)) || sz > (1u << 30)))
+			r = err_set(e, -EINVAL, "--align '%s': a power of two from 256 to 1G", arg);
+		o->model.tensor_align = sz;
+		break;
 	case O_MAX_SEGMENT: r = size_opt("max-segment", arg, &o->model.max_segment, e); break;
 	case O_READ_RATE: r = size_opt("read-rate", arg, &o->loader.read_rate, e); break;
 	case O_LAYER_PATTERN: r = add_pattern(&o->model, arg, e); break;
