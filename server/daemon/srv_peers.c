@@ -24,7 +24,7 @@ _Static_assert(sizeof(peer_long_options) / sizeof(peer_long_options[0]) == PEER_
 	       "PEER_OPTIONS_COUNT must count peer_long_options");
 
 const char peer_options_help[] =
-	"hosts filling from each other (UCX; docs/operations.md, "Hosts filling from each other"):\n"
+	"hosts filling from each other (UCX; docs/operations.md, section \"Hosts filling from each other\"):\n"
 	"  --peer-listen ADDR:PORT   serve loaded models to peers, read-only (off by default)\n"
 	"  --peer-allow CIDR         peers that may connect (repeatable; needed to listen)\n"
 	"  --peer-token FILE         the shared token (first line, 16-256 bytes, mode 600);\n"
