@@ -180,8 +180,10 @@ static void hugepages_too_few(void **s)
 	/* No pool: 4 KiB pages, and 2 MiB folios where the kernel allows
 	 * them once written (folios_by_collapse). */
 	char why[96];
-	assert_non_null(strstr(a->hugepage_note, "4 KiB pages (auto"));
 	assert_int_equal(a->folios, arena_folio_possible(why, sizeof(why)));
+	/* Issue 41: with folios to come, the note says so (it advised a
+	 * restart with more huge pages while folios were being made). */
+	assert_non_null(strstr(a->hugepage_note, a->folios ? "2 MiB folios to come" : "4 KiB pages (auto"));
 	arena_free(a);
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-/* progress.h - a one-line progress bar on stderr (bytes, GB/s, ETA), drawn
- * only when stderr is a terminal. */
+/* progress.h - a long load's progress: bytes placed, the rate, the time
+ * left. On a terminal a one-line bar on stderr; otherwise (a daemon under
+ * systemd, a log file) a log line every few seconds. */
 #ifndef WSRV_PROGRESS_H
 #define WSRV_PROGRESS_H
 
@@ -9,16 +10,27 @@
 
 #include "clock.h"
 
-struct progress {
-	bool on;
-	uint64_t total;
-	double start, last;
+enum progress_mode {
+	PROGRESS_OFF = 0,
+	PROGRESS_AUTO = 1,  /* a bar when stderr is a terminal, else log lines */
+	PROGRESS_LINES = 2, /* log lines only (beside a server's other lines) */
 };
 
-void progress_begin(struct progress *p, bool wanted, uint64_t total);
-/* Redraws at most ten times a second. */
+/* Seconds between log lines: 5, or $WSRV_TEST_PROGRESS_S (tests). */
+#define PROGRESS_LINE_S 5.0
+
+struct progress {
+	bool bar, lines;
+	char what[96];              /* what loads: "model demo" */
+	uint64_t total;
+	double start, last, every;
+};
+
+/* what names the load in the log lines (copied). */
+void progress_begin(struct progress *p, enum progress_mode mode, const char *what, uint64_t total);
+/* Redraws the bar at most ten times a second; logs a line every
+ * p->every seconds. */
 void progress_update(struct progress *p, uint64_t done);
 void progress_end(struct progress *p);
-
 
 #endif

@@ -54,7 +54,8 @@ struct srv_model {
 	uint64_t generation;        /* of its weights, for device-region keys */
 	bool retired;               /* replaced by a newer generation (srv_reload.c) */
 	bool loading;               /* serving while loading: not yet loaded (srv_early.c) */
-	char reload[160];           /* the last reload's outcome, for ListModels */
+	double load_t0;             /* mono_now() as its load began, while loading */
+	char reload[160];           /* the last load's outcome, for ListModels */
 };
 
 /* Serves new attaches: loaded, not replaced. */

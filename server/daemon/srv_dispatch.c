@@ -87,6 +87,10 @@ static void model_info(const struct server *srv, uint32_t idx, Wsrv__ModelInfo *
 	mi->layers = numbered;
 	mi->segments = lm->arena->nseg;
 	mi->page_size = lm->arena->page_size;
+	/* Folios made of every 2 MiB chunk: readers map 2 MiB pages. */
+	if (__atomic_load_n(&lm->arena->folios_made, __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(&lm->arena->folios_failed, __ATOMIC_RELAXED) && !sm->loading)
+		mi->page_size = 2u << 20;
 	mi->numa = (char *)lm->arena->numa.desc;
 	mi->pages = (char *)lm->arena->hugepage_note;
 	mi->load_seconds = lm->total_seconds;

@@ -88,7 +88,7 @@ int early_start(struct server *srv)
 			E->lm[E->n++] = srv->models[i].lm;
 		}
 	E->o = *srv->load;
-	E->o.loader.progress = false;
+	E->o.loader.progress = PROGRESS_LINES;
 	E->o.loader.stop = early_cancelled;
 	E->efd = srv->reload_efd;
 	__atomic_store_n(&cancel, false, __ATOMIC_RELAXED);

@@ -147,8 +147,8 @@ static void log_gone(const struct session *s)
 
 	for (uint32_t i = 0; i < s->nattach; i++)
 		att += s->attach_model[i] != 0;
-	if (s->hello || att || leases)
-		log_info("client %llu (pid %d, uid %d) gone: released %u attachment%s, %llu lease%s",
+	/* A client that held nothing (wsrvctl, a health check) is routine. */
+	log_msg(att || leases ? LOG_INFO : LOG_DEBUG, "client %llu (pid %d, uid %d) gone: released %u attachment%s, %llu lease%s",
 			 (unsigned long long)s->id, (int)s->cred.pid, (int)s->cred.uid, att,
 			 att == 1 ? "" : "s", (unsigned long long)leases, leases == 1 ? "" : "s");
 }

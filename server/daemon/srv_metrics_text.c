@@ -149,7 +149,11 @@ static double v_tensor(const struct srv_model *m) { return (double)m->lm->model-
 static double v_attached(const struct srv_model *m) { return m->attached; }
 static double v_leases(const struct srv_model *m) { return (double)m->leases; }
 static double v_fetches(const struct srv_model *m) { return (double)m->fetches; }
-static double v_load(const struct srv_model *m) { return m->lm->total_seconds; }
+/* While a model loads (serving while loading), the seconds so far. */
+static double v_load(const struct srv_model *m)
+{
+	return m->loading ? mono_now() - m->load_t0 : m->lm->total_seconds;
+}
 static double v_serving(const struct srv_model *m) { return srv_model_current(m); }
 static double v_adopted(const struct srv_model *m) { return m->lm->adopted; }
 
@@ -180,25 +184,47 @@ static void models(FILE *f, const struct server *srv)
 	}
 }
 
+/* The loads going on: a reload's or a publish's job, and the first load
+ * of each model served while it loads (kind "load"). At most 1 + the
+ * models. */
+static size_t loads_now(const struct server *srv, struct reload_progress *p, size_t cap)
+{
+	size_t n = reload_progress(srv, &p[0]) ? 1 : 0;
+
+	for (size_t i = 0; i < srv->nmodels && n < cap; i++) {
+		const struct srv_model *m = &srv->models[i];
+		const struct loaded_model *lm = m->lm;
+		if (!lm || !m->loading)
+			continue;
+		p[n++] = (struct reload_progress){ .name = lm->model->name, .what = "load",
+			.total = lm->model->data_bytes, .seconds = mono_now() - m->load_t0,
+			.placed = lm->ready.h ? __atomic_load_n(&lm->ready.h->placed_bytes, __ATOMIC_RELAXED) : 0 };
+	}
+	return n;
+}
+
 static void loading(FILE *f, const struct server *srv)
 {
-	struct reload_progress p;
-	bool on = reload_progress(srv, &p);
+	static const char *const names[] = { "wsrv_loading_placed_bytes", "wsrv_loading_total_bytes",
+					     "wsrv_loading_seconds" };
+	static const char *const help[] = { "Bytes of the generation being loaded placed so far.",
+		"Bytes of the generation being loaded in all (0 until its files are open).",
+		"Seconds since the load or publish began." };
+	struct reload_progress *p = calloc(srv->nmodels + 1, sizeof(*p));
+	size_t n = p ? loads_now(srv, p, srv->nmodels + 1) : 0;
 
-	family(f, "wsrv_loading", "gauge", "1 while a new generation is being loaded or published.");
-	fprintf(f, "wsrv_loading %d\n", on);
-	if (!on)
-		return;
-	family(f, "wsrv_loading_placed_bytes", "gauge", "Bytes of the generation being loaded placed so far.");
-	family(f, "wsrv_loading_total_bytes", "gauge", "Bytes of the generation being loaded in all (0 until its files are open).");
-	family(f, "wsrv_loading_seconds", "gauge", "Seconds since the load or publish began.");
-	const char *names[] = { "wsrv_loading_placed_bytes", "wsrv_loading_total_bytes", "wsrv_loading_seconds" };
-	double v[] = { (double)p.placed, (double)p.total, p.seconds };
-	for (int i = 0; i < 3; i++) {
-		fprintf(f, "%s{model=\"", names[i]);
-		label(f, p.name);
-		fprintf(f, "\",kind=\"%s\"} %.17g\n", p.what, v[i]);
+	family(f, "wsrv_loading", "gauge", "1 while a model generation is being loaded (its first load included) or published.");
+	fprintf(f, "wsrv_loading %d\n", n > 0);
+	for (int i = 0; i < 3 && n; i++) {
+		family(f, names[i], "gauge", help[i]);
+		for (size_t k = 0; k < n; k++) {
+			double v[] = { (double)p[k].placed, (double)p[k].total, p[k].seconds };
+			fprintf(f, "%s{model=\"", names[i]);
+			label(f, p[k].name);
+			fprintf(f, "\",kind=\"%s\"} %.17g\n", p[k].what, v[i]);
+		}
 	}
+	free(p);
 }
 
 static void regions(FILE *f, const struct server *srv)

@@ -143,7 +143,7 @@ int gen_job_start(struct server *srv, uint32_t mi, const struct gen_job_ops *ops
 	snprintf(j->name, sizeof(j->name), "%s", srv->models[mi].lm->model->name);
 	snprintf(j->path, sizeof(j->path), "%s", path);
 	j->opts = *srv->load;
-	j->opts.loader.progress = false;
+	j->opts.loader.progress = PROGRESS_LINES;
 	j->opts.loader.stop = reload_cancelled;
 	j->opts.loader.total_bytes = &j->total;
 	j->opts.loader.placed_bytes = &j->placed;

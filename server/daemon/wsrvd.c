@@ -350,7 +350,7 @@ static int load_all(struct args *a)
 		struct loaded_model *lm;
 		struct errinfo e;
 
-		a->load.loader.progress = !a->json;
+		a->load.loader.progress = a->json ? PROGRESS_OFF : PROGRESS_AUTO;
 		if (model_load(a->names[i], a->paths[i], &a->load, &lm, &e) < 0) {
 			log_err("model %s: %s", a->names[i], e.msg);
 			status = 1;
@@ -515,6 +515,7 @@ static void add_entry(struct server *srv, struct loaded_model *lm, uint64_t gen,
 {
 	srv->models[srv->nmodels].generation = gen;
 	srv->models[srv->nmodels].loading = loading;
+	srv->models[srv->nmodels].load_t0 = mono_now();
 	srv->models[srv->nmodels++].lm = lm;
 }
 
@@ -541,7 +542,7 @@ static int add_loaded(struct args *a, struct server *srv, int i, uint64_t gen)
 	struct loaded_model *lm;
 	struct errinfo e;
 
-	a->load.loader.progress = true;
+	a->load.loader.progress = PROGRESS_AUTO;
 	a->load.loader.stop = stop_requested;
 	if (model_load(a->names[i], a->paths[i], &a->load, &lm, &e) < 0) {
 		if (stop_requested())

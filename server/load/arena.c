@@ -95,8 +95,13 @@ static int choose_pages(struct arena *a, const struct arena_opts *o, struct erri
 			       "--hugepages on: the arena needs %" PRIu64 " 2 MiB huge pages but %ld are to be had; reserve more (echo N > /proc/sys/vm/nr_hugepages) or allow surplus ones (echo N > /proc/sys/vm/nr_overcommit_hugepages)",
 			       need, freep < 0 ? 0 : freep);
 	/* With folios, arena_folio_note replaces this once a chunk is made. */
-	if ((a->folios = arena_folio_possible(why, sizeof(why))))
-		snprintf(why, sizeof(why), "no whole 2 MiB chunk made a folio");
+	if ((a->folios = arena_folio_possible(why, sizeof(why)))) {
+		snprintf(a->hugepage_note, sizeof(a->hugepage_note),
+			 "2 MiB folios to come: each whole 2 MiB chunk is made one (MADV_COLLAPSE) once "
+			 "its bytes are placed; 4 KiB pages until then (no huge-page pool: %" PRIu64
+			 " 2 MiB huge pages needed, %ld to be had)", need, freep < 0 ? 0 : freep);
+		return 0;
+	}
 	snprintf(a->hugepage_note, sizeof(a->hugepage_note),
 		 "4 KiB pages (auto: %s; %" PRIu64 " 2 MiB huge pages needed, %ld to be had; for 2 MiB pages "
 		 "allow %" PRIu64 " more: sysctl vm.nr_overcommit_hugepages or vm.nr_hugepages, then "

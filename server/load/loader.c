@@ -672,7 +672,10 @@ int loader_run(struct model *m, struct arena *a, const struct loader_opts *o,
 	if (r == 0)
 		r = setup_ring(&L, e);
 	if (r == 0) {
-		progress_begin(&L.prog, o->progress, m->data_bytes);
+		char what[96];
+
+		snprintf(what, sizeof(what), "model %s", m->name);
+		progress_begin(&L.prog, o->progress, what, m->data_bytes);
 		if (o->total_bytes)
 			__atomic_store_n(o->total_bytes, m->data_bytes, __ATOMIC_RELAXED);
 		r = run_loop(&L, e);

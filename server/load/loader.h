@@ -16,6 +16,7 @@
 
 #include "arena.h"
 #include "errinfo.h"
+#include "progress.h"
 #include "model.h"
 
 #define LOADER_DEFAULT_QD 64u
@@ -34,7 +35,7 @@ struct loader_opts {
 	size_t block_size;      /* bytes per read, a multiple of 4096; 0: default */
 	unsigned max_shards;    /* shards read at once; 0: default */
 	enum read_mode read;
-	bool progress;          /* draw a progress bar when stderr is a terminal */
+	enum progress_mode progress; /* a bar on a terminal, or log lines (progress.h) */
 	bool (*stop)(void);     /* when set and true, the load stops (-ECANCELED) */
 	const uint8_t *want;    /* per tensor, nonzero: read it; NULL: every tensor */
 	/* Read in layer order (layer 0, the global group, then layers 1, 2,

@@ -72,15 +72,17 @@ void report_log_loaded(const struct loaded_model *lm)
 {
 	const struct load_phases *p = &lm->phases;
 
-	log_info("model %s loaded: %zu tensors, %.2f GB in %.3f s (%.2f GB/s), %s, %s, %s",
-		 lm->model->name, lm->model->ntensors, (double)lm->model->data_bytes / 1e9,
-		 lm->total_seconds, gbps(lm), lm->arena->numa.desc, lm->arena->hugepage_note,
-		 lm->arena->lock_note);
+	char b[32], r[32], h[32];
+
+	log_info("model %s loaded: %zu tensors, %s in %.3f s (%s/s), %s, %s, %s",
+		 lm->model->name, lm->model->ntensors, fmt_bytes(lm->model->data_bytes, b, sizeof(b)),
+		 lm->total_seconds, fmt_bytes((uint64_t)(gbps(lm) * 1e9), r, sizeof(r)), lm->arena->numa.desc,
+		 lm->arena->hugepage_note, lm->arena->lock_note);
 	if (lm->model->held)
-		log_info("model %s: ranks %u-%u of %u (%u stage%s) hold %.2f GB of its %.2f GB", lm->model->name,
+		log_info("model %s: ranks %u-%u of %u (%u stage%s) hold %s of its %s", lm->model->name,
 			 lm->model->held->first, lm->model->held->last, lm->model->held->world,
 			 lm->model->held->stages, lm->model->held->stages == 1 ? "" : "s",
-			 (double)lm->model->held->bytes / 1e9, (double)lm->model->data_bytes / 1e9);
+			 fmt_bytes(lm->model->held->bytes, h, sizeof(h)), b);
 	log_debug("model %s: open %.3f s, arena %.3f s, read %.3f s (checksum %.3f s, copy %.3f s, %.2f GB/s), seal %.3f s",
 		  lm->model->name, p->open_s, p->arena_s, p->read_s, lm->stats.hash_seconds,
 		  lm->stats.copy_seconds,

@@ -26,7 +26,10 @@ static void layer_str(int32_t l, char *buf, size_t len)
 static void print_table(const struct model *m)
 {
 	char shape[96], layer[16], b[32];
+	size_t numbered = 0;
 
+	for (size_t i = 0; i < m->nlayers; i++)
+		numbered += m->layers[i].index != LAYER_GLOBAL;
 	printf("%-60s %-8s %-20s %-6s %12s %12s  %s\n", "TENSOR", "DTYPE", "SHAPE", "LAYER", "BYTES",
 	       m->held ? "HELD" : "", "FILE");
 	for (size_t i = 0; i < m->ntensors; i++) {
@@ -46,9 +49,9 @@ static void print_table(const struct model *m)
 		printf("%-8s %8u %14" PRIu64 " %8u %14" PRIu64 "\n", layer, l->count, l->bytes,
 		       l->segment, l->offset);
 	}
-	printf("\n%zu tensors, %zu layer groups, %s in %zu file%s: valid\n", m->ntensors,
-	       m->nlayers, fmt_bytes(m->data_bytes, b, sizeof(b)), m->nfiles,
-	       m->nfiles == 1 ? "" : "s");
+	printf("\n%zu tensors, %zu layers%s, %s in %zu file%s: valid\n", m->ntensors, numbered,
+	       m->nlayers > numbered ? " + the global group" : "", fmt_bytes(m->data_bytes, b, sizeof(b)),
+	       m->nfiles, m->nfiles == 1 ? "" : "s");
 	if (m->held) {
 		char h[32];
 		printf("ranks %u-%u of %u (%u stage%s) load %s of the model's %s (%.1f%%)\n", m->held->first,

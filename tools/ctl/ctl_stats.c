@@ -130,12 +130,31 @@ static void print_sources(const struct wsrv_stats *s)
 
 /* Where model name's memory is, from the list; "" when it is not there. */
 /* Model name's entry in l, or NULL. */
-static bool info_of(const struct wsrv_model_list *l, const char *name, struct wsrv_model_info *mi)
+/* The newest generation of model name in l: its info and its index. */
+static bool info_of(const struct wsrv_model_list *l, const char *name, struct wsrv_model_info *mi,
+		    size_t *idx)
 {
 	for (size_t i = 0; l && wsrv_model_list_at(l, i, mi) == 0; i++)
-		if (strcmp(mi->name, name) == 0)
+		if (strcmp(mi->name, name) == 0) {
+			*idx = i;
 			return true;
+		}
 	return false;
+}
+
+/* "loading: 120.00 MiB of 247.04 MiB placed (48%)", or "loaded in 4.95 s". */
+static const char *load_state(const struct wsrv_model_info *mi, const struct wsrv_generation *g,
+			      char *buf, size_t len)
+{
+	char p[32], t[32];
+
+	if (!mi->loading)
+		snprintf(buf, len, "loaded in %.2f s", mi->load_seconds);
+	else
+		snprintf(buf, len, "loading: %s of %s placed (%.0f%%)", fmt_bytes(g->placed_bytes, p, sizeof(p)),
+			 fmt_bytes(mi->tensor_bytes, t, sizeof(t)),
+			 mi->tensor_bytes ? 100.0 * (double)g->placed_bytes / (double)mi->tensor_bytes : 0.0);
+	return buf;
 }
 
 /* A wall-clock time, local, to the second. */
@@ -185,10 +204,15 @@ static void print_stats(const struct wsrv_stats *s, const struct wsrv_model_list
 	       v.requests, v.errors, v.attachments, v.leases, v.open_fds);
 	for (size_t i = 0; wsrv_stats_model(s, i, &m) == 0; i++) {
 		struct wsrv_model_info mi;
-		bool known = info_of(l, m.name, &mi);
+		struct wsrv_generation g;
+		size_t idx = 0;
+		bool known = info_of(l, m.name, &mi, &idx) && wsrv_model_list_generation(l, idx, &g) == 0;
+		char st[128];
 		printf("model      %-20s generation %" PRIu64 "%s, %u attached, %" PRIu64 " fetches, %" PRIu64 " leases%s%s\n",
 		       esc(m.name), m.generation, m.adopted ? " (adopted)" : "", m.attached, m.fetches,
 		       m.leases, known ? ", " : "", known ? esc(mi.numa) : "");
+		if (known)
+			printf("  load     %s\n", load_state(&mi, &g, st, sizeof(st)));
 		if (known && mi.pages[0])
 			printf("  pages    %s\n", esc(mi.pages));
 	}
@@ -271,6 +295,9 @@ static json_t *models_json(const struct wsrv_model_list *l)
 			"load_seconds", mi.load_seconds, "attached", (int)mi.attached,
 			"generation", (json_int_t)g.generation, "retired", g.retired, "holder_pids", pids,
 			"reload", ctl_peer_str(g.reload)));
+		json_object_set_new(json_array_get(a, json_array_size(a) - 1), "loading", json_boolean(mi.loading));
+		json_object_set_new(json_array_get(a, json_array_size(a) - 1), "placed_bytes",
+				    json_integer((json_int_t)g.placed_bytes));
 		if (mi.held_world)
 			json_object_set_new(json_array_get(a, json_array_size(a) - 1), "held",
 					    json_pack("{s:[i,i], s:i, s:I}", "ranks", (int)mi.held_first,
@@ -302,14 +329,21 @@ int ctl_models(const struct ctl_ctx *c, int argc, char **argv)
 		wsrv_model_list_free(l);
 		return 0;
 	}
-	printf("%-20s %4s %8s %7s %12s %9s %8s  %s\n", "MODEL", "GEN", "TENSORS", "LAYERS", "BYTES", "PAGE",
-	       "ATTACHED", "NUMA");
+	printf("%-20s %4s %-12s %8s %7s %12s %8s %8s  %s\n", "MODEL", "GEN", "STATE", "TENSORS", "LAYERS", "BYTES",
+	       "PAGE", "ATTACHED", "NUMA");
 	for (size_t i = 0; wsrv_model_list_at(l, i, &mi) == 0; i++) {
 		struct wsrv_generation g;
+		char st[24], pg[32];
 		wsrv_model_list_generation(l, i, &g);
-		printf("%-20s %4" PRIu64 " %8u %7u %12s %9" PRIu64 " %8u  %s%s\n", esc(mi.name), g.generation,
-		       mi.tensors, mi.layers, fmt_bytes(mi.tensor_bytes, b, sizeof(b)), mi.page_size,
-		       mi.attached, esc(mi.numa), g.retired ? "  (replaced; kept while attached)" : "");
+		if (mi.loading)
+			snprintf(st, sizeof(st), "loading %.0f%%", mi.tensor_bytes ?
+				 100.0 * (double)g.placed_bytes / (double)mi.tensor_bytes : 0.0);
+		else
+			snprintf(st, sizeof(st), "%s", g.retired ? "replaced" : "ready");
+		printf("%-20s %4" PRIu64 " %-12s %8u %7u %12s %8s %8u  %s%s\n", esc(mi.name), g.generation, st,
+		       mi.tensors, mi.layers, fmt_bytes(mi.tensor_bytes, b, sizeof(b)),
+		       fmt_bytes(mi.page_size, pg, sizeof(pg)), mi.attached, esc(mi.numa),
+		       g.retired ? "  (kept while attached)" : "");
 		if (mi.held_world)
 			printf("%-20s ranks %u-%u of %u: %s held\n", "", mi.held_first, mi.held_last, mi.held_world,
 			       fmt_bytes(mi.held_bytes, b, sizeof(b)));
@@ -320,7 +354,7 @@ int ctl_models(const struct ctl_ctx *c, int argc, char **argv)
 			putchar('\n');
 		}
 		if (*g.reload)
-			printf("%-20s reload: %s\n", "", esc(g.reload));
+			printf("%-20s load: %s\n", "", esc(g.reload));
 	}
 	wsrv_model_list_free(l);
 	return 0;

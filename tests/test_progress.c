@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: MIT
+/* test_progress.c - what an operator sees of a long load (issue 41): the
+ * log says how far it is every few seconds; wsrvctl models and status
+ * show the state and the bytes placed; the metrics say a load is going
+ * on and how long it has taken; and once loaded, each says so. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "wsrv.h"
+
+static struct fixture F = { .tag = "progress", .models = {
+	{ "llama-mini", 24 << 20, .layers = 6, .shards = 2, .seed = 41 } } };
+
+/* About 3 s for the 24 MB model. */
+static const char *const slow[] = { "--serve-while-loading", "--read-rate", "8M", "--queue-depth", "1",
+				    "--block-size", "256K", "--metrics-listen", "127.0.0.1:0", NULL };
+
+static char *slurp_log(const struct test_server *ts)
+{
+	size_t n;
+	char *t = (char *)read_file(ts->log, &n);
+
+	assert_non_null(t);
+	return t;
+}
+
+/* wsrvctl ARGS... against ts, its stdout returned (the caller frees). */
+static char *ctl(const struct test_server *ts, const char *a, const char *b)
+{
+	const char *argv[] = { getenv("WSRV_CTL"), "--socket", ts->sock, a, b, NULL };
+	const char *out = pjoin(ts->dir, "ctl.out"), *err = pjoin(ts->dir, "ctl.err");
+	size_t n;
+	char *t;
+
+	assert_non_null(argv[0]);
+	assert_int_equal(run_prog(argv, NULL, out, err, 0, 30), 0);
+	t = (char *)read_file(out, &n);
+	assert_non_null(t);
+	return t;
+}
+
+static char *scrape(const struct test_server *ts)
+{
+	char *log = slurp_log(ts), *p = strstr(log, "metrics on port "), *body = NULL;
+	int port = p ? atoi(p + strlen("metrics on port ")) : -1;
+
+	free(log);
+	assert_true(port > 0);
+	assert_int_equal(http_get(port, "/metrics", &body), 200);
+	return body;
+}
+
+static unsigned count(const char *hay, const char *needle)
+{
+	unsigned n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* Mid-load: each view says loading, with the bytes placed so far. */
+static void check_loading(const struct test_server *ts)
+{
+	char *models = ctl(ts, "models", NULL), *status = ctl(ts, "status", NULL);
+	char *js = ctl(ts, "--json", "models"), *metrics;
+	json_t *j = json_loads(js, 0, NULL), *m = json_array_get(j, 0);
+
+	if (!strstr(models, "loading ") || !strstr(status, "loading: ") || !strstr(status, "placed ("))
+		fail_msg("wsrvctl mid-load:\n%s\n%s", models, status);
+	assert_non_null(m);
+	assert_true(json_is_true(json_object_get(m, "loading")));
+	assert_true(json_integer_value(json_object_get(m, "placed_bytes")) <
+		    json_integer_value(json_object_get(m, "tensor_bytes")));
+	for (int i = 0; i < 30; i++) { /* the snapshot is at most a second old */
+		metrics = scrape(ts);
+		if (strstr(metrics, "wsrv_loading 1\n"))
+			break;
+		free(metrics);
+		metrics = NULL;
+		sleep_ms(100);
+	}
+	if (!metrics || !strstr(metrics, "wsrv_loading_placed_bytes{model=\"m\",kind=\"load\"}"))
+		fail_msg("metrics mid-load:\n%s", metrics ? metrics : "(never wsrv_loading 1)");
+	assert_null(strstr(metrics, "wsrv_model_load_duration_seconds{model=\"m\",generation=\"1\"} 0\n"));
+	free(metrics);
+	json_decref(j);
+	free(js);
+	free(models);
+	free(status);
+}
+
+static void check_loaded(const struct test_server *ts)
+{
+	char *models = ctl(ts, "models", NULL), *log = slurp_log(ts), *metrics = scrape(ts);
+
+	if (!strstr(models, "ready") || !strstr(models, "load: loaded in") || strstr(models, "reload:"))
+		fail_msg("wsrvctl models once loaded:\n%s", models);
+	/* A line at least every 0.5 s of a 3 s load, with the rate and the
+	 * time left; binary units, as the tables use. */
+	if (count(log, " placed (") < 2 || !strstr(log, "MiB/s, about ") || !strstr(log, "s left") ||
+	    strstr(log, " GB"))
+		fail_msg("the log of a 3 s load:\n%s", log);
+	assert_non_null(strstr(metrics, "wsrv_loading 0\n"));
+	free(metrics);
+	free(log);
+	free(models);
+}
+
+static void progress_while_loading(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+
+	setenv("WSRV_TEST_PROGRESS_S", "0.5", 1);
+	assert_int_equal(server_start_argv(&ts, "m", F.dir[0], slow), 0);
+	unsetenv("WSRV_TEST_PROGRESS_S");
+	sleep_ms(800);
+	check_loading(&ts);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_model_wait(m, WSRV_LAYER_ALL, 30000), 0);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	sleep_ms(1100); /* the metrics' snapshot */
+	check_loaded(&ts);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
+/* A client that held nothing (wsrvctl) leaves no line at info; one that
+ * goes while it holds a model does. */
+static void routine_clients_quiet(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	char *log;
+
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
+	for (int i = 0; i < 3; i++)
+		free(ctl(&ts, "status", NULL));
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	wsrv_disconnect(c); /* the connection goes; the model is still held */
+	sleep_ms(200);
+	wsrv_detach(m);
+	log = slurp_log(&ts);
+	if (count(log, ") gone: released") != 1 || !strstr(log, "gone: released 1 attachment,"))
+		fail_msg("the log after 3 wsrvctl calls and one attach:\n%s", log);
+	free(log);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
+FIXTURE_MAIN(F,
+	cmocka_unit_test(progress_while_loading),
+	cmocka_unit_test(routine_clients_quiet),
+)
