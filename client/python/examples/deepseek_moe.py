@@ -158,6 +158,7 @@ def main():
 
         dist.init_process_group("gloo", rank=rank, world_size=world)
     with wsrv.connect(a.socket, name=f"deepseek_moe.py rank {rank}") as cl, cl.attach(a.model) as m:
+        m.wait(progress=True)  # a model still loading: say how far it is
         x = torch.randn(a.tokens, m.config["hidden_size"], generator=torch.Generator().manual_seed(7))
         if a.experts_on_demand:
             out, stats = on_demand(m, x, a, rank, world)

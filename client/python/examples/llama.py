@@ -266,6 +266,7 @@ def main():
         dist.init_process_group("gloo", rank=rank, world_size=world)
     plan = {"tp_plan": TP_PLAN} if world > 1 else None
     with wsrv.connect(a.socket, name=f"llama.py rank {rank}") as cl, cl.attach(a.model) as m:
+        m.wait(progress=True)  # a model still loading: say how far it is
         try:
             c = Config(m.config, rank, world)
         except ConfigError as e:

@@ -92,3 +92,23 @@ def test_stream_while_loading(tmp_path):
             assert not m.progress()[2]
     finally:
         srv.stop()
+
+
+def test_wait_reports_progress(tmp_path, capsys):
+    """Model.wait(progress=True) on a model still loading says how far it
+    is on stderr (issue 41: llama.py was silent for 50 s)."""
+    from conftest import Server, _mkmodel
+
+    path = _mkmodel(tmp_path / "slow", "llama-mini", "24M", 6)
+    srv = Server(tmp_path, {"slow": path}, extra=("--serve-while-loading", "--read-rate", "8M",
+                                                  "--queue-depth", "1", "--block-size", "256K"))
+    try:
+        with wsrv.connect(srv.sock, name="pytest-progress") as c, c.attach("slow") as m:
+            assert m.progress()[2]
+            m._wait_reporting(None, every=0.5)
+            assert not m.progress()[2]
+        lines = [l for l in capsys.readouterr().err.splitlines() if l.startswith("wsrv: model slow loading: ")]
+        assert len(lines) >= 2, lines
+        assert all("GiB placed)" in l and "%" in l for l in lines)
+    finally:
+        srv.stop()

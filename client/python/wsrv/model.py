@@ -5,7 +5,10 @@
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
+import sys
+import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -82,15 +85,37 @@ class Model(Mapping[str, Tensor]):
         check(lib.wsrv_model_find(self._ptr(), cstr(name, "a tensor name"), ctypes.byref(ti)), name)
         return Tensor(ti, self._handle())
 
-    def wait(self, layer: Optional[int] = None, timeout: Optional[float] = None) -> None:
+    def wait(self, layer: Optional[int] = None, timeout: Optional[float] = None,
+             progress: bool = False) -> None:
         """Served while the server loads it (wsrvd's default):
         waits for one layer (-1: the global group) or, with None, for the
         whole model; timeout in seconds (None: for ever). WsrvError(EIO)
         names the tensor when the load failed, ETIMEDOUT on timeout.
-        Tensor lookups, layers() and streams wait by themselves."""
+        Tensor lookups, layers() and streams wait by themselves.
+        progress=True (waiting for the whole model) prints how far the
+        load is to stderr every 2 s ("wsrv: model m loading: 45% ...")."""
+        if progress and layer is None:
+            self._wait_reporting(timeout)
+            return
         ms = -1 if timeout is None else int(timeout * 1000)
         lay = -2**31 if layer is None else layer
         check(lib.wsrv_model_wait(self._ptr(), lay, ms), f"wait for {self.name}")
+
+    def _wait_reporting(self, timeout: Optional[float], every: float = 2.0) -> None:
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            placed, total, loading = self.progress()
+            if not loading:
+                return
+            print(f"wsrv: model {self.name} loading: {100 * placed / max(total, 1):.0f}% "
+                  f"({placed / 2**30:.2f} of {total / 2**30:.2f} GiB placed)", file=sys.stderr, flush=True)
+            step = every if end is None else max(0.0, min(every, end - time.monotonic()))
+            try:
+                self.wait(timeout=step)
+                return
+            except WsrvError as e:
+                if e.errno != errno.ETIMEDOUT or (end is not None and time.monotonic() >= end):
+                    raise
 
     def progress(self) -> tuple[int, int, bool]:
         """(placed, total, loading): tensor bytes in place and in all, and
