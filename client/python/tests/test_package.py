@@ -2,7 +2,10 @@
 """The package installs like one: a wheel built offline from a copy of the
 tree (pyproject.toml, the version from meson.build), installed with pip
 into a fresh venv, imports from there and finds libwsrv through WSRV_LIB;
-without a library it says what to install."""
+without a library it says what to install. The documented command, pip
+install ./client/python, works offline with build isolation (the build
+backend needs nothing from a registry), and meson install puts the
+package where the system's python3 looks."""
 
 import glob
 import os
@@ -42,6 +45,50 @@ def run(*args, **kw):
     r = subprocess.run(args, capture_output=True, text=True, timeout=240, **kw)
     assert r.returncode == 0, f"{args}: {r.stdout}\n{r.stderr}"
     return r
+
+
+def probe(py, cwd):
+    r = run(py, "-c", "import wsrv, wsrv.hf; print(wsrv.__file__); print(wsrv.version())", cwd=cwd,
+            env=clean_env(WSRV_LIB=os.environ["WSRV_LIB"]))
+    return r.stdout.split()
+
+
+def test_documented_install_offline(tmp_path):
+    """pip install ./client/python in a venv (numpy from the system's
+    site), with build isolation and no index: issue 41 found it failing
+    (setuptools could not be fetched). Then an sdist, and -e."""
+    src = copy_tree(str(tmp_path / "src"))
+    venv = tmp_path / "venv"
+    run(sys.executable, "-m", "venv", "--system-site-packages", str(venv))
+    py = str(venv / "bin" / "python")
+    run(py, "-m", "pip", "install", "--no-index", src, env=clean_env())
+    where, version = probe(py, str(tmp_path))
+    assert where.startswith(str(venv)) and version == meson_version(), where
+    run(py, "-m", "pip", "uninstall", "-y", "wsrv", env=clean_env())
+    run(py, "-m", "pip", "install", "--no-index", "-e", src, env=clean_env())
+    where, _ = probe(py, str(tmp_path))
+    assert where == os.path.join(src, "wsrv", "__init__.py"), where
+    run(py, "-m", "pip", "uninstall", "-y", "wsrv", env=clean_env())
+    sdist = run(py, "-c", f"import sys; sys.path.insert(0, {os.path.join(src, '_build')!r}); "
+                f"import wsrv_build; print(wsrv_build.build_sdist({str(tmp_path)!r}))", env=clean_env())
+    run(py, "-m", "pip", "install", "--no-index", str(tmp_path / sdist.stdout.strip()), env=clean_env())
+    where, version = probe(py, str(tmp_path))
+    assert where.startswith(str(venv)) and version == meson_version(), where
+
+
+def test_meson_installs_where_python_looks():
+    """meson install puts wsrv/ in a folder on the system python3's path
+    (it went to PREFIX/lib/python3/dist-packages, which is not)."""
+    build = os.path.dirname(os.path.dirname(os.path.realpath(os.environ["WSRV_LIB"])))
+    out = run("meson", "introspect", build, "--installed").stdout
+    import json
+
+    init = [dst for dst in json.loads(out).values() if dst.endswith("/wsrv/__init__.py")]
+    assert len(init) == 1, init
+    pkg_dir = os.path.dirname(os.path.dirname(init[0]))
+    path = run(sys.executable, "-c", "import sys; print(chr(10).join(sys.path))").stdout.split()
+    assert pkg_dir in path, (pkg_dir, path)
+    assert os.path.join(os.path.dirname(init[0]), "py.typed") in json.loads(out).values()
 
 
 def test_wheel_installs_and_imports(tmp_path):
