@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -300,6 +301,41 @@ static void every_option_checked_first(void **s)
 	assert_true(one_line_then_hint(err));
 }
 
+/* Issue 41's small things: --out's missing parents made, --version
+ * everywhere, wsrv-bench --help on stdout, a layer a model lacks refused. */
+static void small_things_seen(void **s)
+{
+	static const char *const progs[] = { "WSRVD", "WSRV_CTL", "WSRV_MKMODEL", "WSRV_BENCH" };
+	struct test_server ts = { 0 };
+	char model[4096], spec[4200];
+
+	snprintf(model, sizeof(model), "%s", pjoin(F.dir[0], "new/parents/m5"));
+	if (run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL) != 0)
+		fail_msg("mkmodel into missing folders: %s", err);
+	assert_int_equal(access(pjoin(model, "config.json"), F_OK), 0);
+	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
+		assert_int_equal(run(progs[i], "--version", NULL), 0);
+		if (!strstr(out, "0.") || !strchr(out, '\n'))
+			fail_msg("%s --version: %s", progs[i], out);
+	}
+	assert_int_equal(run("WSRV_BENCH", "--help", NULL), 0);
+	assert_non_null(strstr(out, "usage: wsrv-bench"));
+	assert_non_null(strstr(out, "load --model"));
+	assert_string_equal(err, "");
+	assert_int_equal(run("WSRV_BENCH", "frobnicate", NULL), 2);
+	assert_string_equal(out, "");
+	assert_non_null(strstr(err, "no benchmark 'frobnicate'"));
+	assert_int_equal(server_start(&ts, "m", model, NULL), 0);
+	assert_int_equal(run("WSRV_CTL", "--socket", ts.sock, "tensors", "m", "--layer", "99", NULL), 1);
+	assert_non_null(strstr(err, "has no layer 99"));
+	assert_string_equal(out, "");
+	assert_int_equal(run("WSRV_CTL", "--socket", ts.sock, "tensors", "m", "--layer", "-1", NULL), 0);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+	snprintf(spec, sizeof(spec), "%s", pjoin(F.dir[0], "new"));
+	rm_rf(spec);
+}
+
 /* wsrv-bench starts the wsrvd built beside it, not whatever $WSRVD or the
  * PATH has (it looked in the wrong place after the server moved, and a
  * fresh build had none there). */
@@ -355,6 +391,7 @@ static void help_and_no_stray_folder(void **s)
 }
 
 FIXTURE_MAIN(F,
+	cmocka_unit_test(small_things_seen),
 	cmocka_unit_test(every_option_checked_first),
 	cmocka_unit_test(inspect),
 	cmocka_unit_test(wsrvd_load_only),

@@ -22,6 +22,7 @@
 
 #include "fixture.h"
 #include "packet.h"
+#include "sockpath.h"
 #include "wsrv.h"
 #include "wsrv.pb-c.h"
 
@@ -346,6 +347,56 @@ static void socket_env_honoured_and_checked(void **s)
 	unlink(pjoin(F.dir[1], "env.sock.lock"));
 }
 
+/* 5b (issue 41): with XDG_RUNTIME_DIR set, a client looked only at
+ * $XDG_RUNTIME_DIR/wsrv.sock while the system service listened on
+ * /run/wsrv/wsrv.sock, and the error did not say so. Now a client takes
+ * the system socket when nothing is at the XDG one (sockpath_client, with
+ * a stand-in for /run/wsrv), and the error names both places. */
+static void default_socket_finds_the_service(void **s)
+{
+	char xdg[256], sys_sock[256], buf[SOCKPATH_MAX], err[256];
+	struct wsrv_client *c;
+	bool fb;
+	int fd;
+
+	snprintf(xdg, sizeof(xdg), "%s", pjoin(F.dir[1], "xdg"));
+	assert_int_equal(mkdir(xdg, 0700), 0);
+	snprintf(sys_sock, sizeof(sys_sock), "%s", pjoin(F.dir[1], "system.sock"));
+	unsetenv("WSRV_SOCKET");
+	setenv("XDG_RUNTIME_DIR", xdg, 1);
+	/* Nothing anywhere: the XDG path, no fallback. */
+	assert_int_equal(sockpath_client(sys_sock, buf, sizeof(buf), &fb, err, sizeof(err)), 0);
+	assert_false(fb);
+	assert_non_null(strstr(buf, "/xdg/wsrv.sock"));
+	/* The service's socket only: that one. */
+	assert_true((fd = open(sys_sock, O_CREAT | O_WRONLY | O_CLOEXEC, 0600)) >= 0);
+	close(fd);
+	assert_int_equal(sockpath_client(sys_sock, buf, sizeof(buf), &fb, err, sizeof(err)), 0);
+	assert_true(fb);
+	assert_string_equal(buf, sys_sock);
+	/* Both: the user's own. WSRV_SOCKET: always that. */
+	assert_true((fd = open(pjoin(xdg, "wsrv.sock"), O_CREAT | O_WRONLY | O_CLOEXEC, 0600)) >= 0);
+	close(fd);
+	assert_int_equal(sockpath_client(sys_sock, buf, sizeof(buf), &fb, err, sizeof(err)), 0);
+	assert_false(fb);
+	unlink(pjoin(xdg, "wsrv.sock"));
+	setenv("WSRV_SOCKET", pjoin(F.dir[1], "own.sock"), 1);
+	assert_int_equal(sockpath_client(sys_sock, buf, sizeof(buf), &fb, err, sizeof(err)), 0);
+	assert_false(fb);
+	assert_non_null(strstr(buf, "own.sock"));
+	unsetenv("WSRV_SOCKET");
+	unlink(sys_sock);
+	/* No server: the sentence says where it looked and what to set. */
+	if (access(SOCKPATH_SYSTEM, F_OK) != 0) {
+		assert_int_equal(wsrv_connect(NULL, NULL, &c), -ENOENT);
+		if (!strstr(wsrv_last_error(), "$XDG_RUNTIME_DIR/wsrv.sock") ||
+		    !strstr(wsrv_last_error(), SOCKPATH_SYSTEM) || !strstr(wsrv_last_error(), "WSRV_SOCKET"))
+			fail_msg("%s", wsrv_last_error());
+	}
+	unsetenv("XDG_RUNTIME_DIR");
+	rmdir(xdg);
+}
+
 /* 6: with a low RLIMIT_NOFILE wsrvd accepted --max-clients it could never
  * serve, and failed accept once a second. Asked for, it is refused; left
  * to its default, it is fitted (test_fdlimit) unless too few would fit. */
@@ -518,6 +569,7 @@ static void bad_first_packet_closes(void **s)
 }
 
 FIXTURE_MAIN(F,
+	cmocka_unit_test(default_socket_finds_the_service),
 	cmocka_unit_test(unread_fds_do_not_cut_others_off),
 	cmocka_unit_test(stats_of_many_streams),
 	cmocka_unit_test(refused_peers_cost_nothing),

@@ -14,7 +14,8 @@ WSRV_EXPORT const char *wsrv_default_socket(void)
 {
 	static __thread char buf[SOCKPATH_MAX];
 	char err[256];
-	int r = sockpath_default(buf, sizeof(buf), err, sizeof(err));
+	bool fallback;
+	int r = sockpath_client(SOCKPATH_SYSTEM, buf, sizeof(buf), &fallback, err, sizeof(err));
 
 	if (r < 0) {
 		cl_err(r, "%s", err);
@@ -115,6 +116,24 @@ int cl_query(struct wsrv_client *c, Wsrv__Request *q, int want, Wsrv__Response *
 	return 0;
 }
 
+/* wsrv_connect(NULL) found no server: where it looked, and how to say
+ * where one is. */
+static int no_default_server(int r)
+{
+	const char *x = getenv("XDG_RUNTIME_DIR"), *s = getenv("WSRV_SOCKET");
+
+	if (r != -ENOENT && r != -ECONNREFUSED)
+		return r;
+	if (s && *s)
+		return cl_wrap(r, "no wsrvd on $WSRV_SOCKET");
+	if (x && *x)
+		return cl_wrap(r, "no wsrvd on the default socket: $XDG_RUNTIME_DIR/wsrv.sock (%s/wsrv.sock), "
+			       "nor on the system service's %s; set WSRV_SOCKET (wsrvctl: --socket) to "
+			       "where wsrvd listens", x, SOCKPATH_SYSTEM);
+	return cl_wrap(r, "no wsrvd on the default socket, the system service's %s; set WSRV_SOCKET "
+		       "(wsrvctl: --socket) to where wsrvd listens", SOCKPATH_SYSTEM);
+}
+
 static struct wsrv_client *client_new(const char *path, int timeout_ms, const char *name)
 {
 	struct wsrv_client *c = calloc(1, sizeof(*c));
@@ -143,6 +162,8 @@ WSRV_EXPORT int wsrv_connect(const char *path, const struct wsrv_connect_opts *o
 		return ret;
 	if (o.timeout_ms < 0)
 		return cl_err(-EINVAL, "opts->timeout_ms is %d; it must be 0 or more", o.timeout_ms);
+	bool by_default = !path;
+
 	if (!path && !(path = wsrv_default_socket()))
 		return -ENAMETOOLONG;
 	c = client_new(path, o.timeout_ms > 0 ? o.timeout_ms : 10000, o.client_name);
@@ -153,7 +174,7 @@ WSRV_EXPORT int wsrv_connect(const char *path, const struct wsrv_connect_opts *o
 	pthread_mutex_unlock(&c->lock);
 	if (ret < 0) {
 		cl_unref(c);
-		return ret;
+		return by_default ? no_default_server(ret) : ret;
 	}
 	*out = c;
 	return 0;

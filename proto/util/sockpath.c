@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 _Static_assert(SOCKPATH_MAX == sizeof(((struct sockaddr_un *)0)->sun_path),
 	       "SOCKPATH_MAX is sun_path's size");
@@ -24,6 +25,20 @@ int sockpath_check(const char *path, char *err, size_t errlen)
 			 n, SOCKPATH_MAX - 1, path);
 		return -ENAMETOOLONG;
 	}
+	return 0;
+}
+
+int sockpath_client(const char *system, char *buf, size_t cap, bool *fallback, char *err, size_t errlen)
+{
+	const char *s = getenv("WSRV_SOCKET"), *x = getenv("XDG_RUNTIME_DIR");
+	int r = sockpath_default(buf, cap, err, errlen);
+
+	*fallback = false;
+	if (r < 0 || (s && *s) || !x || !*x || access(buf, F_OK) == 0 || access(system, F_OK) != 0 ||
+	    strlen(system) >= cap)
+		return r;
+	memcpy(buf, system, strlen(system) + 1);
+	*fallback = true;
 	return 0;
 }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* wsrv-bench - benchmarks that measure a baseline in the same run. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -84,9 +85,18 @@ int main(int argc, char **argv)
 			}
 			return benches[i].run(argc - 1, argv + 1);
 		}
-	fprintf(argc >= 2 && strcmp(argv[1], "--help") == 0 ? stdout : stderr,
-		"usage: wsrv-bench BENCHMARK [ARGS]\n");
+	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+		printf("wsrv-bench %s\n", WSRV_VERSION_STRING);
+		return 0;
+	}
+	/* --help: the usage on stdout, exit 0; a mistake: all of it on stderr. */
+	bool help = argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
+	FILE *f = help ? stdout : stderr;
+
+	if (!help && argc >= 2)
+		fprintf(stderr, "wsrv-bench: no benchmark '%s'\n", argv[1]);
+	fprintf(f, "usage: wsrv-bench BENCHMARK [ARGS]   (wsrv-bench BENCHMARK --help: its options)\n");
 	for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]); i++)
-		fprintf(stderr, "  %s\n", benches[i].help);
-	return 2;
+		fprintf(f, "  %s\n", benches[i].help);
+	return help ? 0 : 2;
 }

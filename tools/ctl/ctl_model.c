@@ -56,6 +56,26 @@ static int close_listing(const struct ctl_ctx *c, json_t *a, struct wsrv_client 
 	return 0;
 }
 
+/* Whether m has a layer group numbered layer (-1: the global group);
+ * when not, says which it has. */
+static bool has_layer(const struct wsrv_model *m, const char *name, long layer)
+{
+	struct wsrv_layer l;
+	int32_t lo = INT32_MAX, hi = -1;
+
+	for (size_t i = 0; wsrv_model_layer_info(m, i, &l) == 0; i++) {
+		if (l.index == layer)
+			return true;
+		if (l.index >= 0) {
+			lo = l.index < lo ? l.index : lo;
+			hi = l.index > hi ? l.index : hi;
+		}
+	}
+	fprintf(stderr, "wsrvctl: model %s has no layer %ld (its layers: %d to %d, and -1, the global group)\n",
+		esc(name), layer, hi < 0 ? 0 : lo, hi);
+	return false;
+}
+
 int ctl_tensors(const struct ctl_ctx *c, int argc, char **argv)
 {
 	struct wsrv_client *cl;
@@ -74,6 +94,12 @@ int ctl_tensors(const struct ctl_ctx *c, int argc, char **argv)
 	}
 	if (open_listing(c, argv[1], &cl, &m, &a))
 		return 1;
+	if (filter && !has_layer(m, argv[1], layer)) {
+		json_decref(a);
+		wsrv_detach(m);
+		wsrv_disconnect(cl);
+		return 1;
+	}
 	if (!c->json)
 		printf("%-60s %-8s %-20s %6s %12s\n", "TENSOR", "DTYPE", "SHAPE", "LAYER", "BYTES");
 	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {

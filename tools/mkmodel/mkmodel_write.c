@@ -259,6 +259,26 @@ static int check_space(const struct mk_spec *spec, const char *dir, struct errin
 	return 0;
 }
 
+/* Makes the folders above dir that are missing (mkdir -p of its
+ * parent), 0755: --out /models/demo on a machine without /models. */
+static int make_parents(const char *dir, struct errinfo *e)
+{
+	char p[4096];
+	size_t n = (size_t)snprintf(p, sizeof(p), "%s", dir);
+
+	if (n >= sizeof(p))
+		return err_set(e, -ENAMETOOLONG, "%s: path too long", dir);
+	while (n > 1 && p[n - 1] == '/') /* "a/b/" names b */
+		p[--n] = 0;
+	for (char *s = p + 1; (s = strchr(s, '/')); s++) {
+		*s = 0;
+		if (mkdir(p, 0755) < 0 && errno != EEXIST)
+			return err_set(e, -errno, "%s: cannot make %s: %s", dir, p, strerror(errno));
+		*s = '/';
+	}
+	return 0;
+}
+
 /* Writes into a new directory beside dir and swaps it into place, so a
  * failure (ENOSPC included) leaves dir as it was and a rerun never mixes an
  * old index with new shards. */
@@ -266,14 +286,16 @@ int mk_write(const struct mk_spec *spec, const char *dir, unsigned shards,
 	     uint64_t seed, struct errinfo *e)
 {
 	char tmp[3968]; /* room for "/" and a file name within PATH_MAX */
-	int r = check_space(spec, dir, e);
+	int r = make_parents(dir, e);
 
+	if (r == 0)
+		r = check_space(spec, dir, e);
 	if (r < 0)
 		return r;
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp-XXXXXX", dir) >= sizeof(tmp))
 		return err_set(e, -ENAMETOOLONG, "%s: path too long", dir);
 	if (!mkdtemp(tmp) || chmod(tmp, 0755) < 0)
-		return err_set(e, -errno, "%s: %s", tmp, strerror(errno));
+		return err_set(e, -errno, "%s: cannot make a folder beside it: %s", dir, strerror(errno));
 	r = write_dir(spec, tmp, shards, seed, e);
 	if (r == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE) < 0) {
 		if (errno == ENOENT && rename(tmp, dir) == 0)

@@ -41,6 +41,7 @@ int main(int argc, char **argv)
 		{ "experts", required_argument, NULL, 'x' },
 		{ "topk", required_argument, NULL, 'k' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
 	const char *preset = NULL, *out = NULL, *rope = NULL, *act = NULL;
@@ -74,6 +75,7 @@ int main(int argc, char **argv)
 		case 'x': moe.experts = (unsigned)cliarg_long(P, "--experts", optarg, 1, 1024); break;
 		case 'k': moe.topk = (unsigned)cliarg_long(P, "--topk", optarg, 1, 64); break;
 		case 'h': mkmodel_usage(stdout); return 0;
+		case 'V': printf("wsrv-mkmodel %s\n", WSRV_VERSION_STRING); return 0;
 		default: mkmodel_usage(stderr); return 2;
 		}
 	}
