@@ -178,7 +178,34 @@ static void budget_holds_when_fitted(void **s)
 	server_done(&ts);
 }
 
+/* Issue 41: from a clone inside a folder only root enters (mktemp -d, a
+ * packager's build root), a server started as another uid could not
+ * reach wsrvd ("Permission denied"). It runs a copy in its own folder. */
+static void runs_from_a_private_tree(void **s)
+{
+	struct test_server ts = { .uid = 65527, .gid = 65527 };
+	char priv[] = "/tmp/wsrv-test-private-XXXXXX", exe[64], *was = getenv("WSRVD");
+	char cmd[512];
+
+	if (geteuid() != 0)
+		skip(); /* needs a non-root server, started from root */
+	assert_non_null(was);
+	was = strdup(was);
+	assert_non_null(mkdtemp(priv)); /* 0700 */
+	snprintf(exe, sizeof(exe), "%s/wsrvd", priv);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", was, exe);
+	assert_int_equal(system(cmd), 0);
+	setenv("WSRVD", exe, 1);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--serve-when-loaded", NULL), 0);
+	server_done(&ts);
+	setenv("WSRVD", was, 1);
+	free(was);
+	unlink(exe);
+	rmdir(priv);
+}
+
 FIXTURE_MAIN(F,
+	cmocka_unit_test(runs_from_a_private_tree),
 	cmocka_unit_test(fit_arithmetic),
 	cmocka_unit_test(default_start_fits),
 	cmocka_unit_test(many_layers_fit),

@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +184,18 @@ const char *fixtures_dir(void)
 #include "netlab.h"
 #include "wsrv.h"
 
+/* Copies len bytes from in to out (both at their offsets). */
+static int copy_fd_range(int in, int out, size_t len)
+{
+	while (len > 0) {
+		ssize_t w = copy_file_range(in, NULL, out, NULL, len, 0);
+		if (w <= 0)
+			return -1;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
 /* In the server's process, before exec: what the test asked of it. */
 static int in_server(void *arg)
 {
@@ -211,15 +224,38 @@ static int in_server(void *arg)
 	return 0;
 }
 
+/* A server run as another uid may not reach the build tree (a clone
+ * inside a folder only its owner enters: mktemp -d, a packager's build
+ * root): it runs a copy of wsrvd in its own folder (ts->dir, which it is
+ * given), removed with it. */
+static const char *wsrvd_for(struct test_server *ts, char *buf, size_t len)
+{
+	const char *src = getenv("WSRVD");
+	int in = -1, out = -1, ok = 0;
+	struct stat st;
+
+	if (!ts->uid || !src)
+		return src;
+	snprintf(buf, len, "%s/wsrvd", ts->dir);
+	if ((in = open(src, O_RDONLY | O_CLOEXEC)) >= 0 && fstat(in, &st) == 0 &&
+	    (out = open(buf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755)) >= 0)
+		ok = copy_fd_range(in, out, (size_t)st.st_size) == 0 && fchmod(out, 0755) == 0;
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	return ok ? buf : src;
+}
+
 static int spawn_argv(struct test_server *ts, const char *name, const char *model,
 		      const char *const *extra)
 {
 	const char *argv[40];
-	char spec[4200];
+	char spec[4200], exe[400];
 	int n = 0, r;
 
 	snprintf(spec, sizeof(spec), "%s=%s", name, model);
-	argv[n++] = getenv("WSRVD");
+	argv[n++] = wsrvd_for(ts, exe, sizeof(exe));
 	argv[n++] = "--socket";
 	argv[n++] = ts->sock;
 	argv[n++] = "--no-lock";
