@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* test_metrics.c - wsrvd --metrics-listen: a live server's GET /metrics
  * passes `promtool check metrics` and counts what clients did (requests by
- * type, fetch latency, a reported stream under a hostile client name,
- * escaped); bad HTTP (another path, another method, huge headers, a client
+ * type, fetch latency, a reported stream, by model and never by worker);
+ * the number of series stays put over 100 publishes and 100 workers; bad
+ * HTTP (another path, another method, huge headers, a client
  * that sends nothing) gets its error and disturbs neither scrapes nor
  * serving; a bad --metrics-listen is refused with a sentence; a reload's
  * outcome and generations show. */
@@ -15,6 +16,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,15 +125,20 @@ static void scrape_counts_and_validates(void **st)
 		wsrv_stream_release(s, l.index);
 	}
 	assert_int_equal(wsrv_stream_report(s), 0);
-	body = scrape_until("wsrv_stream_copied_bytes{");
+	body = scrape_until("wsrv_streams{model=\"m\"} 1\n");
+	double copied = value_of(body, "wsrv_stream_copied_bytes_total{model=\"m\"}");
+	assert_true(copied > 0);
+	assert_true(value_of(body, "wsrv_stream_copy_seconds_total{model=\"m\"}") > 0);
 	/* The fixture's own client attached too. */
 	assert_true(value_of(body, "wsrv_requests_total{type=\"attach\",result=\"ok\"}") >= 2);
 	assert_true(value_of(body, "wsrv_requests_total{type=\"fetch_layer\",result=\"ok\"}") >= 1);
 	assert_true(value_of(body, "wsrv_fetch_duration_seconds_count") >= 1);
 	assert_true(value_of(body, "wsrv_fetch_duration_seconds_bucket{le=\"+Inf\"}") >= 1);
-	assert_true(value_of(body, "wsrv_model_attached{model=\"m\",generation=\"1\"}") >= 2);
-	assert_true(value_of(body, "wsrv_clients") >= 2);
-	assert_non_null(strstr(body, "name=\"evil\\\"name\\\\with\\nnewline\""));
+	assert_true(value_of(body, "wsrv_model_attached{model=\"m\"}") >= 2);
+	assert_true(value_of(body, "wsrv_model_generation{model=\"m\"}") == 1);
+	assert_true(value_of(body, "wsrv_clients_connected") >= 2);
+	assert_true(value_of(body, "wsrv_clients_accepted_total") >= 2);
+	assert_null(strstr(body, "evil")); /* no series per worker: issue 41 */
 	assert_non_null(strstr(body, "process_cpu_seconds_total "));
 	promtool_passes(body);
 	free(body);
@@ -139,6 +146,10 @@ static void scrape_counts_and_validates(void **st)
 	wsrv_device_destroy(d);
 	wsrv_detach(m);
 	wsrv_disconnect(c);
+	/* Gone, the stream's bytes stay counted: a counter never goes back. */
+	body = scrape_until("wsrv_streams{model=\"m\"} 0\n");
+	assert_true(value_of(body, "wsrv_stream_copied_bytes_total{model=\"m\"}") >= copied);
+	free(body);
 }
 
 /* 2: bad HTTP gets its error, and neither scrapes nor clients notice a
@@ -191,8 +202,8 @@ static void reload_outcome_counts(void **st)
 	assert_non_null(ctl);
 	assert_int_equal(run_prog(argv, NULL, pjoin(F.dir[0], "ctl.out"), pjoin(F.dir[0], "ctl.err"), 0, 60), 0);
 	body = scrape_until("wsrv_reloads_total{result=\"ok\"} 1");
-	assert_true(value_of(body, "wsrv_model_serving{model=\"m\",generation=\"2\"}") == 1);
-	assert_true(value_of(body, "wsrv_model_serving{model=\"m\",generation=\"1\"}") == 0);
+	assert_true(value_of(body, "wsrv_model_generation{model=\"m\"}") == 2);
+	assert_null(strstr(body, "generation=")); /* a value, not a label */
 	assert_true(value_of(body, "wsrv_loading") == 0);
 	promtool_passes(body);
 	free(body);
@@ -337,7 +348,109 @@ static void non_text_names_refused(void **st)
 	free(body);
 }
 
+/* The series of a scrape, one a line: each sample's name and labels
+ * (the line up to its value), in order. The caller frees. */
+static char *series(const char *body, unsigned *n)
+{
+	char *out = calloc(1, strlen(body) + 1), *o = out;
+
+	assert_non_null(out);
+	*n = 0;
+	for (const char *p = body, *e; *p; p = *e ? e + 1 : e) {
+		e = strchr(p, '\n') ? strchr(p, '\n') : p + strlen(p);
+		const char *sp = memrchr(p, ' ', (size_t)(e - p));
+		if (*p == '#' || p == e || !sp)
+			continue;
+		memcpy(o, p, (size_t)(sp - p));
+		o += sp - p;
+		*o++ = '\n';
+		(*n)++;
+	}
+	return out;
+}
+
+/* A worker's life: attach, a stream over every layer, its report, gone. */
+static void one_worker(const char *sock)
+{
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_device *d;
+	struct wsrv_stream *s;
+	struct wsrv_layer l;
+
+	assert_int_equal(wsrv_connect(sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_device_host(NULL, &d), 0);
+	assert_int_equal(wsrv_stream_open(m, d, NULL, NULL, &s), 0);
+	assert_int_equal(wsrv_model_layer_at(m, 1, &l), 0);
+	assert_int_equal(wsrv_stream_acquire(s, l.index), 0);
+	wsrv_stream_release(s, l.index);
+	assert_int_equal(wsrv_stream_report(s), 0);
+	wsrv_stream_close(s);
+	wsrv_device_destroy(d);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+}
+
+static void one_publish(const char *sock)
+{
+	struct wsrv_client *c;
+	struct wsrv_publish *p;
+	uint64_t gen;
+
+	assert_int_equal(wsrv_connect(sock, NULL, &c), 0);
+	assert_int_equal(wsrv_publish_begin(c, "m", &p), 0);
+	assert_int_equal(wsrv_publish_commit(p, &gen), 0);
+	wsrv_disconnect(c);
+}
+
+/* 8: issue 41: every worker made series of its own (client, pid, stream
+ * labels) and every reload or publish a new set (a generation label): an
+ * RL trainer publishing each minute made thousands. The number of series
+ * after 100 publishes and 100 workers is the number after one of each. */
+static void series_stay_bounded(void **st)
+{
+	struct test_server ts = { 0 };
+	char uid[16], *body, *log, *p, *first, *later;
+	unsigned one, many;
+	int port;
+
+	snprintf(uid, sizeof(uid), "%u", (unsigned)getuid());
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--metrics-listen", "127.0.0.1:0", "--allow-publish-uid",
+				      uid, "--serve-when-loaded", NULL), 0);
+	log = (char *)read_file(ts.log, &(size_t){ 0 });
+	assert_non_null(log);
+	assert_non_null(p = strstr(log, "metrics on port "));
+	port = atoi(p + strlen("metrics on port "));
+	free(log);
+	one_worker(ts.sock);
+	one_publish(ts.sock);
+	sleep_ms(1100); /* the snapshot */
+	assert_int_equal(http_get(port, "/metrics", &body), 200);
+	first = series(body, &one);
+	free(body);
+	for (int i = 0; i < 100; i++) {
+		one_worker(ts.sock);
+		one_publish(ts.sock);
+	}
+	sleep_ms(1100);
+	assert_int_equal(http_get(port, "/metrics", &body), 200);
+	later = series(body, &many);
+	/* The same series, not only as many: a label that changes (a
+	 * generation, a client's pid) is a new series to Prometheus. */
+	if (strcmp(first, later) != 0 || value_of(body, "wsrv_model_generation{model=\"m\"}") != 102)
+		fail_msg("%u series after one worker and one publish:\n%s\n%u after 100 more:\n%s", one, first,
+			 many, later);
+	free(first);
+	free(later);
+	assert_true(value_of(body, "wsrv_stream_copied_bytes_total{model=\"m\"}") > 0);
+	free(body);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
 FIXTURE_MAIN(F,
+	cmocka_unit_test(series_stay_bounded),
 	cmocka_unit_test(trickling_clients_starve_nobody),
 	cmocka_unit_test(non_text_names_refused),
 	cmocka_unit_test(restart_after_scrape),

@@ -47,14 +47,24 @@ struct srv_config {
 	size_t n_publish_gid;
 };
 
+/* What the streams workers reported, summed (the metrics' counters). */
+struct stream_sum {
+	uint64_t bytes;             /* copied to devices */
+	double copy_seconds, wait_seconds;
+};
+
 struct srv_model {
 	struct loaded_model *lm;    /* owned; NULL once a retired generation is freed */
+	char *name;                 /* owned copy of its model's name, kept after lm goes */
 	uint32_t attached;
 	uint64_t fetches, leases;
 	uint64_t generation;        /* of its weights, for device-region keys */
 	bool retired;               /* replaced by a newer generation (srv_reload.c) */
 	bool loading;               /* serving while loading: not yet loaded (srv_early.c) */
 	double load_t0;             /* mono_now() as its load began, while loading */
+	/* On a model's first entry (the first of its name): its streams that
+	 * closed or whose worker went, so that the counters never go back. */
+	struct stream_sum streams_gone;
 	char reload[160];           /* the last load's outcome, for ListModels */
 };
 
@@ -162,6 +172,7 @@ struct server {
 	struct early_load *early;   /* serving while loading (srv_early.c), or NULL */
 	struct peer_serve *peers;   /* serving other hosts (srv_peers.c), or NULL */
 	struct srv_counters count;  /* for the metrics */
+	struct stream_sum other_gone; /* streams reported on no model served here */
 	struct srv_metrics *metrics; /* --metrics-listen's server, or NULL */
 };
 

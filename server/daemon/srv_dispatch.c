@@ -287,8 +287,10 @@ static int do_detach(struct server *srv, struct session *s, const Wsrv__Detach *
 	return 0;
 }
 
-/* Keeps a stream's counters (replacing its previous report) for Stats. */
-static int do_report(struct session *s, const Wsrv__StreamReport *rp, uint64_t seq, struct reply *r)
+/* Keeps a stream's counters (replacing its previous report) for Stats;
+ * a closed one's last report goes into its model's totals. */
+static int do_report(struct server *srv, struct session *s, const Wsrv__StreamReport *rp, uint64_t seq,
+		     struct reply *r)
 {
 	struct stream_report *x = NULL;
 
@@ -296,8 +298,10 @@ static int do_report(struct session *s, const Wsrv__StreamReport *rp, uint64_t s
 		if (s->streams[i].stream_id == rp->stream_id)
 			x = &s->streams[i];
 	if (rp->closed) {
-		if (x)
+		if (x) {
+			srv_stream_fold(srv, x);
 			*x = s->streams[--s->nstreams];
+		}
 		srv_reply_ok(r, seq);
 		return 0;
 	}
@@ -356,7 +360,7 @@ static int handle(struct server *srv, struct session *s, const Wsrv__Request *q,
 	case WSRV__REQUEST__BODY_RELEASE: return do_release(srv, s, q->release, q->seq, r);
 	case WSRV__REQUEST__BODY_DETACH: return do_detach(srv, s, q->detach, q->seq, r);
 	case WSRV__REQUEST__BODY_STATS: return srv_stats_reply(srv, q->seq, r);
-	case WSRV__REQUEST__BODY_REPORT_STREAM: return do_report(s, q->report_stream, q->seq, r);
+	case WSRV__REQUEST__BODY_REPORT_STREAM: return do_report(srv, s, q->report_stream, q->seq, r);
 	case WSRV__REQUEST__BODY_REGION_OPEN: return region_open(srv, s, q->region_open, q->seq, r);
 	case WSRV__REQUEST__BODY_REGION_COMMIT:
 		return region_commit(srv, s, q->region_commit, fd, q->seq, r);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "peer_serve.h"
+#include "srv_models.h"
 #include "srv_reload.h"
 #include "srv_stats.h"
 #include "wsrv.pb-c.h"
@@ -74,12 +75,14 @@ static void sessions(FILE *f, const struct server *srv)
 		attachments += srv->models[i].attached;
 		leases += srv->models[i].leases;
 	}
-	family(f, "wsrv_clients", "gauge", "Client sessions now.");
-	fprintf(f, "wsrv_clients %u\n", srv->nsessions);
+	/* Not wsrv_clients beside wsrv_clients_total: OpenMetrics names a
+	 * counter's family without _total, and the two would clash. */
+	family(f, "wsrv_clients_connected", "gauge", "Client sessions now.");
+	fprintf(f, "wsrv_clients_connected %u\n", srv->nsessions);
 	family(f, "wsrv_clients_max", "gauge", "The most client sessions at once (--max-clients, or fitted to RLIMIT_NOFILE).");
 	fprintf(f, "wsrv_clients_max %u\n", srv->cfg.max_clients);
-	family(f, "wsrv_clients_total", "counter", "Client sessions accepted.");
-	fprintf(f, "wsrv_clients_total %llu\n", (unsigned long long)srv->clients_total);
+	family(f, "wsrv_clients_accepted_total", "counter", "Client sessions accepted.");
+	fprintf(f, "wsrv_clients_accepted_total %llu\n", (unsigned long long)srv->clients_total);
 	family(f, "wsrv_attachments", "gauge", "Models attached by clients now.");
 	fprintf(f, "wsrv_attachments %llu\n", (unsigned long long)attachments);
 	family(f, "wsrv_leases", "gauge", "Layer leases held by clients now.");
@@ -129,54 +132,96 @@ static void requests(FILE *f, const struct srv_counters *c)
 	}
 }
 
-/* One gauge per model generation (its labels: model, generation). */
-static void model_gauge(FILE *f, const struct server *srv, const char *name, const char *type,
-			const char *help, double (*value)(const struct srv_model *m))
+/* Per model name, whatever its generations: labels stay bounded by the
+ * models served (a reload or a publish makes no new series; the
+ * generation is a value, wsrv_model_generation). The first entry of each
+ * name stands for it. */
+struct model_sum {
+	const struct srv_model *cur;   /* the generation serving, or NULL */
+	uint64_t generation, attached, leases, fetches, retired, retired_bytes;
+	double load_seconds;
+};
+
+static void model_sum(const struct server *srv, const char *name, struct model_sum *m)
 {
-	family(f, name, type, help);
+	*m = (struct model_sum){ 0 };
 	for (size_t i = 0; i < srv->nmodels; i++) {
-		const struct srv_model *m = &srv->models[i];
-		if (!m->lm)
+		const struct srv_model *g = &srv->models[i];
+		if (!g->name || strcmp(g->name, name) != 0)
 			continue;
-		fprintf(f, "%s{model=\"", name);
-		label(f, m->lm->model->name);
-		fprintf(f, "\",generation=\"%llu\"} %.17g\n", (unsigned long long)m->generation, value(m));
+		m->attached += g->attached;
+		m->leases += g->leases;
+		m->fetches += g->fetches;
+		if (srv_model_current(g)) {
+			m->cur = g;
+			m->generation = g->generation;
+			m->load_seconds = g->loading ? mono_now() - g->load_t0 : g->lm->total_seconds;
+		} else if (g->lm) {
+			m->retired++;
+			m->retired_bytes += arena_bytes(g->lm->arena);
+		}
 	}
 }
 
-static double v_arena(const struct srv_model *m) { return (double)arena_bytes(m->lm->arena); }
-static double v_tensor(const struct srv_model *m) { return (double)m->lm->model->data_bytes; }
-static double v_attached(const struct srv_model *m) { return m->attached; }
-static double v_leases(const struct srv_model *m) { return (double)m->leases; }
-static double v_fetches(const struct srv_model *m) { return (double)m->fetches; }
-/* While a model loads (serving while loading), the seconds so far. */
-static double v_load(const struct srv_model *m)
+/* Whether entry i is the first of its name (the one each name is listed by). */
+static bool first_of_name(const struct server *srv, size_t i)
 {
-	return m->loading ? mono_now() - m->load_t0 : m->lm->total_seconds;
+	return srv->models[i].name && srv_model_first(srv, srv->models[i].name) == (int)i;
 }
-static double v_serving(const struct srv_model *m) { return srv_model_current(m); }
-static double v_adopted(const struct srv_model *m) { return m->lm->adopted; }
+
+static double v_generation(const struct model_sum *m) { return (double)m->generation; }
+static double v_arena(const struct model_sum *m) { return m->cur ? (double)arena_bytes(m->cur->lm->arena) : 0; }
+static double v_tensor(const struct model_sum *m) { return m->cur ? (double)m->cur->lm->model->data_bytes : 0; }
+static double v_attached(const struct model_sum *m) { return (double)m->attached; }
+static double v_leases(const struct model_sum *m) { return (double)m->leases; }
+static double v_fetches(const struct model_sum *m) { return (double)m->fetches; }
+static double v_load(const struct model_sum *m) { return m->load_seconds; }
+static double v_adopted(const struct model_sum *m) { return m->cur && m->cur->lm->adopted; }
+static double v_retired(const struct model_sum *m) { return (double)m->retired; }
+static double v_retired_bytes(const struct model_sum *m) { return (double)m->retired_bytes; }
+
+/* One sample per model name. */
+static void model_gauge(FILE *f, const struct server *srv, const char *name, const char *type,
+			const char *help, double (*value)(const struct model_sum *m))
+{
+	struct model_sum m;
+
+	family(f, name, type, help);
+	for (size_t i = 0; i < srv->nmodels; i++) {
+		if (!first_of_name(srv, i))
+			continue;
+		model_sum(srv, srv->models[i].name, &m);
+		fprintf(f, "%s{model=\"", name);
+		label(f, srv->models[i].name);
+		fprintf(f, "\"} %.17g\n", value(&m));
+	}
+}
 
 static void models(FILE *f, const struct server *srv)
 {
-	model_gauge(f, srv, "wsrv_model_arena_bytes", "gauge", "Shared memory a model generation holds.", v_arena);
-	model_gauge(f, srv, "wsrv_model_tensor_bytes", "gauge", "Tensor bytes of a model generation.", v_tensor);
-	model_gauge(f, srv, "wsrv_model_attached", "gauge", "Clients attached to a model generation now.", v_attached);
-	model_gauge(f, srv, "wsrv_model_leases", "gauge", "Layer leases on a model generation now.", v_leases);
-	model_gauge(f, srv, "wsrv_model_fetches_total", "counter", "FetchLayer requests answered for a model generation.", v_fetches);
-	model_gauge(f, srv, "wsrv_model_load_duration_seconds", "gauge", "How long loading (or adopting) a model generation took.", v_load);
-	model_gauge(f, srv, "wsrv_model_serving", "gauge", "1 while a generation serves new attaches, 0 once a newer one replaced it.", v_serving);
-	model_gauge(f, srv, "wsrv_model_adopted", "gauge", "1 when the generation was adopted from a predecessor (no load).", v_adopted);
-	family(f, "wsrv_model_filled_bytes", "gauge", "Bytes a model generation was filled with, by source (files, or a peer host).");
+	model_gauge(f, srv, "wsrv_model_generation", "gauge", "The generation that serves new attaches.", v_generation);
+	model_gauge(f, srv, "wsrv_model_arena_bytes", "gauge", "Shared memory the serving generation holds.", v_arena);
+	model_gauge(f, srv, "wsrv_model_tensor_bytes", "gauge", "Tensor bytes of the serving generation.", v_tensor);
+	model_gauge(f, srv, "wsrv_model_attached", "gauge", "Clients attached to the model now, any generation.", v_attached);
+	model_gauge(f, srv, "wsrv_model_leases", "gauge", "Layer leases on the model now, any generation.", v_leases);
+	model_gauge(f, srv, "wsrv_model_fetches_total", "counter", "FetchLayer requests answered for the model.", v_fetches);
+	model_gauge(f, srv, "wsrv_model_load_duration_seconds", "gauge",
+		    "How long loading (or adopting) the serving generation took; while it loads, the time so far.", v_load);
+	model_gauge(f, srv, "wsrv_model_adopted", "gauge", "1 when the serving generation was adopted from a predecessor (no load).", v_adopted);
+	model_gauge(f, srv, "wsrv_model_retired_generations", "gauge",
+		    "Replaced generations still held by clients (their memory stays until the last lets go).", v_retired);
+	model_gauge(f, srv, "wsrv_model_retired_arena_bytes", "gauge", "Shared memory the replaced generations still hold.",
+		    v_retired_bytes);
+	family(f, "wsrv_model_filled_bytes", "gauge",
+	       "Bytes the serving generation was filled with, by source (files, or a peer host).");
 	for (size_t i = 0; i < srv->nmodels; i++) {
 		const struct srv_model *m = &srv->models[i];
-		if (!m->lm)
+		if (!srv_model_current(m))
 			continue;
 		for (uint32_t j = 0; j <= m->lm->nsources; j++) {
 			fprintf(f, "wsrv_model_filled_bytes{model=\"");
 			label(f, m->lm->model->name);
-			fprintf(f, "\",generation=\"%llu\",source=\"%s\",peer=\"", (unsigned long long)m->generation,
-				j < m->lm->nsources ? "peer" : "files");
+			fprintf(f, "\",source=\"%s\",peer=\"", j < m->lm->nsources ? "peer" : "files");
 			label(f, j < m->lm->nsources ? m->lm->sources[j].name : "");
 			fprintf(f, "\"} %llu\n", (unsigned long long)(j < m->lm->nsources ? m->lm->sources[j].bytes
 									 : m->lm->disk_bytes));
@@ -227,49 +272,87 @@ static void loading(FILE *f, const struct server *srv)
 	free(p);
 }
 
+/* Device regions by model and device (at most --max-regions of them; a
+ * region's id and state would make a new series each time). */
 static void regions(FILE *f, const struct server *srv)
 {
-	family(f, "wsrv_device_regions", "gauge", "Shared device regions now (filling or committed).");
-	fprintf(f, "wsrv_device_regions %u\n", srv->regions.n);
-	family(f, "wsrv_device_region_bytes", "gauge", "Bytes of a shared device region.");
-	family(f, "wsrv_device_region_holders", "gauge", "Workers holding a shared device region.");
+	uint32_t committed = 0;
+
+	for (uint32_t i = 0; i < srv->regions.n; i++)
+		committed += srv->regions.v[i].committed;
+	family(f, "wsrv_device_regions", "gauge", "Shared device regions now, by state.");
+	fprintf(f, "wsrv_device_regions{state=\"committed\"} %u\n", committed);
+	fprintf(f, "wsrv_device_regions{state=\"filling\"} %u\n", srv->regions.n - committed);
+	family(f, "wsrv_device_region_bytes", "gauge", "Bytes of shared device regions, by model and device.");
+	family(f, "wsrv_device_region_holders", "gauge", "Workers holding shared device regions, by model and device.");
 	for (int g = 0; g < 2; g++)
 		for (uint32_t i = 0; i < srv->regions.n; i++) {
 			const struct srv_region *r = &srv->regions.v[i];
-			fprintf(f, "%s{region=\"%u\",model=\"", g ? "wsrv_device_region_holders" : "wsrv_device_region_bytes",
-				r->id);
+			uint64_t v = 0;
+			bool first = true;
+			for (uint32_t k = 0; k < srv->regions.n; k++) {
+				const struct srv_region *o = &srv->regions.v[k];
+				if (strcmp(o->model_name, r->model_name) || strcmp(o->device, r->device))
+					continue;
+				first = first && k >= i;
+				v += g ? o->holders : o->bytes;
+			}
+			if (!first)
+				continue; /* summed with an earlier one of the same pair */
+			fprintf(f, "%s{model=\"", g ? "wsrv_device_region_holders" : "wsrv_device_region_bytes");
 			label(f, r->model_name);
 			fprintf(f, "\",device=\"");
 			label(f, r->device);
-			fprintf(f, "\",state=\"%s\"} %llu\n", r->committed ? "committed" : "filling",
-				(unsigned long long)(g ? r->holders : r->bytes));
+			fprintf(f, "\"} %llu\n", (unsigned long long)v);
 		}
 }
 
-/* The streams workers reported (wsrv_stream_report), by client and stream. */
+/* The streams workers reported, summed by model (a name served here, or
+ * "other"): one series per model, however many workers come and go.
+ * Counters: what the open streams last reported, plus what closed ones
+ * and gone workers did (srv_stream_fold). */
+static void stream_totals(const struct server *srv, const char *name, struct stream_sum *t, uint32_t *open)
+{
+	int first = name ? srv_model_first(srv, name) : -1;
+
+	*t = first >= 0 ? srv->models[first].streams_gone : name ? (struct stream_sum){ 0 } : srv->other_gone;
+	*open = 0;
+	for (const struct session *s = srv->sessions; s; s = s->next)
+		for (uint32_t i = 0; i < s->nstreams; i++) {
+			const struct stream_report *x = &s->streams[i];
+			bool mine = name ? strcmp(x->model, name) == 0 : srv_model_first(srv, x->model) < 0;
+			if (!mine)
+				continue;
+			t->bytes += x->bytes_copied;
+			t->copy_seconds += x->copy_seconds;
+			t->wait_seconds += x->wait_seconds;
+			(*open)++;
+		}
+}
+
 static void streams(FILE *f, const struct server *srv)
 {
-	static const char *const names[] = { "wsrv_stream_copy_bytes_per_second", "wsrv_stream_hidden_ratio",
-					     "wsrv_stream_copied_bytes" };
-	static const char *const helps[] = {
-		"A worker's stream: bytes copied per second of copy time, as it last reported.",
-		"A worker's stream: the fraction of copy time hidden behind compute, as it last reported.",
-		"A worker's stream: bytes copied to its device, as it last reported." };
+	static const char *const names[] = { "wsrv_streams", "wsrv_stream_copied_bytes_total",
+					     "wsrv_stream_copy_seconds_total", "wsrv_stream_wait_seconds_total" };
+	static const char *const helps[] = { "Workers' streams open now (as they reported), by model.",
+		"Bytes workers' streams copied to their devices, by model.",
+		"Seconds workers' streams spent copying, by model (rate of bytes over rate of this: the copy speed).",
+		"Seconds workers waited for a layer's copies, by model (what streaming did not hide)." };
+	struct stream_sum t;
+	uint32_t open;
 
-	for (int g = 0; g < 3; g++) {
-		family(f, names[g], "gauge", helps[g]);
-		for (const struct session *s = srv->sessions; s; s = s->next)
-			for (uint32_t i = 0; i < s->nstreams; i++) {
-				const struct stream_report *x = &s->streams[i];
-				double v = g == 0 ? (x->copy_seconds > 0 ? (double)x->bytes_copied / x->copy_seconds : 0)
-					 : g == 1 ? x->hidden_fraction : (double)x->bytes_copied;
-				fprintf(f, "%s{client=\"%llu\",pid=\"%d\",name=\"", names[g], (unsigned long long)s->id,
-					(int)s->cred.pid);
-				label(f, s->name);
-				fprintf(f, "\",model=\"");
-				label(f, x->model);
-				fprintf(f, "\",stream=\"%u\"} %.17g\n", x->stream_id, v);
-			}
+	for (int g = 0; g < 4; g++) {
+		family(f, names[g], g ? "counter" : "gauge", helps[g]);
+		for (size_t i = 0; i <= srv->nmodels; i++) {
+			const char *name = i < srv->nmodels ? srv->models[i].name : NULL;
+			if (i < srv->nmodels && !first_of_name(srv, i))
+				continue;
+			stream_totals(srv, name, &t, &open);
+			double v[] = { open, (double)t.bytes, t.copy_seconds, t.wait_seconds };
+			fprintf(f, "%s{model=\"", names[g]);
+			label(f, name ? name : "other");
+			fprintf(f, "\"} %.17g\n", v[g]);
+		}
 	}
 }
 

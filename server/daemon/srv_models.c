@@ -23,11 +23,16 @@ int srv_models_add(struct server *srv, uint32_t old, struct loaded_model *lm)
 {
 	struct srv_model *v = realloc(srv->models, (srv->nmodels + 1) * sizeof(*v));
 	size_t k = srv->nmodels;
+	char *name = strdup(lm->model->name);
 
-	if (!v)
+	if (!v || !name) {
+		free(name);
+		if (v)
+			srv->models = v;
 		return -ENOMEM;
+	}
 	srv->models = v;
-	v[k] = (struct srv_model){ .lm = lm, .generation = v[old].generation + 1 };
+	v[k] = (struct srv_model){ .lm = lm, .name = name, .generation = v[old].generation + 1 };
 	v[old].retired = true;
 	srv->nmodels++;
 	return (int)k;
@@ -41,6 +46,24 @@ void srv_retired_check(struct server *srv, struct srv_model *sm)
 		 esc(sm->lm->model->name), (unsigned long long)sm->generation);
 	loaded_model_free(sm->lm);
 	sm->lm = NULL;
+}
+
+int srv_model_first(const struct server *srv, const char *name)
+{
+	for (size_t i = 0; i < srv->nmodels; i++)
+		if (srv->models[i].name && strcmp(srv->models[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+void srv_stream_fold(struct server *srv, const struct stream_report *x)
+{
+	int first = srv_model_first(srv, x->model);
+	struct stream_sum *sum = first >= 0 ? &srv->models[first].streams_gone : &srv->other_gone;
+
+	sum->bytes += x->bytes_copied;
+	sum->copy_seconds += x->copy_seconds;
+	sum->wait_seconds += x->wait_seconds;
 }
 
 /* The model behind an attach id, or NULL with an error reply. */

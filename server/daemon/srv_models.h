@@ -20,6 +20,13 @@ struct srv_model *srv_attached_model(struct server *srv, struct session *s, uint
  * entry's index, or -ENOMEM (lm is still the caller's). */
 int srv_models_add(struct server *srv, uint32_t old, struct loaded_model *lm);
 
+/* The first entry of model name (its first generation, which keeps the
+ * model's running totals), or -1. */
+int srv_model_first(const struct server *srv, const char *name);
+/* A stream that closed, or whose worker went: its last report x added to
+ * its model's totals (a name served here; else the server's "other"). */
+void srv_stream_fold(struct server *srv, const struct stream_report *x);
+
 /* Frees a replaced generation nobody is attached to any more. */
 void srv_retired_check(struct server *srv, struct srv_model *sm);
 

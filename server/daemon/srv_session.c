@@ -66,6 +66,8 @@ void session_free(struct server *srv, struct session *s)
 	if (*p)
 		*p = s->next;
 	srv->nsessions--;
+	for (uint32_t i = 0; i < s->nstreams; i++)
+		srv_stream_fold(srv, &s->streams[i]); /* the counters keep them */
 	session_release_all(srv, s);
 	free(s->leases);
 	free(s->rbuf);

@@ -516,6 +516,7 @@ static void add_entry(struct server *srv, struct loaded_model *lm, uint64_t gen,
 	srv->models[srv->nmodels].generation = gen;
 	srv->models[srv->nmodels].loading = loading;
 	srv->models[srv->nmodels].load_t0 = mono_now();
+	srv->models[srv->nmodels].name = strdup(lm->model->name); /* NULL: not in metrics */
 	srv->models[srv->nmodels++].lm = lm;
 }
 
@@ -773,8 +774,10 @@ static void finish(struct args *a, struct server *srv, struct start *st)
 	srv_metrics_stop(srv->metrics);
 	srv_peers_stop(&a->peers);
 	region_free_all(srv);
-	for (size_t i = 0; i < srv->nmodels; i++)
+	for (size_t i = 0; i < srv->nmodels; i++) {
 		loaded_model_free(srv->models[i].lm);
+		free(srv->models[i].name);
+	}
 	free(srv->models);
 }
 
