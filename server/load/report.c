@@ -40,8 +40,8 @@ void report_loaded(FILE *out, const struct loaded_model *lm)
 	fprintf(out, "  numa       %s; measured: %s\n", a->numa.desc, place);
 	fprintf(out, "  pages      %s, %s\n", a->hugepage_note, a->lock_note);
 	fprintf(out, "  sealed     %s\n", a->sealed ? "yes (shrink, grow, write, seal)" : "no");
-	fprintf(out, "  load       %.3f s, %.2f GB/s, headers through the published manifest\n",
-		lm->total_seconds, gbps(lm));
+	fprintf(out, "  load       %.3f s, %s/s, headers through the published manifest\n",
+		lm->total_seconds, fmt_bytes((uint64_t)(gbps(lm) * 1e9), b1, sizeof(b1)));
 	fprintf(out, "    open     %.3f s (open, parse headers)\n", lm->phases.open_s);
 	fprintf(out, "    arena    %.3f s (allocate, place)\n", lm->phases.arena_s);
 	fprintf(out, "    read     %.3f s %s; of which checksum %.3f s (xxh3, %s), copy %.3f s\n",
@@ -49,10 +49,10 @@ void report_loaded(FILE *out, const struct loaded_model *lm)
 		s->hash_seconds, xxh3_stream_impl(), s->copy_seconds);
 	fprintf(out, "    seal     %.3f s (map, lock, seal, manifest)\n", lm->phases.seal_s);
 	if (lm->nsources)
-		fprintf(out, "  sources    %.1f MB from its files\n", lm->disk_bytes / 1e6);
+		fprintf(out, "  sources    %s from its files\n", fmt_bytes(lm->disk_bytes, b1, sizeof(b1)));
 	for (uint32_t i = 0; i < lm->nsources; i++)
-		fprintf(out, "    peer     %s: %.1f MB, %u checksum failures, %u failures\n",
-			lm->sources[i].name, lm->sources[i].bytes / 1e6,
+		fprintf(out, "    peer     %s: %s, %u checksum failures, %u failures\n",
+			lm->sources[i].name, fmt_bytes(lm->sources[i].bytes, b1, sizeof(b1)),
 			lm->sources[i].checksum_failures, lm->sources[i].failures);
 }
 

@@ -21,6 +21,7 @@
 #include "peer_fill_io.h"
 #include "peer_fill_sum.h"
 #include "peer_table.h"
+#include "units.h"
 
 enum tstate { T_NEED, T_FETCH, T_DONE, T_DISK, T_OWN };
 
@@ -525,14 +526,16 @@ static int disk_read(struct fill *F, const struct load_opts *o, uint8_t which, s
 static void log_sources(const struct loaded_model *lm)
 {
 	uint64_t peers = 0;
+	char d[32], p[32];
 
 	for (uint32_t i = 0; i < lm->nsources; i++)
 		peers += lm->sources[i].bytes;
-	log_info("model %s: %.1f MB from the files, %.1f MB from %u peer%s", lm->model->name,
-		 lm->disk_bytes / 1e6, peers / 1e6, lm->nsources, lm->nsources == 1 ? "" : "s");
+	log_info("model %s: %s from the files, %s from %u peer%s", lm->model->name,
+		 fmt_bytes(lm->disk_bytes, d, sizeof(d)), fmt_bytes(peers, p, sizeof(p)), lm->nsources,
+		 lm->nsources == 1 ? "" : "s");
 	for (uint32_t i = 0; i < lm->nsources; i++)
-		log_info("  peer %s: %.1f MB, %u checksum failure%s, %u failure%s", lm->sources[i].name,
-			 lm->sources[i].bytes / 1e6, lm->sources[i].checksum_failures,
+		log_info("  peer %s: %s, %u checksum failure%s, %u failure%s", lm->sources[i].name,
+			 fmt_bytes(lm->sources[i].bytes, p, sizeof(p)), lm->sources[i].checksum_failures,
 			 lm->sources[i].checksum_failures == 1 ? "" : "s", lm->sources[i].failures,
 			 lm->sources[i].failures == 1 ? "" : "s");
 }
