@@ -453,6 +453,54 @@ static int teardown(void **st)
 	return fd_leak_check(fds_before);
 }
 
+/* Issue 38: an open locks only what it uploads (the resident tensors);
+ * each streamed layer's sources are locked as its copies are queued, at
+ * most once, and a registration that costs time (the test driver's
+ * reg_mbps) is paid there, not at open. */
+static void locked_as_copies_come(void **st)
+{
+	NEED_FAKE();
+	struct wsrv_device *d = open_dev(0, true);
+	/* One slot: the model has two layers, and the open queues a slot's. */
+	struct wsrv_stream_opts o = { .struct_size = sizeof(o), .slots = 1 };
+	struct wsrv_stream_stats at_open, one, pass, again;
+	struct wsrv_stream *s;
+	struct wsrv_layer l;
+
+	fk_set("reg_mbps", 4000);
+	assert_int_equal(wsrv_stream_open(m, d, NULL, &o, &s), 0);
+	assert_int_equal(wsrv_stream_stats(s, &at_open), 0);
+	/* The resident upload's sources, and the first slots' layers, which
+	 * the open queues: not the whole model (checked after the pass). */
+	assert_true(at_open.register_bytes >= at_open.resident_bytes);
+	/* Two layers through: the slots they free take the next layers,
+	 * whose sources are locked as their copies are queued. */
+	for (size_t li = 0; li < 3 && li < wsrv_model_layer_count(m); li++) {
+		wsrv_model_layer_at(m, li, &l);
+		assert_int_equal(wsrv_stream_acquire(s, l.index), 0);
+		assert_int_equal(wsrv_stream_release(s, l.index), 0);
+	}
+	assert_int_equal(wsrv_stream_stats(s, &one), 0);
+	assert_true(one.register_bytes > at_open.register_bytes);
+	for (int p = 0; p < 2; p++) {
+		for (size_t li = 0; li < wsrv_model_layer_count(m); li++) {
+			wsrv_model_layer_at(m, li, &l);
+			assert_int_equal(wsrv_stream_acquire(s, l.index), 0);
+			check_tensors(s, l.first, l.count, 0, 1);
+			assert_int_equal(wsrv_stream_release(s, l.index), 0);
+		}
+		assert_int_equal(wsrv_stream_stats(s, p ? &again : &pass), 0);
+	}
+	assert_true(pass.register_bytes >= one.register_bytes);
+	assert_true(at_open.register_bytes < pass.register_bytes);
+	assert_true(pass.register_bytes >= pass.resident_bytes + pass.pass_copy_bytes);
+	assert_int_equal(again.register_bytes, pass.register_bytes); /* locked once */
+	wsrv_stream_close(s);
+	assert_int_equal(fk_live("registrations"), 0);
+	fk_set("reg_mbps", 0);
+	wsrv_device_destroy(d);
+}
+
 /* Without a driver or a device: -ENODEV, and a sentence that says so. */
 static int expect_enodev(void)
 {
@@ -470,6 +518,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(tp_views_and_2d_copies),
 		cmocka_unit_test(everything_bounced),
 		cmocka_unit_test(registered_in_chunks),
+		cmocka_unit_test(locked_as_copies_come),
 		cmocka_unit_test(over_large_registration_is_caught),
 		cmocka_unit_test(caller_context_kept),
 		cmocka_unit_test(failed_copy_is_an_error),

@@ -428,6 +428,38 @@ static void n_workers_one_copy(void **st)
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
 }
 
+/* 1b, issue 38: with every tensor resident, a later worker maps the
+ * region and copies nothing: its open locks nothing (it locked the whole
+ * mapping again, most of a later worker's open on an H100); the first
+ * locked what it uploaded. */
+static void resident_plan_readers_lock_nothing(void **st)
+{
+	static const char whole[] = "{\"residency\": {\"*\": \"resident\", \"*.*\": \"resident\", "
+		"\"*.*.*\": \"resident\", \"*.*.*.*\": \"resident\", \"*.*.*.*.*\": \"resident\", "
+		"\"*.*.*.*.*.*\": \"resident\"}}";
+	struct test_server ts = { 0 };
+	struct child ch[2];
+	struct wres r[2];
+
+	if (!on_cuda)
+		skip(); /* the host backend locks nothing; on_cuda runs under share_cuda */
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
+	struct wopts w = { .sock = ts.sock, .plan = whole };
+	for (int i = 0; i < 2; i++) {
+		ch[i] = spawn(&w);
+		report(&ch[i], &r[i]);
+	}
+	assert_int_equal(r[0].sh.role, WSRV_SHARE_WRITER);
+	assert_int_equal(r[1].sh.role, WSRV_SHARE_READER);
+	assert_true(r[0].st.register_bytes >= r[0].st.resident_bytes);
+	assert_int_equal(r[1].st.private_bytes, 0); /* no slot: nothing streamed */
+	if (r[1].st.register_bytes != 0)
+		fail_msg("the reader locked %llu bytes at open", (unsigned long long)r[1].st.register_bytes);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(finish(&ch[i]), 0);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+}
+
 /* 2: two devices, two plans, two ranks, two worlds: a region each. */
 static void different_keys_different_regions(void **st)
 {
@@ -730,6 +762,7 @@ static int cuda_knobs(void)
 
 FIXTURE_MAIN(F,
 	cmocka_unit_test(n_workers_one_copy),
+	cmocka_unit_test(resident_plan_readers_lock_nothing),
 	cmocka_unit_test(different_keys_different_regions),
 	cmocka_unit_test(writer_killed_mid_fill),
 	cmocka_unit_test(limits_give_private_copies),

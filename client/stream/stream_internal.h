@@ -52,10 +52,16 @@ struct gate_rec {
 };
 
 /* A host range the stream page-locked through its device. */
+/* Page-locking's unit (stream_sources.c): small enough that the lock of
+ * the next chunk overlaps the copies of this one, large enough that a
+ * model of hundreds of GiB takes thousands of registrations, not millions. */
+#define SRC_LOCK_CHUNK ((uintptr_t)16 << 20)
+
 struct src_range {
 	uintptr_t a, b;
 	uint32_t seg;               /* the segment it lies in */
-	bool locked;                /* registered with the device */
+	uint32_t nchunks;           /* of SRC_LOCK_CHUNK bytes from a */
+	uint8_t *chunks;            /* per chunk: registered with the device (owned) */
 };
 
 struct trace_ev {
@@ -101,10 +107,11 @@ struct wsrv_stream {
 	uint64_t rec_head, rec_tail;    /* next free, oldest not taken */
 	struct gate_rec gates[STREAM_RECS];
 	uint64_t gate_head, gate_tail;
-	struct src_range *srcs;     /* registered with the device as their
-	                             * segments arrive, unregistered at close */
+	struct src_range *srcs;     /* locked chunk by chunk as copies come,
+	                             * unregistered at close */
 	size_t nsrcs;
-	bool *seg_here;             /* per segment: mapped, its sources ready */
+	bool *seg_here;             /* per segment: mapped here */
+	bool *src_locked;           /* per tensor: its source chunks locked */
 	double opened, acquire_t0;
 	struct wsrv_stream_stats st;
 	struct trace_ev *trace;

@@ -1,10 +1,17 @@
 // SPDX-License-Identifier: MIT
 /* stream_sources.c - the host memory a stream copies from: each resident
  * or streamed tensor's part in this rank's view, as page-aligned ranges,
- * merged where they touch within a segment. A segment's ranges are
- * page-locked through the device (or, without that, faulted in) when the
- * segment arrives: at open for a loaded model, and while the server still
- * loads it, when the first copy that needs the segment is due. */
+ * merged where they touch within a segment.
+ *
+ * Page-locking (a device that registers host memory) is lazy and in
+ * chunks: a chunk of SRC_LOCK_CHUNK bytes of a range is locked when the
+ * first copy from it is queued, so locking overlaps the copies queued
+ * before it and the compute they run beside, and an open locks nothing
+ * (issue 38: a later worker paid 0.77x the first's open, most of it
+ * locking the whole mapping again). A device that does not register has
+ * a segment's ranges faulted in when the segment arrives instead: at open
+ * for a loaded model, and while the server still loads it, when the first
+ * copy that needs the segment is due. */
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -26,29 +33,36 @@ static int by_seg_start(const void *x, const void *y)
 	return a->a < b->a ? -1 : a->a > b->a;
 }
 
+/* Tensor i's bytes in this rank's view, page-aligned: [*a, *b) of its
+ * segment *seg. false when the stream never copies it (absent, or a
+ * reader's resident tensor: a reader of a shared region never copies
+ * those). */
+static bool src_of(const struct wsrv_stream *s, uint32_t i, uint32_t *seg, uintptr_t *a, uintptr_t *b)
+{
+	const struct tp_view *v = &s->views[i];
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), p;
+	struct wsrv_tensor t;
+
+	if (s->where[i] == WHERE_ABSENT || !v->bytes ||
+	    (s->where[i] == WHERE_RESIDENT && s->sh.role == WSRV_SHARE_READER))
+		return false;
+	cl_tensor_nowait(s->m, i, &t);
+	p = (uintptr_t)t.data + v->src_off;
+	*seg = t.segment;
+	*a = p & ~(pg - 1);
+	*b = (p + (v->height - 1) * v->pitch + v->width + pg - 1) & ~(pg - 1);
+	return true;
+}
+
 /* Every copied tensor's source range, sorted and merged into s->srcs. */
 static int collect(struct wsrv_stream *s)
 {
 	size_t n = wsrv_model_tensor_count(s->m), k = 0;
-	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
 
 	if (!(s->srcs = calloc(n + 1, sizeof(*s->srcs))))
 		return cl_err(-ENOMEM, "out of memory");
-	for (size_t i = 0; i < n; i++) {
-		const struct tp_view *v = &s->views[i];
-		struct wsrv_tensor t;
-		uintptr_t a;
-		/* A reader of a shared region never copies its resident tensors. */
-		if (s->where[i] == WHERE_ABSENT || !v->bytes ||
-		    (s->where[i] == WHERE_RESIDENT && s->sh.role == WSRV_SHARE_READER))
-			continue;
-		cl_tensor_nowait(s->m, (uint32_t)i, &t);
-		a = (uintptr_t)t.data + v->src_off;
-		s->srcs[k].seg = t.segment;
-		s->srcs[k].a = a & ~(pg - 1);
-		s->srcs[k].b = (a + (v->height - 1) * v->pitch + v->width + pg - 1) & ~(pg - 1);
-		k++;
-	}
+	for (size_t i = 0; i < n; i++)
+		k += src_of(s, (uint32_t)i, &s->srcs[k].seg, &s->srcs[k].a, &s->srcs[k].b);
 	qsort(s->srcs, k, sizeof(*s->srcs), by_seg_start);
 	s->nsrcs = 0;
 	for (size_t i = 0; i < k; i++) {
@@ -60,37 +74,66 @@ static int collect(struct wsrv_stream *s)
 			s->srcs[s->nsrcs++] = s->srcs[i];
 		}
 	}
+	for (size_t i = 0; i < s->nsrcs; i++) {
+		struct src_range *g = &s->srcs[i];
+		g->nchunks = (uint32_t)((g->b - g->a + SRC_LOCK_CHUNK - 1) / SRC_LOCK_CHUNK);
+		if (!(g->chunks = calloc(g->nchunks, 1)))
+			return cl_err(-ENOMEM, "out of memory");
+	}
 	return 0;
 }
 
-/* Segment seg is mapped: page-locks its ranges through the device, or,
- * where the device does not, faults them in now rather than in the first
- * pass's copies (best effort). Once per segment. */
-static int arrived(struct wsrv_stream *s, uint32_t seg)
+/* Locks chunk k of g (once), counting what it added and the time. */
+static int lock_chunk(struct wsrv_stream *s, struct src_range *g, uint32_t k)
 {
-	bool lock = s->d && s->d->ops->register_host;
+	uintptr_t a = g->a + (uintptr_t)k * SRC_LOCK_CHUNK, b = a + SRC_LOCK_CHUNK < g->b ? a + SRC_LOCK_CHUNK : g->b;
 	double t0 = mono_now();
-	int r = 0;
+	uint64_t added = 0;
+	int r;
 
-	if (s->seg_here[seg])
+	if (g->chunks[k])
 		return 0;
-	for (size_t i = 0; i < s->nsrcs && r == 0; i++) {
-		struct src_range *g = &s->srcs[i];
-		uint64_t added = 0;
-		if (g->seg != seg)
-			continue;
-		if (!lock) {
-			madvise((void *)g->a, g->b - g->a, MADV_POPULATE_READ);
-			continue;
-		}
-		if ((r = s->d->ops->register_host(s->d, (const void *)g->a, g->b - g->a, &added)) == 0) {
-			g->locked = true;
-			s->st.register_bytes += added;
-		}
-	}
+	r = s->d->ops->register_host(s->d, (const void *)a, b - a, &added);
 	s->st.register_seconds += mono_now() - t0;
 	if (r < 0)
 		return cl_wrap(r, "page-locking the model's memory for the device failed");
+	g->chunks[k] = 1;
+	s->st.register_bytes += added;
+	return 0;
+}
+
+/* Tensor i's copies are due: the chunks its bytes lie in are locked. */
+static int lock_tensor(struct wsrv_stream *s, uint32_t i)
+{
+	uintptr_t a, b;
+	uint32_t seg;
+	int r = 0;
+
+	if (s->src_locked[i] || !src_of(s, i, &seg, &a, &b))
+		return 0;
+	for (size_t k = 0; k < s->nsrcs && r == 0; k++) {
+		struct src_range *g = &s->srcs[k];
+		if (g->seg != seg || a < g->a || a >= g->b)
+			continue;
+		for (uint32_t c = (uint32_t)((a - g->a) / SRC_LOCK_CHUNK);
+		     r == 0 && c <= (uint32_t)((b - 1 - g->a) / SRC_LOCK_CHUNK) && c < g->nchunks; c++)
+			r = lock_chunk(s, g, c);
+		break;
+	}
+	s->src_locked[i] = r == 0;
+	return r;
+}
+
+/* Segment seg is mapped. A device that registers locks chunks as copies
+ * come (lock_tensor); for one that does not, its ranges are faulted in now
+ * rather than in the first pass's copies (best effort). Once per segment. */
+static int arrived(struct wsrv_stream *s, uint32_t seg)
+{
+	if (s->seg_here[seg])
+		return 0;
+	for (size_t i = 0; i < s->nsrcs && !s->d->ops->register_host; i++)
+		if (s->srcs[i].seg == seg)
+			madvise((void *)s->srcs[i].a, s->srcs[i].b - s->srcs[i].a, MADV_POPULATE_READ);
 	s->seg_here[seg] = true;
 	return 0;
 }
@@ -104,7 +147,8 @@ int stream_register(struct wsrv_stream *s)
 		return 0;
 	if ((r = collect(s)) < 0)
 		return r;
-	if (!(s->seg_here = calloc(nseg + 1, sizeof(*s->seg_here))))
+	if (!(s->seg_here = calloc(nseg + 1, sizeof(*s->seg_here))) ||
+	    !(s->src_locked = calloc(wsrv_model_tensor_count(s->m) + 1, sizeof(*s->src_locked))))
 		return cl_err(-ENOMEM, "out of memory");
 	for (uint32_t g = 0; g < nseg; g++) {
 		if ((r = cl_segment_ready(s->m, g)) < 0)
@@ -118,17 +162,22 @@ int stream_register(struct wsrv_stream *s)
 int stream_need_tensor(struct wsrv_stream *s, uint32_t i, bool wait)
 {
 	uint32_t seg = s->m->v.tensors[i].segment;
+	bool lock = s->d && s->d->ops->register_host;
 	int r;
 
-	if (!s->d || s->seg_here[seg])
+	if (!s->d || (s->seg_here[seg] && (!lock || s->src_locked[i])))
 		return 1;
+	if (s->seg_here[seg])
+		return (r = lock_tensor(s, i)) < 0 ? r : 1;
 	if (wait) {
 		if ((r = cl_need_segment(s->m, seg)) < 0)
 			return r;
 	} else if ((r = cl_segment_ready(s->m, seg)) <= 0) {
 		return r;
 	}
-	return (r = arrived(s, seg)) < 0 ? r : 1;
+	if ((r = arrived(s, seg)) < 0 || (lock && (r = lock_tensor(s, i)) < 0))
+		return r;
+	return 1;
 }
 
 int stream_need_layer(struct wsrv_stream *s, int pos, bool wait)
@@ -143,13 +192,21 @@ int stream_need_layer(struct wsrv_stream *s, int pos, bool wait)
 
 void stream_unregister(struct wsrv_stream *s)
 {
-	for (size_t i = 0; i < s->nsrcs; i++)
-		if (s->srcs[i].locked)
-			s->d->ops->unregister_host(s->d, (const void *)s->srcs[i].a,
-						   s->srcs[i].b - s->srcs[i].a);
+	for (size_t i = 0; i < s->nsrcs; i++) {
+		struct src_range *g = &s->srcs[i];
+		for (uint32_t k = 0; g->chunks && k < g->nchunks; k++) {
+			uintptr_t a = g->a + (uintptr_t)k * SRC_LOCK_CHUNK;
+			if (g->chunks[k])
+				s->d->ops->unregister_host(s->d, (const void *)a,
+							   (a + SRC_LOCK_CHUNK < g->b ? a + SRC_LOCK_CHUNK : g->b) - a);
+		}
+		free(g->chunks);
+	}
 	free(s->srcs);
 	free(s->seg_here);
+	free(s->src_locked);
 	s->srcs = NULL;
 	s->seg_here = NULL;
+	s->src_locked = NULL;
 	s->nsrcs = 0;
 }

@@ -82,6 +82,8 @@ struct fake {
 	size_t nregs;
 	/* knobs (fakecuda_set) */
 	long long ro_supported, max_register, gbps, mbps;
+	long long reg_mbps;         /* registration's cost: MB locked a second (0: free);
+	                             * also $FAKECUDA_REG_MBPS, for processes a test starts */
 	long long vmm_supported, granule, uuid;
 	/* failure injection: the (n+1)-th next call of a kind fails */
 	long long fail_alloc, fail_copy, fail_register, fail_alloc_host, fail_record;

@@ -68,6 +68,8 @@ CUresult cuInit(unsigned flags)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (getenv("FAKECUDA_NO_DEVICE"))
 		return CUDA_ERROR_NO_DEVICE;
+	if (getenv("FAKECUDA_REG_MBPS"))
+		fk.reg_mbps = atoll(getenv("FAKECUDA_REG_MBPS"));
 	fk.inited = true;
 	return CUDA_SUCCESS;
 }
@@ -185,6 +187,7 @@ static long long *knob(const char *name)
 		{ "max_register", offsetof(struct fake, max_register) },
 		{ "gbps", offsetof(struct fake, gbps) },
 		{ "mbps", offsetof(struct fake, mbps) },
+		{ "reg_mbps", offsetof(struct fake, reg_mbps) },
 		{ "vmm_supported", offsetof(struct fake, vmm_supported) },
 		{ "granule", offsetof(struct fake, granule) },
 		{ "uuid", offsetof(struct fake, uuid) },

@@ -220,6 +220,11 @@ CUresult cuMemHostRegister_v2(void *p, size_t len, unsigned flags)
 		return CUDA_ERROR_INVALID_VALUE; /* a read-only mapping, registered writable */
 	if (fk_fail_now(&fk.fail_register))
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (fk.reg_mbps > 0) { /* the real driver pins page by page: time the caller pays */
+		double s = (double)len / ((double)fk.reg_mbps * 1e6);
+		struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
+		nanosleep(&ts, NULL);
+	}
 	pthread_mutex_lock(&fk.lock);
 	e = add_reg(a, a + len, flags, false);
 	if (e == CUDA_SUCCESS) {
