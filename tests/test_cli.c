@@ -322,6 +322,20 @@ static void small_things_seen(void **s)
 	assert_non_null(strstr(out, "usage: wsrv-bench"));
 	assert_non_null(strstr(out, "load --model"));
 	assert_string_equal(err, "");
+	/* wsrv-bench cold (issue 38): its arguments, and a run whose JSON
+	 * has the figures, one entry per worker on each side. */
+	assert_int_equal(run("WSRV_BENCH", "cold", "--model", model, "--workers", "0", NULL), 2);
+	assert_int_equal(run("WSRV_BENCH", "cold", "--model", model, "--device", "tpu", NULL), 2);
+	assert_int_equal(run("WSRV_BENCH", "cold", "--model", model, "--workers", "2", "--repeat", "1", "--json",
+			     NULL), 0);
+	json_t *cold = json_loads(out, 0, NULL);
+	assert_non_null(cold);
+	assert_true(json_real_value(json_object_get(cold, "wsrv_all_ready_s")) > 0);
+	assert_true(json_real_value(json_object_get(cold, "load_file_all_ready_s")) > 0);
+	assert_int_equal(json_array_size(json_object_get(cold, "wsrv_workers")), 2);
+	assert_true(json_integer_value(json_object_get(json_array_get(json_object_get(cold, "wsrv_workers"), 1),
+						       "copied_bytes")) > 0);
+	json_decref(cold);
 	assert_int_equal(run("WSRV_BENCH", "frobnicate", NULL), 2);
 	assert_string_equal(out, "");
 	assert_non_null(strstr(err, "no benchmark 'frobnicate'"));

@@ -19,5 +19,6 @@ int bench_restart(int argc, char **argv);
 int bench_publish(int argc, char **argv);
 int bench_fleet(int argc, char **argv);
 int bench_experts(int argc, char **argv);
+int bench_cold(int argc, char **argv);
 
 #endif

@@ -64,6 +64,10 @@ static const struct {
 	  "      MoE experts on demand from a device cache of fraction F of the experts vs\n"
 	  "      streaming whole layers and vs everything resident: bytes and time per token,\n"
 	  "      hit rate, logits; uniform and Zipf routing, batch 1 and 16" },
+	{ "cold", bench_cold,
+	  "cold --model DIR [--workers N] [--device host|cuda] [--plan default|resident] [--repeat R] [--json]\n"
+	  "      wsrvd and N workers from a dropped page cache to every weight on each one's device\n"
+	  "      vs N processes reading the files to the device as safetensors' load_file does" },
 	{ "pipeline", bench_pipeline,
 	  "pipeline --model DIR [--device host|cuda] [--compute-us C] [--bandwidth GBPS] [--slots D]\n"
 	  "         [--trace F] [--json]\n"
