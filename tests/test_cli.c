@@ -70,6 +70,9 @@ static void inspect(void **s)
 	assert_int_equal(run("WSRV_CTL", "inspect", model, NULL), 0);
 	assert_non_null(strstr(out, "model.layers.0.self_attn.q_proj.weight"));
 	assert_non_null(strstr(out, ": valid"));
+	/* Counted as wsrvctl models counts them (issue 41: "10 groups"
+	 * beside LAYERS 9). */
+	assert_non_null(strstr(out, " layers + the global group, "));
 	assert_int_equal(run("WSRV_CTL", "--json", "inspect", model, NULL), 0);
 	j = json_loads(out, 0, &je);
 	assert_non_null(j);
@@ -318,6 +321,8 @@ static void small_things_seen(void **s)
 		if (!strstr(out, "0.") || !strchr(out, '\n'))
 			fail_msg("%s --version: %s", progs[i], out);
 	}
+	assert_int_equal(run("WSRVD", "--help", NULL), 0);
+	assert_null(strstr(out, "operations.md#")); /* an anchor the docs lack */
 	assert_int_equal(run("WSRV_BENCH", "--help", NULL), 0);
 	assert_non_null(strstr(out, "usage: wsrv-bench"));
 	assert_non_null(strstr(out, "load --model"));
