@@ -32,6 +32,7 @@
 
 #include "bench.h"
 #include "bench_files.h"
+#include "bench_memstate.h"
 #include "bench_util.h"
 #include "cliarg.h"
 #include "clock.h"
@@ -51,6 +52,7 @@ struct cold_cfg {
 	const char *model;
 	int workers, repeat;
 	bool cuda, resident;
+	enum mem_state mem;         /* the memory state both sides start in */
 };
 
 /* What a worker says when it is ready (or failed: ok 0). */
@@ -294,8 +296,9 @@ static void cold_print(const struct cold_cfg *c, double ws, double bl, const str
 		       const struct cold_report *br, bool json)
 {
 	if (json) {
-		json_t *o = json_pack("{s:i, s:s, s:s, s:i, s:f, s:f, s:f, s:o, s:o}", "workers", c->workers,
+		json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:i, s:f, s:f, s:f, s:o, s:o}", "workers", c->workers,
 			"device", c->cuda ? "cuda" : "host", "plan", c->resident ? "resident" : "default",
+			"memory", bench_memory_state_name(c->mem),
 			"repeat", c->repeat, "wsrv_all_ready_s", ws, "load_file_all_ready_s", bl,
 			"wsrv_vs_load_file", ws / bl, "wsrv_workers", workers_json(wr, c->workers),
 			"load_file_workers", workers_json(br, c->workers));
@@ -304,8 +307,9 @@ static void cold_print(const struct cold_cfg *c, double ws, double bl, const str
 		json_decref(o);
 		return;
 	}
-	printf("%d workers on %s, %s plan, from cold; median of %d runs\n", c->workers, c->cuda ? "cuda" : "host",
-	       c->resident ? "resident" : "default", c->repeat);
+	printf("%d workers on %s, %s plan, from cold, memory %s; median of %d runs\n", c->workers,
+	       c->cuda ? "cuda" : "host", c->resident ? "resident" : "default", bench_memory_state_name(c->mem),
+	       c->repeat);
 	printf("  wsrvd + %d workers, all holding every weight   %7.3f s\n", c->workers, ws);
 	printf("  %d load_file processes (mmap, pageable copy)   %7.3f s   wsrv is %.2fx this\n", c->workers, bl,
 	       ws / bl);
@@ -322,7 +326,8 @@ static int cold_args(int argc, char **argv, struct cold_cfg *c, bool *json)
 	static const struct option opts[] = {
 		{ "model", required_argument, NULL, 'm' }, { "workers", required_argument, NULL, 'w' },
 		{ "device", required_argument, NULL, 'd' }, { "plan", required_argument, NULL, 'p' },
-		{ "repeat", required_argument, NULL, 'r' }, { "json", no_argument, NULL, 'j' }, { 0 },
+		{ "repeat", required_argument, NULL, 'r' }, { "json", no_argument, NULL, 'j' },
+		{ "memory", required_argument, NULL, 'M' }, { 0 },
 	};
 	int o;
 
@@ -334,6 +339,8 @@ static int cold_args(int argc, char **argv, struct cold_cfg *c, bool *json)
 		else if (o == 'd' && (!strcmp(optarg, "host") || !strcmp(optarg, "cuda"))) c->cuda = optarg[0] == 'c';
 		else if (o == 'p' && (!strcmp(optarg, "default") || !strcmp(optarg, "resident"))) c->resident = optarg[0] == 'r';
 		else if (o == 'j') *json = true;
+		else if (o == 'M' && (!strcmp(optarg, "fresh") || !strcmp(optarg, "reported")))
+			c->mem = optarg[0] == 'r' ? MEM_REPORTED : MEM_FRESH;
 		else return -1;
 	}
 	return c->model && optind == argc ? 0 : -1;
@@ -349,7 +356,8 @@ int bench_cold(int argc, char **argv)
 
 	if (cold_args(argc, argv, &c, &json) < 0) {
 		fprintf(stderr, "usage: wsrv-bench cold --model DIR [--workers 1..%d] [--device host|cuda] "
-			"[--plan default|resident] [--repeat 1..%d] [--json]\n", MAX_WORKERS, MAX_REPEAT);
+			"[--plan default|resident] [--memory fresh|reported] [--repeat 1..%d] [--json]\n", MAX_WORKERS,
+			MAX_REPEAT);
 		return 2;
 	}
 	if (model_files(c.model, NULL, &f) < 0)
@@ -359,6 +367,7 @@ int bench_cold(int argc, char **argv)
 		 * runs second pays to fault it in again (issue 38 item 5). */
 		for (int k = 0; k < 2; k++) {
 			drop_cache(&f);
+			bench_memory_state(c.mem, f.bytes + f.bytes / 4);
 			if ((k == i % 2) ? (ws[i] = run_wsrv(&c, wr)) < 0 : (bl[i] = run_baseline(&c, &f, br)) < 0) {
 				fprintf(stderr, "wsrv-bench cold: run %d: a %s worker failed\n", i,
 					k == i % 2 ? "wsrv" : "load_file");

@@ -65,7 +65,8 @@ static const struct {
 	  "      streaming whole layers and vs everything resident: bytes and time per token,\n"
 	  "      hit rate, logits; uniform and Zipf routing, batch 1 and 16" },
 	{ "cold", bench_cold,
-	  "cold --model DIR [--workers N] [--device host|cuda] [--plan default|resident] [--repeat R] [--json]\n"
+	  "cold --model DIR [--workers N] [--device host|cuda] [--plan default|resident]\n"
+	  "     [--memory fresh|reported] [--repeat R] [--json]\n"
 	  "      wsrvd and N workers from a dropped page cache to every weight on each one's device\n"
 	  "      vs N processes reading the files to the device as safetensors' load_file does" },
 	{ "pipeline", bench_pipeline,
