@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "bench_crew.h"
 #include "bench_files.h"
 #include "bench_memstate.h"
 #include "bench_util.h"
@@ -39,7 +40,7 @@
 #include "cuda_api.h"
 #include "wsrv.h"
 
-#define MAX_WORKERS 32
+#define MAX_WORKERS CREW_MAX
 #define MAX_REPEAT 10
 
 /* Every tensor resident: a plan's "*" is one dot-free component. */
@@ -193,41 +194,30 @@ static int baseline_worker(const struct cold_cfg *c, const struct files *f, int 
 	return 0;
 }
 
-struct crew {
-	pid_t pid[MAX_WORKERS];
-	int n, out[2];
+/* What a crew's worker runs: the config and, for wsrv, the socket. */
+struct cold_arg {
+	const struct cold_cfg *c;
+	const char *sock;
+	const struct files *f;
 };
 
-/* Starts c->workers processes: wsrv workers on sock, or (sock NULL) the
- * baseline's. 0 or a negative errno. */
-static int crew_start(struct crew *w, const struct cold_cfg *c, const char *sock, const struct files *f)
+static int cold_worker(void *arg, int out)
 {
-	if (pipe2(w->out, O_CLOEXEC) < 0)
-		return -errno;
-	for (w->n = 0; w->n < c->workers; w->n++) {
-		pid_t pid = fork();
-		if (pid < 0)
-			return -errno;
-		if (pid == 0) {
-			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			close(w->out[0]);
-			_exit(sock ? wsrv_worker(c, sock, w->out[1]) : baseline_worker(c, f, w->out[1]));
-		}
-		w->pid[w->n] = pid;
-	}
-	close(w->out[1]);
-	w->out[1] = -1;
-	return 0;
+	const struct cold_arg *a = arg;
+
+	return a->sock ? wsrv_worker(a->c, a->sock, out) : baseline_worker(a->c, a->f, out);
 }
 
 /* Every worker's report into r: the time from t0 to the last one ready,
  * or -1 when one failed. */
-static double crew_wait(struct crew *w, double t0, struct cold_report *r)
+static double crew_ready(struct crew *w, double t0, struct cold_report *r)
 {
 	double last = t0;
 
+	if (crew_collect(w, r, sizeof(*r)) < 0)
+		return -1;
 	for (int i = 0; i < w->n; i++) {
-		if (read(w->out[0], &r[i], sizeof(r[i])) != (ssize_t)sizeof(r[i]) || !r[i].ok)
+		if (!r[i].ok)
 			return -1;
 		if (r[i].ready_at > last)
 			last = r[i].ready_at;
@@ -235,25 +225,14 @@ static double crew_wait(struct crew *w, double t0, struct cold_report *r)
 	return last - t0;
 }
 
-static void crew_stop(struct crew *w)
-{
-	for (int i = 0; i < w->n; i++) {
-		kill(w->pid[i], SIGKILL);
-		waitpid(w->pid[i], NULL, 0);
-	}
-	if (w->out[0] >= 0)
-		close(w->out[0]);
-	if (w->out[1] >= 0)
-		close(w->out[1]);
-}
-
 static double run_baseline(const struct cold_cfg *c, const struct files *f, struct cold_report *r)
 {
-	struct crew w = { .out = { -1, -1 } };
+	struct cold_arg a = { .c = c, .f = f };
+	struct crew w;
 	double t0 = mono_now(), t = -1;
 
-	if (crew_start(&w, c, NULL, f) == 0)
-		t = crew_wait(&w, t0, r);
+	if (crew_start(&w, c->workers, cold_worker, &a) == 0)
+		t = crew_ready(&w, t0, r);
 	crew_stop(&w);
 	return t;
 }
@@ -262,9 +241,10 @@ static double run_baseline(const struct cold_cfg *c, const struct files *f, stru
 static double run_wsrv(const struct cold_cfg *c, struct cold_report *r)
 {
 	struct bench_server bs = { 0 };
-	struct crew w = { .out = { -1, -1 } };
+	struct crew w;
 	char spec[4200], sock[sizeof(bs.sock)];
 	const char *specs[1] = { spec };
+	struct cold_arg a = { .c = c, .sock = sock };
 	double t0, t = -1;
 
 	snprintf(spec, sizeof(spec), "m=%s", c->model);
@@ -272,8 +252,8 @@ static double run_wsrv(const struct cold_cfg *c, struct cold_report *r)
 		return -1;
 	snprintf(sock, sizeof(sock), "%s", bs.sock);
 	t0 = mono_now();
-	if (crew_start(&w, c, sock, NULL) == 0 && bench_server_launch(&bs, specs, 1) == 0)
-		t = crew_wait(&w, t0, r);
+	if (crew_start(&w, c->workers, cold_worker, &a) == 0 && bench_server_launch(&bs, specs, 1) == 0)
+		t = crew_ready(&w, t0, r);
 	crew_stop(&w);
 	bench_server_stop(&bs);
 	return t;

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "bench_crew.h"
 #include "bench_files.h"
 #include "bench_memstate.h"
 #include "bench_util.h"
@@ -39,13 +40,14 @@
 #include "progress.h"
 #include "wsrv.h"
 
-#define MAX_WORKERS 32
+#define MAX_WORKERS CREW_MAX
 #define MAX_REPEAT 10
 
 /* A wsrv worker: connects as soon as the socket answers, attaches, touches
  * every tensor's pages, says so on `done`, and waits to be killed. */
-static int serve_worker(const char *sock, int done)
+static int serve_worker(void *arg, int done)
 {
+	const char *sock = arg;
 	struct wsrv_connect_opts co = { .struct_size = sizeof(co), .timeout_ms = 60000 };
 	struct timespec ms = { 0, 1000000 };
 	struct wsrv_client *c = NULL;
@@ -68,8 +70,9 @@ static int serve_worker(const char *sock, int done)
 }
 
 /* The page-cache peer: mmap every file, touch every page. */
-static int mmap_worker(const struct files *f, int done)
+static int mmap_worker(void *arg, int done)
 {
+	const struct files *f = arg;
 	unsigned sum = 0;
 
 	for (size_t i = 0; i < f->n; i++) {
@@ -90,61 +93,13 @@ static int mmap_worker(const struct files *f, int done)
 	return 0;
 }
 
-struct crew {
-	pid_t pid[MAX_WORKERS];
-	int n, done[2];
-};
-
-static int crew_start(struct crew *w, int n, const char *sock, const struct files *f)
-{
-	if (pipe2(w->done, O_CLOEXEC) < 0)
-		return -errno;
-	for (w->n = 0; w->n < n; w->n++) {
-		pid_t pid = fork();
-		if (pid < 0)
-			return -errno;
-		if (pid == 0) {
-			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			close(w->done[0]);
-			_exit(sock ? serve_worker(sock, w->done[1]) : mmap_worker(f, w->done[1]));
-		}
-		w->pid[w->n] = pid;
-	}
-	close(w->done[1]);
-	w->done[1] = -1;
-	return 0;
-}
-
-/* Waits for every worker's byte: 0, or -EIO when one died first. */
-static int crew_wait(struct crew *w)
-{
-	char b;
-	int got = 0;
-
-	while (got < w->n && read(w->done[0], &b, 1) == 1)
-		got++;
-	return got == w->n ? 0 : -EIO;
-}
-
-/* Stops the workers started and closes the pipe. */
-static void crew_stop(struct crew *w)
-{
-	for (int i = 0; i < w->n; i++) {
-		kill(w->pid[i], SIGKILL);
-		waitpid(w->pid[i], NULL, 0);
-	}
-	if (w->done[0] >= 0)
-		close(w->done[0]);
-	if (w->done[1] >= 0)
-		close(w->done[1]);
-}
-
 static double mmap_peer(const struct files *f, int n)
 {
-	struct crew w = { .done = { -1, -1 } };
+	struct crew w;
+	char done[CREW_MAX];
 	double t0 = mono_now(), t = -1;
 
-	if (crew_start(&w, n, NULL, f) == 0 && crew_wait(&w) == 0)
+	if (crew_start(&w, n, mmap_worker, (void *)f) == 0 && crew_collect(&w, done, 1) == 0)
 		t = mono_now() - t0;
 	crew_stop(&w);
 	return t;
@@ -156,7 +111,8 @@ static double serve(const char *path, int n, const char *const *extra)
 	struct bench_server bs = { .extra = { extra[0], extra[1], extra[2] } };
 	char spec[4200], sock[sizeof(bs.sock)];
 	const char *specs[1] = { spec };
-	struct crew w = { .done = { -1, -1 } };
+	struct crew w;
+	char done[CREW_MAX];
 	double t0, t = -1;
 
 	snprintf(spec, sizeof(spec), "m=%s", path);
@@ -164,8 +120,8 @@ static double serve(const char *path, int n, const char *const *extra)
 		return -1;
 	snprintf(sock, sizeof(sock), "%s", bs.sock);
 	t0 = mono_now();
-	if (crew_start(&w, n, sock, NULL) == 0 && bench_server_launch(&bs, specs, 1) == 0 &&
-	    crew_wait(&w) == 0)
+	if (crew_start(&w, n, serve_worker, sock) == 0 && bench_server_launch(&bs, specs, 1) == 0 &&
+	    crew_collect(&w, done, 1) == 0)
 		t = mono_now() - t0;
 	crew_stop(&w);
 	bench_server_stop(&bs);
