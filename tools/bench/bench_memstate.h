@@ -8,13 +8,14 @@
 
 enum mem_state {
 	MEM_FRESH,      /* bytes touched and freed just now: cheap to fault */
-	MEM_REPORTED,   /* then handed back to the host: dear to fault */
+	MEM_REPORTED,   /* then handed back to the host (as far as 30 s take it) */
 };
 
 /* Touches and frees bytes of memory (more than the model: the pages a
- * side will fault), and for MEM_REPORTED waits until the VM has handed
- * them back (reported_kib still for 2 s, at most 60 s; at once where the
- * kernel reports nothing). */
+ * side will fault), and for MEM_REPORTED waits until the kernel has
+ * reported as many bytes to the host since (reported_kib), at most 30 s;
+ * at once where the kernel reports nothing. The state's name says what
+ * the last wait got. */
 void bench_memory_state(enum mem_state s, uint64_t bytes);
 const char *bench_memory_state_name(enum mem_state s);
 
