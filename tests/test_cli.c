@@ -160,7 +160,14 @@ static void wsrvd_load_only(void **s)
 	assert_non_null(strstr(err, "/nonexistent"));
 	assert_int_equal(run("WSRVD", "--load-only", "--model", "nonsense", NULL), 2);
 	assert_int_equal(run("WSRVD", "--load-only", "--model", spec, "--hugepages", "maybe", NULL), 2);
-	assert_int_equal(run("WSRV_MKMODEL", "--preset", "gpt-9", "--size", "1M", "--out", model, NULL), 1);
+	/* An unknown preset is a usage error, as the options' are (it was 1). */
+	assert_int_equal(run("WSRV_MKMODEL", "--preset", "gpt-9", "--size", "1M", "--out", model, NULL), 2);
+	assert_non_null(strstr(err, "unknown preset 'gpt-9'"));
+	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", "", NULL), 2);
+	assert_non_null(strstr(err, "--out ''"));
+	/* wsrvctl: a wrong command is one line and the hint, not the usage. */
+	assert_int_equal(run("WSRV_CTL", "frobnicate", NULL), 2);
+	assert_string_equal(err, "wsrvctl: unknown command 'frobnicate'\nsee wsrvctl --help\n");
 	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", NULL), 2);
 }
 

@@ -84,7 +84,6 @@ int main(int argc, char **argv)
 		for (const struct ctl_command *cmd = tables[t]; cmd->name; cmd++)
 			if (strcmp(argv[1], cmd->name) == 0)
 				return cmd->run(&c, argc - 1, argv + 1);
-	fprintf(stderr, "wsrvctl: unknown command '%s'\n", argv[1]);
-	ctl_usage(stderr);
+	fprintf(stderr, "wsrvctl: unknown command '%s'\nsee wsrvctl --help\n", argv[1]);
 	return 2;
 }

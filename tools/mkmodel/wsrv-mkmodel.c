@@ -83,17 +83,27 @@ int main(int argc, char **argv)
 		fprintf(stderr, P ": unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
+	if (out && !*out) {
+		fprintf(stderr, P ": --out '': a folder to write the model into\n");
+		return 2;
+	}
 	if (!preset || !out || !size) {
 		fprintf(stderr, P ": %s is required\n", !preset ? "--preset" : !out ? "--out" : "--size");
 		mkmodel_usage(stderr);
 		return 2;
 	}
+	/* The preset, the size for it, the config's values: usage errors (2);
+	 * writing the files: a failure (1). */
 	if (mk_preset_moe(preset, size, (unsigned)layers, &moe, &spec, &e) < 0) {
 		fprintf(stderr, "wsrv-mkmodel: %s\n", e.msg);
-		return 1;
+		return 2;
 	}
-	if ((rope && mk_config_rope(&spec, rope, &e) < 0) || (act && mk_config_act(&spec, act, &e) < 0) ||
-	    mk_write(&spec, out, (unsigned)shards, seed, &e) < 0) {
+	if ((rope && mk_config_rope(&spec, rope, &e) < 0) || (act && mk_config_act(&spec, act, &e) < 0)) {
+		fprintf(stderr, "wsrv-mkmodel: %s\n", e.msg);
+		mk_spec_free(&spec);
+		return 2;
+	}
+	if (mk_write(&spec, out, (unsigned)shards, seed, &e) < 0) {
 		fprintf(stderr, "wsrv-mkmodel: %s\n", e.msg);
 		mk_spec_free(&spec);
 		return 1;
