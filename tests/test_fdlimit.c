@@ -185,7 +185,6 @@ static void runs_from_a_private_tree(void **s)
 {
 	struct test_server ts = { .uid = 65527, .gid = 65527 };
 	char priv[] = "/tmp/wsrv-test-private-XXXXXX", exe[64], *was = getenv("WSRVD");
-	char cmd[512];
 
 	if (geteuid() != 0)
 		skip(); /* needs a non-root server, started from root */
@@ -193,8 +192,7 @@ static void runs_from_a_private_tree(void **s)
 	was = strdup(was);
 	assert_non_null(mkdtemp(priv)); /* 0700 */
 	snprintf(exe, sizeof(exe), "%s/wsrvd", priv);
-	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", was, exe);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(copy_file(was, exe, 0755), 0);
 	setenv("WSRVD", exe, 1);
 	assert_int_equal(server_start(&ts, "m", F.dir[0], "--serve-when-loaded", NULL), 0);
 	server_done(&ts);

@@ -34,14 +34,7 @@ static struct fixture F = { .tag = "metrics", .serve = "m",
 /* The port wsrvd's log says it listens on. */
 static int metrics_port(void)
 {
-	size_t n;
-	char *log = (char *)read_file(F.srv.ts.log, &n), *p;
-	int port = -1;
-
-	if (log && (p = strstr(log, "metrics on port ")))
-		port = atoi(p + strlen("metrics on port "));
-	free(log);
-	return port;
+	return server_metrics_port(&F.srv.ts);
 }
 
 static int http(const char *req, size_t len, char **body)
@@ -411,18 +404,14 @@ static void one_publish(const char *sock)
 static void series_stay_bounded(void **st)
 {
 	struct test_server ts = { 0 };
-	char uid[16], *body, *log, *p, *first, *later;
+	char uid[16], *body, *first, *later;
 	unsigned one, many;
 	int port;
 
 	snprintf(uid, sizeof(uid), "%u", (unsigned)getuid());
 	assert_int_equal(server_start(&ts, "m", F.dir[0], "--metrics-listen", "127.0.0.1:0", "--allow-publish-uid",
 				      uid, "--serve-when-loaded", NULL), 0);
-	log = (char *)read_file(ts.log, &(size_t){ 0 });
-	assert_non_null(log);
-	assert_non_null(p = strstr(log, "metrics on port "));
-	port = atoi(p + strlen("metrics on port "));
-	free(log);
+	assert_true((port = server_metrics_port(&ts)) > 0);
 	one_worker(ts.sock);
 	one_publish(ts.sock);
 	sleep_ms(1100); /* the snapshot */

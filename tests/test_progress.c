@@ -51,10 +51,9 @@ static char *ctl(const struct test_server *ts, const char *a, const char *b)
 
 static char *scrape(const struct test_server *ts)
 {
-	char *log = slurp_log(ts), *p = strstr(log, "metrics on port "), *body = NULL;
-	int port = p ? atoi(p + strlen("metrics on port ")) : -1;
+	int port = server_metrics_port(ts);
+	char *body = NULL;
 
-	free(log);
 	assert_true(port > 0);
 	assert_int_equal(http_get(port, "/metrics", &body), 200);
 	return body;

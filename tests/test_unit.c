@@ -19,19 +19,6 @@
 /* dir[0]: the unit and its drop-in folder, as systemd lays them out. */
 static struct fixture F = { .tag = "unit", .models = { { "" } } };
 
-static int copy(const char *from, const char *to)
-{
-	size_t n;
-	uint8_t *t = read_file(from, &n);
-	FILE *f = t ? fopen(to, "we") : NULL;
-	int ok = f && fwrite(t, 1, n, f) == n;
-
-	if (f)
-		ok &= fclose(f) == 0;
-	free(t);
-	return ok ? 0 : -1;
-}
-
 static void unit_and_drop_in_verify(void **s)
 {
 	const char *unit = getenv("WSRV_UNIT"), *dropin = getenv("WSRV_UNIT_DROPIN");
@@ -49,10 +36,10 @@ static void unit_and_drop_in_verify(void **s)
 	assert_non_null(dropin);
 	snprintf(u, sizeof(u), "%s/wsrv.service", F.dir[0]);
 	snprintf(d, sizeof(d), "%s/wsrv.service.d", F.dir[0]);
-	assert_int_equal(copy(unit, u), 0);
+	assert_int_equal(copy_file(unit, u, 0644), 0);
 	assert_int_equal(mkdir(d, 0755), 0);
 	snprintf(d, sizeof(d), "%s/wsrv.service.d/models.conf", F.dir[0]);
-	assert_int_equal(copy(dropin, d), 0);
+	assert_int_equal(copy_file(dropin, d, 0644), 0);
 	argv[3] = u;
 	snprintf(out, sizeof(out), "%s/verify.out", F.dir[0]);
 	snprintf(err, sizeof(err), "%s/verify.err", F.dir[0]);

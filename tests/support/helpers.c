@@ -184,16 +184,36 @@ const char *fixtures_dir(void)
 #include "netlab.h"
 #include "wsrv.h"
 
-/* Copies len bytes from in to out (both at their offsets). */
-static int copy_fd_range(int in, int out, size_t len)
+int copy_file(const char *from, const char *to, mode_t mode)
 {
-	while (len > 0) {
-		ssize_t w = copy_file_range(in, NULL, out, NULL, len, 0);
-		if (w <= 0)
-			return -1;
-		len -= (size_t)w;
+	int in = open(from, O_RDONLY | O_CLOEXEC), out = -1, r = -1;
+	struct stat st;
+
+	if (in >= 0 && fstat(in, &st) == 0 &&
+	    (out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)) >= 0 && fchmod(out, mode) == 0) {
+		size_t len = (size_t)st.st_size;
+		ssize_t w = 1;
+		while (len > 0 && (w = copy_file_range(in, NULL, out, NULL, len, 0)) > 0)
+			len -= (size_t)w;
+		r = len == 0 ? 0 : -1;
 	}
-	return 0;
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	return r;
+}
+
+int server_metrics_port(const struct test_server *ts)
+{
+	size_t n;
+	char *log = (char *)read_file(ts->log, &n), *p;
+	int port = -1;
+
+	if (log && (p = strstr(log, "metrics on port ")))
+		port = atoi(p + strlen("metrics on port "));
+	free(log);
+	return port;
 }
 
 /* In the server's process, before exec: what the test asked of it. */
@@ -231,20 +251,11 @@ static int in_server(void *arg)
 static const char *wsrvd_for(struct test_server *ts, char *buf, size_t len)
 {
 	const char *src = getenv("WSRVD");
-	int in = -1, out = -1, ok = 0;
-	struct stat st;
 
 	if (!ts->uid || !src)
 		return src;
 	snprintf(buf, len, "%s/wsrvd", ts->dir);
-	if ((in = open(src, O_RDONLY | O_CLOEXEC)) >= 0 && fstat(in, &st) == 0 &&
-	    (out = open(buf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755)) >= 0)
-		ok = copy_fd_range(in, out, (size_t)st.st_size) == 0 && fchmod(out, 0755) == 0;
-	if (in >= 0)
-		close(in);
-	if (out >= 0)
-		close(out);
-	return ok ? buf : src;
+	return copy_file(src, buf, 0755) == 0 ? buf : src;
 }
 
 static int spawn_argv(struct test_server *ts, const char *name, const char *model,

@@ -152,6 +152,11 @@ int raw_recv_code(int fd, int *keep, int *nkeep);
  * NULL-terminated, may be NULL), stdout and stderr into the files out and
  * err; nofile > 0 sets RLIMIT_NOFILE. Gives up (SIGKILL) after timeout_s.
  * Returns the exit status, 128 + signal when killed. */
+/* Copies file from to to (made, or truncated) with mode: 0 or -1. */
+int copy_file(const char *from, const char *to, mode_t mode);
+/* The port a server's --metrics-listen took, from its log; -1: none. */
+int server_metrics_port(const struct test_server *ts);
+
 int run_prog(const char *const *argv, const char *const *env, const char *out,
 	     const char *err, unsigned nofile, int timeout_s);
 
