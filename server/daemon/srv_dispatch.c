@@ -99,8 +99,7 @@ static void model_info(const struct server *srv, uint32_t idx, Wsrv__ModelInfo *
 	mi->retired = sm->retired;
 	mi->reload = (char *)sm->reload;
 	mi->loading = sm->loading;
-	mi->placed_bytes = lm->ready.h ? __atomic_load_n(&lm->ready.h->placed_bytes, __ATOMIC_RELAXED)
-				       : lm->model->data_bytes;
+	mi->placed_bytes = loaded_model_placed(lm);
 	mi->holder_pids = holders(srv, idx, sm->attached, &mi->n_holder_pids);
 	if (lm->model->held) {
 		mi->held_first = lm->model->held->first;

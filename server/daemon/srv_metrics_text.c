@@ -243,7 +243,7 @@ static size_t loads_now(const struct server *srv, struct reload_progress *p, siz
 			continue;
 		p[n++] = (struct reload_progress){ .name = lm->model->name, .what = "load",
 			.total = lm->model->data_bytes, .seconds = mono_now() - m->load_t0,
-			.placed = lm->ready.h ? __atomic_load_n(&lm->ready.h->placed_bytes, __ATOMIC_RELAXED) : 0 };
+			.placed = loaded_model_placed(lm) };
 	}
 	return n;
 }

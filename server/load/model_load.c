@@ -301,3 +301,8 @@ void loaded_model_placement(const struct loaded_model *lm, char *buf, size_t len
 				      100.0 * (double)lm->node_pages[i] / lm->pages_sampled);
 	}
 }
+
+uint64_t loaded_model_placed(const struct loaded_model *lm)
+{
+	return lm->ready.h ? __atomic_load_n(&lm->ready.h->placed_bytes, __ATOMIC_RELAXED) : lm->model->data_bytes;
+}

@@ -99,5 +99,8 @@ int model_load_finish(struct loaded_model *lm, const struct load_opts *o, struct
 
 /* "node 0: 100%" style summary of the sampled placement. */
 void loaded_model_placement(const struct loaded_model *lm, char *buf, size_t len);
+/* Tensor bytes in place: the readiness page's count while lm has one
+ * (served while it loads; another thread's load writes it), else all. */
+uint64_t loaded_model_placed(const struct loaded_model *lm);
 
 #endif

@@ -142,6 +142,12 @@ static bool info_of(const struct wsrv_model_list *l, const char *name, struct ws
 	return false;
 }
 
+/* How much of a loading model is in place, in percent. */
+static double placed_pct(const struct wsrv_model_info *mi, const struct wsrv_generation *g)
+{
+	return mi->tensor_bytes ? 100.0 * (double)g->placed_bytes / (double)mi->tensor_bytes : 0.0;
+}
+
 /* "loading: 120.00 MiB of 247.04 MiB placed (48%)", or "loaded in 4.95 s". */
 static const char *load_state(const struct wsrv_model_info *mi, const struct wsrv_generation *g,
 			      char *buf, size_t len)
@@ -152,8 +158,7 @@ static const char *load_state(const struct wsrv_model_info *mi, const struct wsr
 		snprintf(buf, len, "loaded in %.2f s", mi->load_seconds);
 	else
 		snprintf(buf, len, "loading: %s of %s placed (%.0f%%)", fmt_bytes(g->placed_bytes, p, sizeof(p)),
-			 fmt_bytes(mi->tensor_bytes, t, sizeof(t)),
-			 mi->tensor_bytes ? 100.0 * (double)g->placed_bytes / (double)mi->tensor_bytes : 0.0);
+			 fmt_bytes(mi->tensor_bytes, t, sizeof(t)), placed_pct(mi, g));
 	return buf;
 }
 
@@ -336,8 +341,7 @@ int ctl_models(const struct ctl_ctx *c, int argc, char **argv)
 		char st[24], pg[32];
 		wsrv_model_list_generation(l, i, &g);
 		if (mi.loading)
-			snprintf(st, sizeof(st), "loading %.0f%%", mi.tensor_bytes ?
-				 100.0 * (double)g.placed_bytes / (double)mi.tensor_bytes : 0.0);
+			snprintf(st, sizeof(st), "loading %.0f%%", placed_pct(&mi, &g));
 		else
 			snprintf(st, sizeof(st), "%s", g.retired ? "replaced" : "ready");
 		printf("%-20s %4" PRIu64 " %-12s %8u %7u %12s %8s %8u  %s%s\n", esc(mi.name), g.generation, st,
