@@ -384,6 +384,78 @@ static void bench_runs_the_wsrvd_beside_it(void **s)
 	assert_non_null(strstr(out, "system calls made        0"));
 }
 
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "we");
+
+	assert_non_null(f);
+	assert_int_equal(fputs(text, f) >= 0, 1);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* Issue 38 item 1: `wsrv-bench cold --from-pretrained` runs N Python
+ * processes of transformers' from_pretrained(device_map="cuda"). Here a
+ * stand-in torch (a CUDA device) and transformers (from_pretrained reads
+ * every safetensors file of the folder) run the same plumbing that the GPU
+ * machine runs for real: the JSON has a figure per process, with the bytes
+ * the stand-in "device" got. Without them it says why it did not run. */
+static void cold_from_pretrained_stand_in(void **s)
+{
+	const char *model = pjoin(F.dir[0], "hf-model"), *fake = pjoin(F.dir[0], "fake-hf");
+	char pp[600], o[4096], e[4096], path[700];
+	const char *argv[] = { getenv("WSRV_BENCH"), "cold", "--model", model, "--workers", "2", "--repeat", "1",
+			       "--from-pretrained", "--json", NULL };
+	const char *env[] = { pp, NULL };
+	json_t *j, *hf;
+
+	(void)s;
+	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL), 0);
+	assert_int_equal(mkdir(fake, 0700), 0);
+	snprintf(path, sizeof(path), "%s/torch.py", fake);
+	write_text(path, "class cuda:\n    allocated = 0\n    is_available = staticmethod(lambda: True)\n"
+		   "    synchronize = staticmethod(lambda: None)\n"
+		   "    memory_allocated = staticmethod(lambda: cuda.allocated)\n");
+	snprintf(path, sizeof(path), "%s/transformers.py", fake);
+	write_text(path, "import os, torch\nclass AutoModelForCausalLM:\n    @staticmethod\n"
+		   "    def from_pretrained(d, device_map=None, torch_dtype=None):\n"
+		   "        assert device_map == 'cuda'\n"
+		   "        for f in sorted(os.listdir(d)):\n"
+		   "            if f.endswith('.safetensors'):\n"
+		   "                torch.cuda.allocated += len(open(os.path.join(d, f), 'rb').read())\n"
+		   "        return object()\n");
+	snprintf(pp, sizeof(pp), "PYTHONPATH=%s", fake);
+	snprintf(o, sizeof(o), "%s", pjoin(F.dir[0], "out"));
+	snprintf(e, sizeof(e), "%s", pjoin(F.dir[0], "err"));
+	assert_int_equal(run_prog(argv, env, o, e, 0, 120), 0);
+	slurp(o, out, sizeof(out));
+	assert_non_null(j = json_loads(out, 0, NULL));
+	assert_non_null(hf = json_object_get(j, "from_pretrained"));
+	assert_true(json_real_value(json_object_get(hf, "all_ready_s")) > 0);
+	assert_int_equal(json_array_size(json_object_get(hf, "workers")), 2);
+	/* The stand-in's device got every byte of the file (one, for tiny). */
+	json_int_t dev = json_integer_value(json_object_get(json_array_get(json_object_get(hf, "workers"), 1),
+							    "device_bytes"));
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/model.safetensors", model);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(dev, st.st_size);
+	json_decref(j);
+	/* Without transformers: the rest runs, and the JSON says why not. */
+	snprintf(path, sizeof(path), "%s/transformers.py", fake);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(run_prog(argv, env, o, e, 0, 120), 0);
+	slurp(o, out, sizeof(out));
+	assert_non_null(j = json_loads(out, 0, NULL));
+	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(j, "from_pretrained"), "skipped")),
+			       "transformers"));
+	assert_true(json_real_value(json_object_get(j, "wsrv_all_ready_s")) > 0);
+	json_decref(j);
+	snprintf(path, sizeof(path), "%s/torch.py", fake);
+	unlink(path);
+	rmdir(fake);
+	rm_rf(model);
+}
+
 /* Issue 12: `wsrv-bench SUB --help` and `wsrv-worker --help` said
  * "unrecognized option"; `wsrv-bench attach --model DIR` made the folder for
  * generated models it did not use. */
@@ -423,5 +495,6 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(wsrvd_load_only),
 	cmocka_unit_test(bad_arguments),
 	cmocka_unit_test(bench_runs_the_wsrvd_beside_it),
+	cmocka_unit_test(cold_from_pretrained_stand_in),
 	cmocka_unit_test(help_and_no_stray_folder),
 )

@@ -359,13 +359,23 @@ static void pages_say_how(void **s)
 
 		assert_int_equal(server_start(&ts, "m", F.dir[0], "--hugepages", modes[k], NULL), 0);
 		c = conn(&ts);
-		assert_int_equal(wsrv_list_models(c, &l), 0);
-		assert_int_equal(wsrv_model_list_at(l, 0, &mi), 0);
+		/* Folios are made after the load, on an idle thread (issue 38):
+		 * the note says so until they are. */
+		for (int tries = 0;; tries++) {
+			assert_int_equal(wsrv_list_models(c, &l), 0);
+			assert_int_equal(wsrv_model_list_at(l, 0, &mi), 0);
+			if (!strstr(mi.pages, "to be made now") || tries == 300)
+				break;
+			assert_int_equal(mi.page_size, 4096);
+			wsrv_model_list_free(l);
+			usleep(100 * 1000);
+		}
 		if (k == 0)
 			assert_string_equal(mi.pages, "4 KiB pages (--hugepages off)");
 		else if (strstr(mi.pages, "2 MiB folios")) {
 			/* Segments are whole 2 MiB chunks: all of them folios,
 			 * so readers map 2 MiB pages (issue 41: it said 4096). */
+			assert_non_null(strstr(mi.pages, "after the load"));
 			assert_non_null(strstr(mi.pages, "chunks (no huge-page pool"));
 			assert_null(strstr(mi.pages, "the rest in 4 KiB pages"));
 			assert_int_equal(mi.page_size, 2u << 20);

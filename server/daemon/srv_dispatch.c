@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "arena_folio.h"
 #include "escape.h"
 #include "log.h"
 #include "pb_text.h"
@@ -88,11 +89,10 @@ static void model_info(const struct server *srv, uint32_t idx, Wsrv__ModelInfo *
 	mi->segments = lm->arena->nseg;
 	mi->page_size = lm->arena->page_size;
 	/* Folios made of every 2 MiB chunk: readers map 2 MiB pages. */
-	if (__atomic_load_n(&lm->arena->folios_made, __ATOMIC_RELAXED) &&
-	    !__atomic_load_n(&lm->arena->folios_failed, __ATOMIC_RELAXED) && !sm->loading)
+	if (arena_folios_complete(lm->arena) && !sm->loading)
 		mi->page_size = 2u << 20;
 	mi->numa = (char *)lm->arena->numa.desc;
-	mi->pages = (char *)lm->arena->hugepage_note;
+	mi->pages = (char *)arena_pages_note(lm->arena);
 	mi->load_seconds = lm->total_seconds;
 	mi->attached = sm->attached;
 	mi->generation = sm->generation;

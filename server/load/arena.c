@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "arena_folio.h"
+#include "arena_sweep.h"
 #include "fullio.h"
 #include "hugemap.h"
 #include "memfd_util.h"
@@ -227,7 +228,7 @@ int arena_write(struct arena *a, uint32_t seg, uint64_t off, const void *src,
 		memcpy(s->rw + off, src, len);
 		return 0;
 	}
-	if (s->folio_tried)
+	if (s->folio_tried && !a->folios_later)
 		arena_folio_prepare(a, seg, off, len);
 	if ((r = pwrite_full(s->fd, src, len, off)) < 0)
 		return err_set(e, r, "cannot write %zu bytes into shared memory: %s", len,
@@ -370,7 +371,8 @@ static int seal_seg(struct arena *a, struct arena_seg *s, struct errinfo *e)
 	 * so lock them (MLOCK_ONFAULT). Without the lock nothing needs them. */
 	if (a->fill_by_write && a->locked && (r = map_in(s, e)) < 0)
 		return r;
-	arena_folio_warm(s);
+	if (!a->folios_later)
+		arena_folio_warm(s);
 	if ((r = memfd_seal(s->fd, seals)) < 0)
 		return err_set(e, r, "cannot seal a segment: %s", strerror(-r));
 	s->sealed = true;
@@ -415,6 +417,11 @@ int arena_seal(struct arena *a, struct errinfo *e)
 			return r;
 	}
 	a->sealed = true;
+	if (a->folios_later) { /* the sweep's note replaces it at its end (arena_sweep.h) */
+		snprintf(a->hugepage_note, sizeof(a->hugepage_note),
+			 "4 KiB pages while loading, 2 MiB folios (MADV_COLLAPSE) to be made now on an idle thread");
+		return 0;
+	}
 	arena_folio_note(a);
 	arena_folio_free(a);
 	return 0;
@@ -526,6 +533,7 @@ void arena_free(struct arena *a)
 {
 	if (!a)
 		return;
+	arena_sweep_stop(a);
 	for (uint32_t i = 0; i < a->nseg; i++) {
 		struct arena_seg *s = &a->seg[i];
 		if (s->fill && s->fill != s->rw)

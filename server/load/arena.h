@@ -23,6 +23,7 @@
 #ifndef WSRV_ARENA_H
 #define WSRV_ARENA_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -67,6 +68,13 @@ struct arena {
 	bool locked;
 	bool sealed;
 	bool stop_populate;            /* set (atomically) to stop arena_populate early */
+	bool folios_later;             /* folios by arena_sweep after the load, not
+	                                * before each write (arena_sweep.h) */
+	bool sweeping;                 /* a sweep thread runs (sweep_th) */
+	bool stop_sweep;               /* atomic: the sweep stops at its next chunk */
+	pthread_t sweep_th;            /* the sweep, while sweeping */
+	const char *pages_note;        /* atomic: hugepage_note or sweep_note (arena_pages_note) */
+	char sweep_note[320];          /* written by the sweep once, then published */
 	struct numa_choice numa;
 	char hugepage_note[320];       /* why this page size was chosen, and how
 	                                * to get 2 MiB pages when they were not */
@@ -126,6 +134,14 @@ int arena_seal(struct arena *a, struct errinfo *e);
  * place (serving while loading: its fd may leave the server then); the
  * others stay open to the loader, and arena_seal skips it later. */
 int arena_seal_segment(struct arena *a, uint32_t seg, struct errinfo *e);
+
+/* What pages the arena has, a sentence (hugepage_note, or the sweep's
+ * outcome once it has finished); safe from any thread. */
+static inline const char *arena_pages_note(const struct arena *a)
+{
+	const char *n = __atomic_load_n(&a->pages_note, __ATOMIC_ACQUIRE);
+	return n ? n : a->hugepage_note;
+}
 
 /* Read-only address of (seg, off); only after arena_seal. */
 static inline const uint8_t *arena_ptr(const struct arena *a, uint32_t seg, uint64_t off)

@@ -82,30 +82,51 @@ void arena_folio_prepare(struct arena *a, uint32_t seg, uint64_t off, uint64_t l
 	}
 }
 
-void arena_folio_warm(const struct arena_seg *s)
+void arena_folio_warm_range(const struct arena_seg *s, uint64_t off, uint64_t len)
 {
 	const volatile uint8_t *p = s->ro;
+	uint64_t end = off + len < s->nchunks * HUGEMAP_ALIGN ? off + len : s->nchunks * HUGEMAP_ALIGN;
 	uint8_t sum = 0;
 
 	if (!s->folio_tried || !p)
 		return;
-	for (uint64_t off = 0; off < s->nchunks * HUGEMAP_ALIGN; off += 4096)
+	for (; off < end; off += 4096)
 		sum += p[off];
 	(void)sum;
 }
 
-void arena_folio_note(struct arena *a)
+void arena_folio_warm(const struct arena_seg *s)
+{
+	arena_folio_warm_range(s, 0, s->nchunks * HUGEMAP_ALIGN);
+}
+
+bool arena_folio_note_into(struct arena *a, char *buf, size_t len, const char *when)
 {
 	uint64_t made = __atomic_load_n(&a->folios_made, __ATOMIC_RELAXED);
 	uint64_t failed = __atomic_load_n(&a->folios_failed, __ATOMIC_RELAXED);
 
 	if (!a->seg || (!made && !failed))
-		return;
-	snprintf(a->hugepage_note, sizeof(a->hugepage_note),
-		 "2 MiB folios by MADV_COLLAPSE: %" PRIu64 " of %" PRIu64 " chunks%s%s (no huge-page pool; "
+		return false;
+	snprintf(buf, len,
+		 "2 MiB folios by MADV_COLLAPSE%s: %" PRIu64 " of %" PRIu64 " chunks%s%s (no huge-page pool; "
 		 "with one, hugetlb pages are used: docs/operations.md, Huge pages)",
-		 made, made + failed, failed ? ", the rest in 4 KiB pages" : "",
+		 when, made, made + failed, failed ? ", the rest in 4 KiB pages" : "",
 		 __atomic_load_n(&a->folios, __ATOMIC_RELAXED) ? "" : " (the kernel refused the collapse)");
+	return true;
+}
+
+void arena_folio_note(struct arena *a)
+{
+	arena_folio_note_into(a, a->hugepage_note, sizeof(a->hugepage_note), "");
+}
+
+bool arena_folios_complete(const struct arena *a)
+{
+	uint64_t chunks = 0;
+
+	for (uint32_t i = 0; i < a->nseg; i++)
+		chunks += a->seg[i].nchunks;
+	return chunks && __atomic_load_n(&a->folios_made, __ATOMIC_RELAXED) == chunks;
 }
 
 void arena_folio_free(struct arena *a)

@@ -50,9 +50,18 @@ void arena_folio_prepare(struct arena *a, uint32_t seg, uint64_t off, uint64_t l
  * not the first worker (measured in docs/benchmarks.md). On bare metal it
  * is a read of one cache line per page. */
 void arena_folio_warm(const struct arena_seg *s);
+/* The same for [off, off + len) of the segment only. */
+void arena_folio_warm_range(const struct arena_seg *s, uint64_t off, uint64_t len);
 
 /* Writes the outcome (chunks made, failed) into a->hugepage_note. */
 void arena_folio_note(struct arena *a);
+/* The same into buf, with when ("" or, say, " after the load") after
+ * "MADV_COLLAPSE"; false (buf untouched) when no chunk was tried. */
+bool arena_folio_note_into(struct arena *a, char *buf, size_t len, const char *when);
+
+/* Whether every chunk of every segment is one folio: readers map 2 MiB
+ * pages only. Safe while a sweep runs. */
+bool arena_folios_complete(const struct arena *a);
 
 void arena_folio_free(struct arena *a);
 

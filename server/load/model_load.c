@@ -11,6 +11,8 @@
 #include <sys/mman.h>
 #include <xxhash.h>
 
+#include "arena_sweep.h"
+#include "log.h"
 #include "manifest.h"
 #include "manifest_write.h"
 #include "packet.h"
@@ -245,6 +247,8 @@ int model_load_finish(struct loaded_model *lm, const struct load_opts *o, struct
 	lo.loader.layer_order = true;
 	lo.loader.on_tensor = ready_track_tensor;
 	lo.loader.on_tensor_arg = &t;
+	/* Workers wait on this load: 4 KiB pages now, folios once ready. */
+	lm->arena->folios_later = lm->arena->folios;
 	/* Hugetlb: populated first, not beside the reads (a segment sealed
 	 * early must not be populated after). */
 	if (!lm->arena->fill_by_write && (r = lm->model->held ? populate_held(lm->model, lm->arena, e)
@@ -266,6 +270,8 @@ int model_load_finish(struct loaded_model *lm, const struct load_opts *o, struct
 		lm->pages_sampled = arena_placement(lm->arena, lm->node_pages);
 	if (r == 0)
 		ready_page_done(&lm->ready, lm->manifest_hash);
+	if (r == 0 && lm->arena->folios_later && arena_sweep_start(lm->arena, lm->model->name) < 0)
+		log_warn("model %s: no thread to make 2 MiB folios; it keeps 4 KiB pages", lm->model->name);
 	ready_track_free(&t);
 	return r;
 }

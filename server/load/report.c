@@ -38,7 +38,7 @@ void report_loaded(FILE *out, const struct loaded_model *lm)
 		fmt_bytes(m->data_bytes, b1, sizeof(b1)),
 		fmt_bytes(arena_bytes(a), b2, sizeof(b2)), a->nseg, a->nseg == 1 ? "" : "s");
 	fprintf(out, "  numa       %s; measured: %s\n", a->numa.desc, place);
-	fprintf(out, "  pages      %s, %s\n", a->hugepage_note, a->lock_note);
+	fprintf(out, "  pages      %s, %s\n", arena_pages_note(a), a->lock_note);
 	fprintf(out, "  sealed     %s\n", a->sealed ? "yes (shrink, grow, write, seal)" : "no");
 	fprintf(out, "  load       %.3f s, %s/s, headers through the published manifest\n",
 		lm->total_seconds, fmt_bytes((uint64_t)(gbps(lm) * 1e9), b1, sizeof(b1)));
@@ -77,7 +77,7 @@ void report_log_loaded(const struct loaded_model *lm)
 	log_info("model %s loaded: %zu tensors, %s in %.3f s (%s/s), %s, %s, %s",
 		 lm->model->name, lm->model->ntensors, fmt_bytes(lm->model->data_bytes, b, sizeof(b)),
 		 lm->total_seconds, fmt_bytes((uint64_t)(gbps(lm) * 1e9), r, sizeof(r)), lm->arena->numa.desc,
-		 lm->arena->hugepage_note, lm->arena->lock_note);
+		 arena_pages_note(lm->arena), lm->arena->lock_note);
 	if (lm->model->held)
 		log_info("model %s: ranks %u-%u of %u (%u stage%s) hold %s of its %s", lm->model->name,
 			 lm->model->held->first, lm->model->held->last, lm->model->held->world,
@@ -113,7 +113,7 @@ json_t *report_loaded_json(const struct loaded_model *lm)
 		"tensor_bytes", (json_int_t)m->data_bytes,
 		"arena_bytes", (json_int_t)arena_bytes(a), "segments", (json_int_t)a->nseg,
 		"numa_policy", a->numa.desc, "numa_pages_sampled", nodes,
-		"page_size", (json_int_t)a->page_size, "pages", a->hugepage_note,
+		"page_size", (json_int_t)a->page_size, "pages", arena_pages_note(a),
 		"folios", (json_int_t)a->folios_made, "folios_failed", (json_int_t)a->folios_failed,
 		"locked", a->locked, "lock", a->lock_note,
 		"sealed", a->sealed, "load_seconds", lm->total_seconds, "load_gbps", gbps(lm),

@@ -32,6 +32,7 @@
 
 #include "bench.h"
 #include "bench_crew.h"
+#include "bench_cold_hf.h"
 #include "bench_files.h"
 #include "bench_memstate.h"
 #include "bench_util.h"
@@ -53,6 +54,7 @@ struct cold_cfg {
 	const char *model;
 	int workers, repeat;
 	bool cuda, resident;
+	bool hf;                    /* also N x from_pretrained (bench_cold_hf.h) */
 	enum mem_state mem;         /* the memory state both sides start in */
 };
 
@@ -194,17 +196,36 @@ static int baseline_worker(const struct cold_cfg *c, const struct files *f, int 
 	return 0;
 }
 
+/* from_pretrained in a Python process: its imports reported as the
+ * attach, from_pretrained itself as the open. */
+static int hf_worker(const struct cold_cfg *c, int out)
+{
+	struct cold_report r = { 0 };
+	struct hf_result h;
+
+	if (hf_load(c->model, &h) == 0)
+		r = (struct cold_report){ .ok = 1, .ready_at = h.ready_at, .attach_s = h.import_s,
+					  .open_s = h.load_s, .device_bytes = h.device_bytes };
+	if (send_report(out, &r))
+		return 1;
+	pause();
+	return 0;
+}
+
 /* What a crew's worker runs: the config and, for wsrv, the socket. */
 struct cold_arg {
 	const struct cold_cfg *c;
 	const char *sock;
 	const struct files *f;
+	bool hf;
 };
 
 static int cold_worker(void *arg, int out)
 {
 	const struct cold_arg *a = arg;
 
+	if (a->hf)
+		return hf_worker(a->c, out);
 	return a->sock ? wsrv_worker(a->c, a->sock, out) : baseline_worker(a->c, a->f, out);
 }
 
@@ -225,9 +246,10 @@ static double crew_ready(struct crew *w, double t0, struct cold_report *r)
 	return last - t0;
 }
 
-static double run_baseline(const struct cold_cfg *c, const struct files *f, struct cold_report *r)
+static double run_baseline(const struct cold_cfg *c, const struct files *f, bool hf,
+			   struct cold_report *r)
 {
-	struct cold_arg a = { .c = c, .f = f };
+	struct cold_arg a = { .c = c, .f = f, .hf = hf };
 	struct crew w;
 	double t0 = mono_now(), t = -1;
 
@@ -272,27 +294,58 @@ static json_t *workers_json(const struct cold_report *r, int n)
 	return a;
 }
 
-static void cold_print(const struct cold_cfg *c, double ws, double bl, const struct cold_report *wr,
-		       const struct cold_report *br, bool json)
+/* The medians of each side, the last run's workers, and why the
+ * from_pretrained side did not run (NULL when it ran or was not asked). */
+struct cold_figs {
+	double ws, bl, hf;
+	struct cold_report wr[MAX_WORKERS], br[MAX_WORKERS], hr[MAX_WORKERS];
+	char hf_why[200];
+};
+
+static json_t *hf_json(const struct cold_cfg *c, const struct cold_figs *f)
 {
+	if (!c->hf)
+		return json_null();
+	if (f->hf_why[0])
+		return json_pack("{s:s}", "skipped", f->hf_why);
+	return json_pack("{s:f, s:f, s:o}", "all_ready_s", f->hf, "wsrv_vs_from_pretrained", f->ws / f->hf,
+			 "workers", workers_json(f->hr, c->workers));
+}
+
+static void cold_print_json(const struct cold_cfg *c, const struct cold_figs *f)
+{
+	json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:i, s:f, s:f, s:f, s:o, s:o, s:o}", "workers", c->workers,
+		"device", c->cuda ? "cuda" : "host", "plan", c->resident ? "resident" : "default",
+		"memory", bench_memory_state_name(c->mem),
+		"repeat", c->repeat, "wsrv_all_ready_s", f->ws, "load_file_all_ready_s", f->bl,
+		"wsrv_vs_load_file", f->ws / f->bl, "wsrv_workers", workers_json(f->wr, c->workers),
+		"load_file_workers", workers_json(f->br, c->workers), "from_pretrained", hf_json(c, f));
+
+	json_dumpf(o, stdout, JSON_INDENT(2));
+	putchar('\n');
+	json_decref(o);
+}
+
+static void cold_print(const struct cold_cfg *c, const struct cold_figs *f, bool json)
+{
+	const struct cold_report *wr = f->wr;
+
 	if (json) {
-		json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:i, s:f, s:f, s:f, s:o, s:o}", "workers", c->workers,
-			"device", c->cuda ? "cuda" : "host", "plan", c->resident ? "resident" : "default",
-			"memory", bench_memory_state_name(c->mem),
-			"repeat", c->repeat, "wsrv_all_ready_s", ws, "load_file_all_ready_s", bl,
-			"wsrv_vs_load_file", ws / bl, "wsrv_workers", workers_json(wr, c->workers),
-			"load_file_workers", workers_json(br, c->workers));
-		json_dumpf(o, stdout, JSON_INDENT(2));
-		putchar('\n');
-		json_decref(o);
+		cold_print_json(c, f);
 		return;
 	}
 	printf("%d workers on %s, %s plan, from cold, memory %s; median of %d runs\n", c->workers,
 	       c->cuda ? "cuda" : "host", c->resident ? "resident" : "default", bench_memory_state_name(c->mem),
 	       c->repeat);
-	printf("  wsrvd + %d workers, all holding every weight   %7.3f s\n", c->workers, ws);
-	printf("  %d load_file processes (mmap, pageable copy)   %7.3f s   wsrv is %.2fx this\n", c->workers, bl,
-	       ws / bl);
+	printf("  wsrvd + %d workers, all holding every weight   %7.3f s\n", c->workers, f->ws);
+	printf("  %d load_file processes (mmap, pageable copy)   %7.3f s   wsrv is %.2fx this\n", c->workers, f->bl,
+	       f->ws / f->bl);
+	if (c->hf && f->hf_why[0])
+		printf("  from_pretrained: not run (%s)\n", f->hf_why);
+	else if (c->hf)
+		printf("  %d from_pretrained(device_map=\"cuda\")         %7.3f s   wsrv is %.2fx this "
+		       "(imports %.1f s, load %.1f s in the last run's first)\n", c->workers, f->hf, f->ws / f->hf,
+		       f->hr[0].attach_s, f->hr[0].open_s);
 	for (int i = 0; i < c->workers; i++)
 		printf("  worker %d: attach %.1f ms, open %.1f ms (locking %.1f ms, %.1f MiB), pass %.1f ms, waited %.1f ms; "
 		       "%.1f MiB copied, %.1f MiB of device memory\n", i, wr[i].attach_s * 1e3, wr[i].open_s * 1e3,
@@ -307,7 +360,7 @@ static int cold_args(int argc, char **argv, struct cold_cfg *c, bool *json)
 		{ "model", required_argument, NULL, 'm' }, { "workers", required_argument, NULL, 'w' },
 		{ "device", required_argument, NULL, 'd' }, { "plan", required_argument, NULL, 'p' },
 		{ "repeat", required_argument, NULL, 'r' }, { "json", no_argument, NULL, 'j' },
-		{ "memory", required_argument, NULL, 'M' }, { 0 },
+		{ "memory", required_argument, NULL, 'M' }, { "from-pretrained", no_argument, NULL, 'H' }, { 0 },
 	};
 	int o;
 
@@ -319,6 +372,7 @@ static int cold_args(int argc, char **argv, struct cold_cfg *c, bool *json)
 		else if (o == 'd' && (!strcmp(optarg, "host") || !strcmp(optarg, "cuda"))) c->cuda = optarg[0] == 'c';
 		else if (o == 'p' && (!strcmp(optarg, "default") || !strcmp(optarg, "resident"))) c->resident = optarg[0] == 'r';
 		else if (o == 'j') *json = true;
+		else if (o == 'H') c->hf = true;
 		else if (o == 'M' && (!strcmp(optarg, "fresh") || !strcmp(optarg, "reported")))
 			c->mem = optarg[0] == 'r' ? MEM_REPORTED : MEM_FRESH;
 		else return -1;
@@ -326,38 +380,56 @@ static int cold_args(int argc, char **argv, struct cold_cfg *c, bool *json)
 	return c->model && optind == argc ? 0 : -1;
 }
 
+/* One run of each side, in c's memory state, the first two alternating
+ * with run i: this VM gives freed memory back, and whichever runs second
+ * pays to fault it in again (issue 38 item 5). -1 when a worker failed. */
+static int cold_round(const struct cold_cfg *c, const struct files *f, int i, struct cold_figs *g,
+		      double *ws, double *bl, double *hf)
+{
+	for (int k = 0; k < 2 + (c->hf && !g->hf_why[0]); k++) {
+		bool wsrv = k == i % 2, hfside = k == 2;
+		double t;
+		drop_cache(f);
+		bench_memory_state(c->mem, f->bytes + f->bytes / 4);
+		t = wsrv ? run_wsrv(c, g->wr) : run_baseline(c, f, hfside, hfside ? g->hr : g->br);
+		if (t < 0) {
+			fprintf(stderr, "wsrv-bench cold: run %d: a %s worker failed\n", i,
+				wsrv ? "wsrv" : hfside ? "from_pretrained" : "load_file");
+			return -1;
+		}
+		*(wsrv ? ws : hfside ? hf : bl) = t;
+	}
+	fprintf(stderr, "run %d: wsrv %.3f s, load_file %.3f s\n", i, *ws, *bl);
+	return 0;
+}
+
 int bench_cold(int argc, char **argv)
 {
 	struct cold_cfg c = { .workers = 4, .repeat = 3 };
-	struct cold_report wr[MAX_WORKERS], br[MAX_WORKERS];
-	double ws[MAX_REPEAT], bl[MAX_REPEAT];
+	static struct cold_figs g;
+	double ws[MAX_REPEAT], bl[MAX_REPEAT], hf[MAX_REPEAT] = { 0 };
 	struct files f = { 0 };
 	bool json = false;
+	int rc = 0;
 
 	if (cold_args(argc, argv, &c, &json) < 0) {
 		fprintf(stderr, "usage: wsrv-bench cold --model DIR [--workers 1..%d] [--device host|cuda] "
-			"[--plan default|resident] [--memory fresh|reported] [--repeat 1..%d] [--json]\n", MAX_WORKERS,
-			MAX_REPEAT);
+			"[--plan default|resident] [--memory fresh|reported] [--from-pretrained] [--repeat 1..%d] "
+			"[--json]\n", MAX_WORKERS, MAX_REPEAT);
 		return 2;
 	}
 	if (model_files(c.model, NULL, &f) < 0)
 		return 1;
-	for (int i = 0; i < c.repeat; i++) {
-		/* Alternating: this VM gives freed memory back, and whichever
-		 * runs second pays to fault it in again (issue 38 item 5). */
-		for (int k = 0; k < 2; k++) {
-			drop_cache(&f);
-			bench_memory_state(c.mem, f.bytes + f.bytes / 4);
-			if ((k == i % 2) ? (ws[i] = run_wsrv(&c, wr)) < 0 : (bl[i] = run_baseline(&c, &f, br)) < 0) {
-				fprintf(stderr, "wsrv-bench cold: run %d: a %s worker failed\n", i,
-					k == i % 2 ? "wsrv" : "load_file");
-				files_free(&f);
-				return 1;
-			}
-		}
-		fprintf(stderr, "run %d: wsrv %.3f s, load_file %.3f s\n", i, ws[i], bl[i]);
+	if (c.hf && hf_probe(g.hf_why, sizeof(g.hf_why)) < 0)
+		fprintf(stderr, "wsrv-bench cold: from_pretrained not run: %s\n", g.hf_why);
+	for (int i = 0; rc == 0 && i < c.repeat; i++)
+		rc = cold_round(&c, &f, i, &g, &ws[i], &bl[i], &hf[i]);
+	if (rc == 0) {
+		g.ws = median(ws, c.repeat);
+		g.bl = median(bl, c.repeat);
+		g.hf = median(hf, c.repeat);
+		cold_print(&c, &g, json);
 	}
-	cold_print(&c, median(ws, c.repeat), median(bl, c.repeat), wr, br, json);
 	files_free(&f);
-	return 0;
+	return rc < 0 ? 1 : 0;
 }

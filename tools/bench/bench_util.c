@@ -45,11 +45,46 @@ int bench_server_reserve(struct bench_server *bs)
 	return 0;
 }
 
+/* Whether some model's 2 MiB folios are still being made (wsrvd makes
+ * them on an idle thread once a model is ready, issue 38). */
+static int folios_to_come(const char *sock)
+{
+	struct wsrv_model_list *l;
+	struct wsrv_model_info mi;
+	struct wsrv_client *c;
+	int r = wsrv_connect(sock, NULL, &c), coming = 0;
+
+	if (r < 0)
+		return r;
+	if ((r = wsrv_list_models(c, &l)) == 0) {
+		for (size_t i = 0; wsrv_model_list_at(l, i, &mi) == 0; i++)
+			coming |= mi.pages && strstr(mi.pages, "to be made now") != NULL;
+		wsrv_model_list_free(l);
+	}
+	wsrv_disconnect(c);
+	return r < 0 ? r : coming;
+}
+
+/* Waits (at most 120 s) until the server has settled: every model in the
+ * pages it will keep, so that what a bench times is the steady state. */
+static int bench_server_settle(const struct bench_server *bs)
+{
+	for (int tries = 0; tries < 1200; tries++) {
+		int r = folios_to_come(bs->sock);
+		if (r <= 0)
+			return r;
+		usleep(100 * 1000);
+	}
+	return -ETIMEDOUT;
+}
+
 int bench_server_start(struct bench_server *bs, const char *const *specs, size_t n)
 {
 	int r = bench_server_reserve(bs);
 
-	return r < 0 ? r : bench_server_launch(bs, specs, n);
+	if (r == 0)
+		r = bench_server_launch(bs, specs, n);
+	return r < 0 ? r : bench_server_settle(bs);
 }
 
 static bool early_asked(const struct bench_server *bs)

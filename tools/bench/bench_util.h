@@ -22,7 +22,8 @@ struct bench_server {
 
 /* Starts wsrvd (next to this program in the build tree, else $WSRVD, else
  * "wsrvd" on PATH) serving specs[0..n) ("NAME=PATH"), waits until it
- * answers. 0 or a negative errno. */
+ * answers and every model is in the pages it keeps (2 MiB folios are made
+ * after a load). 0 or a negative errno. */
 int bench_server_start(struct bench_server *bs, const char *const *specs, size_t n);
 /* bench_server_start in two steps, so that clients can be started on the
  * socket's path before the server: reserve picks the directory and path,

@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: MIT
+/* arena_sweep.h - 2 MiB folios made after a model is ready, not before
+ * each write of its load.
+ *
+ * Serving while loading, a worker waits for the load, so what the load
+ * spends is everyone's wait. Making a fresh 2 MiB folio costs far more than
+ * taking 4 KiB pages where the host has taken free memory back (free page
+ * reporting hands back whole 2 MiB blocks; 4 KiB pages come from the
+ * fragments it keeps): on this project's VM, MADV_COLLAPSE's zeroing was
+ * 70% of a 505 MiB load and the load 2.8-3.2x one in 4 KiB pages
+ * (docs/benchmarks.md). So such a load writes 4 KiB pages, and once the
+ * model is ready a thread at SCHED_IDLE collapses each 2 MiB chunk into a
+ * folio (MADV_COLLAPSE copies the chunk, unmaps the small pages from
+ * every process that mapped them, and readers fault the folio in whole).
+ * The bytes never change; a chunk the kernel cannot collapse keeps its
+ * 4 KiB pages. Sealed segments can be collapsed: no seal forbids it.
+ *
+ * Life: arena->folios_later set before the load -> arena_sweep_start once
+ * ready -> arena_sweep_stop (arena_free calls it). */
+#ifndef WSRV_ARENA_SWEEP_H
+#define WSRV_ARENA_SWEEP_H
+
+struct arena;
+
+/* Starts the sweep of every segment on a thread of its own; label (the
+ * model's name, copied) names it in the log line it writes at its end.
+ * 0, or -errno (no thread: the arena keeps its 4 KiB pages). Only for an
+ * arena with folios_later, after its load; at most once. */
+int arena_sweep_start(struct arena *a, const char *label);
+
+/* Stops a running sweep at its next chunk and waits for it; no-op if
+ * none runs. */
+void arena_sweep_stop(struct arena *a);
+
+/* Waits for a running sweep to finish every chunk; no-op if none runs. */
+void arena_sweep_wait(struct arena *a);
+
+#endif
