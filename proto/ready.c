@@ -15,7 +15,12 @@ uint64_t ready_size(uint32_t nseg, uint32_t nt)
 	return sizeof(struct rd_header) + segs + (uint64_t)nt * sizeof(uint64_t);
 }
 
-void ready_init(void *buf, uint32_t nseg, uint32_t nt, uint64_t total_bytes)
+uint64_t ready_size_tiered(uint32_t nseg, uint32_t nt)
+{
+	return ready_size(nseg, nt) + round8((uint64_t)nseg * sizeof(uint32_t));
+}
+
+void ready_init(void *buf, uint32_t nseg, uint32_t nt, uint64_t total_bytes, bool tiered)
 {
 	struct rd_header *h = buf;
 
@@ -30,6 +35,13 @@ void ready_init(void *buf, uint32_t nseg, uint32_t nt, uint64_t total_bytes)
 	h->segments_off = sizeof(*h);
 	h->xxh3_off = sizeof(*h) + round8((uint64_t)nseg * sizeof(uint32_t));
 	h->total_size = ready_size(nseg, nt);
+	if (tiered) {
+		uint32_t *tier = (uint32_t *)(void *)((char *)buf + h->total_size);
+		h->tier_off = h->total_size;
+		h->total_size = ready_size_tiered(nseg, nt);
+		for (uint32_t i = 0; i < nseg; i++)
+			tier[i] = RD_TIER_RESIDENT;
+	}
 }
 
 int ready_check(const void *buf, size_t len, uint32_t nseg, uint32_t nt, struct rd_view *v,
@@ -37,6 +49,7 @@ int ready_check(const void *buf, size_t len, uint32_t nseg, uint32_t nt, struct 
 {
 	const struct rd_header *h = buf;
 	uint64_t want = ready_size(nseg, nt);
+	bool tiered = len >= sizeof(*h) && h->tier_off != 0;
 
 	if (len < sizeof(*h) || memcmp(h->magic, RD_MAGIC, sizeof(h->magic)) != 0) {
 		snprintf(err, errlen, "not a readiness page");
@@ -47,6 +60,13 @@ int ready_check(const void *buf, size_t len, uint32_t nseg, uint32_t nt, struct 
 			 h->version, h->header_size, RD_VERSION, sizeof(*h));
 		return -EBADMSG;
 	}
+	if (tiered && h->tier_off != want) {
+		snprintf(err, errlen, "readiness page with its disk tier at %llu, not %llu",
+			 (unsigned long long)h->tier_off, (unsigned long long)want);
+		return -EBADMSG;
+	}
+	if (tiered)
+		want = ready_size_tiered(nseg, nt);
 	if (h->nsegments != nseg || h->ntensors != nt || h->total_size != want || len < want ||
 	    h->segments_off != sizeof(*h) ||
 	    h->xxh3_off != sizeof(*h) + round8((uint64_t)nseg * sizeof(uint32_t))) {
@@ -57,5 +77,6 @@ int ready_check(const void *buf, size_t len, uint32_t nseg, uint32_t nt, struct 
 	v->h = h;
 	v->segments = (const uint32_t *)(const void *)((const char *)buf + h->segments_off);
 	v->xxh3 = (const uint64_t *)(const void *)((const char *)buf + h->xxh3_off);
+	v->tier = tiered ? (const uint32_t *)(const void *)((const char *)buf + h->tier_off) : NULL;
 	return 0;
 }

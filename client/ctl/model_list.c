@@ -100,6 +100,29 @@ WSRV_EXPORT int wsrv_model_list_generation(const struct wsrv_model_list *l, size
 	return 0;
 }
 
+WSRV_EXPORT int wsrv_model_list_tier(const struct wsrv_model_list *l, size_t i, struct wsrv_tier_info *out)
+{
+	const Wsrv__ModelInfo *m;
+
+	CL_NEED(l);
+	CL_NEED(out);
+	if (!(m = entry(l, i)))
+		return -ERANGE;
+	CL_RESULT(out);
+	out->budget = m->tier_budget;
+	out->resident_bytes = m->tier_resident_bytes;
+	out->cached_bytes = m->tier_cached_bytes;
+	out->held_bytes = m->tier_held_bytes;
+	out->disk_bytes = m->tier_disk_bytes;
+	out->hits = m->tier_hits;
+	out->misses = m->tier_misses;
+	out->read_bytes = m->tier_read_bytes;
+	out->evictions = m->tier_evictions;
+	out->failures = m->tier_failures;
+	out->reads_in_flight = m->tier_reads_in_flight;
+	return 0;
+}
+
 WSRV_EXPORT void wsrv_model_list_free(struct wsrv_model_list *l)
 {
 	if (!l)

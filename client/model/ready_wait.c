@@ -62,9 +62,15 @@ int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__A
 		return cl_err(-EBADMSG, "the server sent %d fds for a loading model with %zu segments ready",
 			      nfds, ar->n_ready_segments);
 	m->mapped = calloc(m->nseg + 1, sizeof(*m->mapped));
-	if (!m->mapped || pthread_mutex_init(&m->map_lock, NULL) != 0) {
+	m->tier_use = calloc(m->nseg + 1, sizeof(*m->tier_use));
+	m->tier_pinned = calloc(m->nseg + 1, sizeof(*m->tier_pinned));
+	if (!m->mapped || !m->tier_use || !m->tier_pinned || pthread_mutex_init(&m->map_lock, NULL) != 0) {
 		free(m->mapped);
+		free(m->tier_use);
+		free(m->tier_pinned);
 		m->mapped = NULL;
+		m->tier_use = NULL;
+		m->tier_pinned = NULL;
 		return cl_err(-ENOMEM, "out of memory");
 	}
 	if ((r = reserve(m, ar)) < 0)
@@ -93,7 +99,18 @@ void cl_ready_free(struct wsrv_model *m)
 	if (m->mapped)
 		pthread_mutex_destroy(&m->map_lock);
 	free(m->mapped);
+	free(m->tier_use);
+	free(m->tier_pinned);
 	m->mapped = NULL;
+	m->tier_use = NULL;
+	m->tier_pinned = NULL;
+}
+
+bool cl_tiered(const struct wsrv_model *m, uint32_t seg)
+{
+	const struct rd_view *v = m->ready ? cl_rv(m) : NULL;
+
+	return v && v->tier && seg < m->nseg && __atomic_load_n(&v->tier[seg], __ATOMIC_ACQUIRE) != RD_TIER_RESIDENT;
 }
 
 static uint32_t load_word(const uint32_t *w)
@@ -207,7 +224,7 @@ static int fetch_ready(struct wsrv_model *m)
 	if ((r = map_carried(m)) < 0)
 		return r;
 	for (uint32_t i = 0; i < m->nseg && as.n_segments < WSRV_MAX_FDS - 2; i++)
-		if (!m->mapped[i] && load_word(word(m, i)) == RD_READY)
+		if (!m->mapped[i] && load_word(word(m, i)) == RD_READY && !cl_tiered(m, i))
 			want[as.n_segments++] = i;
 	if (as.n_segments == 0)
 		return 0;
@@ -224,6 +241,99 @@ static int fetch_ready(struct wsrv_model *m)
 		r = map_over(m, want[k], fds[k]);
 	pkt_close_fds(fds, nfds);
 	wsrv__response__free_unpacked(resp, NULL);
+	return r;
+}
+
+/* Asks for one segment of a disk tier (release: lets it go) with
+ * AttachSegments. 0, -EAGAIN (being read), or the server's error. */
+static int tier_call(struct wsrv_model *m, uint32_t seg, bool release, int *fd)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__AttachSegments as = WSRV__ATTACH_SEGMENTS__INIT;
+	int fds[WSRV_MAX_FDS], nfds = 0, r;
+	Wsrv__Response *resp;
+
+	as.segments = &seg;
+	as.n_segments = 1;
+	as.release = release;
+	q.body_case = WSRV__REQUEST__BODY_ATTACH_SEGMENTS;
+	q.attach_segments = &as;
+	if ((r = cl_call_model(m, &as.attach_id, &q, &resp, fds, WSRV_MAX_FDS, &nfds)) < 0)
+		return r;
+	if (resp->body_case != WSRV__RESPONSE__BODY_SEGMENTS || nfds != (release ? 0 : 1))
+		r = cl_err(-EBADMSG, "the server sent the wrong reply to AttachSegments");
+	else if (!release)
+		*fd = fds[0], nfds = 0;
+	pkt_close_fds(fds, nfds);
+	wsrv__response__free_unpacked(resp, NULL);
+	return r;
+}
+
+/* One segment of a disk tier mapped (pinned: for a lookup, kept until
+ * detach). Waits on the segment's tier word while the server reads it. */
+static int tier_need(struct wsrv_model *m, uint32_t seg, bool pin, bool wait)
+{
+	const uint32_t *w = &cl_rv(m)->tier[seg];
+	int r = 0, fd = -1;
+
+	pthread_mutex_lock(&m->map_lock);
+	while (!m->mapped[seg]) {
+		uint32_t seen = load_word(w);
+		if ((r = tier_call(m, seg, false, &fd)) == 0) {
+			r = map_over(m, seg, fd);
+			close(fd);
+			break;
+		}
+		if (r != -EAGAIN || !wait)
+			break;
+		pthread_mutex_unlock(&m->map_lock);
+		struct timespec ts = { 0, WAIT_SLICE_MS * 1000000L };
+		if (load_word(w) == seen)
+			syscall(SYS_futex, w, FUTEX_WAIT, seen, &ts, NULL, 0);
+		if (load_word(w) == seen && server_gone(m))
+			return cl_err(-ENOTCONN, "the server went away while segment %u of model %s was read from disk",
+				      seg, m->name);
+		pthread_mutex_lock(&m->map_lock);
+	}
+	if (r == 0 && pin)
+		m->tier_pinned[seg] = true;
+	pthread_mutex_unlock(&m->map_lock);
+	return r == -EAGAIN && !wait ? 0 : r < 0 ? r : 1;
+}
+
+int cl_tier_use(struct wsrv_model *m, uint32_t seg, bool wait)
+{
+	int r;
+
+	if ((r = wait ? wait_word(m, seg, -1) : 0) < 0)
+		return r;
+	if (!wait && load_word(word(m, seg)) != RD_READY)
+		return load_word(word(m, seg)) == RD_FAILED ? failed(m) : 0;
+	if ((r = tier_need(m, seg, false, wait)) == 1) {
+		pthread_mutex_lock(&m->map_lock);
+		m->tier_use[seg]++;
+		pthread_mutex_unlock(&m->map_lock);
+	}
+	return r;
+}
+
+int cl_tier_drop(struct wsrv_model *m, uint32_t seg)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&m->map_lock);
+	if (m->tier_use[seg] && --m->tier_use[seg] == 0 && !m->tier_pinned[seg] && m->mapped[seg]) {
+		/* The range stays reserved: a read of it faults, never reads
+		 * bytes a later mapping put elsewhere. */
+		if (mmap((void *)m->seg[seg], m->seg_len[seg], PROT_NONE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED)
+			r = cl_err(-errno, "cannot unmap segment %u: %s", seg, strerror(errno));
+		else
+			m->mapped[seg] = false;
+		if (r == 0)
+			r = tier_call(m, seg, true, NULL);
+	}
+	pthread_mutex_unlock(&m->map_lock);
 	return r;
 }
 
@@ -261,6 +371,8 @@ static int need(struct wsrv_model *m, uint32_t seg, int timeout_ms)
 
 	if (seg >= m->nseg)
 		return cl_err(-EINVAL, "no segment %u", seg);
+	if (cl_tiered(m, seg)) /* a lookup's: its pointers stay valid until detach */
+		return (r = wait_word(m, seg, timeout_ms)) < 0 ? r : (r = tier_need(m, seg, true, true)) < 0 ? r : 0;
 	/* More than one round only when the server changed under the wait
 	 * (a restart mid-load): the new one's word is waited on. */
 	for (int round = 0; !seg_mapped(m, seg); round++) {
@@ -295,7 +407,7 @@ int cl_ready_check(struct wsrv_model *m, uint32_t seg)
 	v = load_word(word(m, seg));
 	if (v == RD_FAILED)
 		return failed(m);
-	if (v != RD_READY)
+	if (v != RD_READY || cl_tiered(m, seg)) /* a tier's: asked for by its user */
 		return 0;
 	if ((r = map_ready(m)) < 0)
 		return r;
@@ -322,6 +434,10 @@ static int wait_all(struct wsrv_model *m, int timeout_ms)
 			break;
 		before = count_mapped(m);
 		r = map_ready(m);
+		/* A disk tier's model is whole once loaded: its tiered segments
+		 * are mapped as they are needed, not now. */
+		if (r == 0 && cl_rv(m)->tier && load_word(word(m, WORD_MODEL)) == RD_READY)
+			return 0;
 		/* READY, yet nothing new mapped: a broken page. (A model word
 		 * back to LOADING is a new server's, after a restart.) */
 		if (r == 0 && __atomic_load_n(&m->loading, __ATOMIC_ACQUIRE) && count_mapped(m) == before &&

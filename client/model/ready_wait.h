@@ -27,6 +27,16 @@ int cl_ready_need(struct wsrv_model *m, uint32_t seg);
 int cl_ready_check(struct wsrv_model *m, uint32_t seg);
 bool cl_ready_mapped(struct wsrv_model *m, uint32_t seg);
 
+/* A model with a disk tier (--memory-budget): whether segment seg lives
+ * on it. Such a segment is mapped only while something uses it: a lookup
+ * (cl_need_segment) pins it until detach; a stream takes it with
+ * cl_tier_use (1: mapped; 0: not yet, without wait, its read started) and
+ * lets it go with cl_tier_drop, which unmaps it and tells the server once
+ * no stream uses it and no lookup pinned it. */
+bool cl_tiered(const struct wsrv_model *m, uint32_t seg);
+int cl_tier_use(struct wsrv_model *m, uint32_t seg, bool wait);
+int cl_tier_drop(struct wsrv_model *m, uint32_t seg);
+
 /* Waits until segment seg is ready and mapped; -EIO (naming the tensor)
  * when the load failed. A no-op once the whole model is mapped. */
 static inline int cl_need_segment(struct wsrv_model *m, uint32_t seg)

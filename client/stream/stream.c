@@ -184,8 +184,11 @@ static int evict(struct wsrv_stream *s, int pos)
 		return cl_err(-EBUSY, "all %u slots hold acquired layers; release one first", s->nslots);
 	if ((r = s->d->ops->wait(s->d, s->slots[best].fence)) < 0)
 		return cl_wrap(r, "layer %d: its copy failed", s->layers[s->slots[best].layer].index);
-	s->layers[s->slots[best].layer].slot = -1;
+	int gone = s->slots[best].layer;
+	s->layers[gone].slot = -1;
 	s->slots[best].layer = -1;
+	if ((r = stream_drop_layer(s, gone)) < 0) /* its disk tier's segments */
+		return r;
 	return best;
 }
 
@@ -250,11 +253,13 @@ WSRV_EXPORT int wsrv_stream_acquire(struct wsrv_stream *s, int32_t index)
 	if (l->slot >= 0 && s->slots[l->slot].acquired)
 		return cl_err(-EBUSY, "layer %d is already acquired", index);
 	if (l->slot < 0) {
-		if ((r = stream_need_layer(s, pos, true)) < 0)
-			return cl_wrap(r, "layer %d: its bytes", index);
+		/* The slot first: an evicted layer lets its disk tier's
+		 * segments go before this one waits for room (issue 39). */
 		k = free_slot(s);
 		if (k < 0 && (k = evict(s, pos)) < 0)
 			return k;
+		if ((r = stream_need_layer(s, pos, true)) < 0)
+			return cl_wrap(r, "layer %d: its bytes", index);
 		if ((r = stream_load_layer(s, pos, k)) < 0)
 			return cl_wrap(r, "layer %d: the copy could not be queued", index);
 	}
@@ -291,8 +296,9 @@ WSRV_EXPORT int wsrv_stream_release(struct wsrv_stream *s, int32_t index)
 	l->slot = -1;
 	if (s->d->ops->consumed)
 		s->d->ops->consumed(s->d);
+	int r = stream_drop_layer(s, pos);
 	stream_prefetch(s, s->last);
-	return 0;
+	return r;
 }
 
 static int dev_addr(struct wsrv_stream *s, uint32_t i, void **dev)

@@ -151,6 +151,8 @@ int stream_register(struct wsrv_stream *s)
 	    !(s->src_locked = calloc(wsrv_model_tensor_count(s->m) + 1, sizeof(*s->src_locked))))
 		return cl_err(-ENOMEM, "out of memory");
 	for (uint32_t g = 0; g < nseg; g++) {
+		if (cl_tiered(s->m, g)) /* taken as its layers come (stream_need_tensor) */
+			continue;
 		if ((r = cl_segment_ready(s->m, g)) < 0)
 			return r;
 		if (r == 1 && (r = arrived(s, g)) < 0)
@@ -169,7 +171,10 @@ int stream_need_tensor(struct wsrv_stream *s, uint32_t i, bool wait)
 		return 1;
 	if (s->seg_here[seg])
 		return (r = lock_tensor(s, i)) < 0 ? r : 1;
-	if (wait) {
+	if (cl_tiered(s->m, seg)) {
+		if ((r = cl_tier_use(s->m, seg, wait)) <= 0)
+			return r;
+	} else if (wait) {
 		if ((r = cl_need_segment(s->m, seg)) < 0)
 			return r;
 	} else if ((r = cl_segment_ready(s->m, seg)) <= 0) {
@@ -190,6 +195,39 @@ int stream_need_layer(struct wsrv_stream *s, int pos, bool wait)
 	return r;
 }
 
+/* Whether a layer in a slot other than pos's streams from segment g. */
+static bool seg_in_use(const struct wsrv_stream *s, int pos, uint32_t g)
+{
+	for (int p = 0; p < (int)s->nlayers; p++) {
+		const struct st_layer *l = &s->layers[p];
+		if (p == pos || l->slot < 0)
+			continue;
+		for (uint32_t k = 0; k < l->nstreamed; k++)
+			if (s->m->v.tensors[l->streamed[k]].segment == g)
+				return true;
+	}
+	return false;
+}
+
+int stream_drop_layer(struct wsrv_stream *s, int pos)
+{
+	const struct st_layer *l = &s->layers[pos];
+	int r = 0;
+
+	/* A device that page-locks its sources keeps them (it would have to
+	 * unlock each chunk first): its segments stay until the stream closes. */
+	if (!s->d || s->d->ops->register_host)
+		return 0;
+	for (uint32_t k = 0; k < l->nstreamed && r == 0; k++) {
+		uint32_t g = s->m->v.tensors[l->streamed[k]].segment;
+		if (s->seg_here[g] && cl_tiered(s->m, g) && !seg_in_use(s, pos, g)) {
+			s->seg_here[g] = false;
+			r = cl_tier_drop(s->m, g);
+		}
+	}
+	return r;
+}
+
 void stream_unregister(struct wsrv_stream *s)
 {
 	for (size_t i = 0; i < s->nsrcs; i++) {
@@ -202,6 +240,9 @@ void stream_unregister(struct wsrv_stream *s)
 		}
 		free(g->chunks);
 	}
+	for (uint32_t g = 0; s->seg_here && g < s->m->nseg; g++)
+		if (s->seg_here[g] && cl_tiered(s->m, g))
+			cl_tier_drop(s->m, g);
 	free(s->srcs);
 	free(s->seg_here);
 	free(s->src_locked);

@@ -189,6 +189,12 @@ struct reply {
 	char msg[512];              /* the sentence of an Error reply, for the log */
 };
 
+/* Who holds a disk tier's segment (tier.h): one attachment of a session. */
+static inline uint64_t srv_tier_holder(const struct session *s, uint32_t attach_id)
+{
+	return ((uint64_t)(uintptr_t)s << 16) | (attach_id & 0xffff);
+}
+
 /* Handles one packet from s and fills r (r->buf must hold cfg.max_message
  * bytes). Never fails: bad input gets an Error reply. Sets s->closing when
  * the session must end after the reply. r->owned_fd is the caller's to

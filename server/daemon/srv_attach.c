@@ -3,6 +3,7 @@
 #include "srv_attach.h"
 
 #include "srv_reply.h"
+#include "tier.h"
 #include "wsrv.pb-c.h"
 
 /* Loading: the layout and the readiness page, then the ready segments
@@ -16,7 +17,7 @@ static void loading_fds(const struct srv_model *sm, struct reply *r, Wsrv__Attac
 	r->fds[1] = lm->ready.fd;
 	r->nfds = 2;
 	for (uint32_t i = 0; i < lm->arena->nseg; i++)
-		if ((uint32_t)r->nfds < room && ready_page_segment_ready(&lm->ready, i)) {
+		if ((uint32_t)r->nfds < room && ready_page_segment_ready(&lm->ready, i) && !tier_on_disk(lm->tier, i)) {
 			ready[ar->n_ready_segments++] = i;
 			r->fds[r->nfds++] = lm->arena->seg[i].fd;
 		}
@@ -47,7 +48,9 @@ int srv_attach_reply(struct server *srv, uint32_t mi, uint32_t attach_id, uint64
 
 	for (uint32_t i = 0; i < sm->lm->arena->nseg; i++)
 		sizes[i] = sm->lm->arena->seg[i].size;
-	if (sm->loading)
+	/* A disk tier's model stays a loading one to its clients: they ask
+	 * for each tiered segment as they need it. */
+	if (sm->loading || sm->lm->tier)
 		loading_fds(sm, r, &ar, ready);
 	else
 		loaded_fds(sm->lm, r, &ar);

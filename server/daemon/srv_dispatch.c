@@ -12,6 +12,7 @@
 
 #include "arena_folio.h"
 #include "escape.h"
+#include "tier.h"
 #include "log.h"
 #include "pb_text.h"
 #include "srv_attach.h"
@@ -71,6 +72,25 @@ static uint32_t *holders(const struct server *srv, uint32_t idx, uint32_t max, s
 	return v;
 }
 
+/* A disk tier's counters (tier.h) into the model's entry. */
+static void tier_info(struct tier *t, Wsrv__ModelInfo *mi)
+{
+	struct tier_stats st;
+
+	tier_stats(t, &st);
+	mi->tier_budget = st.budget;
+	mi->tier_resident_bytes = st.resident_bytes;
+	mi->tier_cached_bytes = st.cached_bytes;
+	mi->tier_disk_bytes = st.disk_bytes;
+	mi->tier_held_bytes = st.held_bytes;
+	mi->tier_hits = st.hits;
+	mi->tier_misses = st.misses;
+	mi->tier_read_bytes = st.read_bytes;
+	mi->tier_evictions = st.evictions;
+	mi->tier_failures = st.failures;
+	mi->tier_reads_in_flight = st.reads_in_flight;
+}
+
 static void model_info(const struct server *srv, uint32_t idx, Wsrv__ModelInfo *mi)
 {
 	const struct srv_model *sm = &srv->models[idx];
@@ -91,6 +111,8 @@ static void model_info(const struct server *srv, uint32_t idx, Wsrv__ModelInfo *
 	/* Folios made of every 2 MiB chunk: readers map 2 MiB pages. */
 	if (arena_folios_complete(lm->arena) && !sm->loading)
 		mi->page_size = 2u << 20;
+	if (lm->tier)
+		tier_info(lm->tier, mi);
 	mi->numa = (char *)lm->arena->numa.desc;
 	mi->pages = (char *)arena_pages_note(lm->arena);
 	mi->load_seconds = lm->total_seconds;
@@ -155,7 +177,11 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 				       "model '%s' is still loading (%llu of %llu bytes); this client cannot attach before it is loaded: ask again",
 				       lm->model->name, (unsigned long long)__atomic_load_n(&lm->ready.h->placed_bytes, __ATOMIC_RELAXED),
 				       (unsigned long long)lm->model->data_bytes);
-	if ((srv->models[mi].loading ? 2 : lm->arena->nseg + 1) > r->fd_room)
+	if (lm->tier && !a->while_loading)
+		return srv_reply_error(r, seq, EOPNOTSUPP,
+				       "model '%s' has a disk tier (--memory-budget): this client cannot take segments as it needs them",
+				       lm->model->name);
+	if ((srv->models[mi].loading || lm->tier ? 2 : lm->arena->nseg + 1) > r->fd_room)
 		return srv_reply_error(r, seq, EAGAIN,
 				       "%u file descriptors sent to this client are still unread; read the replies first",
 				       s->fds_unread);
@@ -277,6 +303,8 @@ static int do_detach(struct server *srv, struct session *s, const Wsrv__Detach *
 	for (uint32_t i = s->nleases; i-- > 0;)
 		if (s->leases[i].attach_id == d->attach_id)
 			drop_lease(srv, s, i);
+	if (sm->lm->tier)
+		tier_release_all(sm->lm->tier, srv_tier_holder(s, d->attach_id));
 	sm->attached--;
 	s->attach_model[d->attach_id - 1] = 0;
 	log_info("client %llu detached model %s (generation %llu)", (unsigned long long)s->id,

@@ -15,6 +15,7 @@
 #include "srv_handover.h"
 #include "srv_models.h"
 #include "srv_reply.h"
+#include "tier.h"
 #include "wsrv.pb-c.h"
 
 struct early_load {
@@ -177,6 +178,39 @@ static bool seg_ready(const struct srv_model *sm, uint32_t seg)
 	return !sm->loading || ready_page_segment_ready(&sm->lm->ready, seg);
 }
 
+/* A disk tier's segments: each taken (held for this attachment, its fd
+ * into r), or, with release, let go. A segment still to be read answers
+ * EAGAIN (replied, 1: not counted as the client's error); the holds taken
+ * before it are let go again. 0, 1, or the error replied. */
+static int tier_segments(const struct loaded_model *lm, struct session *s, const Wsrv__AttachSegments *q,
+			 uint64_t seq, struct reply *r)
+{
+	uint64_t holder = srv_tier_holder(s, q->attach_id);
+	char msg[1024] = "";
+
+	if (q->release) {
+		for (size_t i = 0; i < q->n_segments; i++)
+			if (tier_on_disk(lm->tier, q->segments[i]) &&
+			    tier_release(lm->tier, holder, q->segments[i]) < 0)
+				return srv_reply_error(r, seq, ENOENT, "segment %u of '%s' is not held by this attachment",
+						       q->segments[i], lm->model->name);
+		return 0;
+	}
+	for (size_t i = 0; i < q->n_segments; i++) {
+		int rc = tier_take(lm->tier, holder, q->segments[i], &r->fds[i], msg, sizeof(msg));
+		if (rc == 0)
+			continue;
+		for (size_t k = 0; k < i; k++)
+			tier_release(lm->tier, holder, q->segments[k]);
+		/* Being read: the answer a client waits on, not its error. */
+		if (rc == -EAGAIN)
+			return srv_reply_error(r, seq, EAGAIN, "segment %u of '%s' is being read from disk",
+					       q->segments[i], lm->model->name), 1;
+		return srv_reply_error(r, seq, -rc, "model %s: %s", lm->model->name, msg);
+	}
+	return 0;
+}
+
 int early_segments(struct server *srv, struct session *s, const Wsrv__AttachSegments *q,
 		   uint64_t seq, struct reply *r)
 {
@@ -184,6 +218,7 @@ int early_segments(struct server *srv, struct session *s, const Wsrv__AttachSegm
 	Wsrv__SegmentsReply sr = WSRV__SEGMENTS_REPLY__INIT;
 	const struct srv_model *sm;
 	const struct loaded_model *lm;
+	int rc;
 
 	if (!(sm = srv_attached_model(srv, s, q->attach_id, seq, r)))
 		return -EBADF;
@@ -206,9 +241,12 @@ int early_segments(struct server *srv, struct session *s, const Wsrv__AttachSegm
 		if (!seg_ready(sm, g))
 			return srv_reply_error(r, seq, EAGAIN, "segment %u of '%s' is not loaded yet",
 					       g, lm->model->name);
-		r->fds[i] = lm->arena->seg[g].fd;
 	}
-	r->nfds = (int)q->n_segments;
+	if (lm->tier && (rc = tier_segments(lm, s, q, seq, r)) != 0)
+		return rc < 0 ? rc : 0;
+	for (size_t i = 0; !lm->tier && i < q->n_segments; i++)
+		r->fds[i] = lm->arena->seg[q->segments[i]].fd;
+	r->nfds = lm->tier && q->release ? 0 : (int)q->n_segments;
 	sr.n_segments = q->n_segments;
 	sr.segments = q->segments;
 	resp.seq = seq;

@@ -20,6 +20,7 @@
 
 #include "escape.h"
 #include "log.h"
+#include "srv_models.h"
 #include "memfd_util.h"
 #include "model_adopt.h"
 #include "srv.h"
@@ -213,6 +214,11 @@ int handover_store(struct server *srv, const struct handover *h)
 	int sfd, r = 0;
 	size_t pushed = 0;
 
+	if (getenv("NOTIFY_SOCKET") && srv_tiered_model(srv)) {
+		log_info("not storing the arenas with systemd: model %s has a disk tier; the next server reads every model again",
+			 srv_tiered_model(srv));
+		return 0;
+	}
 	if (!getenv("NOTIFY_SOCKET"))
 		return 0;
 	/* What the store held is replaced, not added to: what this server

@@ -4,6 +4,7 @@
  * Names follow Prometheus' conventions: the wsrv_ prefix, base units,
  * _total for counters, process_* for the process. */
 #include "srv_metrics.h"
+#include "tier.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -140,6 +141,7 @@ struct model_sum {
 	const struct srv_model *cur;   /* the generation serving, or NULL */
 	uint64_t generation, attached, leases, fetches, retired, retired_bytes;
 	double load_seconds;
+	struct tier_stats tier;        /* its disk tier's, or zeros */
 };
 
 static void model_sum(const struct server *srv, const char *name, struct model_sum *m)
@@ -156,6 +158,8 @@ static void model_sum(const struct server *srv, const char *name, struct model_s
 			m->cur = g;
 			m->generation = g->generation;
 			m->load_seconds = g->loading ? mono_now() - g->load_t0 : g->lm->total_seconds;
+			if (g->lm->tier)
+				tier_stats(g->lm->tier, &m->tier);
 		} else if (g->lm) {
 			m->retired++;
 			m->retired_bytes += arena_bytes(g->lm->arena);
@@ -180,6 +184,18 @@ static double v_adopted(const struct model_sum *m) { return m->cur && m->cur->lm
 static double v_retired(const struct model_sum *m) { return (double)m->retired; }
 static double v_retired_bytes(const struct model_sum *m) { return (double)m->retired_bytes; }
 
+static double v_t_budget(const struct model_sum *m) { return (double)m->tier.budget; }
+static double v_t_resident(const struct model_sum *m) { return (double)m->tier.resident_bytes; }
+static double v_t_cached(const struct model_sum *m) { return (double)m->tier.cached_bytes; }
+static double v_t_held(const struct model_sum *m) { return (double)m->tier.held_bytes; }
+static double v_t_disk(const struct model_sum *m) { return (double)m->tier.disk_bytes; }
+static double v_t_hits(const struct model_sum *m) { return (double)m->tier.hits; }
+static double v_t_misses(const struct model_sum *m) { return (double)m->tier.misses; }
+static double v_t_read(const struct model_sum *m) { return (double)m->tier.read_bytes; }
+static double v_t_evictions(const struct model_sum *m) { return (double)m->tier.evictions; }
+static double v_t_failures(const struct model_sum *m) { return (double)m->tier.failures; }
+static double v_t_inflight(const struct model_sum *m) { return (double)m->tier.reads_in_flight; }
+
 /* One sample per model name. */
 static void model_gauge(FILE *f, const struct server *srv, const char *name, const char *type,
 			const char *help, double (*value)(const struct model_sum *m))
@@ -197,8 +213,27 @@ static void model_gauge(FILE *f, const struct server *srv, const char *name, con
 	}
 }
 
+/* Disk tiers (wsrvd --memory-budget): only when the server has one. */
+static void tiers(FILE *f, const struct server *srv)
+{
+	if (!srv_tiered_model(srv))
+		return;
+	model_gauge(f, srv, "wsrv_model_tier_budget_bytes", "gauge", "The memory budget (0: no disk tier).", v_t_budget);
+	model_gauge(f, srv, "wsrv_model_tier_resident_bytes", "gauge", "Bytes that always stay in memory.", v_t_resident);
+	model_gauge(f, srv, "wsrv_model_tier_cached_bytes", "gauge", "Tiered segments in memory now.", v_t_cached);
+	model_gauge(f, srv, "wsrv_model_tier_held_bytes", "gauge", "Of the cached, held by workers now.", v_t_held);
+	model_gauge(f, srv, "wsrv_model_tier_disk_bytes", "gauge", "Tiered segments only on disk now.", v_t_disk);
+	model_gauge(f, srv, "wsrv_model_tier_hits_total", "counter", "Segments served from memory.", v_t_hits);
+	model_gauge(f, srv, "wsrv_model_tier_misses_total", "counter", "Segments read from disk on demand.", v_t_misses);
+	model_gauge(f, srv, "wsrv_model_tier_read_bytes_total", "counter", "Bytes read from disk on demand.", v_t_read);
+	model_gauge(f, srv, "wsrv_model_tier_evictions_total", "counter", "Segments evicted from memory.", v_t_evictions);
+	model_gauge(f, srv, "wsrv_model_tier_failures_total", "counter", "Reads that failed (I/O, checksum).", v_t_failures);
+	model_gauge(f, srv, "wsrv_model_tier_reads_in_flight", "gauge", "Reads from disk under way.", v_t_inflight);
+}
+
 static void models(FILE *f, const struct server *srv)
 {
+	tiers(f, srv);
 	model_gauge(f, srv, "wsrv_model_generation", "gauge", "The generation that serves new attaches.", v_generation);
 	model_gauge(f, srv, "wsrv_model_arena_bytes", "gauge", "Shared memory the serving generation holds.", v_arena);
 	model_gauge(f, srv, "wsrv_model_tensor_bytes", "gauge", "Tensor bytes of the serving generation.", v_tensor);

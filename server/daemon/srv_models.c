@@ -76,3 +76,11 @@ struct srv_model *srv_attached_model(struct server *srv, struct session *s, uint
 	}
 	return &srv->models[s->attach_model[id - 1] - 1];
 }
+
+const char *srv_tiered_model(const struct server *srv)
+{
+	for (size_t i = 0; i < srv->nmodels; i++)
+		if (srv->models[i].lm && srv->models[i].lm->tier)
+			return srv->models[i].lm->model->name;
+	return NULL;
+}

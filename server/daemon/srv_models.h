@@ -30,4 +30,9 @@ void srv_stream_fold(struct server *srv, const struct stream_report *x);
 /* Frees a replaced generation nobody is attached to any more. */
 void srv_retired_check(struct server *srv, struct srv_model *sm);
 
+/* The first current model with a disk tier (--memory-budget), or NULL:
+ * its arena is partly on disk, so neither a take-over nor systemd's fd
+ * store can carry it. */
+const char *srv_tiered_model(const struct server *srv);
+
 #endif

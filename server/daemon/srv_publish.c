@@ -150,6 +150,9 @@ int publish_begin(struct server *srv, struct session *s, const Wsrv__PublishBegi
 	if (srv->models[mi].loading)
 		return srv_reply_error(r, seq, EBUSY, "model '%.64s' is still loading; publish once it is loaded",
 				       q->model);
+	if (srv->models[mi].lm->tier)
+		return srv_reply_error(r, seq, EOPNOTSUPP, "model '%.64s' has a disk tier (--memory-budget); publishing into it is not built",
+				       q->model);
 	if (srv->publish || srv->reload || !srv->load)
 		return srv_reply_error(r, seq, EBUSY, "%s", srv->publish ? "another producer is publishing; try again after it"
 							          : "a reload is under way; try again after it");

@@ -174,6 +174,9 @@ int reload_start(struct server *srv, struct session *s, const Wsrv__Reload *q, u
 	if (srv->models[mi].loading)
 		return srv_reply_error(r, seq, EBUSY, "model '%.64s' is still loading; reload it once it is loaded",
 				       q->model);
+	if (srv->models[mi].lm->tier)
+		return srv_reply_error(r, seq, EOPNOTSUPP, "model '%.64s' has a disk tier (--memory-budget); reloading it is not built: restart the server",
+				       q->model);
 	const char *path = q->path && *q->path ? q->path : srv->models[mi].lm->model->path;
 	if (strlen(path) >= sizeof(((struct reload_job *)0)->path))
 		return srv_reply_error(r, seq, ENAMETOOLONG, "a reload path is at most %zu bytes",

@@ -9,6 +9,7 @@
 #include <linux/sockios.h>
 
 #include "log.h"
+#include "tier.h"
 #include "srv_publish.h"
 #include "srv_models.h"
 #include "srv_takeover.h"
@@ -49,6 +50,9 @@ void session_release_all(struct server *srv, struct session *s)
 	publish_session_gone(srv, s);
 	for (uint32_t i = 0; i < s->nattach; i++)
 		if (s->attach_model[i]) {
+			struct tier *t = srv->models[s->attach_model[i] - 1].lm->tier;
+			if (t)
+				tier_release_all(t, srv_tier_holder(s, i + 1));
 			srv->models[s->attach_model[i] - 1].attached--;
 			srv_retired_check(srv, &srv->models[s->attach_model[i] - 1]);
 		}

@@ -16,6 +16,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "srv_models.h"
 #include "srv_handover.h"
 #include "srv_reply.h"
 #include "wsrv.pb-c.h"
@@ -97,6 +98,10 @@ int takeover_offer(struct server *srv, struct session *s, uint64_t seq, struct r
 	char names[WSRV_MAX_FDS][32], *ptrs[WSRV_MAX_FDS];
 	int n, ret;
 
+	if (srv_tiered_model(srv))
+		return srv_reply_error(r, seq, EOPNOTSUPP,
+				       "model '%s' has a disk tier (--memory-budget), which a take-over cannot carry: stop this server, then start the new one",
+				       srv_tiered_model(srv));
 	if ((ret = takeover_refuse(srv, s, seq, r)) < 0)
 		return ret;
 	if ((n = takeover_fill(srv, r, names)) < 0) {

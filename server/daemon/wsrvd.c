@@ -336,6 +336,11 @@ static int parse(int argc, char **argv, struct args *a)
 	}
 	if (srv_peers_check(&a->peers, a->load_only) < 0)
 		return -EINVAL;
+	if (a->load.memory_budget && (a->load_only || a->serve_late || (a->peers.fill.npeers > 0 || a->peers.listen))) {
+		log_err("--memory-budget: only for a server that serves while loading, not with %s; see wsrvd --help",
+			a->load_only ? "--load-only" : a->serve_late ? "--serve-when-loaded" : "peers");
+		return -EINVAL;
+	}
 	return check_names(a);
 }
 
@@ -565,7 +570,9 @@ static int serve_model(struct args *a, struct server *srv, struct handover *h, i
 	struct errinfo e;
 	uint64_t gen = 0;
 
-	if ((lm = adopt(a, i, h, &gen))) {
+	/* A disk tier's model is read again: a predecessor's arena was
+	 * either all in memory or not handed over (srv_handover.c). */
+	if (!a->load.memory_budget && (lm = adopt(a, i, h, &gen))) {
 		add_entry(srv, lm, gen ? gen : 1, false);
 		if (srv->peers && peer_serve_offer_loaded(srv->peers, lm->model, lm->arena, &e) < 0)
 			log_warn("model %s: not offered to peers: %s", a->names[i], e.msg);

@@ -14,7 +14,7 @@
 enum {
 	O_NUMA = LOAD_OPT_BASE, O_NUMA_NODE, O_HUGEPAGES, O_NO_LOCK, O_QD,
 	O_BLOCK, O_SHARDS, O_BUFFERED, O_ALIGN, O_MAX_SEGMENT, O_LAYER_PATTERN, O_LOCK, O_READ,
-	O_PLAN, O_RANKS, O_WORLD, O_READ_RATE,
+	O_PLAN, O_RANKS, O_WORLD, O_READ_RATE, O_MEMORY_BUDGET,
 };
 
 const struct option load_long_options[] = {
@@ -35,6 +35,7 @@ const struct option load_long_options[] = {
 	{ "ranks", required_argument, NULL, O_RANKS },
 	{ "world", required_argument, NULL, O_WORLD },
 	{ "read-rate", required_argument, NULL, O_READ_RATE },
+	{ "memory-budget", required_argument, NULL, O_MEMORY_BUDGET },
 	{ 0 },
 };
 /* Callers copy exactly this many in front of their own options: a count
@@ -63,7 +64,10 @@ const char load_options_help[] =
 	"  --max-segment SIZE        split the arena into memfds of at most SIZE\n"
 	"  --layer-pattern PAT       extra layer name pattern, e.g. 'enc.block.{N}.'\n"
 	"  --ranks A-B --world W     load only what ranks A..B of W see (a partial load)\n"
-	"  --plan FILE               under this plan's \"tp_plan\" and \"stages\"\n";
+	"  --plan FILE               under this plan's \"tp_plan\" and \"stages\"\n"
+	"  --memory-budget SIZE      keep at most SIZE of each model in memory: the global\n"
+	"                            group and whole layers in order stay, the rest is read\n"
+	"                            from disk as workers need it (docs/operations.md)\n";
 
 static int add_pattern(struct model_opts *mo, const char *arg, struct errinfo *e)
 {
@@ -217,6 +221,11 @@ int load_args_handle(int opt, const char *arg, struct load_opts *o,
 		break;
 	case O_MAX_SEGMENT: r = size_opt("max-segment", arg, &o->model.max_segment, e); break;
 	case O_READ_RATE: r = size_opt("read-rate", arg, &o->loader.read_rate, e); break;
+	case O_MEMORY_BUDGET:
+		r = size_opt("memory-budget", arg, &o->memory_budget, e);
+		if (r == 0 && o->memory_budget == 0)
+			r = err_set(e, -EINVAL, "--memory-budget: more than 0");
+		break;
 	case O_LAYER_PATTERN: r = add_pattern(&o->model, arg, e); break;
 	case O_PLAN: r = plan_opt(arg, &o->model, e); break;
 	case O_RANKS:

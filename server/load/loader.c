@@ -87,6 +87,7 @@ struct loader {
 	size_t nshards, rr;
 	unsigned max_shards;
 	bool layer_order;
+	bool verify;                /* loader_opts.verify */
 	uint64_t read_rate;
 	double t0;
 	uint64_t placed, read;
@@ -159,22 +160,26 @@ static int plan_pieces(struct loader *L, struct model *m, const uint8_t *want,
 }
 
 /* The file must still be the one whose header was read. */
-static int check_same(const struct shard *sh, const char *when, struct errinfo *e)
+/* The file is the one whose header was read: the same inode, size and
+ * mtime. Verifying (loader_opts.verify), the same size is enough: every
+ * tensor read is checked against its checksum, so a file put back with
+ * the same bytes is read again, and any changed byte fails. */
+static int check_same(const struct shard *sh, const char *when, bool verify, struct errinfo *e)
 {
 	const struct st_file *sf = sh->sf;
 	struct stat st;
 
 	if (fstat(sh->fd, &st) < 0)
 		return err_set(e, -errno, "%s: cannot stat: %s", sf->path, strerror(errno));
-	if (st.st_dev != sf->dev || st.st_ino != sf->ino ||
-	    (uint64_t)st.st_size != sf->file_size ||
-	    st.st_mtim.tv_sec != sf->mtime.tv_sec || st.st_mtim.tv_nsec != sf->mtime.tv_nsec)
+	if ((uint64_t)st.st_size != sf->file_size ||
+	    (!verify && (st.st_dev != sf->dev || st.st_ino != sf->ino ||
+			 st.st_mtim.tv_sec != sf->mtime.tv_sec || st.st_mtim.tv_nsec != sf->mtime.tv_nsec)))
 		return err_set(e, -ESTALE, "%s: the file changed %s (size %" PRIu64 " -> %" PRIu64 ")",
 			       sf->path, when, sf->file_size, (uint64_t)st.st_size);
 	return 0;
 }
 
-static int open_shard(struct shard *sh, enum read_mode mode, struct errinfo *e)
+static int open_shard(struct shard *sh, enum read_mode mode, bool verify, struct errinfo *e)
 {
 	const char *path = sh->sf->path;
 	bool buffered = mode != READ_DIRECT;
@@ -192,7 +197,7 @@ static int open_shard(struct shard *sh, enum read_mode mode, struct errinfo *e)
 	if (fd < 0)
 		return err_set(e, fd, "%s: cannot open: %s", path, strerror(-fd));
 	sh->fd = fd;
-	return check_same(sh, "since its header was read", e);
+	return check_same(sh, "since its header was read", verify, e);
 }
 
 /* Switches a shard whose O_DIRECT reads were refused to buffered reads. */
@@ -402,7 +407,11 @@ static int place_block(struct loader *L, struct block *b, struct errinfo *e)
 		sh->cur_done += stop - start;
 		L->placed += stop - start;
 		if (sh->cur_done == p->size) {
-			p->t->xxh3 = xxh3_stream_digest(sh->xs);
+			uint64_t h = xxh3_stream_digest(sh->xs);
+			if (L->verify && h != p->t->xxh3)
+				return err_set(e, -EIO, "tensor %s: its bytes in %s no longer match the checksum of the first load (the file changed on disk?)",
+					       p->t->name, sh->sf->path);
+			p->t->xxh3 = h;
 			if (L->on_tensor)
 				L->on_tensor(L->on_tensor_arg, (uint32_t)(p->t - L->m->tensors));
 			sh->cur++;
@@ -566,6 +575,7 @@ static int init(struct loader *L, struct model *m, struct arena *a,
 	L->bs = o->block_size ? o->block_size : LOADER_DEFAULT_BLOCK;
 	L->max_shards = o->max_shards ? o->max_shards : LOADER_DEFAULT_SHARDS;
 	L->layer_order = o->layer_order;
+	L->verify = o->verify;
 	L->read_rate = o->read_rate;
 	L->t0 = mono_now();
 	if (L->bs % DIO_ALIGN || L->bs > (64u << 20) || L->qd > 1024)
@@ -595,10 +605,15 @@ static int init(struct loader *L, struct model *m, struct arena *a,
 	return plan_pieces(L, m, o->want, e);
 }
 
+/* Every shard with something to read (a file none of o->want's tensors
+ * lies in is neither opened nor checked: a disk tier's read of one layer
+ * does not fail because another file changed). */
 static int open_all(struct loader *L, const struct loader_opts *o, struct errinfo *e)
 {
 	for (size_t f = 0; f < L->nshards; f++) {
-		int r = open_shard(&L->shards[f], o->read, e);
+		if (!L->shards[f].npieces)
+			continue;
+		int r = open_shard(&L->shards[f], o->read, o->verify, e);
 		if (r < 0)
 			return r;
 		if (!L->shards[f].direct)
@@ -610,7 +625,9 @@ static int open_all(struct loader *L, const struct loader_opts *o, struct errinf
 static int check_all(struct loader *L, struct errinfo *e)
 {
 	for (size_t f = 0; f < L->nshards; f++) {
-		int r = check_same(&L->shards[f], "while it was being loaded", e);
+		if (L->shards[f].fd < 0)
+			continue;
+		int r = check_same(&L->shards[f], "while it was being loaded", L->verify, e);
 		if (r < 0)
 			return r;
 	}

@@ -12,6 +12,7 @@
 #include <xxhash.h>
 
 #include "arena_sweep.h"
+#include "tier.h"
 #include "log.h"
 #include "manifest.h"
 #include "manifest_write.h"
@@ -228,7 +229,9 @@ int model_load_begin(const char *name, const char *path, const struct load_opts 
 				    &lm->layout_size, e);
 	if (r == 0)
 		r = ready_page_create(name, lm->arena->nseg, (uint32_t)lm->model->ntensors,
-				      lm->model->data_bytes, &lm->ready, e);
+				      lm->model->data_bytes, o->memory_budget != 0, &lm->ready, e);
+	if (r == 0 && o->memory_budget)
+		r = tier_create(lm, o->memory_budget, &o->loader, &lm->tier, e);
 	free(sizes);
 	if (r < 0) {
 		loaded_model_free(lm);
@@ -257,6 +260,7 @@ int model_load_finish(struct loaded_model *lm, const struct load_opts *o, struct
 		return r;
 	}
 	r = ready_track_init(&t, lm->model, lm->arena, &lm->ready, o->loader.want, e);
+	t.tier = lm->tier;
 	if (r == 0)
 		r = finish_steps(lm, &lo, e);
 	if (r == 0 && t.err)
@@ -266,7 +270,7 @@ int model_load_finish(struct loaded_model *lm, const struct load_opts *o, struct
 	 * started next, as when this one is killed (issue 37 item 17). */
 	if (r < 0 && r != -ECANCELED)
 		ready_page_fail(&lm->ready, r, ready_track_first_missing(&t), e->msg);
-	else if (r == 0)
+	else if (r == 0 && !lm->tier) /* a tier's reader swaps segments meanwhile */
 		lm->pages_sampled = arena_placement(lm->arena, lm->node_pages);
 	if (r == 0)
 		ready_page_done(&lm->ready, lm->manifest_hash);
@@ -284,6 +288,7 @@ void loaded_model_free(struct loaded_model *lm)
 		close(lm->manifest_fd);
 	if (lm->layout_fd >= 0)
 		close(lm->layout_fd);
+	tier_free(lm->tier); /* its reader writes into the arena */
 	ready_page_free(&lm->ready);
 	arena_free(lm->arena);
 	model_free(lm->model);

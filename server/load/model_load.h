@@ -18,6 +18,8 @@ struct load_opts;
 typedef int (*load_fill_fn)(void *arg, struct loaded_model *lm, const struct load_opts *o,
 			    struct errinfo *e);
 
+struct tier;
+
 struct load_opts {
 	struct model_opts model;
 	struct arena_opts arena;
@@ -28,6 +30,9 @@ struct load_opts {
 	 * layers (at most this many; 0: off), layer-order reads, a readiness
 	 * page. Needs fill NULL. */
 	uint32_t early_segments;
+	/* A host memory budget in bytes (tier.h), serving while loading
+	 * only; 0: none, every byte stays in memory. */
+	uint64_t memory_budget;
 };
 
 #define LOAD_MAX_SOURCES 64
@@ -74,6 +79,7 @@ struct loaded_model {
 	struct ready_page ready;
 	int layout_fd;
 	uint64_t layout_size;
+	struct tier *tier;           /* with a memory budget, owned; else NULL */
 };
 
 /* Loads model `name` from path. On success *out is owned by the caller

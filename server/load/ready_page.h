@@ -19,12 +19,20 @@ struct ready_page {
 	struct rd_header *h;        /* the writable mapping, owned */
 	uint32_t *seg;
 	uint64_t *xxh3;
+	uint32_t *tier;             /* a disk tier's words, or NULL */
 };
 
 /* Creates the page for a model named name with nseg segments, nt tensors
- * and total_bytes to place. On failure nothing is left. */
-int ready_page_create(const char *name, uint32_t nseg, uint32_t nt, uint64_t total_bytes,
+ * and total_bytes to place; tiered: with a disk tier's words, every
+ * segment resident until ready_page_tier_on_disk. On failure nothing is
+ * left. */
+int ready_page_create(const char *name, uint32_t nseg, uint32_t nt, uint64_t total_bytes, bool tiered,
 		      struct ready_page *p, struct errinfo *e);
+/* Segment seg lives on the disk tier (before any client sees the page). */
+void ready_page_tier_on_disk(struct ready_page *p, uint32_t seg);
+/* Segment seg was read in (or its read failed): its tier word goes up by
+ * one, and its waiters wake. */
+void ready_page_tier_bump(struct ready_page *p, uint32_t seg);
 /* Tensor idx is placed with this checksum and size. */
 void ready_page_tensor(struct ready_page *p, uint32_t idx, uint64_t xxh3, uint64_t bytes);
 /* Segment seg is sealed and every tensor in it placed: wakes its waiters. */

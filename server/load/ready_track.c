@@ -2,6 +2,8 @@
 /* ready_track.c - segments sealed and marked ready as they fill. */
 #include "ready_track.h"
 
+#include "tier.h"
+
 #include <errno.h>
 #include <stdlib.h>
 
@@ -46,6 +48,8 @@ void ready_track_tensor(void *arg, uint32_t idx)
 	t->err = arena_seal_segment(t->a, s, &t->e);
 	if (t->err == 0)
 		ready_page_segment(t->page, s);
+	if (t->err == 0)
+		tier_first_pass(t->tier, s);
 }
 
 uint32_t ready_track_first_missing(const struct ready_track *t)

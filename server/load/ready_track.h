@@ -13,10 +13,13 @@
 #include "model.h"
 #include "ready_page.h"
 
+struct tier;
+
 struct ready_track {
 	const struct model *m;
 	struct arena *a;
 	struct ready_page *page;
+	struct tier *tier;          /* a disk tier told of each segment sealed, or NULL */
 	uint32_t *left;             /* per segment: tensors still to place */
 	uint8_t *placed;            /* per tensor */
 	int err;                    /* the first sealing failure */

@@ -185,6 +185,36 @@ static void print_regions(const struct wsrv_stats *s)
 		       g.writer_pid, g.waits);
 }
 
+/* A model's disk tier (wsrvd --memory-budget), when it has one. */
+static void print_tier(const struct wsrv_model_list *l, size_t i)
+{
+	struct wsrv_tier_info t;
+	char b[6][32];
+
+	if (wsrv_model_list_tier(l, i, &t) < 0 || !t.budget)
+		return;
+	printf("  tier     budget %s: %s resident, %s cached (%s held), %s on disk only\n",
+	       fmt_bytes(t.budget, b[0], 32), fmt_bytes(t.resident_bytes, b[1], 32), fmt_bytes(t.cached_bytes, b[2], 32),
+	       fmt_bytes(t.held_bytes, b[3], 32), fmt_bytes(t.disk_bytes, b[4], 32));
+	printf("           %" PRIu64 " hits, %" PRIu64 " misses, %s read from disk, %" PRIu64 " evictions, %" PRIu64
+	       " failed reads, %u in flight\n", t.hits, t.misses, fmt_bytes(t.read_bytes, b[5], 32), t.evictions,
+	       t.failures, t.reads_in_flight);
+}
+
+static json_t *tier_json(const struct wsrv_model_list *l, size_t i)
+{
+	struct wsrv_tier_info t;
+
+	if (wsrv_model_list_tier(l, i, &t) < 0 || !t.budget)
+		return json_null();
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i}", "budget", (json_int_t)t.budget,
+			 "resident_bytes", (json_int_t)t.resident_bytes, "cached_bytes", (json_int_t)t.cached_bytes,
+			 "held_bytes", (json_int_t)t.held_bytes, "disk_bytes", (json_int_t)t.disk_bytes,
+			 "hits", (json_int_t)t.hits, "misses", (json_int_t)t.misses, "read_bytes", (json_int_t)t.read_bytes,
+			 "evictions", (json_int_t)t.evictions, "failures", (json_int_t)t.failures,
+			 "reads_in_flight", (int)t.reads_in_flight);
+}
+
 static void print_stats(const struct wsrv_stats *s, const struct wsrv_model_list *l)
 {
 	struct wsrv_server_stats v;
@@ -220,6 +250,8 @@ static void print_stats(const struct wsrv_stats *s, const struct wsrv_model_list
 			printf("  load     %s\n", load_state(&mi, &g, st, sizeof(st)));
 		if (known && mi.pages[0])
 			printf("  pages    %s\n", esc(mi.pages));
+		if (known)
+			print_tier(l, idx);
 	}
 	print_sources(s);
 	for (size_t i = 0; wsrv_stats_stream(s, i, &r) == 0; i++) {
@@ -301,6 +333,7 @@ static json_t *models_json(const struct wsrv_model_list *l)
 			"generation", (json_int_t)g.generation, "retired", g.retired, "holder_pids", pids,
 			"reload", ctl_peer_str(g.reload)));
 		json_object_set_new(json_array_get(a, json_array_size(a) - 1), "loading", json_boolean(mi.loading));
+		json_object_set_new(json_array_get(a, json_array_size(a) - 1), "tier", tier_json(l, i));
 		json_object_set_new(json_array_get(a, json_array_size(a) - 1), "placed_bytes",
 				    json_integer((json_int_t)g.placed_bytes));
 		if (mi.held_world)

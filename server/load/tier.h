@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: MIT
+/* tier.h - a host memory budget and a disk tier for one model (issue 39).
+ *
+ * With --memory-budget, the model's global group (embeddings, norms, the
+ * head) and as many whole layer segments as fit, in layer order, stay in
+ * memory; every other segment lives on disk. The first load still reads
+ * every byte once (each tensor's xxh3 goes into the manifest), keeping a
+ * tiered segment cached when the budget has room and dropping it when not.
+ *
+ * A client asks for a tiered segment with AttachSegments. Cached: it gets
+ * the fd, and the segment is held for it until it says ReleaseSegments or
+ * leaves. Not cached: the reply is EAGAIN, the segment is queued, and the
+ * reader thread reads it with the loader (io_uring, O_DIRECT) into a fresh
+ * memfd, checks every tensor's xxh3 against the manifest, seals it and
+ * only then caches it and raises the segment's word on the readiness page
+ * (the client waits on it). A failed read or checksum answers the next
+ * request with EIO naming the tensor, then is tried again on the one
+ * after. One read serves every client that asks while it runs.
+ *
+ * The budget counts the resident segments and every cached one; a held
+ * segment is never evicted, a cached one nobody holds is, least recently
+ * used first. A fresh sealed memfd per read, never a rewritten one: a
+ * client keeps mapping the pages it was given, sealed, until it unmaps
+ * them, and nothing it maps can change under it.
+ *
+ * Threads: the reader thread reads; the loop takes, releases and asks;
+ * one mutex covers the state and the arena's tiered segments. */
+#ifndef WSRV_TIER_H
+#define WSRV_TIER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "errinfo.h"
+#include "model_load.h"
+
+struct tier;
+
+struct tier_stats {
+	uint64_t budget, resident_bytes, cached_bytes, disk_bytes, held_bytes;
+	uint64_t hits, misses, read_bytes, evictions, failures;
+	uint32_t reads_in_flight, queued;
+};
+
+/* Chooses what stays in memory within budget bytes: the global group's
+ * segment, then whole segments in layer order. Refuses (-ENOMEM, with a
+ * sentence that says how much is needed) a budget below the global group
+ * plus the two largest tiered segments (one in use and one being read).
+ * Marks the page's tiered segments, turns the arena's folios off (reads
+ * fill 4 KiB pages) and starts the reader thread, which reads a segment
+ * only once the first load has passed it. On success *out is lm's
+ * (tier_free, before the arena's). */
+int tier_create(struct loaded_model *lm, uint64_t budget, const struct loader_opts *lo,
+		struct tier **out, struct errinfo *e);
+
+/* The first load sealed segment seg (its bytes checked): a tiered one is
+ * kept while the budget has room, else dropped. Loader thread. */
+void tier_first_pass(struct tier *t, uint32_t seg);
+
+/* Whether segment seg lives on the disk tier. */
+bool tier_on_disk(const struct tier *t, uint32_t seg);
+
+/* The fd of segment seg for holder (a session), held for it: 0; or
+ * -EAGAIN (a read is queued; its tier word rises when done); or -EIO or
+ * -ENOMEM with a sentence in msg (a failed read; a budget every byte of
+ * which is held). The fd stays open while the hold lasts. Loop thread. */
+int tier_take(struct tier *t, uint64_t holder, uint32_t seg, int *fd, char *msg, size_t len);
+
+/* holder lets segment seg go: 0, or -ENOENT when it held none. */
+int tier_release(struct tier *t, uint64_t holder, uint32_t seg);
+
+/* Every hold of holder goes (a session that left). */
+void tier_release_all(struct tier *t, uint64_t holder);
+
+void tier_stats(struct tier *t, struct tier_stats *st);
+
+/* Stops the reader, closes every cached fd. NULL is fine. */
+void tier_free(struct tier *t);
+
+#endif

@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: MIT
+/* test_tier.c - a host memory budget and a disk tier (wsrvd --memory-budget,
+ * issue 39), with a real wsrvd and real worker processes: a budget too
+ * small is refused with what is needed; four workers streaming in random
+ * order under eviction pressure read exactly the loaded bytes; a segment a
+ * worker holds keeps its bytes while others churn; a worker killed while
+ * holding frees its holds; a file truncated on disk gives -EIO naming the
+ * tensor while everything else is served, and is read again once whole. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "fixture.h"
+#include "wsrv.h"
+
+/* 16 MB in 8 layers and 2 shards: with 4 KiB pages (the helpers' default)
+ * the global group's segment is 4 MiB and each layer's 1.44 MiB. */
+static struct fixture F = { .tag = "tier", .models = { { "llama-mini", 16 << 20, 8, 2, 5 } } };
+
+/* The global group, one layer, and room for about four more. */
+#define BUDGET "12M"
+#define WORKERS 4
+
+static int start_tiered(struct test_server *ts, const char *budget)
+{
+	return server_start(ts, "m", F.dir[0], "--memory-budget", budget, NULL);
+}
+
+/* A layer's tensors as the first load summed them (read by lookups, one
+ * attachment per layer: a lookup pins its segment until detach). */
+struct layer_sums {
+	int32_t index;
+	uint32_t count;
+	char name[32][128];
+	uint64_t size[32], xxh3[32];
+};
+
+static struct layer_sums sums[16];
+static size_t nsums;
+
+static void take_sums(const char *sock)
+{
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_layer l;
+
+	assert_int_equal(wsrv_connect(sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	nsums = wsrv_model_layer_count(m);
+	assert_true(nsums <= 16);
+	wsrv_detach(m);
+	for (size_t i = 0; i < nsums; i++) {
+		assert_int_equal(wsrv_attach(c, "m", &m), 0);
+		assert_int_equal(wsrv_model_layer_info(m, i, &l), 0);
+		assert_true(l.count <= 32);
+		sums[i].index = l.index;
+		sums[i].count = l.count;
+		for (uint32_t k = 0; k < l.count; k++) {
+			struct wsrv_tensor t;
+			assert_int_equal(wsrv_model_tensor(m, l.first + k, &t), 0);
+			assert_true(XXH3_64bits(t.data, t.size) == t.xxh3);
+			snprintf(sums[i].name[k], sizeof(sums[i].name[k]), "%s", t.name);
+			sums[i].size[k] = t.size;
+			sums[i].xxh3[k] = t.xxh3;
+		}
+		wsrv_detach(m);
+	}
+	wsrv_disconnect(c);
+}
+
+static const struct layer_sums *sums_of(int32_t layer)
+{
+	for (size_t i = 0; i < nsums; i++)
+		if (sums[i].index == layer)
+			return &sums[i];
+	return NULL;
+}
+
+/* Every tensor of the layer at stream position (its slot copy) hashes to
+ * the checksum of the first load. 0, or -EIO. */
+static int check_streamed(struct wsrv_stream *s, const struct layer_sums *ls)
+{
+	for (uint32_t k = 0; k < ls->count; k++) {
+		void *dev;
+		if (wsrv_stream_tensor(s, ls->name[k], &dev) < 0 || XXH3_64bits(dev, ls->size[k]) != ls->xxh3[k])
+			return -EIO;
+	}
+	return 0;
+}
+
+/* A worker: 3 passes, the layers in a random order each, one slot (so
+ * every acquire but the first of a run of one reads the server's cache or
+ * the disk). Exits 0 when every byte was right. */
+static int worker(const char *sock, unsigned seed)
+{
+	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 1 };
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_device *d;
+	struct wsrv_stream *s;
+	int32_t order[64];
+	size_t n;
+
+	srand(seed);
+	if (wsrv_connect(sock, NULL, &c) < 0 || wsrv_attach(c, "m", &m) < 0 ||
+	    wsrv_device_host(NULL, &d) < 0 || wsrv_stream_open(m, d, NULL, &so, &s) < 0)
+		return 2;
+	n = wsrv_model_layer_count(m);
+	for (size_t i = 0; i < n && i < 64; i++) {
+		struct wsrv_layer l;
+		wsrv_model_layer_info(m, i, &l);
+		order[i] = l.index;
+	}
+	for (int pass = 0; pass < 3; pass++) {
+		for (size_t i = n; i > 1; i--) {
+			size_t j = (size_t)rand() % i;
+			int32_t x = order[i - 1];
+			order[i - 1] = order[j];
+			order[j] = x;
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (wsrv_stream_acquire(s, order[i]) < 0) {
+				fprintf(stderr, "worker %u: %s\n", seed, wsrv_last_error());
+				return 3;
+			}
+			if (check_streamed(s, sums_of(order[i])) < 0)
+				return 4;
+			if (wsrv_stream_release(s, order[i]) < 0)
+				return 5;
+		}
+	}
+	wsrv_stream_close(s);
+	wsrv_device_destroy(d);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	return 0;
+}
+
+static void run_workers(const char *sock)
+{
+	pid_t pid[WORKERS];
+	int st;
+
+	for (int i = 0; i < WORKERS; i++) {
+		assert_true((pid[i] = fork()) >= 0);
+		if (pid[i] == 0)
+			_exit(worker(sock, 100 + (unsigned)i));
+	}
+	for (int i = 0; i < WORKERS; i++) {
+		assert_int_equal(waitpid(pid[i], &st, 0), pid[i]);
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			fail_msg("worker %d: status %d", i, st);
+	}
+}
+
+/* The tensors of a layer, looked up (their segment pinned for this
+ * client) and hashed against the first load's checksums. */
+static int check_looked_up(struct wsrv_model *m, int32_t layer)
+{
+	struct wsrv_layer l = { 0 };
+
+	for (size_t i = 0; i < wsrv_model_layer_count(m) && (!l.count || l.index != layer); i++)
+		wsrv_model_layer_info(m, i, &l); /* no bytes: nothing pinned */
+	assert_int_equal(l.index, layer);
+	for (uint32_t i = l.first; i < l.first + l.count; i++) {
+		struct wsrv_tensor t;
+		int r = wsrv_model_tensor(m, i, &t);
+		if (r < 0)
+			return r;
+		if (XXH3_64bits(t.data, t.size) != t.xxh3)
+			return -EBADMSG;
+	}
+	return 0;
+}
+
+static void budget_too_small_refused(void **st)
+{
+	struct test_server ts = { 0 };
+
+	(void)st;
+	assert_true(start_tiered(&ts, "1M") < 0);
+	assert_true(server_log_has(&ts, "--memory-budget 1.00 MiB is too small for model m"));
+	assert_true(server_log_has(&ts, "so it needs at least"));
+	server_stop(&ts, SIGTERM);
+	rm_rf(ts.dir);
+}
+
+/* The tier's counters after the workers: reads from disk and evictions
+ * happened (the pressure was real), and wsrvctl status shows them. */
+static void check_counters(struct test_server *ts, struct wsrv_client *c)
+{
+	struct wsrv_model_list *l;
+	struct wsrv_tier_info t;
+	char out[400], err[400];
+	uint8_t *text;
+	size_t len;
+
+	assert_int_equal(wsrv_list_models(c, &l), 0);
+	assert_int_equal(wsrv_model_list_tier(l, 0, &t), 0);
+	assert_int_equal(t.budget, 12u << 20);
+	assert_true(t.misses > 0 && t.read_bytes > 0 && t.evictions > 0 && t.hits > 0);
+	assert_true(t.resident_bytes + t.cached_bytes <= t.budget);
+	assert_int_equal(t.failures, 0);
+	wsrv_model_list_free(l);
+	snprintf(out, sizeof(out), "%s/status.out", ts->dir);
+	snprintf(err, sizeof(err), "%s/status.err", ts->dir);
+	const char *argv[] = { getenv("WSRV_CTL"), "--socket", ts->sock, "status", NULL };
+	assert_int_equal(run_prog(argv, NULL, out, err, 0, 60), 0);
+	assert_non_null(text = read_file(out, &len));
+	assert_non_null(strstr((char *)text, "tier     budget 12.00 MiB"));
+	free(text);
+}
+
+/* Four workers, random order, one slot each: more segments than the cache
+ * holds, every byte right. A client holding a layer's segment by lookup
+ * (the last layer: on disk) reads the same bytes after the churn. */
+static void four_workers_under_pressure(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	int32_t last;
+
+	(void)st;
+	assert_int_equal(start_tiered(&ts, BUDGET), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_model_wait(m, WSRV_LAYER_ALL, 30000), 0);
+	take_sums(ts.sock);
+	last = (int32_t)wsrv_model_layer_count(m) - 2; /* the global group is one */
+	assert_int_equal(check_looked_up(m, last), 0);
+	run_workers(ts.sock);
+	assert_int_equal(check_looked_up(m, last), 0);
+	assert_int_equal(check_looked_up(m, -1), 0);
+	check_counters(&ts, c);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	server_done(&ts);
+}
+
+/* A worker that pins segments and dies: its holds go with it, and another
+ * client pins as much again without waiting for them. */
+static void killed_worker_frees_holds(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	int p[2], stat;
+	char go;
+	pid_t pid;
+
+	(void)st;
+	assert_int_equal(start_tiered(&ts, "8M"), 0);
+	assert_int_equal(pipe(p), 0);
+	assert_true((pid = fork()) >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		if (wsrv_connect(ts.sock, NULL, &c) < 0 || wsrv_attach(c, "m", &m) < 0 ||
+		    check_looked_up(m, 5) < 0 || check_looked_up(m, 6) < 0)
+			_exit(1);
+		(void)!write(p[1], "x", 1);
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &go, 1), 1);
+	close(p[0]);
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &stat, 0), pid);
+	/* The budget (8 MiB: the global group and about 2.7 layers) has room
+	 * for these two only once the dead worker's are gone. */
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(check_looked_up(m, 3), 0);
+	assert_int_equal(check_looked_up(m, 4), 0);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	server_done(&ts);
+}
+
+/* Copies path to path.keep, truncates path to half. */
+static void truncate_half(const char *path)
+{
+	char keep[600];
+	struct stat sb;
+
+	snprintf(keep, sizeof(keep), "%s.keep", path);
+	assert_int_equal(copy_file(path, keep, 0644), 0);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(truncate(path, sb.st_size / 2), 0);
+}
+
+/* Copies path to path.keep, then changes one byte in every 64 KiB past
+ * the first (the header's). */
+static void flip_bytes(const char *path)
+{
+	char keep[600];
+	struct stat sb;
+	int fd;
+
+	snprintf(keep, sizeof(keep), "%s.keep", path);
+	assert_int_equal(copy_file(path, keep, 0644), 0);
+	assert_true((fd = open(path, O_RDWR | O_CLOEXEC)) >= 0);
+	assert_int_equal(fstat(fd, &sb), 0);
+	for (off_t off = 65536; off < sb.st_size; off += 65536) {
+		uint8_t b;
+		assert_int_equal(pread(fd, &b, 1, off), 1);
+		b ^= 0x5a;
+		assert_int_equal(pwrite(fd, &b, 1, off), 1);
+	}
+	close(fd);
+}
+
+static void restore(const char *path)
+{
+	char keep[600];
+
+	snprintf(keep, sizeof(keep), "%s.keep", path);
+	assert_int_equal(rename(keep, path), 0);
+}
+
+/* The second shard cut short after the load: a layer read from it fails
+ * with -EIO naming the tensor, once; the global group and the other
+ * layers are still served; with the file whole again it is read again.
+ * Changed bytes of the same size fail their checksum the same way. */
+static void truncated_file_gets_eio(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	char shard[600];
+	int32_t last;
+
+	(void)st;
+	snprintf(shard, sizeof(shard), "%s/model-00002-of-00002.safetensors", F.dir[0]);
+	assert_int_equal(start_tiered(&ts, "8M"), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_model_wait(m, WSRV_LAYER_ALL, 30000), 0);
+	last = (int32_t)wsrv_model_layer_count(m) - 2;
+	truncate_half(shard);
+	assert_int_equal(check_looked_up(m, last), -EIO);
+	assert_non_null(strstr(wsrv_last_error(), "tensor"));
+	assert_int_equal(check_looked_up(m, 0), 0);
+	assert_int_equal(check_looked_up(m, -1), 0);
+	assert_true(server_log_has(&ts, "warn: model m: reading tensor"));
+	restore(shard);
+	/* The same size, one byte in every 64 KiB changed: the checksum. */
+	flip_bytes(shard);
+	assert_int_equal(check_looked_up(m, last), -EIO);
+	assert_non_null(strstr(wsrv_last_error(), "checksum"));
+	restore(shard);
+	assert_int_equal(check_looked_up(m, last), 0);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	server_done(&ts);
+}
+
+FIXTURE_MAIN(F,
+	cmocka_unit_test(budget_too_small_refused),
+	cmocka_unit_test(four_workers_under_pressure),
+	cmocka_unit_test(killed_worker_frees_holds),
+	cmocka_unit_test(truncated_file_gets_eio),
+)
