@@ -64,6 +64,11 @@ static const struct {
 	  "      MoE experts on demand from a device cache of fraction F of the experts vs\n"
 	  "      streaming whole layers and vs everything resident: bytes and time per token,\n"
 	  "      hit rate, logits; uniform and Zipf routing, batch 1 and 16" },
+	{ "tier", bench_tier,
+	  "tier --model DIR --budget SIZE [--workers N] [--json]\n"
+	  "      a model larger than its memory budget (wsrvd --memory-budget): passes of 1\n"
+	  "      and N workers, bytes read from disk, vs the O_DIRECT rate and N mmap processes\n"
+	  "      in a memory cgroup of the same size" },
 	{ "cold", bench_cold,
 	  "cold --model DIR [--workers N] [--device host|cuda] [--plan default|resident]\n"
 	  "     [--memory fresh|reported] [--repeat R] [--json]\n"
