@@ -65,6 +65,7 @@ static void take_sums(const char *sock)
 		assert_int_equal(wsrv_attach(c, "m", &m), 0);
 		assert_int_equal(wsrv_model_layer_info(m, i, &l), 0);
 		assert_true(l.count <= 32);
+		assert_int_equal(wsrv_model_wait(m, l.index, 30000), 0);
 		sums[i].index = l.index;
 		sums[i].count = l.count;
 		for (uint32_t k = 0; k < l.count; k++) {
@@ -165,8 +166,8 @@ static void run_workers(const char *sock)
 	}
 }
 
-/* The tensors of a layer, looked up (their segment pinned for this
- * client) and hashed against the first load's checksums. */
+/* The tensors of a layer, pinned for this client (wsrv_model_wait),
+ * looked up and hashed against the first load's checksums. */
 static int check_looked_up(struct wsrv_model *m, int32_t layer)
 {
 	struct wsrv_layer l = { 0 };
@@ -174,6 +175,10 @@ static int check_looked_up(struct wsrv_model *m, int32_t layer)
 	for (size_t i = 0; i < wsrv_model_layer_count(m) && (!l.count || l.index != layer); i++)
 		wsrv_model_layer_info(m, i, &l); /* no bytes: nothing pinned */
 	assert_int_equal(l.index, layer);
+	/* Pinned (kept until detach): a lookup alone gives no bytes. */
+	int pinned = wsrv_model_wait(m, layer, 30000);
+	if (pinned < 0)
+		return pinned;
 	for (uint32_t i = l.first; i < l.first + l.count; i++) {
 		struct wsrv_tensor t;
 		int r = wsrv_model_tensor(m, i, &t);
@@ -183,6 +188,34 @@ static int check_looked_up(struct wsrv_model *m, int32_t layer)
 			return -EBADMSG;
 	}
 	return 0;
+}
+
+/* A lookup on a tiered layer not mapped gives its metadata and no bytes;
+ * wsrv_model_wait maps (and pins) it. */
+static void lookups_give_no_bytes_unpinned(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_layer l;
+	struct wsrv_tensor t;
+
+	(void)st;
+	assert_int_equal(start_tiered(&ts, "8M"), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_model_wait(m, WSRV_LAYER_ALL, 30000), 0);
+	assert_int_equal(wsrv_model_layer(m, 6, &l), 0);
+	assert_int_equal(wsrv_model_tensor(m, l.first, &t), 0);
+	assert_true(t.size > 0 && t.xxh3 != 0);
+	assert_null(t.data);
+	assert_null(l.data);
+	assert_int_equal(check_looked_up(m, 6), 0);
+	assert_int_equal(wsrv_model_tensor(m, l.first, &t), 0);
+	assert_non_null(t.data);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	server_done(&ts);
 }
 
 static void budget_too_small_refused(void **st)
@@ -370,6 +403,7 @@ static void truncated_file_gets_eio(void **st)
 
 FIXTURE_MAIN(F,
 	cmocka_unit_test(budget_too_small_refused),
+	cmocka_unit_test(lookups_give_no_bytes_unpinned),
 	cmocka_unit_test(four_workers_under_pressure),
 	cmocka_unit_test(killed_worker_frees_holds),
 	cmocka_unit_test(truncated_file_gets_eio),

@@ -56,6 +56,7 @@ WSRV_EXPORT int wsrv_model_tensor(const struct wsrv_model *m, size_t i, struct w
 	if ((r = cl_need_segment((struct wsrv_model *)m, m->v.tensors[i].segment)) < 0)
 		return r;
 	cl_tensor_nowait(m, (uint32_t)i, out);
+	out->data = cl_data_here((struct wsrv_model *)m, out->segment, out->data);
 	return 0;
 }
 
@@ -81,6 +82,7 @@ WSRV_EXPORT int wsrv_model_find(const struct wsrv_model *m, const char *name,
 	if ((r = cl_need_segment((struct wsrv_model *)m, m->v.tensors[i].segment)) < 0)
 		return r;
 	cl_tensor_nowait(m, (uint32_t)i, out);
+	out->data = cl_data_here((struct wsrv_model *)m, out->segment, out->data);
 	return 0;
 }
 
@@ -100,6 +102,7 @@ WSRV_EXPORT int wsrv_model_layer_at(const struct wsrv_model *m, size_t i, struct
 	if ((r = cl_need_segment((struct wsrv_model *)m, m->v.layers[i].segment)) < 0)
 		return r;
 	cl_layer_at_nowait(m, (uint32_t)i, out);
+	out->data = cl_data_here((struct wsrv_model *)m, out->segment, out->data);
 	return 0;
 }
 
@@ -121,9 +124,10 @@ WSRV_EXPORT int wsrv_model_layer(const struct wsrv_model *m, int32_t index, stru
 
 	CL_NEED(m);
 	CL_NEED(out);
-	if ((r = cl_layer_nowait(m, index, out)) < 0)
+	if ((r = cl_layer_nowait(m, index, out)) < 0 || (r = cl_need_segment((struct wsrv_model *)m, out->segment)) < 0)
 		return r;
-	return cl_need_segment((struct wsrv_model *)m, out->segment);
+	out->data = cl_data_here((struct wsrv_model *)m, out->segment, out->data);
+	return 0;
 }
 
 WSRV_EXPORT const char *wsrv_model_config(const struct wsrv_model *m, size_t *len)

@@ -365,14 +365,19 @@ static bool seg_mapped(struct wsrv_model *m, uint32_t seg)
 	return v;
 }
 
-static int need(struct wsrv_model *m, uint32_t seg, int timeout_ms)
+/* pin: for a disk tier's segment, map it and keep it until detach
+ * (wsrv_model_wait); else (a lookup) only wait for its first load: its
+ * bytes are there while a stream holds the layer, its pointer NULL else. */
+static int need(struct wsrv_model *m, uint32_t seg, int timeout_ms, bool pin)
 {
 	int r;
 
 	if (seg >= m->nseg)
 		return cl_err(-EINVAL, "no segment %u", seg);
-	if (cl_tiered(m, seg)) /* a lookup's: its pointers stay valid until detach */
-		return (r = wait_word(m, seg, timeout_ms)) < 0 ? r : (r = tier_need(m, seg, true, true)) < 0 ? r : 0;
+	if (cl_tiered(m, seg) && (r = wait_word(m, seg, timeout_ms)) < 0)
+		return r;
+	if (cl_tiered(m, seg))
+		return pin && (r = tier_need(m, seg, true, true)) < 0 ? r : 0;
 	/* More than one round only when the server changed under the wait
 	 * (a restart mid-load): the new one's word is waited on. */
 	for (int round = 0; !seg_mapped(m, seg); round++) {
@@ -387,7 +392,7 @@ static int need(struct wsrv_model *m, uint32_t seg, int timeout_ms)
 
 int cl_ready_need(struct wsrv_model *m, uint32_t seg)
 {
-	return need(m, seg, -1);
+	return need(m, seg, -1, false);
 }
 
 bool cl_ready_mapped(struct wsrv_model *m, uint32_t seg)
@@ -460,7 +465,7 @@ WSRV_EXPORT int wsrv_model_wait(struct wsrv_model *m, int32_t layer, int timeout
 		return r;
 	if (!__atomic_load_n(&m->loading, __ATOMIC_ACQUIRE))
 		return 0;
-	return layer == WSRV_LAYER_ALL ? wait_all(m, timeout_ms) : need(m, l.segment, timeout_ms);
+	return layer == WSRV_LAYER_ALL ? wait_all(m, timeout_ms) : need(m, l.segment, timeout_ms, true);
 }
 
 WSRV_EXPORT int wsrv_model_progress(const struct wsrv_model *m, uint64_t *placed, uint64_t *total)

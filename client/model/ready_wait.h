@@ -28,8 +28,10 @@ int cl_ready_check(struct wsrv_model *m, uint32_t seg);
 bool cl_ready_mapped(struct wsrv_model *m, uint32_t seg);
 
 /* A model with a disk tier (--memory-budget): whether segment seg lives
- * on it. Such a segment is mapped only while something uses it: a lookup
- * (cl_need_segment) pins it until detach; a stream takes it with
+ * on it. Such a segment is mapped only while something uses it:
+ * wsrv_model_wait on its layer pins it until detach (a lookup only waits
+ * for its first load, and gives data NULL while it is not mapped,
+ * cl_data_here); a stream takes it with
  * cl_tier_use (1: mapped; 0: not yet, without wait, its read started) and
  * lets it go with cl_tier_drop, which unmaps it and tells the server once
  * no stream uses it and no lookup pinned it. */
@@ -56,6 +58,12 @@ static inline int cl_segment_ready(struct wsrv_model *m, uint32_t seg)
 static inline bool cl_segment_mapped(struct wsrv_model *m, uint32_t seg)
 {
 	return !cl_loading(m) || cl_ready_mapped(m, seg);
+}
+
+/* A lookup's data pointer: NULL for a disk tier's segment not mapped now. */
+static inline const void *cl_data_here(struct wsrv_model *m, uint32_t seg, const void *data)
+{
+	return cl_segment_mapped(m, seg) ? data : NULL;
 }
 
 #endif

@@ -18,6 +18,8 @@
 #include "units.h"
 
 #define ROOM_WAIT_S 10      /* how long a read waits for a hold to go */
+#define READERS 2           /* reads at once: one's copy and checksum beside the other's I/O */
+#define READ_AHEAD 2        /* tiered segments queued after a miss, in layer order */
 #define CACHE_ROOM 4        /* layer segments the cache keeps room for: a worker's in use
                              * and prefetched, another's, and one being read */
 
@@ -40,8 +42,9 @@ struct hold {
 struct tier {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;      /* a queued read, a release, stop */
-	pthread_t th;
-	bool running, stop;
+	pthread_t th[READERS];
+	int running;             /* reader threads started */
+	bool stop;
 	struct loaded_model *lm; /* the owner's */
 	struct loader_opts lo;
 	uint64_t budget, resident, cached, reading_bytes, tick;
@@ -193,13 +196,13 @@ static void read_one(struct tier *t, uint32_t g)
 	} else {
 		ts->reading = true;
 		t->reading_bytes += size;
-		t->st.reads_in_flight = 1;
+		t->st.reads_in_flight++;
 		pthread_mutex_unlock(&t->mu);
 		r = read_segment(t, g, &fd, &ro, &e);
 		pthread_mutex_lock(&t->mu);
 		ts->reading = false;
 		t->reading_bytes -= size;
-		t->st.reads_in_flight = 0;
+		t->st.reads_in_flight--;
 	}
 	if (r == 0) {
 		t->lm->arena->seg[g].fd = fd;
@@ -270,11 +273,15 @@ static int choose(struct tier *t, struct errinfo *e)
 			       "--memory-budget %s is too small for model %s: its global group (embeddings, norms, head) takes %s and a layer segment up to %s, so it needs at least %s (the global group and two layer segments: one in use, one being read)",
 			       fmt_bytes(t->budget, b[0], 32), m->name, fmt_bytes(global, b[1], 32),
 			       fmt_bytes(largest, b[2], 32), fmt_bytes(global + 2 * largest, (char[32]){ 0 }, 32));
+	/* The cache is shared by every worker, which drift apart: it keeps
+	 * room for CACHE_ROOM segments at least and half of what the global
+	 * group leaves at most is given to resident layers. */
+	uint64_t room = (t->budget - global) / 2 > CACHE_ROOM * largest ? (t->budget - global) / 2 : CACHE_ROOM * largest;
 	for (size_t l = 0; l < m->nlayers; l++) {
 		uint32_t g = m->layers[l].segment;
 		if (t->s[g].used || t->s[g].disk)
 			continue;
-		if (t->resident + seg_size(t, g) + CACHE_ROOM * largest <= t->budget) {
+		if (t->resident + seg_size(t, g) + room <= t->budget) {
 			t->s[g].used = 1;
 			t->resident += seg_size(t, g);
 		} else {
@@ -306,9 +313,11 @@ int tier_create(struct loaded_model *lm, uint64_t budget, const struct loader_op
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
 	r = t->s && t->q ? choose(t, e) : err_set(e, -ENOMEM, "out of memory");
-	if (r == 0 && (r = -pthread_create(&t->th, NULL, reader_main, t)) < 0)
-		err_set(e, r, "cannot start the disk tier's reader: %s", strerror(-r));
-	t->running = r == 0;
+	for (int i = 0; r == 0 && i < READERS; i++)
+		if ((r = -pthread_create(&t->th[i], NULL, reader_main, t)) < 0)
+			err_set(e, r, "cannot start the disk tier's readers: %s", strerror(-r));
+		else
+			t->running++;
 	if (r < 0) {
 		tier_free(t);
 		return r;
@@ -364,6 +373,34 @@ static int hold_locked(struct tier *t, uint64_t holder, uint32_t g)
 	return 0;
 }
 
+static void queue_locked(struct tier *t, uint32_t g)
+{
+	t->q[t->qn++] = g;
+	t->s[g].queued = true;
+	t->st.queued = t->qn;
+}
+
+/* After a miss on g, the next tiered segments (the layers that follow)
+ * are queued too, while the budget has room for them without evicting:
+ * the disk stays busy while the worker copies and computes. */
+static void read_ahead_locked(struct tier *t, uint32_t g)
+{
+	uint64_t more = seg_size(t, g);
+
+	for (uint32_t k = g + 1, n = 0; k < t->nseg && n < READ_AHEAD; k++) {
+		struct tier_seg *ks = &t->s[k];
+		if (!ks->disk)
+			continue;
+		n++;
+		if (ks->cached || ks->queued || ks->reading || ks->err)
+			continue;
+		if (!fits(t, more + seg_size(t, k)))
+			return;
+		more += seg_size(t, k);
+		queue_locked(t, k);
+	}
+}
+
 int tier_take(struct tier *t, uint64_t holder, uint32_t g, int *fd, char *msg, size_t len)
 {
 	struct tier_seg *ts = &t->s[g];
@@ -382,10 +419,9 @@ int tier_take(struct tier *t, uint64_t holder, uint32_t g, int *fd, char *msg, s
 		*fd = t->lm->arena->seg[g].fd;
 	} else if (r == 0) {
 		if (!ts->queued && !ts->reading) {
-			t->q[t->qn++] = g;
-			ts->queued = true;
+			queue_locked(t, g);
 			t->st.misses++;
-			t->st.queued = t->qn;
+			read_ahead_locked(t, g);
 			pthread_cond_broadcast(&t->cv);
 		}
 		r = -EAGAIN;
@@ -451,7 +487,8 @@ void tier_free(struct tier *t)
 		t->stop = true;
 		pthread_cond_broadcast(&t->cv);
 		pthread_mutex_unlock(&t->mu);
-		pthread_join(t->th, NULL);
+		for (int i = 0; i < t->running; i++)
+			pthread_join(t->th[i], NULL);
 	}
 	pthread_mutex_destroy(&t->mu);
 	pthread_cond_destroy(&t->cv);
