@@ -7,12 +7,14 @@ neither imports model.py, which builds on them."""
 from __future__ import annotations
 
 import ctypes
+import errno
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from . import _dtypes
 from ._lib import lib, text
 from ._views import array_of, bytes_view, torch_of
+from .errors import WsrvError
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -54,6 +56,12 @@ class Tensor:
         self._owner = owner
 
     def _mv(self) -> memoryview:
+        if not self._addr and self.nbytes:
+            # A disk tier's layer (wsrvd --memory-budget) not mapped here:
+            # libwsrv gives no address rather than one that faults.
+            raise WsrvError(errno.EAGAIN, f"tensor {self.name}: layer {self.layer} is on the server's disk "
+                                          "tier and not mapped here; model.wait(layer) maps it (until "
+                                          "detach), or stream it")
         return bytes_view(self._owner, self._addr, self.nbytes)
 
     def numpy(self) -> npt.NDArray[Any]:
