@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: MIT
+/* tier_internal.h - the disk tier's state, shared by its two halves:
+ * tier.c (what stays, takes, holds, counters) and tier_read.c (the
+ * reader threads, eviction). Everything here is under tier.mu. */
+#ifndef WSRV_TIER_INTERNAL_H
+#define WSRV_TIER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tier.h"
+
+#define ROOM_WAIT_S 10      /* how long a read waits for a hold to go */
+#define READERS 2           /* reads at once: one's copy and checksum beside the other's I/O */
+#define READ_AHEAD 2        /* tiered segments queued after a miss, in layer order */
+#define CACHE_ROOM 4        /* layer segments the cache keeps room for: a worker's in use
+                             * and prefetched, another's, and one being read */
+
+
+struct tier_seg {
+	bool disk;              /* lives on the disk tier */
+	bool cached;            /* its fd and mapping are in the arena */
+	bool queued, reading;
+	bool ahead;             /* queued by read-ahead, not by a request */
+	bool logged;            /* its failure was logged */
+	int err;                /* the last read's failure, told once */
+	char msg[1400];
+	uint32_t holds;
+	uint64_t used;          /* when last taken (a tick) */
+};
+
+struct hold {
+	uint64_t holder;
+	uint32_t seg;
+};
+
+struct tier {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;      /* a queued read, a release, stop */
+	pthread_t th[READERS];
+	int running;             /* reader threads started */
+	bool stop;
+	struct loaded_model *lm; /* the owner's */
+	struct loader_opts lo;
+	uint64_t budget, resident, cached, reading_bytes, tick;
+	struct tier_seg *s;
+	uint32_t nseg;
+	uint32_t *q, qn;        /* queued reads, first in first out */
+	struct hold *h;
+	size_t nh, caph;
+	struct tier_stats st;
+};
+
+static inline uint64_t seg_size(const struct tier *t, uint32_t g)
+{
+	return t->lm->arena->seg[g].size;
+}
+
+static inline bool fits(const struct tier *t, uint64_t more)
+{
+	return t->resident + t->cached + t->reading_bytes + more <= t->budget;
+}
+
+/* Segment g's fd and mapping go (tier_read.c); pages a client still maps
+ * stay its. */
+void tier_drop_locked(struct tier *t, uint32_t g);
+
+/* A reader thread's body: takes queued segments and reads them. */
+void *tier_reader_main(void *arg);
+
+#endif

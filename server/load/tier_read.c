@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: MIT
+/* tier_read.c - the disk tier's reader threads: room made by eviction, a
+ * segment read again into a fresh sealed memfd and checked (tier.h). */
+#include "tier_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hugemap.h"
+#include "log.h"
+#include "memfd_util.h"
+#include "units.h"
+
+/* The segment's fd and mapping go; pages a client still maps stay its. */
+void tier_drop_locked(struct tier *t, uint32_t g)
+{
+	struct arena_seg *as = &t->lm->arena->seg[g];
+
+	if (as->ro)
+		munmap((void *)as->ro, as->size);
+	if (as->fd >= 0)
+		close(as->fd);
+	as->ro = NULL;
+	as->fd = -1;
+	if (t->s[g].cached)
+		t->cached -= as->size;
+	t->s[g].cached = false;
+}
+
+/* The least recently used cached segment nobody holds, or UINT32_MAX. */
+static uint32_t victim(const struct tier *t)
+{
+	uint32_t best = UINT32_MAX;
+
+	for (uint32_t g = 0; g < t->nseg; g++)
+		if (t->s[g].cached && !t->s[g].holds && (best == UINT32_MAX || t->s[g].used < t->s[best].used))
+			best = g;
+	return best;
+}
+
+/* Makes room for size bytes: evicts, then waits for releases a while. */
+static int make_room_locked(struct tier *t, uint64_t size)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += ROOM_WAIT_S;
+	while (!fits(t, size) && !t->stop) {
+		uint32_t v = victim(t);
+		if (v != UINT32_MAX) {
+			tier_drop_locked(t, v);
+			t->st.evictions++;
+			continue;
+		}
+		if (pthread_cond_timedwait(&t->cv, &t->mu, &until) == ETIMEDOUT)
+			return fits(t, size) ? 0 : -ENOMEM;
+	}
+	return t->stop ? -ECANCELED : 0;
+}
+
+/* Reads segment g into a fresh memfd with the loader, checking every
+ * tensor against its checksum, and seals it. Unlocked: the arena's
+ * segments are copied aside, this one fresh, so that the loader touches
+ * none of the shared state. */
+static int read_segment(struct tier *t, uint32_t g, int *fdp, const uint8_t **rop, struct errinfo *e)
+{
+	struct arena tmp = *t->lm->arena;
+	struct model *m = t->lm->model;
+	struct loader_opts lo = t->lo;
+	struct loader_stats st = { 0 };
+	uint8_t *want = calloc(m->ntensors + 1, 1);
+	struct arena_seg *segs = calloc(tmp.nseg, sizeof(*segs));
+	char label[200];
+	int fd, r;
+
+	snprintf(label, sizeof(label), "wsrv:%s:%u", m->name, g);
+	if (!want || !segs || (fd = memfd_new(label, 0, seg_size(t, g))) < 0) {
+		free(want);
+		free(segs);
+		return err_set(e, -ENOMEM, "cannot make a memfd for segment %u", g);
+	}
+	for (uint32_t i = 0; i < tmp.nseg; i++)
+		segs[i].fd = -1;
+	segs[g] = (struct arena_seg){ .fd = fd, .size = seg_size(t, g) };
+	segs[g].ro = hugemap_shared(fd, segs[g].size, PROT_READ);
+	for (size_t i = 0; i < m->ntensors; i++)
+		want[i] = m->tensors[i].segment == g && m->tensors[i].part_len;
+	tmp.seg = segs;
+	tmp.folios = tmp.folios_later = tmp.sweeping = tmp.sealed = false;
+	/* By write, into 4 KiB pages, whatever the first load used. */
+	tmp.fill_by_write = true;
+	tmp.hugetlb = false;
+	tmp.page_size = 4096;
+	lo.want = want;
+	lo.verify = true;
+	lo.layer_order = false;
+	lo.on_tensor = NULL;
+	lo.progress = PROGRESS_OFF;
+	lo.total_bytes = lo.placed_bytes = NULL;
+	r = segs[g].ro == MAP_FAILED ? err_set(e, -errno, "cannot map segment %u", g) : 0;
+	if (r == 0 && (r = loader_run(m, &tmp, &lo, &st, e)) == 0)
+		r = arena_seal_segment(&tmp, g, e);
+	if (r == 0) {
+		*fdp = fd;
+		*rop = segs[g].ro;
+	} else {
+		if (segs[g].ro && segs[g].ro != MAP_FAILED)
+			munmap((void *)segs[g].ro, segs[g].size);
+		close(fd);
+	}
+	free(want);
+	free(segs);
+	return r;
+}
+
+static const struct model_tensor *first_tensor(const struct model *m, uint32_t g)
+{
+	for (size_t i = 0; i < m->ntensors; i++)
+		if (m->tensors[i].segment == g && m->tensors[i].part_len)
+			return &m->tensors[i];
+	return NULL;
+}
+
+/* One queued read, the lock held on entry and on return. */
+static void read_one(struct tier *t, uint32_t g)
+{
+	struct tier_seg *ts = &t->s[g];
+	uint64_t size = seg_size(t, g);
+	const uint8_t *ro = NULL;
+	struct errinfo e = { 0 };
+	int fd = -1, r;
+
+	ts->queued = false;
+	/* A read-ahead never waits for room, nor evicts: a request would. */
+	if (ts->cached || (ts->ahead && !fits(t, size))) {
+		ts->ahead = false;
+		return;
+	}
+	ts->ahead = false;
+	if ((r = make_room_locked(t, size)) < 0) {
+		if (r == -ECANCELED)
+			return;
+		err_set(&e, -ENOMEM, "--memory-budget %s is all held by workers; segment %u of model %s waits for a release",
+			fmt_bytes(t->budget, (char[32]){ 0 }, 32), g, t->lm->model->name);
+	} else {
+		ts->reading = true;
+		t->reading_bytes += size;
+		t->st.reads_in_flight++;
+		pthread_mutex_unlock(&t->mu);
+		r = read_segment(t, g, &fd, &ro, &e);
+		pthread_mutex_lock(&t->mu);
+		ts->reading = false;
+		t->reading_bytes -= size;
+		t->st.reads_in_flight--;
+	}
+	if (r == 0) {
+		t->lm->arena->seg[g].fd = fd;
+		t->lm->arena->seg[g].ro = ro;
+		ts->cached = true;
+		ts->used = ++t->tick;
+		t->cached += size;
+		t->st.read_bytes += size;
+	} else {
+		/* A worker learns which tensor: the loader's sentence names the
+		 * file (and the tensor, for a checksum), this the layer's first. */
+		const struct model_tensor *mt = first_tensor(t->lm->model, g);
+		ts->err = r == -ENOMEM ? r : -EIO;
+		snprintf(ts->msg, sizeof(ts->msg), "reading tensor %s (layer %d, segment %u) again from disk: %s",
+			 mt ? mt->name : "(none)", mt ? mt->layer : -1, g, e.msg);
+		t->st.failures++;
+		if (!ts->logged)
+			log_warn("model %s: %s", t->lm->model->name, ts->msg);
+		ts->logged = true;
+	}
+	ready_page_tier_bump(&t->lm->ready, g);
+}
+
+void *tier_reader_main(void *arg)
+{
+	struct tier *t = arg;
+
+	pthread_mutex_lock(&t->mu);
+	while (!t->stop) {
+		if (!t->qn) {
+			pthread_cond_wait(&t->cv, &t->mu);
+			continue;
+		}
+		uint32_t g = t->q[0];
+		memmove(t->q, t->q + 1, --t->qn * sizeof(*t->q));
+		t->st.queued = t->qn;
+		read_one(t, g);
+	}
+	pthread_mutex_unlock(&t->mu);
+	return NULL;
+}
