@@ -101,6 +101,7 @@ static int read_segment(struct tier *t, uint32_t g, int *fdp, const uint8_t **ro
 	lo.layer_order = false;
 	lo.on_tensor = NULL;
 	lo.progress = PROGRESS_OFF;
+	lo.queue_depth = READ_QD;
 	lo.total_bytes = lo.placed_bytes = NULL;
 	r = segs[g].ro == MAP_FAILED ? err_set(e, -errno, "cannot map segment %u", g) : 0;
 	if (r == 0 && (r = loader_run(m, &tmp, &lo, &st, e)) == 0)
