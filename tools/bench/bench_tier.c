@@ -14,7 +14,10 @@
  * memory.limit_in_bytes) limited to the same budget, the page cache
  * dropped first. Bars: bytes read per pass <= 1.1x the bytes not
  * resident; pass time <= 1.25x the bytes read at the O_DIRECT rate; N
- * workers' pass <= 0.5x the peer's. */
+ * workers' pass <= 0.5x the peer's. Then one worker computes each layer
+ * (a busy loop) for as long as its bytes take at the O_DIRECT rate: of
+ * the time its reads take at that rate, the share it did not wait for is
+ * the hidden fraction (bar 0.9). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -50,13 +53,31 @@ struct tier_cfg {
 struct pass_report {
 	int ok;
 	double done_at;             /* CLOCK_MONOTONIC */
+	double compute_s;           /* of it, emulated compute */
 };
+
+/* What a crew's worker does: the socket, and seconds of emulated compute
+ * per byte of a layer (0: none). */
+struct pass_arg {
+	const char *sock;
+	double compute_per_byte;
+};
+
+/* Busy for s seconds: a layer's compute, emulated. */
+static void spin(double s)
+{
+	double until = mono_now() + s;
+
+	while (mono_now() < until)
+		;
+}
 
 static int pass_worker(void *arg, int out)
 {
 	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 2 };
 	struct pass_report r = { 0 };
-	const char *sock = arg;
+	const struct pass_arg *pa = arg;
+	const char *sock = pa->sock;
 	struct wsrv_client *c;
 	struct wsrv_model *m;
 	struct wsrv_device *d;
@@ -67,8 +88,13 @@ static int pass_worker(void *arg, int out)
 		r.ok = 1;
 		for (size_t i = 0; i < wsrv_model_layer_count(m) && r.ok; i++) {
 			struct wsrv_layer l;
-			r.ok = wsrv_model_layer_info(m, i, &l) == 0 && wsrv_stream_acquire(s, l.index) == 0 &&
-			       wsrv_stream_release(s, l.index) == 0;
+			r.ok = wsrv_model_layer_info(m, i, &l) == 0 && wsrv_stream_acquire(s, l.index) == 0;
+			if (r.ok && pa->compute_per_byte > 0) {
+				double t = mono_now();
+				spin(pa->compute_per_byte * (double)l.bytes);
+				r.compute_s += mono_now() - t;
+			}
+			r.ok = r.ok && wsrv_stream_release(s, l.index) == 0;
 		}
 		r.done_at = mono_now();
 	}
@@ -94,10 +120,12 @@ static int tier_now(const char *sock, struct wsrv_tier_info *t)
 	return r;
 }
 
-/* One crew of n workers, one pass each: seconds to the last done, and the
+/* One crew of n workers, one pass each (compute_per_byte: emulated
+ * compute, its seconds into *compute): seconds to the last done, and the
  * bytes the tier read meanwhile. -1 on a failure. */
-static double wsrv_pass(const char *sock, int n, uint64_t *read)
+static double wsrv_pass(const char *sock, int n, double compute_per_byte, double *compute, uint64_t *read)
 {
+	struct pass_arg pa = { sock, compute_per_byte };
 	struct pass_report r[CREW_MAX];
 	struct wsrv_tier_info a = { 0 }, b = { 0 };
 	struct crew w;
@@ -106,10 +134,12 @@ static double wsrv_pass(const char *sock, int n, uint64_t *read)
 	if (tier_now(sock, &a) < 0)
 		return -1;
 	t0 = mono_now();
-	if (crew_start(&w, n, pass_worker, (void *)sock) == 0 && crew_collect(&w, r, sizeof(*r)) == 0) {
+	if (crew_start(&w, n, pass_worker, &pa) == 0 && crew_collect(&w, r, sizeof(*r)) == 0) {
 		last = t0;
 		for (int i = 0; i < n; i++)
 			last = !r[i].ok || last < 0 ? -1 : r[i].done_at > last ? r[i].done_at : last;
+		if (compute)
+			*compute = r[0].compute_s;
 	}
 	crew_stop(&w);
 	if (last < 0 || tier_now(sock, &b) < 0)
@@ -195,8 +225,19 @@ static int tier_args(int argc, char **argv, struct tier_cfg *c, bool *json)
 
 struct tier_figs {
 	double one_s, n_s, odirect_s, peer_one_s, peer_n_s;
-	uint64_t one_read, n_read, not_resident;
+	double hid_s, hid_compute_s;  /* 1 worker with compute emulated at the disk's time */
+	uint64_t one_read, n_read, hid_read, not_resident;
 };
+
+/* Of the time the bytes read take at the O_DIRECT rate, the share the
+ * worker did not wait for (it computed meanwhile). */
+static double hidden(const struct files *f, const struct tier_figs *g)
+{
+	double read_s = (double)g->hid_read * g->odirect_s / (double)f->bytes;
+	double exposed = g->hid_s - g->hid_compute_s;
+
+	return read_s > 0 ? 1 - (exposed > 0 ? exposed : 0) / read_s : 0;
+}
 
 static void tier_print(const struct tier_cfg *c, const struct files *f, const struct tier_figs *g, bool json)
 {
@@ -206,14 +247,15 @@ static void tier_print(const struct tier_cfg *c, const struct files *f, const st
 	double rn = (double)g->n_read / (double)(g->not_resident ? g->not_resident : 1);
 
 	if (json) {
-		json_t *o = json_pack("{s:I, s:I, s:I, s:i, s:f, s:f, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+		json_t *o = json_pack("{s:I, s:I, s:I, s:i, s:f, s:f, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
 			"model_bytes", (json_int_t)f->bytes, "budget", (json_int_t)c->budget,
 			"not_resident_bytes", (json_int_t)g->not_resident, "workers", c->workers,
 			"pass_one_s", g->one_s, "pass_n_s", g->n_s, "read_one_bytes", (json_int_t)g->one_read,
 			"read_n_bytes", (json_int_t)g->n_read, "read_one_vs_not_resident", r1, "read_n_vs_not_resident", rn,
 			"odirect_s", g->odirect_s, "pass_one_vs_disk", g->one_s / want_one, "pass_n_vs_disk", g->n_s / want_n,
 			"peer_one_s", g->peer_one_s, "peer_n_s", g->peer_n_s,
-			"pass_n_vs_peer", g->peer_n_s > 0 ? g->n_s / g->peer_n_s : 0.0);
+			"pass_n_vs_peer", g->peer_n_s > 0 ? g->n_s / g->peer_n_s : 0.0,
+			"compute_pass_s", g->hid_s, "compute_s", g->hid_compute_s, "hidden_fraction", hidden(f, g));
 		json_dumpf(o, stdout, JSON_INDENT(2));
 		putchar('\n');
 		json_decref(o);
@@ -227,6 +269,8 @@ static void tier_print(const struct tier_cfg *c, const struct files *f, const st
 	printf("  %d workers' pass  %7.3f s, %.2f GB read from disk (%.2fx; bar 1.1), %.2fx the time at the "
 	       "O_DIRECT rate (bar 1.25)\n", c->workers, g->n_s, (double)g->n_read / 1e9, rn, g->n_s / want_n);
 	printf("  raw O_DIRECT read of the files %7.3f s (%.2f GB/s)\n", g->odirect_s, rate / 1e9);
+	printf("  1 worker computing each layer for its bytes' time at that rate: pass %.3f s, compute %.3f s; "
+	       "%.2f of the read time hidden (bar 0.9)\n", g->hid_s, g->hid_compute_s, hidden(f, g));
 	if (g->peer_n_s > 0)
 		printf("  page-cache peer in a %.2f GB memory cgroup: 1 process %.3f s, %d processes %.3f s; "
 		       "wsrv's %d-worker pass is %.2fx it (bar 0.5)\n", (double)c->budget / 1e9, g->peer_one_s,
@@ -264,8 +308,11 @@ int bench_tier(int argc, char **argv)
 		goto out;
 	}
 	g.not_resident = f.tensor_bytes > t.resident_bytes ? f.tensor_bytes - t.resident_bytes : 0;
-	if (wsrv_pass(bs.sock, 1, &g.one_read) < 0 || (g.one_s = wsrv_pass(bs.sock, 1, &g.one_read)) < 0 ||
-	    wsrv_pass(bs.sock, c.workers, &g.n_read) < 0 || (g.n_s = wsrv_pass(bs.sock, c.workers, &g.n_read)) < 0) {
+	double per_byte = g.odirect_s / (double)f.bytes;
+	if (wsrv_pass(bs.sock, 1, 0, NULL, &g.one_read) < 0 || (g.one_s = wsrv_pass(bs.sock, 1, 0, NULL, &g.one_read)) < 0 ||
+	    wsrv_pass(bs.sock, c.workers, 0, NULL, &g.n_read) < 0 ||
+	    (g.n_s = wsrv_pass(bs.sock, c.workers, 0, NULL, &g.n_read)) < 0 ||
+	    (g.hid_s = wsrv_pass(bs.sock, 1, per_byte, &g.hid_compute_s, &g.hid_read)) < 0) {
 		fprintf(stderr, "wsrv-bench tier: a worker failed\n");
 		goto out;
 	}
