@@ -218,6 +218,36 @@ static void lookups_give_no_bytes_unpinned(void **st)
 	server_done(&ts);
 }
 
+/* A budget of one model's own (--model NAME=PATH,budget=SIZE): that
+ * model is tiered, the other not; a bad one is refused at the start. */
+static void budget_per_model(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_model_list *l;
+	struct wsrv_model_info mi;
+	struct wsrv_tier_info t;
+	struct wsrv_client *c;
+	char spec[600];
+
+	(void)st;
+	snprintf(spec, sizeof(spec), "t=%s,budget=8M", F.dir[0]);
+	assert_int_equal(server_start(&ts, "w", F.dir[0], "--model", spec, NULL), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_list_models(c, &l), 0);
+	for (size_t i = 0; wsrv_model_list_at(l, i, &mi) == 0; i++) {
+		assert_int_equal(wsrv_model_list_tier(l, i, &t), 0);
+		assert_int_equal(t.budget, strcmp(mi.name, "t") == 0 ? 8u << 20 : 0);
+	}
+	wsrv_model_list_free(l);
+	wsrv_disconnect(c);
+	server_done(&ts);
+	snprintf(spec, sizeof(spec), "t=%s,budget=0", F.dir[0]);
+	assert_true(server_start(&ts, "w", F.dir[0], "--model", spec, NULL) < 0);
+	assert_true(server_log_has(&ts, "budget=SIZE takes a size above 0"));
+	server_stop(&ts, SIGTERM);
+	rm_rf(ts.dir);
+}
+
 static void budget_too_small_refused(void **st)
 {
 	struct test_server ts = { 0 };
@@ -403,6 +433,7 @@ static void truncated_file_gets_eio(void **st)
 
 FIXTURE_MAIN(F,
 	cmocka_unit_test(budget_too_small_refused),
+	cmocka_unit_test(budget_per_model),
 	cmocka_unit_test(lookups_give_no_bytes_unpinned),
 	cmocka_unit_test(four_workers_under_pressure),
 	cmocka_unit_test(killed_worker_frees_holds),

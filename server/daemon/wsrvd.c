@@ -40,6 +40,7 @@ struct args {
 	struct srv_config srv;
 	const char *names[MAX_MODELS];
 	const char *paths[MAX_MODELS];
+	uint64_t budgets[MAX_MODELS];   /* --model NAME=PATH,budget=SIZE; 0: --memory-budget's */
 	char *specs[MAX_MODELS];
 	int nmodels;
 	int load_only;
@@ -57,6 +58,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: wsrvd --model NAME=PATH [--model NAME=PATH ...] [options]\n"
 		"  --model NAME=PATH         a .safetensors file or a Hugging Face model directory\n"
+		"  --model NAME=PATH,budget=SIZE\n"
+		"                            the same with a memory budget of its own (--memory-budget)\n"
 		"  --socket PATH             default $WSRV_SOCKET, else $XDG_RUNTIME_DIR/wsrv.sock,\n"
 		"                            else /run/wsrv/wsrv.sock\n"
 		"  --allow-uid UID           a user that may connect (repeatable; default: ours; root always)\n"
@@ -111,6 +114,20 @@ static int add_model(struct args *a, const char *spec)
 		return -EINVAL;
 	}
 	*eq = 0;
+	/* A budget of this model's own: the last ",budget=" (a path may hold
+	 * commas; one ending so is taken for the option). */
+	char *b = strstr(eq + 1, ",budget=");
+	for (char *n; b && (n = strstr(b + 1, ",budget=")); b = n)
+		;
+	if (b) {
+		*b = 0;
+		if (parse_size(b + 8, &a->budgets[a->nmodels]) < 0 || !a->budgets[a->nmodels] || !eq[1]) {
+			log_err("--model '%s': budget=SIZE takes a size above 0 (e.g. 2G), after NAME=PATH; see wsrvd --help",
+				spec);
+			free(s);
+			return -EINVAL;
+		}
+	}
 	a->specs[a->nmodels] = s;
 	a->names[a->nmodels] = s;
 	a->paths[a->nmodels++] = eq + 1;
@@ -336,7 +353,10 @@ static int parse(int argc, char **argv, struct args *a)
 	}
 	if (srv_peers_check(&a->peers, a->load_only) < 0)
 		return -EINVAL;
-	if (a->load.memory_budget && (a->load_only || a->serve_late || (a->peers.fill.npeers > 0 || a->peers.listen))) {
+	bool budgeted = a->load.memory_budget != 0;
+	for (int i = 0; i < a->nmodels; i++)
+		budgeted = budgeted || a->budgets[i];
+	if (budgeted && (a->load_only || a->serve_late || (a->peers.fill.npeers > 0 || a->peers.listen))) {
 		log_err("--memory-budget: only for a server that serves while loading, not with %s; see wsrvd --help",
 			a->load_only ? "--load-only" : a->serve_late ? "--serve-when-loaded" : "peers");
 		return -EINVAL;
@@ -532,7 +552,10 @@ static int add_early(struct args *a, struct server *srv, int i, uint64_t gen)
 	struct loaded_model *lm;
 	struct errinfo e;
 
-	if (model_load_begin(a->names[i], a->paths[i], &a->load, &lm, &e) < 0) {
+	struct load_opts lo = a->load;
+	if (a->budgets[i])
+		lo.memory_budget = a->budgets[i];
+	if (model_load_begin(a->names[i], a->paths[i], &lo, &lm, &e) < 0) {
 		log_err("model %s: %s", a->names[i], e.msg);
 		return -EINVAL;
 	}
@@ -572,7 +595,7 @@ static int serve_model(struct args *a, struct server *srv, struct handover *h, i
 
 	/* A disk tier's model is read again: a predecessor's arena was
 	 * either all in memory or not handed over (srv_handover.c). */
-	if (!a->load.memory_budget && (lm = adopt(a, i, h, &gen))) {
+	if (!a->load.memory_budget && !a->budgets[i] && (lm = adopt(a, i, h, &gen))) {
 		add_entry(srv, lm, gen ? gen : 1, false);
 		if (srv->peers && peer_serve_offer_loaded(srv->peers, lm->model, lm->arena, &e) < 0)
 			log_warn("model %s: not offered to peers: %s", a->names[i], e.msg);
