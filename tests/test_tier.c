@@ -353,6 +353,24 @@ static void killed_worker_frees_holds(void **st)
 	server_done(&ts);
 }
 
+/* wsrvctl verify m: its exit status; err gets its stderr. */
+static int ctl_verify(struct test_server *ts, char *err, size_t len)
+{
+	char out[400], errp[400];
+	const char *argv[] = { getenv("WSRV_CTL"), "--socket", ts->sock, "verify", "m", NULL };
+	uint8_t *text;
+	size_t n;
+	int r;
+
+	snprintf(out, sizeof(out), "%s/verify.out", ts->dir);
+	snprintf(errp, sizeof(errp), "%s/verify.err", ts->dir);
+	r = run_prog(argv, NULL, out, errp, 0, 60);
+	text = read_file(errp, &n);
+	snprintf(err, len, "%s", text ? (char *)text : "");
+	free(text);
+	return r;
+}
+
 /* Copies path to path.keep, truncates path to half. */
 static void truncate_half(const char *path)
 {
@@ -413,7 +431,12 @@ static void truncated_file_gets_eio(void **st)
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
 	assert_int_equal(wsrv_model_wait(m, WSRV_LAYER_ALL, 30000), 0);
 	last = (int32_t)wsrv_model_layer_count(m) - 2;
+	char err[2000];
+	/* wsrvctl verify walks a model larger than its budget layer by layer. */
+	assert_int_equal(ctl_verify(&ts, err, sizeof(err)), 0);
 	truncate_half(shard);
+	assert_int_equal(ctl_verify(&ts, err, sizeof(err)), 1);
+	assert_non_null(strstr(err, "reading tensor"));
 	assert_int_equal(check_looked_up(m, last), -EIO);
 	assert_non_null(strstr(wsrv_last_error(), "tensor"));
 	assert_int_equal(check_looked_up(m, 0), 0);

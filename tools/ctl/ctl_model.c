@@ -155,6 +155,44 @@ int ctl_layers(const struct ctl_ctx *c, int argc, char **argv)
 	return close_listing(c, a, cl, m);
 }
 
+/* Layer group i's checksums, against its bytes in the shared mapping. A
+ * disk tier's layer is mapped for it (wsrv_model_wait, which holds it
+ * until detach: the model is attached again after each such layer, so
+ * that a model larger than its budget is verified within it); a layer the
+ * server cannot read again counts its tensors as bad, naming the first. */
+static int verify_layer(const struct ctl_ctx *c, const char *name, struct wsrv_client *cl, struct wsrv_model **mp,
+			size_t i, uint64_t *bytes, size_t *bad)
+{
+	struct wsrv_model *m = *mp;
+	struct wsrv_layer l;
+	bool tiered;
+
+	wsrv_model_layer_info(m, i, &l);
+	tiered = !l.data;
+	if (wsrv_model_wait(m, l.index, -1) < 0) {
+		fprintf(stderr, "wsrvctl: layer %d: %s\n", l.index, wsrv_last_error());
+		*bad += l.count;
+	}
+	for (uint32_t k = l.first; k < l.first + l.count; k++) {
+		struct wsrv_tensor t;
+		wsrv_model_tensor(m, k, &t);
+		*bytes += t.held_size; /* a partial load's checksum is of its held part */
+		if (t.data && XXH3_64bits((const uint8_t *)t.data + t.held_offset, t.held_size) != t.xxh3 &&
+		    (*bad)++ < 10)
+			fprintf(stderr, "wsrvctl: tensor %s: checksum mismatch\n", t.name);
+	}
+	if (tiered) {
+		wsrv_detach(m);
+		if (wsrv_attach(cl, name, mp) < 0) {
+			fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
+			wsrv_disconnect(cl);
+			return -1;
+		}
+	}
+	(void)c;
+	return 0;
+}
+
 int ctl_verify(const struct ctl_ctx *c, int argc, char **argv)
 {
 	struct wsrv_client *cl;
@@ -173,15 +211,9 @@ int ctl_verify(const struct ctl_ctx *c, int argc, char **argv)
 	if (open_model(c, argv[1], &cl, &m))
 		return 1;
 	n = wsrv_model_tensor_count(m);
-	for (size_t i = 0; i < n; i++) {
-		struct wsrv_tensor t;
-		wsrv_model_tensor(m, i, &t);
-		bytes += t.held_size; /* a partial load's checksum is of its held part */
-		if (XXH3_64bits((const uint8_t *)t.data + t.held_offset, t.held_size) != t.xxh3) {
-			if (bad++ < 10)
-				fprintf(stderr, "wsrvctl: tensor %s: checksum mismatch\n", t.name);
-		}
-	}
+	for (size_t i = 0; i < wsrv_model_layer_count(m); i++)
+		if (verify_layer(c, argv[1], cl, &m, i, &bytes, &bad) < 0)
+			return 1;
 	if (c->json)
 		ctl_print_json(json_pack("{s:s, s:I, s:I, s:I, s:b}", "model", argv[1], "tensors", (json_int_t)n,
 				     "bytes", (json_int_t)bytes, "mismatches", (json_int_t)bad, "ok", bad == 0));
@@ -269,7 +301,9 @@ int ctl_dump(const struct ctl_ctx *c, int argc, char **argv)
 		return 1;
 	if (plan) {
 		r = dump_view(m, argv[2], plan, rank, world, outp);
-	} else if (wsrv_model_find(m, argv[2], &t) < 0) {
+	} else if (wsrv_model_find(m, argv[2], &t) < 0 ||
+		   /* a disk tier's layer: mapped (and held) until detach */
+		   (!t.data && (wsrv_model_wait(m, t.layer, -1) < 0 || wsrv_model_find(m, argv[2], &t) < 0))) {
 		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
 		r = 1;
 	} else if (t.held_size < t.size) {
