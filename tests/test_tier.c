@@ -248,6 +248,43 @@ static void budget_per_model(void **st)
 	rm_rf(ts.dir);
 }
 
+/* The server killed and started again with the same budget: it reads the
+ * model again (a disk tier's cache is not carried: said in the docs), and
+ * a stream open across the restart goes on with the right bytes; letting
+ * go of what the old server held is no error. */
+static void stream_across_a_restart(void **st)
+{
+	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 1 };
+	struct test_server ts = { 0 };
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_device *d;
+	struct wsrv_stream *s;
+
+	(void)st;
+	assert_int_equal(start_tiered(&ts, BUDGET), 0);
+	take_sums(ts.sock);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_device_host(NULL, &d), 0);
+	assert_int_equal(wsrv_stream_open(m, d, NULL, &so, &s), 0);
+	assert_int_equal(wsrv_stream_acquire(s, 6), 0);
+	assert_int_equal(check_streamed(s, sums_of(6)), 0);
+	assert_int_equal(server_stop(&ts, SIGKILL), 128 + SIGKILL);
+	assert_int_equal(server_restart_args(&ts, "m", F.dir[0], "--memory-budget", BUDGET, NULL), 0);
+	assert_int_equal(wsrv_stream_release(s, 6), 0);
+	for (int32_t layer = 0; layer < 8; layer++) {
+		assert_int_equal(wsrv_stream_acquire(s, layer), 0);
+		assert_int_equal(check_streamed(s, sums_of(layer)), 0);
+		assert_int_equal(wsrv_stream_release(s, layer), 0);
+	}
+	wsrv_stream_close(s);
+	wsrv_device_destroy(d);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	server_done(&ts);
+}
+
 static void budget_too_small_refused(void **st)
 {
 	struct test_server ts = { 0 };
@@ -457,6 +494,7 @@ static void truncated_file_gets_eio(void **st)
 FIXTURE_MAIN(F,
 	cmocka_unit_test(budget_too_small_refused),
 	cmocka_unit_test(budget_per_model),
+	cmocka_unit_test(stream_across_a_restart),
 	cmocka_unit_test(lookups_give_no_bytes_unpinned),
 	cmocka_unit_test(four_workers_under_pressure),
 	cmocka_unit_test(killed_worker_frees_holds),

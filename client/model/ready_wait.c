@@ -330,8 +330,10 @@ int cl_tier_drop(struct wsrv_model *m, uint32_t seg)
 			r = cl_err(-errno, "cannot unmap segment %u: %s", seg, strerror(errno));
 		else
 			m->mapped[seg] = false;
-		if (r == 0)
-			r = tier_call(m, seg, true, NULL);
+		/* A server started since does not hold it for us: nothing to
+		 * let go (ENOENT); nor does one that is gone (ENOTCONN). */
+		if (r == 0 && (r = tier_call(m, seg, true, NULL)) < 0 && (r == -ENOENT || r == -ENOTCONN))
+			r = 0;
 	}
 	pthread_mutex_unlock(&m->map_lock);
 	return r;
