@@ -285,6 +285,47 @@ static void stream_across_a_restart(void **st)
 	server_done(&ts);
 }
 
+/* Reads that fail on the disk (the test seam: every read of the tier's
+ * readers gets EIO while a flag file exists): -EIO naming the tensor,
+ * the rest served, read again once the disk answers. A reload of a
+ * tiered model is refused. */
+static void read_errors_get_eio(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	char flag[300], env[400], out[400], err[400];
+	const char *envv[] = { env, NULL };
+
+	(void)st;
+	snprintf(flag, sizeof(flag), "%s/eio-%d", F.dir[0], (int)getpid());
+	snprintf(env, sizeof(env), "WSRV_TEST_TIER_EIO=%s", flag);
+	ts.env = envv;
+	assert_int_equal(start_tiered(&ts, "8M"), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_model_wait(m, WSRV_LAYER_ALL, 30000), 0);
+	int fd = open(flag, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(check_looked_up(m, 7), -EIO);
+	assert_non_null(strstr(wsrv_last_error(), "reading tensor model.layers.7."));
+	assert_int_equal(check_looked_up(m, -1), 0);
+	assert_int_equal(unlink(flag), 0);
+	assert_int_equal(check_looked_up(m, 7), 0);
+	snprintf(out, sizeof(out), "%s/reload.out", ts.dir);
+	snprintf(err, sizeof(err), "%s/reload.err", ts.dir);
+	const char *argv[] = { getenv("WSRV_CTL"), "--socket", ts.sock, "reload", "m", NULL };
+	assert_int_equal(run_prog(argv, NULL, out, err, 0, 60), 1);
+	uint8_t *text = read_file(err, &(size_t){ 0 });
+	assert_non_null(text);
+	assert_non_null(strstr((char *)text, "disk tier"));
+	free(text);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	server_done(&ts);
+}
+
 static void budget_too_small_refused(void **st)
 {
 	struct test_server ts = { 0 };
@@ -495,6 +536,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(budget_too_small_refused),
 	cmocka_unit_test(budget_per_model),
 	cmocka_unit_test(stream_across_a_restart),
+	cmocka_unit_test(read_errors_get_eio),
 	cmocka_unit_test(lookups_give_no_bytes_unpinned),
 	cmocka_unit_test(four_workers_under_pressure),
 	cmocka_unit_test(killed_worker_frees_holds),

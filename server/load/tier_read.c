@@ -185,6 +185,7 @@ void *tier_reader_main(void *arg)
 {
 	struct tier *t = arg;
 
+	tier_mark_reader();
 	pthread_mutex_lock(&t->mu);
 	while (!t->stop) {
 		if (!t->qn) {
