@@ -273,26 +273,25 @@ static int tier_call(struct wsrv_model *m, uint32_t seg, bool release, int *fd)
  * detach). Waits on the segment's tier word while the server reads it. */
 static int tier_need(struct wsrv_model *m, uint32_t seg, bool pin, bool wait)
 {
-	const uint32_t *w = &cl_rv(m)->tier[seg];
 	int r = 0, fd = -1;
 
 	pthread_mutex_lock(&m->map_lock);
 	while (!m->mapped[seg]) {
-		uint32_t seen = load_word(w);
+		/* The newest server's word: after a restart, its page's (the
+		 * call below connects again when the server went away). */
+		const uint32_t *w = cl_rv(m)->tier ? &cl_rv(m)->tier[seg] : NULL;
+		uint32_t seen = w ? load_word(w) : 0;
 		if ((r = tier_call(m, seg, false, &fd)) == 0) {
 			r = map_over(m, seg, fd);
 			close(fd);
 			break;
 		}
-		if (r != -EAGAIN || !wait)
+		if (r != -EAGAIN || !wait || !w)
 			break;
 		pthread_mutex_unlock(&m->map_lock);
 		struct timespec ts = { 0, WAIT_SLICE_MS * 1000000L };
 		if (load_word(w) == seen)
 			syscall(SYS_futex, w, FUTEX_WAIT, seen, &ts, NULL, 0);
-		if (load_word(w) == seen && server_gone(m))
-			return cl_err(-ENOTCONN, "the server went away while segment %u of model %s was read from disk",
-				      seg, m->name);
 		pthread_mutex_lock(&m->map_lock);
 	}
 	if (r == 0 && pin)
