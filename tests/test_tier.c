@@ -342,6 +342,8 @@ static void budget_too_small_refused(void **st)
  * happened (the pressure was real), and wsrvctl status shows them. */
 static void check_counters(struct test_server *ts, struct wsrv_client *c)
 {
+	char *body = NULL;
+	int port;
 	struct wsrv_model_list *l;
 	struct wsrv_tier_info t;
 	char out[400], err[400];
@@ -362,6 +364,19 @@ static void check_counters(struct test_server *ts, struct wsrv_client *c)
 	assert_non_null(text = read_file(out, &len));
 	assert_non_null(strstr((char *)text, "tier     budget 12.00 MiB"));
 	free(text);
+	/* The metrics (a snapshot taken every second): the tier's series. */
+	assert_true((port = server_metrics_port(ts)) > 0);
+	for (int tries = 0; tries < 40; tries++) {
+		free(body);
+		assert_int_equal(http_get(port, "/metrics", &body), 200);
+		if (!strstr(body, "wsrv_model_tier_evictions_total{model=\"m\"} 0\n"))
+			break;
+		usleep(100 * 1000);
+	}
+	assert_non_null(strstr(body, "wsrv_model_tier_budget_bytes{model=\"m\"} 12582912\n"));
+	assert_non_null(strstr(body, "# TYPE wsrv_model_tier_evictions_total counter"));
+	assert_null(strstr(body, "wsrv_model_tier_evictions_total{model=\"m\"} 0\n"));
+	free(body);
 }
 
 /* Four workers, random order, one slot each: more segments than the cache
@@ -375,7 +390,8 @@ static void four_workers_under_pressure(void **st)
 	int32_t last;
 
 	(void)st;
-	assert_int_equal(start_tiered(&ts, BUDGET), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", BUDGET, "--metrics-listen",
+				      "127.0.0.1:0", NULL), 0);
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
 	assert_int_equal(wsrv_model_wait(m, WSRV_LAYER_ALL, 30000), 0);

@@ -52,6 +52,17 @@ static int reserve(struct wsrv_model *m, const Wsrv__AttachReply *ar)
 	return 0;
 }
 
+/* The per-segment state cl_ready_setup allocates (the lock aside). */
+static void seg_state_free(struct wsrv_model *m)
+{
+	free(m->mapped);
+	free(m->tier_use);
+	free(m->tier_pinned);
+	m->mapped = NULL;
+	m->tier_use = NULL;
+	m->tier_pinned = NULL;
+}
+
 int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__AttachReply *ar)
 {
 	uint64_t sizes[WSRV_MAX_FDS];
@@ -65,12 +76,7 @@ int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__A
 	m->tier_use = calloc(m->nseg + 1, sizeof(*m->tier_use));
 	m->tier_pinned = calloc(m->nseg + 1, sizeof(*m->tier_pinned));
 	if (!m->mapped || !m->tier_use || !m->tier_pinned || pthread_mutex_init(&m->map_lock, NULL) != 0) {
-		free(m->mapped);
-		free(m->tier_use);
-		free(m->tier_pinned);
-		m->mapped = NULL;
-		m->tier_use = NULL;
-		m->tier_pinned = NULL;
+		seg_state_free(m);
 		return cl_err(-ENOMEM, "out of memory");
 	}
 	if ((r = reserve(m, ar)) < 0)
@@ -98,12 +104,7 @@ void cl_ready_free(struct wsrv_model *m)
 	m->ready = NULL;
 	if (m->mapped)
 		pthread_mutex_destroy(&m->map_lock);
-	free(m->mapped);
-	free(m->tier_use);
-	free(m->tier_pinned);
-	m->mapped = NULL;
-	m->tier_use = NULL;
-	m->tier_pinned = NULL;
+	seg_state_free(m);
 }
 
 bool cl_tiered(const struct wsrv_model *m, uint32_t seg)

@@ -216,19 +216,25 @@ static void model_gauge(FILE *f, const struct server *srv, const char *name, con
 /* Disk tiers (wsrvd --memory-budget): only when the server has one. */
 static void tiers(FILE *f, const struct server *srv)
 {
-	if (!srv_tiered_model(srv))
-		return;
-	model_gauge(f, srv, "wsrv_model_tier_budget_bytes", "gauge", "The memory budget (0: no disk tier).", v_t_budget);
-	model_gauge(f, srv, "wsrv_model_tier_resident_bytes", "gauge", "Bytes that always stay in memory.", v_t_resident);
-	model_gauge(f, srv, "wsrv_model_tier_cached_bytes", "gauge", "Tiered segments in memory now.", v_t_cached);
-	model_gauge(f, srv, "wsrv_model_tier_held_bytes", "gauge", "Of the cached, held by workers now.", v_t_held);
-	model_gauge(f, srv, "wsrv_model_tier_disk_bytes", "gauge", "Tiered segments only on disk now.", v_t_disk);
-	model_gauge(f, srv, "wsrv_model_tier_hits_total", "counter", "Segments served from memory.", v_t_hits);
-	model_gauge(f, srv, "wsrv_model_tier_misses_total", "counter", "Segments read from disk on demand.", v_t_misses);
-	model_gauge(f, srv, "wsrv_model_tier_read_bytes_total", "counter", "Bytes read from disk on demand.", v_t_read);
-	model_gauge(f, srv, "wsrv_model_tier_evictions_total", "counter", "Segments evicted from memory.", v_t_evictions);
-	model_gauge(f, srv, "wsrv_model_tier_failures_total", "counter", "Reads that failed (I/O, checksum).", v_t_failures);
-	model_gauge(f, srv, "wsrv_model_tier_reads_in_flight", "gauge", "Reads from disk under way.", v_t_inflight);
+	static const struct {
+		const char *name, *type, *help;
+		double (*value)(const struct model_sum *m);
+	} g[] = {
+		{ "wsrv_model_tier_budget_bytes", "gauge", "The memory budget (0: no disk tier).", v_t_budget },
+		{ "wsrv_model_tier_resident_bytes", "gauge", "Bytes that always stay in memory.", v_t_resident },
+		{ "wsrv_model_tier_cached_bytes", "gauge", "Tiered segments in memory now.", v_t_cached },
+		{ "wsrv_model_tier_held_bytes", "gauge", "Of the cached, held by workers now.", v_t_held },
+		{ "wsrv_model_tier_disk_bytes", "gauge", "Tiered segments only on disk now.", v_t_disk },
+		{ "wsrv_model_tier_hits_total", "counter", "Segments served from memory.", v_t_hits },
+		{ "wsrv_model_tier_misses_total", "counter", "Segments read from disk on demand.", v_t_misses },
+		{ "wsrv_model_tier_read_bytes_total", "counter", "Bytes read from disk on demand.", v_t_read },
+		{ "wsrv_model_tier_evictions_total", "counter", "Segments evicted from memory.", v_t_evictions },
+		{ "wsrv_model_tier_failures_total", "counter", "Reads that failed (I/O, checksum).", v_t_failures },
+		{ "wsrv_model_tier_reads_in_flight", "gauge", "Reads from disk under way.", v_t_inflight },
+	};
+
+	for (size_t i = 0; srv_tiered_model(srv) && i < sizeof(g) / sizeof(g[0]); i++)
+		model_gauge(f, srv, g[i].name, g[i].type, g[i].help, g[i].value);
 }
 
 static void models(FILE *f, const struct server *srv)
