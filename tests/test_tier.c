@@ -326,6 +326,59 @@ static void read_errors_get_eio(void **st)
 	server_done(&ts);
 }
 
+static uint64_t tier_misses(struct wsrv_client *c)
+{
+	struct wsrv_model_list *l;
+	struct wsrv_tier_info t;
+
+	assert_int_equal(wsrv_list_models(c, &l), 0);
+	assert_int_equal(wsrv_model_list_tier(l, 0, &t), 0);
+	wsrv_model_list_free(l);
+	return t.misses;
+}
+
+/* Scan resistance: a layer taken again and again stays cached through a
+ * stream's pass over the whole model under eviction pressure (a pass
+ * takes each layer once; those go first). */
+static void hot_layer_survives_a_scan(void **st)
+{
+	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 1 };
+	struct test_server ts = { 0 };
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_device *d;
+	struct wsrv_stream *s;
+	uint64_t before;
+
+	(void)st;
+	assert_int_equal(start_tiered(&ts, BUDGET), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	for (int i = 0; i < 3; i++) { /* layer 1 is hot: taken, let go, taken again */
+		assert_int_equal(wsrv_attach(c, "m", &m), 0);
+		assert_int_equal(wsrv_model_wait(m, 1, 30000), 0);
+		wsrv_detach(m);
+	}
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_device_host(NULL, &d), 0);
+	assert_int_equal(wsrv_stream_open(m, d, NULL, &so, &s), 0);
+	/* The scan: the layers after it (a read-ahead only goes forward). */
+	for (int32_t layer = 2; layer < 8; layer++) {
+		assert_int_equal(wsrv_stream_acquire(s, layer), 0);
+		assert_int_equal(wsrv_stream_release(s, layer), 0);
+	}
+	wsrv_stream_close(s);
+	wsrv_device_destroy(d);
+	wsrv_detach(m);
+	before = tier_misses(c);
+	assert_true(before >= 3); /* the pass read from disk: there was pressure */
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_model_wait(m, 1, 30000), 0);
+	assert_int_equal(tier_misses(c), before); /* still cached: no read */
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	server_done(&ts);
+}
+
 static void budget_too_small_refused(void **st)
 {
 	struct test_server ts = { 0 };
@@ -553,6 +606,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(budget_per_model),
 	cmocka_unit_test(stream_across_a_restart),
 	cmocka_unit_test(read_errors_get_eio),
+	cmocka_unit_test(hot_layer_survives_a_scan),
 	cmocka_unit_test(lookups_give_no_bytes_unpinned),
 	cmocka_unit_test(four_workers_under_pressure),
 	cmocka_unit_test(killed_worker_frees_holds),

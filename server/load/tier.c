@@ -131,6 +131,7 @@ void tier_first_pass(struct tier *t, uint32_t g)
 	if (t->s[g].disk && !t->s[g].cached) {
 		if (fits(t, seg_size(t, g))) {
 			t->s[g].cached = true;
+			t->s[g].takes = 0;
 			t->s[g].used = ++t->tick;
 			t->cached += seg_size(t, g);
 		} else {
@@ -207,6 +208,7 @@ int tier_take(struct tier *t, uint64_t holder, uint32_t g, int *fd, char *msg, s
 		ts->err = 0; /* told once; the next request reads again */
 	} else if (ts->cached && (r = hold_locked(t, holder, g)) == 0) {
 		ts->used = ++t->tick;
+		ts->takes++;
 		t->st.hits++;
 		*fd = t->lm->arena->seg[g].fd;
 	} else if (r == 0) {

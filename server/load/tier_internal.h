@@ -32,6 +32,7 @@ struct tier_seg {
 	int err;                /* the last read's failure, told once */
 	char msg[1400];
 	uint32_t holds;
+	uint32_t takes;         /* since it was last read in: 2 and more is hot */
 	uint64_t used;          /* when last taken (a tick) */
 };
 

@@ -32,13 +32,23 @@ void tier_drop_locked(struct tier *t, uint32_t g)
 	t->s[g].cached = false;
 }
 
-/* The least recently used cached segment nobody holds, or UINT32_MAX. */
+/* Whether a is a better victim than b: one taken once since its read
+ * (what a pass over the model leaves) before one taken again (hot: a scan
+ * must not flush it), then the least recently used. */
+static bool before(const struct tier_seg *a, const struct tier_seg *b)
+{
+	bool ha = a->takes > 1, hb = b->takes > 1;
+
+	return ha != hb ? !ha : a->used < b->used;
+}
+
+/* The cached segment nobody holds that goes first, or UINT32_MAX. */
 static uint32_t victim(const struct tier *t)
 {
 	uint32_t best = UINT32_MAX;
 
 	for (uint32_t g = 0; g < t->nseg; g++)
-		if (t->s[g].cached && !t->s[g].holds && (best == UINT32_MAX || t->s[g].used < t->s[best].used))
+		if (t->s[g].cached && !t->s[g].holds && (best == UINT32_MAX || before(&t->s[g], &t->s[best])))
 			best = g;
 	return best;
 }
@@ -163,6 +173,7 @@ static void read_one(struct tier *t, uint32_t g)
 		t->lm->arena->seg[g].fd = fd;
 		t->lm->arena->seg[g].ro = ro;
 		ts->cached = true;
+		ts->takes = 0;
 		ts->used = ++t->tick;
 		t->cached += size;
 		t->st.read_bytes += size;
