@@ -27,7 +27,11 @@
 
 /* 16 MB in 8 layers and 2 shards: with 4 KiB pages (the helpers' default)
  * the global group's segment is 4 MiB and each layer's 1.44 MiB. */
-static struct fixture F = { .tag = "tier", .models = { { "llama-mini", 16 << 20, 8, 2, 5 } } };
+static struct fixture F = { .tag = "tier", .models = {
+	{ "llama-mini", 16 << 20, 8, 2, 5 },
+	/* 34 MB: layer 0 dense, 1-3 with 16 experts each; the global group's
+	 * segment 8 MiB, a layer's up to 7.5 MiB. */
+	{ "deepseek-v3-mini", 32 << 20, 4, 2, 5 } } };
 
 /* The global group, one layer, and room for about four more. */
 #define BUDGET "12M"
@@ -379,6 +383,74 @@ static void hot_layer_survives_a_scan(void **st)
 	server_done(&ts);
 }
 
+/* Every tensor of the experts ids of layer, at its device address, hashes
+ * to the first load's checksum (the metadata needs no mapping). */
+static int check_experts(struct wsrv_model *m, struct wsrv_stream *s, int32_t layer, const uint32_t *ids, size_t n)
+{
+	int seen = 0;
+
+	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
+		struct wsrv_tensor t;
+		char want[64];
+		void *d;
+		assert_int_equal(wsrv_model_tensor(m, i, &t), 0);
+		for (size_t k = 0; k < n; k++) {
+			snprintf(want, sizeof(want), "layers.%d.mlp.experts.%u.", layer, ids[k]);
+			if (!strstr(t.name, want))
+				continue;
+			if (wsrv_stream_tensor_at(s, i, &d) < 0 || XXH3_64bits(d, t.size) != t.xxh3)
+				return -EIO;
+			seen++;
+		}
+	}
+	return seen;
+}
+
+/* Experts on demand over a MoE model larger than its budget: each MoE
+ * layer's routed experts come from disk with their layer, every byte
+ * right, pass after pass (the layers let go as they are released, the
+ * experts' copies landed first). */
+static void experts_from_disk(void **st)
+{
+	static const char plan[] = "{\"residency\": {\"layers.*.mlp.experts.*.*\": \"experts_on_demand\"}, "
+				   "\"expert_cache\": {\"slots\": 8}}";
+	struct wsrv_stream_opts so = { .struct_size = sizeof(so) };
+	struct test_server ts = { 0 };
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_device *d;
+	struct wsrv_stream *s;
+	struct wsrv_plan *p;
+
+	(void)st;
+	assert_int_equal(server_start(&ts, "m", F.dir[1], "--memory-budget", "24M", NULL), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_device_host(NULL, &d), 0);
+	assert_int_equal(wsrv_plan_parse(plan, strlen(plan), &p), 0);
+	assert_int_equal(wsrv_stream_open(m, d, p, &so, &s), 0);
+	wsrv_plan_free(p);
+	srand(7);
+	for (int pass = 0; pass < 3; pass++)
+		for (int32_t layer = 0; layer < 4; layer++) {
+			uint32_t ids[2] = { (uint32_t)rand() % 16, 0 };
+			ids[1] = (ids[0] + 1 + (uint32_t)rand() % 15) % 16;
+			assert_int_equal(wsrv_stream_acquire(s, layer), 0);
+			if (layer > 0) {
+				assert_int_equal(wsrv_stream_acquire_experts(s, layer, ids, 2, NULL), 0);
+				assert_true(check_experts(m, s, layer, ids, 2) > 0);
+				assert_int_equal(wsrv_stream_release_experts(s, layer), 0);
+			}
+			assert_int_equal(wsrv_stream_release(s, layer), 0);
+		}
+	assert_true(tier_misses(c) >= 3);
+	wsrv_stream_close(s);
+	wsrv_device_destroy(d);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	server_done(&ts);
+}
+
 static void budget_too_small_refused(void **st)
 {
 	struct test_server ts = { 0 };
@@ -607,6 +679,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(stream_across_a_restart),
 	cmocka_unit_test(read_errors_get_eio),
 	cmocka_unit_test(hot_layer_survives_a_scan),
+	cmocka_unit_test(experts_from_disk),
 	cmocka_unit_test(lookups_give_no_bytes_unpinned),
 	cmocka_unit_test(four_workers_under_pressure),
 	cmocka_unit_test(killed_worker_frees_holds),

@@ -233,16 +233,24 @@ int xp_tensor_addr(struct wsrv_stream *s, uint32_t i, void **dev)
 	return cl_err(-EIO, "tensor %u: not in its expert", i);
 }
 
+int64_t xp_last_fence(const struct wsrv_stream *s)
+{
+	const struct xp_cache *x = s->xp;
+	int64_t last = 0;
+
+	for (uint32_t k = 0; x && x->slots && k < x->nslots; k++)
+		if (x->slots[k].fence > last)
+			last = x->slots[k].fence;
+	return last;
+}
+
 void xp_free(struct wsrv_stream *s)
 {
 	struct xp_cache *x = s->xp;
-	int64_t last = 0;
+	int64_t last = xp_last_fence(s);
 
 	if (!x)
 		return;
-	for (uint32_t k = 0; x->slots && k < x->nslots; k++)
-		if (x->slots[k].fence > last)
-			last = x->slots[k].fence;
 	if (s->d && x->pool) {
 		if (last > 0)
 			s->d->ops->wait(s->d, last); /* copies land before the memory goes */

@@ -65,6 +65,10 @@ uint64_t xp_device_bytes(const struct wsrv_stream *s);
 int xp_alloc(struct wsrv_stream *s);
 /* Tensor i's device address while its expert is held. */
 int xp_tensor_addr(struct wsrv_stream *s, uint32_t i, void **dev);
+/* The last copy queued into the expert cache (0: none): wait for it
+ * before the host memory any copy reads from goes. */
+int64_t xp_last_fence(const struct wsrv_stream *s);
+
 /* Frees the pool (after the stream's copies are done) and the index. */
 void xp_free(struct wsrv_stream *s);
 

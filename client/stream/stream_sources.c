@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "stream_experts.h"
 #include "stream_internal.h"
 #include "ready_wait.h"
 
@@ -221,6 +222,10 @@ int stream_drop_layer(struct wsrv_stream *s, int pos)
 	for (uint32_t k = 0; k < l->nstreamed && r == 0; k++) {
 		uint32_t g = s->m->v.tensors[l->streamed[k]].segment;
 		if (s->seg_here[g] && cl_tiered(s->m, g) && !seg_in_use(s, pos, g)) {
+			/* An expert's copy from the same segment lands first. */
+			int64_t f = xp_last_fence(s);
+			if (f > 0 && (r = s->d->ops->wait(s->d, f)) < 0)
+				break;
 			s->seg_here[g] = false;
 			r = cl_tier_drop(s->m, g);
 		}

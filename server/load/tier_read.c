@@ -32,14 +32,20 @@ void tier_drop_locked(struct tier *t, uint32_t g)
 	t->s[g].cached = false;
 }
 
-/* Whether a is a better victim than b: one taken once since its read
- * (what a pass over the model leaves) before one taken again (hot: a scan
- * must not flush it), then the least recently used. */
+/* Which goes first: 0, taken once since it was read (what a pass over the
+ * model leaves); 1, taken again (hot: a scan must not flush it); 2, not
+ * taken yet (just read for a worker that is about to take it, or read
+ * ahead: evicting it first would read it again, and again). */
+static int rank(const struct tier_seg *s)
+{
+	return s->takes == 1 ? 0 : s->takes > 1 ? 1 : 2;
+}
+
+/* Whether a is a better victim than b: the lower rank, then the least
+ * recently used. */
 static bool before(const struct tier_seg *a, const struct tier_seg *b)
 {
-	bool ha = a->takes > 1, hb = b->takes > 1;
-
-	return ha != hb ? !ha : a->used < b->used;
+	return rank(a) != rank(b) ? rank(a) < rank(b) : a->used < b->used;
 }
 
 /* The cached segment nobody holds that goes first, or UINT32_MAX. */
