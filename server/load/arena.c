@@ -401,8 +401,9 @@ int arena_fill_map(struct arena *a, uint32_t seg, uint8_t **out, struct errinfo 
 			return err_set(e, -errno, "cannot map segment %u for filling: %s", seg,
 				       strerror(errno));
 		s->fill = p;
-		/* Filled in place, at any offset: every chunk first. */
-		if (s->folio_tried)
+		/* Filled in place, at any offset: every chunk first (unless the
+		 * folios come after the fill, arena_sweep.h). */
+		if (s->folio_tried && !a->folios_later)
 			arena_folio_prepare(a, seg, 0, s->size);
 	}
 	*out = s->fill;

@@ -78,7 +78,7 @@ static int fill_arena(struct loaded_model *lm, const struct load_opts *o,
 		return o->fill(o->fill_arg, lm, o, e);
 	/* Filled by write, the arena needs no populating at all; serving
 	 * while loading, it was populated before. */
-	if ((!lm->arena->fill_by_write || lm->arena->folios) && lm->ready.fd < 0)
+	if ((!lm->arena->fill_by_write || (lm->arena->folios && !lm->arena->folios_later)) && lm->ready.fd < 0)
 		threaded = pthread_create(&th, NULL, populate_main, &job) == 0;
 	if (!threaded && !lm->arena->fill_by_write)
 		populate_main(&job);
@@ -153,8 +153,20 @@ static int begin_steps(struct loaded_model *lm, const char *name, const char *pa
 	if (r == 0)
 		r = arena_create(name, lm->model->nsegments, lm->model->seg_size,
 				 &o->arena, &lm->arena, e);
+	/* 4 KiB pages while loading, 2 MiB folios once loaded (arena_sweep.h):
+	 * a fresh folio costs far more than the load where the host takes
+	 * free memory back, and nobody should wait on it. */
+	if (r == 0)
+		lm->arena->folios_later = lm->arena->folios;
 	ph->arena_s = mono_now() - t;
 	return r;
+}
+
+/* The load is done: 2 MiB folios from now on, on an idle thread. */
+static void start_sweep(struct loaded_model *lm)
+{
+	if (lm->arena->folios_later && lm->arena->folios && arena_sweep_start(lm->arena, lm->model->name) < 0)
+		log_warn("model %s: no thread to make 2 MiB folios; it keeps 4 KiB pages", lm->model->name);
 }
 
 /* Reads (tracking readiness when there is a page), seals, writes the
@@ -204,6 +216,7 @@ int model_load(const char *name, const char *path, const struct load_opts *o,
 		return r;
 	}
 	lm->pages_sampled = arena_placement(lm->arena, lm->node_pages);
+	start_sweep(lm);
 	*out = lm;
 	return 0;
 }
@@ -250,8 +263,6 @@ int model_load_finish(struct loaded_model *lm, const struct load_opts *o, struct
 	lo.loader.layer_order = true;
 	lo.loader.on_tensor = ready_track_tensor;
 	lo.loader.on_tensor_arg = &t;
-	/* Workers wait on this load: 4 KiB pages now, folios once ready. */
-	lm->arena->folios_later = lm->arena->folios;
 	/* Hugetlb: populated first, not beside the reads (a segment sealed
 	 * early must not be populated after). */
 	if (!lm->arena->fill_by_write && (r = lm->model->held ? populate_held(lm->model, lm->arena, e)
@@ -274,8 +285,8 @@ int model_load_finish(struct loaded_model *lm, const struct load_opts *o, struct
 		lm->pages_sampled = arena_placement(lm->arena, lm->node_pages);
 	if (r == 0)
 		ready_page_done(&lm->ready, lm->manifest_hash);
-	if (r == 0 && lm->arena->folios_later && arena_sweep_start(lm->arena, lm->model->name) < 0)
-		log_warn("model %s: no thread to make 2 MiB folios; it keeps 4 KiB pages", lm->model->name);
+	if (r == 0)
+		start_sweep(lm);
 	ready_track_free(&t);
 	return r;
 }

@@ -114,7 +114,7 @@ int tier_create(struct loaded_model *lm, uint64_t budget, const struct loader_op
 		return r;
 	}
 	/* Reads fill 4 KiB pages; a sweep would walk segments being dropped. */
-	lm->arena->folios = false;
+	lm->arena->folios = lm->arena->folios_later = false;
 	arena_folio_free(lm->arena);
 	if (!lm->arena->hugetlb)
 		snprintf(lm->arena->hugepage_note, sizeof(lm->arena->hugepage_note),
