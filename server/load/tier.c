@@ -9,10 +9,8 @@
 #include <string.h>
 
 #include "arena_folio.h"
-#include "loader.h"
 #include "units.h"
 
-#include <unistd.h>
 
 /* Segments with global tensors stay; then whole segments in layer order
  * while they fit beside room for two tiered ones. -ENOMEM (with what is
@@ -65,31 +63,10 @@ static int choose(struct tier *t, struct errinfo *e)
 	return 0;
 }
 
-/* Tests only: while the file named by $WSRV_TEST_TIER_EIO exists, every
- * read a tier's reader thread completes reports -EIO, as a disk whose
- * blocks fail would (the first load, on another thread, is untouched). */
-static __thread bool tier_reading;
-
-static void eio_hook(const char *path, uint64_t off, int *res)
-{
-	const char *flag = getenv("WSRV_TEST_TIER_EIO");
-
-	(void)path;
-	(void)off;
-	if (tier_reading && flag && access(flag, F_OK) == 0 && *res > 0)
-		*res = -EIO;
-}
-
-void tier_mark_reader(void)
-{
-	tier_reading = true;
-}
-
 int tier_create(struct loaded_model *lm, uint64_t budget, const struct loader_opts *lo,
 		struct tier **out, struct errinfo *e)
 {
-	if (getenv("WSRV_TEST_TIER_EIO"))
-		loader_cqe_hook = eio_hook;
+	tier_test_seam();
 	struct tier *t = calloc(1, sizeof(*t));
 	int r;
 

@@ -72,8 +72,8 @@ static inline bool fits(const struct tier *t, uint64_t more)
  * stay its. */
 void tier_drop_locked(struct tier *t, uint32_t g);
 
-/* Marks the calling thread a reader (the test seam, tier.c). */
-void tier_mark_reader(void);
+/* Sets the tests' read-error seam when $WSRV_TEST_TIER_EIO asks for it. */
+void tier_test_seam(void);
 
 /* A reader thread's body: takes queued segments and reads them. */
 void *tier_reader_main(void *arg);

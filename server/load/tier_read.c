@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "hugemap.h"
+#include "loader.h"
 #include "log.h"
 #include "memfd_util.h"
 #include "units.h"
@@ -198,11 +199,32 @@ static void read_one(struct tier *t, uint32_t g)
 	ready_page_tier_bump(&t->lm->ready, g);
 }
 
+/* Tests only: while the file named by $WSRV_TEST_TIER_EIO exists, every
+ * read a tier's reader thread completes reports -EIO, as a disk whose
+ * blocks fail would (the first load, on another thread, is untouched). */
+static __thread bool tier_reading;
+
+static void eio_hook(const char *path, uint64_t off, int *res)
+{
+	const char *flag = getenv("WSRV_TEST_TIER_EIO");
+
+	(void)path;
+	(void)off;
+	if (tier_reading && flag && access(flag, F_OK) == 0 && *res > 0)
+		*res = -EIO;
+}
+
+void tier_test_seam(void)
+{
+	if (getenv("WSRV_TEST_TIER_EIO"))
+		loader_cqe_hook = eio_hook;
+}
+
 void *tier_reader_main(void *arg)
 {
 	struct tier *t = arg;
 
-	tier_mark_reader();
+	tier_reading = true;
 	pthread_mutex_lock(&t->mu);
 	while (!t->stop) {
 		if (!t->qn) {
