@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* tier.c - a host memory budget and a disk tier (tier.h): what stays in
  * memory, takes, holds and counters; the reads are tier_read.c's. */
-#include "tier_internal.h"
+#include "tier_read.h"
 
 #include <errno.h>
 #include <stdio.h>

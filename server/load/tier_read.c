@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* tier_read.c - the disk tier's reader threads: room made by eviction, a
  * segment read again into a fresh sealed memfd and checked (tier.h). */
-#include "tier_internal.h"
+#include "tier_read.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-/* tier_internal.h - the disk tier's state, shared by its two halves:
+/* tier_read.h - the disk tier's state and its readers, shared by its two halves:
  * tier.c (what stays, takes, holds, counters) and tier_read.c (the
  * reader threads, eviction). Everything here is under tier.mu. */
-#ifndef WSRV_TIER_INTERNAL_H
-#define WSRV_TIER_INTERNAL_H
+#ifndef WSRV_TIER_READ_H
+#define WSRV_TIER_READ_H
 
 #include <pthread.h>
 #include <stdbool.h>
