@@ -113,8 +113,7 @@ WSRV_EXPORT int wsrv_model_layer_info(const struct wsrv_model *m, size_t i, stru
 	if (i >= m->v.h->nlayers)
 		return cl_err(-ERANGE, "layer group %zu: the model has %u", i, m->v.h->nlayers);
 	cl_layer_at_nowait(m, (uint32_t)i, out);
-	if (!cl_segment_mapped((struct wsrv_model *)m, m->v.layers[i].segment))
-		out->data = NULL;
+	out->data = cl_data_here((struct wsrv_model *)m, out->segment, out->data);
 	return 0;
 }
 

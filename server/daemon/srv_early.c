@@ -202,11 +202,12 @@ static int tier_segments(const struct loaded_model *lm, struct session *s, const
 			continue;
 		for (size_t k = 0; k < i; k++)
 			tier_release(lm->tier, holder, q->segments[k]);
+		if (rc != -EAGAIN)
+			return srv_reply_error(r, seq, -rc, "model %s: %s", lm->model->name, msg);
 		/* Being read: the answer a client waits on, not its error. */
-		if (rc == -EAGAIN)
-			return srv_reply_error(r, seq, EAGAIN, "segment %u of '%s' is being read from disk",
-					       q->segments[i], lm->model->name), 1;
-		return srv_reply_error(r, seq, -rc, "model %s: %s", lm->model->name, msg);
+		srv_reply_error(r, seq, EAGAIN, "segment %u of '%s' is being read from disk", q->segments[i],
+				lm->model->name);
+		return 1;
 	}
 	return 0;
 }

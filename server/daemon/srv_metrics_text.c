@@ -233,7 +233,9 @@ static void tiers(FILE *f, const struct server *srv)
 		{ "wsrv_model_tier_reads_in_flight", "gauge", "Reads from disk under way.", v_t_inflight },
 	};
 
-	for (size_t i = 0; srv_tiered_model(srv) && i < sizeof(g) / sizeof(g[0]); i++)
+	if (!srv_tiered_model(srv))
+		return;
+	for (size_t i = 0; i < sizeof(g) / sizeof(g[0]); i++)
 		model_gauge(f, srv, g[i].name, g[i].type, g[i].help, g[i].value);
 }
 

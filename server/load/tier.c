@@ -12,54 +12,54 @@
 #include "units.h"
 
 
-/* Segments with global tensors stay; then whole segments in layer order
- * while they fit beside room for two tiered ones. -ENOMEM (with what is
- * needed) when even the global group and those two do not. */
+/* The segments that stay: those with global tensors (embeddings, norms,
+ * the head), then whole segments in layer order while they fit beside
+ * the cache's room; the others are marked on disk. -ENOMEM (with what is
+ * needed) when the budget holds less than the global group and two layer
+ * segments. */
 static int choose(struct tier *t, struct errinfo *e)
 {
 	const struct model *m = t->lm->model;
-	uint64_t global = 0, largest = 0;
-	char b[3][32];
+	bool *stays = calloc(t->nseg + 1, sizeof(*stays));
+	uint64_t largest = 0, room;
+	char b[4][32];
 
+	if (!stays)
+		return err_set(e, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < m->ntensors; i++)
-		if (m->tensors[i].layer < 0 && !t->s[m->tensors[i].segment].disk) {
-			t->s[m->tensors[i].segment].disk = true; /* marks "global" for now */
-			global += seg_size(t, m->tensors[i].segment);
+		if (m->tensors[i].layer < 0 && !stays[m->tensors[i].segment]) {
+			stays[m->tensors[i].segment] = true;
+			t->resident += seg_size(t, m->tensors[i].segment);
 		}
-	for (uint32_t g = 0; g < t->nseg; g++) {
-		bool is_global = t->s[g].disk;
-		t->s[g].disk = false;
-		if (is_global)
-			t->resident += seg_size(t, g);
-		else if (seg_size(t, g) > largest)
+	for (uint32_t g = 0; g < t->nseg; g++)
+		if (!stays[g] && seg_size(t, g) > largest)
 			largest = seg_size(t, g);
-		t->s[g].used = is_global; /* 1: resident already */
-	}
-	if (global + 2 * largest > t->budget)
+	if (t->resident + 2 * largest > t->budget) {
+		free(stays);
 		return err_set(e, -ENOMEM,
 			       "--memory-budget %s is too small for model %s: its global group (embeddings, norms, head) takes %s and a layer segment up to %s, so it needs at least %s (the global group and two layer segments: one in use, one being read)",
-			       fmt_bytes(t->budget, b[0], 32), m->name, fmt_bytes(global, b[1], 32),
-			       fmt_bytes(largest, b[2], 32), fmt_bytes(global + 2 * largest, (char[32]){ 0 }, 32));
+			       fmt_bytes(t->budget, b[0], 32), m->name, fmt_bytes(t->resident, b[1], 32),
+			       fmt_bytes(largest, b[2], 32), fmt_bytes(t->resident + 2 * largest, b[3], 32));
+	}
 	/* The cache is shared by every worker, which drift apart: it keeps
-	 * room for CACHE_ROOM segments at least and half of what the global
-	 * group leaves at most is given to resident layers. */
-	uint64_t room = (t->budget - global) / 2 > CACHE_ROOM * largest ? (t->budget - global) / 2 : CACHE_ROOM * largest;
+	 * half of what the global group leaves, and room for CACHE_ROOM
+	 * segments at least. */
+	room = (t->budget - t->resident) / 2;
+	if (room < CACHE_ROOM * largest)
+		room = CACHE_ROOM * largest;
 	for (size_t l = 0; l < m->nlayers; l++) {
 		uint32_t g = m->layers[l].segment;
-		if (t->s[g].used || t->s[g].disk)
+		if (stays[g] || t->s[g].disk)
 			continue;
 		if (t->resident + seg_size(t, g) + room <= t->budget) {
-			t->s[g].used = 1;
+			stays[g] = true;
 			t->resident += seg_size(t, g);
 		} else {
 			t->s[g].disk = true;
+			ready_page_tier_on_disk(&t->lm->ready, g);
 		}
 	}
-	for (uint32_t g = 0; g < t->nseg; g++) {
-		t->s[g].used = 0;
-		if (t->s[g].disk)
-			ready_page_tier_on_disk(&t->lm->ready, g);
-	}
+	free(stays);
 	return 0;
 }
 
