@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "dev_bytes.h"
 #include "fixture.h"
 #include "wsrv.h"
 
@@ -93,13 +94,39 @@ static const struct layer_sums *sums_of(int32_t layer)
 	return NULL;
 }
 
+/* The xxh3 of n bytes at a stream's device address (read back on the
+ * cuda backend), or 0 when they cannot be read. */
+static uint64_t dev_xxh3(const void *dev, size_t n)
+{
+	void *b = malloc(n ? n : 1);
+	uint64_t h = b && dev_read(b, dev, n) == 0 ? XXH3_64bits(b, n) : 0;
+
+	free(b);
+	return h;
+}
+
+/* The run's device (WSRV_TEST_DEVICE: the host backend, or cuda over the
+ * test driver) for model m, in this process. */
+static struct wsrv_device *open_dev(struct wsrv_model *m)
+{
+	struct wsrv_device *d = NULL;
+
+	assert_int_equal(dev_test_open(m, &d), 0);
+	return d;
+}
+
+static void close_dev(struct wsrv_device *d)
+{
+	assert_int_equal(dev_test_close(d), 0); /* the test driver keeps no fds */
+}
+
 /* Every tensor of the layer at stream position (its slot copy) hashes to
  * the checksum of the first load. 0, or -EIO. */
 static int check_streamed(struct wsrv_stream *s, const struct layer_sums *ls)
 {
 	for (uint32_t k = 0; k < ls->count; k++) {
 		void *dev;
-		if (wsrv_stream_tensor(s, ls->name[k], &dev) < 0 || XXH3_64bits(dev, ls->size[k]) != ls->xxh3[k])
+		if (wsrv_stream_tensor(s, ls->name[k], &dev) < 0 || dev_xxh3(dev, ls->size[k]) != ls->xxh3[k])
 			return -EIO;
 	}
 	return 0;
@@ -120,7 +147,7 @@ static int worker(const char *sock, unsigned seed)
 
 	srand(seed);
 	if (wsrv_connect(sock, NULL, &c) < 0 || wsrv_attach(c, "m", &m) < 0 ||
-	    wsrv_device_host(NULL, &d) < 0 || wsrv_stream_open(m, d, NULL, &so, &s) < 0)
+	    dev_test_open(m, &d) < 0 || wsrv_stream_open(m, d, NULL, &so, &s) < 0)
 		return 2;
 	n = wsrv_model_layer_count(m);
 	for (size_t i = 0; i < n && i < 64; i++) {
@@ -270,7 +297,7 @@ static void stream_across_a_restart(void **st)
 	take_sums(ts.sock);
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
-	assert_int_equal(wsrv_device_host(NULL, &d), 0);
+	d = open_dev(m);
 	assert_int_equal(wsrv_stream_open(m, d, NULL, &so, &s), 0);
 	assert_int_equal(wsrv_stream_acquire(s, 6), 0);
 	assert_int_equal(check_streamed(s, sums_of(6)), 0);
@@ -283,7 +310,7 @@ static void stream_across_a_restart(void **st)
 		assert_int_equal(wsrv_stream_release(s, layer), 0);
 	}
 	wsrv_stream_close(s);
-	wsrv_device_destroy(d);
+	close_dev(d);
 	wsrv_detach(m);
 	wsrv_disconnect(c);
 	server_done(&ts);
@@ -363,7 +390,7 @@ static void hot_layer_survives_a_scan(void **st)
 		wsrv_detach(m);
 	}
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
-	assert_int_equal(wsrv_device_host(NULL, &d), 0);
+	d = open_dev(m);
 	assert_int_equal(wsrv_stream_open(m, d, NULL, &so, &s), 0);
 	/* The scan: the layers after it (a read-ahead only goes forward). */
 	for (int32_t layer = 2; layer < 8; layer++) {
@@ -371,7 +398,7 @@ static void hot_layer_survives_a_scan(void **st)
 		assert_int_equal(wsrv_stream_release(s, layer), 0);
 	}
 	wsrv_stream_close(s);
-	wsrv_device_destroy(d);
+	close_dev(d);
 	wsrv_detach(m);
 	before = tier_misses(c);
 	assert_true(before >= 3); /* the pass read from disk: there was pressure */
@@ -398,7 +425,7 @@ static int check_experts(struct wsrv_model *m, struct wsrv_stream *s, int32_t la
 			snprintf(want, sizeof(want), "layers.%d.mlp.experts.%u.", layer, ids[k]);
 			if (!strstr(t.name, want))
 				continue;
-			if (wsrv_stream_tensor_at(s, i, &d) < 0 || XXH3_64bits(d, t.size) != t.xxh3)
+			if (wsrv_stream_tensor_at(s, i, &d) < 0 || dev_xxh3(d, t.size) != t.xxh3)
 				return -EIO;
 			seen++;
 		}
@@ -426,7 +453,7 @@ static void experts_from_disk(void **st)
 	assert_int_equal(server_start(&ts, "m", F.dir[1], "--memory-budget", "24M", NULL), 0);
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
-	assert_int_equal(wsrv_device_host(NULL, &d), 0);
+	d = open_dev(m);
 	assert_int_equal(wsrv_plan_parse(plan, strlen(plan), &p), 0);
 	assert_int_equal(wsrv_stream_open(m, d, p, &so, &s), 0);
 	wsrv_plan_free(p);
@@ -445,7 +472,7 @@ static void experts_from_disk(void **st)
 		}
 	assert_true(tier_misses(c) >= 3);
 	wsrv_stream_close(s);
-	wsrv_device_destroy(d);
+	close_dev(d);
 	wsrv_detach(m);
 	wsrv_disconnect(c);
 	server_done(&ts);

@@ -187,7 +187,7 @@ static int evict(struct wsrv_stream *s, int pos)
 	int gone = s->slots[best].layer;
 	s->layers[gone].slot = -1;
 	s->slots[best].layer = -1;
-	if ((r = stream_drop_layer(s, gone)) < 0) /* its disk tier's segments */
+	if ((r = stream_drop_layer(s, gone, 0)) < 0) /* its disk tier's segments (its fence waited) */
 		return r;
 	return best;
 }
@@ -291,12 +291,13 @@ WSRV_EXPORT int wsrv_stream_release(struct wsrv_stream *s, int32_t index)
 		return 0;
 	if (l->slot < 0 || !s->slots[l->slot].acquired)
 		return cl_err(-EINVAL, "layer %d is not acquired", index);
+	int64_t fence = s->slots[l->slot].fence;
 	s->slots[l->slot].acquired = false;
 	s->slots[l->slot].layer = -1;
 	l->slot = -1;
 	if (s->d->ops->consumed)
 		s->d->ops->consumed(s->d);
-	int r = stream_drop_layer(s, pos);
+	int r = stream_drop_layer(s, pos, fence);
 	stream_prefetch(s, s->last);
 	return r;
 }

@@ -137,10 +137,11 @@ void stream_harvest(struct wsrv_stream *s, bool all);
 /* wsrv_stream_stats, for the library's own callers. */
 void stream_stats_fill(struct wsrv_stream *s, struct wsrv_stream_stats *out);
 
-/* A disk tier's segments that only layer pos (just released) streamed
- * from are let go (unmapped, and the server told), on devices that do
- * not page-lock their sources. 0 or -errno. */
-int stream_drop_layer(struct wsrv_stream *s, int pos);
+/* A disk tier's segments that only layer pos (just released or evicted)
+ * streamed from are let go once its copies (fence) and the experts' have
+ * landed: unlocked (a device that page-locks them), unmapped, and the
+ * server told. 0 or -errno. */
+int stream_drop_layer(struct wsrv_stream *s, int pos, int64_t fence);
 
 /* Finds what the stream copies (its sources, merged within each segment)
  * and page-locks, through its device, those in segments already mapped;

@@ -210,22 +210,52 @@ static bool seg_in_use(const struct wsrv_stream *s, int pos, uint32_t g)
 	return false;
 }
 
-int stream_drop_layer(struct wsrv_stream *s, int pos)
+/* Unlocks chunk k of g, if locked. */
+static void unlock_chunk(struct wsrv_stream *s, struct src_range *g, uint32_t k)
+{
+	uintptr_t a = g->a + (uintptr_t)k * SRC_LOCK_CHUNK;
+
+	if (!g->chunks[k])
+		return;
+	s->d->ops->unregister_host(s->d, (const void *)a, (a + SRC_LOCK_CHUNK < g->b ? a + SRC_LOCK_CHUNK : g->b) - a);
+	g->chunks[k] = 0;
+}
+
+/* Segment seg's chunks are unlocked (the copies from them have landed),
+ * its tensors to be locked again when it comes back. */
+static void unlock_segment(struct wsrv_stream *s, uint32_t seg)
+{
+	size_t n = wsrv_model_tensor_count(s->m);
+
+	for (size_t i = 0; i < s->nsrcs; i++)
+		for (uint32_t k = 0; s->srcs[i].seg == seg && k < s->srcs[i].nchunks; k++)
+			unlock_chunk(s, &s->srcs[i], k);
+	for (size_t i = 0; i < n; i++)
+		if (s->m->v.tensors[i].segment == seg)
+			s->src_locked[i] = false;
+}
+
+int stream_drop_layer(struct wsrv_stream *s, int pos, int64_t fence)
 {
 	const struct st_layer *l = &s->layers[pos];
 	int r = 0;
 
-	/* A device that page-locks its sources keeps them (it would have to
-	 * unlock each chunk first): its segments stay until the stream closes. */
-	if (!s->d || s->d->ops->register_host)
+	if (!s->d)
 		return 0;
 	for (uint32_t k = 0; k < l->nstreamed && r == 0; k++) {
 		uint32_t g = s->m->v.tensors[l->streamed[k]].segment;
 		if (s->seg_here[g] && cl_tiered(s->m, g) && !seg_in_use(s, pos, g)) {
-			/* An expert's copy from the same segment lands first. */
+			/* The layer's copies, and an expert's from the same
+			 * segment, land first: a device that gates its compute
+			 * stream may have returned the acquire before they did. */
 			int64_t f = xp_last_fence(s);
-			if (f > 0 && (r = s->d->ops->wait(s->d, f)) < 0)
+			if ((fence > 0 && (r = s->d->ops->wait(s->d, fence)) < 0) ||
+			    (f > 0 && (r = s->d->ops->wait(s->d, f)) < 0))
 				break;
+			/* A device that page-locked the segment's chunks lets
+			 * them go before the pages do. */
+			if (s->d->ops->register_host)
+				unlock_segment(s, g);
 			s->seg_here[g] = false;
 			r = cl_tier_drop(s->m, g);
 		}
@@ -237,12 +267,8 @@ void stream_unregister(struct wsrv_stream *s)
 {
 	for (size_t i = 0; i < s->nsrcs; i++) {
 		struct src_range *g = &s->srcs[i];
-		for (uint32_t k = 0; g->chunks && k < g->nchunks; k++) {
-			uintptr_t a = g->a + (uintptr_t)k * SRC_LOCK_CHUNK;
-			if (g->chunks[k])
-				s->d->ops->unregister_host(s->d, (const void *)a,
-							   (a + SRC_LOCK_CHUNK < g->b ? a + SRC_LOCK_CHUNK : g->b) - a);
-		}
+		for (uint32_t k = 0; g->chunks && k < g->nchunks; k++)
+			unlock_chunk(s, g, k);
 		free(g->chunks);
 	}
 	for (uint32_t g = 0; s->seg_here && g < s->m->nseg; g++)
