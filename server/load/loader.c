@@ -20,6 +20,7 @@
 #include <xxhash.h>
 
 #include "file_open.h"
+#include "loader_pool.h"
 #include "log.h"
 #include "progress.h"
 #include "xxh3_stream.h"
@@ -71,12 +72,9 @@ struct block {
 };
 
 struct loader {
-	struct io_uring ring;
-	bool ring_ok;
-	bool sparse;                /* the buffer table is registered empty */
-	uint8_t *buf_fixed;         /* per buffer: registered (its pages pinned) */
-	uint8_t *bufs;
-	size_t bufs_len, bs;
+	struct loader_pool own;     /* the run's own ring and buffers ... */
+	struct loader_pool *p;      /* ... or the caller's (loader_opts.pool) */
+	size_t bs;
 	unsigned qd, inflight;
 	unsigned nbufs;             /* > qd: finished blocks wait for their turn
 	                             * to be placed without stopping new reads */
@@ -215,66 +213,27 @@ static int fall_back(struct loader *L, struct shard *sh, struct errinfo *e)
 	return 0;
 }
 
-static int setup_ring(struct loader *L, struct errinfo *e)
+/* The run's ring and buffers: the caller's pool, or its own. */
+static int setup_ring(struct loader *L, struct loader_pool *pool, struct errinfo *e)
 {
-	int r;
-
-	L->bufs_len = (size_t)L->nbufs * L->bs;
-	L->bufs = mmap(NULL, L->bufs_len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (L->bufs == MAP_FAILED) {
-		L->bufs = NULL;
-		return err_set(e, -ENOMEM, "cannot allocate %zu bytes of read buffers", L->bufs_len);
+	if (pool) {
+		L->p = pool;
+		return 0;
 	}
-	r = io_uring_queue_init(L->qd, &L->ring, 0);
-	if (r < 0)
-		return err_set(e, r, "io_uring_queue_init: %s", strerror(-r));
-	L->ring_ok = true;
-	/* An empty table, each buffer registered at its first use: pinning
-	 * faults its pages in, and a pool registered whole (256 MiB) held the
-	 * first read back by 0.2-0.4 s on a VM whose free memory goes back to
-	 * the host. Buffers come off a stack, so a load pins only as many as it
-	 * ever has in use at once. Registration counts against RLIMIT_MEMLOCK;
-	 * a buffer whose registration fails is read into unregistered. */
-	r = io_uring_register_buffers_sparse(&L->ring, L->nbufs);
-	L->sparse = r == 0;
-	if (r < 0)
-		log_debug("io_uring_register_buffers_sparse: %s; using unregistered buffers", strerror(-r));
-	if (L->sparse && !(L->buf_fixed = calloc(L->nbufs, 1)))
-		return err_set(e, -ENOMEM, "out of memory");
-	return 0;
-}
-
-/* Whether buffer i is registered, registering it at its first use (a
- * failure leaves it unregistered for good: 2 means tried). */
-static bool buf_fixed(struct loader *L, unsigned i)
-{
-	struct iovec iov = { L->bufs + (size_t)i * L->bs, L->bs };
-	__u64 tag = 0;
-
-	if (!L->sparse)
-		return false;
-	if (L->buf_fixed[i] == 0) {
-		int r = io_uring_register_buffers_update_tag(&L->ring, i, &iov, &tag, 1);
-		L->buf_fixed[i] = r == 1 ? 1 : 2;
-		L->st->pinned_bytes += r == 1 ? L->bs : 0;
-		if (r != 1)
-			log_debug("registering read buffer %u: %s; reading into it unregistered", i,
-				  strerror(r < 0 ? -r : EIO));
-	}
-	return L->buf_fixed[i] == 1;
+	L->p = &L->own;
+	return loader_pool_init(&L->own, L->qd, L->nbufs, L->bs, e);
 }
 
 static void submit_block(struct loader *L, struct block *b)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&L->ring);
-	uint8_t *dst = L->bufs + (size_t)b->buf * L->bs + b->got;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&L->p->ring);
+	uint8_t *dst = L->p->bufs + (size_t)b->buf * L->bs + b->got;
 	uint64_t off = b->off + b->got;
 	unsigned len = b->len - b->got;
 
 	/* Never fails: at most qd reads are in flight and the ring has qd
 	 * entries. */
-	if (buf_fixed(L, (unsigned)b->buf))
+	if (loader_pool_fixed(L->p, (unsigned)b->buf, &L->st->pinned_bytes))
 		io_uring_prep_read_fixed(sqe, b->sh->fd, dst, len, off, b->buf);
 	else
 		io_uring_prep_read(sqe, b->sh->fd, dst, len, off);
@@ -389,7 +348,7 @@ static int loader_place(struct loader *L, const struct piece *p, uint64_t done,
 static int place_block(struct loader *L, struct block *b, struct errinfo *e)
 {
 	struct shard *sh = b->sh;
-	const uint8_t *buf = L->bufs + (size_t)b->buf * L->bs;
+	const uint8_t *buf = L->p->bufs + (size_t)b->buf * L->bs;
 	uint64_t endb = b->off + b->need;
 
 	while (sh->cur < sh->npieces) {
@@ -438,7 +397,7 @@ static int drain(struct loader *L, struct errinfo *e)
 				sh->tail = NULL;
 			L->free_bufs[L->nfree++] = b->buf;
 			loader_fill(L);
-			io_uring_submit(&L->ring);
+			io_uring_submit(&L->p->ring);
 		}
 	}
 	progress_update(&L->prog, L->placed);
@@ -528,19 +487,19 @@ static int run_loop(struct loader *L, struct errinfo *e)
 		loader_fill(L);
 		if (L->inflight == 0)
 			return err_set(e, -EIO, "loader stalled with tensors left to place");
-		r = io_uring_submit_and_wait(&L->ring, 1);
+		r = io_uring_submit_and_wait(&L->p->ring, 1);
 		if (r < 0 && r != -EINTR)
 			return err_set(e, r, "io_uring_submit_and_wait: %s", strerror(-r));
-		io_uring_for_each_cqe(&L->ring, head, cqe) {
+		io_uring_for_each_cqe(&L->p->ring, head, cqe) {
 			r = complete(L, io_uring_cqe_get_data(cqe), cqe->res, e);
 			n++;
 			L->inflight--;
 			if (r < 0) {
-				io_uring_cq_advance(&L->ring, n);
+				io_uring_cq_advance(&L->p->ring, n);
 				return r;
 			}
 		}
-		io_uring_cq_advance(&L->ring, n);
+		io_uring_cq_advance(&L->p->ring, n);
 		r = drain(L, e);
 		if (r < 0)
 			return r;
@@ -552,10 +511,11 @@ static int run_loop(struct loader *L, struct errinfo *e)
 /* The pool of read buffers: LOADER_BUFS_PER_READ per read in flight, so
  * finished blocks can wait for their turn without stopping the disk, but
  * never more than the model's blocks (a 64 MiB model does not pay for a
- * 256 MiB pool, its allocation and its registration). */
-static void size_pool(struct loader *L, const struct model *m)
+ * 256 MiB pool, its allocation and its registration); with a caller's
+ * pool, no more than it has (have). */
+static void size_pool(struct loader *L, const struct model *m, unsigned have)
 {
-	uint64_t blocks = 0, most = (uint64_t)L->qd * LOADER_BUFS_PER_READ;
+	uint64_t blocks = 0, most = have ? have : (uint64_t)L->qd * LOADER_BUFS_PER_READ;
 
 	for (size_t f = 0; f < m->nfiles; f++) {
 		uint64_t from = align_down(m->files[f]->data_start, DIO_ALIGN);
@@ -571,8 +531,8 @@ static void size_pool(struct loader *L, const struct model *m)
 static int init(struct loader *L, struct model *m, struct arena *a,
 		const struct loader_opts *o, struct errinfo *e)
 {
-	L->qd = o->queue_depth ? o->queue_depth : LOADER_DEFAULT_QD;
-	L->bs = o->block_size ? o->block_size : LOADER_DEFAULT_BLOCK;
+	L->qd = o->pool ? o->pool->qd : o->queue_depth ? o->queue_depth : LOADER_DEFAULT_QD;
+	L->bs = o->pool ? o->pool->bs : o->block_size ? o->block_size : LOADER_DEFAULT_BLOCK;
 	L->max_shards = o->max_shards ? o->max_shards : LOADER_DEFAULT_SHARDS;
 	L->layer_order = o->layer_order;
 	L->verify = o->verify;
@@ -588,7 +548,7 @@ static int init(struct loader *L, struct model *m, struct arena *a,
 	L->placed_out = o->placed_bytes;
 	L->nshards = m->nfiles;
 	L->shards = calloc(L->nshards, sizeof(*L->shards));
-	size_pool(L, m);
+	size_pool(L, m, o->pool ? o->pool->nbufs : 0);
 	L->blocks = calloc(L->nbufs, sizeof(*L->blocks));
 	L->free_bufs = calloc(L->nbufs, sizeof(*L->free_bufs));
 	if (!L->shards || !L->blocks || !L->free_bufs)
@@ -641,33 +601,29 @@ static void quiesce(struct loader *L)
 {
 	struct io_uring_cqe *cqe;
 
-	io_uring_submit(&L->ring);
+	io_uring_submit(&L->p->ring);
 	while (L->inflight) {
-		if (io_uring_wait_cqe(&L->ring, &cqe) < 0)
+		if (io_uring_wait_cqe(&L->p->ring, &cqe) < 0)
 			break;
-		io_uring_cqe_seen(&L->ring, cqe);
+		io_uring_cqe_seen(&L->p->ring, cqe);
 		L->inflight--;
 	}
 }
 
 static void cleanup(struct loader *L)
 {
-	if (L->ring_ok) {
+	if (L->p && L->p->ring_ok)
 		quiesce(L);
-		io_uring_queue_exit(&L->ring);
-	}
+	loader_pool_fini(&L->own);
 	for (size_t f = 0; L->shards && f < L->nshards; f++) {
 		if (L->shards[f].fd >= 0)
 			close(L->shards[f].fd);
 		xxh3_stream_free(L->shards[f].xs);
 		free(L->shards[f].pieces);
 	}
-	if (L->bufs)
-		munmap(L->bufs, L->bufs_len);
 	free(L->shards);
 	free(L->blocks);
 	free(L->free_bufs);
-	free(L->buf_fixed);
 }
 
 int loader_run(struct model *m, struct arena *a, const struct loader_opts *o,
@@ -687,7 +643,7 @@ int loader_run(struct model *m, struct arena *a, const struct loader_opts *o,
 	if (r == 0)
 		r = open_all(&L, o, e);
 	if (r == 0)
-		r = setup_ring(&L, e);
+		r = setup_ring(&L, o->pool, e);
 	if (r == 0) {
 		char what[96];
 
@@ -701,7 +657,7 @@ int loader_run(struct model *m, struct arena *a, const struct loader_opts *o,
 	if (r == 0)
 		r = check_all(&L, e);
 	L.st->bytes_read = L.read;
-	L.st->pool_bytes = L.bufs_len;
+	L.st->pool_bytes = L.p ? L.p->bufs_len : 0;
 	L.st->tensor_bytes = L.placed;
 	L.st->seconds = mono_now() - t0;
 	cleanup(&L);

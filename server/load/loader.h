@@ -30,6 +30,8 @@
  * slower path. Buffered: plain reads through the page cache. */
 enum read_mode { READ_DIRECT = 0, READ_DONTCACHE, READ_BUFFERED };
 
+struct loader_pool;
+
 struct loader_opts {
 	unsigned queue_depth;   /* reads in flight; 0: default */
 	size_t block_size;      /* bytes per read, a multiple of 4096; 0: default */
@@ -54,6 +56,10 @@ struct loader_opts {
 	/* When set, the bytes to place and those placed so far, stored
 	 * atomically as the load goes (another thread reads them). */
 	uint64_t *total_bytes, *placed_bytes;
+	/* When set, the ring and read buffers to use (its queue depth and
+	 * block size override those above), kept for the caller's next
+	 * load; NULL: the load makes its own (loader_pool.h). */
+	struct loader_pool *pool;
 };
 
 struct loader_stats {

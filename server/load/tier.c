@@ -108,7 +108,8 @@ void tier_first_pass(struct tier *t, uint32_t g)
 	if (t->s[g].disk && !t->s[g].cached) {
 		if (fits(t, seg_size(t, g))) {
 			t->s[g].cached = true;
-			t->s[g].takes = 0;
+			t->s[g].ntakers = 0;
+			t->s[g].hot = false;
 			t->s[g].used = ++t->tick;
 			t->cached += seg_size(t, g);
 		} else {
@@ -149,26 +150,42 @@ static void queue_locked(struct tier *t, uint32_t g)
 	t->st.queued = t->qn;
 }
 
-/* After a miss on g, the next tiered segments (the layers that follow)
- * are queued too, while the budget has room for them without evicting:
- * the disk stays busy while the worker copies and computes. */
+/* After a miss on g, or the first take of a segment read ahead, the next
+ * tiered segments (the layers that follow, then the first ones again, as
+ * a worker's next pass starts there) are queued too, so the disk
+ * stays busy while the worker copies and computes and the window slides
+ * with it. Whether each is read is the reader's call (tier_read.c: a
+ * read-ahead only takes room that is free or left by a pass). */
 static void read_ahead_locked(struct tier *t, uint32_t g)
 {
-	uint64_t more = seg_size(t, g);
-
-	for (uint32_t k = g + 1, n = 0; k < t->nseg && n < READ_AHEAD; k++) {
+	/* Past the last layer, the first: a worker's next pass starts there. */
+	for (uint32_t j = 1, n = 0; j < t->nseg && n < READ_AHEAD; j++) {
+		uint32_t k = (g + j) % t->nseg;
 		struct tier_seg *ks = &t->s[k];
 		if (!ks->disk)
 			continue;
 		n++;
 		if (ks->cached || ks->queued || ks->reading || ks->err)
 			continue;
-		if (!fits(t, more + seg_size(t, k)))
-			return;
-		more += seg_size(t, k);
 		queue_locked(t, k);
 		ks->ahead = true;
 	}
+}
+
+/* holder's worker took ts: hot when it had taken it before. */
+static void took_locked(struct tier_seg *ts, uint64_t holder)
+{
+	uint64_t w = holder_worker(holder);
+
+	for (unsigned i = 0; i < ts->ntakers && i < TAKERS; i++)
+		if (ts->takers[i] == w) {
+			ts->hot = true;
+			return;
+		}
+	if (ts->ntakers < TAKERS)
+		ts->takers[ts->ntakers] = w;
+	if (ts->ntakers <= TAKERS)
+		ts->ntakers++;
 }
 
 int tier_take(struct tier *t, uint64_t holder, uint32_t g, int *fd, char *msg, size_t len)
@@ -185,9 +202,14 @@ int tier_take(struct tier *t, uint64_t holder, uint32_t g, int *fd, char *msg, s
 		ts->err = 0; /* told once; the next request reads again */
 	} else if (ts->cached && (r = hold_locked(t, holder, g)) == 0) {
 		ts->used = ++t->tick;
-		ts->takes++;
+		took_locked(ts, holder);
 		t->st.hits++;
 		*fd = t->lm->arena->seg[g].fd;
+		if (ts->prefetched) {
+			ts->prefetched = false;
+			read_ahead_locked(t, g);
+			pthread_cond_broadcast(&t->cv);
+		}
 	} else if (r == 0) {
 		if (!ts->queued && !ts->reading) {
 			queue_locked(t, g);

@@ -13,6 +13,7 @@
 
 #include "hugemap.h"
 #include "loader.h"
+#include "loader_pool.h"
 #include "log.h"
 #include "memfd_util.h"
 #include "units.h"
@@ -33,31 +34,72 @@ void tier_drop_locked(struct tier *t, uint32_t g)
 	t->s[g].cached = false;
 }
 
-/* Which goes first: 0, taken once since it was read (what a pass over the
- * model leaves); 1, taken again (hot: a scan must not flush it); 2, not
- * taken yet (just read for a worker that is about to take it, or read
- * ahead: evicting it first would read it again, and again). */
-static int rank(const struct tier_seg *s)
+/* Whether every worker holding something now has taken s since it was
+ * read: none of them still comes for it in this pass. */
+static bool all_took(const struct tier *t, const struct tier_seg *s)
 {
-	return s->takes == 1 ? 0 : s->takes > 1 ? 1 : 2;
+	if (s->ntakers > TAKERS)
+		return true;
+	for (size_t i = 0; i < t->nh; i++) {
+		uint64_t w = holder_worker(t->h[i].holder);
+		unsigned k = 0;
+		while (k < s->ntakers && s->takers[k] != w)
+			k++;
+		if (k == s->ntakers)
+			return false;
+	}
+	return true;
 }
 
-/* Whether a is a better victim than b: the lower rank, then the least
- * recently used. */
-static bool before(const struct tier_seg *a, const struct tier_seg *b)
+/* Which goes first (the lower class):
+ * 0, done: every worker took it once since it was read (what a pass
+ *    leaves), least recently used first;
+ * 1, taken by some workers, not yet by others that are coming: the one
+ *    taken last first, as the furthest from their next use (workers that
+ *    drift apart then lose the least);
+ * 2, hot: a worker took it again (a scan must not flush it), least
+ *    recently used first;
+ * 3, not taken yet (just read for a worker that is about to take it, or
+ *    read ahead: evicting it first would read it again, and again). */
+static int victim_class(const struct tier *t, const struct tier_seg *s)
 {
-	return rank(a) != rank(b) ? rank(a) < rank(b) : a->used < b->used;
+	return s->hot ? 2 : !s->ntakers ? 3 : all_took(t, s) ? 0 : 1;
 }
 
-/* The cached segment nobody holds that goes first, or UINT32_MAX. */
-static uint32_t victim(const struct tier *t)
+/* The cached segment nobody holds that goes first, of class at most
+ * worst, or UINT32_MAX. */
+static uint32_t victim(const struct tier *t, int worst)
 {
 	uint32_t best = UINT32_MAX;
+	int bc = 4;
 
-	for (uint32_t g = 0; g < t->nseg; g++)
-		if (t->s[g].cached && !t->s[g].holds && (best == UINT32_MAX || before(&t->s[g], &t->s[best])))
+	for (uint32_t g = 0; g < t->nseg; g++) {
+		const struct tier_seg *s = &t->s[g];
+		int c;
+		if (!s->cached || s->holds || (c = victim_class(t, s)) > worst)
+			continue;
+		if (best == UINT32_MAX || c < bc ||
+		    (c == bc && (c == 1 ? s->used > t->s[best].used : s->used < t->s[best].used))) {
 			best = g;
+			bc = c;
+		}
+	}
 	return best;
+}
+
+/* Room for a read-ahead of size bytes: what is free, and what a pass left
+ * (class 0); never what a worker still comes for, a hot segment, nor one
+ * not taken yet. Whether it fits. */
+static bool room_ahead_locked(struct tier *t, uint64_t size)
+{
+	while (!fits(t, size)) {
+		uint32_t v = victim(t, 0);
+		if (v == UINT32_MAX)
+			return false;
+		tier_drop_locked(t, v);
+		t->st.evictions++;
+	}
+	return true;
 }
 
 /* Makes room for size bytes: evicts, then waits for releases a while. */
@@ -68,7 +110,7 @@ static int make_room_locked(struct tier *t, uint64_t size)
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += ROOM_WAIT_S;
 	while (!fits(t, size) && !t->stop) {
-		uint32_t v = victim(t);
+		uint32_t v = victim(t, 3);
 		if (v != UINT32_MAX) {
 			tier_drop_locked(t, v);
 			t->st.evictions++;
@@ -84,7 +126,8 @@ static int make_room_locked(struct tier *t, uint64_t size)
  * tensor against its checksum, and seals it. Unlocked: the arena's
  * segments are copied aside, this one fresh, so that the loader touches
  * none of the shared state. */
-static int read_segment(struct tier *t, uint32_t g, int *fdp, const uint8_t **rop, struct errinfo *e)
+static int read_segment(struct tier *t, uint32_t g, struct loader_pool *pool, int *fdp, const uint8_t **rop,
+			struct errinfo *e)
 {
 	struct arena tmp = *t->lm->arena;
 	struct model *m = t->lm->model;
@@ -119,6 +162,7 @@ static int read_segment(struct tier *t, uint32_t g, int *fdp, const uint8_t **ro
 	lo.on_tensor = NULL;
 	lo.progress = PROGRESS_OFF;
 	lo.queue_depth = READ_QD;
+	lo.pool = pool;
 	lo.total_bytes = lo.placed_bytes = NULL;
 	r = segs[g].ro == MAP_FAILED ? err_set(e, -errno, "cannot map segment %u", g) : 0;
 	if (r == 0 && (r = loader_run(m, &tmp, &lo, &st, e)) == 0)
@@ -144,8 +188,9 @@ static const struct model_tensor *first_tensor(const struct model *m, uint32_t g
 	return NULL;
 }
 
-/* One queued read, the lock held on entry and on return. */
-static void read_one(struct tier *t, uint32_t g)
+/* One queued read, the lock held on entry and on return; pool: the
+ * reader's ring and buffers, or NULL. */
+static void read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
 {
 	struct tier_seg *ts = &t->s[g];
 	uint64_t size = seg_size(t, g);
@@ -153,13 +198,13 @@ static void read_one(struct tier *t, uint32_t g)
 	struct errinfo e = { 0 };
 	int fd = -1, r;
 
+	bool ahead = ts->ahead;
+
 	ts->queued = false;
-	/* A read-ahead never waits for room, nor evicts: a request would. */
-	if (ts->cached || (ts->ahead && !fits(t, size))) {
-		ts->ahead = false;
-		return;
-	}
 	ts->ahead = false;
+	/* A read-ahead never waits for room, nor takes what others keep. */
+	if (ts->cached || (ahead && !room_ahead_locked(t, size)))
+		return;
 	if ((r = make_room_locked(t, size)) < 0) {
 		if (r == -ECANCELED)
 			return;
@@ -170,7 +215,7 @@ static void read_one(struct tier *t, uint32_t g)
 		t->reading_bytes += size;
 		t->st.reads_in_flight++;
 		pthread_mutex_unlock(&t->mu);
-		r = read_segment(t, g, &fd, &ro, &e);
+		r = read_segment(t, g, pool, &fd, &ro, &e);
 		pthread_mutex_lock(&t->mu);
 		ts->reading = false;
 		t->reading_bytes -= size;
@@ -180,7 +225,9 @@ static void read_one(struct tier *t, uint32_t g)
 		t->lm->arena->seg[g].fd = fd;
 		t->lm->arena->seg[g].ro = ro;
 		ts->cached = true;
-		ts->takes = 0;
+		ts->prefetched = ahead;
+		ts->ntakers = 0;
+		ts->hot = false;
 		ts->used = ++t->tick;
 		t->cached += size;
 		t->st.read_bytes += size;
@@ -223,7 +270,12 @@ void tier_test_seam(void)
 void *tier_reader_main(void *arg)
 {
 	struct tier *t = arg;
+	struct loader_pool pool;
+	struct errinfo e;
+	bool own = loader_pool_init(&pool, READ_QD, READ_QD * 4, LOADER_DEFAULT_BLOCK, &e) == 0;
 
+	if (!own) /* each read makes its own then */
+		log_warn("model %s: the disk tier's reader keeps no buffers: %s", t->lm->model->name, e.msg);
 	tier_reading = true;
 	pthread_mutex_lock(&t->mu);
 	while (!t->stop) {
@@ -234,8 +286,9 @@ void *tier_reader_main(void *arg)
 		uint32_t g = t->q[0];
 		memmove(t->q, t->q + 1, --t->qn * sizeof(*t->q));
 		t->st.queued = t->qn;
-		read_one(t, g);
+		read_one(t, g, own ? &pool : NULL);
 	}
 	pthread_mutex_unlock(&t->mu);
+	loader_pool_fini(&pool);
 	return NULL;
 }

@@ -18,7 +18,9 @@
  * busy; 8 against the default 64: a pass 0.37-0.49 s against 0.49-0.58 s
  * (docs/benchmarks.md, wsrv-bench tier). */
 #define READ_QD 8
-#define READ_AHEAD 2        /* tiered segments queued after a miss, in layer order */
+#define READ_AHEAD 2        /* tiered segments queued after a miss, or a hit on one read
+                             * ahead, in layer order */
+#define TAKERS 8            /* workers a segment remembers having taken it */
 #define CACHE_ROOM 4        /* layer segments the cache keeps room for: a worker's in use
                              * and prefetched, another's, and one being read */
 
@@ -28,11 +30,16 @@ struct tier_seg {
 	bool cached;            /* its fd and mapping are in the arena */
 	bool queued, reading;
 	bool ahead;             /* queued by read-ahead, not by a request */
+	bool prefetched;        /* read in by read-ahead, not taken since */
 	bool logged;            /* its failure was logged */
 	int err;                /* the last read's failure, told once */
 	char msg[1400];
 	uint32_t holds;
-	uint32_t takes;         /* since it was last read in: 2 and more is hot */
+	/* The workers (sessions) that took it since it was last read in: a
+	 * pass's, or hot when one of them took it again. */
+	uint64_t takers[TAKERS];
+	uint8_t ntakers;        /* TAKERS + 1: more than TAKERS took it */
+	bool hot;
 	uint64_t used;          /* when last taken (a tick) */
 };
 
@@ -66,6 +73,12 @@ static inline uint64_t seg_size(const struct tier *t, uint32_t g)
 static inline bool fits(const struct tier *t, uint64_t more)
 {
 	return t->resident + t->cached + t->reading_bytes + more <= t->budget;
+}
+
+/* The worker (session) of a holder: srv_tier_holder's session part. */
+static inline uint64_t holder_worker(uint64_t holder)
+{
+	return holder >> 16;
 }
 
 /* Segment g's fd and mapping go (tier_read.c); pages a client still maps

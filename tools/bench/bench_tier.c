@@ -15,9 +15,11 @@
  * dropped first. Bars: bytes read per pass <= 1.1x the bytes not
  * resident; pass time <= 1.25x the bytes read at the O_DIRECT rate; N
  * workers' pass <= 0.5x the peer's. Then one worker computes each layer
- * (a busy loop) for as long as its bytes take at the O_DIRECT rate: of
- * the time its reads take at that rate, the share it did not wait for is
- * the hidden fraction (bar 0.9). */
+ * for as long as its bytes take at the O_DIRECT rate: of the time its
+ * reads take at that rate, the share it did not wait for is the hidden
+ * fraction (bar 0.9). The compute is the accelerator's by default: the
+ * worker's thread sleeps, as a GPU worker's host thread waits on its
+ * stream; --compute cpu makes it a busy loop on a host core instead. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -30,6 +32,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -48,12 +51,14 @@ struct tier_cfg {
 	const char *model;
 	uint64_t budget;
 	int workers;
+	bool compute_cpu;           /* --compute cpu: a busy loop, not a sleep */
 };
 
 struct pass_report {
 	int ok;
-	double done_at;             /* CLOCK_MONOTONIC */
-	double compute_s;           /* of it, emulated compute */
+	double begin_at, done_at;   /* CLOCK_MONOTONIC: the measured passes */
+	double compute_s;           /* of them, emulated compute */
+	uint64_t read_begin, read_end; /* the tier's bytes read then (passes > 1) */
 };
 
 /* What a crew's worker does: the socket, and seconds of emulated compute
@@ -61,47 +66,23 @@ struct pass_report {
 struct pass_arg {
 	const char *sock;
 	double compute_per_byte;
+	bool cpu;                   /* busy on a host core, or asleep */
+	int passes;                 /* over the model; all but the first are
+	                             * measured when more than one */
 };
 
-/* Busy for s seconds: a layer's compute, emulated. */
-static void spin(double s)
+/* s seconds of a layer's compute, emulated: on a host core (a busy loop),
+ * or on an accelerator (the thread sleeps, as it would wait on a GPU). */
+static void compute(double s, bool cpu)
 {
 	double until = mono_now() + s;
 
+	if (!cpu && s > 0) {
+		struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+		nanosleep(&ts, NULL);
+	}
 	while (mono_now() < until)
 		;
-}
-
-static int pass_worker(void *arg, int out)
-{
-	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 2 };
-	struct pass_report r = { 0 };
-	const struct pass_arg *pa = arg;
-	const char *sock = pa->sock;
-	struct wsrv_client *c;
-	struct wsrv_model *m;
-	struct wsrv_device *d;
-	struct wsrv_stream *s;
-
-	if (wsrv_connect(sock, NULL, &c) == 0 && wsrv_attach(c, "m", &m) == 0 &&
-	    wsrv_device_host(NULL, &d) == 0 && wsrv_stream_open(m, d, NULL, &so, &s) == 0) {
-		r.ok = 1;
-		for (size_t i = 0; i < wsrv_model_layer_count(m) && r.ok; i++) {
-			struct wsrv_layer l;
-			r.ok = wsrv_model_layer_info(m, i, &l) == 0 && wsrv_stream_acquire(s, l.index) == 0;
-			if (r.ok && pa->compute_per_byte > 0) {
-				double t = mono_now();
-				spin(pa->compute_per_byte * (double)l.bytes);
-				r.compute_s += mono_now() - t;
-			}
-			r.ok = r.ok && wsrv_stream_release(s, l.index) == 0;
-		}
-		r.done_at = mono_now();
-	}
-	if (write(out, &r, sizeof(r)) != (ssize_t)sizeof(r))
-		return 1;
-	pause();
-	return 0;
 }
 
 static int tier_now(const char *sock, struct wsrv_tier_info *t)
@@ -120,12 +101,61 @@ static int tier_now(const char *sock, struct wsrv_tier_info *t)
 	return r;
 }
 
+static int pass_worker(void *arg, int out)
+{
+	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 2 };
+	struct pass_report r = { 0 };
+	const struct pass_arg *pa = arg;
+	const char *sock = pa->sock;
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_device *d;
+	struct wsrv_stream *s;
+
+	if (wsrv_connect(sock, NULL, &c) == 0 && wsrv_attach(c, "m", &m) == 0 &&
+	    wsrv_device_host(NULL, &d) == 0 && wsrv_stream_open(m, d, NULL, &so, &s) == 0) {
+		r.ok = 1;
+		r.begin_at = mono_now();
+		for (int p = 0; p < pa->passes && r.ok; p++) {
+			if (p == 1) { /* steady state from here */
+				struct wsrv_tier_info ti = { 0 };
+				r.ok = tier_now(sock, &ti) == 0;
+				r.read_begin = ti.read_bytes;
+				r.begin_at = mono_now();
+				r.compute_s = 0;
+			}
+			for (size_t i = 0; i < wsrv_model_layer_count(m) && r.ok; i++) {
+				struct wsrv_layer l;
+				r.ok = wsrv_model_layer_info(m, i, &l) == 0 && wsrv_stream_acquire(s, l.index) == 0;
+				if (r.ok && pa->compute_per_byte > 0) {
+					double t = mono_now();
+					compute(pa->compute_per_byte * (double)l.bytes, pa->cpu);
+					r.compute_s += mono_now() - t;
+				}
+				r.ok = r.ok && wsrv_stream_release(s, l.index) == 0;
+			}
+		}
+		r.done_at = mono_now();
+		if (pa->passes > 1) {
+			struct wsrv_tier_info ti = { 0 };
+			r.ok = r.ok && tier_now(sock, &ti) == 0;
+			r.read_end = ti.read_bytes;
+		}
+	}
+	if (write(out, &r, sizeof(r)) != (ssize_t)sizeof(r))
+		return 1;
+	pause();
+	return 0;
+}
+
 /* One crew of n workers, one pass each (compute_per_byte: emulated
  * compute, its seconds into *compute): seconds to the last done, and the
- * bytes the tier read meanwhile. -1 on a failure. */
-static double wsrv_pass(const char *sock, int n, double compute_per_byte, double *compute, uint64_t *read)
+ * bytes the tier read meanwhile. With compute, 3 passes, and the time,
+ * compute and bytes read are those of the last 2: a worker makes pass
+ * after pass, and the steady state is what it sees. -1 on a failure. */
+static double wsrv_pass(const char *sock, int n, double compute_per_byte, bool cpu, double *compute, uint64_t *read)
 {
-	struct pass_arg pa = { sock, compute_per_byte };
+	struct pass_arg pa = { sock, compute_per_byte, cpu, compute_per_byte > 0 ? 3 : 1 };
 	struct pass_report r[CREW_MAX];
 	struct wsrv_tier_info a = { 0 }, b = { 0 };
 	struct crew w;
@@ -145,6 +175,10 @@ static double wsrv_pass(const char *sock, int n, double compute_per_byte, double
 	if (last < 0 || tier_now(sock, &b) < 0)
 		return -1;
 	*read = b.read_bytes - a.read_bytes;
+	if (pa.passes > 1) { /* one worker: its steady passes */
+		*read = r[0].read_end - r[0].read_begin;
+		return last - r[0].begin_at;
+	}
 	return last - t0;
 }
 
@@ -208,7 +242,8 @@ static int tier_args(int argc, char **argv, struct tier_cfg *c, bool *json)
 {
 	static const struct option opts[] = {
 		{ "model", required_argument, NULL, 'm' }, { "budget", required_argument, NULL, 'b' },
-		{ "workers", required_argument, NULL, 'w' }, { "json", no_argument, NULL, 'j' }, { 0 },
+		{ "workers", required_argument, NULL, 'w' }, { "json", no_argument, NULL, 'j' },
+		{ "compute", required_argument, NULL, 'c' }, { 0 },
 	};
 	int o;
 
@@ -218,6 +253,7 @@ static int tier_args(int argc, char **argv, struct tier_cfg *c, bool *json)
 		else if (o == 'b' && parse_size(optarg, &c->budget) == 0 && c->budget) ;
 		else if (o == 'w') c->workers = (int)cliarg_long("wsrv-bench tier", "--workers", optarg, 1, CREW_MAX);
 		else if (o == 'j') *json = true;
+		else if (o == 'c' && (!strcmp(optarg, "cpu") || !strcmp(optarg, "device"))) c->compute_cpu = !strcmp(optarg, "cpu");
 		else return -1;
 	}
 	return c->model && c->budget && optind == argc ? 0 : -1;
@@ -256,6 +292,7 @@ static void tier_print(const struct tier_cfg *c, const struct files *f, const st
 			"peer_one_s", g->peer_one_s, "peer_n_s", g->peer_n_s,
 			"pass_n_vs_peer", g->peer_n_s > 0 ? g->n_s / g->peer_n_s : 0.0,
 			"compute_pass_s", g->hid_s, "compute_s", g->hid_compute_s, "hidden_fraction", hidden(f, g));
+		json_object_set_new(o, "compute_on", json_string(c->compute_cpu ? "cpu" : "device"));
 		json_dumpf(o, stdout, JSON_INDENT(2));
 		putchar('\n');
 		json_decref(o);
@@ -269,8 +306,9 @@ static void tier_print(const struct tier_cfg *c, const struct files *f, const st
 	printf("  %d workers' pass  %7.3f s, %.2f GB read from disk (%.2fx; bar 1.1), %.2fx the time at the "
 	       "O_DIRECT rate (bar 1.25)\n", c->workers, g->n_s, (double)g->n_read / 1e9, rn, g->n_s / want_n);
 	printf("  raw O_DIRECT read of the files %7.3f s (%.2f GB/s)\n", g->odirect_s, rate / 1e9);
-	printf("  1 worker computing each layer for its bytes' time at that rate: pass %.3f s, compute %.3f s; "
-	       "%.2f of the read time hidden (bar 0.9)\n", g->hid_s, g->hid_compute_s, hidden(f, g));
+	printf("  1 worker computing each layer (on %s) for its bytes' time at that rate, 2 passes after a "
+	       "first: %.3f s, compute %.3f s; %.2f of the read time hidden (bar 0.9)\n", c->compute_cpu ? "a host core" : "the device",
+	       g->hid_s, g->hid_compute_s, hidden(f, g));
 	if (g->peer_n_s > 0)
 		printf("  page-cache peer in a %.2f GB memory cgroup: 1 process %.3f s, %d processes %.3f s; "
 		       "wsrv's %d-worker pass is %.2fx it (bar 0.5)\n", (double)c->budget / 1e9, g->peer_one_s,
@@ -291,7 +329,7 @@ int bench_tier(int argc, char **argv)
 	int rc = 1;
 
 	if (tier_args(argc, argv, &c, &json) < 0) {
-		fprintf(stderr, "usage: wsrv-bench tier --model DIR --budget SIZE [--workers 1..%d] [--json]\n", CREW_MAX);
+		fprintf(stderr, "usage: wsrv-bench tier --model DIR --budget SIZE [--workers 1..%d] [--compute device|cpu] [--json]\n", CREW_MAX);
 		return 2;
 	}
 	if (model_files(c.model, NULL, &f) < 0)
@@ -309,10 +347,11 @@ int bench_tier(int argc, char **argv)
 	}
 	g.not_resident = f.tensor_bytes > t.resident_bytes ? f.tensor_bytes - t.resident_bytes : 0;
 	double per_byte = g.odirect_s / (double)f.bytes;
-	if (wsrv_pass(bs.sock, 1, 0, NULL, &g.one_read) < 0 || (g.one_s = wsrv_pass(bs.sock, 1, 0, NULL, &g.one_read)) < 0 ||
-	    wsrv_pass(bs.sock, c.workers, 0, NULL, &g.n_read) < 0 ||
-	    (g.n_s = wsrv_pass(bs.sock, c.workers, 0, NULL, &g.n_read)) < 0 ||
-	    (g.hid_s = wsrv_pass(bs.sock, 1, per_byte, &g.hid_compute_s, &g.hid_read)) < 0) {
+	if (wsrv_pass(bs.sock, 1, 0, false, NULL, &g.one_read) < 0 ||
+	    (g.one_s = wsrv_pass(bs.sock, 1, 0, false, NULL, &g.one_read)) < 0 ||
+	    wsrv_pass(bs.sock, c.workers, 0, false, NULL, &g.n_read) < 0 ||
+	    (g.n_s = wsrv_pass(bs.sock, c.workers, 0, false, NULL, &g.n_read)) < 0 ||
+	    (g.hid_s = wsrv_pass(bs.sock, 1, per_byte, c.compute_cpu, &g.hid_compute_s, &g.hid_read)) < 0) {
 		fprintf(stderr, "wsrv-bench tier: a worker failed\n");
 		goto out;
 	}
