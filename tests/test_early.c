@@ -22,6 +22,7 @@
 
 #include "dev_bytes.h"
 #include "fixture.h"
+#include "packet.h"
 #include "wsrv.h"
 #include "wsrv.pb-c.h"
 
@@ -255,6 +256,45 @@ static void old_client_refused(void **st)
 	server_done(&ts);
 }
 
+/* 3b: a release of segments not loaded yet (what a client of the server
+ * before this one held) is answered, and carries no fd: nobody gets a
+ * segment before it is loaded and sealed. */
+static void release_gets_no_fd(void **st)
+{
+	struct test_server ts = { 0 };
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__Attach at = WSRV__ATTACH__INIT;
+	Wsrv__AttachSegments as = WSRV__ATTACH_SEGMENTS__INIT;
+	uint32_t segs[2] = { 4, 5 };
+	int fd, fds[WSRV_MAX_FDS], nfds = -1;
+
+	(void)st;
+	assert_int_equal(make_model(F.dir[0], "llama-mini", 24 << 20, 6, 2, 5), 0);
+	assert_int_equal(start_slow(&ts), 0);
+	assert_true((fd = raw_connect(ts.sock)) >= 0);
+	assert_int_equal(raw_hello(fd, NULL), 0);
+	assert_int_equal(raw_recv_code(fd, NULL, NULL), 0);
+	at.model = "m";
+	at.while_loading = true;
+	q.seq = 2;
+	q.body_case = WSRV__REQUEST__BODY_ATTACH;
+	q.attach = &at;
+	assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
+	assert_int_equal(raw_recv_code(fd, NULL, NULL), 0);
+	as.attach_id = 1; /* a session's first */
+	as.segments = segs;
+	as.n_segments = 2;
+	as.release = true;
+	q.seq = 3;
+	q.body_case = WSRV__REQUEST__BODY_ATTACH_SEGMENTS;
+	q.attach_segments = &as;
+	assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
+	assert_int_equal(raw_recv_code(fd, fds, &nfds), 0);
+	assert_int_equal(nfds, 0);
+	close(fd);
+	server_done(&ts);
+}
+
 /* 4: the second shard is cut short while it loads: every waiter gets
  * -EIO naming a tensor, never wrong bytes; the server stops, status 1. */
 static void failed_load_names_tensor(void **st)
@@ -418,6 +458,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(attach_while_loading),
 	cmocka_unit_test(lookups_wait),
 	cmocka_unit_test(old_client_refused),
+	cmocka_unit_test(release_gets_no_fd),
 	cmocka_unit_test(failed_load_names_tensor),
 	cmocka_unit_test(failed_load_then_stopped),
 	cmocka_unit_test(stream_while_loading),

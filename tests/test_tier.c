@@ -320,14 +320,13 @@ static void stream_across_a_restart(void **st)
 
 /* Reads that fail on the disk (the test seam: every read of the tier's
  * readers gets EIO while a flag file exists): -EIO naming the tensor,
- * the rest served, read again once the disk answers. A reload of a
- * tiered model is refused. */
+ * the rest served, read again once the disk answers. */
 static void read_errors_get_eio(void **st)
 {
 	struct test_server ts = { 0 };
 	struct wsrv_client *c;
 	struct wsrv_model *m;
-	char flag[300], env[400], out[400], err[400];
+	char flag[300], env[400];
 	const char *envv[] = { env, NULL };
 
 	(void)st;
@@ -346,17 +345,99 @@ static void read_errors_get_eio(void **st)
 	assert_int_equal(check_looked_up(m, -1), 0);
 	assert_int_equal(unlink(flag), 0);
 	assert_int_equal(check_looked_up(m, 7), 0);
-	snprintf(out, sizeof(out), "%s/reload.out", ts.dir);
-	snprintf(err, sizeof(err), "%s/reload.err", ts.dir);
-	const char *argv[] = { getenv("WSRV_CTL"), "--socket", ts.sock, "reload", "m", NULL };
-	assert_int_equal(run_prog(argv, NULL, out, err, 0, 60), 1);
-	uint8_t *text = read_file(err, &(size_t){ 0 });
-	assert_non_null(text);
-	assert_non_null(strstr((char *)text, "disk tier"));
-	free(text);
 	wsrv_detach(m);
 	wsrv_disconnect(c);
 	server_done(&ts);
+}
+
+/* Its exit status, waiting at most 30 s (then killed, and the case fails). */
+static int exit_status(pid_t pid)
+{
+	int st;
+	pid_t r;
+
+	for (int i = 0; i < 3000 && (r = waitpid(pid, &st, WNOHANG)) == 0; i++)
+		usleep(10000);
+	if (r == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		fail_msg("pid %d did not exit within 30 s", (int)pid);
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* One pass of s over the 8 layers, every byte checked. */
+static void stream_pass(struct wsrv_stream *s)
+{
+	for (int32_t layer = 0; layer < 8; layer++) {
+		assert_int_equal(wsrv_stream_acquire(s, layer), 0);
+		assert_int_equal(check_streamed(s, sums_of(layer)), 0);
+		assert_int_equal(wsrv_stream_release(s, layer), 0);
+	}
+}
+
+/* wsrvctl reload m on ts: its exit status. */
+static int ctl_reload(const struct test_server *ts)
+{
+	char out[400], err[400];
+	const char *argv[] = { getenv("WSRV_CTL"), "--socket", ts->sock, "reload", "m", NULL };
+
+	snprintf(out, sizeof(out), "%s/reload.out", ts->dir);
+	snprintf(err, sizeof(err), "%s/reload.err", ts->dir);
+	return run_prog(argv, NULL, out, err, 0, 60);
+}
+
+/* A take-over hands over no tiered model: the successor reads it again
+ * (both servers say so), and a stream open across it goes on with the
+ * right bytes. A reload of a tiered model makes a new generation under the
+ * same budget: the stream of the old one goes on with its bytes, and a new
+ * attach gets the new one, its budget and its bytes. */
+static void take_over_and_reload_under_budget(void **st)
+{
+	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 1 };
+	struct test_server a = { 0 }, b;
+	struct wsrv_client *c;
+	struct wsrv_model *m, *m2;
+	struct wsrv_model_list *l;
+	struct wsrv_tier_info ti;
+	struct wsrv_device *d;
+	struct wsrv_stream *s;
+	uint64_t mapped, latest;
+
+	(void)st;
+	assert_int_equal(start_tiered(&a, BUDGET), 0);
+	take_sums(a.sock);
+	assert_int_equal(wsrv_connect(a.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	d = open_dev(m);
+	assert_int_equal(wsrv_stream_open(m, d, NULL, &so, &s), 0);
+	assert_int_equal(wsrv_stream_acquire(s, 6), 0);
+	b = a;
+	assert_int_equal(server_restart_args(&b, "m", F.dir[0], "--memory-budget", BUDGET, "--take-over", NULL), 0);
+	assert_int_equal(exit_status(a.pid), 0); /* the old one left */
+	assert_true(server_log_has(&b, "model m has a disk tier: not handed over; the successor reads it again"));
+	assert_int_equal(check_streamed(s, sums_of(6)), 0); /* what it maps stays */
+	assert_int_equal(wsrv_stream_release(s, 6), 0); /* what the old one held: no error */
+	stream_pass(s);
+	/* The reload: a second generation under the same budget. */
+	assert_int_equal(ctl_reload(&b), 0);
+	stream_pass(s);
+	assert_int_equal(wsrv_model_generation(m, &mapped, &latest), 0);
+	assert_true(latest > mapped);
+	assert_int_equal(wsrv_attach(c, "m", &m2), 0);
+	assert_int_equal(wsrv_model_generation(m2, &mapped, NULL), 0);
+	assert_int_equal(mapped, latest);
+	assert_int_equal(check_looked_up(m2, 7), 0);
+	assert_int_equal(wsrv_list_models(c, &l), 0);
+	assert_int_equal(wsrv_model_list_tier(l, 0, &ti), 0);
+	assert_int_equal(ti.budget, 12u << 20);
+	wsrv_model_list_free(l);
+	wsrv_detach(m2);
+	wsrv_stream_close(s);
+	close_dev(d);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	server_done(&b);
 }
 
 /* The bytes the tier has read from disk since the start. */
@@ -708,6 +789,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(budget_per_model),
 	cmocka_unit_test(stream_across_a_restart),
 	cmocka_unit_test(read_errors_get_eio),
+	cmocka_unit_test(take_over_and_reload_under_budget),
 	cmocka_unit_test(hot_layer_survives_a_scan),
 	cmocka_unit_test(experts_from_disk),
 	cmocka_unit_test(lookups_give_no_bytes_unpinned),

@@ -132,7 +132,9 @@ static int arrived(struct wsrv_stream *s, uint32_t seg)
 {
 	if (s->seg_here[seg])
 		return 0;
-	for (size_t i = 0; i < s->nsrcs && !s->d->ops->register_host; i++)
+	/* Not a disk tier's: it comes for a pass and goes, and the copy
+	 * engine's faults overlap the compute where these would not. */
+	for (size_t i = 0; i < s->nsrcs && !s->d->ops->register_host && !cl_tiered(s->m, seg); i++)
 		if (s->srcs[i].seg == seg)
 			madvise((void *)s->srcs[i].a, s->srcs[i].b - s->srcs[i].a, MADV_POPULATE_READ);
 	s->seg_here[seg] = true;

@@ -74,6 +74,14 @@ static inline bool srv_model_current(const struct srv_model *m)
 	return m->lm && !m->retired;
 }
 
+/* Whether m's memfds go to a successor (a take-over, systemd's fd store):
+ * the current generation, loaded, and without a disk tier, whose tiered
+ * segments come and go (its successor reads it again, as at a start). */
+static inline bool srv_model_handed(const struct srv_model *m)
+{
+	return srv_model_current(m) && !m->loading && !m->lm->tier;
+}
+
 #define SRV_MAX_STREAMS 16    /* stream reports kept per client */
 
 struct stream_report {

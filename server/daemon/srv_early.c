@@ -239,15 +239,18 @@ int early_segments(struct server *srv, struct session *s, const Wsrv__AttachSegm
 		for (size_t k = 0; k < i; k++)
 			if (q->segments[k] == g)
 				return srv_reply_error(r, seq, EINVAL, "segment %u asked for twice", g);
-		if (!seg_ready(sm, g))
+		/* Letting go needs nothing loaded: a client of the server
+		 * before this one lets go of what that one held (ENOENT). */
+		if (!q->release && !seg_ready(sm, g))
 			return srv_reply_error(r, seq, EAGAIN, "segment %u of '%s' is not loaded yet",
 					       g, lm->model->name);
 	}
 	if (lm->tier && (rc = tier_segments(lm, s, q, seq, r)) != 0)
 		return rc < 0 ? rc : 0;
-	for (size_t i = 0; !lm->tier && i < q->n_segments; i++)
+	/* A release carries no fds back, whatever the model. */
+	for (size_t i = 0; !lm->tier && !q->release && i < q->n_segments; i++)
 		r->fds[i] = lm->arena->seg[q->segments[i]].fd;
-	r->nfds = lm->tier && q->release ? 0 : (int)q->n_segments;
+	r->nfds = q->release ? 0 : (int)q->n_segments;
 	sr.n_segments = q->n_segments;
 	sr.segments = q->segments;
 	resp.seq = seq;

@@ -176,8 +176,8 @@ int handover_state_fd(const struct server *srv, double started)
 	for (size_t i = 0; i < srv->nmodels; i++) {
 		const struct loaded_model *lm = srv->models[i].lm;
 		char files[24];
-		if (!srv_model_current(&srv->models[i]) || srv->models[i].loading)
-			continue; /* generations being replaced, or loading, are not handed over */
+		if (!srv_model_handed(&srv->models[i]))
+			continue; /* generations being replaced, loading, or tiered are not handed over */
 		snprintf(files, sizeof(files), "%016llx", (unsigned long long)model_files_identity(lm->model));
 		json_array_append_new(models, json_pack("{s:s, s:s, s:I, s:i, s:s}", "name", lm->model->name,
 			"path", lm->model->path, "generation", (json_int_t)srv->models[i].generation,
@@ -214,13 +214,11 @@ int handover_store(struct server *srv, const struct handover *h)
 	int sfd, r = 0;
 	size_t pushed = 0;
 
-	if (getenv("NOTIFY_SOCKET") && srv_tiered_model(srv)) {
-		log_info("not storing the arenas with systemd: model %s has a disk tier; the next server reads every model again",
-			 srv_tiered_model(srv));
-		return 0;
-	}
 	if (!getenv("NOTIFY_SOCKET"))
 		return 0;
+	if (srv_tiered_model(srv))
+		log_info("model %s has a disk tier: not in the service manager's store; the next server reads it again",
+			 srv_tiered_model(srv));
 	/* What the store held is replaced, not added to: what this server
 	 * was handed, or pushed itself before (a reload). */
 	for (size_t i = 0; h && i < h->n; i++) {
@@ -241,7 +239,7 @@ int handover_store(struct server *srv, const struct handover *h)
 	size_t j = 0; /* the state record's position: what the names count */
 	for (size_t i = 0; r >= 0 && i < srv->nmodels; i++) {
 		const struct loaded_model *lm = srv->models[i].lm;
-		if (!srv_model_current(&srv->models[i]) || srv->models[i].loading)
+		if (!srv_model_handed(&srv->models[i]))
 			continue;
 		r = push(lm->manifest_fd, "m%zu-manifest", j);
 		for (uint32_t k = 0; r >= 0 && k < lm->arena->nseg; k++)
@@ -257,7 +255,7 @@ int handover_store(struct server *srv, const struct handover *h)
 	}
 	srv->stored_models = 0;
 	for (size_t i = 0; i < srv->nmodels && srv->stored_models < SRV_STORED_MAX; i++)
-		if (srv_model_current(&srv->models[i]) && !srv->models[i].loading)
+		if (srv_model_handed(&srv->models[i]))
 			srv->stored_segs[srv->stored_models++] =
 				srv->models[i].lm->arena->nseg;
 	if (r < 0) {

@@ -151,8 +151,9 @@ int publish_begin(struct server *srv, struct session *s, const Wsrv__PublishBegi
 		return srv_reply_error(r, seq, EBUSY, "model '%.64s' is still loading; publish once it is loaded",
 				       q->model);
 	if (srv->models[mi].lm->tier)
-		return srv_reply_error(r, seq, EOPNOTSUPP, "model '%.64s' has a disk tier (--memory-budget); publishing into it is not built",
-				       q->model);
+		return srv_reply_error(r, seq, EOPNOTSUPP,
+				       "model '%.64s' has a disk tier (--memory-budget), which reads its tensors again from their files, and a published generation has none: write the new weights to safetensors files and reload from them (wsrvctl reload %.64s --path DIR)",
+				       q->model, q->model);
 	if (srv->publish || srv->reload || !srv->load)
 		return srv_reply_error(r, seq, EBUSY, "%s", srv->publish ? "another producer is publishing; try again after it"
 							          : "a reload is under way; try again after it");

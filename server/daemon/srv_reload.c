@@ -24,6 +24,7 @@
 #include "peer_serve.h"
 #include "srv_models.h"
 #include "srv_reply.h"
+#include "tier.h"
 #include "units.h"
 #include "wsrv.pb-c.h"
 
@@ -52,11 +53,24 @@ static bool reload_cancelled(void)
 	return atomic_load(&cancel);
 }
 
+/* A model with a disk tier is loaded as at a start, under the same
+ * budget: laid out, then read once (every checksum taken), its tiered
+ * segments dropped as they pass. */
 static int load_work(void *arg, const char *name, const char *path, const struct load_opts *o,
 		     struct loaded_model **out, struct errinfo *e)
 {
+	int r;
+
 	(void)arg;
-	return model_load(name, path, o, out, e);
+	if (!o->memory_budget)
+		return model_load(name, path, o, out, e);
+	if ((r = model_load_begin(name, path, o, out, e)) < 0)
+		return r;
+	if ((r = model_load_finish(*out, o, e)) < 0) {
+		loaded_model_free(*out);
+		*out = NULL;
+	}
+	return r;
 }
 
 static const struct gen_job_ops reload_ops = {
@@ -107,9 +121,10 @@ static void offer_to_peers(struct server *srv, const struct srv_model *sm)
 	}
 }
 
-/* Does memory allow a second copy of name at path next to the first? */
-static int check_room(struct server *srv, const char *name, const char *path, uint64_t seq,
-		      struct reply *r)
+/* Does memory allow a second copy of name at path next to the first
+ * (with a disk tier, its budget)? */
+static int check_room(struct server *srv, const char *name, const char *path, uint64_t budget,
+		      uint64_t seq, struct reply *r)
 {
 	struct model *m = NULL;
 	struct errinfo e;
@@ -119,9 +134,10 @@ static int check_room(struct server *srv, const char *name, const char *path, ui
 	if (model_open(name, path, &srv->load->model, &m, &e) < 0)
 		return srv_reply_error(r, seq, EINVAL, "cannot reload %.64s from %.200s: %s", name, path, e.msg);
 	avail = mem_available();
-	fmt_bytes(m->data_bytes, need, sizeof(need));
+	uint64_t bytes = budget && budget < m->data_bytes ? budget : m->data_bytes;
+	fmt_bytes(bytes, need, sizeof(need));
 	fmt_bytes(avail, have, sizeof(have));
-	if (avail && m->data_bytes + RELOAD_MARGIN > avail) {
+	if (avail && bytes + RELOAD_MARGIN > avail) {
 		srv_reply_error(r, seq, ENOMEM, "reloading %.64s needs %s for the new generation next to the current one, and MemAvailable is %s: detach workers of an old generation, or add memory",
 				name, need, have);
 		model_free(m);
@@ -129,6 +145,17 @@ static int check_room(struct server *srv, const char *name, const char *path, ui
 	}
 	model_free(m);
 	return 0;
+}
+
+/* The memory budget of a model's generation: its disk tier's, or 0. */
+static uint64_t budget_of(const struct srv_model *sm)
+{
+	struct tier_stats st;
+
+	if (!sm->lm->tier)
+		return 0;
+	tier_stats(sm->lm->tier, &st);
+	return st.budget;
 }
 
 int gen_job_start(struct server *srv, uint32_t mi, const struct gen_job_ops *ops, void *arg,
@@ -147,6 +174,7 @@ int gen_job_start(struct server *srv, uint32_t mi, const struct gen_job_ops *ops
 	j->opts.loader.stop = reload_cancelled;
 	j->opts.loader.total_bytes = &j->total;
 	j->opts.loader.placed_bytes = &j->placed;
+	j->opts.memory_budget = budget_of(&srv->models[mi]);
 	j->model = mi;
 	j->efd = srv->reload_efd;
 	j->ops = ops;
@@ -174,14 +202,11 @@ int reload_start(struct server *srv, struct session *s, const Wsrv__Reload *q, u
 	if (srv->models[mi].loading)
 		return srv_reply_error(r, seq, EBUSY, "model '%.64s' is still loading; reload it once it is loaded",
 				       q->model);
-	if (srv->models[mi].lm->tier)
-		return srv_reply_error(r, seq, EOPNOTSUPP, "model '%.64s' has a disk tier (--memory-budget); reloading it is not built: restart the server",
-				       q->model);
 	const char *path = q->path && *q->path ? q->path : srv->models[mi].lm->model->path;
 	if (strlen(path) >= sizeof(((struct reload_job *)0)->path))
 		return srv_reply_error(r, seq, ENAMETOOLONG, "a reload path is at most %zu bytes",
 				       sizeof(((struct reload_job *)0)->path) - 1);
-	if ((ret = check_room(srv, q->model, path, seq, r)) < 0)
+	if ((ret = check_room(srv, q->model, path, budget_of(&srv->models[mi]), seq, r)) < 0)
 		return ret;
 	if ((ret = gen_job_start(srv, (uint32_t)mi, &reload_ops, NULL, path)) < 0) {
 		srv_reply_error(r, seq, -ret, "cannot start the reload: %s", strerror(-ret));

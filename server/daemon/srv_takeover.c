@@ -47,8 +47,8 @@ static int takeover_fill(struct server *srv, struct reply *r, char names[][32])
 	size_t j = 0; /* the state record lists the current generations */
 	for (size_t i = 0; i < srv->nmodels; i++) {
 		const struct loaded_model *lm = srv->models[i].lm;
-		if (!srv_model_current(&srv->models[i]))
-			continue;
+		if (!srv_model_handed(&srv->models[i]))
+			continue; /* the successor reads a tiered model again */
 		snprintf(names[n], 32, "m%zu-manifest", j);
 		r->fds[n++] = lm->manifest_fd;
 		for (uint32_t k = 0; k < lm->arena->nseg; k++) {
@@ -66,7 +66,7 @@ static int takeover_refuse(struct server *srv, struct session *s, uint64_t seq, 
 	uint32_t need = 3;
 
 	for (size_t i = 0; i < srv->nmodels; i++)
-		if (srv_model_current(&srv->models[i]))
+		if (srv_model_handed(&srv->models[i]))
 			need += 1 + srv->models[i].lm->arena->nseg;
 	if (s->cred.uid != 0 && s->cred.uid != geteuid())
 		return srv_reply_error(r, seq, EPERM, "only root or the server's own user can take it over");
@@ -98,12 +98,11 @@ int takeover_offer(struct server *srv, struct session *s, uint64_t seq, struct r
 	char names[WSRV_MAX_FDS][32], *ptrs[WSRV_MAX_FDS];
 	int n, ret;
 
-	if (srv_tiered_model(srv))
-		return srv_reply_error(r, seq, EOPNOTSUPP,
-				       "model '%s' has a disk tier (--memory-budget), which a take-over cannot carry: stop this server, then start the new one",
-				       srv_tiered_model(srv));
 	if ((ret = takeover_refuse(srv, s, seq, r)) < 0)
 		return ret;
+	if (srv_tiered_model(srv))
+		log_info("model %s has a disk tier: not handed over; the successor reads it again (its clients keep what they map)",
+			 srv_tiered_model(srv));
 	if ((n = takeover_fill(srv, r, names)) < 0) {
 		srv_reply_error(r, seq, ENOMEM, "cannot write the state record");
 		return n;
