@@ -162,6 +162,7 @@ static int fill(struct wsrv_stream *s, struct xp_layer *L, uint32_t *miss, size_
 		bytes += x->ex[miss[i]].bytes;
 	}
 	f = xp_copy(s, miss, n, &copies);
+	xp_seg_copied(s, miss, n, f);
 	COUNT(s, L, copies, copies);
 	if (f < 0) {
 		for (size_t i = 0; i < n; i++) {
@@ -292,7 +293,9 @@ WSRV_EXPORT int wsrv_stream_release_experts(struct wsrv_stream *s, int32_t layer
 			s->xp->slots[s->xp->ex[e].slot].held = false;
 	if (s->d && s->d->ops->consumed)
 		s->d->ops->consumed(s->d);
-	return 0;
+	/* A disk tier's segment the experts came from goes, unless a
+	 * slotted layer streams from it. */
+	return xp_drop_layer(s, layer);
 }
 
 WSRV_EXPORT int wsrv_stream_prefetch_experts(struct wsrv_stream *s, int32_t layer, const uint32_t *ids,

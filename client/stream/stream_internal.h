@@ -143,6 +143,13 @@ void stream_stats_fill(struct wsrv_stream *s, struct wsrv_stream_stats *out);
  * server told. 0 or -errno. */
 int stream_drop_layer(struct wsrv_stream *s, int pos, int64_t fence);
 
+/* The same for segment g alone, when it is a disk tier's and mapped here:
+ * its copies up to fence (and the experts') landed first. 0 or -errno. */
+int stream_drop_segment(struct wsrv_stream *s, uint32_t g, int64_t fence);
+
+/* The same when no slotted layer streams from g. */
+int stream_drop_unused(struct wsrv_stream *s, uint32_t g);
+
 /* Finds what the stream copies (its sources, merged within each segment)
  * and page-locks, through its device, those in segments already mapped;
  * the rest as their segments arrive (stream_need_*). Timed into the stats;

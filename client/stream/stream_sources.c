@@ -237,6 +237,30 @@ static void unlock_segment(struct wsrv_stream *s, uint32_t seg)
 			s->src_locked[i] = false;
 }
 
+int stream_drop_segment(struct wsrv_stream *s, uint32_t g, int64_t fence)
+{
+	int64_t f = xp_seg_fence(s, g);
+	int r;
+
+	if (!s->d || !s->seg_here[g] || !cl_tiered(s->m, g))
+		return 0;
+	/* Its copies, and an expert's, land first: a device that gates its
+	 * compute stream may have returned the acquire before they did. */
+	if ((fence > 0 && (r = s->d->ops->wait(s->d, fence)) < 0) || (f > 0 && (r = s->d->ops->wait(s->d, f)) < 0))
+		return r;
+	/* A device that page-locked the segment's chunks lets them go
+	 * before the pages do. */
+	if (s->d->ops->register_host)
+		unlock_segment(s, g);
+	s->seg_here[g] = false;
+	return cl_tier_drop(s->m, g);
+}
+
+int stream_drop_unused(struct wsrv_stream *s, uint32_t g)
+{
+	return s->seg_here && !seg_in_use(s, -1, g) ? stream_drop_segment(s, g, 0) : 0;
+}
+
 int stream_drop_layer(struct wsrv_stream *s, int pos, int64_t fence)
 {
 	const struct st_layer *l = &s->layers[pos];
@@ -246,21 +270,8 @@ int stream_drop_layer(struct wsrv_stream *s, int pos, int64_t fence)
 		return 0;
 	for (uint32_t k = 0; k < l->nstreamed && r == 0; k++) {
 		uint32_t g = s->m->v.tensors[l->streamed[k]].segment;
-		if (s->seg_here[g] && cl_tiered(s->m, g) && !seg_in_use(s, pos, g)) {
-			/* The layer's copies, and an expert's from the same
-			 * segment, land first: a device that gates its compute
-			 * stream may have returned the acquire before they did. */
-			int64_t f = xp_last_fence(s);
-			if ((fence > 0 && (r = s->d->ops->wait(s->d, fence)) < 0) ||
-			    (f > 0 && (r = s->d->ops->wait(s->d, f)) < 0))
-				break;
-			/* A device that page-locked the segment's chunks lets
-			 * them go before the pages do. */
-			if (s->d->ops->register_host)
-				unlock_segment(s, g);
-			s->seg_here[g] = false;
-			r = cl_tier_drop(s->m, g);
-		}
+		if (!seg_in_use(s, pos, g))
+			r = stream_drop_segment(s, g, fence);
 	}
 	return r;
 }

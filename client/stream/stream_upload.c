@@ -9,6 +9,7 @@ int stream_upload_into(struct wsrv_stream *s, uint8_t *base)
 {
 	size_t n = wsrv_model_tensor_count(s->m);
 	int64_t f = 0, last = 0;
+	uint32_t seg = UINT32_MAX;
 	int r = 0;
 
 	for (size_t i = 0; i < n && f >= 0 && r == 0; i++) {
@@ -17,6 +18,12 @@ int stream_upload_into(struct wsrv_stream *s, uint8_t *base)
 		cl_tensor_nowait(s->m, (uint32_t)i, &t);
 		if (s->where[i] != WHERE_RESIDENT || !v->bytes)
 			continue;
+		/* A disk tier's segment goes once its resident tensors are
+		 * copied (tensors come in segment order): an open never holds
+		 * more than one, whatever the budget. */
+		if (seg != UINT32_MAX && seg != t.segment && (r = stream_drop_segment(s, seg, last)) < 0)
+			break;
+		seg = t.segment;
 		/* Still loading: each waits for its bytes, in arena order. */
 		if ((r = stream_need_tensor(s, (uint32_t)i, true)) < 0)
 			break;
@@ -34,5 +41,7 @@ int stream_upload_into(struct wsrv_stream *s, uint8_t *base)
 	}
 	if (f < 0)
 		r = cl_wrap((int)f, "the upload of the resident tensors could not be queued");
+	if (r == 0 && seg != UINT32_MAX)
+		r = stream_drop_segment(s, seg, last);
 	return r;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "arena_folio.h"
+#include "log.h"
 #include "units.h"
 
 
@@ -34,6 +35,7 @@ static int choose(struct tier *t, struct errinfo *e)
 	for (uint32_t g = 0; g < t->nseg; g++)
 		if (!stays[g] && seg_size(t, g) > largest)
 			largest = seg_size(t, g);
+	t->largest = largest;
 	if (t->resident + 2 * largest > t->budget) {
 		free(stays);
 		return err_set(e, -ENOMEM,
@@ -105,6 +107,7 @@ void tier_first_pass(struct tier *t, uint32_t g)
 	if (!t || g >= t->nseg)
 		return;
 	pthread_mutex_lock(&t->mu);
+	t->s[g].passed = true;
 	if (t->s[g].disk && !t->s[g].cached) {
 		if (fits(t, seg_size(t, g))) {
 			t->s[g].cached = true;
@@ -165,7 +168,9 @@ static void read_ahead_locked(struct tier *t, uint32_t g)
 		if (!ks->disk)
 			continue;
 		n++;
-		if (ks->cached || ks->queued || ks->reading || ks->err)
+		/* Not before the first load passed it: its checksums would be
+		 * those of nothing yet, and the read would fail. */
+		if (ks->cached || ks->queued || ks->reading || ks->err || !ks->passed)
 			continue;
 		queue_locked(t, k);
 		ks->ahead = true;
@@ -188,12 +193,36 @@ static void took_locked(struct tier_seg *ts, uint64_t holder)
 		ts->ntakers++;
 }
 
+/* holder's worker is at g now (a place is best effort: none is kept
+ * when memory runs out). */
+static void place_locked(struct tier *t, uint64_t holder, uint32_t g)
+{
+	uint64_t w = holder_worker(holder);
+
+	for (size_t i = 0; i < t->nplaces; i++)
+		if (t->places[i].worker == w) {
+			t->places[i].seg = g;
+			return;
+		}
+	if (t->nplaces == t->capplaces) {
+		size_t cap = t->capplaces ? 2 * t->capplaces : 16;
+		struct place *p = realloc(t->places, cap * sizeof(*p));
+		if (!p)
+			return;
+		t->places = p;
+		t->capplaces = cap;
+	}
+	t->places[t->nplaces++] = (struct place){ w, g };
+}
+
 int tier_take(struct tier *t, uint64_t holder, uint32_t g, int *fd, char *msg, size_t len)
 {
 	struct tier_seg *ts = &t->s[g];
 	int r = 0;
 
 	pthread_mutex_lock(&t->mu);
+	if (ts->disk)
+		place_locked(t, holder, g);
 	if (!ts->disk) {
 		*fd = t->lm->arena->seg[g].fd;
 	} else if (ts->err) {
@@ -203,7 +232,12 @@ int tier_take(struct tier *t, uint64_t holder, uint32_t g, int *fd, char *msg, s
 	} else if (ts->cached && (r = hold_locked(t, holder, g)) == 0) {
 		ts->used = ++t->tick;
 		took_locked(ts, holder);
-		t->st.hits++;
+		/* A take the disk was read for (now, or ahead) misses. */
+		if (ts->fresh)
+			t->st.misses++;
+		else
+			t->st.hits++;
+		ts->fresh = false;
 		*fd = t->lm->arena->seg[g].fd;
 		if (ts->prefetched) {
 			ts->prefetched = false;
@@ -213,7 +247,6 @@ int tier_take(struct tier *t, uint64_t holder, uint32_t g, int *fd, char *msg, s
 	} else if (r == 0) {
 		if (!ts->queued && !ts->reading) {
 			queue_locked(t, g);
-			t->st.misses++;
 			read_ahead_locked(t, g);
 			pthread_cond_broadcast(&t->cv);
 		}
@@ -252,6 +285,11 @@ void tier_release_all(struct tier *t, uint64_t holder)
 	for (size_t i = t->nh; i-- > 0;)
 		if (t->h[i].holder == holder)
 			unhold_locked(t, i);
+	for (size_t i = 0; i < t->nplaces; i++) /* the worker is gone from here */
+		if (t->places[i].worker == holder_worker(holder)) {
+			t->places[i] = t->places[--t->nplaces];
+			break;
+		}
 	pthread_mutex_unlock(&t->mu);
 }
 
@@ -263,11 +301,21 @@ void tier_stats(struct tier *t, struct tier_stats *st)
 	st->resident_bytes = t->resident;
 	st->cached_bytes = t->cached;
 	st->disk_bytes = st->held_bytes = 0;
+	uint64_t cached = 0;
 	for (uint32_t g = 0; g < t->nseg; g++) {
 		if (t->s[g].disk && !t->s[g].cached)
 			st->disk_bytes += seg_size(t, g);
 		if (t->s[g].holds)
 			st->held_bytes += seg_size(t, g);
+		if (t->s[g].cached)
+			cached += seg_size(t, g);
+	}
+	/* A self-check: the budget's count is the segments' (a segment read
+	 * twice at once once leaked a memfd and shrank the budget for good). */
+	if (cached != t->cached && !t->miscounted) {
+		log_err("model %s: disk tier accounting: %llu bytes counted cached, the segments hold %llu",
+			t->lm->model->name, (unsigned long long)t->cached, (unsigned long long)cached);
+		t->miscounted = true;
 	}
 	pthread_mutex_unlock(&t->mu);
 }
@@ -289,5 +337,6 @@ void tier_free(struct tier *t)
 	free(t->s);
 	free(t->q);
 	free(t->h);
+	free(t->places);
 	free(t);
 }

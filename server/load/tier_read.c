@@ -34,66 +34,85 @@ void tier_drop_locked(struct tier *t, uint32_t g)
 	t->s[g].cached = false;
 }
 
-/* Whether every worker holding something now has taken s since it was
- * read: none of them still comes for it in this pass. */
-static bool all_took(const struct tier *t, const struct tier_seg *s)
+/* Whether worker w took s since it was read. */
+static bool took(const struct tier_seg *s, uint64_t w)
 {
 	if (s->ntakers > TAKERS)
 		return true;
-	for (size_t i = 0; i < t->nh; i++) {
-		uint64_t w = holder_worker(t->h[i].holder);
-		unsigned k = 0;
-		while (k < s->ntakers && s->takers[k] != w)
-			k++;
-		if (k == s->ntakers)
-			return false;
-	}
-	return true;
+	for (unsigned k = 0; k < s->ntakers; k++)
+		if (s->takers[k] == w)
+			return true;
+	return false;
 }
 
-/* Which goes first (the lower class):
- * 0, done: every worker took it once since it was read (what a pass
- *    leaves), least recently used first;
- * 1, taken by some workers, not yet by others that are coming: the one
- *    taken last first, as the furthest from their next use (workers that
- *    drift apart then lose the least);
- * 2, hot: a worker took it again (a scan must not flush it), least
- *    recently used first;
- * 3, not taken yet (just read for a worker that is about to take it, or
- *    read ahead: evicting it first would read it again, and again). */
-static int victim_class(const struct tier *t, const struct tier_seg *s)
+/* How soon segment g is taken next, in segments: the least distance
+ * forward from a worker's place (its last take or request; workers go in
+ * layer order, and wrap) to g, of the workers that have yet to take it;
+ * UINT32_MAX when none has (a pass left it). */
+static uint32_t next_use(const struct tier *t, uint32_t g)
 {
-	return s->hot ? 2 : !s->ntakers ? 3 : all_took(t, s) ? 0 : 1;
+	uint32_t best = UINT32_MAX;
+
+	for (size_t i = 0; i < t->nplaces; i++) {
+		uint32_t d = (g + t->nseg - t->places[i].seg) % t->nseg;
+		if (d < best && !took(&t->s[g], t->places[i].worker))
+			best = d;
+	}
+	return best;
+}
+
+/* Which goes first: the lower class, then the later next use, then the
+ * least recently used.
+ * 0: taken since it was read, none again. One no worker still comes for
+ *    (a pass left it) goes first of all; then the one furthest from its
+ *    next use (Belady's choice, with the workers' places, tier_read.h):
+ *    workers close together keep what the ones behind take next, and
+ *    workers far apart lose the least.
+ * 1: hot, a worker took it again since it was read: a scan of the model
+ *    must not flush it.
+ * 2: not taken yet: read for a worker that is about to take it, or ahead
+ *    of one (evicting it first would read it again, and again: four
+ *    workers in random order livelocked for seconds when it went before
+ *    hot ones). */
+static int victim_class(const struct tier_seg *s)
+{
+	return s->hot ? 1 : !s->ntakers ? 2 : 0;
 }
 
 /* The cached segment nobody holds that goes first, of class at most
- * worst, or UINT32_MAX. */
-static uint32_t victim(const struct tier *t, int worst)
+ * worst (with all_took: only one no worker still comes for), or
+ * UINT32_MAX. */
+static uint32_t victim(const struct tier *t, int worst, bool all_took)
 {
-	uint32_t best = UINT32_MAX;
-	int bc = 4;
+	uint32_t best = UINT32_MAX, bn = 0;
+	int bc = 3;
 
 	for (uint32_t g = 0; g < t->nseg; g++) {
 		const struct tier_seg *s = &t->s[g];
 		int c;
-		if (!s->cached || s->holds || (c = victim_class(t, s)) > worst)
+		if (!s->cached || s->holds || (c = victim_class(s)) > worst)
 			continue;
-		if (best == UINT32_MAX || c < bc ||
-		    (c == bc && (c == 1 ? s->used > t->s[best].used : s->used < t->s[best].used))) {
+		uint32_t n = c == 0 ? next_use(t, g) : 0;
+		if (all_took && n != UINT32_MAX)
+			continue;
+		if (best == UINT32_MAX || c < bc || (c == bc && (n > bn || (n == bn && s->used < t->s[best].used)))) {
 			best = g;
 			bc = c;
+			bn = n;
 		}
 	}
 	return best;
 }
 
-/* Room for a read-ahead of size bytes: what is free, and what a pass left
- * (class 0); never what a worker still comes for, a hot segment, nor one
- * not taken yet. Whether it fits. */
+/* Room for a read-ahead of size bytes, and beside it for the largest
+ * segment (a request must never find the budget all taken by reads ahead
+ * and evict a hot segment, or wait): what is free, and what a pass left
+ * (class 0, no worker still coming for it); never a hot segment, nor one
+ * a worker has yet to take. Whether it fits. */
 static bool room_ahead_locked(struct tier *t, uint64_t size)
 {
-	while (!fits(t, size)) {
-		uint32_t v = victim(t, 0);
+	while (!fits(t, size + t->largest)) {
+		uint32_t v = victim(t, 0, true);
 		if (v == UINT32_MAX)
 			return false;
 		tier_drop_locked(t, v);
@@ -110,7 +129,7 @@ static int make_room_locked(struct tier *t, uint64_t size)
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += ROOM_WAIT_S;
 	while (!fits(t, size) && !t->stop) {
-		uint32_t v = victim(t, 3);
+		uint32_t v = victim(t, 2, false);
 		if (v != UINT32_MAX) {
 			tier_drop_locked(t, v);
 			t->st.evictions++;
@@ -202,16 +221,22 @@ static void read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
 
 	ts->queued = false;
 	ts->ahead = false;
-	/* A read-ahead never waits for room, nor takes what others keep. */
-	if (ts->cached || (ahead && !room_ahead_locked(t, size)))
+	/* A read-ahead never waits for room, nor takes what others keep;
+	 * nothing is read before the first load has passed it (its
+	 * checksums). */
+	if (ts->cached || !ts->passed || (ahead && !room_ahead_locked(t, size)))
 		return;
+	/* Reading from here on, while it waits for room too (the lock is
+	 * let go then): a request meanwhile must not queue it again, or two
+	 * readers read it, and the first one's memfd and budget leak. */
+	ts->reading = true;
 	if ((r = make_room_locked(t, size)) < 0) {
+		ts->reading = false;
 		if (r == -ECANCELED)
 			return;
 		err_set(&e, -ENOMEM, "--memory-budget %s is all held by workers; segment %u of model %s waits for a release",
 			fmt_bytes(t->budget, (char[32]){ 0 }, 32), g, t->lm->model->name);
 	} else {
-		ts->reading = true;
 		t->reading_bytes += size;
 		t->st.reads_in_flight++;
 		pthread_mutex_unlock(&t->mu);
@@ -226,6 +251,7 @@ static void read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
 		t->lm->arena->seg[g].ro = ro;
 		ts->cached = true;
 		ts->prefetched = ahead;
+		ts->fresh = true;
 		ts->ntakers = 0;
 		ts->hot = false;
 		ts->used = ++t->tick;

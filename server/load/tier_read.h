@@ -27,10 +27,12 @@
 
 struct tier_seg {
 	bool disk;              /* lives on the disk tier */
+	bool passed;            /* the first load passed it: its checksums are known */
 	bool cached;            /* its fd and mapping are in the arena */
 	bool queued, reading;
 	bool ahead;             /* queued by read-ahead, not by a request */
 	bool prefetched;        /* read in by read-ahead, not taken since */
+	bool fresh;             /* read from disk, not taken since: its next take misses */
 	bool logged;            /* its failure was logged */
 	int err;                /* the last read's failure, told once */
 	char msg[1400];
@@ -48,6 +50,15 @@ struct hold {
 	uint32_t seg;
 };
 
+/* A worker's place in the model: the segment it last took or asked for.
+ * Kept from its first take to its attachment's end, so that a worker
+ * that holds nothing while it waits for a read still counts (eviction
+ * keeps what it takes next). */
+struct place {
+	uint64_t worker;
+	uint32_t seg;
+};
+
 struct tier {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;      /* a queued read, a release, stop */
@@ -57,12 +68,16 @@ struct tier {
 	struct loaded_model *lm; /* the owner's */
 	struct loader_opts lo;
 	uint64_t budget, resident, cached, reading_bytes, tick;
+	uint64_t largest;           /* the largest tiered segment */
 	struct tier_seg *s;
 	uint32_t nseg;
 	uint32_t *q, qn;        /* queued reads, first in first out */
 	struct hold *h;
 	size_t nh, caph;
+	struct place *places;
+	size_t nplaces, capplaces;
 	struct tier_stats st;
+	bool miscounted;            /* tier_stats found the count wrong (logged once) */
 };
 
 static inline uint64_t seg_size(const struct tier *t, uint32_t g)

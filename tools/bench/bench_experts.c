@@ -21,6 +21,7 @@
 #include <xxhash.h>
 
 #include "bench.h"
+#include "bench_experts.h"
 #include "bench_routing.h"
 #include "bench_util.h"
 #include "cliarg.h"
@@ -29,32 +30,6 @@
 
 #define P "wsrv-bench experts"
 #define RULE "\"layers.*.mlp.experts.*.*\": \"experts_on_demand\""
-
-enum mode { ON_DEMAND, LAYERS, RESIDENT };
-
-struct cfg {
-	double bandwidth, cache;
-	unsigned topk, steps, warm;
-	bool prefetch;              /* the next layer's, with the last step's routing */
-};
-
-/* The model's MoE layers and their experts' tensors. */
-struct moe {
-	struct wsrv_model *m;
-	size_t nl;                  /* MoE layers */
-	int32_t *layer;             /* their indexes */
-	uint32_t experts;           /* per layer */
-	uint32_t **tens;            /* [l * experts + e]: tensor indexes */
-	uint32_t *ntens;
-};
-
-/* A run's figures. */
-struct result {
-	double seconds;             /* the timed steps */
-	uint64_t bytes;             /* every byte the stream copied in them */
-	uint64_t hits, misses, prefetches, prefetch_hits;
-	XXH64_hash_t logits;
-};
 
 /* Tensor i's layer and expert, when it is a routed expert's (layers
  * below 8192). */
@@ -71,7 +46,7 @@ static bool expert_at(struct wsrv_model *m, size_t i, int32_t *layer, long *expe
 	return *expert >= 0;
 }
 
-static int moe_index(struct wsrv_model *m, struct moe *x)
+int moe_index(struct wsrv_model *m, struct moe *x)
 {
 	size_t n = wsrv_model_tensor_count(m), nlayers = wsrv_model_layer_count(m);
 	uint32_t *pos = calloc(nlayers + 8192, sizeof(*pos));
@@ -112,7 +87,7 @@ static int moe_index(struct wsrv_model *m, struct moe *x)
 	return x->tens && x->ntens ? 0 : -ENOMEM;
 }
 
-static void moe_free(struct moe *x)
+void moe_free(struct moe *x)
 {
 	for (size_t k = 0; x->tens && k < x->nl * x->experts; k++)
 		free(x->tens[k]);
@@ -143,7 +118,7 @@ static int use_experts(struct wsrv_stream *s, const struct moe *x, size_t l, con
 /* The same resident set in every mode, all but the routed experts (the
  * attention, router and shared expert: a few percent of a MoE layer);
  * the experts stream with their layer, come on demand, or stay too. */
-static const char *plan_for(enum mode md, double cache, char *buf, size_t cap)
+static const char *plan_for(enum xp_mode md, double cache, char *buf, size_t cap)
 {
 	if (md == RESIDENT)
 		return "{\"budget\": \"1T\"}";
@@ -154,7 +129,7 @@ static const char *plan_for(enum mode md, double cache, char *buf, size_t cap)
 	return buf;
 }
 
-static struct wsrv_stream *open_mode(const struct moe *x, struct wsrv_device *d, enum mode md,
+static struct wsrv_stream *open_mode(const struct moe *x, struct wsrv_device *d, enum xp_mode md,
 				     double cache)
 {
 	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 2, .share = WSRV_SHARE_OFF };
@@ -170,7 +145,7 @@ static struct wsrv_stream *open_mode(const struct moe *x, struct wsrv_device *d,
 }
 
 /* One step: every layer acquired in order; MoE layers use routing[l]. */
-static int step(struct wsrv_stream *s, const struct moe *x, enum mode md, bool prefetch,
+static int step(struct wsrv_stream *s, const struct moe *x, enum xp_mode md, bool prefetch,
 		uint32_t **ids, size_t *n, uint32_t **prev, size_t *nprev, XXH64_hash_t *h)
 {
 	size_t moe = 0;
@@ -199,7 +174,7 @@ static int step(struct wsrv_stream *s, const struct moe *x, enum mode md, bool p
 
 /* Counters now: bytes the stream copied (layers and experts) and the
  * expert cache's. */
-static void counters(struct wsrv_stream *s, struct result *r)
+static void counters(struct wsrv_stream *s, struct xp_result *r)
 {
 	struct wsrv_stream_stats st;
 	struct wsrv_expert_stats xs = { 0 };
@@ -214,13 +189,13 @@ static void counters(struct wsrv_stream *s, struct result *r)
 	r->prefetch_hits = xs.prefetch_hits;
 }
 
-static int experts_run(const struct moe *x, const struct cfg *c, enum mode md, double zipf, unsigned batch,
-	       struct result *out)
+int experts_run(const struct moe *x, const struct xp_cfg *c, enum xp_mode md, double zipf, unsigned batch,
+		struct xp_result *out)
 {
 	struct wsrv_host_opts ho = { .struct_size = sizeof(ho), .bandwidth_gbps = c->bandwidth, .numa_node = -1 };
 	uint32_t **ids = calloc(x->nl, sizeof(*ids)), **prev = calloc(x->nl, sizeof(*prev));
 	size_t *n = calloc(x->nl, sizeof(*n)), *np = calloc(x->nl, sizeof(*np));
-	struct result c0 = { 0 }, c1;
+	struct xp_result c0 = { 0 }, c1;
 	struct routing rt;
 	struct wsrv_device *d = NULL;
 	struct wsrv_stream *s = NULL;
@@ -237,6 +212,8 @@ static int experts_run(const struct moe *x, const struct cfg *c, enum mode md, d
 	for (unsigned k = 0; k < c->warm + c->steps; k++) {
 		if (k == c->warm) {
 			counters(s, &c0);
+			if (c->mark)
+				c->mark(c->mark_arg);
 			out->seconds = mono_now();
 		}
 		for (size_t l = 0; l < x->nl; l++) {
@@ -277,9 +254,9 @@ static const struct trace {
 	double s;
 } traces[] = { { "uniform", 0 }, { "zipf1.0", 1.0 }, { "zipf1.2", 1.2 } };
 
-static json_t *experts_one(const struct moe *x, const struct cfg *c, const struct trace *t, unsigned batch)
+static json_t *experts_one(const struct moe *x, const struct xp_cfg *c, const struct trace *t, unsigned batch)
 {
-	struct result od, ly, rs;
+	struct xp_result od, ly, rs;
 	double tokens = (double)c->steps * batch;
 
 	if (experts_run(x, c, ON_DEMAND, t->s, batch, &od) < 0 || experts_run(x, c, LAYERS, t->s, batch, &ly) < 0 ||
@@ -316,7 +293,7 @@ static void print_run(const json_t *o)
 	       json_is_true(json_object_get(o, "bit_identical")) ? "bit-identical" : "LOGITS DIFFER");
 }
 
-static int experts_measure(struct wsrv_model *m, const struct cfg *c, int json)
+static int experts_measure(struct wsrv_model *m, const struct xp_cfg *c, int json)
 {
 	static const unsigned batches[] = { 1, 16 };
 	json_t *runs = json_array();
@@ -363,7 +340,7 @@ int bench_experts(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ 0 },
 	};
-	struct cfg c = { .bandwidth = 8, .cache = 0.25, .topk = 8, .steps = 24, .warm = 8, .prefetch = true };
+	struct xp_cfg c = { .bandwidth = 8, .cache = 0.25, .topk = 8, .steps = 24, .warm = 8, .prefetch = true };
 	struct bench_server bs = { 0 };
 	const char *path = NULL;
 	struct wsrv_client *cl;

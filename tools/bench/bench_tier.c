@@ -19,7 +19,8 @@
  * reads take at that rate, the share it did not wait for is the hidden
  * fraction (bar 0.9). The compute is the accelerator's by default: the
  * worker's thread sleeps, as a GPU worker's host thread waits on its
- * stream; --compute cpu makes it a busy loop on a host core instead. */
+ * stream; --compute cpu makes it a busy loop on a host core instead.
+ * --moe gives the MoE figures instead (bench_tier_moe.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -38,6 +39,7 @@
 #include "bench.h"
 #include "bench_crew.h"
 #include "bench_files.h"
+#include "bench_tier.h"
 #include "bench_util.h"
 #include "cliarg.h"
 #include "clock.h"
@@ -52,6 +54,7 @@ struct tier_cfg {
 	uint64_t budget;
 	int workers;
 	bool compute_cpu;           /* --compute cpu: a busy loop, not a sleep */
+	bool moe;                   /* --moe: the MoE figures (bench_tier_moe.c) */
 };
 
 struct pass_report {
@@ -85,7 +88,7 @@ static void compute(double s, bool cpu)
 		;
 }
 
-static int tier_now(const char *sock, struct wsrv_tier_info *t)
+int tier_now(const char *sock, struct wsrv_tier_info *t)
 {
 	struct wsrv_model_list *l;
 	struct wsrv_client *c;
@@ -243,7 +246,7 @@ static int tier_args(int argc, char **argv, struct tier_cfg *c, bool *json)
 	static const struct option opts[] = {
 		{ "model", required_argument, NULL, 'm' }, { "budget", required_argument, NULL, 'b' },
 		{ "workers", required_argument, NULL, 'w' }, { "json", no_argument, NULL, 'j' },
-		{ "compute", required_argument, NULL, 'c' }, { 0 },
+		{ "compute", required_argument, NULL, 'c' }, { "moe", no_argument, NULL, 'e' }, { 0 },
 	};
 	int o;
 
@@ -253,6 +256,7 @@ static int tier_args(int argc, char **argv, struct tier_cfg *c, bool *json)
 		else if (o == 'b' && parse_size(optarg, &c->budget) == 0 && c->budget) ;
 		else if (o == 'w') c->workers = (int)cliarg_long("wsrv-bench tier", "--workers", optarg, 1, CREW_MAX);
 		else if (o == 'j') *json = true;
+		else if (o == 'e') c->moe = true;
 		else if (o == 'c' && (!strcmp(optarg, "cpu") || !strcmp(optarg, "device"))) c->compute_cpu = !strcmp(optarg, "cpu");
 		else return -1;
 	}
@@ -329,9 +333,11 @@ int bench_tier(int argc, char **argv)
 	int rc = 1;
 
 	if (tier_args(argc, argv, &c, &json) < 0) {
-		fprintf(stderr, "usage: wsrv-bench tier --model DIR --budget SIZE [--workers 1..%d] [--compute device|cpu] [--json]\n", CREW_MAX);
+		fprintf(stderr, "usage: wsrv-bench tier --model DIR --budget SIZE [--workers 1..%d] [--compute device|cpu] [--moe] [--json]\n", CREW_MAX);
 		return 2;
 	}
+	if (c.moe)
+		return bench_tier_moe(c.model, c.budget, json);
 	if (model_files(c.model, NULL, &f) < 0)
 		return 1;
 	drop_cache(&f);
