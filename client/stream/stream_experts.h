@@ -72,11 +72,7 @@ int64_t xp_last_fence(const struct wsrv_stream *s);
 /* The last expert copy queued from segment g (0: none): wait for it before
  * g's host memory goes. */
 int64_t xp_seg_fence(const struct wsrv_stream *s, uint32_t g);
-/* Records f as the last copy of experts miss[0..n) (their segments'). */
-void xp_seg_copied(struct wsrv_stream *s, const uint32_t *miss, size_t n, int64_t f);
-/* A disk tier's segments that layer's experts come from, let go when no
- * slotted layer streams from them (their copies landed first). */
-int xp_drop_layer(struct wsrv_stream *s, int32_t layer);
+
 
 /* Frees the pool (after the stream's copies are done) and the index. */
 void xp_free(struct wsrv_stream *s);

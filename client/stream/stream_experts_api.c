@@ -141,6 +141,38 @@ static void xp_count(struct wsrv_stream *s, struct xp_layer *L, size_t off, uint
 
 /* Puts the experts of miss[0..n) (sorted in the arena) in slots and queues
  * their copies. On failure they are out of the pool again. */
+/* The segment expert e's bytes lie in (an expert never spans two: a
+ * layer never does). */
+static uint32_t seg_of(const struct wsrv_stream *s, uint32_t e)
+{
+	return s->m->v.tensors[s->xp->tidx[s->xp->ex[e].first]].segment;
+}
+
+/* Records f as the last copy of experts miss[0..n) (their segments'). */
+static void xp_seg_copied(struct wsrv_stream *s, const uint32_t *miss, size_t n, int64_t f)
+{
+	for (size_t i = 0; i < n && f > 0; i++)
+		s->xp->seg_fence[seg_of(s, miss[i])] = f;
+}
+
+/* A disk tier's segments that layer's experts come from, let go when no
+ * slotted layer streams from them (their copies landed first). */
+static int xp_drop_layer(struct wsrv_stream *s, int32_t layer)
+{
+	const struct xp_cache *x = s->xp;
+	uint32_t last = UINT32_MAX;
+	int r = 0;
+
+	for (uint32_t l = 0; x && l < x->nlayers && r == 0; l++) {
+		if (x->layers[l].index != layer)
+			continue;
+		for (uint32_t e = x->layers[l].first; e < x->layers[l].first + x->layers[l].n && r == 0; e++)
+			if (seg_of(s, e) != last)
+				r = stream_drop_unused(s, last = seg_of(s, e));
+	}
+	return r;
+}
+
 static int fill(struct wsrv_stream *s, struct xp_layer *L, uint32_t *miss, size_t n, bool *skip,
 		bool prefetch)
 {

@@ -88,22 +88,6 @@ static void compute(double s, bool cpu)
 		;
 }
 
-int tier_now(const char *sock, struct wsrv_tier_info *t)
-{
-	struct wsrv_model_list *l;
-	struct wsrv_client *c;
-	int r = wsrv_connect(sock, NULL, &c);
-
-	if (r < 0)
-		return r;
-	if ((r = wsrv_list_models(c, &l)) == 0) {
-		r = wsrv_model_list_tier(l, 0, t);
-		wsrv_model_list_free(l);
-	}
-	wsrv_disconnect(c);
-	return r;
-}
-
 static int pass_worker(void *arg, int out)
 {
 	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 2 };

@@ -183,3 +183,19 @@ uint64_t bench_max_layer(struct wsrv_model *m)
 	}
 	return max;
 }
+
+int tier_now(const char *sock, struct wsrv_tier_info *t)
+{
+	struct wsrv_model_list *l;
+	struct wsrv_client *c;
+	int r = wsrv_connect(sock, NULL, &c);
+
+	if (r < 0)
+		return r;
+	if ((r = wsrv_list_models(c, &l)) == 0) {
+		r = wsrv_model_list_tier(l, 0, t);
+		wsrv_model_list_free(l);
+	}
+	wsrv_disconnect(c);
+	return r;
+}

@@ -51,4 +51,8 @@ struct wsrv_model;
 /* The largest layer's bytes, the global group (position 0) aside. */
 uint64_t bench_max_layer(struct wsrv_model *m);
 
+struct wsrv_tier_info;
+/* The first model's disk tier counters on the server at sock: 0 or -errno. */
+int tier_now(const char *sock, struct wsrv_tier_info *t);
+
 #endif
