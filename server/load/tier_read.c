@@ -71,9 +71,7 @@ static uint32_t next_use(const struct tier *t, uint32_t g)
  * 1: hot, a worker took it again since it was read: a scan of the model
  *    must not flush it.
  * 2: not taken yet: read for a worker that is about to take it, or ahead
- *    of one (evicting it first would read it again, and again: four
- *    workers in random order livelocked for seconds when it went before
- *    hot ones). */
+ *    of one (evicting it first would read it again, and again). */
 static int victim_class(const struct tier_seg *s)
 {
 	return s->hot ? 1 : !s->ntakers ? 2 : 0;
