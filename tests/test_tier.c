@@ -441,38 +441,6 @@ static void take_over_and_reload_under_budget(void **st)
 	server_done(&b);
 }
 
-/* A read ahead while the first load still runs only reads segments the
- * load has passed (their checksums are known): a miss on layer 4 (the
- * first one a 10M budget drops as the load passes it; layers 0 to 3 taken
- * and let go, room to read ahead into) read layers 5 and 6 ahead before
- * their checksums were taken, and they failed as if their files had
- * changed. */
-static void read_ahead_waits_for_the_load(void **st)
-{
-	struct test_server ts = { 0 };
-	struct wsrv_client *c;
-	struct wsrv_model *m;
-
-	(void)st;
-	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", "10M", "--read-rate", "8M", NULL), 0);
-	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
-	for (int32_t layer = 0; layer < 8; layer++) {
-		assert_int_equal(wsrv_attach(c, "m", &m), 0);
-		if (wsrv_model_wait(m, layer, 30000) < 0)
-			fail_msg("layer %d: %s", layer, wsrv_last_error());
-		wsrv_detach(m);
-	}
-	struct wsrv_model_list *l;
-	struct wsrv_tier_info ti;
-	assert_int_equal(wsrv_list_models(c, &l), 0);
-	assert_int_equal(wsrv_model_list_tier(l, 0, &ti), 0);
-	wsrv_model_list_free(l);
-	assert_int_equal(ti.failures, 0);
-	assert_false(server_log_has(&ts, "no longer match"));
-	wsrv_disconnect(c);
-	server_done(&ts);
-}
-
 /* The tier's counters now. */
 static struct wsrv_tier_info tier_info(struct wsrv_client *c)
 {
@@ -489,6 +457,36 @@ static struct wsrv_tier_info tier_info(struct wsrv_client *c)
 static uint64_t tier_reads(struct wsrv_client *c)
 {
 	return tier_info(c).read_bytes;
+}
+
+/* A read ahead while the first load still runs only reads segments the
+ * load has passed (their checksums are known): a miss on layer 4 (the
+ * first one a 10M budget drops as the load passes it; layers 0 to 3 taken
+ * and let go, room to read ahead into) read layers 5 and 6 ahead before
+ * their checksums were taken, and they failed as if their files had
+ * changed. This case walks that path and checks no read failed; the
+ * failure itself was seen in take_over_and_reload_under_budget on the
+ * cuda test driver (about 1 run in 20), not made to happen here every
+ * time. */
+static void read_ahead_waits_for_the_load(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+
+	(void)st;
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", "10M", "--read-rate", "8M", NULL), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	for (int32_t layer = 0; layer < 8; layer++) {
+		assert_int_equal(wsrv_attach(c, "m", &m), 0);
+		if (wsrv_model_wait(m, layer, 30000) < 0)
+			fail_msg("layer %d: %s", layer, wsrv_last_error());
+		wsrv_detach(m);
+	}
+	assert_int_equal(tier_info(c).failures, 0);
+	assert_false(server_log_has(&ts, "no longer match"));
+	wsrv_disconnect(c);
+	server_done(&ts);
 }
 
 /* Scan resistance: a layer taken again and again stays cached through a
