@@ -139,8 +139,6 @@ static void xp_count(struct wsrv_stream *s, struct xp_layer *L, size_t off, uint
 }
 #define COUNT(s, L, field, v) xp_count((s), (L), offsetof(struct wsrv_expert_stats, field), (v))
 
-/* Puts the experts of miss[0..n) (sorted in the arena) in slots and queues
- * their copies. On failure they are out of the pool again. */
 /* The segment expert e's bytes lie in (an expert never spans two: a
  * layer never does). */
 static uint32_t seg_of(const struct wsrv_stream *s, uint32_t e)
@@ -155,24 +153,21 @@ static void xp_seg_copied(struct wsrv_stream *s, const uint32_t *miss, size_t n,
 		s->xp->seg_fence[seg_of(s, miss[i])] = f;
 }
 
-/* A disk tier's segments that layer's experts come from, let go when no
+/* A disk tier's segments layer L's experts come from, let go when no
  * slotted layer streams from them (their copies landed first). */
-static int xp_drop_layer(struct wsrv_stream *s, int32_t layer)
+static int xp_drop_layer(struct wsrv_stream *s, const struct xp_layer *L)
 {
-	const struct xp_cache *x = s->xp;
 	uint32_t last = UINT32_MAX;
 	int r = 0;
 
-	for (uint32_t l = 0; x && l < x->nlayers && r == 0; l++) {
-		if (x->layers[l].index != layer)
-			continue;
-		for (uint32_t e = x->layers[l].first; e < x->layers[l].first + x->layers[l].n && r == 0; e++)
-			if (seg_of(s, e) != last)
-				r = stream_drop_unused(s, last = seg_of(s, e));
-	}
+	for (uint32_t e = L->first; e < L->first + L->n && r == 0; e++)
+		if (seg_of(s, e) != last)
+			r = stream_drop_unused(s, last = seg_of(s, e));
 	return r;
 }
 
+/* Puts the experts of miss[0..n) (sorted in the arena) in slots and queues
+ * their copies. On failure they are out of the pool again. */
 static int fill(struct wsrv_stream *s, struct xp_layer *L, uint32_t *miss, size_t n, bool *skip,
 		bool prefetch)
 {
@@ -327,7 +322,7 @@ WSRV_EXPORT int wsrv_stream_release_experts(struct wsrv_stream *s, int32_t layer
 		s->d->ops->consumed(s->d);
 	/* A disk tier's segment the experts came from goes, unless a
 	 * slotted layer streams from it. */
-	return xp_drop_layer(s, layer);
+	return xp_drop_layer(s, L);
 }
 
 WSRV_EXPORT int wsrv_stream_prefetch_experts(struct wsrv_stream *s, int32_t layer, const uint32_t *ids,
