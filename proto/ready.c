@@ -15,12 +15,13 @@ uint64_t ready_size(uint32_t nseg, uint32_t nt)
 	return sizeof(struct rd_header) + segs + (uint64_t)nt * sizeof(uint64_t);
 }
 
-uint64_t ready_size_tiered(uint32_t nseg, uint32_t nt)
+uint64_t ready_size_tiered(uint32_t nseg, uint32_t nt, uint32_t nunits)
 {
-	return ready_size(nseg, nt) + round8((uint64_t)nseg * sizeof(uint32_t));
+	return ready_size(nseg, nt) + round8(((uint64_t)nseg + nunits) * sizeof(uint32_t)) +
+	       (uint64_t)nunits * sizeof(struct rd_unit);
 }
 
-void ready_init(void *buf, uint32_t nseg, uint32_t nt, uint64_t total_bytes, bool tiered)
+void ready_init(void *buf, uint32_t nseg, uint32_t nt, uint64_t total_bytes, bool tiered, uint32_t nunits)
 {
 	struct rd_header *h = buf;
 
@@ -38,9 +39,12 @@ void ready_init(void *buf, uint32_t nseg, uint32_t nt, uint64_t total_bytes, boo
 	if (tiered) {
 		uint32_t *tier = (uint32_t *)(void *)((char *)buf + h->total_size);
 		h->tier_off = h->total_size;
-		h->total_size = ready_size_tiered(nseg, nt);
+		h->total_size = ready_size_tiered(nseg, nt, nunits);
 		for (uint32_t i = 0; i < nseg; i++)
 			tier[i] = RD_TIER_RESIDENT;
+		h->nunits = nunits;
+		if (nunits)
+			h->units_off = h->tier_off + round8(((uint64_t)nseg + nunits) * sizeof(uint32_t));
 	}
 }
 
@@ -66,7 +70,12 @@ int ready_check(const void *buf, size_t len, uint32_t nseg, uint32_t nt, struct 
 		return -EBADMSG;
 	}
 	if (tiered)
-		want = ready_size_tiered(nseg, nt);
+		want = ready_size_tiered(nseg, nt, h->nunits);
+	if (h->nunits && (!tiered || h->units_off != want - (uint64_t)h->nunits * sizeof(struct rd_unit))) {
+		snprintf(err, errlen, "readiness page with %u disk tier units at %llu", h->nunits,
+			 (unsigned long long)h->units_off);
+		return -EBADMSG;
+	}
 	if (h->nsegments != nseg || h->ntensors != nt || h->total_size != want || len < want ||
 	    h->segments_off != sizeof(*h) ||
 	    h->xxh3_off != sizeof(*h) + round8((uint64_t)nseg * sizeof(uint32_t))) {
@@ -78,5 +87,6 @@ int ready_check(const void *buf, size_t len, uint32_t nseg, uint32_t nt, struct 
 	v->segments = (const uint32_t *)(const void *)((const char *)buf + h->segments_off);
 	v->xxh3 = (const uint64_t *)(const void *)((const char *)buf + h->xxh3_off);
 	v->tier = tiered ? (const uint32_t *)(const void *)((const char *)buf + h->tier_off) : NULL;
+	v->units = h->nunits ? (const struct rd_unit *)(const void *)((const char *)buf + h->units_off) : NULL;
 	return 0;
 }

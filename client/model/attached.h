@@ -37,7 +37,43 @@ struct wsrv_model {
 	 * segment stays mapped and held until detach). Under map_lock. */
 	uint32_t *tier_use;
 	bool *tier_pinned;
+	/* A disk tier's units (units.c): each routed expert of a layer,
+	 * mapped alone over its range of its segment while used. A piece is
+	 * a segment (below nseg) or unit k (nseg + k): mapped, tier_use and
+	 * tier_pinned are per piece. */
+	uint32_t nunits;
+	struct rd_unit *units;       /* owned, checked, in (segment, offset) order */
+	uint32_t *piece;             /* per tensor, owned; NULL without units */
 };
+
+/* The piece tensor i's bytes lie in: its unit, or its segment. */
+static inline uint32_t cl_piece(const struct wsrv_model *m, uint32_t i)
+{
+	return m->piece ? m->piece[i] : m->v.tensors[i].segment;
+}
+
+/* Segments, then units. */
+static inline uint32_t cl_npieces(const struct wsrv_model *m)
+{
+	return m->nseg + m->nunits;
+}
+
+/* The segment piece p lies in. */
+static inline uint32_t cl_piece_seg(const struct wsrv_model *m, uint32_t p)
+{
+	return p < m->nseg ? p : m->units[p - m->nseg].segment;
+}
+
+/* The units of the readiness page v checked against the segments and
+ * copied, the per-piece arrays grown, each tensor's piece found, and the
+ * units of every segment mapped so far made unreadable: 0 or -errno. */
+int cl_units_setup(struct wsrv_model *m, const struct rd_view *v);
+/* Segment g was just mapped: its units' ranges are made unreadable (each
+ * mapped over once taken). Under map_lock. */
+int cl_units_hide(struct wsrv_model *m, uint32_t g);
+/* Where piece p lies here, and its first byte's offset in its segment. */
+void cl_piece_range(const struct wsrv_model *m, uint32_t p, uint8_t **addr, size_t *len, uint64_t *off);
+void cl_units_free(struct wsrv_model *m);
 
 /* One server's readiness page for a model attached while it loads. A
  * reconnect during the load (ready_resume.c) puts a newer one in front;

@@ -41,6 +41,18 @@ WSRV_EXPORT size_t wsrv_model_tensor_count(const struct wsrv_model *m)
 	return m ? m->v.h->ntensors : 0;
 }
 
+/* A layer's data pointer: NULL unless its segment and every routed
+ * expert of it (a disk tier's units) are mapped here now. */
+static const void *layer_here(const struct wsrv_model *m, const struct wsrv_layer *l)
+{
+	struct wsrv_model *w = (struct wsrv_model *)m;
+
+	for (uint32_t k = 0; k < m->nunits; k++)
+		if (m->units[k].layer == l->index && !cl_segment_mapped(w, m->nseg + k))
+			return NULL;
+	return cl_data_here(w, l->segment, l->data);
+}
+
 /* Attached while the server loads it, each of these waits for the
  * segment it points into (cl_need_segment): a lookup's bytes are always
  * the loaded ones. The model is const to the caller; its mappings are
@@ -56,7 +68,7 @@ WSRV_EXPORT int wsrv_model_tensor(const struct wsrv_model *m, size_t i, struct w
 	if ((r = cl_need_segment((struct wsrv_model *)m, m->v.tensors[i].segment)) < 0)
 		return r;
 	cl_tensor_nowait(m, (uint32_t)i, out);
-	out->data = cl_data_here((struct wsrv_model *)m, out->segment, out->data);
+	out->data = cl_data_here((struct wsrv_model *)m, cl_piece(m, (uint32_t)i), out->data);
 	return 0;
 }
 
@@ -82,7 +94,7 @@ WSRV_EXPORT int wsrv_model_find(const struct wsrv_model *m, const char *name,
 	if ((r = cl_need_segment((struct wsrv_model *)m, m->v.tensors[i].segment)) < 0)
 		return r;
 	cl_tensor_nowait(m, (uint32_t)i, out);
-	out->data = cl_data_here((struct wsrv_model *)m, out->segment, out->data);
+	out->data = cl_data_here((struct wsrv_model *)m, cl_piece(m, (uint32_t)i), out->data);
 	return 0;
 }
 
@@ -102,7 +114,7 @@ WSRV_EXPORT int wsrv_model_layer_at(const struct wsrv_model *m, size_t i, struct
 	if ((r = cl_need_segment((struct wsrv_model *)m, m->v.layers[i].segment)) < 0)
 		return r;
 	cl_layer_at_nowait(m, (uint32_t)i, out);
-	out->data = cl_data_here((struct wsrv_model *)m, out->segment, out->data);
+	out->data = layer_here(m, out);
 	return 0;
 }
 
@@ -113,7 +125,7 @@ WSRV_EXPORT int wsrv_model_layer_info(const struct wsrv_model *m, size_t i, stru
 	if (i >= m->v.h->nlayers)
 		return cl_err(-ERANGE, "layer group %zu: the model has %u", i, m->v.h->nlayers);
 	cl_layer_at_nowait(m, (uint32_t)i, out);
-	out->data = cl_data_here((struct wsrv_model *)m, out->segment, out->data);
+	out->data = layer_here(m, out);
 	return 0;
 }
 
@@ -125,7 +137,7 @@ WSRV_EXPORT int wsrv_model_layer(const struct wsrv_model *m, int32_t index, stru
 	CL_NEED(out);
 	if ((r = cl_layer_nowait(m, index, out)) < 0 || (r = cl_need_segment((struct wsrv_model *)m, out->segment)) < 0)
 		return r;
-	out->data = cl_data_here((struct wsrv_model *)m, out->segment, out->data);
+	out->data = layer_here(m, out);
 	return 0;
 }
 

@@ -83,7 +83,7 @@ static struct ready_gen *loaded_page(const struct wsrv_model *m, const Wsrv__Att
 	g->page = p;
 	g->len = len;
 	h = (struct rd_header *)p;
-	ready_init(p, m->nseg, nt, m->v.h->tensor_bytes, false);
+	ready_init(p, m->nseg, nt, m->v.h->tensor_bytes, false, 0);
 	h->manifest_hash = ar->manifest_hash;
 	h->placed_bytes = h->total_bytes;
 	for (uint32_t i = 0; i < m->nseg; i++)

@@ -22,17 +22,22 @@
 
 #define WAIT_SLICE_MS 200   /* between checks that the server is still there */
 
+/* Maps piece g (a segment, or a unit: its range of a memfd of its
+ * segment's size) from fd over its reserved range. */
 static int map_over(struct wsrv_model *m, uint32_t g, int fd)
 {
-	uint64_t size;
-	int r = cl_check_fd(fd, "segment", m->seg_len[g], &size);
+	uint64_t size, off;
+	uint8_t *at;
+	size_t len;
+	int r = cl_check_fd(fd, "segment", m->seg_len[cl_piece_seg(m, g)], &size);
 
 	if (r < 0)
 		return r;
-	if (mmap((void *)m->seg[g], m->seg_len[g], PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED)
+	cl_piece_range(m, g, &at, &len, &off);
+	if (mmap(at, len, PROT_READ, MAP_SHARED | MAP_FIXED, fd, (off_t)off) == MAP_FAILED)
 		return cl_err(-errno, "cannot map segment %u: %s", g, strerror(errno));
 	m->mapped[g] = true;
-	return 0;
+	return g < m->nseg && m->nunits ? cl_units_hide(m, g) : 0;
 }
 
 static int reserve(struct wsrv_model *m, const Wsrv__AttachReply *ar)
@@ -58,6 +63,7 @@ static void seg_state_free(struct wsrv_model *m)
 	free(m->mapped);
 	free(m->tier_use);
 	free(m->tier_pinned);
+	cl_units_free(m);
 	m->mapped = NULL;
 	m->tier_use = NULL;
 	m->tier_pinned = NULL;
@@ -94,6 +100,8 @@ int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__A
 		return cl_err(-EBADMSG, "the server sent a bad manifest: %s", err);
 	if (!(m->ready = cl_ready_gen_map(m, fds[1], ar->ready_size)))
 		return -EBADMSG;
+	if ((r = cl_units_setup(m, &m->ready->rv)) < 0)
+		return r;
 	__atomic_store_n(&m->loading, true, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -110,8 +118,23 @@ void cl_ready_free(struct wsrv_model *m)
 bool cl_tiered(const struct wsrv_model *m, uint32_t seg)
 {
 	const struct rd_view *v = m->ready ? cl_rv(m) : NULL;
+	uint32_t w;
 
-	return v && v->tier && seg < m->nseg && __atomic_load_n(&v->tier[seg], __ATOMIC_ACQUIRE) != RD_TIER_RESIDENT;
+	if (seg >= m->nseg)
+		return seg < cl_npieces(m);
+	w = v && v->tier ? __atomic_load_n(&v->tier[seg], __ATOMIC_ACQUIRE) : RD_TIER_RESIDENT;
+	return w != RD_TIER_RESIDENT && w != RD_TIER_PARTS;
+}
+
+/* Piece g's tier word on the newest server's page, or NULL (a page with
+ * no tier, or not these units). */
+static const uint32_t *tier_word(const struct wsrv_model *m, uint32_t g)
+{
+	const struct rd_view *v = cl_rv(m);
+
+	if (!v->tier || (g >= m->nseg && (!v->units || v->h->nunits != m->nunits)))
+		return NULL;
+	return &v->tier[g];
 }
 
 static uint32_t load_word(const uint32_t *w)
@@ -280,7 +303,7 @@ static int tier_need(struct wsrv_model *m, uint32_t seg, bool pin, bool wait)
 	while (!m->mapped[seg]) {
 		/* The newest server's word: after a restart, its page's (the
 		 * call below connects again when the server went away). */
-		const uint32_t *w = cl_rv(m)->tier ? &cl_rv(m)->tier[seg] : NULL;
+		const uint32_t *w = tier_word(m, seg);
 		uint32_t seen = w ? load_word(w) : 0;
 		if ((r = tier_call(m, seg, false, &fd)) == 0) {
 			r = map_over(m, seg, fd);
@@ -305,10 +328,12 @@ int cl_tier_use(struct wsrv_model *m, uint32_t seg, bool wait)
 {
 	int r;
 
-	if ((r = wait ? wait_word(m, seg, -1) : 0) < 0)
+	uint32_t g = cl_piece_seg(m, seg); /* loaded first */
+
+	if ((r = wait ? wait_word(m, g, -1) : 0) < 0)
 		return r;
-	if (!wait && load_word(word(m, seg)) != RD_READY)
-		return load_word(word(m, seg)) == RD_FAILED ? failed(m) : 0;
+	if (!wait && load_word(word(m, g)) != RD_READY)
+		return load_word(word(m, g)) == RD_FAILED ? failed(m) : 0;
 	if ((r = tier_need(m, seg, false, wait)) == 1) {
 		pthread_mutex_lock(&m->map_lock);
 		m->tier_use[seg]++;
@@ -323,10 +348,13 @@ int cl_tier_drop(struct wsrv_model *m, uint32_t seg)
 
 	pthread_mutex_lock(&m->map_lock);
 	if (m->tier_use[seg] && --m->tier_use[seg] == 0 && !m->tier_pinned[seg] && m->mapped[seg]) {
+		uint8_t *at;
+		size_t len;
+		uint64_t off;
 		/* The range stays reserved: a read of it faults, never reads
 		 * bytes a later mapping put elsewhere. */
-		if (mmap((void *)m->seg[seg], m->seg_len[seg], PROT_NONE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED)
+		cl_piece_range(m, seg, &at, &len, &off);
+		if (mmap(at, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED)
 			r = cl_err(-errno, "cannot unmap segment %u: %s", seg, strerror(errno));
 		else
 			m->mapped[seg] = false;
@@ -349,7 +377,8 @@ static int map_ready(struct wsrv_model *m)
 	r = fetch_ready(m);
 	for (uint32_t i = 0; i < m->nseg; i++)
 		all = all && m->mapped[i];
-	if (r == 0 && all && load_word(word(m, WORD_MODEL)) == RD_READY) {
+	/* Units come and go: a model with them is never mapped whole. */
+	if (r == 0 && all && !m->nunits && load_word(word(m, WORD_MODEL)) == RD_READY) {
 		m->manifest_hash = cl_rv(m)->h->manifest_hash; /* the loaded model's identity */
 		__atomic_store_n(&m->loading, false, __ATOMIC_RELEASE);
 	}
@@ -399,7 +428,7 @@ int cl_ready_need(struct wsrv_model *m, uint32_t seg)
 
 bool cl_ready_mapped(struct wsrv_model *m, uint32_t seg)
 {
-	return seg < m->nseg && seg_mapped(m, seg);
+	return seg < cl_npieces(m) && seg_mapped(m, seg);
 }
 
 int cl_ready_check(struct wsrv_model *m, uint32_t seg)
@@ -467,7 +496,15 @@ WSRV_EXPORT int wsrv_model_wait(struct wsrv_model *m, int32_t layer, int timeout
 		return r;
 	if (!__atomic_load_n(&m->loading, __ATOMIC_ACQUIRE))
 		return 0;
-	return layer == WSRV_LAYER_ALL ? wait_all(m, timeout_ms) : need(m, l.segment, timeout_ms, true);
+	if (layer == WSRV_LAYER_ALL)
+		return wait_all(m, timeout_ms);
+	if ((r = need(m, l.segment, timeout_ms, true)) < 0)
+		return r;
+	/* The layer's routed experts too, each kept until detach. */
+	for (uint32_t k = 0; k < m->nunits && r >= 0; k++)
+		if (m->units[k].layer == layer)
+			r = tier_need(m, m->nseg + k, true, true);
+	return r < 0 ? r : 0;
 }
 
 WSRV_EXPORT int wsrv_model_progress(const struct wsrv_model *m, uint64_t *placed, uint64_t *total)

@@ -28,7 +28,7 @@ int cl_ready_check(struct wsrv_model *m, uint32_t seg);
 bool cl_ready_mapped(struct wsrv_model *m, uint32_t seg);
 
 /* A model with a disk tier (--memory-budget): whether segment seg lives
- * on it. Such a segment is mapped only while something uses it:
+ * on it (seg may be a piece, attached.h: a unit always does). Such a segment is mapped only while something uses it:
  * wsrv_model_wait on its layer pins it until detach (a lookup only waits
  * for its first load, and gives data NULL while it is not mapped,
  * cl_data_here); a stream takes it with
@@ -60,10 +60,11 @@ static inline bool cl_segment_mapped(struct wsrv_model *m, uint32_t seg)
 	return !cl_loading(m) || cl_ready_mapped(m, seg);
 }
 
-/* A lookup's data pointer: NULL for a disk tier's segment not mapped now. */
-static inline const void *cl_data_here(struct wsrv_model *m, uint32_t seg, const void *data)
+/* A lookup's data pointer: NULL for a disk tier's segment or unit (the
+ * piece, attached.h) not mapped now. */
+static inline const void *cl_data_here(struct wsrv_model *m, uint32_t piece, const void *data)
 {
-	return cl_segment_mapped(m, seg) ? data : NULL;
+	return cl_segment_mapped(m, piece) ? data : NULL;
 }
 
 #endif

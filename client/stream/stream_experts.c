@@ -195,7 +195,7 @@ int xp_alloc(struct wsrv_stream *s)
 	if (!x)
 		return 0;
 	if (!(x->slots = calloc(x->nslots, sizeof(*x->slots))) ||
-	    !(x->seg_fence = calloc(s->m->nseg + 1, sizeof(*x->seg_fence))))
+	    !(x->seg_fence = calloc(cl_npieces(s->m) + 1, sizeof(*x->seg_fence))))
 		return cl_err(-ENOMEM, "out of memory");
 	for (uint32_t k = 0; k < x->nslots; k++)
 		x->slots[k].expert = -1;
@@ -299,7 +299,9 @@ static bool adjacent(struct wsrv_stream *s, const struct xp_expert *a, const str
 		return false;
 	cl_tensor_nowait(s->m, x->tidx[a->first], &ta);
 	cl_tensor_nowait(s->m, x->tidx[b->first], &tb);
-	return ta.segment == tb.segment && tb.offset == ta.offset + x->slot_size;
+	/* One piece: a copy never spans two of a disk tier's units. */
+	return cl_piece(s->m, x->tidx[a->first]) == cl_piece(s->m, x->tidx[b->first]) &&
+	       ta.segment == tb.segment && tb.offset == ta.offset + x->slot_size;
 }
 
 /* One expert's tensors, each its own (strided) copy. */

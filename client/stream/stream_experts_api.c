@@ -139,11 +139,12 @@ static void xp_count(struct wsrv_stream *s, struct xp_layer *L, size_t off, uint
 }
 #define COUNT(s, L, field, v) xp_count((s), (L), offsetof(struct wsrv_expert_stats, field), (v))
 
-/* The segment expert e's bytes lie in (an expert never spans two: a
- * layer never does). */
+/* The piece expert e's bytes lie in (attached.h: its segment, or a disk
+ * tier's unit, which is the expert; an expert never spans two segments:
+ * a layer never does). */
 static uint32_t seg_of(const struct wsrv_stream *s, uint32_t e)
 {
-	return s->m->v.tensors[s->xp->tidx[s->xp->ex[e].first]].segment;
+	return cl_piece(s->m, s->xp->tidx[s->xp->ex[e].first]);
 }
 
 /* Records f as the last copy of experts miss[0..n) (their segments'). */

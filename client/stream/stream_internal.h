@@ -110,7 +110,7 @@ struct wsrv_stream {
 	struct src_range *srcs;     /* locked chunk by chunk as copies come,
 	                             * unregistered at close */
 	size_t nsrcs;
-	bool *seg_here;             /* per segment: mapped here */
+	bool *seg_here;             /* per piece (attached.h): mapped here */
 	bool *src_locked;           /* per tensor: its source chunks locked */
 	double opened, acquire_t0;
 	struct wsrv_stream_stats st;

@@ -23,7 +23,9 @@ static void layout_one(struct wsrv_stream *s, struct st_layer *sl, const struct 
 	for (uint32_t i = 0; sl->contiguous && i < sl->nstreamed; i++) {
 		struct wsrv_tensor t;
 		cl_tensor_nowait(s->m, sl->streamed[i], &t);
-		sl->contiguous = s->views[sl->streamed[i]].bytes == t.size && s->views[sl->streamed[i]].height == 1;
+		/* One piece: a copy never spans a disk tier's units. */
+		sl->contiguous = s->views[sl->streamed[i]].bytes == t.size && s->views[sl->streamed[i]].height == 1 &&
+				 cl_piece(s->m, sl->streamed[i]) == cl_piece(s->m, sl->streamed[0]);
 	}
 	sl->slot_bytes = 0;
 	if (sl->nstreamed == 0)

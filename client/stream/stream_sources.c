@@ -35,7 +35,7 @@ static int by_seg_start(const void *x, const void *y)
 }
 
 /* Tensor i's bytes in this rank's view, page-aligned: [*a, *b) of its
- * segment *seg. false when the stream never copies it (absent, or a
+ * piece *seg (its segment, or a disk tier's unit: attached.h). false when the stream never copies it (absent, or a
  * reader's resident tensor: a reader of a shared region never copies
  * those). */
 static bool src_of(const struct wsrv_stream *s, uint32_t i, uint32_t *seg, uintptr_t *a, uintptr_t *b)
@@ -49,7 +49,7 @@ static bool src_of(const struct wsrv_stream *s, uint32_t i, uint32_t *seg, uintp
 		return false;
 	cl_tensor_nowait(s->m, i, &t);
 	p = (uintptr_t)t.data + v->src_off;
-	*seg = t.segment;
+	*seg = cl_piece(s->m, i);
 	*a = p & ~(pg - 1);
 	*b = (p + (v->height - 1) * v->pitch + v->width + pg - 1) & ~(pg - 1);
 	return true;
@@ -150,7 +150,7 @@ int stream_register(struct wsrv_stream *s)
 		return 0;
 	if ((r = collect(s)) < 0)
 		return r;
-	if (!(s->seg_here = calloc(nseg + 1, sizeof(*s->seg_here))) ||
+	if (!(s->seg_here = calloc(cl_npieces(s->m) + 1, sizeof(*s->seg_here))) ||
 	    !(s->src_locked = calloc(wsrv_model_tensor_count(s->m) + 1, sizeof(*s->src_locked))))
 		return cl_err(-ENOMEM, "out of memory");
 	for (uint32_t g = 0; g < nseg; g++) {
@@ -166,7 +166,7 @@ int stream_register(struct wsrv_stream *s)
 
 int stream_need_tensor(struct wsrv_stream *s, uint32_t i, bool wait)
 {
-	uint32_t seg = s->m->v.tensors[i].segment;
+	uint32_t seg = cl_piece(s->m, i);
 	bool lock = s->d && s->d->ops->register_host;
 	int r;
 
@@ -198,7 +198,7 @@ int stream_need_layer(struct wsrv_stream *s, int pos, bool wait)
 	return r;
 }
 
-/* Whether a layer in a slot other than pos's streams from segment g. */
+/* Whether a layer in a slot other than pos's streams from piece g. */
 static bool seg_in_use(const struct wsrv_stream *s, int pos, uint32_t g)
 {
 	for (int p = 0; p < (int)s->nlayers; p++) {
@@ -206,7 +206,7 @@ static bool seg_in_use(const struct wsrv_stream *s, int pos, uint32_t g)
 		if (p == pos || l->slot < 0)
 			continue;
 		for (uint32_t k = 0; k < l->nstreamed; k++)
-			if (s->m->v.tensors[l->streamed[k]].segment == g)
+			if (cl_piece(s->m, l->streamed[k]) == g)
 				return true;
 	}
 	return false;
@@ -223,7 +223,7 @@ static void unlock_chunk(struct wsrv_stream *s, struct src_range *g, uint32_t k)
 	g->chunks[k] = 0;
 }
 
-/* Segment seg's chunks are unlocked (the copies from them have landed),
+/* Piece seg's chunks are unlocked (the copies from them have landed),
  * its tensors to be locked again when it comes back. */
 static void unlock_segment(struct wsrv_stream *s, uint32_t seg)
 {
@@ -233,7 +233,7 @@ static void unlock_segment(struct wsrv_stream *s, uint32_t seg)
 		for (uint32_t k = 0; s->srcs[i].seg == seg && k < s->srcs[i].nchunks; k++)
 			unlock_chunk(s, &s->srcs[i], k);
 	for (size_t i = 0; i < n; i++)
-		if (s->m->v.tensors[i].segment == seg)
+		if (cl_piece(s->m, (uint32_t)i) == seg)
 			s->src_locked[i] = false;
 }
 
@@ -269,7 +269,7 @@ int stream_drop_layer(struct wsrv_stream *s, int pos, int64_t fence)
 	if (!s->d)
 		return 0;
 	for (uint32_t k = 0; k < l->nstreamed && r == 0; k++) {
-		uint32_t g = s->m->v.tensors[l->streamed[k]].segment;
+		uint32_t g = cl_piece(s->m, l->streamed[k]);
 		if (!seg_in_use(s, pos, g))
 			r = stream_drop_segment(s, g, fence);
 	}
@@ -284,7 +284,7 @@ void stream_unregister(struct wsrv_stream *s)
 			unlock_chunk(s, g, k);
 		free(g->chunks);
 	}
-	for (uint32_t g = 0; s->seg_here && g < s->m->nseg; g++)
+	for (uint32_t g = 0; s->seg_here && g < cl_npieces(s->m); g++)
 		if (s->seg_here[g] && cl_tiered(s->m, g))
 			cl_tier_drop(s->m, g);
 	free(s->srcs);

@@ -21,9 +21,9 @@ int stream_upload_into(struct wsrv_stream *s, uint8_t *base)
 		/* A disk tier's segment goes once its resident tensors are
 		 * copied (tensors come in segment order): an open never holds
 		 * more than one, whatever the budget. */
-		if (seg != UINT32_MAX && seg != t.segment && (r = stream_drop_segment(s, seg, last)) < 0)
+		if (seg != UINT32_MAX && seg != cl_piece(s->m, (uint32_t)i) && (r = stream_drop_segment(s, seg, last)) < 0)
 			break;
-		seg = t.segment;
+		seg = cl_piece(s->m, (uint32_t)i);
 		/* Still loading: each waits for its bytes, in arena order. */
 		if ((r = stream_need_tensor(s, (uint32_t)i, true)) < 0)
 			break;

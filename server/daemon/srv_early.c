@@ -233,7 +233,8 @@ int early_segments(struct server *srv, struct session *s, const Wsrv__AttachSegm
 				       s->fds_unread);
 	for (size_t i = 0; i < q->n_segments; i++) {
 		uint32_t g = q->segments[i];
-		if (g >= lm->arena->nseg)
+		/* A disk tier's units are numbered on from the segments. */
+		if (g >= (lm->tier ? tier_count(lm->tier) : lm->arena->nseg))
 			return srv_reply_error(r, seq, EINVAL, "model '%s' has no segment %u",
 					       lm->model->name, g);
 		for (size_t k = 0; k < i; k++)
@@ -241,7 +242,7 @@ int early_segments(struct server *srv, struct session *s, const Wsrv__AttachSegm
 				return srv_reply_error(r, seq, EINVAL, "segment %u asked for twice", g);
 		/* Letting go needs nothing loaded: a client of the server
 		 * before this one lets go of what that one held (ENOENT). */
-		if (!q->release && !seg_ready(sm, g))
+		if (!q->release && !seg_ready(sm, lm->tier ? tier_segment_of(lm->tier, g) : g))
 			return srv_reply_error(r, seq, EAGAIN, "segment %u of '%s' is not loaded yet",
 					       g, lm->model->name);
 	}

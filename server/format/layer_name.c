@@ -62,3 +62,19 @@ int32_t layer_from_name(const char *name, const char *const *extra, size_t nextr
 	}
 	return LAYER_GLOBAL;
 }
+
+int32_t expert_from_name(const char *name)
+{
+	for (const char *p = strstr(name, ".experts."); p; p = strstr(p + 1, ".experts.")) {
+		const char *q = p + strlen(".experts.");
+		int32_t v = 0;
+		int digits = 0;
+		while (*q >= '0' && *q <= '9' && digits < 7) {
+			v = v * 10 + (*q++ - '0');
+			digits++;
+		}
+		if (digits && digits < 7 && *q == '.')
+			return v;
+	}
+	return -1;
+}

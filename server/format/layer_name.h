@@ -20,4 +20,9 @@ int layer_pattern_check(const char *pattern);
  * matches. */
 int32_t layer_from_name(const char *name, const char *const *extra, size_t nextra);
 
+/* The routed expert a tensor belongs to: N of "....experts.N." (DeepSeek,
+ * Qwen-MoE, Mixtral's block_sparse_moe), or -1 (shared experts, whose
+ * name has no ".experts.N.", and every other tensor). */
+int32_t expert_from_name(const char *name);
+
 #endif

@@ -29,13 +29,26 @@ static int cmp_layout(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
+/* Where tensor i of a layer starting at tensors[first] goes, from off
+ * (the end of the tensor before): at the model's alignment, and with
+ * expert_pages on a page where a routed expert starts or ends. */
+static uint64_t tensor_start(const struct model *m, bool expert_pages, size_t first, size_t i, uint64_t off)
+{
+	if (expert_pages && i > first) {
+		int32_t x = expert_from_name(m->tensors[i].name), before = expert_from_name(m->tensors[i - 1].name);
+		if (x != before && (x >= 0 || before >= 0))
+			off = align_up(off, MODEL_LAYER_ALIGN);
+	}
+	return align_up(off, m->tensor_align);
+}
+
 /* Bytes the layer at tensors[first..first+count) takes when laid out. */
-static uint64_t layer_span(const struct model *m, size_t first, size_t count)
+static uint64_t layer_span(const struct model *m, bool expert_pages, size_t first, size_t count)
 {
 	uint64_t off = 0;
 
 	for (size_t i = first; i < first + count; i++)
-		off = align_up(off, m->tensor_align) + m->tensors[i].size;
+		off = tensor_start(m, expert_pages, first, i, off) + m->tensors[i].size;
 	return off;
 }
 
@@ -52,10 +65,10 @@ static int add_segment(struct model *m, struct errinfo *e)
 
 /* Places one layer at the end of the current segment, or in a new one when
  * max_segment would be exceeded. */
-static int place_layer(struct model *m, struct model_layer *l, uint64_t max_seg,
+static int place_layer(struct model *m, struct model_layer *l, const struct model_opts *o,
 		       bool fresh, struct errinfo *e)
 {
-	uint64_t span = layer_span(m, l->first, l->count);
+	uint64_t max_seg = o->max_segment, span = layer_span(m, o->expert_pages, l->first, l->count);
 	uint64_t start = align_up(m->seg_size[m->nsegments - 1], MODEL_LAYER_ALIGN);
 	uint64_t off;
 
@@ -71,7 +84,7 @@ static int place_layer(struct model *m, struct model_layer *l, uint64_t max_seg,
 	off = start;
 	for (size_t i = l->first; i < l->first + l->count; i++) {
 		struct model_tensor *t = &m->tensors[i];
-		off = align_up(off, m->tensor_align);
+		off = tensor_start(m, o->expert_pages, l->first, i, off);
 		t->segment = l->segment;
 		t->offset = off;
 		off += t->size;
@@ -133,6 +146,6 @@ int model_layout(struct model *m, const struct model_opts *o, struct errinfo *e)
 	if (r == 0)
 		r = add_segment(m, e);
 	for (size_t i = 0; r == 0 && i < m->nlayers; i++)
-		r = place_layer(m, &m->layers[i], o->max_segment, starts_segment(m, o, i), e);
+		r = place_layer(m, &m->layers[i], o, starts_segment(m, o, i), e);
 	return r;
 }

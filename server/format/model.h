@@ -34,6 +34,10 @@ struct model_opts {
 	const json_t *plan;
 	uint32_t rank_first, rank_last, world;
 	bool ranks_given;       /* --ranks was on the command line */
+	/* A disk tier (--memory-budget): each routed expert's tensors start
+	 * on a page and the tensor after them does too, so that an expert
+	 * can be read and mapped alone (tier.h). */
+	bool expert_pages;
 };
 
 struct model_tensor {

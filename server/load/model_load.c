@@ -13,6 +13,7 @@
 
 #include "arena_sweep.h"
 #include "tier.h"
+#include "tier_units.h"
 #include "log.h"
 #include "manifest.h"
 #include "manifest_write.h"
@@ -145,6 +146,7 @@ static int begin_steps(struct loaded_model *lm, const char *name, const char *pa
 
 	if (o->early_segments)
 		mo.layer_segments = o->early_segments;
+	mo.expert_pages = o->memory_budget != 0; /* experts tiered one by one */
 	r = model_open(name, path, &mo, &lm->model, e);
 	if (r == 0)
 		r = check_servable(lm->model, e);
@@ -240,9 +242,12 @@ int model_load_begin(const char *name, const char *path, const struct load_opts 
 	if (r == 0) /* every checksum still 0 */
 		r = manifest_create(lm->model, sizes, lm->arena->page_size, &lm->layout_fd,
 				    &lm->layout_size, e);
+	uint32_t nunits = r == 0 ? tier_units_count(lm->model, lm->arena, o->memory_budget) : 0;
 	if (r == 0)
 		r = ready_page_create(name, lm->arena->nseg, (uint32_t)lm->model->ntensors,
-				      lm->model->data_bytes, o->memory_budget != 0, &lm->ready, e);
+				      lm->model->data_bytes, o->memory_budget != 0, nunits, &lm->ready, e);
+	if (r == 0 && nunits)
+		tier_units_find(lm->model, lm->ready.units, nunits);
 	if (r == 0 && o->memory_budget)
 		r = tier_create(lm, o->memory_budget, &o->loader, &lm->tier, e);
 	free(sizes);

@@ -22,23 +22,25 @@ static void wake_all(uint32_t *word)
 }
 
 int ready_page_create(const char *name, uint32_t nseg, uint32_t nt, uint64_t total_bytes, bool tiered,
-		      struct ready_page *p, struct errinfo *e)
+		      uint32_t nunits, struct ready_page *p, struct errinfo *e)
 {
 	int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
 	char label[200];
 	void *b;
 	int r;
 
-	*p = (struct ready_page){ .fd = -1, .size = tiered ? ready_size_tiered(nseg, nt) : ready_size(nseg, nt) };
+	*p = (struct ready_page){ .fd = -1, .size = tiered ? ready_size_tiered(nseg, nt, nunits) : ready_size(nseg, nt) };
 	snprintf(label, sizeof(label), "wsrv:%s:ready", name);
 	if ((r = memfd_new_mapped(label, p->size, &b)) < 0)
 		return err_set(e, r, "%s: %s", label, strerror(-r));
 	p->fd = r;
 	p->h = b;
-	ready_init(b, nseg, nt, total_bytes, tiered);
+	ready_init(b, nseg, nt, total_bytes, tiered, nunits);
 	p->seg = (uint32_t *)(void *)((char *)b + p->h->segments_off);
 	p->xxh3 = (uint64_t *)(void *)((char *)b + p->h->xxh3_off);
 	p->tier = tiered ? (uint32_t *)(void *)((char *)b + p->h->tier_off) : NULL;
+	p->units = nunits ? (struct rd_unit *)(void *)((char *)b + p->h->units_off) : NULL;
+	p->ntier = tiered ? nseg + nunits : 0;
 	/* The mapping above stays writable; nobody can make another. */
 	if ((r = memfd_seal(p->fd, seals)) < 0) {
 		err_set(e, r, "%s: cannot seal: %s", label, strerror(-r));
@@ -70,9 +72,15 @@ void ready_page_tier_on_disk(struct ready_page *p, uint32_t seg)
 		__atomic_store_n(&p->tier[seg], 0, __ATOMIC_RELEASE);
 }
 
+void ready_page_tier_parts(struct ready_page *p, uint32_t seg)
+{
+	if (p->tier && seg < p->h->nsegments)
+		__atomic_store_n(&p->tier[seg], RD_TIER_PARTS, __ATOMIC_RELEASE);
+}
+
 void ready_page_tier_bump(struct ready_page *p, uint32_t seg)
 {
-	if (!p->tier || seg >= p->h->nsegments)
+	if (!p->tier || seg >= p->ntier)
 		return;
 	__atomic_fetch_add(&p->tier[seg], 1, __ATOMIC_RELEASE);
 	wake_all(&p->tier[seg]);

@@ -20,18 +20,23 @@ struct ready_page {
 	uint32_t *seg;
 	uint64_t *xxh3;
 	uint32_t *tier;             /* a disk tier's words, or NULL */
+	uint32_t ntier;             /* of them: the segments', then the units' */
+	struct rd_unit *units;      /* a disk tier's units (written before any
+	                             * client sees the page), or NULL */
 };
 
 /* Creates the page for a model named name with nseg segments, nt tensors
  * and total_bytes to place; tiered: with a disk tier's words, every
- * segment resident until ready_page_tier_on_disk. On failure nothing is
- * left. */
+ * segment resident until ready_page_tier_on_disk, and room for nunits
+ * units (on disk). On failure nothing is left. */
 int ready_page_create(const char *name, uint32_t nseg, uint32_t nt, uint64_t total_bytes, bool tiered,
-		      struct ready_page *p, struct errinfo *e);
+		      uint32_t nunits, struct ready_page *p, struct errinfo *e);
 /* Segment seg lives on the disk tier (before any client sees the page). */
 void ready_page_tier_on_disk(struct ready_page *p, uint32_t seg);
-/* Segment seg was read in (or its read failed): its tier word goes up by
- * one, and its waiters wake. */
+/* Segment seg stays but for its units (the same). */
+void ready_page_tier_parts(struct ready_page *p, uint32_t seg);
+/* Segment or unit seg (nsegments + the unit's index) was read in (or its
+ * read failed): its tier word goes up by one, and its waiters wake. */
 void ready_page_tier_bump(struct ready_page *p, uint32_t seg);
 /* Tensor idx is placed with this checksum and size. */
 void ready_page_tensor(struct ready_page *p, uint32_t idx, uint64_t xxh3, uint64_t bytes);

@@ -4,6 +4,7 @@
 #include "tier_read.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,11 +14,28 @@
 #include "units.h"
 
 
+/* A segment with units stays but for them (its attention, norms, router
+ * and shared experts: what a plan keeps resident, and what every token
+ * uses); its units go on disk. */
+static void keep_parts(struct tier *t, bool *stays)
+{
+	for (uint32_t u = t->nseg; u < t->n; u++) {
+		uint32_t g = t->s[u].seg;
+		if (!stays[g]) {
+			stays[g] = true;
+			t->resident += unit_size(t, g);
+			ready_page_tier_parts(&t->lm->ready, g);
+		}
+		t->resident -= unit_size(t, u);
+		t->s[u].disk = true;
+	}
+}
+
 /* The segments that stay: those with global tensors (embeddings, norms,
- * the head), then whole segments in layer order while they fit beside
- * the cache's room; the others are marked on disk. -ENOMEM (with what is
- * needed) when the budget holds less than the global group and two layer
- * segments. */
+ * the head) and those with units (all but the units), then whole
+ * segments in layer order while they fit beside the cache's room; the
+ * others are marked on disk. -ENOMEM (with what is needed) when the
+ * budget holds less than what stays and two of the largest on disk. */
 static int choose(struct tier *t, struct errinfo *e)
 {
 	const struct model *m = t->lm->model;
@@ -30,17 +48,19 @@ static int choose(struct tier *t, struct errinfo *e)
 	for (size_t i = 0; i < m->ntensors; i++)
 		if (m->tensors[i].layer < 0 && !stays[m->tensors[i].segment]) {
 			stays[m->tensors[i].segment] = true;
-			t->resident += seg_size(t, m->tensors[i].segment);
+			t->resident += unit_size(t, m->tensors[i].segment);
 		}
-	for (uint32_t g = 0; g < t->nseg; g++)
-		if (!stays[g] && seg_size(t, g) > largest)
-			largest = seg_size(t, g);
+	keep_parts(t, stays);
+	for (uint32_t g = 0; g < t->n; g++)
+		if ((g >= t->nseg || !stays[g]) && unit_size(t, g) > largest)
+			largest = unit_size(t, g);
 	t->largest = largest;
 	if (t->resident + 2 * largest > t->budget) {
 		free(stays);
 		return err_set(e, -ENOMEM,
-			       "--memory-budget %s is too small for model %s: its global group (embeddings, norms, head) takes %s and a layer segment up to %s, so it needs at least %s (the global group and two layer segments: one in use, one being read)",
-			       fmt_bytes(t->budget, b[0], 32), m->name, fmt_bytes(t->resident, b[1], 32),
+			       "--memory-budget %s is too small for model %s: what always stays (embeddings, norms, head%s) takes %s and a %s up to %s, so it needs at least %s (what stays and two of those: one in use, one being read)",
+			       fmt_bytes(t->budget, b[0], 32), m->name, t->n > t->nseg ? ", each layer but its routed experts" : "",
+			       fmt_bytes(t->resident, b[1], 32), t->n > t->nseg ? "routed expert" : "layer segment",
 			       fmt_bytes(largest, b[2], 32), fmt_bytes(t->resident + 2 * largest, b[3], 32));
 	}
 	/* The cache is shared by every worker, which drift apart: it keeps
@@ -53,15 +73,38 @@ static int choose(struct tier *t, struct errinfo *e)
 		uint32_t g = m->layers[l].segment;
 		if (stays[g] || t->s[g].disk)
 			continue;
-		if (t->resident + seg_size(t, g) + room <= t->budget) {
+		if (t->resident + unit_size(t, g) + room <= t->budget) {
 			stays[g] = true;
-			t->resident += seg_size(t, g);
+			t->resident += unit_size(t, g);
 		} else {
 			t->s[g].disk = true;
 			ready_page_tier_on_disk(&t->lm->ready, g);
 		}
 	}
 	free(stays);
+	return 0;
+}
+
+/* The tier's segments, then its units (from the readiness page, where
+ * model_load_begin put them). */
+static int describe(struct tier *t)
+{
+	const struct ready_page *p = &t->lm->ready;
+	uint32_t nunits = p->units ? p->h->nunits : 0;
+
+	t->nseg = t->lm->arena->nseg;
+	t->n = t->nseg + nunits;
+	t->s = calloc(t->n, sizeof(*t->s));
+	t->q = calloc(t->n, sizeof(*t->q));
+	if (!t->s || !t->q)
+		return -ENOMEM;
+	for (uint32_t g = 0; g < t->n; g++) {
+		struct tier_seg *ts = &t->s[g];
+		ts->fd = -1;
+		ts->seg = g < t->nseg ? g : p->units[g - t->nseg].segment;
+		ts->off = g < t->nseg ? 0 : p->units[g - t->nseg].offset;
+		ts->len = g < t->nseg ? t->lm->arena->seg[g].size : p->units[g - t->nseg].length;
+	}
 	return 0;
 }
 
@@ -77,12 +120,9 @@ int tier_create(struct loaded_model *lm, uint64_t budget, const struct loader_op
 	t->lm = lm;
 	t->lo = *lo;
 	t->budget = budget;
-	t->nseg = lm->arena->nseg;
-	t->s = calloc(t->nseg, sizeof(*t->s));
-	t->q = calloc(t->nseg, sizeof(*t->q));
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
-	r = t->s && t->q ? choose(t, e) : err_set(e, -ENOMEM, "out of memory");
+	r = describe(t) == 0 ? choose(t, e) : err_set(e, -ENOMEM, "out of memory");
 	for (int i = 0; r == 0 && i < READERS; i++)
 		if ((r = -pthread_create(&t->th[i], NULL, tier_reader_main, t)) < 0)
 			err_set(e, r, "cannot start the disk tier's readers: %s", strerror(-r));
@@ -102,29 +142,62 @@ int tier_create(struct loaded_model *lm, uint64_t budget, const struct loader_op
 	return 0;
 }
 
+/* The first load passed segment or unit g: a tiered one is kept while
+ * the budget has room (a unit's pages went with tier_trim: never). */
+static void passed_locked(struct tier *t, uint32_t g)
+{
+	struct tier_seg *ts = &t->s[g];
+
+	ts->passed = true;
+	if (!ts->disk || ts->cached || g >= t->nseg)
+		return;
+	if (fits(t, unit_size(t, g))) {
+		ts->cached = true;
+		ts->ntakers = 0;
+		ts->hot = false;
+		ts->used = ++t->tick;
+		t->cached += unit_size(t, g);
+	} else {
+		tier_drop_locked(t, g);
+	}
+}
+
 void tier_first_pass(struct tier *t, uint32_t g)
 {
 	if (!t || g >= t->nseg)
 		return;
 	pthread_mutex_lock(&t->mu);
-	t->s[g].passed = true;
-	if (t->s[g].disk && !t->s[g].cached) {
-		if (fits(t, seg_size(t, g))) {
-			t->s[g].cached = true;
-			t->s[g].ntakers = 0;
-			t->s[g].hot = false;
-			t->s[g].used = ++t->tick;
-			t->cached += seg_size(t, g);
-		} else {
-			tier_drop_locked(t, g);
-		}
-	}
+	passed_locked(t, g);
+	for (uint32_t u = t->nseg; u < t->n; u++)
+		if (t->s[u].seg == g)
+			passed_locked(t, u);
 	pthread_mutex_unlock(&t->mu);
+}
+
+int tier_trim(struct tier *t, uint32_t g)
+{
+	int fd = t && g < t->nseg ? t->lm->arena->seg[g].fd : -1;
+
+	for (uint32_t u = t ? t->nseg : 0; t && u < t->n; u++)
+		if (t->s[u].seg == g &&
+		    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)t->s[u].off, (off_t)t->s[u].len) < 0)
+			return -errno;
+	return 0;
+}
+
+uint32_t tier_count(const struct tier *t)
+{
+	return t ? t->n : 0;
+}
+
+uint32_t tier_segment_of(const struct tier *t, uint32_t g)
+{
+	return t->s[g].seg;
 }
 
 bool tier_on_disk(const struct tier *t, uint32_t g)
 {
-	return t && g < t->nseg && t->s[g].disk;
+	return t && g < t->n && t->s[g].disk;
 }
 
 /* Records holder's hold of g (once per holder and segment). */
@@ -169,6 +242,8 @@ static void read_ahead_locked(struct tier *t, uint32_t g)
 	if (t->nplaces > 1)
 		return;
 	/* Past the last layer, the first: a worker's next pass starts there. */
+	if (g >= t->nseg) /* a unit: experts come in no order */
+		return;
 	for (uint32_t j = 1, n = 0; j < t->nseg && n < READ_AHEAD; j++) {
 		uint32_t k = (g + j) % t->nseg;
 		struct tier_seg *ks = &t->s[k];
@@ -245,7 +320,7 @@ int tier_take(struct tier *t, uint64_t holder, uint32_t g, int *fd, char *msg, s
 		else
 			t->st.hits++;
 		ts->fresh = false;
-		*fd = t->lm->arena->seg[g].fd;
+		*fd = g < t->nseg ? t->lm->arena->seg[g].fd : ts->fd;
 		if (ts->prefetched) {
 			ts->prefetched = false;
 			read_ahead_locked(t, g);
@@ -309,13 +384,13 @@ void tier_stats(struct tier *t, struct tier_stats *st)
 	st->cached_bytes = t->cached;
 	st->disk_bytes = st->held_bytes = 0;
 	uint64_t cached = 0;
-	for (uint32_t g = 0; g < t->nseg; g++) {
+	for (uint32_t g = 0; g < t->n; g++) {
 		if (t->s[g].disk && !t->s[g].cached)
-			st->disk_bytes += seg_size(t, g);
+			st->disk_bytes += unit_size(t, g);
 		if (t->s[g].holds)
-			st->held_bytes += seg_size(t, g);
+			st->held_bytes += unit_size(t, g);
 		if (t->s[g].cached)
-			cached += seg_size(t, g);
+			cached += unit_size(t, g);
 	}
 	/* A self-check: the budget's count is the segments' (a segment read
 	 * twice at once once leaked a memfd and shrank the budget for good). */
@@ -339,6 +414,8 @@ void tier_free(struct tier *t)
 		for (int i = 0; i < t->running; i++)
 			pthread_join(t->th[i], NULL);
 	}
+	for (uint32_t g = t->nseg; t->s && g < t->n; g++)
+		tier_drop_locked(t, g);
 	pthread_mutex_destroy(&t->mu);
 	pthread_cond_destroy(&t->cv);
 	free(t->s);

@@ -23,6 +23,12 @@
  * client keeps mapping the pages it was given, sealed, until it unmaps
  * them, and nothing it maps can change under it.
  *
+ * A MoE model's routed experts are units of the tier (tier_units.h):
+ * the segment with a layer stays but for them, and each expert is read,
+ * cached, held and evicted alone, as a tiered segment is. A unit's id is
+ * nsegments + its index on the readiness page, in AttachSegments as on
+ * the page's words.
+ *
  * Threads: the reader thread reads; the loop takes, releases and asks;
  * one mutex covers the state and the arena's tiered segments. */
 #ifndef WSRV_TIER_H
@@ -54,13 +60,23 @@ int tier_create(struct loaded_model *lm, uint64_t budget, const struct loader_op
 		struct tier **out, struct errinfo *e);
 
 /* The first load sealed segment seg (its bytes checked): a tiered one is
- * kept while the budget has room, else dropped. Loader thread. */
+ * kept while the budget has room, else dropped; its units may be read
+ * from now on. Loader thread. */
 void tier_first_pass(struct tier *t, uint32_t seg);
 
-/* Whether segment seg lives on the disk tier. */
+/* Before segment seg is sealed, its bytes checked: its units' pages go
+ * (a hole punched in its memfd). 0 or -errno. Loader thread. */
+int tier_trim(struct tier *t, uint32_t seg);
+
+/* The tier's segments and units: ids below this are valid. */
+uint32_t tier_count(const struct tier *t);
+/* The segment of segment or unit g (below tier_count). */
+uint32_t tier_segment_of(const struct tier *t, uint32_t g);
+
+/* Whether segment or unit seg lives on the disk tier. */
 bool tier_on_disk(const struct tier *t, uint32_t seg);
 
-/* The fd of segment seg for holder (a session), held for it: 0; or
+/* The fd of segment or unit seg for holder (a session), held for it: 0; or
  * -EAGAIN (a read is queued; its tier word rises when done); or -EIO or
  * -ENOMEM with a sentence in msg (a failed read; a budget every byte of
  * which is held). The fd stays open while the hold lasts. Loop thread. */

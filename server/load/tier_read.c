@@ -18,20 +18,24 @@
 #include "memfd_util.h"
 #include "units.h"
 
-/* The segment's fd and mapping go; pages a client still maps stay its. */
+/* The fd and mapping of segment or unit g go; pages a client still maps
+ * stay its. */
 void tier_drop_locked(struct tier *t, uint32_t g)
 {
-	struct arena_seg *as = &t->lm->arena->seg[g];
+	struct tier_seg *ts = &t->s[g];
+	struct arena_seg *as = &t->lm->arena->seg[ts->seg];
+	const uint8_t **ro = g < t->nseg ? &as->ro : &ts->ro;
+	int *fd = g < t->nseg ? &as->fd : &ts->fd;
 
-	if (as->ro)
-		munmap((void *)as->ro, as->size);
-	if (as->fd >= 0)
-		close(as->fd);
-	as->ro = NULL;
-	as->fd = -1;
-	if (t->s[g].cached)
-		t->cached -= as->size;
-	t->s[g].cached = false;
+	if (*ro)
+		munmap((void *)*ro, as->size);
+	if (*fd >= 0)
+		close(*fd);
+	*ro = NULL;
+	*fd = -1;
+	if (ts->cached)
+		t->cached -= unit_size(t, g);
+	ts->cached = false;
 }
 
 /* Whether worker w took s since it was read. */
@@ -54,7 +58,7 @@ static uint32_t next_use(const struct tier *t, uint32_t g)
 	uint32_t best = UINT32_MAX;
 
 	for (size_t i = 0; i < t->nplaces; i++) {
-		uint32_t d = (g + t->nseg - t->places[i].seg) % t->nseg;
+		uint32_t d = (g + t->n - t->places[i].seg) % t->n;
 		if (d < best && !took(&t->s[g], t->places[i].worker))
 			best = d;
 	}
@@ -85,7 +89,7 @@ static uint32_t victim(const struct tier *t, int worst, bool all_took)
 	uint32_t best = UINT32_MAX, bn = 0;
 	int bc = 3;
 
-	for (uint32_t g = 0; g < t->nseg; g++) {
+	for (uint32_t g = 0; g < t->n; g++) {
 		const struct tier_seg *s = &t->s[g];
 		int c;
 		if (!s->cached || s->holds || (c = victim_class(s)) > worst)
@@ -139,15 +143,25 @@ static int make_room_locked(struct tier *t, uint64_t size)
 	return t->stop ? -ECANCELED : 0;
 }
 
-/* Reads segment g into a fresh memfd with the loader, checking every
- * tensor against its checksum, and seals it. Unlocked: the arena's
- * segments are copied aside, this one fresh, so that the loader touches
- * none of the shared state. */
-static int read_segment(struct tier *t, uint32_t g, struct loader_pool *pool, int *fdp, const uint8_t **rop,
+/* Whether tensor mt lies in segment or unit ts. */
+static bool in_unit(const struct model_tensor *mt, const struct tier_seg *ts)
+{
+	return mt->segment == ts->seg && mt->part_len && mt->offset >= ts->off && mt->offset < ts->off + ts->len;
+}
+
+/* Reads segment or unit u into a fresh memfd of its segment's size with
+ * the loader (a unit's holds only its pages), checking every tensor
+ * against its checksum, and seals it. Unlocked: the arena's segments are
+ * copied aside, this one fresh, so that the loader touches none of the
+ * shared state. */
+static int read_segment(struct tier *t, uint32_t u, struct loader_pool *pool, int *fdp, const uint8_t **rop,
 			struct errinfo *e)
 {
 	struct arena tmp = *t->lm->arena;
 	struct model *m = t->lm->model;
+	const struct tier_seg *ts = &t->s[u];
+	uint32_t g = ts->seg;
+	uint64_t size = t->lm->arena->seg[g].size;
 	struct loader_opts lo = t->lo;
 	struct loader_stats st = { 0 };
 	uint8_t *want = calloc(m->ntensors + 1, 1);
@@ -155,18 +169,18 @@ static int read_segment(struct tier *t, uint32_t g, struct loader_pool *pool, in
 	char label[200];
 	int fd, r;
 
-	snprintf(label, sizeof(label), "wsrv:%s:%u", m->name, g);
-	if (!want || !segs || (fd = memfd_new(label, 0, seg_size(t, g))) < 0) {
+	snprintf(label, sizeof(label), "wsrv:%s:%u", m->name, u);
+	if (!want || !segs || (fd = memfd_new(label, 0, size)) < 0) {
 		free(want);
 		free(segs);
 		return err_set(e, -ENOMEM, "cannot make a memfd for segment %u", g);
 	}
 	for (uint32_t i = 0; i < tmp.nseg; i++)
 		segs[i].fd = -1;
-	segs[g] = (struct arena_seg){ .fd = fd, .size = seg_size(t, g) };
+	segs[g] = (struct arena_seg){ .fd = fd, .size = size };
 	segs[g].ro = hugemap_shared(fd, segs[g].size, PROT_READ);
 	for (size_t i = 0; i < m->ntensors; i++)
-		want[i] = m->tensors[i].segment == g && m->tensors[i].part_len;
+		want[i] = in_unit(&m->tensors[i], ts);
 	tmp.seg = segs;
 	tmp.folios = tmp.folios_later = tmp.sweeping = tmp.sealed = false;
 	/* By write, into 4 KiB pages, whatever the first load used. */
@@ -197,10 +211,10 @@ static int read_segment(struct tier *t, uint32_t g, struct loader_pool *pool, in
 	return r;
 }
 
-static const struct model_tensor *first_tensor(const struct model *m, uint32_t g)
+static const struct model_tensor *first_tensor(const struct model *m, const struct tier_seg *ts)
 {
 	for (size_t i = 0; i < m->ntensors; i++)
-		if (m->tensors[i].segment == g && m->tensors[i].part_len)
+		if (in_unit(&m->tensors[i], ts))
 			return &m->tensors[i];
 	return NULL;
 }
@@ -210,7 +224,7 @@ static const struct model_tensor *first_tensor(const struct model *m, uint32_t g
 static void read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
 {
 	struct tier_seg *ts = &t->s[g];
-	uint64_t size = seg_size(t, g);
+	uint64_t size = unit_size(t, g);
 	const uint8_t *ro = NULL;
 	struct errinfo e = { 0 };
 	int fd = -1, r;
@@ -232,7 +246,7 @@ static void read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
 		ts->reading = false;
 		if (r == -ECANCELED)
 			return;
-		err_set(&e, -ENOMEM, "--memory-budget %s is all held by workers; segment %u of model %s waits for a release",
+		err_set(&e, -ENOMEM, "--memory-budget %s is all held by workers; segment or unit %u of model %s waits for a release",
 			fmt_bytes(t->budget, (char[32]){ 0 }, 32), g, t->lm->model->name);
 	} else {
 		t->reading_bytes += size;
@@ -245,8 +259,8 @@ static void read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
 		t->st.reads_in_flight--;
 	}
 	if (r == 0) {
-		t->lm->arena->seg[g].fd = fd;
-		t->lm->arena->seg[g].ro = ro;
+		*(g < t->nseg ? &t->lm->arena->seg[g].fd : &ts->fd) = fd;
+		*(g < t->nseg ? &t->lm->arena->seg[g].ro : &ts->ro) = ro;
 		ts->cached = true;
 		ts->prefetched = ahead;
 		ts->fresh = true;
@@ -258,10 +272,10 @@ static void read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
 	} else {
 		/* A worker learns which tensor: the loader's sentence names the
 		 * file (and the tensor, for a checksum), this the layer's first. */
-		const struct model_tensor *mt = first_tensor(t->lm->model, g);
+		const struct model_tensor *mt = first_tensor(t->lm->model, ts);
 		ts->err = r == -ENOMEM ? r : -EIO;
-		snprintf(ts->msg, sizeof(ts->msg), "reading tensor %s (layer %d, segment %u) again from disk: %s",
-			 mt ? mt->name : "(none)", mt ? mt->layer : -1, g, e.msg);
+		snprintf(ts->msg, sizeof(ts->msg), "reading tensor %s (layer %d, %s %u) again from disk: %s",
+			 mt ? mt->name : "(none)", mt ? mt->layer : -1, g < t->nseg ? "segment" : "unit", g, e.msg);
 		t->st.failures++;
 		if (!ts->logged)
 			log_warn("model %s: %s", t->lm->model->name, ts->msg);

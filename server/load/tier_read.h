@@ -25,7 +25,15 @@
                              * and prefetched, another's, and one being read */
 
 
+/* A segment of the arena, or a unit of one (tier_units.h): t->s[g] for
+ * segment g, t->s[nseg + k] for unit k. */
 struct tier_seg {
+	uint32_t seg;           /* its segment */
+	uint64_t len;           /* its bytes: the segment's, or the unit's pages */
+	uint64_t off;           /* a unit's first byte in its segment; 0 */
+	int fd;                 /* a unit's memfd while cached, else -1 (a segment's
+	                         * fd and mapping are the arena's) */
+	const uint8_t *ro;      /* that memfd mapped, the segment's size */
 	bool disk;              /* lives on the disk tier */
 	bool passed;            /* the first load passed it: its checksums are known */
 	bool cached;            /* its fd and mapping are in the arena */
@@ -70,7 +78,8 @@ struct tier {
 	uint64_t budget, resident, cached, reading_bytes, tick;
 	uint64_t largest;           /* the largest tiered segment */
 	struct tier_seg *s;
-	uint32_t nseg;
+	uint32_t nseg;              /* the arena's segments */
+	uint32_t n;                 /* of s: the segments, then the units */
 	uint32_t *q, qn;        /* queued reads, first in first out */
 	struct hold *h;
 	size_t nh, caph;
@@ -80,9 +89,10 @@ struct tier {
 	bool miscounted;            /* tier_stats found the count wrong (logged once) */
 };
 
-static inline uint64_t seg_size(const struct tier *t, uint32_t g)
+/* Bytes of segment or unit g. */
+static inline uint64_t unit_size(const struct tier *t, uint32_t g)
 {
-	return t->lm->arena->seg[g].size;
+	return t->s[g].len;
 }
 
 static inline bool fits(const struct tier *t, uint64_t more)
@@ -96,8 +106,8 @@ static inline uint64_t holder_worker(uint64_t holder)
 	return holder >> 16;
 }
 
-/* Segment g's fd and mapping go (tier_read.c); pages a client still maps
- * stay its. */
+/* Segment or unit g's fd and mapping go (tier_read.c); pages a client
+ * still maps stay its. */
 void tier_drop_locked(struct tier *t, uint32_t g);
 
 /* Sets the tests' read-error seam when $WSRV_TEST_TIER_EIO asks for it. */

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: MIT
+/* units.c - a disk tier's units as this client sees them (attached.h):
+ * the server's table, checked and copied; which piece each tensor's bytes
+ * come from; and the units' ranges kept unreadable while not mapped. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "attached.h"
+
+#define UNIT_PAGE 4096u
+
+/* Whether unit u is whole pages inside its segment, after unit before. */
+static bool unit_ok(const struct wsrv_model *m, const struct rd_unit *u, const struct rd_unit *before)
+{
+	if (u->segment >= m->nseg || u->offset % UNIT_PAGE || u->length % UNIT_PAGE || !u->length ||
+	    u->offset > m->seg_len[u->segment] || u->length > m->seg_len[u->segment] - u->offset)
+		return false;
+	/* In order and apart: a tensor's unit is found by bisection. */
+	return !before || before->segment < u->segment ||
+	       (before->segment == u->segment && before->offset + before->length <= u->offset);
+}
+
+/* The unit holding [off, off + len) of segment seg, or -1. */
+static long unit_at(const struct wsrv_model *m, uint32_t seg, uint64_t off, uint64_t len)
+{
+	uint32_t lo = 0, hi = m->nunits;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		const struct rd_unit *u = &m->units[mid];
+		if (u->segment < seg || (u->segment == seg && u->offset + u->length <= off))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < m->nunits && m->units[lo].segment == seg && m->units[lo].offset <= off &&
+	    off + len <= m->units[lo].offset + m->units[lo].length)
+		return (long)lo;
+	return -1;
+}
+
+/* The per-piece arrays grow from the segments' to the pieces'. */
+static int grow(struct wsrv_model *m)
+{
+	uint32_t n = m->nseg + m->nunits;
+	bool *mapped = calloc(n + 1, sizeof(*mapped)), *pinned = calloc(n + 1, sizeof(*pinned));
+	uint32_t *use = calloc(n + 1, sizeof(*use));
+
+	if (!mapped || !pinned || !use) {
+		free(mapped);
+		free(pinned);
+		free(use);
+		return cl_err(-ENOMEM, "out of memory");
+	}
+	memcpy(mapped, m->mapped, m->nseg * sizeof(*mapped));
+	memcpy(pinned, m->tier_pinned, m->nseg * sizeof(*pinned));
+	memcpy(use, m->tier_use, m->nseg * sizeof(*use));
+	free(m->mapped);
+	free(m->tier_pinned);
+	free(m->tier_use);
+	m->mapped = mapped;
+	m->tier_pinned = pinned;
+	m->tier_use = use;
+	return 0;
+}
+
+/* Each tensor's piece: its unit's, or its segment. */
+static int find_pieces(struct wsrv_model *m)
+{
+	uint32_t nt = m->v.h->ntensors;
+
+	if (!(m->piece = calloc(nt + 1, sizeof(*m->piece))))
+		return cl_err(-ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < nt; i++) {
+		const struct mf_tensor *t = &m->v.tensors[i];
+		long u = t->size ? unit_at(m, t->segment, t->offset, t->size) : -1;
+		m->piece[i] = u < 0 ? t->segment : m->nseg + (uint32_t)u;
+	}
+	return 0;
+}
+
+int cl_units_setup(struct wsrv_model *m, const struct rd_view *v)
+{
+	uint32_t n = v->units ? v->h->nunits : 0;
+	int r;
+
+	if (!n)
+		return 0;
+	if (n > (1u << 24))
+		return cl_err(-EBADMSG, "the server announced %u disk tier units", n);
+	for (uint32_t k = 0; k < n; k++)
+		if (!unit_ok(m, &v->units[k], k ? &v->units[k - 1] : NULL))
+			return cl_err(-EBADMSG, "the server announced disk tier unit %u out of its segment or order", k);
+	if (!(m->units = malloc(n * sizeof(*m->units))))
+		return cl_err(-ENOMEM, "out of memory");
+	memcpy(m->units, v->units, n * sizeof(*m->units));
+	m->nunits = n;
+	if ((r = grow(m)) < 0 || (r = find_pieces(m)) < 0)
+		return r;
+	for (uint32_t g = 0; g < m->nseg && r == 0; g++)
+		if (m->mapped[g])
+			r = cl_units_hide(m, g);
+	return r;
+}
+
+int cl_units_hide(struct wsrv_model *m, uint32_t g)
+{
+	for (uint32_t k = 0; k < m->nunits; k++) {
+		const struct rd_unit *u = &m->units[k];
+		if (u->segment != g || m->mapped[m->nseg + k])
+			continue;
+		if (mmap((void *)(m->seg[g] + u->offset), u->length, PROT_NONE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED)
+			return cl_err(-errno, "cannot keep routed expert %u of layer %d unreadable: %s", u->expert,
+				      u->layer, strerror(errno));
+	}
+	return 0;
+}
+
+void cl_piece_range(const struct wsrv_model *m, uint32_t p, uint8_t **addr, size_t *len, uint64_t *off)
+{
+	if (p < m->nseg) {
+		*addr = (uint8_t *)m->seg[p];
+		*len = m->seg_len[p];
+		*off = 0;
+		return;
+	}
+	const struct rd_unit *u = &m->units[p - m->nseg];
+	*addr = (uint8_t *)m->seg[u->segment] + u->offset;
+	*len = u->length;
+	*off = u->offset;
+}
+
+void cl_units_free(struct wsrv_model *m)
+{
+	free(m->units);
+	free(m->piece);
+	m->units = NULL;
+	m->piece = NULL;
+	m->nunits = 0;
+}
