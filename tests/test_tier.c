@@ -96,17 +96,6 @@ static const struct layer_sums *sums_of(int32_t layer)
 	return NULL;
 }
 
-/* The xxh3 of n bytes at a stream's device address (read back on the
- * cuda backend), or 0 when they cannot be read. */
-static uint64_t dev_xxh3(const void *dev, size_t n)
-{
-	void *b = malloc(n ? n : 1);
-	uint64_t h = b && dev_read(b, dev, n) == 0 ? XXH3_64bits(b, n) : 0;
-
-	free(b);
-	return h;
-}
-
 /* The run's device (WSRV_TEST_DEVICE: the host backend, or cuda over the
  * test driver) for model m, in this process. */
 static struct wsrv_device *open_dev(struct wsrv_model *m)
@@ -444,12 +433,9 @@ static void take_over_and_reload_under_budget(void **st)
 /* The tier's counters now. */
 static struct wsrv_tier_info tier_info(struct wsrv_client *c)
 {
-	struct wsrv_model_list *l;
 	struct wsrv_tier_info t;
 
-	assert_int_equal(wsrv_list_models(c, &l), 0);
-	assert_int_equal(wsrv_model_list_tier(l, 0, &t), 0);
-	wsrv_model_list_free(l);
+	assert_int_equal(tier_counters(c, &t), 0);
 	return t;
 }
 

@@ -245,9 +245,12 @@ static int make_resident(struct wsrv_stream *s, struct xp_layer *L, const uint32
 	if (mode == PIN && x->st.slots_pinned + pins_new(x, want, n) >= x->nslots)
 		return cl_err(-ENOSPC, "pinning %zu more experts would leave none of the cache's %u slots to stream through",
 			      pins_new(x, want, n), x->nslots);
-	for (size_t i = 0; i < nm; i++)
-		if ((r = need_expert(s, miss[i], true)) < 0)
-			return cl_wrap(r, "layer %d, expert %u", L->index, x->ex[miss[i]].id);
+	/* Every read asked for before any is waited for: a disk tier
+	 * reads them side by side, not one after the other. */
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < nm; i++)
+			if ((r = need_expert(s, miss[i], pass == 1)) < 0)
+				return cl_wrap(r, "layer %d, expert %u", L->index, x->ex[miss[i]].id);
 	qsort_r(miss, nm, sizeof(*miss), by_arena, s);
 	if (nm && (r = fill(s, L, miss, nm, skip, false)) < 0)
 		return r;

@@ -193,6 +193,12 @@ int stream_need_layer(struct wsrv_stream *s, int pos, bool wait)
 	const struct st_layer *l = &s->layers[pos];
 	int r = 1;
 
+	/* Waiting: every piece asked for first (a disk tier's units are
+	 * read side by side then, not one after the other). */
+	for (uint32_t k = 0; wait && k < l->nstreamed; k++)
+		if ((r = stream_need_tensor(s, l->streamed[k], false)) < 0)
+			return r;
+	r = 1;
 	for (uint32_t k = 0; k < l->nstreamed && r == 1; k++)
 		r = stream_need_tensor(s, l->streamed[k], wait);
 	return r;

@@ -132,6 +132,9 @@ int tier_create(struct loaded_model *lm, uint64_t budget, const struct loader_op
 		tier_free(t);
 		return r;
 	}
+	if (t->n > t->nseg)
+		log_info("model %s: %u routed experts on the disk tier, each read alone; the rest of their layers stays (%s)",
+			 lm->model->name, t->n - t->nseg, fmt_bytes(t->resident, (char[32]){ 0 }, 32));
 	/* Reads fill 4 KiB pages; a sweep would walk segments being dropped. */
 	lm->arena->folios = lm->arena->folios_later = false;
 	arena_folio_free(lm->arena);

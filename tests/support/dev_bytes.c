@@ -2,6 +2,8 @@
 /* dev_bytes.c - reading device bytes back in tests (dev_bytes.h). */
 #include "dev_bytes.h"
 
+#include <xxhash.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,4 +148,13 @@ int dev_mem_info(uint64_t *free_b, uint64_t *total)
 	*free_b = i.free_b;
 	*total = i.total;
 	return 0;
+}
+
+uint64_t dev_xxh3(const void *dev, size_t n)
+{
+	void *b = malloc(n ? n : 1);
+	uint64_t h = b && dev_read(b, dev, n) == 0 ? XXH3_64bits(b, n) : 0;
+
+	free(b);
+	return h;
 }

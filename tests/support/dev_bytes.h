@@ -31,6 +31,10 @@ int dev_test_close(struct wsrv_device *dev);
  * on stderr. */
 int dev_read(void *dst, const void *src, size_t n);
 
+/* The xxh3 of n bytes at device address dev, or 0 when they cannot be
+ * read. */
+uint64_t dev_xxh3(const void *dev, size_t n);
+
 /* 0 when the n bytes at device address dev equal host's, 1 when they
  * differ, or a negative errno when they could not be read. */
 int dev_cmp_host(const void *dev, const void *host, size_t n);

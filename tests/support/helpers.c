@@ -603,6 +603,18 @@ int server_counters(struct wsrv_client *c, struct wsrv_server_stats *out)
 	return r;
 }
 
+int tier_counters(struct wsrv_client *c, struct wsrv_tier_info *out)
+{
+	struct wsrv_model_list *l;
+	int r = wsrv_list_models(c, &l);
+
+	if (r < 0)
+		return r;
+	r = wsrv_model_list_tier(l, 0, out);
+	wsrv_model_list_free(l);
+	return r;
+}
+
 int wsrvd_options_run(const char *spec, const char *const *args, const char *log)
 {
 	const char *argv[40] = { getenv("WSRVD"), "--load-only", "--model", spec };

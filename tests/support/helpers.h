@@ -13,11 +13,15 @@
 struct wsrv_client;
 struct wsrv_device;
 struct wsrv_server_stats;
+struct wsrv_tier_info;
 struct netlab;
 
 /* The server's totals through wsrv_stats (the snapshot freed): 0 or the
  * call's negative errno. */
 int server_counters(struct wsrv_client *c, struct wsrv_server_stats *out);
+/* The disk tier's counters of the server's first model (wsrv_list_models):
+ * 0 or the call's negative errno. */
+int tier_counters(struct wsrv_client *c, struct wsrv_tier_info *out);
 
 #include "fd_check.h"
 #include "runner.h"
