@@ -124,7 +124,7 @@ static struct wsrv_stream *open_stream(struct wsrv_model *m, struct wsrv_device 
 
 /* Two experts of layer 1 read from disk: exactly their pages, not the
  * layer's other 14 experts; held while acquired, their bytes right on
- * the device; and once let go, no longer held. */
+ * the device; and once the stream is closed, nothing held. */
 static void an_expert_is_read_alone(void **st)
 {
 	struct test_server ts = { 0 };
@@ -133,7 +133,7 @@ static void an_expert_is_read_alone(void **st)
 	struct wsrv_model *m;
 	struct wsrv_device *d = NULL;
 	struct wsrv_stream *s;
-	uint64_t before, held, want;
+	uint64_t before, want;
 
 	(void)st;
 	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", BUDGET, NULL), 0);
@@ -146,15 +146,15 @@ static void an_expert_is_read_alone(void **st)
 	assert_non_null(s = open_stream(m, d));
 	assert_int_equal(wsrv_stream_acquire(s, 1), 0);
 	before = tier_now(c).read_bytes;
-	held = tier_now(c).held_bytes; /* the dense layer 0, prefetched */
 	assert_int_equal(wsrv_stream_acquire_experts(s, 1, ids, 2, NULL), 0);
 	assert_int_equal(tier_now(c).read_bytes - before, want);
-	assert_int_equal(tier_now(c).held_bytes - held, want);
+	/* Held while acquired (beside what the stream prefetches). */
+	assert_true(tier_now(c).held_bytes >= want);
 	assert_int_equal(check_experts(m, s, 1, ids, 2), expert_tensors(m, 1, 3) + expert_tensors(m, 1, 9));
 	assert_int_equal(wsrv_stream_release_experts(s, 1), 0);
-	assert_int_equal(tier_now(c).held_bytes, held);
 	assert_int_equal(wsrv_stream_release(s, 1), 0);
 	wsrv_stream_close(s);
+	assert_int_equal(tier_now(c).held_bytes, 0);
 	assert_int_equal(dev_test_close(d), 0);
 	wsrv_detach(m);
 	wsrv_disconnect(c);

@@ -16,15 +16,12 @@
 
 #include "attached.h"
 #include "ready_wait.h"
+#include "ready_map.h"
 #include "clock.h"
 #include "hugemap.h"
 #include "packet.h"
 
-#define WAIT_SLICE_MS 200   /* between checks that the server is still there */
-
-/* Maps piece g (a segment, or a unit: its range of a memfd of its
- * segment's size) from fd over its reserved range. */
-static int map_over(struct wsrv_model *m, uint32_t g, int fd)
+int cl_map_over(struct wsrv_model *m, uint32_t g, int fd)
 {
 	uint64_t size, off;
 	uint8_t *at;
@@ -91,7 +88,7 @@ int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__A
 		uint32_t g = ar->ready_segments[k];
 		if (g >= m->nseg || m->mapped[g])
 			return cl_err(-EBADMSG, "the server sent segment %u twice or out of range", g);
-		if ((r = map_over(m, g, fds[2 + k])) < 0)
+		if ((r = cl_map_over(m, g, fds[2 + k])) < 0)
 			return r;
 	}
 	for (uint32_t i = 0; i < m->nseg; i++)
@@ -115,34 +112,12 @@ void cl_ready_free(struct wsrv_model *m)
 	seg_state_free(m);
 }
 
-bool cl_tiered(const struct wsrv_model *m, uint32_t seg)
-{
-	const struct rd_view *v = m->ready ? cl_rv(m) : NULL;
-	uint32_t w;
-
-	if (seg >= m->nseg)
-		return seg < cl_npieces(m);
-	w = v && v->tier ? __atomic_load_n(&v->tier[seg], __ATOMIC_ACQUIRE) : RD_TIER_RESIDENT;
-	return w != RD_TIER_RESIDENT && w != RD_TIER_PARTS;
-}
-
-/* Piece g's tier word on the newest server's page, or NULL (a page with
- * no tier, or not these units). */
-static const uint32_t *tier_word(const struct wsrv_model *m, uint32_t g)
-{
-	const struct rd_view *v = cl_rv(m);
-
-	if (!v->tier || (g >= m->nseg && (!v->units || v->h->nunits != m->nunits)))
-		return NULL;
-	return &v->tier[g];
-}
-
 static uint32_t load_word(const uint32_t *w)
 {
 	return __atomic_load_n(w, __ATOMIC_ACQUIRE);
 }
 
-static int failed(const struct wsrv_model *m)
+int cl_load_failed(const struct wsrv_model *m)
 {
 	const struct rd_header *h = cl_rv(m)->h;
 	char msg[RD_MESSAGE_MAX];
@@ -163,6 +138,11 @@ static const uint32_t *word(const struct wsrv_model *m, uint32_t seg)
 	const struct rd_view *v = cl_rv(m);
 
 	return seg == WORD_MODEL ? &v->h->state : &v->segments[seg];
+}
+
+uint32_t cl_word_now(const struct wsrv_model *m, uint32_t seg)
+{
+	return load_word(word(m, seg));
 }
 
 /* Whether the server that loads the model is still connected: a server
@@ -189,7 +169,7 @@ static int resume(struct wsrv_model *m)
 
 /* Waits for a word (seg, or WORD_MODEL) to leave RD_LOADING, up to
  * timeout_ms (< 0: for ever). */
-static int wait_word(struct wsrv_model *m, uint32_t seg, int timeout_ms)
+int cl_wait_word(struct wsrv_model *m, uint32_t seg, int timeout_ms)
 {
 	double left = timeout_ms < 0 ? -1 : timeout_ms / 1e3, t0 = mono_now();
 
@@ -201,7 +181,7 @@ static int wait_word(struct wsrv_model *m, uint32_t seg, int timeout_ms)
 		if (v == RD_READY)
 			return 0;
 		if (v == RD_FAILED)
-			return failed(m);
+			return cl_load_failed(m);
 		if (left >= 0) {
 			double rem = left - (mono_now() - t0);
 			if (rem <= 0)
@@ -226,7 +206,7 @@ static int map_carried(struct wsrv_model *m)
 		if (g->fds[i] < 0)
 			continue;
 		if (r == 0 && !m->mapped[i])
-			r = map_over(m, i, g->fds[i]);
+			r = cl_map_over(m, i, g->fds[i]);
 		close(g->fds[i]);
 		g->fds[i] = -1;
 	}
@@ -262,110 +242,12 @@ static int fetch_ready(struct wsrv_model *m)
 	    memcmp(resp->segments->segments, want, as.n_segments * sizeof(*want)) != 0)
 		r = cl_err(-EBADMSG, "the server sent the wrong reply to AttachSegments");
 	for (size_t k = 0; r == 0 && k < as.n_segments; k++)
-		r = map_over(m, want[k], fds[k]);
+		r = cl_map_over(m, want[k], fds[k]);
 	pkt_close_fds(fds, nfds);
 	wsrv__response__free_unpacked(resp, NULL);
 	return r;
 }
 
-/* Asks for one segment of a disk tier (release: lets it go) with
- * AttachSegments. 0, -EAGAIN (being read), or the server's error. */
-static int tier_call(struct wsrv_model *m, uint32_t seg, bool release, int *fd)
-{
-	Wsrv__Request q = WSRV__REQUEST__INIT;
-	Wsrv__AttachSegments as = WSRV__ATTACH_SEGMENTS__INIT;
-	int fds[WSRV_MAX_FDS], nfds = 0, r;
-	Wsrv__Response *resp;
-
-	as.segments = &seg;
-	as.n_segments = 1;
-	as.release = release;
-	q.body_case = WSRV__REQUEST__BODY_ATTACH_SEGMENTS;
-	q.attach_segments = &as;
-	if ((r = cl_call_model(m, &as.attach_id, &q, &resp, fds, WSRV_MAX_FDS, &nfds)) < 0)
-		return r;
-	if (resp->body_case != WSRV__RESPONSE__BODY_SEGMENTS || nfds != (release ? 0 : 1))
-		r = cl_err(-EBADMSG, "the server sent the wrong reply to AttachSegments");
-	else if (!release)
-		*fd = fds[0], nfds = 0;
-	pkt_close_fds(fds, nfds);
-	wsrv__response__free_unpacked(resp, NULL);
-	return r;
-}
-
-/* One segment of a disk tier mapped (pinned: for a lookup, kept until
- * detach). Waits on the segment's tier word while the server reads it. */
-static int tier_need(struct wsrv_model *m, uint32_t seg, bool pin, bool wait)
-{
-	int r = 0, fd = -1;
-
-	pthread_mutex_lock(&m->map_lock);
-	while (!m->mapped[seg]) {
-		/* The newest server's word: after a restart, its page's (the
-		 * call below connects again when the server went away). */
-		const uint32_t *w = tier_word(m, seg);
-		uint32_t seen = w ? load_word(w) : 0;
-		if ((r = tier_call(m, seg, false, &fd)) == 0) {
-			r = map_over(m, seg, fd);
-			close(fd);
-			break;
-		}
-		if (r != -EAGAIN || !wait || !w)
-			break;
-		pthread_mutex_unlock(&m->map_lock);
-		struct timespec ts = { 0, WAIT_SLICE_MS * 1000000L };
-		if (load_word(w) == seen)
-			syscall(SYS_futex, w, FUTEX_WAIT, seen, &ts, NULL, 0);
-		pthread_mutex_lock(&m->map_lock);
-	}
-	if (r == 0 && pin)
-		m->tier_pinned[seg] = true;
-	pthread_mutex_unlock(&m->map_lock);
-	return r == -EAGAIN && !wait ? 0 : r < 0 ? r : 1;
-}
-
-int cl_tier_use(struct wsrv_model *m, uint32_t seg, bool wait)
-{
-	int r;
-
-	uint32_t g = cl_piece_seg(m, seg); /* loaded first */
-
-	if ((r = wait ? wait_word(m, g, -1) : 0) < 0)
-		return r;
-	if (!wait && load_word(word(m, g)) != RD_READY)
-		return load_word(word(m, g)) == RD_FAILED ? failed(m) : 0;
-	if ((r = tier_need(m, seg, false, wait)) == 1) {
-		pthread_mutex_lock(&m->map_lock);
-		m->tier_use[seg]++;
-		pthread_mutex_unlock(&m->map_lock);
-	}
-	return r;
-}
-
-int cl_tier_drop(struct wsrv_model *m, uint32_t seg)
-{
-	int r = 0;
-
-	pthread_mutex_lock(&m->map_lock);
-	if (m->tier_use[seg] && --m->tier_use[seg] == 0 && !m->tier_pinned[seg] && m->mapped[seg]) {
-		uint8_t *at;
-		size_t len;
-		uint64_t off;
-		/* The range stays reserved: a read of it faults, never reads
-		 * bytes a later mapping put elsewhere. */
-		cl_piece_range(m, seg, &at, &len, &off);
-		if (mmap(at, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED)
-			r = cl_err(-errno, "cannot unmap segment %u: %s", seg, strerror(errno));
-		else
-			m->mapped[seg] = false;
-		/* A server started since does not hold it for us: nothing to
-		 * let go (ENOENT); nor does one that is gone (ENOTCONN). */
-		if (r == 0 && (r = tier_call(m, seg, true, NULL)) < 0 && (r == -ENOENT || r == -ENOTCONN))
-			r = 0;
-	}
-	pthread_mutex_unlock(&m->map_lock);
-	return r;
-}
 
 /* Maps what is ready; once every segment is, the model is loaded here. */
 static int map_ready(struct wsrv_model *m)
@@ -405,17 +287,17 @@ static int need(struct wsrv_model *m, uint32_t seg, int timeout_ms, bool pin)
 
 	if (seg >= m->nseg)
 		return cl_err(-EINVAL, "no segment %u", seg);
-	if (cl_tiered(m, seg) && (r = wait_word(m, seg, timeout_ms)) < 0)
+	if (cl_tiered(m, seg) && (r = cl_wait_word(m, seg, timeout_ms)) < 0)
 		return r;
 	if (cl_tiered(m, seg))
-		return pin && (r = tier_need(m, seg, true, true)) < 0 ? r : 0;
+		return pin && (r = cl_tier_need(m, seg, true, true)) < 0 ? r : 0;
 	/* More than one round only when the server changed under the wait
 	 * (a restart mid-load): the new one's word is waited on. */
 	for (int round = 0; !seg_mapped(m, seg); round++) {
 		if (round == 16)
 			return cl_err(-EBADMSG, "the server says segment %u of model %s is loaded but does not give it",
 				      seg, m->name);
-		if ((r = wait_word(m, seg, timeout_ms)) < 0 || (r = map_ready(m)) < 0)
+		if ((r = cl_wait_word(m, seg, timeout_ms)) < 0 || (r = map_ready(m)) < 0)
 			return r;
 	}
 	return 0;
@@ -442,7 +324,7 @@ int cl_ready_check(struct wsrv_model *m, uint32_t seg)
 		return cl_err(-EINVAL, "no segment %u", seg);
 	v = load_word(word(m, seg));
 	if (v == RD_FAILED)
-		return failed(m);
+		return cl_load_failed(m);
 	if (v != RD_READY || cl_tiered(m, seg)) /* a tier's: asked for by its user */
 		return 0;
 	if ((r = map_ready(m)) < 0)
@@ -466,7 +348,7 @@ static int wait_all(struct wsrv_model *m, int timeout_ms)
 
 	while (r == 0 && __atomic_load_n(&m->loading, __ATOMIC_ACQUIRE)) {
 		uint32_t before;
-		if ((r = wait_word(m, WORD_MODEL, timeout_ms)) < 0)
+		if ((r = cl_wait_word(m, WORD_MODEL, timeout_ms)) < 0)
 			break;
 		before = count_mapped(m);
 		r = map_ready(m);
@@ -503,7 +385,7 @@ WSRV_EXPORT int wsrv_model_wait(struct wsrv_model *m, int32_t layer, int timeout
 	/* The layer's routed experts too, each kept until detach. */
 	for (uint32_t k = 0; k < m->nunits && r >= 0; k++)
 		if (m->units[k].layer == layer)
-			r = tier_need(m, m->nseg + k, true, true);
+			r = cl_tier_need(m, m->nseg + k, true, true);
 	return r < 0 ? r : 0;
 }
 

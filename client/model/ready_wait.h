@@ -38,6 +38,15 @@ bool cl_ready_mapped(struct wsrv_model *m, uint32_t seg);
 bool cl_tiered(const struct wsrv_model *m, uint32_t seg);
 int cl_tier_use(struct wsrv_model *m, uint32_t seg, bool wait);
 int cl_tier_drop(struct wsrv_model *m, uint32_t seg);
+/* The same for many pieces at once (tier_take.c), in one request per
+ * ASK_MAX: the server sends what it has in memory and reads the rest side
+ * by side, where one at a time would wait for each read in turn. p[0..n)
+ * distinct; got[i] says whether p[i] is mapped now and counted as used
+ * (with wait, every one is, or an error comes back). 0 or <0. */
+int cl_tier_use_many(struct wsrv_model *m, const uint32_t *p, size_t n, bool wait, bool *got);
+/* One use of each of p[0..n) ends; those nothing uses any more are
+ * unmapped and given back in one request. 0 or <0. */
+int cl_tier_drop_many(struct wsrv_model *m, const uint32_t *p, size_t n);
 
 /* Waits until segment seg is ready and mapped; -EIO (naming the tensor)
  * when the load failed. A no-op once the whole model is mapped. */

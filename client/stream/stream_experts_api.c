@@ -132,6 +132,27 @@ static int need_expert(struct wsrv_stream *s, uint32_t e, bool wait)
 	return r;
 }
 
+/* The tensors of experts e[0..n) taken together (stream_need_pieces). */
+static int need_experts(struct wsrv_stream *s, const uint32_t *e, size_t n)
+{
+	size_t k = 0, all = 0;
+	uint32_t *idx;
+	int r;
+
+	for (size_t i = 0; i < n; i++)
+		all += s->xp->ex[e[i]].nt;
+	if (!all)
+		return 0;
+	if (!(idx = calloc(all, sizeof(*idx))))
+		return cl_err(-ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		for (uint32_t t = 0; t < s->xp->ex[e[i]].nt; t++)
+			idx[k++] = s->xp->tidx[s->xp->ex[e[i]].first + t];
+	r = stream_need_pieces(s, idx, k, true);
+	free(idx);
+	return r;
+}
+
 static void xp_count(struct wsrv_stream *s, struct xp_layer *L, size_t off, uint64_t v)
 {
 	*(uint64_t *)((uint8_t *)&s->xp->st + off) += v;
@@ -158,12 +179,17 @@ static void xp_seg_copied(struct wsrv_stream *s, const uint32_t *miss, size_t n,
  * slotted layer streams from them (their copies landed first). */
 static int xp_drop_layer(struct wsrv_stream *s, const struct xp_layer *L)
 {
-	uint32_t last = UINT32_MAX;
-	int r = 0;
+	uint32_t *p = calloc(L->n + 1, sizeof(*p)), last = UINT32_MAX;
+	size_t k = 0;
+	int r;
 
-	for (uint32_t e = L->first; e < L->first + L->n && r == 0; e++)
-		if (seg_of(s, e) != last)
-			r = stream_drop_unused(s, last = seg_of(s, e));
+	if (!p)
+		return cl_err(-ENOMEM, "out of memory");
+	for (uint32_t e = L->first; e < L->first + L->n; e++)
+		if (seg_of(s, e) != last && stream_piece_unused(s, last = seg_of(s, e)))
+			p[k++] = last;
+	r = stream_drop_pieces(s, p, k, 0);
+	free(p);
 	return r;
 }
 
@@ -245,12 +271,12 @@ static int make_resident(struct wsrv_stream *s, struct xp_layer *L, const uint32
 	if (mode == PIN && x->st.slots_pinned + pins_new(x, want, n) >= x->nslots)
 		return cl_err(-ENOSPC, "pinning %zu more experts would leave none of the cache's %u slots to stream through",
 			      pins_new(x, want, n), x->nslots);
-	/* Every read asked for before any is waited for: a disk tier
-	 * reads them side by side, not one after the other. */
-	for (int pass = 0; pass < 2; pass++)
-		for (size_t i = 0; i < nm; i++)
-			if ((r = need_expert(s, miss[i], pass == 1)) < 0)
-				return cl_wrap(r, "layer %d, expert %u", L->index, x->ex[miss[i]].id);
+	/* A disk tier's experts in one request, read side by side. */
+	if ((r = need_experts(s, miss, nm)) < 0)
+		return cl_wrap(r, "layer %d: its experts", L->index);
+	for (size_t i = 0; i < nm; i++)
+		if ((r = need_expert(s, miss[i], true)) < 0)
+			return cl_wrap(r, "layer %d, expert %u", L->index, x->ex[miss[i]].id);
 	qsort_r(miss, nm, sizeof(*miss), by_arena, s);
 	if (nm && (r = fill(s, L, miss, nm, skip, false)) < 0)
 		return r;

@@ -146,9 +146,11 @@ int stream_drop_layer(struct wsrv_stream *s, int pos, int64_t fence);
 /* The same for segment g alone, when it is a disk tier's and mapped here:
  * its copies up to fence (and the experts') landed first. 0 or -errno. */
 int stream_drop_segment(struct wsrv_stream *s, uint32_t g, int64_t fence);
+/* The same for pieces p[0..n) (attached.h), given back in one request. */
+int stream_drop_pieces(struct wsrv_stream *s, const uint32_t *p, size_t n, int64_t fence);
 
-/* The same when no slotted layer streams from g. */
-int stream_drop_unused(struct wsrv_stream *s, uint32_t g);
+/* Whether piece g is here and no slotted layer streams from it. */
+bool stream_piece_unused(const struct wsrv_stream *s, uint32_t g);
 
 /* Finds what the stream copies (its sources, merged within each segment)
  * and page-locks, through its device, those in segments already mapped;
@@ -163,6 +165,11 @@ void stream_unregister(struct wsrv_stream *s);
  * failed). wait: blocks until they are. */
 int stream_need_tensor(struct wsrv_stream *s, uint32_t i, bool wait);
 int stream_need_layer(struct wsrv_stream *s, int pos, bool wait);
+/* The disk tier's pieces of tensors idx[0..n) not here yet, asked for in
+ * one request (those in memory come, the others are read side by side)
+ * and, with wait, waited for together; stream_need_tensor then finds them
+ * here. 0 or a negative errno. */
+int stream_need_pieces(struct wsrv_stream *s, const uint32_t *idx, size_t n, bool wait);
 
 /* Asks the server for the resident tensors' shared region (when wanted and
  * the device can share): maps it as a reader, or becomes its writer (the

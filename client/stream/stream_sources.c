@@ -188,16 +188,50 @@ int stream_need_tensor(struct wsrv_stream *s, uint32_t i, bool wait)
 	return 1;
 }
 
+/* Adds g to p[0..*n) when it is not there yet. */
+static void add_piece(uint32_t *p, size_t *n, uint32_t g)
+{
+	for (size_t i = *n; i-- > 0;)
+		if (p[i] == g)
+			return;
+	p[(*n)++] = g;
+}
+
+int stream_need_pieces(struct wsrv_stream *s, const uint32_t *idx, size_t n, bool wait)
+{
+	uint32_t *p;
+	bool *got;
+	size_t k = 0;
+	int r;
+
+	if (!s->d || !n)
+		return 0;
+	p = calloc(n, sizeof(*p));
+	got = calloc(n, sizeof(*got));
+	r = p && got ? 0 : cl_err(-ENOMEM, "out of memory");
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		uint32_t g = cl_piece(s->m, idx[i]);
+		if (cl_tiered(s->m, g) && !s->seg_here[g])
+			add_piece(p, &k, g);
+	}
+	if (r == 0 && k)
+		r = cl_tier_use_many(s->m, p, k, wait, got);
+	for (size_t i = 0; r == 0 && i < k; i++)
+		if (got[i])
+			r = arrived(s, p[i]);
+	free(p);
+	free(got);
+	return r;
+}
+
 int stream_need_layer(struct wsrv_stream *s, int pos, bool wait)
 {
 	const struct st_layer *l = &s->layers[pos];
 	int r = 1;
 
-	/* Waiting: every piece asked for first (a disk tier's units are
-	 * read side by side then, not one after the other). */
-	for (uint32_t k = 0; wait && k < l->nstreamed; k++)
-		if ((r = stream_need_tensor(s, l->streamed[k], false)) < 0)
-			return r;
+	/* A disk tier's pieces together: their reads side by side. */
+	if ((r = stream_need_pieces(s, l->streamed, l->nstreamed, wait)) < 0)
+		return r;
 	r = 1;
 	for (uint32_t k = 0; k < l->nstreamed && r == 1; k++)
 		r = stream_need_tensor(s, l->streamed[k], wait);
@@ -243,42 +277,73 @@ static void unlock_segment(struct wsrv_stream *s, uint32_t seg)
 			s->src_locked[i] = false;
 }
 
-int stream_drop_segment(struct wsrv_stream *s, uint32_t g, int64_t fence)
+/* Piece g (here, a disk tier's) is let go here: its copies, and an
+ * expert's, land first (a device that gates its compute stream may have
+ * returned the acquire before they did), then a device that page-locked
+ * its chunks lets them go before the pages do. */
+static int let_go(struct wsrv_stream *s, uint32_t g, int64_t fence)
 {
 	int64_t f = xp_seg_fence(s, g);
 	int r;
 
-	if (!s->d || !s->seg_here[g] || !cl_tiered(s->m, g))
-		return 0;
-	/* Its copies, and an expert's, land first: a device that gates its
-	 * compute stream may have returned the acquire before they did. */
 	if ((fence > 0 && (r = s->d->ops->wait(s->d, fence)) < 0) || (f > 0 && (r = s->d->ops->wait(s->d, f)) < 0))
 		return r;
-	/* A device that page-locked the segment's chunks lets them go
-	 * before the pages do. */
 	if (s->d->ops->register_host)
 		unlock_segment(s, g);
 	s->seg_here[g] = false;
-	return cl_tier_drop(s->m, g);
+	return 0;
 }
 
-int stream_drop_unused(struct wsrv_stream *s, uint32_t g)
+int stream_drop_pieces(struct wsrv_stream *s, const uint32_t *p, size_t n, int64_t fence)
 {
-	return s->seg_here && !seg_in_use(s, -1, g) ? stream_drop_segment(s, g, 0) : 0;
+	uint32_t *gone;
+	size_t k = 0;
+	int r;
+
+	if (!s->d || !n)
+		return 0;
+	if (!(gone = calloc(n, sizeof(*gone))))
+		return cl_err(-ENOMEM, "out of memory");
+	r = 0;
+	for (size_t i = 0; r == 0 && i < n; i++)
+		if (s->seg_here[p[i]] && cl_tiered(s->m, p[i]) && (r = let_go(s, p[i], fence)) == 0)
+			gone[k++] = p[i];
+	if (k) { /* what was let go here goes at the server, even after a failure */
+		int d = cl_tier_drop_many(s->m, gone, k);
+		r = r < 0 ? r : d;
+	}
+	free(gone);
+	return r;
+}
+
+int stream_drop_segment(struct wsrv_stream *s, uint32_t g, int64_t fence)
+{
+	return stream_drop_pieces(s, &g, 1, fence);
+}
+
+bool stream_piece_unused(const struct wsrv_stream *s, uint32_t g)
+{
+	return s->seg_here && s->seg_here[g] && !seg_in_use(s, -1, g);
 }
 
 int stream_drop_layer(struct wsrv_stream *s, int pos, int64_t fence)
 {
 	const struct st_layer *l = &s->layers[pos];
-	int r = 0;
+	uint32_t *p;
+	size_t k = 0;
+	int r;
 
-	if (!s->d)
+	if (!s->d || !l->nstreamed)
 		return 0;
-	for (uint32_t k = 0; k < l->nstreamed && r == 0; k++) {
-		uint32_t g = cl_piece(s->m, l->streamed[k]);
-		if (!seg_in_use(s, pos, g))
-			r = stream_drop_segment(s, g, fence);
+	if (!(p = calloc(l->nstreamed, sizeof(*p))))
+		return cl_err(-ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < l->nstreamed; i++) {
+		uint32_t g = cl_piece(s->m, l->streamed[i]);
+		if (s->seg_here[g] && !seg_in_use(s, pos, g))
+			add_piece(p, &k, g);
 	}
+	r = stream_drop_pieces(s, p, k, fence);
+	free(p);
 	return r;
 }
 

@@ -179,29 +179,38 @@ static bool seg_ready(const struct srv_model *sm, uint32_t seg)
 }
 
 /* A disk tier's segments: each taken (held for this attachment, its fd
- * into r), or, with release, let go. A segment still to be read answers
- * EAGAIN (replied, 1: not counted as the client's error); the holds taken
- * before it are let go again. 0, 1, or the error replied. */
+ * into r, its id into given[*ngiven]), or, with release, let go. A
+ * segment still to be read answers EAGAIN (replied, 1: not counted as the
+ * client's error) and the holds taken before it are let go again; with
+ * partial, it is left out. 0, 1, or the error replied. */
 static int tier_segments(const struct loaded_model *lm, struct session *s, const Wsrv__AttachSegments *q,
-			 uint64_t seq, struct reply *r)
+			 uint64_t seq, struct reply *r, uint32_t *given, size_t *ngiven)
 {
 	uint64_t holder = srv_tier_holder(s, q->attach_id);
 	char msg[1024] = "";
 
 	if (q->release) {
+		size_t missing = SIZE_MAX;
+		/* Every one held goes, whatever comes after one that is not. */
 		for (size_t i = 0; i < q->n_segments; i++)
 			if (tier_on_disk(lm->tier, q->segments[i]) &&
-			    tier_release(lm->tier, holder, q->segments[i]) < 0)
-				return srv_reply_error(r, seq, ENOENT, "segment %u of '%s' is not held by this attachment",
-						       q->segments[i], lm->model->name);
+			    tier_release(lm->tier, holder, q->segments[i]) < 0 && missing == SIZE_MAX)
+				missing = i;
+		if (missing != SIZE_MAX)
+			return srv_reply_error(r, seq, ENOENT, "segment %u of '%s' is not held by this attachment",
+					       q->segments[missing], lm->model->name);
 		return 0;
 	}
-	for (size_t i = 0; i < q->n_segments; i++) {
-		int rc = tier_take(lm->tier, holder, q->segments[i], &r->fds[i], msg, sizeof(msg));
+	/* Partial: as many as this client may have unread, the others
+	 * left for its next request. */
+	for (size_t i = 0; i < q->n_segments && *ngiven < r->fd_room; i++) {
+		int rc = tier_take(lm->tier, holder, q->segments[i], &r->fds[*ngiven], msg, sizeof(msg));
 		if (rc == 0)
+			given[(*ngiven)++] = q->segments[i];
+		if (rc == 0 || (rc == -EAGAIN && q->partial))
 			continue;
-		for (size_t k = 0; k < i; k++)
-			tier_release(lm->tier, holder, q->segments[k]);
+		for (size_t k = 0; k < *ngiven; k++)
+			tier_release(lm->tier, holder, given[k]);
 		if (rc != -EAGAIN)
 			return srv_reply_error(r, seq, -rc, "model %s: %s", lm->model->name, msg);
 		/* Being read: the answer a client waits on, not its error. */
@@ -219,6 +228,8 @@ int early_segments(struct server *srv, struct session *s, const Wsrv__AttachSegm
 	Wsrv__SegmentsReply sr = WSRV__SEGMENTS_REPLY__INIT;
 	const struct srv_model *sm;
 	const struct loaded_model *lm;
+	uint32_t given[WSRV_MAX_FDS];
+	size_t ngiven = 0;
 	int rc;
 
 	if (!(sm = srv_attached_model(srv, s, q->attach_id, seq, r)))
@@ -227,7 +238,7 @@ int early_segments(struct server *srv, struct session *s, const Wsrv__AttachSegm
 	if (q->n_segments == 0 || q->n_segments > WSRV_MAX_FDS - 2)
 		return srv_reply_error(r, seq, EINVAL, "ask for 1 to %u segments at a time",
 				       WSRV_MAX_FDS - 2);
-	if (q->n_segments > r->fd_room)
+	if (!q->release && (q->partial ? r->fd_room == 0 : q->n_segments > r->fd_room))
 		return srv_reply_error(r, seq, EAGAIN,
 				       "%u file descriptors sent to this client are still unread; read the replies first",
 				       s->fds_unread);
@@ -246,14 +257,16 @@ int early_segments(struct server *srv, struct session *s, const Wsrv__AttachSegm
 			return srv_reply_error(r, seq, EAGAIN, "segment %u of '%s' is not loaded yet",
 					       g, lm->model->name);
 	}
-	if (lm->tier && (rc = tier_segments(lm, s, q, seq, r)) != 0)
+	if (lm->tier && (rc = tier_segments(lm, s, q, seq, r, given, &ngiven)) != 0)
 		return rc < 0 ? rc : 0;
 	/* A release carries no fds back, whatever the model. */
-	for (size_t i = 0; !lm->tier && !q->release && i < q->n_segments; i++)
+	for (size_t i = 0; !lm->tier && !q->release && i < q->n_segments; i++) {
 		r->fds[i] = lm->arena->seg[q->segments[i]].fd;
-	r->nfds = q->release ? 0 : (int)q->n_segments;
-	sr.n_segments = q->n_segments;
-	sr.segments = q->segments;
+		given[ngiven++] = q->segments[i];
+	}
+	r->nfds = q->release ? 0 : (int)ngiven;
+	sr.n_segments = q->release ? q->n_segments : ngiven;
+	sr.segments = q->release ? q->segments : given;
 	resp.seq = seq;
 	resp.body_case = WSRV__RESPONSE__BODY_SEGMENTS;
 	resp.segments = &sr;

@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: MIT
+/* ready_map.h - inside the model room: what ready_wait.c (segments mapped
+ * as the server loads them) lends tier_take.c (a disk tier's segments and
+ * units taken and let go). */
+#ifndef WSRV_CLIENT_READY_MAP_H
+#define WSRV_CLIENT_READY_MAP_H
+
+#include "attached.h"
+
+#define WAIT_SLICE_MS 200   /* between checks that the server is still there */
+
+/* Maps piece g (a segment, or a unit: its range of a memfd of its
+ * segment's size) from fd over its reserved range. Under map_lock. */
+int cl_map_over(struct wsrv_model *m, uint32_t g, int fd);
+/* Waits for segment seg's word to leave RD_LOADING, up to timeout_ms
+ * (< 0: for ever): 0, or the load's failure. */
+int cl_wait_word(struct wsrv_model *m, uint32_t seg, int timeout_ms);
+/* Segment seg's word now (enum rd_state). */
+uint32_t cl_word_now(const struct wsrv_model *m, uint32_t seg);
+/* The load's failure as an error naming its tensor: -EIO. */
+int cl_load_failed(const struct wsrv_model *m);
+/* One piece of a disk tier mapped (pinned: for a lookup, kept until
+ * detach): 1; 0 (not yet, without wait: its read is queued); or <0.
+ * Waits on the piece's tier word while the server reads it. */
+int cl_tier_need(struct wsrv_model *m, uint32_t g, bool pin, bool wait);
+
+#endif

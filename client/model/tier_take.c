@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: MIT
+/* tier_take.c - a disk tier's pieces (attached.h: its segments, and its
+ * units, each routed expert of a layer) taken and let go: asked for with
+ * AttachSegments, one at a time or many in one request, mapped over their
+ * reserved ranges, counted per use, and made unreadable and given back
+ * once nothing uses them. Everything under m->map_lock. */
+#include <errno.h>
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attached.h"
+#include "packet.h"
+#include "ready_map.h"
+#include "ready_wait.h"
+
+/* Pieces asked for in one request: every fd of a reply fits. */
+#define ASK_MAX (WSRV_MAX_FDS - 2)
+
+bool cl_tiered(const struct wsrv_model *m, uint32_t seg)
+{
+	const struct rd_view *v = m->ready ? cl_rv(m) : NULL;
+	uint32_t w;
+
+	if (seg >= m->nseg)
+		return seg < cl_npieces(m);
+	w = v && v->tier ? __atomic_load_n(&v->tier[seg], __ATOMIC_ACQUIRE) : RD_TIER_RESIDENT;
+	return w != RD_TIER_RESIDENT && w != RD_TIER_PARTS;
+}
+
+/* Piece g's tier word on the newest server's page, or NULL (a page with
+ * no tier, or not these units). */
+static const uint32_t *tier_word(const struct wsrv_model *m, uint32_t g)
+{
+	const struct rd_view *v = cl_rv(m);
+
+	if (!v->tier || (g >= m->nseg && (!v->units || v->h->nunits != m->nunits)))
+		return NULL;
+	return &v->tier[g];
+}
+
+static uint32_t load_word(const uint32_t *w)
+{
+	return __atomic_load_n(w, __ATOMIC_ACQUIRE);
+}
+
+/* Whether the reply's ids are some of ids[0..n), in order, each once. */
+static bool some_of(const uint32_t *got, size_t ngot, const uint32_t *ids, size_t n)
+{
+	size_t j = 0;
+
+	for (size_t i = 0; i < ngot; i++, j++) {
+		while (j < n && ids[j] != got[i])
+			j++;
+		if (j == n)
+			return false;
+	}
+	return true;
+}
+
+/* Asks for pieces ids[0..n) with AttachSegments: with release, lets them
+ * go (no fds); with partial, the ones in memory come (their ids into
+ * got[0..*ngot), their fds, owned by the caller, into fds) and the others
+ * are read meanwhile; without, all come or -EAGAIN (being read). 0 or
+ * the server's error. */
+static int tier_ask(struct wsrv_model *m, const uint32_t *ids, size_t n, bool release, bool partial,
+		    uint32_t *got, int *fds, size_t *ngot)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__AttachSegments as = WSRV__ATTACH_SEGMENTS__INIT;
+	int rfds[WSRV_MAX_FDS], nfds = 0, r;
+	const Wsrv__SegmentsReply *sr;
+	Wsrv__Response *resp;
+
+	as.segments = (uint32_t *)ids;
+	as.n_segments = n;
+	as.release = release;
+	as.partial = partial;
+	q.body_case = WSRV__REQUEST__BODY_ATTACH_SEGMENTS;
+	q.attach_segments = &as;
+	*ngot = 0;
+	if ((r = cl_call_model(m, &as.attach_id, &q, &resp, rfds, WSRV_MAX_FDS, &nfds)) < 0)
+		return r;
+	sr = resp->body_case == WSRV__RESPONSE__BODY_SEGMENTS ? resp->segments : NULL;
+	if (!sr || (release ? nfds != 0 : (size_t)nfds != sr->n_segments || (!partial && sr->n_segments != n) ||
+					    !some_of(sr->segments, sr->n_segments, ids, n)))
+		r = cl_err(-EBADMSG, "the server sent the wrong reply to AttachSegments");
+	if (r == 0 && !release && sr->n_segments) {
+		memcpy(got, sr->segments, sr->n_segments * sizeof(*got));
+		memcpy(fds, rfds, (size_t)nfds * sizeof(*fds));
+		*ngot = sr->n_segments;
+		nfds = 0;
+	}
+	pkt_close_fds(rfds, nfds);
+	wsrv__response__free_unpacked(resp, NULL);
+	return r;
+}
+
+/* Maps the pieces a reply sent (got[0..n), fds), closing each fd. */
+static int map_got(struct wsrv_model *m, const uint32_t *got, const int *fds, size_t n)
+{
+	int r = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (r == 0 && !m->mapped[got[i]])
+			r = cl_map_over(m, got[i], fds[i]);
+		close(fds[i]);
+	}
+	return r;
+}
+
+/* Waits (the lock let go) for word w to leave seen, a slice at most. */
+static void wait_read(struct wsrv_model *m, const uint32_t *w, uint32_t seen)
+{
+	struct timespec ts = { 0, WAIT_SLICE_MS * 1000000L };
+
+	pthread_mutex_unlock(&m->map_lock);
+	if (load_word(w) == seen)
+		syscall(SYS_futex, w, FUTEX_WAIT, seen, &ts, NULL, 0);
+	pthread_mutex_lock(&m->map_lock);
+}
+
+int cl_tier_need(struct wsrv_model *m, uint32_t seg, bool pin, bool wait)
+{
+	uint32_t got[1];
+	size_t ngot;
+	int r = 0, fd[1];
+
+	pthread_mutex_lock(&m->map_lock);
+	while (!m->mapped[seg]) {
+		/* The newest server's word: after a restart, its page's (the
+		 * call below connects again when the server went away). */
+		const uint32_t *w = tier_word(m, seg);
+		uint32_t seen = w ? load_word(w) : 0;
+		if ((r = tier_ask(m, &seg, 1, false, false, got, fd, &ngot)) == 0) {
+			r = map_got(m, got, fd, ngot);
+			break;
+		}
+		if (r != -EAGAIN || !wait || !w)
+			break;
+		wait_read(m, w, seen);
+	}
+	if (r == 0 && pin)
+		m->tier_pinned[seg] = true;
+	pthread_mutex_unlock(&m->map_lock);
+	return r == -EAGAIN && !wait ? 0 : r < 0 ? r : 1;
+}
+
+/* Whether piece g's segment has passed the first load: 1, 0 (not yet,
+ * or, with wait, once it has), or the load's failure. */
+static int loaded(struct wsrv_model *m, uint32_t g, bool wait)
+{
+	uint32_t seg = cl_piece_seg(m, g);
+	int r;
+
+	if (wait)
+		return (r = cl_wait_word(m, seg, -1)) < 0 ? r : 1;
+	if (cl_word_now(m, seg) == RD_FAILED)
+		return cl_load_failed(m);
+	return cl_word_now(m, seg) == RD_READY;
+}
+
+int cl_tier_use(struct wsrv_model *m, uint32_t seg, bool wait)
+{
+	int r;
+
+	if ((r = loaded(m, seg, wait)) <= 0)
+		return r;
+	if ((r = cl_tier_need(m, seg, false, wait)) == 1) {
+		pthread_mutex_lock(&m->map_lock);
+		m->tier_use[seg]++;
+		pthread_mutex_unlock(&m->map_lock);
+	}
+	return r;
+}
+
+/* Rounds of cl_tier_use_many while they bring pieces: asks for the
+ * pieces of p[0..n) that are ok and not mapped (ASK_MAX at most) and maps
+ * what comes. 1: every one is mapped; 0: the rest are still read, *w the
+ * word of one of them and *seen its value before the request; <0. */
+static int ask_round(struct wsrv_model *m, const uint32_t *p, const bool *ok, size_t n, const uint32_t **w,
+		     uint32_t *seen)
+{
+	uint32_t ask[ASK_MAX], got[ASK_MAX], was[ASK_MAX];
+	int fds[ASK_MAX], r;
+	size_t k = 0, ngot;
+
+	for (size_t i = 0; i < n && k < ASK_MAX; i++)
+		if (ok[i] && !m->mapped[p[i]]) {
+			const uint32_t *wi = tier_word(m, p[i]);
+			was[k] = wi ? load_word(wi) : 0;
+			ask[k++] = p[i];
+		}
+	if (k == 0)
+		return 1;
+	if ((r = tier_ask(m, ask, k, false, true, got, fds, &ngot)) < 0 || (r = map_got(m, got, fds, ngot)) < 0)
+		return r;
+	/* Some came (a reply carries no more than the server lets this
+	 * client have unread): the others are asked for again at once. */
+	if (ngot)
+		return ask_round(m, p, ok, n, w, seen);
+	for (size_t i = 0; i < k; i++) /* one still read: its word rises when it is */
+		if (!m->mapped[ask[i]]) {
+			*w = tier_word(m, ask[i]);
+			*seen = was[i];
+			if (!*w)
+				return cl_err(-EAGAIN, "model %s: the server reads segment %u again, and its page has no word to wait on",
+					      m->name, ask[i]);
+			break;
+		}
+	return 0;
+}
+
+int cl_tier_use_many(struct wsrv_model *m, const uint32_t *p, size_t n, bool wait, bool *got)
+{
+	bool *ok = calloc(n + 1, sizeof(*ok));
+	const uint32_t *w = NULL;
+	uint32_t seen = 0;
+	int r = 0;
+
+	if (!ok)
+		return cl_err(-ENOMEM, "out of memory");
+	for (size_t i = 0; i < n && r >= 0; i++)
+		if ((r = loaded(m, p[i], wait)) >= 0)
+			ok[i] = r == 1;
+	pthread_mutex_lock(&m->map_lock);
+	while (r >= 0 && (r = ask_round(m, p, ok, n, &w, &seen)) == 0 && wait)
+		wait_read(m, w, seen);
+	for (size_t i = 0; r >= 0 && i < n; i++)
+		if ((got[i] = ok[i] && m->mapped[p[i]]))
+			m->tier_use[p[i]]++;
+	pthread_mutex_unlock(&m->map_lock);
+	free(ok);
+	return r < 0 ? r : 0;
+}
+
+/* Lets go of ids[0..n) at the server. A server started since does not
+ * hold them for us: nothing to let go (ENOENT); nor does one that is
+ * gone (ENOTCONN). */
+static int give_back(struct wsrv_model *m, const uint32_t *ids, size_t n)
+{
+	int r = n ? tier_ask(m, ids, n, true, false, NULL, NULL, &(size_t){ 0 }) : 0;
+
+	return r == -ENOENT || r == -ENOTCONN ? 0 : r;
+}
+
+int cl_tier_drop_many(struct wsrv_model *m, const uint32_t *p, size_t n)
+{
+	uint32_t rel[ASK_MAX];
+	size_t k = 0;
+	int r = 0;
+
+	pthread_mutex_lock(&m->map_lock);
+	for (size_t i = 0; i < n && r == 0; i++) {
+		uint32_t g = p[i];
+		uint8_t *at;
+		size_t len;
+		uint64_t off;
+		if (!m->tier_use[g] || --m->tier_use[g] || m->tier_pinned[g] || !m->mapped[g])
+			continue;
+		/* The range stays reserved: a read of it faults, never reads
+		 * bytes a later mapping put elsewhere. */
+		cl_piece_range(m, g, &at, &len, &off);
+		if (mmap(at, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED) {
+			r = cl_err(-errno, "cannot unmap segment %u: %s", g, strerror(errno));
+			break;
+		}
+		m->mapped[g] = false;
+		rel[k++] = g;
+		if (k == ASK_MAX) {
+			r = give_back(m, rel, k);
+			k = 0;
+		}
+	}
+	if (r == 0)
+		r = give_back(m, rel, k);
+	pthread_mutex_unlock(&m->map_lock);
+	return r;
+}
+
+int cl_tier_drop(struct wsrv_model *m, uint32_t seg)
+{
+	return cl_tier_drop_many(m, &seg, 1);
+}
