@@ -754,29 +754,12 @@ static void truncate_half(const char *path)
  * the first (the header's). */
 static void flip_bytes(const char *path)
 {
-	char keep[700];
-	struct stat sb;
-	int fd;
-
-	snprintf(keep, sizeof(keep), "%s.keep", path);
-	assert_int_equal(copy_file(path, keep, 0644), 0);
-	assert_true((fd = open(path, O_RDWR | O_CLOEXEC)) >= 0);
-	assert_int_equal(fstat(fd, &sb), 0);
-	for (off_t off = 65536; off < sb.st_size; off += 65536) {
-		uint8_t b;
-		assert_int_equal(pread(fd, &b, 1, off), 1);
-		b ^= 0x5a;
-		assert_int_equal(pwrite(fd, &b, 1, off), 1);
-	}
-	close(fd);
+	assert_int_equal(file_flip_kept(path), 0);
 }
 
 static void restore(const char *path)
 {
-	char keep[700];
-
-	snprintf(keep, sizeof(keep), "%s.keep", path);
-	assert_int_equal(rename(keep, path), 0);
+	assert_int_equal(file_restore_kept(path), 0);
 }
 
 /* The second shard cut short after the load: a layer read from it fails

@@ -5,7 +5,9 @@
  * lookup gives no bytes for an expert not taken, and the range faults
  * rather than read zeros; wsrv_model_wait on a layer maps its experts;
  * four workers taking random experts under eviction pressure read
- * exactly the loaded bytes; a budget below what must stay says so. */
+ * exactly the loaded bytes; an expert whose bytes changed on disk gets
+ * -EIO naming its own tensor, alone or read with its layer; a budget
+ * below what must stay says so. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -37,6 +39,7 @@ static struct fixture F = { .tag = "tierx", .models = {
 	     "\"expert_cache\": {\"slots\": 4}}"
 #define WORKERS 4
 #define PAGE 4096u
+#define UNIT0 5u /* the segments: the global group's, then one per layer */
 
 static struct wsrv_tier_info tier_now(struct wsrv_client *c)
 {
@@ -44,6 +47,21 @@ static struct wsrv_tier_info tier_now(struct wsrv_client *c)
 
 	assert_int_equal(tier_counters(c, &t), 0);
 	return t;
+}
+
+/* The bytes read from disk once the reads a stream's prefetch queued
+ * have landed: none in flight, the count still for 60 ms. */
+static uint64_t reads_settled(struct wsrv_client *c)
+{
+	struct wsrv_tier_info t = tier_now(c);
+
+	for (int still = 0, tries = 0; still < 3 && tries < 500; tries++) {
+		usleep(20 * 1000);
+		struct wsrv_tier_info u = tier_now(c);
+		still = u.read_bytes == t.read_bytes && !u.reads_in_flight ? still + 1 : 0;
+		t = u;
+	}
+	return t.read_bytes;
 }
 
 /* Whether tensor t is routed expert x of layer. */
@@ -122,13 +140,14 @@ static struct wsrv_stream *open_stream(struct wsrv_model *m, struct wsrv_device 
 	return s;
 }
 
-/* Two experts of layer 1 read from disk: exactly their pages, not the
+/* Two experts of layer 3 read from disk: exactly their pages, not the
  * layer's other 14 experts; held while acquired, their bytes right on
  * the device; and once the stream is closed, nothing held. */
 static void an_expert_is_read_alone(void **st)
 {
 	struct test_server ts = { 0 };
 	uint32_t ids[2] = { 3, 9 };
+	const int32_t L = 3; /* past what the cuda test device's first stream prefetches */
 	struct wsrv_client *c;
 	struct wsrv_model *m;
 	struct wsrv_device *d = NULL;
@@ -141,18 +160,18 @@ static void an_expert_is_read_alone(void **st)
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
 	assert_int_equal(wsrv_model_wait(m, WSRV_LAYER_ALL, 30000), 0);
 	assert_true(server_log_has(&ts, "48 routed experts"));
-	want = expert_pages(m, 1, 3) + expert_pages(m, 1, 9);
+	want = expert_pages(m, L, 3) + expert_pages(m, L, 9);
 	assert_int_equal(dev_test_open(m, &d), 0);
 	assert_non_null(s = open_stream(m, d));
-	assert_int_equal(wsrv_stream_acquire(s, 1), 0);
-	before = tier_now(c).read_bytes;
-	assert_int_equal(wsrv_stream_acquire_experts(s, 1, ids, 2, NULL), 0);
+	assert_int_equal(wsrv_stream_acquire(s, L), 0);
+	before = reads_settled(c);
+	assert_int_equal(wsrv_stream_acquire_experts(s, L, ids, 2, NULL), 0);
 	assert_int_equal(tier_now(c).read_bytes - before, want);
 	/* Held while acquired (beside what the stream prefetches). */
 	assert_true(tier_now(c).held_bytes >= want);
-	assert_int_equal(check_experts(m, s, 1, ids, 2), expert_tensors(m, 1, 3) + expert_tensors(m, 1, 9));
-	assert_int_equal(wsrv_stream_release_experts(s, 1), 0);
-	assert_int_equal(wsrv_stream_release(s, 1), 0);
+	assert_int_equal(check_experts(m, s, L, ids, 2), expert_tensors(m, L, 3) + expert_tensors(m, L, 9));
+	assert_int_equal(wsrv_stream_release_experts(s, L), 0);
+	assert_int_equal(wsrv_stream_release(s, L), 0);
 	wsrv_stream_close(s);
 	assert_int_equal(tier_now(c).held_bytes, 0);
 	assert_int_equal(dev_test_close(d), 0);
@@ -298,6 +317,105 @@ static void four_workers_random_experts(void **st)
 	server_done(&ts);
 }
 
+/* Whether msg says "reading tensor NAME (layer L, unit U) again from
+ * disk: tensor FAILED: ..." with NAME and FAILED tensors of unit U: the
+ * read that failed was that unit's own. */
+static bool unit_named(struct wsrv_model *m, const char *msg)
+{
+	const char *p = strstr(msg, "reading tensor ");
+	char name[200];
+	int layer;
+	unsigned unit, x;
+
+	if (!p || sscanf(p, "reading tensor %199s (layer %d, unit %u)", name, &layer, &unit) != 3)
+		return false;
+	/* Units are numbered on from the segments, in the layout's order:
+	 * layer, then name ("experts.1." before "experts.10."). */
+	p = strstr(name, ".mlp.experts.");
+	if (!p || sscanf(p, ".mlp.experts.%u.", &x) != 1)
+		return false;
+	unsigned rank = 0;
+	char a[16], b[16];
+	snprintf(a, sizeof(a), "%u.", x);
+	for (unsigned y = 0; y < EXPERTS; y++) {
+		snprintf(b, sizeof(b), "%u.", y);
+		rank += strcmp(b, a) < 0;
+	}
+	(void)m;
+	if (unit != UNIT0 + (unsigned)(layer - 1) * EXPERTS + rank)
+		return false;
+	/* The loader's own sentence names the tensor that failed: the same
+	 * expert's, not another's read with it. */
+	char own[64], failed[200];
+	snprintf(own, sizeof(own), "layers.%d.mlp.experts.%u.", layer, x);
+	p = strstr(msg, "again from disk: tensor ");
+	return p && sscanf(p, "again from disk: tensor %199[^:]", failed) == 1 && strstr(failed, own);
+}
+
+/* Both shards of the model changed on disk after the load: an expert
+ * asked for alone, or with the rest of its layer (read together, then
+ * each alone once that read fails), gets -EIO naming a tensor of its
+ * own; with the files back, it is read and right. */
+static void changed_files_name_the_expert(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_stream_opts one = { .struct_size = sizeof(one), .slots = 1 };
+	uint32_t ids[1] = { 9 };
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_device *d = NULL;
+	struct wsrv_stream *s, *whole;
+	char shard[2][600];
+
+	(void)st;
+	for (int i = 0; i < 2; i++)
+		snprintf(shard[i], sizeof(shard[i]), "%s/model-0000%d-of-00002.safetensors", F.dir[0], i + 1);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", BUDGET, NULL), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_model_wait(m, WSRV_LAYER_ALL, 30000), 0);
+	assert_int_equal(dev_test_open(m, &d), 0);
+	assert_non_null(s = open_stream(m, d));
+	assert_int_equal(wsrv_stream_open(m, d, NULL, &one, &whole), 0); /* layer 0 in its slot */
+	assert_int_equal(wsrv_stream_acquire(s, 3), 0);
+	reads_settled(c);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(file_flip_kept(shard[i]), 0);
+	assert_true(wsrv_stream_acquire_experts(s, 3, ids, 1, NULL) < 0);
+	assert_non_null(strstr(wsrv_last_error(), "layers.3.mlp.experts.9."));
+	assert_non_null(strstr(wsrv_last_error(), "checksum"));
+	assert_true(unit_named(m, wsrv_last_error()));
+	/* The whole of layer 3 at once, through a stream of whole layers:
+	 * its experts read together fail, each is read alone, and the one
+	 * told names a tensor of its own. */
+	assert_true(wsrv_stream_acquire(whole, 3) < 0);
+	assert_non_null(strstr(wsrv_last_error(), "layers.3.mlp.experts."));
+	assert_non_null(strstr(wsrv_last_error(), "checksum"));
+	assert_true(unit_named(m, wsrv_last_error()));
+	/* Another of them asked for after: told its own failure, not the
+	 * one of the read it was in (expert 0's, the first in the files). */
+	assert_true(wsrv_stream_acquire_experts(s, 3, (uint32_t[]){ 5 }, 1, NULL) < 0);
+	assert_non_null(strstr(wsrv_last_error(), "layers.3.mlp.experts.5."));
+	assert_true(unit_named(m, wsrv_last_error()));
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(file_restore_kept(shard[i]), 0);
+	/* A failure of the reads before is told once (tier.h), then it is
+	 * read again. */
+	if (wsrv_stream_acquire_experts(s, 3, ids, 1, NULL) < 0)
+		assert_int_equal(wsrv_stream_acquire_experts(s, 3, ids, 1, NULL), 0);
+	assert_int_equal(check_experts(m, s, 3, ids, 1), expert_tensors(m, 3, 9));
+	assert_int_equal(wsrv_stream_release_experts(s, 3), 0);
+	assert_int_equal(wsrv_stream_release(s, 3), 0);
+	assert_true(tier_now(c).failures >= 2);
+	assert_true(server_log_has(&ts, "warn: model m: reading tensor"));
+	wsrv_stream_close(whole);
+	wsrv_stream_close(s);
+	assert_int_equal(dev_test_close(d), 0);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	server_done(&ts);
+}
+
 /* A budget below what always stays is refused, naming the experts. */
 static void budget_below_the_layers_refused(void **st)
 {
@@ -314,5 +432,6 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(an_expert_is_read_alone),
 	cmocka_unit_test(lookups_and_wait),
 	cmocka_unit_test(four_workers_random_experts),
+	cmocka_unit_test(changed_files_name_the_expert),
 	cmocka_unit_test(budget_below_the_layers_refused),
 )

@@ -203,11 +203,16 @@ static int tier_segments(const struct loaded_model *lm, struct session *s, const
 	}
 	/* Partial: as many as this client may have unread, the others
 	 * left for its next request. */
-	for (size_t i = 0; i < q->n_segments && *ngiven < r->fd_room; i++) {
+	if (q->partial) {
+		int rc = tier_take_some(lm->tier, holder, q->segments, q->n_segments, r->fd_room, r->fds, given,
+					ngiven, msg, sizeof(msg));
+		return rc < 0 ? srv_reply_error(r, seq, -rc, "model %s: %s", lm->model->name, msg) : 0;
+	}
+	for (size_t i = 0; i < q->n_segments; i++) {
 		int rc = tier_take(lm->tier, holder, q->segments[i], &r->fds[*ngiven], msg, sizeof(msg));
 		if (rc == 0)
 			given[(*ngiven)++] = q->segments[i];
-		if (rc == 0 || (rc == -EAGAIN && q->partial))
+		if (rc == 0)
 			continue;
 		for (size_t k = 0; k < *ngiven; k++)
 			tier_release(lm->tier, holder, given[k]);

@@ -218,6 +218,16 @@ int arena_populate(struct arena *a, struct errinfo *e)
 	return 0;
 }
 
+/* The fd [off, off + len) of s is written to: its own, or its split's
+ * (-EINVAL when none holds it all). */
+static int split_fd(const struct arena_seg *s, uint64_t off, size_t len)
+{
+	for (uint32_t i = 0; i < s->nsplit; i++)
+		if (off >= s->split[i].off && off + len <= s->split[i].off + s->split[i].len)
+			return s->split[i].fd;
+	return s->nsplit ? -EINVAL : s->fd;
+}
+
 int arena_write(struct arena *a, uint32_t seg, uint64_t off, const void *src,
 		size_t len, struct errinfo *e)
 {
@@ -230,7 +240,7 @@ int arena_write(struct arena *a, uint32_t seg, uint64_t off, const void *src,
 	}
 	if (s->folio_tried && !a->folios_later)
 		arena_folio_prepare(a, seg, off, len);
-	if ((r = pwrite_full(s->fd, src, len, off)) < 0)
+	if ((r = pwrite_full(split_fd(s, off, len), src, len, off)) < 0)
 		return err_set(e, r, "cannot write %zu bytes into shared memory: %s", len,
 			       r == -ENOSPC ? "no progress" : strerror(-r));
 	return 0;

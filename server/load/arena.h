@@ -45,8 +45,19 @@ struct arena_opts {
 	enum lock_mode lock;
 };
 
+/* Part of a segment written to a memfd of its own (a disk tier's units
+ * read together, tier_read.c): [off, off + len) goes to fd, at the same
+ * offsets. */
+struct arena_split {
+	uint64_t off, len;
+	int fd;                        /* the caller's */
+};
+
 struct arena_seg {
 	int fd;                        /* memfd, owned */
+	const struct arena_split *split; /* with fill_by_write: writes go to these
+	                                * (nsplit of them) instead; the caller's */
+	uint32_t nsplit;
 	size_t size;                   /* rounded up to the page size (2 MiB with folios) */
 	uint8_t *rw;                   /* writable mapping until sealed */
 	const uint8_t *ro;             /* read-only mapping once sealed */

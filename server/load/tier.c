@@ -104,6 +104,8 @@ static int describe(struct tier *t)
 		ts->seg = g < t->nseg ? g : p->units[g - t->nseg].segment;
 		ts->off = g < t->nseg ? 0 : p->units[g - t->nseg].offset;
 		ts->len = g < t->nseg ? t->lm->arena->seg[g].size : p->units[g - t->nseg].length;
+		if (g >= t->nseg)
+			t->s[ts->seg].units++;
 	}
 	return 0;
 }
@@ -229,15 +231,44 @@ static void queue_locked(struct tier *t, uint32_t g)
 	t->st.queued = t->qn;
 }
 
-/* After a miss on g, or the first take of a segment read ahead, by the
- * only worker reading the model, the next
- * tiered segments (the layers that follow, then the first ones again, as
- * a worker's next pass starts there) are queued too, so the disk
- * stays busy while the worker copies and computes and the window slides
- * with it. Whether each is read is the reader's call (tier_read.c: a
- * read-ahead only takes room that is free or left by a pass). */
+/* Segment or unit k is queued to be read ahead, unless it is in memory,
+ * on its way, failed, or not passed by the first load yet (its checksums
+ * would be those of nothing yet, and the read would fail). */
+static void queue_ahead_locked(struct tier *t, uint32_t k)
+{
+	struct tier_seg *ks = &t->s[k];
+
+	if (ks->cached || ks->queued || ks->reading || ks->err || !ks->passed)
+		return;
+	queue_locked(t, k);
+	ks->ahead = true;
+}
+
+/* Segment k, or its units, read ahead: whether it has any on the tier. */
+static bool ahead_one_locked(struct tier *t, uint32_t k)
+{
+	if (t->s[k].disk) {
+		queue_ahead_locked(t, k);
+		return true;
+	}
+	for (uint32_t u = t->nseg; t->s[k].units && u < t->n; u++)
+		if (t->s[u].seg == k)
+			queue_ahead_locked(t, u);
+	return t->s[k].units > 0;
+}
+
+/* After a miss on a layer's segment (or one of its units, when the whole
+ * layer is asked for), or the first take of one read ahead, by the only
+ * worker reading the model, the next tiered segments (the layers that
+ * follow, then the first ones again, as a worker's next pass starts
+ * there) are queued too, so the disk stays busy while the worker copies
+ * and computes and the window slides with it. Whether each is read is
+ * the reader's call (tier_fetch.c: a read-ahead only takes room that is
+ * free or left by a pass). */
 static void read_ahead_locked(struct tier *t, uint32_t g)
 {
+	uint32_t seg = t->s[g].seg;
+
 	/* One worker only: several keep the readers busy with their own
 	 * streams' prefetches, and reads ahead of the leader crowd the
 	 * cache the ones behind share (4 workers read 1.04-1.40x the tiered
@@ -245,21 +276,8 @@ static void read_ahead_locked(struct tier *t, uint32_t g)
 	if (t->nplaces > 1)
 		return;
 	/* Past the last layer, the first: a worker's next pass starts there. */
-	if (g >= t->nseg) /* a unit: experts come in no order */
-		return;
-	for (uint32_t j = 1, n = 0; j < t->nseg && n < READ_AHEAD; j++) {
-		uint32_t k = (g + j) % t->nseg;
-		struct tier_seg *ks = &t->s[k];
-		if (!ks->disk)
-			continue;
-		n++;
-		/* Not before the first load passed it: its checksums would be
-		 * those of nothing yet, and the read would fail. */
-		if (ks->cached || ks->queued || ks->reading || ks->err || !ks->passed)
-			continue;
-		queue_locked(t, k);
-		ks->ahead = true;
-	}
+	for (uint32_t j = 1, n = 0; j < t->nseg && n < READ_AHEAD; j++)
+		n += ahead_one_locked(t, (seg + j) % t->nseg);
 }
 
 /* holder's worker took ts: hot when it had taken it before. */
@@ -300,12 +318,23 @@ static void place_locked(struct tier *t, uint64_t holder, uint32_t g)
 	t->places[t->nplaces++] = (struct place){ w, g };
 }
 
-int tier_take(struct tier *t, uint64_t holder, uint32_t g, int *fd, char *msg, size_t len)
+static void unhold_locked(struct tier *t, size_t i)
+{
+	t->s[t->h[i].seg].holds--;
+	t->h[i] = t->h[--t->nh];
+	pthread_cond_broadcast(&t->cv);
+}
+
+/* tier_take under the lock; the readers are to be woken (*kick) when a
+ * read was queued. layer: g is a segment, or a unit asked for with the
+ * rest of its layer (experts one by one are asked for in no order, and
+ * read nothing ahead). */
+static int take_locked(struct tier *t, uint64_t holder, uint32_t g, int *fd, char *msg, size_t len, bool layer,
+		       bool *kick)
 {
 	struct tier_seg *ts = &t->s[g];
 	int r = 0;
 
-	pthread_mutex_lock(&t->mu);
 	if (ts->disk)
 		place_locked(t, holder, g);
 	if (!ts->disk) {
@@ -326,28 +355,81 @@ int tier_take(struct tier *t, uint64_t holder, uint32_t g, int *fd, char *msg, s
 		*fd = g < t->nseg ? t->lm->arena->seg[g].fd : ts->fd;
 		if (ts->prefetched) {
 			ts->prefetched = false;
-			read_ahead_locked(t, g);
-			pthread_cond_broadcast(&t->cv);
+			if (layer)
+				read_ahead_locked(t, g);
+			*kick = true;
 		}
 	} else if (r == 0) {
 		if (!ts->queued && !ts->reading) {
 			queue_locked(t, g);
-			read_ahead_locked(t, g);
-			pthread_cond_broadcast(&t->cv);
+			if (layer)
+				read_ahead_locked(t, g);
+			*kick = true;
 		}
 		ts->ahead = false; /* asked for now: it may wait for room */
 		r = -EAGAIN;
 	}
+	return r;
+}
+
+int tier_take(struct tier *t, uint64_t holder, uint32_t g, int *fd, char *msg, size_t len)
+{
+	bool kick = false;
+	int r;
+
+	pthread_mutex_lock(&t->mu);
+	r = take_locked(t, holder, g, fd, msg, len, g < t->nseg, &kick);
+	if (kick)
+		pthread_cond_broadcast(&t->cv);
 	pthread_mutex_unlock(&t->mu);
 	return r;
 }
 
-static void unhold_locked(struct tier *t, size_t i)
+/* Whether g[0..n) holds more than half the units of the first one's
+ * segment: a stream of whole layers asking for one (a request holds 62
+ * at most; a token's experts are a few of their layer's). */
+static bool whole_layer_locked(const struct tier *t, const uint32_t *g, size_t n)
 {
-	t->s[t->h[i].seg].holds--;
-	t->h[i] = t->h[--t->nh];
-	pthread_cond_broadcast(&t->cv);
+	uint32_t seg, k = 0;
+
+	if (!n || g[0] < t->nseg || g[0] >= t->n)
+		return false;
+	seg = t->s[g[0]].seg;
+	for (size_t i = 0; i < n; i++)
+		k += g[i] >= t->nseg && g[i] < t->n && t->s[g[i]].seg == seg;
+	return 2 * k > t->s[seg].units;
 }
+
+int tier_take_some(struct tier *t, uint64_t holder, const uint32_t *g, size_t n, size_t max, int *fds,
+		   uint32_t *given, size_t *ngiven, char *msg, size_t len)
+{
+	bool kick = false;
+	int r = 0;
+
+	*ngiven = 0;
+	pthread_mutex_lock(&t->mu);
+	bool layer = whole_layer_locked(t, g, n);
+	for (size_t i = 0; i < n && *ngiven < max && r >= 0; i++)
+		if ((r = take_locked(t, holder, g[i], &fds[*ngiven], msg, len, layer || g[i] < t->nseg, &kick)) == 0)
+			given[(*ngiven)++] = g[i];
+		else if (r == -EAGAIN)
+			r = 0;
+	for (size_t i = 0; r < 0 && i < *ngiven; i++) /* all or none, on a failure */
+		for (size_t k = 0; k < t->nh; k++)
+			if (t->h[k].holder == holder && t->h[k].seg == given[i]) {
+				unhold_locked(t, k);
+				break;
+			}
+	if (r < 0)
+		*ngiven = 0;
+	/* The readers woken once every read is queued: units of one
+	 * segment are read together then (tier_fetch.c). */
+	if (kick)
+		pthread_cond_broadcast(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+	return r;
+}
+
 
 int tier_release(struct tier *t, uint64_t holder, uint32_t g)
 {

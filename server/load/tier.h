@@ -82,6 +82,14 @@ bool tier_on_disk(const struct tier *t, uint32_t seg);
  * which is held). The fd stays open while the hold lasts. Loop thread. */
 int tier_take(struct tier *t, uint64_t holder, uint32_t seg, int *fd, char *msg, size_t len);
 
+/* tier_take of g[0..n) at once, for AttachSegments.partial: those in
+ * memory are held and their fds (max at most) go to fds, their ids to
+ * given[0..*ngiven); the others are queued to be read, together (the
+ * readers wake once all are queued). 0, or a failure of one (-EIO with
+ * msg...), and then none is held. */
+int tier_take_some(struct tier *t, uint64_t holder, const uint32_t *g, size_t n, size_t max, int *fds,
+		   uint32_t *given, size_t *ngiven, char *msg, size_t len);
+
 /* holder lets segment seg go: 0, or -ENOENT when it held none. */
 int tier_release(struct tier *t, uint64_t holder, uint32_t seg);
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* tier_read.c - the disk tier's reader threads: room made by eviction, a
- * segment read again into a fresh sealed memfd and checked (tier.h). */
+/* tier_read.c - the disk tier's reader threads and the room they make by
+ * eviction (tier.h); what a read does is tier_fetch.c's. */
 #include "tier_read.h"
 
 #include <errno.h>
@@ -111,7 +111,7 @@ static uint32_t victim(const struct tier *t, int worst, bool all_took)
  * and evict a hot segment, or wait): what is free, and what a pass left
  * (class 0, no worker still coming for it); never a hot segment, nor one
  * a worker has yet to take. Whether it fits. */
-static bool room_ahead_locked(struct tier *t, uint64_t size)
+bool tier_room_ahead_locked(struct tier *t, uint64_t size)
 {
 	while (!fits(t, size + t->largest)) {
 		uint32_t v = victim(t, 0, true);
@@ -124,7 +124,7 @@ static bool room_ahead_locked(struct tier *t, uint64_t size)
 }
 
 /* Makes room for size bytes: evicts, then waits for releases a while. */
-static int make_room_locked(struct tier *t, uint64_t size)
+int tier_make_room_locked(struct tier *t, uint64_t size)
 {
 	struct timespec until;
 
@@ -141,147 +141,6 @@ static int make_room_locked(struct tier *t, uint64_t size)
 			return fits(t, size) ? 0 : -ENOMEM;
 	}
 	return t->stop ? -ECANCELED : 0;
-}
-
-/* Whether tensor mt lies in segment or unit ts. */
-static bool in_unit(const struct model_tensor *mt, const struct tier_seg *ts)
-{
-	return mt->segment == ts->seg && mt->part_len && mt->offset >= ts->off && mt->offset < ts->off + ts->len;
-}
-
-/* Reads segment or unit u into a fresh memfd of its segment's size with
- * the loader (a unit's holds only its pages), checking every tensor
- * against its checksum, and seals it. Unlocked: the arena's segments are
- * copied aside, this one fresh, so that the loader touches none of the
- * shared state. */
-static int read_segment(struct tier *t, uint32_t u, struct loader_pool *pool, int *fdp, const uint8_t **rop,
-			struct errinfo *e)
-{
-	struct arena tmp = *t->lm->arena;
-	struct model *m = t->lm->model;
-	const struct tier_seg *ts = &t->s[u];
-	uint32_t g = ts->seg;
-	uint64_t size = t->lm->arena->seg[g].size;
-	struct loader_opts lo = t->lo;
-	struct loader_stats st = { 0 };
-	uint8_t *want = calloc(m->ntensors + 1, 1);
-	struct arena_seg *segs = calloc(tmp.nseg, sizeof(*segs));
-	char label[200];
-	int fd, r;
-
-	snprintf(label, sizeof(label), "wsrv:%s:%u", m->name, u);
-	if (!want || !segs || (fd = memfd_new(label, 0, size)) < 0) {
-		free(want);
-		free(segs);
-		return err_set(e, -ENOMEM, "cannot make a memfd for segment %u", g);
-	}
-	for (uint32_t i = 0; i < tmp.nseg; i++)
-		segs[i].fd = -1;
-	segs[g] = (struct arena_seg){ .fd = fd, .size = size };
-	segs[g].ro = hugemap_shared(fd, segs[g].size, PROT_READ);
-	for (size_t i = 0; i < m->ntensors; i++)
-		want[i] = in_unit(&m->tensors[i], ts);
-	tmp.seg = segs;
-	tmp.folios = tmp.folios_later = tmp.sweeping = tmp.sealed = false;
-	/* By write, into 4 KiB pages, whatever the first load used. */
-	tmp.fill_by_write = true;
-	tmp.hugetlb = false;
-	tmp.page_size = 4096;
-	lo.want = want;
-	lo.verify = true;
-	lo.layer_order = false;
-	lo.on_tensor = NULL;
-	lo.progress = PROGRESS_OFF;
-	lo.queue_depth = READ_QD;
-	lo.pool = pool;
-	lo.total_bytes = lo.placed_bytes = NULL;
-	r = segs[g].ro == MAP_FAILED ? err_set(e, -errno, "cannot map segment %u", g) : 0;
-	if (r == 0 && (r = loader_run(m, &tmp, &lo, &st, e)) == 0)
-		r = arena_seal_segment(&tmp, g, e);
-	if (r == 0) {
-		*fdp = fd;
-		*rop = segs[g].ro;
-	} else {
-		if (segs[g].ro && segs[g].ro != MAP_FAILED)
-			munmap((void *)segs[g].ro, segs[g].size);
-		close(fd);
-	}
-	free(want);
-	free(segs);
-	return r;
-}
-
-static const struct model_tensor *first_tensor(const struct model *m, const struct tier_seg *ts)
-{
-	for (size_t i = 0; i < m->ntensors; i++)
-		if (in_unit(&m->tensors[i], ts))
-			return &m->tensors[i];
-	return NULL;
-}
-
-/* One queued read, the lock held on entry and on return; pool: the
- * reader's ring and buffers, or NULL. */
-static void read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
-{
-	struct tier_seg *ts = &t->s[g];
-	uint64_t size = unit_size(t, g);
-	const uint8_t *ro = NULL;
-	struct errinfo e = { 0 };
-	int fd = -1, r;
-
-	bool ahead = ts->ahead;
-
-	ts->queued = false;
-	ts->ahead = false;
-	/* A read-ahead never waits for room, nor takes what others keep;
-	 * nothing is read before the first load has passed it (its
-	 * checksums). */
-	if (ts->cached || !ts->passed || (ahead && !room_ahead_locked(t, size)))
-		return;
-	/* Reading from here on, while it waits for room too (the lock is
-	 * let go then): a request meanwhile must not queue it again, or two
-	 * readers read it, and the first one's memfd and budget leak. */
-	ts->reading = true;
-	if ((r = make_room_locked(t, size)) < 0) {
-		ts->reading = false;
-		if (r == -ECANCELED)
-			return;
-		err_set(&e, -ENOMEM, "--memory-budget %s is all held by workers; segment or unit %u of model %s waits for a release",
-			fmt_bytes(t->budget, (char[32]){ 0 }, 32), g, t->lm->model->name);
-	} else {
-		t->reading_bytes += size;
-		t->st.reads_in_flight++;
-		pthread_mutex_unlock(&t->mu);
-		r = read_segment(t, g, pool, &fd, &ro, &e);
-		pthread_mutex_lock(&t->mu);
-		ts->reading = false;
-		t->reading_bytes -= size;
-		t->st.reads_in_flight--;
-	}
-	if (r == 0) {
-		*(g < t->nseg ? &t->lm->arena->seg[g].fd : &ts->fd) = fd;
-		*(g < t->nseg ? &t->lm->arena->seg[g].ro : &ts->ro) = ro;
-		ts->cached = true;
-		ts->prefetched = ahead;
-		ts->fresh = true;
-		ts->ntakers = 0;
-		ts->hot = false;
-		ts->used = ++t->tick;
-		t->cached += size;
-		t->st.read_bytes += size;
-	} else {
-		/* A worker learns which tensor: the loader's sentence names the
-		 * file (and the tensor, for a checksum), this the layer's first. */
-		const struct model_tensor *mt = first_tensor(t->lm->model, ts);
-		ts->err = r == -ENOMEM ? r : -EIO;
-		snprintf(ts->msg, sizeof(ts->msg), "reading tensor %s (layer %d, %s %u) again from disk: %s",
-			 mt ? mt->name : "(none)", mt ? mt->layer : -1, g < t->nseg ? "segment" : "unit", g, e.msg);
-		t->st.failures++;
-		if (!ts->logged)
-			log_warn("model %s: %s", t->lm->model->name, ts->msg);
-		ts->logged = true;
-	}
-	ready_page_tier_bump(&t->lm->ready, g);
 }
 
 /* Tests only: while the file named by $WSRV_TEST_TIER_EIO exists, every
@@ -324,7 +183,7 @@ void *tier_reader_main(void *arg)
 		uint32_t g = t->q[0];
 		memmove(t->q, t->q + 1, --t->qn * sizeof(*t->q));
 		t->st.queued = t->qn;
-		read_one(t, g, own ? &pool : NULL);
+		tier_read_one(t, g, own ? &pool : NULL);
 	}
 	pthread_mutex_unlock(&t->mu);
 	loader_pool_fini(&pool);

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "loader_pool.h"
 #include "tier.h"
 
 #define ROOM_WAIT_S 10      /* how long a read waits for a hold to go */
@@ -21,6 +22,8 @@
 #define READ_AHEAD 2        /* tiered segments queued after a miss, or a hit on one read
                              * ahead, in layer order */
 #define TAKERS 8            /* workers a segment remembers having taken it */
+#define BATCH_UNITS 16      /* queued units of one segment read together */
+#define BATCH_BYTES (16u << 20)
 #define CACHE_ROOM 4        /* layer segments the cache keeps room for: a worker's in use
                              * and prefetched, another's, and one being read */
 
@@ -31,6 +34,7 @@ struct tier_seg {
 	uint32_t seg;           /* its segment */
 	uint64_t len;           /* its bytes: the segment's, or the unit's pages */
 	uint64_t off;           /* a unit's first byte in its segment; 0 */
+	uint32_t units;         /* a segment's units */
 	int fd;                 /* a unit's memfd while cached, else -1 (a segment's
 	                         * fd and mapping are the arena's) */
 	const uint8_t *ro;      /* that memfd mapped, the segment's size */
@@ -42,6 +46,8 @@ struct tier_seg {
 	bool prefetched;        /* read in by read-ahead, not taken since */
 	bool fresh;             /* read from disk, not taken since: its next take misses */
 	bool logged;            /* its failure was logged */
+	bool single;            /* a read with others failed: read alone next, so
+	                         * that a failure names its own tensor */
 	int err;                /* the last read's failure, told once */
 	char msg[1400];
 	uint32_t holds;
@@ -109,6 +115,18 @@ static inline uint64_t holder_worker(uint64_t holder)
 /* Segment or unit g's fd and mapping go (tier_read.c); pages a client
  * still maps stay its. */
 void tier_drop_locked(struct tier *t, uint32_t g);
+
+/* Room for a read-ahead of size bytes, and beside it for the largest
+ * segment, from what is free and what a pass left (tier_read.c): whether
+ * it fits. */
+bool tier_room_ahead_locked(struct tier *t, uint64_t size);
+/* Room for size bytes: evicts, then waits for releases a while: 0,
+ * -ENOMEM, or -ECANCELED (stopping). The lock is let go while it waits. */
+int tier_make_room_locked(struct tier *t, uint64_t size);
+/* Reads queued segment or unit g (with other queued units of its
+ * segment), the lock held on entry and on return; pool: the reader's ring
+ * and buffers, or NULL (tier_fetch.c). */
+void tier_read_one(struct tier *t, uint32_t g, struct loader_pool *pool);
 
 /* Sets the tests' read-error seam when $WSRV_TEST_TIER_EIO asks for it. */
 void tier_test_seam(void);

@@ -603,6 +603,38 @@ int server_counters(struct wsrv_client *c, struct wsrv_server_stats *out)
 	return r;
 }
 
+int file_flip_kept(const char *path)
+{
+	char keep[700];
+	struct stat sb;
+	int fd, r;
+
+	snprintf(keep, sizeof(keep), "%s.keep", path);
+	if ((r = copy_file(path, keep, 0644)) < 0)
+		return r;
+	if ((fd = open(path, O_RDWR | O_CLOEXEC)) < 0)
+		return -errno;
+	r = fstat(fd, &sb) < 0 ? -errno : 0;
+	for (off_t off = 65536; r == 0 && off < sb.st_size; off += 65536) {
+		uint8_t b;
+		if (pread(fd, &b, 1, off) != 1)
+			r = -EIO;
+		b ^= 0x5a;
+		if (r == 0 && pwrite(fd, &b, 1, off) != 1)
+			r = -EIO;
+	}
+	close(fd);
+	return r;
+}
+
+int file_restore_kept(const char *path)
+{
+	char keep[700];
+
+	snprintf(keep, sizeof(keep), "%s.keep", path);
+	return rename(keep, path) < 0 ? -errno : 0;
+}
+
 int tier_counters(struct wsrv_client *c, struct wsrv_tier_info *out)
 {
 	struct wsrv_model_list *l;

@@ -158,6 +158,11 @@ int raw_recv_code(int fd, int *keep, int *nkeep);
  * Returns the exit status, 128 + signal when killed. */
 /* Copies file from to to (made, or truncated) with mode: 0 or -1. */
 int copy_file(const char *from, const char *to, mode_t mode);
+/* Copies path to path.keep, then changes one byte in every 64 KiB past
+ * the first (a safetensors header's): 0 or -errno. */
+int file_flip_kept(const char *path);
+/* Puts path.keep back as path: 0 or -errno. */
+int file_restore_kept(const char *path);
 /* The port a server's --metrics-listen took, from its log; -1: none. */
 int server_metrics_port(const struct test_server *ts);
 

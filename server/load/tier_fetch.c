@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: MIT
+/* tier_fetch.c - one read of the disk tier (tier.h): a segment, or units
+ * of one segment queued together, read again from the files with the
+ * loader into fresh memfds, each tensor checked against its checksum,
+ * sealed, and only then cached and their words raised. */
+#include "tier_read.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "hugemap.h"
+#include "loader.h"
+#include "log.h"
+#include "memfd_util.h"
+#include "units.h"
+
+/* What one read takes: segment or units g[0..n) of one segment. */
+struct job {
+	uint32_t g[BATCH_UNITS];
+	uint32_t n;
+	uint64_t bytes;
+	int fd[BATCH_UNITS];
+	const uint8_t *ro[BATCH_UNITS]; /* each its segment's size */
+};
+
+/* Whether tensor mt lies in segment or unit ts. */
+static bool in_unit(const struct model_tensor *mt, const struct tier_seg *ts)
+{
+	return mt->segment == ts->seg && mt->part_len && mt->offset >= ts->off && mt->offset < ts->off + ts->len;
+}
+
+static const struct model_tensor *first_tensor(const struct model *m, const struct tier_seg *ts)
+{
+	for (size_t i = 0; i < m->ntensors; i++)
+		if (in_unit(&m->tensors[i], ts))
+			return &m->tensors[i];
+	return NULL;
+}
+
+/* Takes other queued units of j's segment into j, in queue order, while
+ * they fit (a whole layer's routed experts are asked for together; read
+ * one by one, each would be one small read). */
+static void gather_locked(struct tier *t, struct job *j, bool ahead)
+{
+	uint32_t seg = t->s[j->g[0]].seg;
+
+	for (uint32_t i = 0; i < t->qn && j->n < BATCH_UNITS;) {
+		uint32_t u = t->q[i];
+		struct tier_seg *us = &t->s[u];
+		if (u < t->nseg || us->seg != seg || us->single || us->ahead != ahead || us->cached || us->reading ||
+		    !us->passed || j->bytes + us->len > BATCH_BYTES) {
+			i++;
+			continue;
+		}
+		memmove(t->q + i, t->q + i + 1, (--t->qn - i) * sizeof(*t->q));
+		us->queued = false;
+		us->ahead = false;
+		j->g[j->n++] = u;
+		j->bytes += us->len;
+	}
+	t->st.queued = t->qn;
+}
+
+static void unmake(struct job *j, uint64_t size)
+{
+	for (uint32_t i = 0; i < j->n; i++) {
+		if (j->ro[i] && j->ro[i] != MAP_FAILED)
+			munmap((void *)j->ro[i], size);
+		if (j->fd[i] >= 0)
+			close(j->fd[i]);
+		j->ro[i] = NULL;
+		j->fd[i] = -1;
+	}
+}
+
+/* A fresh memfd of the segment's size for each of j, mapped. */
+static int make(const struct tier *t, struct job *j, uint64_t size, struct errinfo *e)
+{
+	char label[200];
+
+	for (uint32_t i = 0; i < j->n; i++) {
+		snprintf(label, sizeof(label), "wsrv:%s:%u", t->lm->model->name, j->g[i]);
+		if ((j->fd[i] = memfd_new(label, 0, size)) < 0)
+			return err_set(e, -ENOMEM, "cannot make a memfd for segment or unit %u", j->g[i]);
+		j->ro[i] = hugemap_shared(j->fd[i], size, PROT_READ);
+		if (j->ro[i] == MAP_FAILED)
+			return err_set(e, -errno, "cannot map segment or unit %u", j->g[i]);
+	}
+	return 0;
+}
+
+/* The loader's options for a read of the tensors want marks. */
+static struct loader_opts read_opts(const struct tier *t, const uint8_t *want, struct loader_pool *pool)
+{
+	struct loader_opts lo = t->lo;
+
+	lo.want = want;
+	lo.verify = true;
+	lo.layer_order = false;
+	lo.on_tensor = NULL;
+	lo.progress = PROGRESS_OFF;
+	lo.queue_depth = READ_QD;
+	lo.pool = pool;
+	lo.total_bytes = lo.placed_bytes = NULL;
+	return lo;
+}
+
+/* Reads j with the loader, every tensor checked, each memfd holding its
+ * own pages (a unit's: only them) and sealed. Unlocked: the arena's
+ * segments are copied aside, j's fresh, so that the loader touches none
+ * of the shared state. */
+static int read_job(struct tier *t, struct job *j, struct loader_pool *pool, struct errinfo *e)
+{
+	struct arena tmp = *t->lm->arena;
+	struct model *m = t->lm->model;
+	uint32_t g = t->s[j->g[0]].seg;
+	uint64_t size = tmp.seg[g].size;
+	struct arena_split split[BATCH_UNITS];
+	uint8_t *want = calloc(m->ntensors + 1, 1);
+	struct arena_seg *segs = calloc(tmp.nseg, sizeof(*segs));
+	struct loader_stats st = { 0 };
+	int r = want && segs ? make(t, j, size, e) : err_set(e, -ENOMEM, "out of memory");
+
+	for (uint32_t i = 0; i < tmp.nseg && segs; i++)
+		segs[i].fd = -1;
+	for (uint32_t i = 0; r == 0 && i < j->n; i++) {
+		split[i] = (struct arena_split){ t->s[j->g[i]].off, t->s[j->g[i]].len, j->fd[i] };
+		for (size_t k = 0; k < m->ntensors; k++)
+			want[k] |= in_unit(&m->tensors[k], &t->s[j->g[i]]);
+	}
+	if (r == 0) {
+		struct loader_opts lo = read_opts(t, want, pool);
+		segs[g] = (struct arena_seg){ .fd = j->fd[0], .size = size, .split = split, .nsplit = j->n };
+		tmp.seg = segs;
+		tmp.folios = tmp.folios_later = tmp.sweeping = tmp.sealed = false;
+		/* By write, into 4 KiB pages, whatever the first load used. */
+		tmp.fill_by_write = true;
+		tmp.hugetlb = false;
+		tmp.page_size = 4096;
+		r = loader_run(m, &tmp, &lo, &st, e);
+	}
+	for (uint32_t i = 0; r == 0 && i < j->n; i++) {
+		segs[g] = (struct arena_seg){ .fd = j->fd[i], .size = size, .ro = j->ro[i] };
+		r = arena_seal_segment(&tmp, g, e);
+	}
+	if (r < 0)
+		unmake(j, size);
+	free(want);
+	free(segs);
+	return r;
+}
+
+/* Unit or segment g of j is cached, its fd and mapping j's i-th. */
+static void install_locked(struct tier *t, const struct job *j, uint32_t i, bool ahead)
+{
+	uint32_t g = j->g[i];
+	struct tier_seg *ts = &t->s[g];
+
+	*(g < t->nseg ? &t->lm->arena->seg[g].fd : &ts->fd) = j->fd[i];
+	*(g < t->nseg ? &t->lm->arena->seg[g].ro : &ts->ro) = j->ro[i];
+	ts->cached = true;
+	ts->prefetched = ahead;
+	ts->fresh = true;
+	ts->single = false;
+	ts->ntakers = 0;
+	ts->hot = false;
+	ts->used = ++t->tick;
+	t->cached += ts->len;
+	t->st.read_bytes += ts->len;
+}
+
+/* g's read failed: the next request is told (once), and it is logged. A
+ * worker learns which tensor: the loader's sentence names the file (and
+ * the tensor, for a checksum), this the unit's or layer's first. */
+static void failed_locked(struct tier *t, uint32_t g, int r, const struct errinfo *e)
+{
+	struct tier_seg *ts = &t->s[g];
+	const struct model_tensor *mt = first_tensor(t->lm->model, ts);
+
+	ts->err = r == -ENOMEM ? r : -EIO;
+	ts->single = false;
+	snprintf(ts->msg, sizeof(ts->msg), "reading tensor %s (layer %d, %s %u) again from disk: %s",
+		 mt ? mt->name : "(none)", mt ? mt->layer : -1, g < t->nseg ? "segment" : "unit", g, e->msg);
+	t->st.failures++;
+	if (!ts->logged)
+		log_warn("model %s: %s", t->lm->model->name, ts->msg);
+	ts->logged = true;
+}
+
+/* After j's read, or its failure r: each cached, or failed, or (a read
+ * of several that failed, not for room) queued again to be read alone;
+ * their words rise. */
+static void finish_locked(struct tier *t, struct job *j, int r, const struct errinfo *e, bool ahead)
+{
+	for (uint32_t i = 0; i < j->n; i++) {
+		struct tier_seg *ts = &t->s[j->g[i]];
+		ts->reading = false;
+		if (r == 0) {
+			install_locked(t, j, i, ahead);
+		} else if (j->n > 1 && r != -ECANCELED && r != -ENOMEM) {
+			ts->single = true;
+			t->q[t->qn++] = j->g[i];
+			ts->queued = true;
+			continue; /* its word rises when it is read alone */
+		} else if (r != -ECANCELED) {
+			failed_locked(t, j->g[i], r, e);
+		}
+		ready_page_tier_bump(&t->lm->ready, j->g[i]);
+	}
+	t->st.queued = t->qn;
+	if (j->n > 1 && r < 0)
+		pthread_cond_broadcast(&t->cv);
+}
+
+void tier_read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
+{
+	struct tier_seg *ts = &t->s[g];
+	struct job j = { .g = { g }, .n = 1, .bytes = ts->len };
+	struct errinfo e = { 0 };
+	bool ahead = ts->ahead;
+	int r;
+
+	for (uint32_t i = 0; i < BATCH_UNITS; i++)
+		j.fd[i] = -1;
+	ts->queued = false;
+	ts->ahead = false;
+	/* A read-ahead never waits for room, nor takes what others keep;
+	 * nothing is read before the first load has passed it (its
+	 * checksums). */
+	if (ts->cached || !ts->passed)
+		return;
+	if (g >= t->nseg && !ts->single)
+		gather_locked(t, &j, ahead);
+	if (ahead && !tier_room_ahead_locked(t, j.bytes))
+		return; /* none of them read (each asked for again, if wanted) */
+	/* Reading from here on, while it waits for room too (the lock is
+	 * let go then): a request meanwhile must not queue it again, or two
+	 * readers read it, and the first one's memfd and budget leak. */
+	for (uint32_t i = 0; i < j.n; i++)
+		t->s[j.g[i]].reading = true;
+	if ((r = tier_make_room_locked(t, j.bytes)) < 0) {
+		if (r != -ECANCELED)
+			err_set(&e, -ENOMEM, "--memory-budget %s is all held by workers; segment or unit %u of model %s waits for a release",
+				fmt_bytes(t->budget, (char[32]){ 0 }, 32), g, t->lm->model->name);
+	} else {
+		t->reading_bytes += j.bytes;
+		t->st.reads_in_flight += j.n;
+		pthread_mutex_unlock(&t->mu);
+		r = read_job(t, &j, pool, &e);
+		pthread_mutex_lock(&t->mu);
+		t->reading_bytes -= j.bytes;
+		t->st.reads_in_flight -= j.n;
+	}
+	finish_locked(t, &j, r, &e, ahead);
+}
