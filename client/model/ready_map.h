@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* ready_map.h - inside the model room: what ready_wait.c (segments mapped
  * as the server loads them) lends tier_take.c (a disk tier's segments and
- * units taken and let go). */
+ * units taken and let go, and wsrv_model_wait, which pins them), which
+ * stands on it. */
 #ifndef WSRV_CLIENT_READY_MAP_H
 #define WSRV_CLIENT_READY_MAP_H
 
@@ -19,9 +20,11 @@ int cl_wait_word(struct wsrv_model *m, uint32_t seg, int timeout_ms);
 uint32_t cl_word_now(const struct wsrv_model *m, uint32_t seg);
 /* The load's failure as an error naming its tensor: -EIO. */
 int cl_load_failed(const struct wsrv_model *m);
-/* One piece of a disk tier mapped (pinned: for a lookup, kept until
- * detach): 1; 0 (not yet, without wait: its read is queued); or <0.
- * Waits on the piece's tier word while the server reads it. */
-int cl_tier_need(struct wsrv_model *m, uint32_t g, bool pin, bool wait);
+/* Waits until segment seg is ready and mapped, up to timeout_ms (a disk
+ * tier's: only for its first load). */
+int cl_ready_need_for(struct wsrv_model *m, uint32_t seg, int timeout_ms);
+/* Waits until every segment of a model loading is mapped (a disk tier's
+ * model: until it is loaded). */
+int cl_ready_wait_all(struct wsrv_model *m, int timeout_ms);
 
 #endif

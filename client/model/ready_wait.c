@@ -112,6 +112,17 @@ void cl_ready_free(struct wsrv_model *m)
 	seg_state_free(m);
 }
 
+bool cl_tiered(const struct wsrv_model *m, uint32_t seg)
+{
+	const struct rd_view *v = m->ready ? cl_rv(m) : NULL;
+	uint32_t w;
+
+	if (seg >= m->nseg)
+		return seg < cl_npieces(m);
+	w = v && v->tier ? __atomic_load_n(&v->tier[seg], __ATOMIC_ACQUIRE) : RD_TIER_RESIDENT;
+	return w != RD_TIER_RESIDENT && w != RD_TIER_PARTS;
+}
+
 static uint32_t load_word(const uint32_t *w)
 {
 	return __atomic_load_n(w, __ATOMIC_ACQUIRE);
@@ -278,19 +289,17 @@ static bool seg_mapped(struct wsrv_model *m, uint32_t seg)
 	return v;
 }
 
-/* pin: for a disk tier's segment, map it and keep it until detach
- * (wsrv_model_wait); else (a lookup) only wait for its first load: its
- * bytes are there while a stream holds the layer, its pointer NULL else. */
-static int need(struct wsrv_model *m, uint32_t seg, int timeout_ms, bool pin)
+/* Waits until segment seg is ready and mapped, up to timeout_ms; a disk
+ * tier's only for its first load (a lookup: its bytes are there while a
+ * stream holds the layer, its pointer NULL else). */
+int cl_ready_need_for(struct wsrv_model *m, uint32_t seg, int timeout_ms)
 {
 	int r;
 
 	if (seg >= m->nseg)
 		return cl_err(-EINVAL, "no segment %u", seg);
-	if (cl_tiered(m, seg) && (r = cl_wait_word(m, seg, timeout_ms)) < 0)
-		return r;
 	if (cl_tiered(m, seg))
-		return pin && (r = cl_tier_need(m, seg, true, true)) < 0 ? r : 0;
+		return cl_wait_word(m, seg, timeout_ms);
 	/* More than one round only when the server changed under the wait
 	 * (a restart mid-load): the new one's word is waited on. */
 	for (int round = 0; !seg_mapped(m, seg); round++) {
@@ -305,7 +314,7 @@ static int need(struct wsrv_model *m, uint32_t seg, int timeout_ms, bool pin)
 
 int cl_ready_need(struct wsrv_model *m, uint32_t seg)
 {
-	return need(m, seg, -1, false);
+	return cl_ready_need_for(m, seg, -1);
 }
 
 bool cl_ready_mapped(struct wsrv_model *m, uint32_t seg)
@@ -341,7 +350,7 @@ static uint32_t count_mapped(struct wsrv_model *m)
 	return n;
 }
 
-static int wait_all(struct wsrv_model *m, int timeout_ms)
+int cl_ready_wait_all(struct wsrv_model *m, int timeout_ms)
 {
 	double t0 = mono_now();
 	int r = 0;
@@ -366,27 +375,6 @@ static int wait_all(struct wsrv_model *m, int timeout_ms)
 			return cl_err(-ETIMEDOUT, "model %s: segments still not mapped", m->name);
 	}
 	return r;
-}
-
-WSRV_EXPORT int wsrv_model_wait(struct wsrv_model *m, int32_t layer, int timeout_ms)
-{
-	struct wsrv_layer l;
-	int r;
-
-	CL_NEED(m);
-	if (layer != WSRV_LAYER_ALL && (r = cl_layer_nowait(m, layer, &l)) < 0)
-		return r;
-	if (!__atomic_load_n(&m->loading, __ATOMIC_ACQUIRE))
-		return 0;
-	if (layer == WSRV_LAYER_ALL)
-		return wait_all(m, timeout_ms);
-	if ((r = need(m, l.segment, timeout_ms, true)) < 0)
-		return r;
-	/* The layer's routed experts too, each kept until detach. */
-	for (uint32_t k = 0; k < m->nunits && r >= 0; k++)
-		if (m->units[k].layer == layer)
-			r = cl_tier_need(m, m->nseg + k, true, true);
-	return r < 0 ? r : 0;
 }
 
 WSRV_EXPORT int wsrv_model_progress(const struct wsrv_model *m, uint64_t *placed, uint64_t *total)

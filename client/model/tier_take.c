@@ -21,17 +21,6 @@
 /* Pieces asked for in one request: every fd of a reply fits. */
 #define ASK_MAX (WSRV_MAX_FDS - 2)
 
-bool cl_tiered(const struct wsrv_model *m, uint32_t seg)
-{
-	const struct rd_view *v = m->ready ? cl_rv(m) : NULL;
-	uint32_t w;
-
-	if (seg >= m->nseg)
-		return seg < cl_npieces(m);
-	w = v && v->tier ? __atomic_load_n(&v->tier[seg], __ATOMIC_ACQUIRE) : RD_TIER_RESIDENT;
-	return w != RD_TIER_RESIDENT && w != RD_TIER_PARTS;
-}
-
 /* Piece g's tier word on the newest server's page, or NULL (a page with
  * no tier, or not these units). */
 static const uint32_t *tier_word(const struct wsrv_model *m, uint32_t g)
@@ -124,7 +113,10 @@ static void wait_read(struct wsrv_model *m, const uint32_t *w, uint32_t seen)
 	pthread_mutex_lock(&m->map_lock);
 }
 
-int cl_tier_need(struct wsrv_model *m, uint32_t seg, bool pin, bool wait)
+/* One piece of a disk tier mapped (pinned: for a lookup, kept until
+ * detach): 1; 0 (not yet, without wait: its read is queued); or <0.
+ * Waits on the piece's tier word while the server reads it. */
+static int tier_need(struct wsrv_model *m, uint32_t seg, bool pin, bool wait)
 {
 	uint32_t got[1];
 	size_t ngot;
@@ -170,7 +162,7 @@ int cl_tier_use(struct wsrv_model *m, uint32_t seg, bool wait)
 
 	if ((r = loaded(m, seg, wait)) <= 0)
 		return r;
-	if ((r = cl_tier_need(m, seg, false, wait)) == 1) {
+	if ((r = tier_need(m, seg, false, wait)) == 1) {
 		pthread_mutex_lock(&m->map_lock);
 		m->tier_use[seg]++;
 		pthread_mutex_unlock(&m->map_lock);
@@ -285,4 +277,29 @@ int cl_tier_drop_many(struct wsrv_model *m, const uint32_t *p, size_t n)
 int cl_tier_drop(struct wsrv_model *m, uint32_t seg)
 {
 	return cl_tier_drop_many(m, &seg, 1);
+}
+
+/* A layer on a disk tier is mapped and pinned until detach: its
+ * segment, or its routed experts (units). */
+WSRV_EXPORT int wsrv_model_wait(struct wsrv_model *m, int32_t layer, int timeout_ms)
+{
+	struct wsrv_layer l;
+	int r;
+
+	CL_NEED(m);
+	if (layer != WSRV_LAYER_ALL && (r = cl_layer_nowait(m, layer, &l)) < 0)
+		return r;
+	if (!__atomic_load_n(&m->loading, __ATOMIC_ACQUIRE))
+		return 0;
+	if (layer == WSRV_LAYER_ALL)
+		return cl_ready_wait_all(m, timeout_ms);
+	if ((r = cl_ready_need_for(m, l.segment, timeout_ms)) < 0)
+		return r;
+	if (cl_tiered(m, l.segment) && (r = tier_need(m, l.segment, true, true)) < 0)
+		return r;
+	/* The layer's routed experts too, each kept until detach. */
+	for (uint32_t k = 0; k < m->nunits && r >= 0; k++)
+		if (m->units[k].layer == layer)
+			r = tier_need(m, m->nseg + k, true, true);
+	return r < 0 ? r : 0;
 }

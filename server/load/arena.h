@@ -46,7 +46,7 @@ struct arena_opts {
 };
 
 /* Part of a segment written to a memfd of its own (a disk tier's units
- * read together, tier_read.c): [off, off + len) goes to fd, at the same
+ * read together, tier_fetch.c): [off, off + len) goes to fd, at the same
  * offsets. */
 struct arena_split {
 	uint64_t off, len;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-/* tier_fetch.c - one read of the disk tier (tier.h): a segment, or units
- * of one segment queued together, read again from the files with the
- * loader into fresh memfds, each tensor checked against its checksum,
+/* tier_fetch.c - the disk tier's reader threads (tier.h): a segment, or
+ * units of one segment queued together, read again from the files with
+ * the loader into fresh memfds, each tensor checked against its checksum,
  * sealed, and only then cached and their words raised. */
 #include "tier_read.h"
 
@@ -216,7 +216,10 @@ static void finish_locked(struct tier *t, struct job *j, int r, const struct err
 		pthread_cond_broadcast(&t->cv);
 }
 
-void tier_read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
+/* Reads queued segment or unit g (with other queued units of its
+ * segment), the lock held on entry and on return; pool: the reader's ring
+ * and buffers, or NULL. */
+static void read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
 {
 	struct tier_seg *ts = &t->s[g];
 	struct job j = { .g = { g }, .n = 1, .bytes = ts->len };
@@ -256,4 +259,51 @@ void tier_read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
 		t->st.reads_in_flight -= j.n;
 	}
 	finish_locked(t, &j, r, &e, ahead);
+}
+
+/* Tests only: while the file named by $WSRV_TEST_TIER_EIO exists, every
+ * read a tier's reader thread completes reports -EIO, as a disk whose
+ * blocks fail would (the first load, on another thread, is untouched). */
+static __thread bool tier_reading;
+
+static void eio_hook(const char *path, uint64_t off, int *res)
+{
+	const char *flag = getenv("WSRV_TEST_TIER_EIO");
+
+	(void)path;
+	(void)off;
+	if (tier_reading && flag && access(flag, F_OK) == 0 && *res > 0)
+		*res = -EIO;
+}
+
+void tier_test_seam(void)
+{
+	if (getenv("WSRV_TEST_TIER_EIO"))
+		loader_cqe_hook = eio_hook;
+}
+
+void *tier_reader_main(void *arg)
+{
+	struct tier *t = arg;
+	struct loader_pool pool;
+	struct errinfo e;
+	bool own = loader_pool_init(&pool, READ_QD, READ_QD * 4, LOADER_DEFAULT_BLOCK, &e) == 0;
+
+	if (!own) /* each read makes its own then */
+		log_warn("model %s: the disk tier's reader keeps no buffers: %s", t->lm->model->name, e.msg);
+	tier_reading = true;
+	pthread_mutex_lock(&t->mu);
+	while (!t->stop) {
+		if (!t->qn) {
+			pthread_cond_wait(&t->cv, &t->mu);
+			continue;
+		}
+		uint32_t g = t->q[0];
+		memmove(t->q, t->q + 1, --t->qn * sizeof(*t->q));
+		t->st.queued = t->qn;
+		read_one(t, g, own ? &pool : NULL);
+	}
+	pthread_mutex_unlock(&t->mu);
+	loader_pool_fini(&pool);
+	return NULL;
 }

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
-/* tier_read.h - the disk tier's state and its readers, shared by its two halves:
- * tier.c (what stays, takes, holds, counters) and tier_read.c (the
- * reader threads, eviction). Everything here is under tier.mu. */
+/* tier_read.h - the disk tier's state, shared by its parts: tier_start.c
+ * (what stays, the first load's pass), tier.c (takes, holds, counters,
+ * read-ahead), tier_evict.c (eviction, room) and tier_fetch.c (the reader
+ * threads and their reads). Everything here
+ * is under tier.mu. */
 #ifndef WSRV_TIER_READ_H
 #define WSRV_TIER_READ_H
 
@@ -112,23 +114,20 @@ static inline uint64_t holder_worker(uint64_t holder)
 	return holder >> 16;
 }
 
-/* Segment or unit g's fd and mapping go (tier_read.c); pages a client
+/* Segment or unit g's fd and mapping go (tier_evict.c); pages a client
  * still maps stay its. */
 void tier_drop_locked(struct tier *t, uint32_t g);
 
 /* Room for a read-ahead of size bytes, and beside it for the largest
- * segment, from what is free and what a pass left (tier_read.c): whether
+ * segment, from what is free and what a pass left (tier_evict.c): whether
  * it fits. */
 bool tier_room_ahead_locked(struct tier *t, uint64_t size);
 /* Room for size bytes: evicts, then waits for releases a while: 0,
  * -ENOMEM, or -ECANCELED (stopping). The lock is let go while it waits. */
 int tier_make_room_locked(struct tier *t, uint64_t size);
-/* Reads queued segment or unit g (with other queued units of its
- * segment), the lock held on entry and on return; pool: the reader's ring
- * and buffers, or NULL (tier_fetch.c). */
-void tier_read_one(struct tier *t, uint32_t g, struct loader_pool *pool);
 
-/* Sets the tests' read-error seam when $WSRV_TEST_TIER_EIO asks for it. */
+/* Sets the tests' read-error seam when $WSRV_TEST_TIER_EIO asks for it
+ * (tier_fetch.c). */
 void tier_test_seam(void);
 
 /* A reader thread's body: takes queued segments and reads them. */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* tier_read.c - the disk tier's reader threads and the room they make by
- * eviction (tier.h); what a read does is tier_fetch.c's. */
+/* tier_evict.c - the disk tier's eviction (tier.h): which cached segment
+ * or unit goes, and the room a read makes; the reads are tier_fetch.c's. */
 #include "tier_read.h"
 
 #include <errno.h>
@@ -141,51 +141,4 @@ int tier_make_room_locked(struct tier *t, uint64_t size)
 			return fits(t, size) ? 0 : -ENOMEM;
 	}
 	return t->stop ? -ECANCELED : 0;
-}
-
-/* Tests only: while the file named by $WSRV_TEST_TIER_EIO exists, every
- * read a tier's reader thread completes reports -EIO, as a disk whose
- * blocks fail would (the first load, on another thread, is untouched). */
-static __thread bool tier_reading;
-
-static void eio_hook(const char *path, uint64_t off, int *res)
-{
-	const char *flag = getenv("WSRV_TEST_TIER_EIO");
-
-	(void)path;
-	(void)off;
-	if (tier_reading && flag && access(flag, F_OK) == 0 && *res > 0)
-		*res = -EIO;
-}
-
-void tier_test_seam(void)
-{
-	if (getenv("WSRV_TEST_TIER_EIO"))
-		loader_cqe_hook = eio_hook;
-}
-
-void *tier_reader_main(void *arg)
-{
-	struct tier *t = arg;
-	struct loader_pool pool;
-	struct errinfo e;
-	bool own = loader_pool_init(&pool, READ_QD, READ_QD * 4, LOADER_DEFAULT_BLOCK, &e) == 0;
-
-	if (!own) /* each read makes its own then */
-		log_warn("model %s: the disk tier's reader keeps no buffers: %s", t->lm->model->name, e.msg);
-	tier_reading = true;
-	pthread_mutex_lock(&t->mu);
-	while (!t->stop) {
-		if (!t->qn) {
-			pthread_cond_wait(&t->cv, &t->mu);
-			continue;
-		}
-		uint32_t g = t->q[0];
-		memmove(t->q, t->q + 1, --t->qn * sizeof(*t->q));
-		t->st.queued = t->qn;
-		tier_read_one(t, g, own ? &pool : NULL);
-	}
-	pthread_mutex_unlock(&t->mu);
-	loader_pool_fini(&pool);
-	return NULL;
 }

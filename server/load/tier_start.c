@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: MIT
+/* tier_start.c - a disk tier's start (tier.h): what stays in memory (the
+ * global group, a MoE layer but its routed experts, whole layers while
+ * they fit), the readers started, and what the first load's pass of each
+ * segment leaves cached; the units' pages punched out before a seal. */
+#include "tier_read.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arena_folio.h"
+#include "log.h"
+#include "units.h"
+
+/* A segment with units stays but for them (its attention, norms, router
+ * and shared experts: what a plan keeps resident, and what every token
+ * uses); its units go on disk. */
+static void keep_parts(struct tier *t, bool *stays)
+{
+	for (uint32_t u = t->nseg; u < t->n; u++) {
+		uint32_t g = t->s[u].seg;
+		if (!stays[g]) {
+			stays[g] = true;
+			t->resident += unit_size(t, g);
+			ready_page_tier_parts(&t->lm->ready, g);
+		}
+		t->resident -= unit_size(t, u);
+		t->s[u].disk = true;
+	}
+}
+
+/* The segments that stay: those with global tensors (embeddings, norms,
+ * the head) and those with units (all but the units), then whole
+ * segments in layer order while they fit beside the cache's room; the
+ * others are marked on disk. -ENOMEM (with what is needed) when the
+ * budget holds less than what stays and two of the largest on disk. */
+static int choose(struct tier *t, struct errinfo *e)
+{
+	const struct model *m = t->lm->model;
+	bool *stays = calloc(t->nseg + 1, sizeof(*stays));
+	uint64_t largest = 0, room;
+	char b[4][32];
+
+	if (!stays)
+		return err_set(e, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < m->ntensors; i++)
+		if (m->tensors[i].layer < 0 && !stays[m->tensors[i].segment]) {
+			stays[m->tensors[i].segment] = true;
+			t->resident += unit_size(t, m->tensors[i].segment);
+		}
+	keep_parts(t, stays);
+	for (uint32_t g = 0; g < t->n; g++)
+		if ((g >= t->nseg || !stays[g]) && unit_size(t, g) > largest)
+			largest = unit_size(t, g);
+	t->largest = largest;
+	if (t->resident + 2 * largest > t->budget) {
+		free(stays);
+		return err_set(e, -ENOMEM,
+			       "--memory-budget %s is too small for model %s: what always stays (embeddings, norms, head%s) takes %s and a %s up to %s, so it needs at least %s (what stays and two of those: one in use, one being read)",
+			       fmt_bytes(t->budget, b[0], 32), m->name, t->n > t->nseg ? ", each layer but its routed experts" : "",
+			       fmt_bytes(t->resident, b[1], 32), t->n > t->nseg ? "routed expert" : "layer segment",
+			       fmt_bytes(largest, b[2], 32), fmt_bytes(t->resident + 2 * largest, b[3], 32));
+	}
+	/* The cache is shared by every worker, which drift apart: it keeps
+	 * half of what the global group leaves, and room for CACHE_ROOM
+	 * segments at least. */
+	room = (t->budget - t->resident) / 2;
+	if (room < CACHE_ROOM * largest)
+		room = CACHE_ROOM * largest;
+	for (size_t l = 0; l < m->nlayers; l++) {
+		uint32_t g = m->layers[l].segment;
+		if (stays[g] || t->s[g].disk)
+			continue;
+		if (t->resident + unit_size(t, g) + room <= t->budget) {
+			stays[g] = true;
+			t->resident += unit_size(t, g);
+		} else {
+			t->s[g].disk = true;
+			ready_page_tier_on_disk(&t->lm->ready, g);
+		}
+	}
+	free(stays);
+	return 0;
+}
+
+/* The tier's segments, then its units (from the readiness page, where
+ * model_load_begin put them). */
+static int describe(struct tier *t)
+{
+	const struct ready_page *p = &t->lm->ready;
+	uint32_t nunits = p->units ? p->h->nunits : 0;
+
+	t->nseg = t->lm->arena->nseg;
+	t->n = t->nseg + nunits;
+	t->s = calloc(t->n, sizeof(*t->s));
+	t->q = calloc(t->n, sizeof(*t->q));
+	if (!t->s || !t->q)
+		return -ENOMEM;
+	for (uint32_t g = 0; g < t->n; g++) {
+		struct tier_seg *ts = &t->s[g];
+		ts->fd = -1;
+		ts->seg = g < t->nseg ? g : p->units[g - t->nseg].segment;
+		ts->off = g < t->nseg ? 0 : p->units[g - t->nseg].offset;
+		ts->len = g < t->nseg ? t->lm->arena->seg[g].size : p->units[g - t->nseg].length;
+		if (g >= t->nseg)
+			t->s[ts->seg].units++;
+	}
+	return 0;
+}
+
+int tier_create(struct loaded_model *lm, uint64_t budget, const struct loader_opts *lo,
+		struct tier **out, struct errinfo *e)
+{
+	tier_test_seam();
+	struct tier *t = calloc(1, sizeof(*t));
+	int r;
+
+	if (!t)
+		return err_set(e, -ENOMEM, "out of memory");
+	t->lm = lm;
+	t->lo = *lo;
+	t->budget = budget;
+	pthread_mutex_init(&t->mu, NULL);
+	pthread_cond_init(&t->cv, NULL);
+	r = describe(t) == 0 ? choose(t, e) : err_set(e, -ENOMEM, "out of memory");
+	for (int i = 0; r == 0 && i < READERS; i++)
+		if ((r = -pthread_create(&t->th[i], NULL, tier_reader_main, t)) < 0)
+			err_set(e, r, "cannot start the disk tier's readers: %s", strerror(-r));
+		else
+			t->running++;
+	if (r < 0) {
+		tier_free(t);
+		return r;
+	}
+	if (t->n > t->nseg)
+		log_info("model %s: %u routed experts on the disk tier, each read alone; the rest of their layers stays (%s)",
+			 lm->model->name, t->n - t->nseg, fmt_bytes(t->resident, (char[32]){ 0 }, 32));
+	/* Reads fill 4 KiB pages; a sweep would walk segments being dropped. */
+	lm->arena->folios = lm->arena->folios_later = false;
+	arena_folio_free(lm->arena);
+	if (!lm->arena->hugetlb)
+		snprintf(lm->arena->hugepage_note, sizeof(lm->arena->hugepage_note),
+			 "4 KiB pages (a disk tier: segments read again fill 4 KiB pages)");
+	*out = t;
+	return 0;
+}
+
+/* The first load passed segment or unit g: a tiered one is kept while
+ * the budget has room (a unit's pages went with tier_trim: never). */
+static void passed_locked(struct tier *t, uint32_t g)
+{
+	struct tier_seg *ts = &t->s[g];
+
+	ts->passed = true;
+	if (!ts->disk || ts->cached || g >= t->nseg)
+		return;
+	if (fits(t, unit_size(t, g))) {
+		ts->cached = true;
+		ts->ntakers = 0;
+		ts->hot = false;
+		ts->used = ++t->tick;
+		t->cached += unit_size(t, g);
+	} else {
+		tier_drop_locked(t, g);
+	}
+}
+
+void tier_first_pass(struct tier *t, uint32_t g)
+{
+	if (!t || g >= t->nseg)
+		return;
+	pthread_mutex_lock(&t->mu);
+	passed_locked(t, g);
+	for (uint32_t u = t->nseg; u < t->n; u++)
+		if (t->s[u].seg == g)
+			passed_locked(t, u);
+	pthread_mutex_unlock(&t->mu);
+}
+
+int tier_trim(struct tier *t, uint32_t g)
+{
+	int fd = t && g < t->nseg ? t->lm->arena->seg[g].fd : -1;
+
+	for (uint32_t u = t ? t->nseg : 0; t && u < t->n; u++)
+		if (t->s[u].seg == g &&
+		    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)t->s[u].off, (off_t)t->s[u].len) < 0)
+			return -errno;
+	return 0;
+}
+
+uint32_t tier_count(const struct tier *t)
+{
+	return t ? t->n : 0;
+}
+
+uint32_t tier_segment_of(const struct tier *t, uint32_t g)
+{
+	return t->s[g].seg;
+}
