@@ -6,7 +6,8 @@
  * rather than read zeros; wsrv_model_wait on a layer maps its experts;
  * four workers taking random experts under eviction pressure read
  * exactly the loaded bytes; an expert whose bytes changed on disk gets
- * -EIO naming its own tensor, alone or read with its layer; a budget
+ * -EIO naming its own tensor, alone or read with its layer, and what came
+ * with it is let go with its stream; a budget
  * below what must stay says so. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -364,8 +365,9 @@ static void changed_files_name_the_expert(void **st)
 	struct wsrv_client *c;
 	struct wsrv_model *m;
 	struct wsrv_device *d = NULL;
-	struct wsrv_stream *s, *whole;
+	struct wsrv_stream *s, *s2, *whole;
 	char shard[2][600];
+	uint64_t held;
 
 	(void)st;
 	for (int i = 0; i < 2; i++)
@@ -377,7 +379,10 @@ static void changed_files_name_the_expert(void **st)
 	assert_int_equal(dev_test_open(m, &d), 0);
 	assert_non_null(s = open_stream(m, d));
 	assert_int_equal(wsrv_stream_open(m, d, NULL, &one, &whole), 0); /* layer 0 in its slot */
+	assert_non_null(s2 = open_stream(m, d));
 	assert_int_equal(wsrv_stream_acquire(s, 3), 0);
+	assert_int_equal(wsrv_stream_acquire_experts(s, 3, (uint32_t[]){ 3 }, 1, NULL), 0); /* cached */
+	assert_int_equal(wsrv_stream_release_experts(s, 3), 0);
 	reads_settled(c);
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(file_flip_kept(shard[i]), 0);
@@ -385,6 +390,14 @@ static void changed_files_name_the_expert(void **st)
 	assert_non_null(strstr(wsrv_last_error(), "layers.3.mlp.experts.9."));
 	assert_non_null(strstr(wsrv_last_error(), "checksum"));
 	assert_true(unit_named(m, wsrv_last_error()));
+	/* Two asked for at once, one in memory and one failing: the one that
+	 * came goes with the stream, not at detach. */
+	held = tier_now(c).held_bytes;
+	assert_int_equal(wsrv_stream_acquire(s2, 3), 0);
+	assert_true(wsrv_stream_acquire_experts(s2, 3, (uint32_t[]){ 3, 11 }, 2, NULL) < 0);
+	assert_non_null(strstr(wsrv_last_error(), "layers.3.mlp.experts.11."));
+	wsrv_stream_close(s2);
+	assert_int_equal(tier_now(c).held_bytes, held);
 	/* The whole of layer 3 at once, through a stream of whole layers:
 	 * its experts read together fail, each is read alone, and the one
 	 * told names a tensor of its own. */

@@ -42,7 +42,8 @@ int cl_tier_drop(struct wsrv_model *m, uint32_t seg);
  * ASK_MAX: the server sends what it has in memory and reads the rest side
  * by side, where one at a time would wait for each read in turn. p[0..n)
  * distinct; got[i] says whether p[i] is mapped now and counted as used
- * (with wait, every one is, or an error comes back). 0 or <0. */
+ * (with wait, every one is, or an error comes back; those got before it
+ * are counted all the same, for the caller to drop). 0 or <0. */
 int cl_tier_use_many(struct wsrv_model *m, const uint32_t *p, size_t n, bool wait, bool *got);
 /* One use of each of p[0..n) ends; those nothing uses any more are
  * unmapped and given back in one request. 0 or <0. */

@@ -222,7 +222,8 @@ int cl_tier_use_many(struct wsrv_model *m, const uint32_t *p, size_t n, bool wai
 	pthread_mutex_lock(&m->map_lock);
 	while (r >= 0 && (r = ask_round(m, p, ok, n, &w, &seen)) == 0 && wait)
 		wait_read(m, w, seen);
-	for (size_t i = 0; r >= 0 && i < n; i++)
+	/* Even after a failure: what came is the caller's to let go. */
+	for (size_t i = 0; i < n; i++)
 		if ((got[i] = ok[i] && m->mapped[p[i]]))
 			m->tier_use[p[i]]++;
 	pthread_mutex_unlock(&m->map_lock);

@@ -216,9 +216,11 @@ int stream_need_pieces(struct wsrv_stream *s, const uint32_t *idx, size_t n, boo
 	}
 	if (r == 0 && k)
 		r = cl_tier_use_many(s->m, p, k, wait, got);
-	for (size_t i = 0; r == 0 && i < k; i++)
+	/* What came is here (and let go with the layer) even when another
+	 * failed: held, it would stay held until detach. */
+	for (size_t i = 0; i < k; i++)
 		if (got[i])
-			r = arrived(s, p[i]);
+			arrived(s, p[i]);
 	free(p);
 	free(got);
 	return r;
