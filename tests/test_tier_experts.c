@@ -7,7 +7,8 @@
  * four workers taking random experts under eviction pressure read
  * exactly the loaded bytes; an expert whose bytes changed on disk gets
  * -EIO naming its own tensor, alone or read with its layer, and what came
- * with it is let go with its stream; a budget
+ * with it is let go with its stream; a worker goes on across a restart
+ * of wsrvd; a budget
  * below what must stay says so. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -429,6 +430,53 @@ static void changed_files_name_the_expert(void **st)
 	server_done(&ts);
 }
 
+/* wsrvd killed and started again while a worker holds experts: the
+ * worker keeps what it maps, lets go of it (the new server holds nothing
+ * for it), and takes the experts of every layer again from the new
+ * server, which reads them again (its cache starts empty), each byte
+ * right. */
+static void experts_across_a_restart(void **st)
+{
+	struct test_server ts = { 0 };
+	uint32_t ids[3] = { 2, 7, 13 };
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_device *d = NULL;
+	struct wsrv_stream *s;
+	int per;
+
+	(void)st;
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", BUDGET, NULL), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_model_wait(m, WSRV_LAYER_ALL, 30000), 0);
+	per = expert_tensors(m, 1, 0);
+	assert_int_equal(dev_test_open(m, &d), 0);
+	assert_non_null(s = open_stream(m, d));
+	assert_int_equal(wsrv_stream_acquire(s, 2), 0);
+	assert_int_equal(wsrv_stream_acquire_experts(s, 2, ids, 3, NULL), 0);
+	assert_int_equal(check_experts(m, s, 2, ids, 3), 3 * per);
+	assert_int_equal(server_stop(&ts, SIGKILL), 128 + SIGKILL);
+	assert_int_equal(server_restart_args(&ts, "m", F.dir[0], "--memory-budget", BUDGET, NULL), 0);
+	assert_int_equal(wsrv_stream_release_experts(s, 2), 0);
+	assert_int_equal(wsrv_stream_release(s, 2), 0);
+	for (int32_t layer = 1; layer < 4; layer++) {
+		uint32_t more[3] = { 1, 8, 15 };
+		assert_int_equal(wsrv_stream_acquire(s, layer), 0);
+		assert_int_equal(wsrv_stream_acquire_experts(s, layer, more, 3, NULL), 0);
+		assert_int_equal(check_experts(m, s, layer, more, 3), 3 * per);
+		assert_int_equal(wsrv_stream_release_experts(s, layer), 0);
+		assert_int_equal(wsrv_stream_release(s, layer), 0);
+	}
+	assert_true(tier_now(c).read_bytes >= 9 * expert_pages(m, 1, 1));
+	wsrv_stream_close(s);
+	assert_int_equal(tier_now(c).held_bytes, 0);
+	assert_int_equal(dev_test_close(d), 0);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	server_done(&ts);
+}
+
 /* A budget below what always stays is refused, naming the experts. */
 static void budget_below_the_layers_refused(void **st)
 {
@@ -446,5 +494,6 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(lookups_and_wait),
 	cmocka_unit_test(four_workers_random_experts),
 	cmocka_unit_test(changed_files_name_the_expert),
+	cmocka_unit_test(experts_across_a_restart),
 	cmocka_unit_test(budget_below_the_layers_refused),
 )

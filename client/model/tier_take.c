@@ -189,7 +189,14 @@ static int ask_round(struct wsrv_model *m, const uint32_t *p, const bool *ok, si
 		}
 	if (k == 0)
 		return 1;
-	if ((r = tier_ask(m, ask, k, false, true, got, fds, &ngot)) < 0 || (r = map_got(m, got, fds, ngot)) < 0)
+	/* EAGAIN for the whole request (fds of this client unread, or a
+	 * server started since that has not loaded the segment): nothing
+	 * came, and the words say when to ask again. */
+	if ((r = tier_ask(m, ask, k, false, true, got, fds, &ngot)) < 0 && r != -EAGAIN)
+		return r;
+	if (r == -EAGAIN)
+		ngot = 0;
+	if ((r = map_got(m, got, fds, ngot)) < 0)
 		return r;
 	/* Some came (a reply carries no more than the server lets this
 	 * client have unread): the others are asked for again at once. */

@@ -210,10 +210,10 @@ static int tier_segments(const struct loaded_model *lm, struct session *s, const
 	}
 	for (size_t i = 0; i < q->n_segments; i++) {
 		int rc = tier_take(lm->tier, holder, q->segments[i], &r->fds[*ngiven], msg, sizeof(msg));
-		if (rc == 0)
+		if (rc == 0) {
 			given[(*ngiven)++] = q->segments[i];
-		if (rc == 0)
 			continue;
+		}
 		for (size_t k = 0; k < *ngiven; k++)
 			tier_release(lm->tier, holder, given[k]);
 		if (rc != -EAGAIN)
