@@ -128,6 +128,25 @@ static int check_experts(struct wsrv_model *m, struct wsrv_stream *s, int32_t la
 	return seen;
 }
 
+/* wsrvd serving the model under BUDGET, a client attached, the first
+ * load done. */
+static void serve(struct test_server *ts, struct wsrv_client **c, struct wsrv_model **m)
+{
+	assert_int_equal(server_start(ts, "m", F.dir[0], "--memory-budget", BUDGET, NULL), 0);
+	assert_int_equal(wsrv_connect(ts->sock, NULL, c), 0);
+	assert_int_equal(wsrv_attach(*c, "m", m), 0);
+	assert_int_equal(wsrv_model_wait(*m, WSRV_LAYER_ALL, 30000), 0);
+}
+
+/* serve undone, with the case's test device d. */
+static void unserve(struct test_server *ts, struct wsrv_client *c, struct wsrv_model *m, struct wsrv_device *d)
+{
+	assert_int_equal(dev_test_close(d), 0);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	server_done(ts);
+}
+
 static struct wsrv_stream *open_stream(struct wsrv_model *m, struct wsrv_device *d)
 {
 	struct wsrv_stream_opts so = { .struct_size = sizeof(so) };
@@ -157,10 +176,7 @@ static void an_expert_is_read_alone(void **st)
 	uint64_t before, want;
 
 	(void)st;
-	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", BUDGET, NULL), 0);
-	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
-	assert_int_equal(wsrv_attach(c, "m", &m), 0);
-	assert_int_equal(wsrv_model_wait(m, WSRV_LAYER_ALL, 30000), 0);
+	serve(&ts, &c, &m);
 	assert_true(server_log_has(&ts, "48 routed experts"));
 	want = expert_pages(m, L, 3) + expert_pages(m, L, 9);
 	assert_int_equal(dev_test_open(m, &d), 0);
@@ -176,10 +192,7 @@ static void an_expert_is_read_alone(void **st)
 	assert_int_equal(wsrv_stream_release(s, L), 0);
 	wsrv_stream_close(s);
 	assert_int_equal(tier_now(c).held_bytes, 0);
-	assert_int_equal(dev_test_close(d), 0);
-	wsrv_detach(m);
-	wsrv_disconnect(c);
-	server_done(&ts);
+	unserve(&ts, c, m, d);
 }
 
 /* Reads the first byte at p in a child: whether it faulted. */
@@ -210,10 +223,7 @@ static void lookups_and_wait(void **st)
 	size_t checked = 0;
 
 	(void)st;
-	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", BUDGET, NULL), 0);
-	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
-	assert_int_equal(wsrv_attach(c, "m", &m), 0);
-	assert_int_equal(wsrv_model_wait(m, WSRV_LAYER_ALL, 30000), 0);
+	serve(&ts, &c, &m);
 	assert_int_equal(wsrv_model_layer(m, 2, &l), 0);
 	assert_null(l.data);
 	for (size_t i = l.first; i < l.first + l.count; i++) {
@@ -373,10 +383,7 @@ static void changed_files_name_the_expert(void **st)
 	(void)st;
 	for (int i = 0; i < 2; i++)
 		snprintf(shard[i], sizeof(shard[i]), "%s/model-0000%d-of-00002.safetensors", F.dir[0], i + 1);
-	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", BUDGET, NULL), 0);
-	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
-	assert_int_equal(wsrv_attach(c, "m", &m), 0);
-	assert_int_equal(wsrv_model_wait(m, WSRV_LAYER_ALL, 30000), 0);
+	serve(&ts, &c, &m);
 	assert_int_equal(dev_test_open(m, &d), 0);
 	assert_non_null(s = open_stream(m, d));
 	assert_int_equal(wsrv_stream_open(m, d, NULL, &one, &whole), 0); /* layer 0 in its slot */
@@ -424,10 +431,7 @@ static void changed_files_name_the_expert(void **st)
 	assert_true(server_log_has(&ts, "warn: model m: reading tensor"));
 	wsrv_stream_close(whole);
 	wsrv_stream_close(s);
-	assert_int_equal(dev_test_close(d), 0);
-	wsrv_detach(m);
-	wsrv_disconnect(c);
-	server_done(&ts);
+	unserve(&ts, c, m, d);
 }
 
 /* wsrvd killed and started again while a worker holds experts: the
@@ -446,10 +450,7 @@ static void experts_across_a_restart(void **st)
 	int per;
 
 	(void)st;
-	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", BUDGET, NULL), 0);
-	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
-	assert_int_equal(wsrv_attach(c, "m", &m), 0);
-	assert_int_equal(wsrv_model_wait(m, WSRV_LAYER_ALL, 30000), 0);
+	serve(&ts, &c, &m);
 	per = expert_tensors(m, 1, 0);
 	assert_int_equal(dev_test_open(m, &d), 0);
 	assert_non_null(s = open_stream(m, d));
@@ -471,10 +472,7 @@ static void experts_across_a_restart(void **st)
 	assert_true(tier_now(c).read_bytes >= 9 * expert_pages(m, 1, 1));
 	wsrv_stream_close(s);
 	assert_int_equal(tier_now(c).held_bytes, 0);
-	assert_int_equal(dev_test_close(d), 0);
-	wsrv_detach(m);
-	wsrv_disconnect(c);
-	server_done(&ts);
+	unserve(&ts, c, m, d);
 }
 
 /* A budget below what always stays is refused, naming the experts. */

@@ -162,14 +162,10 @@ static void install_locked(struct tier *t, const struct job *j, uint32_t i, bool
 
 	*(g < t->nseg ? &t->lm->arena->seg[g].fd : &ts->fd) = j->fd[i];
 	*(g < t->nseg ? &t->lm->arena->seg[g].ro : &ts->ro) = j->ro[i];
-	ts->cached = true;
+	cache_locked(t, g);
 	ts->prefetched = ahead;
 	ts->fresh = true;
 	ts->single = false;
-	ts->ntakers = 0;
-	ts->hot = false;
-	ts->used = ++t->tick;
-	t->cached += ts->len;
 	t->st.read_bytes += ts->len;
 }
 

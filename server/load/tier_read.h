@@ -114,6 +114,19 @@ static inline uint64_t holder_worker(uint64_t holder)
 	return holder >> 16;
 }
 
+/* Segment or unit g is cached from now on, taken by nobody yet, its
+ * bytes counted (its fd and mapping set by the caller). */
+static inline void cache_locked(struct tier *t, uint32_t g)
+{
+	struct tier_seg *ts = &t->s[g];
+
+	ts->cached = true;
+	ts->ntakers = 0;
+	ts->hot = false;
+	ts->used = ++t->tick;
+	t->cached += ts->len;
+}
+
 /* Segment or unit g's fd and mapping go (tier_evict.c); pages a client
  * still maps stay its. */
 void tier_drop_locked(struct tier *t, uint32_t g);

@@ -157,15 +157,10 @@ static void passed_locked(struct tier *t, uint32_t g)
 	ts->passed = true;
 	if (!ts->disk || ts->cached || g >= t->nseg)
 		return;
-	if (fits(t, unit_size(t, g))) {
-		ts->cached = true;
-		ts->ntakers = 0;
-		ts->hot = false;
-		ts->used = ++t->tick;
-		t->cached += unit_size(t, g);
-	} else {
+	if (fits(t, unit_size(t, g)))
+		cache_locked(t, g);
+	else
 		tier_drop_locked(t, g);
-	}
 }
 
 void tier_first_pass(struct tier *t, uint32_t g)
