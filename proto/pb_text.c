@@ -5,20 +5,51 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "utf8.h"
 
-static bool is_text(const char *s)
-{
-	size_t n = strlen(s);
+#define SIZED_HEAD 16 /* keeps malloc's alignment */
 
-	if (!utf8_valid((const unsigned char *)s, n, NULL))
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7f)
+static void *sized_alloc(void *data, size_t size)
+{
+	size_t *p = malloc(size + SIZED_HEAD);
+
+	(void)data;
+	if (!p)
+		return NULL;
+	*p = size;
+	return (char *)p + SIZED_HEAD;
+}
+
+static void sized_free(void *data, void *ptr)
+{
+	(void)data;
+	if (ptr)
+		free((char *)ptr - SIZED_HEAD);
+}
+
+ProtobufCAllocator pb_sized_allocator = { sized_alloc, sized_free, NULL };
+
+/* The bytes of string s of field f: all that unpack copied when sized
+ * (its allocation less the NUL it added), else up to the first NUL. */
+static size_t str_bytes(const ProtobufCFieldDescriptor *f, const char *s, bool sized)
+{
+	if (!sized || s == protobuf_c_empty_string || s == f->default_value)
+		return strlen(s);
+	return *(const size_t *)(const void *)(s - SIZED_HEAD) - 1;
+}
+
+static bool is_text(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	for (size_t i = 0; i < n;) {
+		size_t k = utf8_seq_len(p + i, n - i);
+		if (k == 0 || utf8_hidden(p + i, k))
 			return false;
+		i += k;
 	}
 	return true;
 }
@@ -44,7 +75,7 @@ static const void *values(const ProtobufCMessage *m, const ProtobufCFieldDescrip
 	return base + f->offset;
 }
 
-static int check(const ProtobufCMessage *m, int depth, char *why, size_t len)
+static int check(const ProtobufCMessage *m, int depth, bool sized, char *why, size_t len)
 {
 	const ProtobufCMessageDescriptor *d = m->descriptor;
 
@@ -61,11 +92,11 @@ static int check(const ProtobufCMessage *m, int depth, char *why, size_t len)
 			const void *x = ((const void *const *)v)[k];
 			if (!x)
 				continue;
-			if (f->type == PROTOBUF_C_TYPE_STRING && !is_text(x)) {
+			if (f->type == PROTOBUF_C_TYPE_STRING && !is_text(x, str_bytes(f, x, sized))) {
 				snprintf(why, len, "%s.%s is not UTF-8 text", d->short_name, f->name);
 				return -EBADMSG;
 			}
-			if (f->type == PROTOBUF_C_TYPE_MESSAGE && check(x, depth + 1, why, len) < 0)
+			if (f->type == PROTOBUF_C_TYPE_MESSAGE && check(x, depth + 1, sized, why, len) < 0)
 				return -EBADMSG;
 		}
 	}
@@ -74,5 +105,10 @@ static int check(const ProtobufCMessage *m, int depth, char *why, size_t len)
 
 int pb_text_check(const ProtobufCMessage *m, char *why, size_t len)
 {
-	return m ? check(m, 0, why, len) : 0;
+	return m ? check(m, 0, false, why, len) : 0;
+}
+
+int pb_text_check_sized(const ProtobufCMessage *m, char *why, size_t len)
+{
+	return m ? check(m, 0, true, why, len) : 0;
 }

@@ -12,7 +12,20 @@
 #include <stddef.h>
 
 /* 0 when every string field of m (recursively) is text; else -EBADMSG
- * with the first bad field's name in why (len bytes). */
+ * with the first bad field's name in why (len bytes). Text: UTF-8 with
+ * nothing utf8_hidden refuses (controls but tab and newline, the
+ * bidirectional overrides and isolates). */
 int pb_text_check(const ProtobufCMessage *m, char *why, size_t len);
+
+/* An allocator for protobuf-c's unpack (and free_unpacked) that records
+ * each allocation's size: protobuf-c copies a string's bytes and ends
+ * them with a NUL, so "m\0\xff" read back with strlen is "m". A message
+ * unpacked with it can be checked with pb_text_check_sized, which sees
+ * every byte (issue 48 item 13). */
+extern ProtobufCAllocator pb_sized_allocator;
+
+/* pb_text_check of a message unpacked with pb_sized_allocator, a NUL
+ * inside a string refused too. */
+int pb_text_check_sized(const ProtobufCMessage *m, char *why, size_t len);
 
 #endif

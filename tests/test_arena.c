@@ -77,14 +77,29 @@ static void seals_refuse_writes(void **s)
 {
 	struct arena_opts o = { .lock = geteuid() != 0 ? LOCK_OFF : LOCK_ON, .hugepages = HUGEPAGES_OFF };
 	struct arena *a = make(1 << 20, &o);
-	int fd = a->seg[0].fd, seals;
+	int fd, rw, seals;
 	static uint8_t ab[1 << 20];
 	struct errinfo e;
+	char path[64];
 	void *p;
 
 	memset(ab, 0xAB, sizeof(ab));
 	assert_int_equal(arena_write(a, 0, 0, ab, sizeof(ab), &e), 0);
 	assert_int_equal(arena_seal(a, &e), 0);
+	/* What clients get: a read-only description of a 0400 file (issue
+	 * 48 item 2: a writable one let them fill holes with fallocate). */
+	fd = a->seg[0].fd;
+	assert_int_equal(fcntl(fd, F_GETFL) & O_ACCMODE, O_RDONLY);
+	assert_int_equal(posix_fallocate(fd, 0, 2 << 20), EBADF);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	rw = open(path, O_RDWR | O_CLOEXEC);
+	if (rw < 0) { /* not root: the mode refuses; nothing more to try */
+		assert_int_equal(errno, EACCES);
+		arena_free(a);
+		return;
+	}
+	/* Root reopens it writable: the seals still refuse. */
+	fd = rw;
 	seals = fcntl(fd, F_GET_SEALS);
 	assert_true(seals & F_SEAL_SHRINK);
 	assert_true(seals & F_SEAL_GROW);
@@ -109,6 +124,7 @@ static void seals_refuse_writes(void **s)
 	munmap(p, 4096);
 	/* The bytes are still what was loaded. */
 	assert_int_equal(arena_ptr(a, 0, 4095)[0], 0xAB);
+	close(rw);
 	arena_free(a);
 }
 

@@ -70,6 +70,20 @@ static void fit_arithmetic(void **s)
 	assert_int_equal(fd_fit(&in, &f, why, sizeof(why)), 0);
 	assert_int_equal(f.clients, 1024);
 	assert_int_equal(f.regions, 64);
+	/* Issue 48 item 1: a disk tier's 1,200 routed experts (a memfd each
+	 * when cached) keep a share of the room; the clients do not take it
+	 * all, and everything fits together. */
+	in.limit = 1024;
+	in.privileged = true;
+	in.units = 1200;
+	assert_int_equal(fd_fit(&in, &f, why, sizeof(why)), 0);
+	assert_true(f.unit_fds >= FD_FIT_MIN_UNITS && f.clients >= FD_FIT_MIN_CLIENTS);
+	assert_true(in.own + f.clients + f.regions + FD_FIT_RESERVE + f.unit_fds <= in.limit);
+	/* Asked for so many clients that too few experts fit: refused. */
+	in.clients_asked = true;
+	in.clients = 900;
+	assert_int_equal(fd_fit(&in, &f, why, sizeof(why)), -EMFILE);
+	assert_non_null(strstr(why, "routed experts"));
 }
 
 /* The server's idea of its limit, through Stats. */

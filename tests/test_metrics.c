@@ -189,12 +189,21 @@ static void bad_requests_disturb_nothing(void **st)
 static void reload_outcome_counts(void **st)
 {
 	const char *ctl = getenv("WSRV_CTL");
-	const char *argv[] = { ctl, "--socket", F.srv.ts.sock, "reload", "m", NULL };
+	const char *argv[] = { ctl, "--socket", F.srv.ts.sock, "reload", "m", NULL, NULL, NULL };
 	char *body;
 
 	assert_non_null(ctl);
 	assert_int_equal(run_prog(argv, NULL, pjoin(F.dir[0], "ctl.out"), pjoin(F.dir[0], "ctl.err"), 0, 60), 0);
 	body = scrape_until("wsrv_reloads_total{result=\"ok\"} 1");
+	assert_true(value_of(body, "wsrv_reloads_total{result=\"failed\"}") == 0);
+	free(body);
+	/* Issue 48 item 16: one that cannot start (no such path) counts as
+	 * failed too; before, only as a request error, and the documented
+	 * WsrvReloadFailed alert never fired. */
+	argv[5] = "--path";
+	argv[6] = "/nonexistent/wsrv-model";
+	assert_int_equal(run_prog(argv, NULL, pjoin(F.dir[0], "ctl.out"), pjoin(F.dir[0], "ctl.err"), 0, 60), 1);
+	body = scrape_until("wsrv_reloads_total{result=\"failed\"} 1");
 	assert_true(value_of(body, "wsrv_model_generation{model=\"m\"}") == 2);
 	assert_null(strstr(body, "generation=")); /* a value, not a label */
 	assert_true(value_of(body, "wsrv_loading") == 0);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* errinfo.c - building error sentences. */
 #include "errinfo.h"
+#include "utf8.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 static void vset(struct errinfo *e, const char *fmt, va_list ap)
 {
 	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	utf8_trim(e->msg); /* a sentence cut short ends on a whole character */
 }
 
 int err_set(struct errinfo *e, int code, const char *fmt, ...)

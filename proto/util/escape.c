@@ -52,8 +52,10 @@ const char *str_escape(const char *s, char *out, size_t cap)
 		size_t n = utf8_seq_len(p, left);
 		int ok;
 
-		/* U+0080..U+009F (C2 80..C2 9F) are C1 controls: CSI among them. */
-		if (n == 2 && p[0] == 0xC2 && p[1] < 0xA0)
+		/* U+0080..U+009F (C2 80..C2 9F) are C1 controls: CSI among
+		 * them; a bidirectional override or isolate (3 bytes) makes a
+		 * line read in another order: each byte as \xNN. */
+		if ((n == 2 || n == 3) && utf8_hidden(p, n))
 			n = 0;
 		if (n == 0) {
 			snprintf(e, sizeof(e), "\\x%02x", p[0]);

@@ -49,6 +49,22 @@ int memfd_reopen_ro(int fd)
 	return ro < 0 ? -errno : ro;
 }
 
+int memfd_readers_only(int *fd)
+{
+	int ro = memfd_reopen_ro(*fd);
+
+	if (ro < 0)
+		return ro;
+	if (fchmod(ro, 0400) < 0) {
+		int e = errno;
+		close(ro);
+		return -e;
+	}
+	close(*fd);
+	*fd = ro;
+	return 0;
+}
+
 int memfd_new_sealed(const char *name, size_t len, void (*fill)(void *map, void *arg), void *arg)
 {
 	void *p = NULL;
@@ -59,7 +75,7 @@ int memfd_new_sealed(const char *name, size_t len, void (*fill)(void *map, void 
 	fill(p, arg);
 	munmap(p, len ? len : 1);
 	/* The writable mapping is gone, so the strongest seal applies. */
-	if ((r = memfd_seal(fd, MEMFD_SEAL_ALL)) < 0) {
+	if ((r = memfd_seal(fd, MEMFD_SEAL_ALL)) < 0 || (r = memfd_readers_only(&fd)) < 0) {
 		close(fd);
 		return r;
 	}

@@ -36,6 +36,14 @@ int memfd_new_sealed(const char *name, size_t len, void (*fill)(void *map, void 
  * while it stays mapped. The new fd (CLOEXEC), or -errno. */
 int memfd_reopen_ro(int fd);
 
+/* Makes *fd fit to give to another process: *fd becomes a new O_RDONLY
+ * file description of the same file (memfd_reopen_ro; the old one is
+ * closed) and the file's mode 0400. A receiver can then neither fill its
+ * holes (fallocate needs a writable description; seals do not stop it)
+ * nor reopen it writable through /proc without CAP_DAC_OVERRIDE. Mappings
+ * already made stay as they are. 0, or -errno with *fd unchanged. */
+int memfd_readers_only(int *fd);
+
 /* Adds seals to fd: 0 or -errno (-EBUSY: a writable mapping is still
  * there, for F_SEAL_WRITE). */
 int memfd_seal(int fd, int seals);

@@ -5,6 +5,7 @@
 #include "clock.h"
 #include "log.h"
 #include "units.h"
+#include "test_seam.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,7 @@
 
 void progress_begin(struct progress *p, enum progress_mode mode, const char *what, uint64_t total)
 {
-	const char *every = getenv("WSRV_TEST_PROGRESS_S");
+	const char *every = test_seam("WSRV_TEST_PROGRESS_S");
 
 	p->bar = mode == PROGRESS_AUTO && isatty(STDERR_FILENO);
 	p->lines = mode == PROGRESS_LINES || (mode == PROGRESS_AUTO && !p->bar);

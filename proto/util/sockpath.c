@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* sockpath.c - the default socket path. */
 #include "sockpath.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -21,8 +22,8 @@ int sockpath_check(const char *path, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	if (n >= SOCKPATH_MAX) {
-		snprintf(err, errlen, "socket path of %zu bytes is longer than a Unix socket takes (%d): %.60s...",
-			 n, SOCKPATH_MAX - 1, path);
+		snprintf(err, errlen, "socket path of %zu bytes is longer than a Unix socket takes (%d): %.*s...",
+			 n, SOCKPATH_MAX - 1, UTF8_CUT(path, 60));
 		return -ENAMETOOLONG;
 	}
 	return 0;

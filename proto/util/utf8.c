@@ -3,6 +3,7 @@
  * well-formed byte sequences (Unicode 15, table 3-7). */
 #include "utf8.h"
 
+#include <stdio.h>
 #include <string.h>
 
 size_t utf8_seq_len(const unsigned char *p, size_t left)
@@ -64,4 +65,51 @@ bool utf8_valid(const unsigned char *buf, size_t len, size_t *bad_at)
 		i += n;
 	}
 	return true;
+}
+
+int utf8_fit(const char *s, size_t max)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0, len = strnlen(s, max + 4);
+
+	while (i < len) {
+		size_t n = utf8_seq_len(p + i, len - i);
+		if (n == 0)
+			n = 1;
+		if (i + n > max)
+			break;
+		i += n;
+	}
+	return (int)i;
+}
+
+void utf8_copy(char *dst, size_t cap, const char *src)
+{
+	if (cap)
+		snprintf(dst, cap, "%.*s", utf8_fit(src, cap - 1), src);
+}
+
+void utf8_trim(char *s)
+{
+	size_t len = strlen(s), k = len;
+
+	/* Back over at most three continuation bytes to a lead byte. */
+	while (k > 0 && len - k < 4 && ((unsigned char)s[k - 1] & 0xC0) == 0x80)
+		k--;
+	if (k > 0 && (unsigned char)s[k - 1] >= 0xC0 &&
+	    utf8_seq_len((const unsigned char *)s + k - 1, len - k + 1) == 0)
+		s[k - 1] = '\0';
+}
+
+bool utf8_hidden(const unsigned char *p, size_t n)
+{
+	if (n == 1)
+		return (p[0] < 0x20 && p[0] != '\t' && p[0] != '\n') || p[0] == 0x7f;
+	if (n == 2)
+		return p[0] == 0xC2 && p[1] < 0xA0; /* U+0080-U+009F */
+	if (n == 3 && p[0] == 0xE2 && p[1] == 0x80)
+		return p[2] >= 0xAA && p[2] <= 0xAE; /* U+202A-U+202E */
+	if (n == 3 && p[0] == 0xE2 && p[1] == 0x81)
+		return p[2] >= 0xA6 && p[2] <= 0xA9; /* U+2066-U+2069 */
+	return false;
 }

@@ -15,4 +15,26 @@ bool utf8_valid(const unsigned char *buf, size_t len, size_t *bad_at);
  * malformed or cut short. */
 size_t utf8_seq_len(const unsigned char *p, size_t left);
 
+/* How many bytes of s (NUL-terminated) to keep so that at most max are
+ * kept and no character is cut: for "%.*s" (one rule wherever a name or
+ * a message is shortened; a cut character made replies invalid UTF-8,
+ * issue 48 item 7). Bytes that are not UTF-8 count one each. */
+int utf8_fit(const char *s, size_t max);
+
+/* The two "%.*s" arguments for s cut to at most n bytes by utf8_fit. */
+#define UTF8_CUT(s, n) utf8_fit((s), (n)), (s)
+
+/* Copies src into dst (cap bytes, NUL-terminated), cut by utf8_fit. */
+void utf8_copy(char *dst, size_t cap, const char *src);
+
+/* Cuts s where a character at its end was left incomplete (by a printf
+ * that ran out of room). */
+void utf8_trim(char *s);
+
+/* Whether the well-formed character at p (n bytes) is one a name or a
+ * message must not hold: C0 and C1 controls but tab and newline, DEL, and
+ * the bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069),
+ * which make a log line or a table read in another order. */
+bool utf8_hidden(const unsigned char *p, size_t n);
+
 #endif

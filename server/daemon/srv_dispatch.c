@@ -15,6 +15,7 @@
 #include "tier.h"
 #include "log.h"
 #include "pb_text.h"
+#include "utf8.h"
 #include "srv_attach.h"
 #include "sorted.h"
 #include "srv_reply.h"
@@ -40,7 +41,7 @@ static int do_hello(struct server *srv, struct session *s, const Wsrv__Hello *h,
 		s->closing = true;
 		return -EPROTONOSUPPORT;
 	}
-	snprintf(s->name, sizeof(s->name), "%s", h->client_name ? h->client_name : "");
+	utf8_copy(s->name, sizeof(s->name), h->client_name ? h->client_name : "");
 	s->hello = true;
 	hr.protocol = WSRV_PROTOCOL_VERSION;
 	hr.server_version = WSRV_VERSION_STRING;
@@ -170,7 +171,7 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 	uint32_t *v, slot = s->nattach;
 
 	if (mi < 0)
-		return srv_reply_error(r, seq, ENOENT, "no model named '%.64s'", a->model ? a->model : "");
+		return srv_reply_error(r, seq, ENOENT, "no model named '%.*s'", UTF8_CUT(a->model ? a->model : "", 64));
 	lm = srv->models[mi].lm;
 	if (srv->models[mi].loading && !a->while_loading)
 		return srv_reply_error(r, seq, EAGAIN,
@@ -336,7 +337,7 @@ static int do_report(struct server *srv, struct session *s, const Wsrv__StreamRe
 		return srv_reply_error(r, seq, ENOSPC, "at most %d open streams reported per client", SRV_MAX_STREAMS);
 	if (!x)
 		x = &s->streams[s->nstreams++];
-	snprintf(x->model, sizeof(x->model), "%s", rp->model ? rp->model : "");
+	utf8_copy(x->model, sizeof(x->model), rp->model ? rp->model : "");
 	x->stream_id = rp->stream_id;
 	x->slots = rp->slots;
 	x->bytes_copied = rp->bytes_copied;
@@ -406,7 +407,7 @@ static int handle(struct server *srv, struct session *s, const Wsrv__Request *q,
 void srv_dispatch(struct server *srv, struct session *s, const uint8_t *pkt,
 		  size_t len, int fd, struct reply *r)
 {
-	Wsrv__Request *q = wsrv__request__unpack(NULL, len, pkt);
+	Wsrv__Request *q = wsrv__request__unpack(&pb_sized_allocator, len, pkt);
 	int kind = q ? (int)q->body_case : 0;
 	char why[160];
 	int rc;
@@ -423,19 +424,19 @@ void srv_dispatch(struct server *srv, struct session *s, const uint8_t *pkt,
 	} else if (!q) {
 		srv_reply_error(r, 0, EBADMSG, "the packet is not a wsrv Request");
 		rc = -EBADMSG;
-	} else if (pb_text_check(&q->base, why, sizeof(why)) < 0) {
+	} else if (pb_text_check_sized(&q->base, why, sizeof(why)) < 0) {
 		srv_reply_error(r, q->seq, EBADMSG, "%s", why);
 		if (!s->hello)
 			s->closing = true;
-		wsrv__request__free_unpacked(q, NULL);
+		wsrv__request__free_unpacked(q, &pb_sized_allocator);
 		rc = -EBADMSG;
 	} else if (fd >= 0 && q->body_case != WSRV__REQUEST__BODY_REGION_COMMIT) {
 		srv_reply_error(r, q->seq, EBADMSG, "only RegionCommit comes with a file descriptor (closed)");
-		wsrv__request__free_unpacked(q, NULL);
+		wsrv__request__free_unpacked(q, &pb_sized_allocator);
 		rc = -EBADMSG;
 	} else {
 		rc = handle(srv, s, q, &fd, r);
-		wsrv__request__free_unpacked(q, NULL);
+		wsrv__request__free_unpacked(q, &pb_sized_allocator);
 	}
 	if (fd >= 0)
 		close(fd);

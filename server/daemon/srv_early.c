@@ -17,6 +17,8 @@
 #include "srv_reply.h"
 #include "tier.h"
 #include "wsrv.pb-c.h"
+#include "utf8.h"
+#include "test_seam.h"
 
 struct early_load {
 	pthread_t th;
@@ -42,7 +44,7 @@ static bool early_cancelled(void)
 static void *early_main(void *arg)
 {
 	struct early_load *E = arg;
-	const char *v = getenv("WSRV_TEST_EARLY_SIGNAL_DELAY_MS");
+	const char *v = test_seam("WSRV_TEST_EARLY_SIGNAL_DELAY_MS");
 	unsigned delay_ms = v ? (unsigned)atoi(v) : 0; /* tests: a loop that hears late */
 	uint64_t one = 1;
 
@@ -113,7 +115,7 @@ static void publish_one(struct server *srv, struct early_load *E, size_t i)
 		} else {
 			log_info("model %s: stopped by a signal while loading", esc(E->lm[i]->model->name));
 		}
-		snprintf(sm->reload, sizeof(sm->reload), "the load failed: %.120s", E->e[i].msg);
+		snprintf(sm->reload, sizeof(sm->reload), "the load failed: %.*s", UTF8_CUT(E->e[i].msg, 120));
 		srv->stop_asked = true;
 		return;
 	}
@@ -243,6 +245,12 @@ int early_segments(struct server *srv, struct session *s, const Wsrv__AttachSegm
 	if (q->n_segments == 0 || q->n_segments > WSRV_MAX_FDS - 2)
 		return srv_reply_error(r, seq, EINVAL, "ask for 1 to %u segments at a time",
 				       WSRV_MAX_FDS - 2);
+	/* More than the client may ever have unread: asking again never
+	 * helps (issue 48 item 12). */
+	if (!q->release && !q->partial && q->n_segments > srv->fd_budget)
+		return srv_reply_error(r, seq, E2BIG, "%zu segments asked for at once, and this client may have at most "
+				       "%u file descriptors unread: ask for fewer at a time, or with partial",
+				       q->n_segments, srv->fd_budget);
 	if (!q->release && (q->partial ? r->fd_room == 0 : q->n_segments > r->fd_room))
 		return srv_reply_error(r, seq, EAGAIN,
 				       "%u file descriptors sent to this client are still unread; read the replies first",

@@ -13,7 +13,9 @@ static uint64_t min64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static uint64_t fit_clients(const struct fd_fit_in *in)
 {
 	uint64_t avail = in->limit > in->own ? in->limit - in->own : 0;
-	uint64_t c = min64(in->clients, avail - min64(in->regions, avail / 4));
+	uint64_t keep = min64(in->regions, avail / 4) + min64(in->units, avail / 4) +
+			(in->units ? min64(FD_FIT_RESERVE, avail / 8) : 0);
+	uint64_t c = min64(in->clients, avail - keep);
 
 	if (!in->privileged && in->fd_budget)
 		c = min64(c, in->limit / in->fd_budget);
@@ -48,6 +50,17 @@ int fd_fit(const struct fd_fit_in *in, struct fd_fit *out, char *why, size_t n)
 	out->clients = (uint32_t)c;
 	out->regions = (uint32_t)min64(in->regions, in->limit - own);
 	out->clients_fitted = c < in->clients;
+	own += out->regions + FD_FIT_RESERVE;
+	out->unit_fds = (uint32_t)min64(in->units, in->limit > own ? in->limit - own : 0);
+	if (out->unit_fds < min64(in->units, FD_FIT_MIN_UNITS)) {
+		snprintf(why, n, "RLIMIT_NOFILE is %llu: after %u clients, %u device regions and %u fds kept "
+			 "free it leaves room for %u of the disk tier's %llu routed experts (one memfd each), "
+			 "fewer than %u; lower --max-clients or --max-regions, or raise the limit "
+			 "(LimitNOFILE= in the unit)",
+			 (unsigned long long)in->limit, out->clients, out->regions, FD_FIT_RESERVE,
+			 out->unit_fds, (unsigned long long)in->units, FD_FIT_MIN_UNITS);
+		return -EMFILE;
+	}
 	return 0;
 }
 

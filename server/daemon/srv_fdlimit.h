@@ -32,13 +32,24 @@ struct fd_fit_in {
 	uint32_t clients;           /* --max-clients, or the default */
 	bool clients_asked;         /* --max-clients was given: never lowered */
 	uint32_t regions;           /* --max-regions */
+	uint64_t units;             /* the disk tiers' units (one memfd each when cached) */
 };
 
 struct fd_fit {
 	uint32_t clients;           /* sessions at once */
 	uint32_t regions;           /* device regions (one fd each) */
 	bool clients_fitted;        /* lowered from the default to fit */
+	uint32_t unit_fds;          /* units' memfds the tiers may keep open
+	                             * (tier_unit_fd_limit): what is left after the
+	                             * clients, the regions and FD_FIT_RESERVE */
 };
+
+/* fds kept free beside everything counted: the metrics' and peers'
+ * connections, a take-over's, a reload's files. */
+#define FD_FIT_RESERVE 64u
+/* Routed experts a disk tier must be able to keep at once, at least (or
+ * all it has): a layer's take carries up to 62. */
+#define FD_FIT_MIN_UNITS 64u
 
 /* Fits in to the limit. Each client costs one fd of the server's own and,
  * unless privileged, fd_budget charged to the user for fds in flight (a

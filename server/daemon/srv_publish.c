@@ -27,6 +27,7 @@
 #include "srv_reload.h"
 #include "srv_reply.h"
 #include "wsrv.pb-c.h"
+#include "utf8.h"
 
 #define PUBLISH_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL)
 
@@ -146,14 +147,14 @@ int publish_begin(struct server *srv, struct session *s, const Wsrv__PublishBegi
 	if (!may_publish(srv, s))
 		return srv_reply_error(r, seq, EPERM, "this user may not publish (--allow-publish-uid, --allow-publish-gid)");
 	if (mi < 0)
-		return srv_reply_error(r, seq, ENOENT, "no model named '%.64s'", q->model ? q->model : "");
+		return srv_reply_error(r, seq, ENOENT, "no model named '%.*s'", UTF8_CUT(q->model ? q->model : "", 64));
 	if (srv->models[mi].loading)
-		return srv_reply_error(r, seq, EBUSY, "model '%.64s' is still loading; publish once it is loaded",
-				       q->model);
+		return srv_reply_error(r, seq, EBUSY, "model '%.*s' is still loading; publish once it is loaded",
+				       UTF8_CUT(q->model, 64));
 	if (srv->models[mi].lm->tier)
 		return srv_reply_error(r, seq, EOPNOTSUPP,
-				       "model '%.64s' has a disk tier (--memory-budget), which reads its tensors again from their files, and a published generation has none: write the new weights to safetensors files and reload from them (wsrvctl reload %.64s --path DIR)",
-				       q->model, q->model);
+				       "model '%.*s' has a disk tier (--memory-budget), which reads its tensors again from their files, and a published generation has none: write the new weights to safetensors files and reload from them (wsrvctl reload %.*s --path DIR)",
+				       UTF8_CUT(q->model, 64), UTF8_CUT(q->model, 64));
 	if (srv->publish || srv->reload || !srv->load)
 		return srv_reply_error(r, seq, EBUSY, "%s", srv->publish ? "another producer is publishing; try again after it"
 							          : "a reload is under way; try again after it");
@@ -165,7 +166,7 @@ int publish_begin(struct server *srv, struct session *s, const Wsrv__PublishBegi
 	for (uint32_t i = 0; i < WSRV_MAX_FDS; i++)
 		p->seg[i] = -1;
 	if (prepare(srv, (uint32_t)mi, p, &e) < 0) {
-		srv_reply_error(r, seq, EINVAL, "cannot publish %.64s: %s", q->model, e.msg);
+		srv_reply_error(r, seq, EINVAL, "cannot publish %.*s: %s", UTF8_CUT(q->model, 64), e.msg);
 		publish_free(p);
 		return -EINVAL;
 	}

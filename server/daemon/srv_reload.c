@@ -27,6 +27,7 @@
 #include "tier.h"
 #include "units.h"
 #include "wsrv.pb-c.h"
+#include "utf8.h"
 
 /* Room kept free beyond the new generation's bytes. */
 #define RELOAD_MARGIN (256ull << 20)
@@ -132,14 +133,14 @@ static int check_room(struct server *srv, const char *name, const char *path, ui
 	uint64_t avail;
 
 	if (model_open(name, path, &srv->load->model, &m, &e) < 0)
-		return srv_reply_error(r, seq, EINVAL, "cannot reload %.64s from %.200s: %s", name, path, e.msg);
+		return srv_reply_error(r, seq, EINVAL, "cannot reload %.*s from %.*s: %s", UTF8_CUT(name, 64), UTF8_CUT(path, 200), e.msg);
 	avail = mem_available();
 	uint64_t bytes = budget && budget < m->data_bytes ? budget : m->data_bytes;
 	fmt_bytes(bytes, need, sizeof(need));
 	fmt_bytes(avail, have, sizeof(have));
 	if (avail && bytes + RELOAD_MARGIN > avail) {
-		srv_reply_error(r, seq, ENOMEM, "reloading %.64s needs %s for the new generation next to the current one, and MemAvailable is %s: detach workers of an old generation, or add memory",
-				name, need, have);
+		srv_reply_error(r, seq, ENOMEM, "reloading %.*s needs %s for the new generation next to the current one, and MemAvailable is %s: detach workers of an old generation, or add memory",
+				UTF8_CUT(name, 64), need, have);
 		model_free(m);
 		return -ENOMEM;
 	}
@@ -196,25 +197,34 @@ int reload_start(struct server *srv, struct session *s, const Wsrv__Reload *q, u
 	if (s->cred.uid != 0 && s->cred.uid != geteuid())
 		return srv_reply_error(r, seq, EPERM, "only root or the server's own user can reload a model");
 	if (mi < 0)
-		return srv_reply_error(r, seq, ENOENT, "no model named '%.64s'", q->model ? q->model : "");
+		return srv_reply_error(r, seq, ENOENT, "no model named '%.*s'", UTF8_CUT(q->model ? q->model : "", 64));
 	if (srv->reload || srv->reload_efd < 0 || !srv->load)
 		return srv_reply_error(r, seq, EBUSY, "a reload is under way already");
 	if (srv->models[mi].loading)
-		return srv_reply_error(r, seq, EBUSY, "model '%.64s' is still loading; reload it once it is loaded",
-				       q->model);
+		return srv_reply_error(r, seq, EBUSY, "model '%.*s' is still loading; reload it once it is loaded",
+				       UTF8_CUT(q->model, 64));
 	const char *path = q->path && *q->path ? q->path : srv->models[mi].lm->model->path;
-	if (strlen(path) >= sizeof(((struct reload_job *)0)->path))
+	/* From here on a reload that does not start failed, as one that
+	 * fails while it loads does (wsrv_reloads_total{result="failed"}:
+	 * issue 48 item 16). */
+	if (strlen(path) >= sizeof(((struct reload_job *)0)->path)) {
+		srv->count.outcomes[SRV_RELOAD_FAILED]++;
 		return srv_reply_error(r, seq, ENAMETOOLONG, "a reload path is at most %zu bytes",
 				       sizeof(((struct reload_job *)0)->path) - 1);
-	if ((ret = check_room(srv, q->model, path, budget_of(&srv->models[mi]), seq, r)) < 0)
+	}
+	if ((ret = check_room(srv, q->model, path, budget_of(&srv->models[mi]), seq, r)) < 0) {
+		srv->count.outcomes[SRV_RELOAD_FAILED]++;
+		log_warn("model %s: the reload from %s failed: %s", esc(q->model), esc(path), r->msg);
 		return ret;
+	}
 	if ((ret = gen_job_start(srv, (uint32_t)mi, &reload_ops, NULL, path)) < 0) {
+		srv->count.outcomes[SRV_RELOAD_FAILED]++;
 		srv_reply_error(r, seq, -ret, "cannot start the reload: %s", strerror(-ret));
 		return ret;
 	}
 	snprintf(srv->models[mi].reload, sizeof(srv->models[mi].reload),
-		 "loading generation %llu from %.100s", (unsigned long long)srv->models[mi].generation + 1,
-		 path);
+		 "loading generation %llu from %.*s", (unsigned long long)srv->models[mi].generation + 1,
+		 UTF8_CUT(path, 100));
 	log_info("client %llu (pid %d): reloading model %s from %s", (unsigned long long)s->id,
 		 (int)s->cred.pid, esc(q->model), esc(path));
 	srv_reply_ok(r, seq);
@@ -237,8 +247,8 @@ int reload_finish(struct server *srv)
 	old = &srv->models[j->model];
 	if (j->rc < 0 || (k = srv_models_add(srv, j->model, j->lm)) < 0) {
 		srv->count.outcomes[j->ops->failed]++;
-		snprintf(old->reload, sizeof(old->reload), "generation %llu failed: %.120s",
-			 (unsigned long long)old->generation + 1, j->rc < 0 ? j->e.msg : "out of memory");
+		snprintf(old->reload, sizeof(old->reload), "generation %llu failed: %.*s",
+			 (unsigned long long)old->generation + 1, UTF8_CUT(j->rc < 0 ? j->e.msg : "out of memory", 120));
 		log_warn("model %s: the %s failed: %s", esc(j->name), j->ops->what,
 			 j->rc < 0 ? j->e.msg : "out of memory");
 		if (j->rc == 0)

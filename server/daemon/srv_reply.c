@@ -6,7 +6,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "log.h"
 #include "memfd_util.h"
+#include "pb_text.h"
+#include "utf8.h"
 
 static void pack_into(void *map, void *resp)
 {
@@ -43,8 +46,22 @@ void srv_pack(struct reply *r, Wsrv__Response *resp)
 	size_t n = wsrv__response__get_packed_size(resp);
 	Wsrv__Error err = WSRV__ERROR__INIT;
 	Wsrv__Response e = WSRV__RESPONSE__INIT;
+	char why[160];
 	int rc;
 
+	/* What clients refuse as malformed never leaves: a string that is
+	 * not text here is the server's bug, told as one. */
+	if (pb_text_check(&resp->base, why, sizeof(why)) < 0) {
+		log_err("a reply was not text (%s): sent as an error instead", why);
+		err.code = EPROTO;
+		err.message = "the server built a reply that is not UTF-8 text (a bug; its log names the field)";
+		e.seq = resp->seq;
+		e.body_case = WSRV__RESPONSE__BODY_ERROR;
+		e.error = &err;
+		resp = &e;
+		r->nfds = 0;
+		n = wsrv__response__get_packed_size(resp);
+	}
 	if (n <= r->cap) {
 		r->len = wsrv__response__pack(resp, r->buf);
 		return;
@@ -76,7 +93,8 @@ int srv_reply_error(struct reply *r, uint64_t seq, int code, const char *fmt, ..
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	snprintf(r->msg, sizeof(r->msg), "%s", msg);
+	utf8_trim(msg); /* a sentence cut short ends on a whole character */
+	utf8_copy(r->msg, sizeof(r->msg), msg);
 	err.code = code;
 	err.message = msg;
 	resp.seq = seq;

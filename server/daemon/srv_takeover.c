@@ -20,11 +20,12 @@
 #include "srv_handover.h"
 #include "srv_reply.h"
 #include "wsrv.pb-c.h"
+#include "test_seam.h"
 
 /* SRV_TAKEOVER_DEADLINE, or WSRV_TEST_TAKEOVER_DEADLINE_S (tests only). */
 static double takeover_limit(void)
 {
-	const char *t = getenv("WSRV_TEST_TAKEOVER_DEADLINE_S");
+	const char *t = test_seam("WSRV_TEST_TAKEOVER_DEADLINE_S");
 
 	return t && atof(t) > 0 ? atof(t) : SRV_TAKEOVER_DEADLINE;
 }

@@ -24,6 +24,7 @@
 #include "peer_child.h"
 #include "report.h"
 #include "srv_fdlimit.h"
+#include "tier.h"
 #include "srv_handover.h"
 #include "srv_loop.h"
 #include "srv_metrics.h"
@@ -32,6 +33,7 @@
 #include "sockpath.h"
 #include "srv_socket.h"
 #include "units.h"
+#include "test_seam.h"
 
 #define MAX_MODELS 64
 
@@ -335,7 +337,10 @@ static int parse(int argc, char **argv, struct args *a)
 		case O_QUIET: log_set_level(LOG_WARN); break;
 		case O_VERBOSE: log_set_level(LOG_DEBUG); break;
 		case O_HELP: usage(stdout); exit(0);
-		case O_VERSION: printf("wsrvd %s\n", WSRV_VERSION_STRING); exit(0);
+		case O_VERSION:
+			printf("wsrvd %s%s\n", WSRV_VERSION_STRING,
+			       test_seams_built() ? " (with the tests' $WSRV_TEST_* seams: not for production)" : "");
+			exit(0);
 		default: return -EINVAL; /* getopt said which */
 		}
 	}
@@ -486,7 +491,7 @@ static int confirm_takeover(int tconn)
 static int claim(struct args *a, struct server *srv, struct handover *h, int *lfd, int *lock,
 		 int *tconn)
 {
-	const char *pause = getenv("WSRV_TEST_TAKEOVER_PAUSE_MS");
+	const char *pause = test_seam("WSRV_TEST_TAKEOVER_PAUSE_MS");
 	struct errinfo e;
 	int r;
 
@@ -671,6 +676,8 @@ static int fd_limits(struct server *srv)
 		in.own += 1 + (srv->peers ? 2 : 1) * srv->models[i].lm->arena->nseg;
 		if (1 + srv->models[i].lm->arena->nseg > per_attach)
 			per_attach = 1 + srv->models[i].lm->arena->nseg;
+		in.units += tier_count(srv->models[i].lm->tier) -
+			    (srv->models[i].lm->tier ? srv->models[i].lm->arena->nseg : 0);
 	}
 	srv->fd_budget = in.fd_budget = 4 * per_attach;
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
@@ -694,6 +701,13 @@ static int fd_limits(struct server *srv)
 			 in.privileged ? "one fd each" : "one fd each, and fds in flight to clients");
 	if (fit.regions < srv->cfg.max_regions)
 		log_info("RLIMIT_NOFILE leaves room for %u device regions (--max-regions)", fit.regions);
+	if (in.units) {
+		tier_unit_fd_limit(fit.unit_fds);
+		if (fit.unit_fds < in.units)
+			log_info("RLIMIT_NOFILE %llu leaves room for %u of the disk tier's %llu routed experts in "
+				 "memory at once (one memfd each); a higher LimitNOFILE= caches more",
+				 (unsigned long long)in.limit, fit.unit_fds, (unsigned long long)in.units);
+	}
 	srv->cfg.max_clients = fit.clients;
 	srv->cfg.max_regions = fit.regions;
 	srv->clients_fitted = fit.clients_fitted;

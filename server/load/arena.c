@@ -385,6 +385,10 @@ static int seal_seg(struct arena *a, struct arena_seg *s, struct errinfo *e)
 		arena_folio_warm(s);
 	if ((r = memfd_seal(s->fd, seals)) < 0)
 		return err_set(e, r, "cannot seal a segment: %s", strerror(-r));
+	/* Clients get the fd: a read-only description, so none can fill
+	 * the memfd's holes (a tier's units) with fallocate. */
+	if ((r = memfd_readers_only(&s->fd)) < 0)
+		return err_set(e, r, "cannot reopen a segment read-only: %s", strerror(-r));
 	s->sealed = true;
 	return 0;
 }
@@ -502,8 +506,12 @@ int arena_adopt(uint32_t nseg, const int *fds, const uint64_t *sizes, uint64_t p
 		arena_free(a); /* its fds are still -1: the caller's */
 		return r;
 	}
-	for (uint32_t i = 0; i < nseg; i++)
+	/* An earlier wsrvd (or a publisher) may have handed writable
+	 * descriptions: clients get read-only ones (seal_seg). */
+	for (uint32_t i = 0; i < nseg; i++) {
 		a->seg[i].fd = fds[i];
+		(void)memfd_readers_only(&a->seg[i].fd);
+	}
 	*out = a;
 	return 0;
 }

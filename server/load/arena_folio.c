@@ -48,7 +48,9 @@ int arena_folio_init(struct arena *a)
 
 int arena_folio_collapse(int fd, const uint8_t *map, uint64_t off)
 {
-	if (fallocate(fd, 0, (off_t)off, 4096) < 0)
+	/* A sealed segment's fd is a read-only description (EBADF): its
+	 * pages were written already, and the collapse fills any hole. */
+	if (fallocate(fd, 0, (off_t)off, 4096) < 0 && errno != EBADF)
 		return -errno;
 	/* EAGAIN is the kernel's "try again" (a page briefly locked, say by
 	 * a write into the chunk from another thread): once more. */

@@ -41,8 +41,9 @@ int ready_page_create(const char *name, uint32_t nseg, uint32_t nt, uint64_t tot
 	p->tier = tiered ? (uint32_t *)(void *)((char *)b + p->h->tier_off) : NULL;
 	p->units = nunits ? (struct rd_unit *)(void *)((char *)b + p->h->units_off) : NULL;
 	p->ntier = tiered ? nseg + nunits : 0;
-	/* The mapping above stays writable; nobody can make another. */
-	if ((r = memfd_seal(p->fd, seals)) < 0) {
+	/* The mapping above stays writable; nobody can make another, and
+	 * clients get a read-only description. */
+	if ((r = memfd_seal(p->fd, seals)) < 0 || (r = memfd_readers_only(&p->fd)) < 0) {
 		err_set(e, r, "%s: cannot seal: %s", label, strerror(-r));
 		ready_page_free(p);
 		return r;

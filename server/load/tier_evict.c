@@ -33,9 +33,45 @@ void tier_drop_locked(struct tier *t, uint32_t g)
 		close(*fd);
 	*ro = NULL;
 	*fd = -1;
-	if (ts->cached)
+	if (ts->cached) {
 		t->cached -= unit_size(t, g);
+		if (g >= t->nseg)
+			tier_unit_fds_put(1);
+	}
 	ts->cached = false;
+}
+
+/* Units' memfds open in this process, and the most there may be
+ * (tier.h): atomics, shared by every model's tier. */
+static uint32_t unit_fds, unit_fd_max = UINT32_MAX;
+
+void tier_unit_fd_limit(uint32_t max)
+{
+	__atomic_store_n(&unit_fd_max, max, __ATOMIC_RELAXED);
+}
+
+void tier_unit_fds(uint32_t *open, uint32_t *max)
+{
+	*open = __atomic_load_n(&unit_fds, __ATOMIC_RELAXED);
+	*max = __atomic_load_n(&unit_fd_max, __ATOMIC_RELAXED);
+}
+
+bool tier_unit_fds_take(uint32_t n)
+{
+	uint32_t now = __atomic_load_n(&unit_fds, __ATOMIC_RELAXED);
+
+	do {
+		if (n > __atomic_load_n(&unit_fd_max, __ATOMIC_RELAXED) - now ||
+		    now > __atomic_load_n(&unit_fd_max, __ATOMIC_RELAXED))
+			return false;
+	} while (!__atomic_compare_exchange_n(&unit_fds, &now, now + n, false, __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	return true;
+}
+
+void tier_unit_fds_put(uint32_t n)
+{
+	__atomic_fetch_sub(&unit_fds, n, __ATOMIC_RELAXED);
 }
 
 /* Whether worker w took s since it was read. */
@@ -81,15 +117,15 @@ static int victim_class(const struct tier_seg *s)
 	return s->hot ? 1 : !s->ntakers ? 2 : 0;
 }
 
-/* The cached segment nobody holds that goes first, of class at most
- * worst (with all_took: only one no worker still comes for), or
- * UINT32_MAX. */
-static uint32_t victim(const struct tier *t, int worst, bool all_took)
+/* The cached segment or unit nobody holds that goes first, of class at
+ * most worst (with all_took: only one no worker still comes for; with
+ * unit: only a unit, whose memfd is what is short), or UINT32_MAX. */
+static uint32_t victim(const struct tier *t, int worst, bool all_took, bool unit)
 {
 	uint32_t best = UINT32_MAX, bn = 0;
 	int bc = 3;
 
-	for (uint32_t g = 0; g < t->n; g++) {
+	for (uint32_t g = unit ? t->nseg : 0; g < t->n; g++) {
 		const struct tier_seg *s = &t->s[g];
 		int c;
 		if (!s->cached || s->holds || (c = victim_class(s)) > worst)
@@ -106,15 +142,29 @@ static uint32_t victim(const struct tier *t, int worst, bool all_took)
 	return best;
 }
 
+/* Whether size bytes and nfds units' memfds fit, the fds taken if so;
+ * else the victim of class at most worst that makes the room short, in
+ * *v (UINT32_MAX: none). */
+static bool room_or_victim(struct tier *t, uint64_t size, uint32_t nfds, int worst, bool all_took, uint32_t *v)
+{
+	bool bytes = fits(t, size);
+
+	if (bytes && tier_unit_fds_take(nfds))
+		return true;
+	*v = victim(t, worst, all_took, bytes);
+	return false;
+}
+
 /* Room for a read-ahead of size bytes, and beside it for the largest
  * segment (a request must never find the budget all taken by reads ahead
  * and evict a hot segment, or wait): what is free, and what a pass left
  * (class 0, no worker still coming for it); never a hot segment, nor one
  * a worker has yet to take. Whether it fits. */
-bool tier_room_ahead_locked(struct tier *t, uint64_t size)
+bool tier_room_ahead_locked(struct tier *t, uint64_t size, uint32_t nfds)
 {
-	while (!fits(t, size + t->largest)) {
-		uint32_t v = victim(t, 0, true);
+	uint32_t v;
+
+	while (!room_or_victim(t, size + t->largest, nfds, 0, true, &v)) {
 		if (v == UINT32_MAX)
 			return false;
 		tier_drop_locked(t, v);
@@ -123,22 +173,23 @@ bool tier_room_ahead_locked(struct tier *t, uint64_t size)
 	return true;
 }
 
-/* Makes room for size bytes: evicts, then waits for releases a while. */
-int tier_make_room_locked(struct tier *t, uint64_t size)
+/* Makes room for size bytes and nfds units' memfds: evicts, then waits
+ * for releases a while. */
+int tier_make_room_locked(struct tier *t, uint64_t size, uint32_t nfds)
 {
 	struct timespec until;
+	uint32_t v;
 
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += ROOM_WAIT_S;
-	while (!fits(t, size) && !t->stop) {
-		uint32_t v = victim(t, 2, false);
+	while (!t->stop && !room_or_victim(t, size, nfds, 2, false, &v)) {
 		if (v != UINT32_MAX) {
 			tier_drop_locked(t, v);
 			t->st.evictions++;
 			continue;
 		}
 		if (pthread_cond_timedwait(&t->cv, &t->mu, &until) == ETIMEDOUT)
-			return fits(t, size) ? 0 : -ENOMEM;
+			return room_or_victim(t, size, nfds, -1, false, &v) ? 0 : fits(t, size) ? -EMFILE : -ENOMEM;
 	}
 	return t->stop ? -ECANCELED : 0;
 }

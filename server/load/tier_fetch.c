@@ -17,6 +17,7 @@
 #include "log.h"
 #include "memfd_util.h"
 #include "units.h"
+#include "test_seam.h"
 
 /* What one read takes: segment or units g[0..n) of one segment. */
 struct job {
@@ -146,6 +147,7 @@ static int read_job(struct tier *t, struct job *j, struct loader_pool *pool, str
 	for (uint32_t i = 0; r == 0 && i < j->n; i++) {
 		segs[g] = (struct arena_seg){ .fd = j->fd[i], .size = size, .ro = j->ro[i] };
 		r = arena_seal_segment(&tmp, g, e);
+		j->fd[i] = segs[g].fd; /* sealing gave it a read-only description */
 	}
 	if (r < 0)
 		unmake(j, size);
@@ -189,15 +191,18 @@ static void failed_locked(struct tier *t, uint32_t g, int r, const struct errinf
 
 /* After j's read, or its failure r: each cached, or failed, or (a read
  * of several that failed, not for room) queued again to be read alone;
- * their words rise. */
-static void finish_locked(struct tier *t, struct job *j, int r, const struct errinfo *e, bool ahead)
+ * their words rise. nfds: the units' memfds taken for it (a failed read's
+ * go back). */
+static void finish_locked(struct tier *t, struct job *j, int r, const struct errinfo *e, bool ahead, uint32_t nfds)
 {
 	for (uint32_t i = 0; i < j->n; i++) {
 		struct tier_seg *ts = &t->s[j->g[i]];
 		ts->reading = false;
+		if (r != 0 && nfds && j->g[i] >= t->nseg)
+			tier_unit_fds_put(1); /* its memfd went with the failed read */
 		if (r == 0) {
 			install_locked(t, j, i, ahead);
-		} else if (j->n > 1 && r != -ECANCELED && r != -ENOMEM) {
+		} else if (j->n > 1 && r != -ECANCELED && r != -ENOMEM && r != -EMFILE) {
 			ts->single = true;
 			t->q[t->qn++] = j->g[i];
 			ts->queued = true;
@@ -221,6 +226,7 @@ static void read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
 	struct job j = { .g = { g }, .n = 1, .bytes = ts->len };
 	struct errinfo e = { 0 };
 	bool ahead = ts->ahead;
+	uint32_t nfds;
 	int r;
 
 	for (uint32_t i = 0; i < BATCH_UNITS; i++)
@@ -234,17 +240,24 @@ static void read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
 		return;
 	if (g >= t->nseg && !ts->single)
 		gather_locked(t, &j, ahead);
-	if (ahead && !tier_room_ahead_locked(t, j.bytes))
+	nfds = units_in(t, j.g, j.n);
+	if (ahead && !tier_room_ahead_locked(t, j.bytes, nfds))
 		return; /* none of them read (each asked for again, if wanted) */
 	/* Reading from here on, while it waits for room too (the lock is
 	 * let go then): a request meanwhile must not queue it again, or two
 	 * readers read it, and the first one's memfd and budget leak. */
 	for (uint32_t i = 0; i < j.n; i++)
 		t->s[j.g[i]].reading = true;
-	if ((r = tier_make_room_locked(t, j.bytes)) < 0) {
-		if (r != -ECANCELED)
+	if ((r = tier_make_room_locked(t, j.bytes, nfds)) < 0) {
+		if (r == -EMFILE)
+			err_set(&e, -ENOMEM, "the disk tier's memfds (RLIMIT_NOFILE leaves room for a limited number) are "
+				"all held by workers; unit %u of model %s waits for a release", g, t->lm->model->name);
+		else if (r != -ECANCELED)
 			err_set(&e, -ENOMEM, "--memory-budget %s is all held by workers; segment or unit %u of model %s waits for a release",
 				fmt_bytes(t->budget, (char[32]){ 0 }, 32), g, t->lm->model->name);
+		if (r != -ECANCELED)
+			r = -ENOMEM;
+		nfds = 0; /* none taken, none to give back */
 	} else {
 		t->reading_bytes += j.bytes;
 		t->st.reads_in_flight += j.n;
@@ -254,7 +267,7 @@ static void read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
 		t->reading_bytes -= j.bytes;
 		t->st.reads_in_flight -= j.n;
 	}
-	finish_locked(t, &j, r, &e, ahead);
+	finish_locked(t, &j, r, &e, ahead, nfds);
 }
 
 /* Tests only: while the file named by $WSRV_TEST_TIER_EIO exists, every
@@ -264,7 +277,7 @@ static __thread bool tier_reading;
 
 static void eio_hook(const char *path, uint64_t off, int *res)
 {
-	const char *flag = getenv("WSRV_TEST_TIER_EIO");
+	const char *flag = test_seam("WSRV_TEST_TIER_EIO");
 
 	(void)path;
 	(void)off;
@@ -274,7 +287,7 @@ static void eio_hook(const char *path, uint64_t off, int *res)
 
 void tier_test_seam(void)
 {
-	if (getenv("WSRV_TEST_TIER_EIO"))
+	if (test_seam("WSRV_TEST_TIER_EIO"))
 		loader_cqe_hook = eio_hook;
 }
 

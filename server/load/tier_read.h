@@ -131,13 +131,31 @@ static inline void cache_locked(struct tier *t, uint32_t g)
  * still maps stay its. */
 void tier_drop_locked(struct tier *t, uint32_t g);
 
-/* Room for a read-ahead of size bytes, and beside it for the largest
- * segment, from what is free and what a pass left (tier_evict.c): whether
- * it fits. */
-bool tier_room_ahead_locked(struct tier *t, uint64_t size);
-/* Room for size bytes: evicts, then waits for releases a while: 0,
- * -ENOMEM, or -ECANCELED (stopping). The lock is let go while it waits. */
-int tier_make_room_locked(struct tier *t, uint64_t size);
+/* Units' memfds, counted for every tier of the process against
+ * tier_unit_fd_limit (tier_evict.c): n more taken if they fit (whether
+ * they did), or n given back. A segment's fd is the arena's, counted in
+ * the server's own. */
+bool tier_unit_fds_take(uint32_t n);
+void tier_unit_fds_put(uint32_t n);
+/* Of j's n pieces g[0..n), the units (each one memfd). */
+static inline uint32_t units_in(const struct tier *t, const uint32_t *g, uint32_t n)
+{
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		k += g[i] >= t->nseg;
+	return k;
+}
+
+/* Room for a read-ahead of size bytes and nfds units' memfds, and beside
+ * it for the largest segment, from what is free and what a pass left
+ * (tier_evict.c): whether it fits; when it does, the nfds are taken
+ * (tier_unit_fds_take). */
+bool tier_room_ahead_locked(struct tier *t, uint64_t size, uint32_t nfds);
+/* Room for size bytes and nfds units' memfds: evicts, then waits for
+ * releases a while: 0 (the nfds taken), -ENOMEM (bytes), -EMFILE (fds),
+ * or -ECANCELED (stopping). The lock is let go while it waits. */
+int tier_make_room_locked(struct tier *t, uint64_t size, uint32_t nfds);
 
 /* Sets the tests' read-error seam when $WSRV_TEST_TIER_EIO asks for it
  * (tier_fetch.c). */

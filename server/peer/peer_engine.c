@@ -21,6 +21,8 @@
 #include "peer_bounce.h"
 #include "peer_proto.h"
 #include "peer_ucx.h"
+#include "utf8.h"
+#include "test_seam.h"
 
 struct ptab {
 	struct peer_table *t;
@@ -319,11 +321,11 @@ static int bind_model(struct peer_engine *ps, struct conn *c)
 	struct ptab *pt = tab_find(ps, name);
 
 	if (!pt && expected(ps, name))
-		return serve_refuse(ps, c, -EAGAIN, "model '%.100s' is not loaded here yet", name), -1;
+		return serve_refuse(ps, c, -EAGAIN, "model '%.*s' is not loaded here yet", UTF8_CUT(name, 100)), -1;
 	if (!pt)
-		return serve_refuse(ps, c, -ENOENT, "no model '%.100s' here", name), -1;
+		return serve_refuse(ps, c, -ENOENT, "no model '%.*s' here", UTF8_CUT(name, 100)), -1;
 	if (pt->t->layout != c->auth.layout || pt->t->ntensors != c->ntensors)
-		return serve_refuse(ps, c, -ESTALE, "model '%.100s' here is another generation or layout (other files, a published generation, or other load options)", name), -1;
+		return serve_refuse(ps, c, -ESTALE, "model '%.*s' here is another generation or layout (other files, a published generation, or other load options)", UTF8_CUT(name, 100)), -1;
 	c->tab = pt;
 	pt->users++;
 	return 0;
@@ -670,9 +672,9 @@ int peer_engine_start(const char *addr, const struct peer_trust *trust, double b
 	ps->efd = -1;
 	bounce_init(&ps->bounce, 1u << 20, PEER_BOUNCE_BYTES);
 	pthread_mutex_init(&ps->lock, NULL);
-	ps->corrupt = (v = getenv("WSRV_TEST_PEER_CORRUPT")) && *v == '1';
-	ps->delay_ms = (v = getenv("WSRV_TEST_PEER_DELAY_MS")) ? (unsigned)atoi(v) : 0;
-	ps->offer_delay_ms = (v = getenv("WSRV_TEST_PEER_OFFER_DELAY_MS")) ? (unsigned)atoi(v) : 0;
+	ps->corrupt = (v = test_seam("WSRV_TEST_PEER_CORRUPT")) && *v == '1';
+	ps->delay_ms = (v = test_seam("WSRV_TEST_PEER_DELAY_MS")) ? (unsigned)atoi(v) : 0;
+	ps->offer_delay_ms = (v = test_seam("WSRV_TEST_PEER_OFFER_DELAY_MS")) ? (unsigned)atoi(v) : 0;
 	ps->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	r = ps->stopfd < 0 ? err_set(e, -errno, "eventfd: %s", strerror(errno)) : 0;
 	if (r == 0)

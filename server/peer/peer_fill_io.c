@@ -11,6 +11,7 @@
 #include "clock.h"
 #include "log.h"
 #include "peer_ucx.h"
+#include "utf8.h"
 
 static bool send_to(struct fio *f, size_t i, unsigned id, const void *hdr, size_t hlen,
 		    const void *data, size_t len);
@@ -52,7 +53,7 @@ static void take_table(struct fio *f, size_t i, const void *buf, size_t len)
 	if (h->magic != PEER_MAGIC)
 		return fio_kill(f, i, "sent a malformed table");
 	if (h->status < 0) {
-		snprintf(why, sizeof(why), "refused: %.160s", h->msg);
+		snprintf(why, sizeof(why), "refused: %.*s", UTF8_CUT(h->msg, 160));
 		/* Not loaded there yet: asked again until --fill-wait is up. */
 		fp->refused = h->status != -EAGAIN;
 		return fio_kill(f, i, why);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* peer_trust.c - networks, tokens and addresses of peers. */
 #include "peer_trust.h"
+#include "utf8.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,7 +21,7 @@ int peer_trust_allow(struct peer_trust *t, const char *cidr, struct errinfo *e)
 	if (t->nallow >= PEER_MAX_ALLOW)
 		return err_set(e, -E2BIG, "--peer-allow: at most %d networks", PEER_MAX_ALLOW);
 	if (strlen(cidr) >= sizeof(buf))
-		return err_set(e, -EINVAL, "--peer-allow: '%.64s...' is too long", cidr);
+		return err_set(e, -EINVAL, "--peer-allow: '%.*s...' is too long", UTF8_CUT(cidr, 64));
 	strcpy(buf, cidr);
 	slash = strchr(buf, '/');
 	if (slash)

@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: MIT
+/* test_tier_abuse.c - one client of a disk tier costs only itself (issue
+ * 48): what a hostile or greedy worker did to everyone else on the tree
+ * before, each case a regression test of one item.
+ * - unit_fds_bounded (item 1): one client that took every routed expert,
+ *   a layer at a time, left wsrvd holding an fd per cached expert until
+ *   RLIMIT_NOFILE ran out; reads of other experts then failed ("cannot
+ *   make a memfd") and new clients were refused. Cached experts now count
+ *   against the fds RLIMIT_NOFILE leaves, and are evicted by that count.
+ * - fds_read_only (item 2): every fd a client received was an O_RDWR file
+ *   description, and fallocate on it filled the memfd's holes (a tier's
+ *   punched-out experts) past the budget, for good. Now every one is
+ *   O_RDONLY, and the file mode stops a reopen as writable.
+ * - item 12: a take of more pieces than a client may ever have unread was
+ *   EAGAIN, so retrying never helped; now E2BIG with the number. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "packet.h"
+#include "wsrv.h"
+#include "wsrv.pb-c.h"
+
+/* About 88 MiB: layer 0 dense, 1-3 with 64 routed experts each (192
+ * units, 0.39 MiB each); 12.6 MiB stays. Under an 80M budget every expert
+ * but a few fits in bytes: what runs short is fds. */
+static struct fixture F = { .tag = "tierabuse", .models = {
+	{ "deepseek-v3-mini", 32 << 20, 4, 2, 5, .experts = 64 } } };
+
+#define BUDGET "80M"
+#define UNIT0 5u   /* the segments: the global group's, then one per layer */
+#define NOFILE 200 /* 38 of the server's own, 16 clients, 4 regions, 64 kept: 78 experts */
+
+/* wsrvd under NOFILE with room for 16 clients and 4 regions. */
+static void serve(struct test_server *ts)
+{
+	ts->nofile = NOFILE;
+	assert_int_equal(server_start(ts, "m", F.dir[0], "--memory-budget", BUDGET, "--max-clients", "16",
+				      "--max-regions", "4", NULL), 0);
+}
+
+/* A client maps layer L whole (its 64 experts held), then leaves. */
+static int take_layer_and_leave(const char *sock, int32_t L)
+{
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	int r;
+
+	if ((r = wsrv_connect(sock, NULL, &c)) < 0)
+		return r;
+	if ((r = wsrv_attach(c, "m", &m)) == 0) {
+		if ((r = wsrv_model_wait(m, L, 30000)) < 0)
+			print_message("layer %d: %s\n", L, wsrv_last_error());
+		wsrv_detach(m);
+	}
+	wsrv_disconnect(c);
+	return r;
+}
+
+/* Item 1: every expert of every layer taken, a layer at a time, by clients
+ * that leave; wsrvd stays inside its fds, twelve new clients attach, and
+ * a layer evicted meanwhile is read again. Before: the third layer's take
+ * failed (-ENOMEM, "cannot make a memfd"), 38 + 128 fds open of 200. */
+static void unit_fds_bounded(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *c[12];
+	struct wsrv_model *m[12];
+
+	(void)st;
+	serve(&ts);
+	assert_true(server_log_has(&ts, "192 routed experts"));
+	assert_true(server_log_has(&ts, "room for 78 of the disk tier's 192 routed experts"));
+	for (int pass = 0; pass < 2; pass++)
+		for (int32_t L = 1; L <= 3; L++)
+			assert_int_equal(take_layer_and_leave(ts.sock, L), 0);
+	assert_true(pid_fd_count(ts.pid) <= NOFILE - 64);
+	for (int i = 0; i < 12; i++) {
+		assert_int_equal(wsrv_connect(ts.sock, NULL, &c[i]), 0);
+		assert_int_equal(wsrv_attach(c[i], "m", &m[i]), 0);
+	}
+	assert_int_equal(wsrv_model_wait(m[0], 1, 30000), 0);
+	for (int i = 0; i < 12; i++) {
+		wsrv_detach(m[i]);
+		wsrv_disconnect(c[i]);
+	}
+	server_done(&ts);
+}
+
+/* One reply: its error code (0: none), its fds (kept), and with an Attach
+ * reply the attachment's id and segment count. */
+static int recv_reply(int fd, int *fds, int *nfds, uint32_t *attach_id, uint32_t *nseg)
+{
+	static uint8_t buf[WSRV_MAX_PACKET];
+	long len = pkt_recv(fd, buf, sizeof(buf), fds, WSRV_MAX_FDS, nfds);
+	Wsrv__Response *r;
+	int code;
+
+	if (len <= 0 || !(r = wsrv__response__unpack(NULL, (size_t)len, buf)))
+		return -1;
+	code = r->body_case == WSRV__RESPONSE__BODY_ERROR ? (int)r->error->code : 0;
+	if (r->body_case == WSRV__RESPONSE__BODY_ATTACH) {
+		*attach_id = r->attach->attach_id;
+		*nseg = (uint32_t)r->attach->n_segment_sizes;
+	}
+	wsrv__response__free_unpacked(r, NULL);
+	return code;
+}
+
+/* Every fd is a read-only description whose holes cannot be filled, and
+ * (not as root, who may) cannot be reopened writable; closes them. */
+static void check_read_only(int *fds, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct stat sb;
+		char path[64];
+		assert_int_equal(fcntl(fds[i], F_GETFL) & O_ACCMODE, O_RDONLY);
+		assert_int_equal(posix_fallocate(fds[i], 0, 4096), EBADF);
+		assert_int_equal(fstat(fds[i], &sb), 0);
+		assert_int_equal(sb.st_mode & 0777, 0400);
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fds[i]);
+		if (geteuid() != 0)
+			assert_int_equal(open(path, O_RDWR | O_CLOEXEC), -1);
+	}
+	pkt_close_fds(fds, n);
+}
+
+/* Asks for units [first, first + n) with partial until one comes; its
+ * fds in fds. */
+static int take_units(int fd, uint32_t attach_id, uint32_t first, uint32_t n, int *fds)
+{
+	uint32_t ids[16], nseg;
+	int got = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		ids[i] = first + i;
+	for (int tries = 0; tries < 200 && got == 0; tries++) {
+		Wsrv__Request q = WSRV__REQUEST__INIT;
+		Wsrv__AttachSegments a = WSRV__ATTACH_SEGMENTS__INIT;
+		a.attach_id = attach_id;
+		a.segments = ids;
+		a.n_segments = n;
+		a.partial = true;
+		q.body_case = WSRV__REQUEST__BODY_ATTACH_SEGMENTS;
+		q.attach_segments = &a;
+		assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
+		assert_int_equal(recv_reply(fd, fds, &got, &attach_id, &nseg), 0);
+		if (got == 0)
+			sleep_ms(20);
+	}
+	return got;
+}
+
+/* Item 12: a take of 40 units without partial, more than the 24 fds this
+ * client may ever have unread (4 Attach replies of 6). Before: EAGAIN
+ * "0 file descriptors still unread", which no retry helps. */
+static int ask_too_many(int fd, uint32_t attach_id)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__AttachSegments a = WSRV__ATTACH_SEGMENTS__INIT;
+	uint32_t ids[40], nseg;
+	int fds[WSRV_MAX_FDS], n = 0, code;
+
+	for (uint32_t i = 0; i < 40; i++)
+		ids[i] = UNIT0 + 20 + i;
+	a.attach_id = attach_id;
+	a.segments = ids;
+	a.n_segments = 40;
+	q.body_case = WSRV__REQUEST__BODY_ATTACH_SEGMENTS;
+	q.attach_segments = &a;
+	assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
+	code = recv_reply(fd, fds, &n, &attach_id, &nseg);
+	pkt_close_fds(fds, n);
+	return code;
+}
+
+/* Item 2: the fds of an Attach (layout, readiness page, resident
+ * segments) and of a take of experts, each read-only. Before: O_RDWR,
+ * and posix_fallocate on each grew the server's memfds for good. */
+static void fds_read_only(void **st)
+{
+	struct test_server ts = { 0 };
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__Attach a = WSRV__ATTACH__INIT;
+	int fd, fds[WSRV_MAX_FDS], n = 0;
+	uint32_t attach_id = 0, nseg = 0;
+
+	(void)st;
+	serve(&ts);
+	fd = raw_connect(ts.sock);
+	assert_true(fd >= 0);
+	assert_int_equal(raw_hello(fd, NULL), 0);
+	assert_int_equal(raw_recv_code(fd, NULL, NULL), 0);
+	a.model = "m";
+	a.while_loading = true;
+	q.body_case = WSRV__REQUEST__BODY_ATTACH;
+	q.attach = &a;
+	assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
+	assert_int_equal(recv_reply(fd, fds, &n, &attach_id, &nseg), 0);
+	assert_int_equal(nseg, UNIT0);
+	assert_true(n >= 2);
+	check_read_only(fds, n);
+	n = take_units(fd, attach_id, UNIT0, 16, fds);
+	assert_true(n > 0);
+	check_read_only(fds, n);
+	assert_int_equal(ask_too_many(fd, attach_id), E2BIG);
+	close(fd);
+	server_done(&ts);
+}
+
+FIXTURE_MAIN(F,
+	cmocka_unit_test(unit_fds_bounded),
+	cmocka_unit_test(fds_read_only),
+)

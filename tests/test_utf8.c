@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: MIT
+/* test_utf8.c - cutting text on character boundaries and the characters a
+ * name may not hold (issue 48, items 7 and 13): the helpers every cut and
+ * every check goes through, and the log's escaping of what is refused. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "escape.h"
+#include "fixture.h"
+#include "utf8.h"
+
+static struct fixture F = { .tag = "utf8" };
+
+static void fit_never_cuts_a_character(void **st)
+{
+	char out[8];
+
+	(void)st;
+	assert_int_equal(utf8_fit("abc", 8), 3);
+	assert_int_equal(utf8_fit("a\xc3\xa9", 2), 1);         /* "é" does not fit */
+	assert_int_equal(utf8_fit("a\xc3\xa9", 3), 3);
+	assert_int_equal(utf8_fit("\xe6\x97\xa5\xe6\x97\xa5", 5), 3);
+	assert_int_equal(utf8_fit("\xf0\x9f\x98\x80x", 3), 0); /* a 4-byte one */
+	assert_int_equal(utf8_fit("\xff\xfe", 1), 1);          /* not UTF-8: a byte each */
+	utf8_copy(out, sizeof(out), "abcdef\xc3\xa9");         /* 7 kept at most: 6 */
+	assert_string_equal(out, "abcdef");
+	snprintf(out, sizeof(out), "%.*s", UTF8_CUT("ab\xe6\x97\xa5", 4));
+	assert_string_equal(out, "ab");
+}
+
+static void trim_drops_an_incomplete_end(void **st)
+{
+	char a[] = "ab\xc3", b[] = "ab\xe2\x80", c[] = "ab\xc3\xa9", d[] = "ab";
+
+	(void)st;
+	utf8_trim(a);
+	utf8_trim(b);
+	utf8_trim(c);
+	utf8_trim(d);
+	assert_string_equal(a, "ab");
+	assert_string_equal(b, "ab");
+	assert_string_equal(c, "ab\xc3\xa9");
+	assert_string_equal(d, "ab");
+}
+
+static void hidden_characters(void **st)
+{
+	(void)st;
+	assert_true(utf8_hidden((const unsigned char *)"\x1b", 1));
+	assert_true(utf8_hidden((const unsigned char *)"\0", 1));
+	assert_false(utf8_hidden((const unsigned char *)"\t", 1));
+	assert_true(utf8_hidden((const unsigned char *)"\xc2\x85", 2));     /* NEL */
+	assert_false(utf8_hidden((const unsigned char *)"\xc2\xa0", 2));    /* NBSP */
+	assert_true(utf8_hidden((const unsigned char *)"\xe2\x80\xae", 3)); /* RLO */
+	assert_true(utf8_hidden((const unsigned char *)"\xe2\x81\xa9", 3)); /* PDI */
+	assert_false(utf8_hidden((const unsigned char *)"\xe2\x80\x8e", 3)); /* LRM */
+	/* The log writes an override as bytes, not as itself. */
+	assert_string_equal(esc("a\xe2\x80\xae" "b"), "a\\xe2\\x80\\xaeb");
+}
+
+FIXTURE_MAIN(F,
+	cmocka_unit_test(fit_never_cuts_a_character),
+	cmocka_unit_test(trim_drops_an_incomplete_end),
+	cmocka_unit_test(hidden_characters),
+)
