@@ -262,15 +262,15 @@ static void restart_after_scrape(void **st)
 	}
 }
 
-/* A TCP connection to the metrics port from 127.0.0.2 (another address
- * than the scrapes', which come from 127.0.0.1), or -1. */
-static int connect_from_other(int port)
+/* A TCP connection to the metrics port from 127.0.0.<host> (another
+ * address than the scrapes', which come from 127.0.0.1), or -1. */
+static int connect_from(int port, unsigned host)
 {
 	struct sockaddr_in me = { .sin_family = AF_INET }, to = { .sin_family = AF_INET,
 								  .sin_port = htons((uint16_t)port) };
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
-	me.sin_addr.s_addr = htonl(0x7f000002);
+	me.sin_addr.s_addr = htonl(0x7f000000 | host);
 	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	if (fd >= 0 && (bind(fd, (struct sockaddr *)&me, sizeof(me)) < 0 ||
 			connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0)) {
@@ -278,6 +278,11 @@ static int connect_from_other(int port)
 		fd = -1;
 	}
 	return fd;
+}
+
+static int connect_from_other(int port)
+{
+	return connect_from(port, 2);
 }
 
 /* 6: issue 37 item 8. 16 connections each sending a header line every
@@ -297,6 +302,7 @@ static void trickling_clients_starve_nobody(void **st)
 		if (fds[i] >= 0 && send(fds[i], "GET /metrics HTTP/1.1\r\n", 24, MSG_NOSIGNAL) == 24)
 			held++;
 	assert_true(held >= 4);
+	sleep_ms(150); /* slow from now on: a scrape takes the place of one */
 	assert_int_equal(get("/metrics", &body), 200);
 	free(body);
 	/* Trickle on: every open one is closed by the server within the
@@ -323,6 +329,24 @@ static void trickling_clients_starve_nobody(void **st)
 			fail_msg("a trickling connection was open after %.0f s", mono_now() - t0);
 		}
 	assert_int_equal(get("/metrics", NULL), 200);
+}
+
+/* Issue 48 item 6: four silent connections from each of 127.0.0.2-9
+ * (MHD counted each address alone: 16 slots, all taken) kept every scrape
+ * from 127.0.0.1 out. All loopback is one address now, and a new
+ * connection takes the place of the oldest slow one. */
+static void loopback_is_one_address(void **st)
+{
+	int port = metrics_port(), fds[32];
+
+	for (int i = 0; i < 32; i++)
+		fds[i] = connect_from(port, 2 + (unsigned)i / 4);
+	sleep_ms(150);
+	for (int k = 0; k < 4; k++)
+		assert_int_equal(get("/metrics", NULL), 200);
+	for (int i = 0; i < 32; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
 }
 
 /* 7: issue 37 item 8: a Hello name that is not UTF-8 text reached the
@@ -450,6 +474,7 @@ static void series_stay_bounded(void **st)
 FIXTURE_MAIN(F,
 	cmocka_unit_test(series_stay_bounded),
 	cmocka_unit_test(trickling_clients_starve_nobody),
+	cmocka_unit_test(loopback_is_one_address),
 	cmocka_unit_test(non_text_names_refused),
 	cmocka_unit_test(restart_after_scrape),
 	cmocka_unit_test(scrape_counts_and_validates),

@@ -227,6 +227,14 @@ static void rerun_replaces_and_no_space_refused(void **s)
 	assert_int_equal(model_open("m", out, NULL, &m, &e), 0); /* untouched */
 	model_free(m);
 	mk_spec_free(&spec);
+	/* Issue 48 item 14: a file it did not write is never deleted; the
+	 * directory is refused, saying which file. */
+	assert_int_equal(mk_preset("tiny", 2 << 20, 2, &spec, &e), 0);
+	assert_int_equal(st_write(pjoin(out, "notes.txt"), "{}", 0, NULL) < 0, 0);
+	assert_int_equal(mk_write(&spec, out, 1, 1, &e), -ENOTEMPTY);
+	assert_non_null(strstr(e.msg, "notes.txt"));
+	assert_int_equal(stat(pjoin(out, "notes.txt"), &st), 0);
+	mk_spec_free(&spec);
 	rm_rf(dir);
 	free(dir);
 }

@@ -16,6 +16,7 @@
 #include "packet.h"
 #include "srv_counters.h"
 #include "srv_region.h"
+#include "ratelimit.h"
 
 struct peer_serve;
 struct srv_metrics;
@@ -103,12 +104,6 @@ struct lease {
 enum srv_op_kind { OP_ACCEPT, OP_RECV, OP_SEND, OP_SIGNAL, OP_TICK, OP_CANCEL, OP_ACCEPT_CANCEL,
 		   OP_RELOAD };
 
-/* At most `burst` events per `window` seconds pass; the rest are counted
- * and reported with the next one that passes. */
-struct ratelimit {
-	double window, start;
-	unsigned burst, passed, suppressed;
-};
 
 /* What an io_uring completion is about (its user_data). */
 struct srv_op {
@@ -228,7 +223,5 @@ bool srv_peer_allowed(const struct server *srv, int fd, const struct ucred *c);
  * less those still unread (SIOCOUTQ tells when everything was read). */
 uint32_t srv_fd_room(const struct server *srv, struct session *s);
 
-/* True when the event passes the limit (see struct ratelimit). */
-bool ratelimit_pass(struct ratelimit *rl, double now);
 
 #endif

@@ -28,8 +28,12 @@
 #include "clock.h"
 #include "log.h"
 
-#define METRICS_CONNS 16
-#define METRICS_PER_ADDR 4
+#define METRICS_CONNS 16          /* connections served at once */
+#define METRICS_SLOTS (METRICS_CONNS + 4) /* and closing ones, for room to evict */
+#define METRICS_PER_ADDR 4        /* of them from one address (all loopback: one) */
+#define METRICS_SLOW_S 0.1        /* a connection this long without a whole request may
+                                   * be closed to make room for a new one (a scrape
+                                   * takes milliseconds) */
 #define METRICS_TIMEOUT_S 5
 #define METRICS_DEADLINE_S 10.0
 #define METRICS_HEADER_BYTES (16u << 10)
@@ -47,8 +51,87 @@ struct srv_metrics {
 	struct mconn {
 		int fd;             /* a dup of the connection's socket (ours), or -1 */
 		double since;
-	} conns[METRICS_CONNS];
+		uint8_t key[17];    /* its address (addr_key) */
+		bool evicted;       /* closed for a newer one, not gone yet: not counted */
+	} conns[METRICS_SLOTS];
+	uint8_t next_key[17];       /* the address the policy let in last */
 };
+
+/* An address for the per-address limit: IPv6, or IPv4 mapped into it,
+ * then the family. Every loopback address is one (issue 48 item 6: a
+ * process on 127.0.0.2-9 held 4 connections from each, and a scraper on
+ * 127.0.0.1 got none). */
+static void addr_key(const struct sockaddr *sa, uint8_t key[17])
+{
+	memset(key, 0, 17);
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)(const void *)sa;
+		if ((ntohl(a->sin_addr.s_addr) >> 24) == 127) {
+			key[16] = 1;
+			return;
+		}
+		key[10] = key[11] = 0xff;
+		memcpy(key + 12, &a->sin_addr, 4);
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)(const void *)sa;
+		if (IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) ||
+		    (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr) && a->sin6_addr.s6_addr[12] == 127)) {
+			key[16] = 1;
+			return;
+		}
+		memcpy(key, &a->sin6_addr, 16);
+	}
+	key[16] = 2;
+}
+
+/* The oldest connection (with key, or any when key is NULL) that has had
+ * no whole request for METRICS_SLOW_S, or -1. */
+static int oldest_slow(const struct srv_metrics *m, const uint8_t *key, double now)
+{
+	int best = -1;
+
+	for (int i = 0; i < METRICS_SLOTS; i++) {
+		const struct mconn *c = &m->conns[i];
+		if (c->fd < 0 || c->evicted || !c->since || now - c->since < METRICS_SLOW_S ||
+		    (key && memcmp(c->key, key, 17) != 0))
+			continue;
+		if (best < 0 || c->since < m->conns[best].since)
+			best = i;
+	}
+	return best;
+}
+
+/* MHD asks before it takes a connection: within METRICS_CONNS in all and
+ * METRICS_PER_ADDR from its address, or else in the place of the oldest
+ * slow one there (closed now), so that slow clients never keep a scraper
+ * out; refused when there is none. */
+static enum MHD_Result policy(void *arg, const struct sockaddr *sa, socklen_t len)
+{
+	struct srv_metrics *m = arg;
+	uint8_t key[17];
+	int same = 0, all = 0, v = -1;
+	double now = mono_now();
+
+	(void)len;
+	addr_key(sa, key);
+	pthread_mutex_lock(&m->conn_lock);
+	for (int i = 0; i < METRICS_SLOTS; i++)
+		if (m->conns[i].fd >= 0 && !m->conns[i].evicted) {
+			all++;
+			same += memcmp(m->conns[i].key, key, 17) == 0;
+		}
+	if (same >= METRICS_PER_ADDR)
+		v = oldest_slow(m, key, now);
+	else if (all >= METRICS_CONNS)
+		v = oldest_slow(m, NULL, now);
+	if (v >= 0) {
+		(void)shutdown(m->conns[v].fd, SHUT_RDWR);
+		m->conns[v].evicted = true;
+	}
+	memcpy(m->next_key, key, 17);
+	pthread_mutex_unlock(&m->conn_lock);
+	return same < METRICS_PER_ADDR && all < METRICS_CONNS ? MHD_YES : v >= 0 ? MHD_YES : MHD_NO;
+}
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *body)
 {
@@ -107,14 +190,16 @@ static void on_conn(void *arg, struct MHD_Connection *c, void **ctx, enum MHD_Co
 	pthread_mutex_lock(&m->conn_lock);
 	if (code == MHD_CONNECTION_NOTIFY_STARTED &&
 	    (ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD))) {
-		for (slot = 0; slot < METRICS_CONNS && m->conns[slot].fd >= 0; slot++)
+		for (slot = 0; slot < METRICS_SLOTS && m->conns[slot].fd >= 0; slot++)
 			;
-		if (slot < METRICS_CONNS &&
+		if (slot < METRICS_SLOTS &&
 		    (m->conns[slot].fd = fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 3)) >= 0) {
 			m->conns[slot].since = mono_now();
+			m->conns[slot].evicted = false;
+			memcpy(m->conns[slot].key, m->next_key, 17); /* policy ran just before, on this thread */
 			*ctx = (void *)(slot + 1);
 		}
-	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED && slot >= 0 && slot < METRICS_CONNS) {
+	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED && slot >= 0 && slot < METRICS_SLOTS) {
 		close(m->conns[slot].fd);
 		m->conns[slot].fd = -1;
 		*ctx = NULL;
@@ -131,7 +216,7 @@ static void on_done(void *arg, struct MHD_Connection *c, void **ctx, enum MHD_Re
 	intptr_t slot = ci ? (intptr_t)ci->socket_context - 1 : -1;
 
 	pthread_mutex_lock(&m->conn_lock);
-	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && slot >= 0 && slot < METRICS_CONNS &&
+	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && slot >= 0 && slot < METRICS_SLOTS &&
 	    m->conns[slot].fd >= 0 && m->conns[slot].since)
 		m->conns[slot].since = mono_now();
 	pthread_mutex_unlock(&m->conn_lock);
@@ -142,7 +227,7 @@ void srv_metrics_sweep(struct srv_metrics *m)
 	double now = mono_now();
 
 	pthread_mutex_lock(&m->conn_lock);
-	for (int i = 0; i < METRICS_CONNS; i++)
+	for (int i = 0; i < METRICS_SLOTS; i++)
 		if (m->conns[i].fd >= 0 && m->conns[i].since && now - m->conns[i].since > METRICS_DEADLINE_S) {
 			log_info("metrics: a request not whole after %.0f s; its connection is closed",
 				 METRICS_DEADLINE_S);
@@ -266,14 +351,13 @@ int srv_metrics_start(const char *addr, bool share_port, struct srv_metrics **ou
 		return err_set(e, -ENOMEM, "out of memory");
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_mutex_init(&m->conn_lock, NULL);
-	for (int i = 0; i < METRICS_CONNS; i++)
+	for (int i = 0; i < METRICS_SLOTS; i++)
 		m->conns[i].fd = -1;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	m->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, m,
+	m->d = MHD_start_daemon(flags, 0, policy, m, on_request, m,
 				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_CONNS,
-				MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)METRICS_PER_ADDR,
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_SLOTS,
 				MHD_OPTION_NOTIFY_CONNECTION, on_conn, m,
 				MHD_OPTION_NOTIFY_COMPLETED, on_done, m,
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_TIMEOUT_S,
@@ -318,7 +402,7 @@ void srv_metrics_stop(struct srv_metrics *m)
 	if (!m)
 		return;
 	MHD_stop_daemon(m->d);
-	for (int i = 0; i < METRICS_CONNS; i++)
+	for (int i = 0; i < METRICS_SLOTS; i++)
 		if (m->conns[i].fd >= 0)
 			close(m->conns[i].fd);
 	pthread_mutex_destroy(&m->conn_lock);

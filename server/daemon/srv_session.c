@@ -122,16 +122,3 @@ uint32_t srv_fd_room(const struct server *srv, struct session *s)
 	return s->fds_unread >= srv->fd_budget ? 0 : srv->fd_budget - s->fds_unread;
 }
 
-bool ratelimit_pass(struct ratelimit *rl, double now)
-{
-	if (now - rl->start >= rl->window) {
-		rl->start = now;
-		rl->passed = 0;
-	}
-	if (rl->passed < rl->burst) {
-		rl->passed++;
-		return true;
-	}
-	rl->suppressed++;
-	return false;
-}

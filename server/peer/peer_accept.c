@@ -41,7 +41,7 @@ int accept(int fd, struct sockaddr *addr, socklen_t *len)
 
 		if (c >= 0 && t && !allowed(t, &ss)) {
 			peer_addr_str((const struct sockaddr *)&ss, who, sizeof(who));
-			log_warn("peer %s: refused before UCX read a byte: not in --peer-allow", who);
+			peer_refusal_log(who, "before UCX read a byte");
 			if (refused_count)
 				__atomic_add_fetch(refused_count, 1, __ATOMIC_RELAXED);
 			close(c);

@@ -525,7 +525,7 @@ static void on_conn(ucp_conn_request_h req, void *arg)
 	    !peer_trust_allowed(&ps->trust, (const struct sockaddr *)&a.client_address)) {
 		if (a.field_mask)
 			peer_addr_str((const struct sockaddr *)&a.client_address, addr, sizeof(addr));
-		log_warn("peer %s: refused: not in --peer-allow", addr);
+		peer_refusal_log(addr, "by UCX");
 		serve_count(&ps->cnt->refused, 1);
 		ucp_listener_reject(ps->listener, req);
 		return;

@@ -3,6 +3,8 @@
 #include "peer_trust.h"
 #include "utf8.h"
 
+#include <pthread.h>
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +13,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "clock.h"
+#include "log.h"
+#include "ratelimit.h"
 
 int peer_trust_allow(struct peer_trust *t, const char *cidr, struct errinfo *e)
 {
@@ -161,4 +167,26 @@ void peer_addr_str(const struct sockaddr *sa, char *buf, size_t len)
 	} else {
 		snprintf(buf, len, "(family %d)", sa->sa_family);
 	}
+}
+
+void peer_refusal_log(const char *who, const char *how)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static struct ratelimit rl = { .window = 10, .burst = 5 };
+	unsigned kept_out = 0;
+	bool pass;
+
+	pthread_mutex_lock(&mu);
+	if ((pass = ratelimit_pass(&rl, mono_now()))) {
+		kept_out = rl.suppressed;
+		rl.suppressed = 0;
+	}
+	pthread_mutex_unlock(&mu);
+	if (!pass)
+		return;
+	if (kept_out)
+		log_warn("peer %s: refused %s: not in --peer-allow (and %u more refused since the last line)", who,
+			 how, kept_out);
+	else
+		log_warn("peer %s: refused %s: not in --peer-allow", who, how);
 }

@@ -43,6 +43,12 @@ int peer_trust_token(struct peer_trust *t, const char *path, struct errinfo *e);
  * addresses match IPv4 networks. */
 bool peer_trust_allowed(const struct peer_trust *t, const struct sockaddr *addr);
 
+/* Logs that a connection from who was refused (how: at which step),
+ * at most 5 lines in 10 s from any thread; the lines kept out are counted
+ * in the next one (issue 48 item 11: 2,000 strangers wrote 2,000 lines).
+ * The refusal itself is counted by the caller (wsrv_peer_refused_total). */
+void peer_refusal_log(const char *who, const char *how);
+
 /* Parses "ADDR:PORT" or "[ADDR6]:PORT" into ss (port 1..65535). */
 int peer_parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len,
 		    struct errinfo *e);

@@ -4,9 +4,11 @@
  * positive scales, norms near 1), so a forward pass over them stays finite. */
 #include "mkmodel.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <stdbool.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -279,15 +281,49 @@ static int make_parents(const char *dir, struct errinfo *e)
 	return 0;
 }
 
+/* Whether name is one wsrv-mkmodel writes. */
+static bool ours(const char *name)
+{
+	unsigned a, b;
+	char end;
+
+	return strcmp(name, "model.safetensors") == 0 || strcmp(name, "model.safetensors.index.json") == 0 ||
+	       strcmp(name, "config.json") == 0 ||
+	       (sscanf(name, "model-%5u-of-%5u.safetensor%c", &a, &b, &end) == 3 && end == 's' &&
+		strlen(name) == strlen("model-00001-of-00001.safetensors"));
+}
+
+/* dir may be replaced: it does not exist, or holds only what a run of
+ * wsrv-mkmodel writes (issue 48 item 14: an operator's notes.txt beside
+ * the shards went with them). */
+static int check_replaceable(const char *dir, struct errinfo *e)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int r = 0;
+
+	if (!d)
+		return errno == ENOENT ? 0 : err_set(e, -errno, "%s: %s", dir, strerror(errno));
+	while (r == 0 && (de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && !ours(de->d_name))
+			r = err_set(e, -ENOTEMPTY, "%s holds %s, which wsrv-mkmodel did not write: give --out a new or "
+				    "empty directory, or one a run of wsrv-mkmodel made (its model is replaced whole)",
+				    dir, de->d_name);
+	closedir(d);
+	return r;
+}
+
 /* Writes into a new directory beside dir and swaps it into place, so a
  * failure (ENOSPC included) leaves dir as it was and a rerun never mixes an
- * old index with new shards. */
+ * old index with new shards. A dir that holds anything else is refused. */
 int mk_write(const struct mk_spec *spec, const char *dir, unsigned shards,
 	     uint64_t seed, struct errinfo *e)
 {
 	char tmp[3968]; /* room for "/" and a file name within PATH_MAX */
 	int r = make_parents(dir, e);
 
+	if (r == 0)
+		r = check_replaceable(dir, e);
 	if (r == 0)
 		r = check_space(spec, dir, e);
 	if (r < 0)
