@@ -810,6 +810,62 @@ static void truncated_file_gets_eio(void **st)
 	server_done(&ts);
 }
 
+/* Issue 48 item 3: a worker mapped layer 0; the second shard was
+ * rewritten in place with other bytes of the same size and header, its
+ * mtime put back (cp -p, rsync -t, touch -r), and wsrvd restarted: the
+ * worker then mapped the later layers and got other bytes than it had
+ * attached, with no error. Now each layer either has the bytes it was
+ * attached with or fails -ESTALE (the ctime, which no user sets, is in
+ * the files' identity; and a resumed worker compares checksums). */
+static void rewrite_with_mtime_back_is_stale(void **st)
+{
+	struct test_server ts = { 0 };
+	struct timespec times[2];
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct stat sb;
+	char shard[600];
+	int stale = 0;
+
+	(void)st;
+	snprintf(shard, sizeof(shard), "%s/model-00002-of-00002.safetensors", F.dir[0]);
+	assert_int_equal(start_tiered(&ts, BUDGET), 0);
+	take_sums(ts.sock);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_model_wait(m, 0, 30000), 0);
+	assert_int_equal(stat(shard, &sb), 0);
+	flip_bytes(shard);
+	times[0] = sb.st_atim;
+	times[1] = sb.st_mtim;
+	assert_int_equal(utimensat(AT_FDCWD, shard, times, 0), 0);
+	assert_int_equal(server_stop(&ts, SIGKILL), 128 + SIGKILL);
+	assert_int_equal(server_restart_args(&ts, "m", F.dir[0], "--memory-budget", BUDGET, NULL), 0);
+	for (int32_t layer = 0; layer < 8; layer++) {
+		const struct layer_sums *want = sums_of(layer);
+		struct wsrv_layer l = { 0 };
+		int r = wsrv_model_wait(m, layer, 30000);
+		if (r == -ESTALE) {
+			stale++;
+			continue;
+		}
+		assert_int_equal(r, 0);
+		for (size_t i = 0; i < wsrv_model_layer_count(m) && (!l.count || l.index != layer); i++)
+			wsrv_model_layer_info(m, i, &l);
+		for (uint32_t k = 0; k < l.count; k++) {
+			struct wsrv_tensor t;
+			assert_int_equal(wsrv_model_tensor(m, l.first + k, &t), 0);
+			if (XXH3_64bits(t.data, t.size) != want->xxh3[k])
+				fail_msg("layer %d: tensor %s has other bytes than it was attached with", layer, t.name);
+		}
+	}
+	assert_true(stale > 0);
+	restore(shard);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	server_done(&ts);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(budget_too_small_refused),
 	cmocka_unit_test(budget_per_model),
@@ -823,4 +879,5 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(four_workers_under_pressure),
 	cmocka_unit_test(killed_worker_frees_holds),
 	cmocka_unit_test(truncated_file_gets_eio),
+	cmocka_unit_test(rewrite_with_mtime_back_is_stale),
 )

@@ -87,6 +87,11 @@ struct ready_gen {
 	int *fds;                    /* per segment: an fd the attach reply
 	                              * carried and not mapped yet, or -1;
 	                              * owned, under map_lock; may be NULL */
+	/* A resumed one's (ready_verify.c), made at its first check, owned,
+	 * under map_lock: each piece's tensors, and whether the piece's
+	 * checksums were found to be the attached ones. */
+	uint32_t *piece_first, *piece_tensors;
+	bool *checked;
 };
 
 /* The newest readiness page's view (m->ready is not NULL). */

@@ -53,6 +53,9 @@ void cl_ready_gen_free(struct ready_gen *g)
 		if (g->page)
 			munmap((void *)g->page, g->len);
 		free(g->fds);
+		free(g->piece_first);
+		free(g->piece_tensors);
+		free(g->checked);
 		free(g);
 		g = older;
 	}

@@ -13,6 +13,11 @@
 /* Maps piece g (a segment, or a unit: its range of a memfd of its
  * segment's size) from fd over its reserved range. Under map_lock. */
 int cl_map_over(struct wsrv_model *m, uint32_t g, int fd);
+/* Piece p of a resumed attachment (ready_verify.c): 0 when each of its
+ * tensors has the checksum it was attached with (or one page does not
+ * know it), else -ESTALE naming the tensor. 0 at once when not resumed.
+ * Under map_lock. */
+int cl_resume_check(struct wsrv_model *m, uint32_t p);
 /* Waits for segment seg's word to leave RD_LOADING, up to timeout_ms
  * (< 0: for ever): 0, or the load's failure. */
 int cl_wait_word(struct wsrv_model *m, uint32_t seg, int timeout_ms);

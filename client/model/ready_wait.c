@@ -28,7 +28,7 @@ int cl_map_over(struct wsrv_model *m, uint32_t g, int fd)
 	size_t len;
 	int r = cl_check_fd(fd, "segment", m->seg_len[cl_piece_seg(m, g)], &size);
 
-	if (r < 0)
+	if (r < 0 || (r = cl_resume_check(m, g)) < 0)
 		return r;
 	cl_piece_range(m, g, &at, &len, &off);
 	if (mmap(at, len, PROT_READ, MAP_SHARED | MAP_FIXED, fd, (off_t)off) == MAP_FAILED)

@@ -78,8 +78,8 @@ static void model_ids(struct model *m)
 	s = c;
 	for (size_t i = 0; i < m->nfiles; i++) {
 		const struct st_file *f = m->files[i];
-		uint64_t rec[4] = { (uint64_t)f->dev, (uint64_t)f->ino, (uint64_t)f->mtime.tv_sec,
-				    (uint64_t)f->mtime.tv_nsec };
+		uint64_t rec[6] = { (uint64_t)f->dev, (uint64_t)f->ino, (uint64_t)f->mtime.tv_sec,
+				    (uint64_t)f->mtime.tv_nsec, (uint64_t)f->ctime.tv_sec, (uint64_t)f->ctime.tv_nsec };
 		s = XXH3_64bits_withSeed(rec, sizeof(rec), s);
 	}
 	m->content_id = c;

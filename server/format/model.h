@@ -91,8 +91,10 @@ struct model {
 	 * content_id is an xxh3 of each file's header and size (equal on
 	 * every host with the same files; peers exchange it), or, for a
 	 * published generation, of its tensors' checksums. source_id adds
-	 * each file's device, inode and mtime: these files on this host, as
-	 * they are now (a restarted server over other files differs). */
+	 * each file's device, inode, mtime and ctime: these files on this
+	 * host, as they are now (a restarted server over other files
+	 * differs, and so does one over a file rewritten with its mtime put
+	 * back: no user can set the ctime). */
 	uint64_t content_id, source_id;
 };
 

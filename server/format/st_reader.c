@@ -432,6 +432,7 @@ int st_file_open(const char *path, struct st_file **out, struct errinfo *e)
 	f->dev = st.st_dev;
 	f->ino = st.st_ino;
 	f->mtime = st.st_mtim;
+	f->ctime = st.st_ctim;
 	r = read_header(f, fd, e);
 	close(fd);
 	if (r < 0) {

@@ -60,6 +60,7 @@ struct st_file {
 	dev_t dev;
 	ino_t ino;
 	struct timespec mtime;
+	struct timespec ctime;       /* no user can set it: a rewrite with its mtime put back still shows */
 	uint64_t header_xxh3;   /* of the header's bytes (st_file_open; 0 for buffers) */
 	/* Pools the tensors point into. */
 	char *names;

@@ -157,9 +157,8 @@ static int plan_pieces(struct loader *L, struct model *m, const uint8_t *want,
 	return 0;
 }
 
-/* The file must still be the one whose header was read. */
-/* The file is the one whose header was read: the same inode, size and
- * mtime. Verifying (loader_opts.verify), the same size is enough: every
+/* The file is the one whose header was read: the same inode, size,
+ * mtime and ctime. Verifying (loader_opts.verify), the same size is enough: every
  * tensor read is checked against its checksum, so a file put back with
  * the same bytes is read again, and any changed byte fails. */
 static int check_same(const struct shard *sh, const char *when, bool verify, struct errinfo *e)
@@ -171,7 +170,8 @@ static int check_same(const struct shard *sh, const char *when, bool verify, str
 		return err_set(e, -errno, "%s: cannot stat: %s", sf->path, strerror(errno));
 	if ((uint64_t)st.st_size != sf->file_size ||
 	    (!verify && (st.st_dev != sf->dev || st.st_ino != sf->ino ||
-			 st.st_mtim.tv_sec != sf->mtime.tv_sec || st.st_mtim.tv_nsec != sf->mtime.tv_nsec)))
+			 st.st_mtim.tv_sec != sf->mtime.tv_sec || st.st_mtim.tv_nsec != sf->mtime.tv_nsec ||
+			 st.st_ctim.tv_sec != sf->ctime.tv_sec || st.st_ctim.tv_nsec != sf->ctime.tv_nsec)))
 		return err_set(e, -ESTALE, "%s: the file changed %s (size %" PRIu64 " -> %" PRIu64 ")",
 			       sf->path, when, sf->file_size, (uint64_t)st.st_size);
 	return 0;

@@ -24,8 +24,9 @@ uint64_t model_files_identity(const struct model *m)
 	XXH3_64bits_reset(&st);
 	for (size_t i = 0; i < m->nfiles; i++) {
 		const struct st_file *f = m->files[i];
-		uint64_t id[6] = { f->file_size, (uint64_t)f->dev, (uint64_t)f->ino,
-				   (uint64_t)f->mtime.tv_sec, (uint64_t)f->mtime.tv_nsec, i };
+		uint64_t id[8] = { f->file_size, (uint64_t)f->dev, (uint64_t)f->ino,
+				   (uint64_t)f->mtime.tv_sec, (uint64_t)f->mtime.tv_nsec,
+				   (uint64_t)f->ctime.tv_sec, (uint64_t)f->ctime.tv_nsec, i };
 		XXH3_64bits_update(&st, f->path, strlen(f->path));
 		XXH3_64bits_update(&st, id, sizeof(id));
 	}
