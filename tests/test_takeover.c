@@ -27,7 +27,9 @@
 #include "wsrv.pb-c.h"
 
 static struct fixture F = { .tag = "takeover", .models = {
-	{ "llama-mini", 16 << 20, .layers = 2, .shards = 2, .seed = 4 } } };
+	{ "llama-mini", 16 << 20, .layers = 2, .shards = 2, .seed = 4 },
+	/* Other bytes of the same shape: a reload's new generation. */
+	{ "llama-mini", 16 << 20, .layers = 2, .shards = 2, .seed = 9 } } };
 
 static bool log_has(const char *log, const char *what)
 {
@@ -400,6 +402,54 @@ static void takeover_waits_for_publish(void **st)
 	rm_rf(a.dir);
 }
 
+/* Attaches m on sock: its generation and its first tensor's first 8
+ * bytes. */
+static uint64_t first_bytes(const char *sock, uint64_t *gen)
+{
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_tensor t;
+	uint64_t b = 0, latest;
+
+	assert_int_equal(wsrv_connect(sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_model_tensor(m, 0, &t), 0);
+	memcpy(&b, t.data, t.size < 8 ? t.size : 8);
+	assert_int_equal(wsrv_model_generation(m, gen, &latest), 0);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	return b;
+}
+
+/* 10: issue 48 item 4: after `wsrvctl reload m --path V2`, a take-over
+ * started with the unit's command line (--model m=V1) took the fds, did
+ * not adopt them, and served V1 as generation 1 (down from 2). It now
+ * goes on serving what was served, generation 2 from V2, and says that
+ * its command line differs. */
+static void takeover_keeps_a_reload(void **st)
+{
+	struct test_server a = { 0 }, b;
+	struct wsrv_client *c;
+	uint64_t gen = 0, v2;
+
+	assert_int_equal(server_start(&a, "m", F.dir[0], NULL), 0);
+	assert_int_equal(wsrv_connect(a.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_reload(c, "m", F.dir[1]), 0);
+	wsrv_disconnect(c);
+	for (int i = 0; i < 300 && gen != 2; i++, sleep_ms(20))
+		v2 = first_bytes(a.sock, &gen);
+	assert_int_equal(gen, 2);
+	assert_true(log_has(a.log, "a restart without one loads"));
+	start_successor(&a, &b, NULL); /* --model m=V1, as the unit says */
+	assert_int_equal(exit_status(a.pid), 0);
+	assert_true(adopted(b.sock));
+	assert_true(first_bytes(b.sock, &gen) == v2);
+	assert_int_equal(gen, 2);
+	assert_true(log_has(a.log, "serving generation 2 from"));
+	assert_int_equal(server_stop(&b, SIGTERM), 0);
+	rm_rf(a.dir);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(stopped_mid_takeover),
 	cmocka_unit_test(successor_stalled),
@@ -412,4 +462,5 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(nothing_to_take),
 	cmocka_unit_test(second_successor_refused),
 	cmocka_unit_test(takeover_waits_for_load),
+	cmocka_unit_test(takeover_keeps_a_reload),
 )

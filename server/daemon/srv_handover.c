@@ -130,8 +130,8 @@ int handover_take(struct handover *h, const char *name)
 	return -1;
 }
 
-int handover_model(const struct handover *h, const char *name, const char *path,
-		   uint64_t *generation, uint32_t *nseg, uint64_t *files)
+int handover_model(const struct handover *h, const char *name, uint64_t *generation, uint32_t *nseg,
+		   uint64_t *files, const char **path)
 {
 	json_t *models = h->state ? json_object_get(h->state, "models") : NULL, *m;
 	size_t i;
@@ -140,9 +140,9 @@ int handover_model(const struct handover *h, const char *name, const char *path,
 		const char *n = json_string_value(json_object_get(m, "name"));
 		const char *p = json_string_value(json_object_get(m, "path"));
 		json_int_t segs = json_integer_value(json_object_get(m, "segments"));
-		if (!n || !p || strcmp(n, name) != 0 || strcmp(p, path) != 0 || segs <= 0 ||
-		    segs > WSRV_MAX_FDS)
+		if (!n || !p || strcmp(n, name) != 0 || segs <= 0 || segs > WSRV_MAX_FDS)
 			continue;
+		*path = p;
 		*generation = (uint64_t)json_integer_value(json_object_get(m, "generation"));
 		*nseg = (uint32_t)segs;
 		*files = strtoull(json_string_value(json_object_get(m, "files")) ?: "0", NULL, 16);

@@ -38,11 +38,14 @@ int handover_state_fd(const struct server *srv, double started);
 int handover_collect(struct handover *h);
 /* The fd called name (the caller owns it), or -1. */
 int handover_take(struct handover *h, const char *name);
-/* The predecessor's model `name` at `path`: its index (the fds are
- * "m<i>-manifest" and "m<i>-seg<k>"), generation and segment count; -1
- * when it served no such model. */
-int handover_model(const struct handover *h, const char *name, const char *path,
-		   uint64_t *generation, uint32_t *nseg, uint64_t *files);
+/* The predecessor's model `name`: its index (the fds are "m<i>-manifest"
+ * and "m<i>-seg<k>"), generation, segment count, files' identity and path
+ * (into h's state: valid until handover_done); -1 when it served no such
+ * model. The path is the one it served, which a reload may have changed
+ * from the command line's (issue 48 item 4: the successor adopts what was
+ * served, not what its command line names). */
+int handover_model(const struct handover *h, const char *name, uint64_t *generation, uint32_t *nseg,
+		   uint64_t *files, const char **path);
 /* Closes what nobody took. */
 void handover_done(struct handover *h);
 

@@ -265,6 +265,12 @@ int reload_finish(struct server *srv)
 	log_info("model %s: generation %llu serves new attaches (made in %.2f s); %u clients keep generation %llu",
 		 esc(j->name), (unsigned long long)srv->models[k].generation, mono_now() - j->t0,
 		 old->attached, (unsigned long long)old->generation);
+	/* A take-over (or systemd's store) keeps it; a plain restart loads
+	 * what the command line names (issue 48 item 4). */
+	if (old->lm && srv->models[k].lm && strcmp(old->lm->model->path, srv->models[k].lm->model->path) != 0)
+		log_warn("model %s: now served from %s; a take-over keeps it, but a restart without one loads %s "
+			 "again: put the new path on the command line (the unit's drop-in) to keep it",
+			 esc(j->name), esc(srv->models[k].lm->model->path), esc(old->lm->model->path));
 	free(j);
 	offer_to_peers(srv, &srv->models[k]);
 	handover_store(srv, NULL); /* systemd's store: the new generation */

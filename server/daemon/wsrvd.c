@@ -422,9 +422,10 @@ static struct loaded_model *adopt(struct args *a, int i, struct handover *h, uin
 	struct errinfo e;
 	uint32_t nseg = 0;
 	uint64_t files = 0;
+	const char *path = NULL;
 	char name[64];
 
-	if ((idx = handover_model(h, a->names[i], a->paths[i], gen, &nseg, &files)) < 0)
+	if ((idx = handover_model(h, a->names[i], gen, &nseg, &files, &path)) < 0)
 		return NULL;
 	snprintf(name, sizeof(name), "m%d-manifest", idx);
 	mfd = handover_take(h, name);
@@ -433,8 +434,8 @@ static struct loaded_model *adopt(struct args *a, int i, struct handover *h, uin
 		seg[k] = handover_take(h, name);
 	}
 	struct adopt_fds f = { mfd, seg, nseg, files };
-	if (model_adopt(a->names[i], a->paths[i], &a->load, &f, a->verify_adopted, &lm, &e) < 0) {
-		log_warn("model %s: not adopted (%s); loading it from its files", a->names[i], e.msg);
+	if (model_adopt(a->names[i], path, &a->load, &f, a->verify_adopted, &lm, &e) < 0) {
+		log_warn("model %s: not adopted (%s); loading it from %s", a->names[i], e.msg, esc(a->paths[i]));
 		if (mfd >= 0)
 			close(mfd);
 		for (uint32_t k = 0; k < nseg; k++)
@@ -445,6 +446,13 @@ static struct loaded_model *adopt(struct args *a, int i, struct handover *h, uin
 	log_info("model %s adopted: generation %llu, %.3f s%s", esc(a->names[i]),
 		 (unsigned long long)*gen, lm->total_seconds,
 		 a->verify_adopted ? ", every checksum verified" : "");
+	/* What was served goes on being served: a reload's path over the
+	 * command line's (a restart without a take-over loads the latter). */
+	if (strcmp(path, a->paths[i]) != 0)
+		log_warn("model %s: serving generation %llu from %s, as the server taken over did (a reload), "
+			 "not %s as the command line says; a plain restart loads the command line's, so put "
+			 "the new path there to keep it", esc(a->names[i]), (unsigned long long)*gen, esc(path),
+			 esc(a->paths[i]));
 	return lm;
 }
 
