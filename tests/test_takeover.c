@@ -347,6 +347,12 @@ static void successor_stalled(void **st)
 	for (int i = 0; i < 200 && !log_has(a.log, "is taking the server over"); i++)
 		sleep_ms(10);
 	kill(b.pid, SIGSTOP);
+	/* Issue 48 item 9: a new client meanwhile is served at once (it
+	 * waited for the deadline in the backlog before). */
+	double t0 = mono_now();
+	assert_int_equal(one_client(a.sock), 0);
+	assert_true(mono_now() - t0 < 1.0);
+	assert_false(log_has(a.log, "did not finish within"));
 	for (int i = 0; i < 600 && !log_has(a.log, "did not finish within"); i++)
 		sleep_ms(10);
 	assert_true(log_has(a.log, "did not finish within 2 s; serving on"));

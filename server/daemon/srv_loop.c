@@ -487,19 +487,21 @@ static void announce(struct loop *L, int old)
 		 (unsigned long long)ev.generation);
 }
 
-/* Accepting, but for a take-over under way: then new clients wait in the
- * backlog for whichever server will serve (the successor, or this one
- * again if the take-over is abandoned). */
+/* Accepting until the successor of a take-over serves: new clients are
+ * served here meanwhile (issue 48 item 9: waiting in the backlog, they
+ * had no answer until the take-over's deadline when the successor
+ * stalled), and told to connect again when it is done, as every other
+ * client of this server is. */
 static void check_accept(struct loop *L)
 {
 	struct server *srv = L->srv;
 
-	if (srv->takeover && L->accept_armed && !L->accept_cancelling) {
+	if (srv->handed_over && L->accept_armed && !L->accept_cancelling) {
 		struct io_uring_sqe *sqe = sqe_get(L);
 		io_uring_prep_cancel(sqe, &L->accept_op, 0);
 		io_uring_sqe_set_data(sqe, &L->accept_cancel_op);
 		L->accept_cancelling = true;
-	} else if (!srv->takeover && !srv->stopping && !L->accept_armed && L->lfd >= 0) {
+	} else if (!srv->handed_over && !srv->stopping && !L->accept_armed && L->lfd >= 0) {
 		arm_accept(L);
 	}
 }

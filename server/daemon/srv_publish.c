@@ -155,6 +155,8 @@ int publish_begin(struct server *srv, struct session *s, const Wsrv__PublishBegi
 		return srv_reply_error(r, seq, EOPNOTSUPP,
 				       "model '%.*s' has a disk tier (--memory-budget), which reads its tensors again from their files, and a published generation has none: write the new weights to safetensors files and reload from them (wsrvctl reload %.*s --path DIR)",
 				       UTF8_CUT(q->model, 64), UTF8_CUT(q->model, 64));
+	if (srv->takeover)
+		return srv_reply_error(r, seq, EAGAIN, "a take-over of this server is under way; publish once it is done");
 	if (srv->publish || srv->reload || !srv->load)
 		return srv_reply_error(r, seq, EBUSY, "%s", srv->publish ? "another producer is publishing; try again after it"
 							          : "a reload is under way; try again after it");

@@ -200,6 +200,9 @@ int reload_start(struct server *srv, struct session *s, const Wsrv__Reload *q, u
 		return srv_reply_error(r, seq, ENOENT, "no model named '%.*s'", UTF8_CUT(q->model ? q->model : "", 64));
 	if (srv->reload || srv->reload_efd < 0 || !srv->load)
 		return srv_reply_error(r, seq, EBUSY, "a reload is under way already");
+	/* Its new generation would not be handed over: ask the successor. */
+	if (srv->takeover)
+		return srv_reply_error(r, seq, EAGAIN, "a take-over of this server is under way; reload once it is done");
 	if (srv->models[mi].loading)
 		return srv_reply_error(r, seq, EBUSY, "model '%.*s' is still loading; reload it once it is loaded",
 				       UTF8_CUT(q->model, 64));
