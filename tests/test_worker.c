@@ -89,8 +89,45 @@ static void fp8_decoding(void **st)
 	assert_true(fp8_e4m3(0x7F) != fp8_e4m3(0x7F)); /* NaN */
 }
 
+/* Issue 48 item 15: wsrv-worker --check under --memory-budget said
+ * "(DIFFERENT)" and exited 1 though its streamed digest was right: the
+ * direct pass read the tiered layers as EAGAIN. Each such layer is now
+ * mapped for the direct pass alone, and the two are bit-identical. */
+static void check_under(const char *dir, const char *budget)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_tier_info ti = { .struct_size = sizeof(ti) };
+	struct wsrv_client *c;
+	const char *worker = getenv("WSRV_WORKER");
+	const char *out = pjoin(dir, "worker-budget.out");
+	uint8_t *text;
+	size_t len;
+
+	assert_non_null(worker);
+	assert_int_equal(server_start(&ts, "m", dir, "--memory-budget", budget, NULL), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(tier_counters(c, &ti), 0);
+	assert_true(ti.disk_bytes > 0); /* some of it is on the disk tier */
+	wsrv_disconnect(c);
+	const char *argv[] = { worker, "--socket", ts.sock, "--model", "m", "--check", NULL };
+	int rc = run_prog(argv, NULL, out, pjoin(dir, "worker-budget.err"), 0, 60);
+	assert_non_null(text = read_file(out, &len));
+	if (rc != 0 || !strstr((char *)text, "bit-identical"))
+		fail_msg("wsrv-worker --check under --memory-budget %s: exit %d\n%s", budget, rc, (char *)text);
+	free(text);
+	server_done(&ts);
+}
+
+/* Whole layers on the tier (llama), and routed experts one by one (ds). */
+static void check_under_a_budget(void **st)
+{
+	check_under(F.two.dir_llama, "3M");
+	check_under(F.two.dir_ds, "20M");
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(fp8_decoding),
 	cmocka_unit_test(llama_bf16),
 	cmocka_unit_test(deepseek_fp8),
+	cmocka_unit_test(check_under_a_budget),
 )

@@ -161,7 +161,42 @@ static int layer_pass(struct wsrv_model *m, struct wsrv_stream *s, const struct 
 	return 0;
 }
 
-int forward_pass(struct wsrv_model *m, struct wsrv_stream *s, int passes, uint64_t *digest)
+/* Whether every weight of layer l has its bytes mapped here (a disk
+ * tier's layer has none until it is taken). */
+static bool layer_mapped(struct wsrv_model *m, const struct wsrv_layer *l)
+{
+	for (uint32_t i = l->first; i < l->first + l->count; i++) {
+		struct wsrv_tensor t;
+		if (wsrv_model_tensor(m, i, &t) < 0 || (computable(&t) && !t.data))
+			return false;
+	}
+	return true;
+}
+
+/* Layer l over the direct mapping; a disk tier's layer not mapped here
+ * through an attachment of its own, held while it computes and let go
+ * after (wsrv_model_wait holds what it maps until detach: one
+ * attachment for every layer would hold the whole model). */
+static int direct_layer(struct wsrv_client *c, const char *model, struct wsrv_model *m,
+			const struct wsrv_layer *l, const uint64_t blk[2], float *act)
+{
+	struct wsrv_model *lm;
+	int r;
+
+	if (!c || layer_mapped(m, l))
+		return layer_pass(m, NULL, l, blk, act);
+	if ((r = wsrv_attach(c, model, &lm)) < 0)
+		return r;
+	if ((r = wsrv_model_wait(lm, l->index, 60000)) == 0)
+		r = layer_pass(lm, NULL, l, blk, act);
+	wsrv_detach(lm);
+	return r;
+}
+
+/* The passes, each layer through s, or directly (c and model given: a
+ * disk tier's layers each taken alone, direct_layer). */
+static int passes_over(struct wsrv_client *c, const char *model, struct wsrv_model *m, struct wsrv_stream *s,
+		       int passes, uint64_t *digest)
 {
 	float *act;
 	uint64_t blk[2];
@@ -182,7 +217,7 @@ int forward_pass(struct wsrv_model *m, struct wsrv_stream *s, int passes, uint64
 			wsrv_model_layer_at(m, i, &l);
 			if (s && (r = wsrv_stream_acquire(s, l.index)) < 0)
 				break;
-			r = layer_pass(m, s, &l, blk, act);
+			r = s ? layer_pass(m, s, &l, blk, act) : direct_layer(c, model, m, &l, blk, act);
 			if (s)
 				wsrv_stream_release(s, l.index);
 		}
@@ -192,4 +227,15 @@ int forward_pass(struct wsrv_model *m, struct wsrv_stream *s, int passes, uint64
 	*digest = XXH3_64bits(act, ACT * sizeof(float));
 	free(act);
 	return r;
+}
+
+int forward_pass(struct wsrv_model *m, struct wsrv_stream *s, int passes, uint64_t *digest)
+{
+	return passes_over(NULL, NULL, m, s, passes, digest);
+}
+
+int forward_pass_direct(struct wsrv_client *c, const char *model, struct wsrv_model *m, int passes,
+			uint64_t *digest)
+{
+	return passes_over(c, model, m, NULL, passes, digest);
 }

@@ -17,6 +17,13 @@
  * its xxh3-64 in *digest. Same bytes, same order: the same bits either way. */
 int forward_pass(struct wsrv_model *m, struct wsrv_stream *s, int passes, uint64_t *digest);
 
+/* forward_pass over the shared mapping, where a disk tier's layers (wsrvd
+ * --memory-budget) not mapped in m are each mapped through an attachment
+ * of model of their own on c, let go once computed, so that a check never
+ * holds more than a layer beyond what m holds. */
+int forward_pass_direct(struct wsrv_client *c, const char *model, struct wsrv_model *m, int passes,
+			uint64_t *digest);
+
 /* Why the last forward_pass in this thread failed, when it was the model's
  * fault (a scale that does not fit its weight); else "". */
 const char *forward_error(void);

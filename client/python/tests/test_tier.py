@@ -41,3 +41,19 @@ def test_stream_reads_every_layer(tiered):
             for layer in s:
                 for name, t in layer.items():
                     assert torch.equal(t, ref[name]), name
+
+
+def test_state_dict_names_the_calls_then_layers(tiered):
+    """Issue 48 item 15: state_dict() of a tiered model failed at once with
+    a bare EAGAIN. It names the calls to use; state_dict(layers=[...])
+    maps those layers and returns their tensors, each the files' bytes."""
+    ref = read_model(tiered.models["m"])
+    with wsrv.connect(tiered.sock, name="pytest-tier-sd") as c, c.attach("m") as m:
+        with pytest.raises(wsrv.WsrvError) as e:
+            m.state_dict()
+        assert e.value.errno == errno.EAGAIN and "state_dict(layers=" in str(e.value)
+        sd = m.state_dict(layers=[-1, 5])
+        assert sd and all(".layers.5." in n or ".layers." not in n for n in sd)
+        assert any(".layers.5." in n for n in sd)
+        for name, t in sd.items():
+            assert torch.equal(t, ref[name]), name

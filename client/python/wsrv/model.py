@@ -181,30 +181,51 @@ class Model(Mapping[str, Tensor]):
         return (b[0], b[1])
 
     def state_dict(self, plan: Union[Plan, PlanSpec, None] = None, rank: int = 0,
-                   world: int = 1) -> StateDict:
+                   world: int = 1, layers: Optional[list[int]] = None) -> StateDict:
         """A rank's tensors under the plan's tp_plan as torch tensors: views
         of the shared mapping where its part is contiguous or strided, a
         copy only where a layout needs one (named in .copied). Another
-        rank's experts are absent."""
+        rank's experts are absent.
+
+        layers: only these layers' tensors (-1: the global group), each
+        mapped first (model.wait(layer)) and held until close. A model
+        larger than its server's --memory-budget has layers on the
+        server's disk tier; without layers, its state_dict fails at once
+        with EAGAIN naming these calls, as it cannot all be held at once:
+        take it a few layers at a time, or stream it."""
         p = Plan.of(plan)
         rank, world = rank_world(rank, world)
+        want = None if layers is None else set(layers)
+        for lay in sorted(want or ()):
+            self.wait(lay)
         s = open_raw(self._ptr(), None, p, new(StreamOpts, slots=1, rank=rank, world=world))
         try:
-            return self._views(s, rank)
+            return self._views(s, rank, want)
         finally:
             lib.wsrv_stream_close(s)
 
-    def _views(self, s: ctypes.c_void_p, rank: int) -> StateDict:
+    def _views(self, s: ctypes.c_void_p, rank: int, want: Optional[set[int]] = None) -> StateDict:
         out = StateDict()
         for i, nm in enumerate(self._names):
             v, lay = new(View), new(Layout)
             check(lib.wsrv_stream_view(s, i, ctypes.byref(v)))
             if not v.present:
                 continue
+            t = self._tensor_at(i)
+            if want is not None and t.layer not in want:
+                continue
             check(lib.wsrv_stream_layout(s, i, ctypes.byref(lay)))
             shape = tuple(v.shape[k] for k in range(v.rank))
-            t, copied = _part(self._tensor_at(i), lay, shape, v.bytes)
-            out[nm] = t
+            try:
+                part, copied = _part(t, lay, shape, v.bytes)
+            except WsrvError as e:
+                if e.errno != errno.EAGAIN or want is not None:
+                    raise
+                raise WsrvError(errno.EAGAIN, f"model {self.name} has layers on the server's disk tier "
+                                f"(wsrvd --memory-budget), not mapped here (layer {t.layer} first): "
+                                "state_dict(layers=[...]) maps and returns the layers named (held until "
+                                "close), or model.stream(...) takes them a layer at a time") from None
+            out[nm] = part
             if copied:
                 out.copied.add(nm)
         return out
