@@ -461,17 +461,20 @@ static void cold_from_pretrained_stand_in(void **s)
  * generated models it did not use. */
 static void help_and_no_stray_folder(void **s)
 {
-	const char *model = pjoin(F.dir[0], "attach-model");
-	char workdir[4096], spec[4200];
+	char model[4096], workdir[4096], spec[4200];
 	struct stat st;
 
+	/* Copied: pjoin's buffers go round, and run() takes two each time
+	 * (this pointed at the err file by the mkmodel call). */
+	snprintf(model, sizeof(model), "%s", pjoin(F.dir[0], "attach-model"));
 	assert_int_equal(run("WSRV_BENCH", "load", "--help", NULL), 0);
 	assert_non_null(strstr(out, "usage: wsrv-bench load --model DIR"));
 	assert_int_equal(run("WSRV_BENCH", "pipeline", "-h", NULL), 0);
 	assert_non_null(strstr(out, "usage: wsrv-bench pipeline"));
 	assert_int_equal(run("WSRV_WORKER", "--help", NULL), 0);
 	assert_non_null(strstr(out, "usage: wsrv-worker"));
-	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL), 0);
+	if (run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL) != 0)
+		fail_msg("wsrv-mkmodel: %s", err);
 	snprintf(workdir, sizeof(workdir), "%s", pjoin(F.dir[0], "unused-workdir"));
 	snprintf(spec, sizeof(spec), "%s", model);
 	assert_int_equal(run("WSRV_BENCH", "attach", "--model", spec, "--workdir", workdir, NULL), 0);

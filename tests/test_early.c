@@ -321,6 +321,79 @@ static void failed_load_names_tensor(void **st)
 	rm_rf(ts.dir);
 }
 
+/* Two models in F.dir[0] (g and b), the second shard of b cut short when
+ * cut_before; their paths in good and bad. */
+static void two_models(char *good, char *bad, size_t len, bool cut_before)
+{
+	snprintf(good, len, "%s/g", F.dir[0]);
+	snprintf(bad, len, "%s/b", F.dir[0]);
+	assert_int_equal(make_model(good, "llama-mini", 24 << 20, 6, 2, 6), 0);
+	assert_int_equal(make_model(bad, "llama-mini", 24 << 20, 6, 2, 7), 0);
+	if (cut_before)
+		assert_int_equal(truncate(pjoin(bad, "model-00002-of-00002.safetensors"), 1 << 20), 0);
+}
+
+/* Whether the model list has name, failed, saying why. */
+static bool listed_failed(struct wsrv_client *c, const char *name)
+{
+	struct wsrv_model_list *l;
+	struct wsrv_model_info mi;
+	bool found = false;
+
+	assert_int_equal(wsrv_list_models(c, &l), 0);
+	for (size_t i = 0; wsrv_model_list_at(l, i, &mi) == 0; i++) {
+		struct wsrv_generation g = { .struct_size = sizeof(g) };
+		assert_int_equal(wsrv_model_list_generation(l, i, &g), 0);
+		if (strcmp(mi.name, name) == 0)
+			found = g.failed && *g.reload;
+	}
+	wsrv_model_list_free(l);
+	return found;
+}
+
+/* 4c: issue 48 item 17: --model good=G --model bad=<cut short>: wsrvd
+ * exited 1 and good was never served. The others are served now, the bad
+ * one is listed as failed and an attach to it is EIO saying why; with
+ * --require-all-models the server does not start. Once at the start
+ * (the files cannot be laid out) and once while loading. */
+static void one_bad_model_of_two(void **st)
+{
+	char good[512], bad[512], spec[600];
+	struct test_server ts = { 0 }, all = { 0 };
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+
+	for (int cut_before = 1; cut_before >= 0; cut_before--) {
+		two_models(good, bad, sizeof(good), cut_before);
+		snprintf(spec, sizeof(spec), "bad=%s", bad);
+		memset(&ts, 0, sizeof(ts));
+		assert_int_equal(server_start(&ts, "good", good, "--model", spec, "--serve-while-loading",
+					      "--read-rate", "16M", "--queue-depth", "1", "--block-size", "256K", NULL), 0);
+		if (!cut_before)
+			assert_int_equal(truncate(pjoin(bad, "model-00002-of-00002.safetensors"), 1 << 20), 0);
+		assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+		assert_int_equal(wsrv_attach(c, "good", &m), 0);
+		assert_int_equal(wsrv_model_wait(m, WSRV_LAYER_ALL, 30000), 0);
+		check_layer(m, WSRV_LAYER_ALL);
+		wsrv_detach(m);
+		for (int i = 0; i < 300 && !listed_failed(c, "bad"); i++)
+			sleep_ms(20);
+		assert_true(listed_failed(c, "bad"));
+		assert_int_equal(wsrv_attach(c, "bad", &m), -EIO);
+		assert_non_null(strstr(wsrv_last_error(), "failed to load"));
+		wsrv_disconnect(c);
+		assert_int_equal(server_stop(&ts, SIGTERM), 0);
+		rm_rf(ts.dir);
+	}
+	/* All or nothing, when asked. */
+	two_models(good, bad, sizeof(good), true);
+	snprintf(spec, sizeof(spec), "bad=%s", bad);
+	assert_true(server_start(&all, "good", good, "--model", spec, "--require-all-models", NULL) < 0);
+	rm_rf(all.dir);
+	rm_rf(good);
+	rm_rf(bad);
+}
+
 /* 4b: the stop comes before the loop heard of the failure (a client saw
  * -EIO at once from the ready page): still status 1, with the reason logged. */
 static void failed_load_then_stopped(void **st)
@@ -461,6 +534,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(release_gets_no_fd),
 	cmocka_unit_test(failed_load_names_tensor),
 	cmocka_unit_test(failed_load_then_stopped),
+	cmocka_unit_test(one_bad_model_of_two),
 	cmocka_unit_test(stream_while_loading),
 	cmocka_unit_test(stream_load_fails),
 	cmocka_unit_test(restart_mid_load),

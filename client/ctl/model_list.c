@@ -95,6 +95,7 @@ WSRV_EXPORT int wsrv_model_list_generation(const struct wsrv_model_list *l, size
 	out->nholders = (uint32_t)m->n_holder_pids;
 	out->holder_pids = m->holder_pids;
 	out->reload = cl_str(m->reload);
+	out->failed = m->failed;
 	/* An older server sends placed_bytes only while loading. */
 	out->placed_bytes = m->loading ? m->placed_bytes : m->held_world ? m->held_bytes : m->tensor_bytes;
 	return 0;

@@ -38,6 +38,8 @@ struct srv_config {
 	uint64_t max_region_bytes;  /* bytes of all device regions */
 	uint64_t max_client_region_bytes; /* bytes of the regions one client holds */
 	bool keep_regions;          /* keep committed regions nobody holds */
+	bool require_all;           /* --require-all-models: one model that fails to load
+	                             * stops the server (exit 1); else it serves the others */
 	uid_t allow_uid[SRV_MAX_ALLOW + 1]; /* + the server's own uid */
 	size_t n_allow_uid;
 	gid_t allow_gid[SRV_MAX_ALLOW];
@@ -67,7 +69,18 @@ struct srv_model {
 	 * closed or whose worker went, so that the counters never go back. */
 	struct stream_sum streams_gone;
 	char reload[160];           /* the last load's outcome, for ListModels */
+	bool failed;                /* its load failed (reload says why): listed, attaches
+	                             * get EIO, nothing handed over (issue 48 item 17) */
 };
+
+/* A model whose files could not even be laid out at the start: listed
+ * (ListModels, the metrics) with why, served by nobody. */
+struct srv_unloaded {
+	char name[64];
+	char path[256];
+	char why[200];
+};
+#define SRV_MAX_UNLOADED 64
 
 /* Serves new attaches: loaded, not replaced. */
 static inline bool srv_model_current(const struct srv_model *m)
@@ -75,12 +88,18 @@ static inline bool srv_model_current(const struct srv_model *m)
 	return m->lm && !m->retired;
 }
 
+/* Serves attaches: current, and its load did not fail. */
+static inline bool srv_model_serves(const struct srv_model *m)
+{
+	return srv_model_current(m) && !m->failed;
+}
+
 /* Whether m's memfds go to a successor (a take-over, systemd's fd store):
  * the current generation, loaded, and without a disk tier, whose tiered
  * segments come and go (its successor reads it again, as at a start). */
 static inline bool srv_model_handed(const struct srv_model *m)
 {
-	return srv_model_current(m) && !m->loading && !m->lm->tier;
+	return srv_model_serves(m) && !m->loading && !m->lm->tier;
 }
 
 #define SRV_MAX_STREAMS 16    /* stream reports kept per client */
@@ -172,6 +191,8 @@ struct server {
 	bool stopping;
 	bool stop_asked;            /* stop at the loop's next turn (a failed load) */
 	bool failed;                /* exit with status 1 once stopped */
+	struct srv_unloaded unloaded[SRV_MAX_UNLOADED]; /* models not even laid out */
+	size_t nunloaded;
 	struct early_load *early;   /* serving while loading (srv_early.c), or NULL */
 	struct peer_serve *peers;   /* serving other hosts (srv_peers.c), or NULL */
 	struct srv_counters count;  /* for the metrics */

@@ -122,6 +122,7 @@ static void model_info(const struct server *srv, uint32_t idx, Wsrv__ModelInfo *
 	mi->retired = sm->retired;
 	mi->reload = (char *)sm->reload;
 	mi->loading = sm->loading;
+	mi->failed = sm->failed;
 	mi->placed_bytes = loaded_model_placed(lm);
 	mi->holder_pids = holders(srv, idx, sm->attached, &mi->n_holder_pids);
 	if (lm->model->held) {
@@ -136,8 +137,8 @@ static int do_list(struct server *srv, uint64_t seq, struct reply *r)
 {
 	Wsrv__Response resp = WSRV__RESPONSE__INIT;
 	Wsrv__ModelList ml = WSRV__MODEL_LIST__INIT;
-	Wsrv__ModelInfo *infos = calloc(srv->nmodels + 1, sizeof(*infos));
-	Wsrv__ModelInfo **ptrs = calloc(srv->nmodels + 1, sizeof(*ptrs));
+	Wsrv__ModelInfo *infos = calloc(srv->nmodels + srv->nunloaded + 1, sizeof(*infos));
+	Wsrv__ModelInfo **ptrs = calloc(srv->nmodels + srv->nunloaded + 1, sizeof(*ptrs));
 
 	if (!infos || !ptrs) {
 		free(infos);
@@ -151,6 +152,15 @@ static int do_list(struct server *srv, uint64_t seq, struct reply *r)
 		ptrs[ml.n_models] = &infos[ml.n_models];
 		ml.n_models++;
 	}
+	for (size_t i = 0; i < srv->nunloaded; i++) { /* failed before they were laid out */
+		Wsrv__ModelInfo *mi = &infos[ml.n_models];
+		wsrv__model_info__init(mi);
+		mi->name = (char *)srv->unloaded[i].name;
+		mi->path = (char *)srv->unloaded[i].path;
+		mi->reload = (char *)srv->unloaded[i].why;
+		mi->failed = true;
+		ptrs[ml.n_models++] = mi;
+	}
 	ml.models = ptrs;
 	resp.seq = seq;
 	resp.body_case = WSRV__RESPONSE__BODY_MODELS;
@@ -163,6 +173,17 @@ static int do_list(struct server *srv, uint64_t seq, struct reply *r)
 	return 0;
 }
 
+/* No model of that name is served: ENOENT, or EIO for one that could not
+ * be laid out at the start (saying why). */
+static int unknown_model(const struct server *srv, const char *name, uint64_t seq, struct reply *r)
+{
+	for (size_t i = 0; i < srv->nunloaded; i++)
+		if (strcmp(srv->unloaded[i].name, name) == 0)
+			return srv_reply_error(r, seq, EIO, "model '%s' failed to load (%s); the other models are served",
+					       srv->unloaded[i].name, srv->unloaded[i].why);
+	return srv_reply_error(r, seq, ENOENT, "no model named '%.*s'", UTF8_CUT(name, 64));
+}
+
 static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *a,
 		     uint64_t seq, struct reply *r)
 {
@@ -171,8 +192,11 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 	uint32_t *v, slot = s->nattach;
 
 	if (mi < 0)
-		return srv_reply_error(r, seq, ENOENT, "no model named '%.*s'", UTF8_CUT(a->model ? a->model : "", 64));
+		return unknown_model(srv, a->model ? a->model : "", seq, r);
 	lm = srv->models[mi].lm;
+	if (srv->models[mi].failed)
+		return srv_reply_error(r, seq, EIO, "model '%s' failed to load (%s); the other models are served",
+				       lm->model->name, srv->models[mi].reload);
 	if (srv->models[mi].loading && !a->while_loading)
 		return srv_reply_error(r, seq, EAGAIN,
 				       "model '%s' is still loading (%llu of %llu bytes); this client cannot attach before it is loaded: ask again",

@@ -32,6 +32,7 @@ struct early_load {
 	uint32_t published;         /* the loop's: published so far */
 	int efd;
 	bool joined;
+	bool require_all;           /* one failure stops them all (--require-all-models) */
 };
 
 static bool cancel;
@@ -55,7 +56,7 @@ static void *early_main(void *arg)
 			usleep(delay_ms * 1000);
 		if (write(E->efd, &one, sizeof(one)) != sizeof(one))
 			log_warn("serving while loading: cannot signal the loop");
-		if (E->rc[i] < 0)
+		if (E->rc[i] < 0 && (E->require_all || E->rc[i] == -ECANCELED))
 			break; /* the server stops: the rest stays unread */
 	}
 	return NULL;
@@ -94,6 +95,7 @@ int early_start(struct server *srv)
 	E->o.loader.progress = PROGRESS_LINES;
 	E->o.loader.stop = early_cancelled;
 	E->efd = srv->reload_efd;
+	E->require_all = srv->cfg.require_all;
 	__atomic_store_n(&cancel, false, __ATOMIC_RELAXED);
 	if (E->n == 0 || pthread_create(&E->th, NULL, early_main, E) != 0) {
 		int r = E->n ? -EAGAIN : 0;
@@ -109,13 +111,21 @@ static void publish_one(struct server *srv, struct early_load *E, size_t i)
 	struct srv_model *sm = &srv->models[E->entry[i]];
 
 	if (E->rc[i] < 0) {
-		if (E->rc[i] != -ECANCELED || !srv->stopping) {
+		snprintf(sm->reload, sizeof(sm->reload), "the load failed: %.*s", UTF8_CUT(E->e[i].msg, 120));
+		if (E->rc[i] == -ECANCELED && srv->stopping) {
+			log_info("model %s: stopped by a signal while loading", esc(E->lm[i]->model->name));
+		} else if (!srv->cfg.require_all && srv_models_serving(srv) > 1) {
+			/* One bad model does not take the others down (issue 48
+			 * item 17): it is listed as failed, and attaches say why. */
+			log_err("model %s: %s; serving the other models (--require-all-models stops instead)",
+				esc(E->lm[i]->model->name), E->e[i].msg);
+			sm->failed = true;
+			sm->loading = false;
+			return;
+		} else {
 			log_err("model %s: %s", esc(E->lm[i]->model->name), E->e[i].msg);
 			srv->failed = true;
-		} else {
-			log_info("model %s: stopped by a signal while loading", esc(E->lm[i]->model->name));
 		}
-		snprintf(sm->reload, sizeof(sm->reload), "the load failed: %.*s", UTF8_CUT(E->e[i].msg, 120));
 		srv->stop_asked = true;
 		return;
 	}
@@ -136,7 +146,7 @@ void early_poll(struct server *srv)
 	done = __atomic_load_n(&E->done, __ATOMIC_ACQUIRE);
 	while (E->published < done)
 		publish_one(srv, E, E->published++);
-	if (E->published == E->n || (done && E->rc[done - 1] < 0)) {
+	if (E->published == E->n || (done && E->rc[done - 1] < 0 && (E->require_all || srv->stop_asked))) {
 		pthread_join(E->th, NULL);
 		early_free(E);
 		srv->early = NULL;

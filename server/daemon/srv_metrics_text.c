@@ -182,6 +182,7 @@ static double v_fetches(const struct model_sum *m) { return (double)m->fetches; 
 static double v_load(const struct model_sum *m) { return m->load_seconds; }
 static double v_adopted(const struct model_sum *m) { return m->cur && m->cur->lm->adopted; }
 static double v_retired(const struct model_sum *m) { return (double)m->retired; }
+static double v_failed(const struct model_sum *m) { return m->cur && m->cur->failed; }
 static double v_retired_bytes(const struct model_sum *m) { return (double)m->retired_bytes; }
 
 static double v_t_budget(const struct model_sum *m) { return (double)m->tier.budget; }
@@ -255,6 +256,14 @@ static void models(FILE *f, const struct server *srv)
 		    "Replaced generations still held by clients (their memory stays until the last lets go).", v_retired);
 	model_gauge(f, srv, "wsrv_model_retired_arena_bytes", "gauge", "Shared memory the replaced generations still hold.",
 		    v_retired_bytes);
+	model_gauge(f, srv, "wsrv_model_failed", "gauge",
+		    "1 when the model failed to load and is not served; the server serves the others "
+		    "(without --require-all-models).", v_failed);
+	for (size_t i = 0; i < srv->nunloaded; i++) { /* failed before they were laid out */
+		fprintf(f, "wsrv_model_failed{model=\"");
+		label(f, srv->unloaded[i].name);
+		fprintf(f, "\"} 1\n");
+	}
 	family(f, "wsrv_model_filled_bytes", "gauge",
 	       "Bytes the serving generation was filled with, by source (files, or a peer host).");
 	for (size_t i = 0; i < srv->nmodels; i++) {

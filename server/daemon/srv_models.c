@@ -19,6 +19,15 @@ int srv_find_current(const struct server *srv, const char *name)
 	return -1;
 }
 
+size_t srv_models_serving(const struct server *srv)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < srv->nmodels; i++)
+		n += srv_model_serves(&srv->models[i]);
+	return n;
+}
+
 int srv_models_add(struct server *srv, uint32_t old, struct loaded_model *lm)
 {
 	struct srv_model *v = realloc(srv->models, (srv->nmodels + 1) * sizeof(*v));

@@ -33,6 +33,7 @@
 #include "sockpath.h"
 #include "srv_socket.h"
 #include "units.h"
+#include "utf8.h"
 #include "test_seam.h"
 
 #define MAX_MODELS 64
@@ -93,6 +94,9 @@ static void usage(FILE *f)
 		"                            attach at once and wait for each layer (read in layer\n"
 		"                            order, a segment per few layers)\n"
 		"  --serve-while-loading     the default (kept for scripts that name it)\n"
+		"  --require-all-models      a model that fails to load stops the server (exit 1);\n"
+		"                            by default the others are served and it is listed\n"
+		"                            as failed (wsrvctl models, the metrics)\n"
 		"  --load-only               load, report and exit\n"
 		"  --json                    with --load-only: report as JSON on stdout\n"
 		"  --quiet / --verbose       log less / more\n"
@@ -140,7 +144,7 @@ enum { O_MODEL = 1, O_VERIFY_ADOPTED, O_TAKE_OVER, O_LOAD_ONLY, O_JSON, O_QUIET,
        O_MAX_CLIENTS, O_MAX_LEASES, O_MAX_ATTACH, O_MAX_MESSAGE, O_HELLO_TIMEOUT,
        O_MAX_REGIONS, O_MAX_REGION_BYTES, O_MAX_CLIENT_REGIONS, O_MAX_CLIENT_REGION_BYTES,
        O_KEEP_REGIONS, O_PUBLISH_UID, O_PUBLISH_GID, O_METRICS_LISTEN,
-       O_SERVE_EARLY, O_SERVE_LATE };
+       O_SERVE_EARLY, O_SERVE_LATE, O_REQUIRE_ALL };
 
 static int num(const char *opt, const char *arg, unsigned long lo, unsigned long hi,
 	       unsigned long *out)
@@ -294,6 +298,7 @@ static int parse(int argc, char **argv, struct args *a)
 		{ "metrics-listen", required_argument, NULL, O_METRICS_LISTEN },
 		{ "serve-while-loading", no_argument, NULL, O_SERVE_EARLY },
 		{ "serve-when-loaded", no_argument, NULL, O_SERVE_LATE },
+		{ "require-all-models", no_argument, NULL, O_REQUIRE_ALL },
 	};
 	struct option all[sizeof(own) / sizeof(own[0]) + LOAD_OPTIONS_COUNT + PEER_OPTIONS_COUNT + 1];
 	struct errinfo e;
@@ -333,6 +338,7 @@ static int parse(int argc, char **argv, struct args *a)
 			break;
 		case O_SERVE_EARLY: a->serve_early_asked = true; break;
 		case O_SERVE_LATE: a->serve_late = true; break;
+		case O_REQUIRE_ALL: a->srv.require_all = true; break;
 		case O_JSON: a->json = 1; break;
 		case O_QUIET: log_set_level(LOG_WARN); break;
 		case O_VERBOSE: log_set_level(LOG_DEBUG); break;
@@ -558,6 +564,22 @@ static void add_entry(struct server *srv, struct loaded_model *lm, uint64_t gen,
 	srv->models[srv->nmodels++].lm = lm;
 }
 
+/* Model i could not be loaded (why): listed as failed and not served,
+ * while the others are (issue 48 item 17): 0; or, with
+ * --require-all-models, -EINVAL (the server does not start). */
+static int unloaded(struct server *srv, const struct args *a, int i, const char *why)
+{
+	struct srv_unloaded *u = &srv->unloaded[srv->nunloaded];
+
+	if (srv->cfg.require_all || srv->nunloaded >= SRV_MAX_UNLOADED)
+		return -EINVAL;
+	utf8_copy(u->name, sizeof(u->name), a->names[i]);
+	utf8_copy(u->path, sizeof(u->path), a->paths[i]);
+	utf8_copy(u->why, sizeof(u->why), why);
+	srv->nunloaded++;
+	return 0;
+}
+
 /* Model i laid out, its load begun on the early thread later: served
  * while it loads. */
 static int add_early(struct args *a, struct server *srv, int i, uint64_t gen)
@@ -570,7 +592,7 @@ static int add_early(struct args *a, struct server *srv, int i, uint64_t gen)
 		lo.memory_budget = a->budgets[i];
 	if (model_load_begin(a->names[i], a->paths[i], &lo, &lm, &e) < 0) {
 		log_err("model %s: %s", a->names[i], e.msg);
-		return -EINVAL;
+		return unloaded(srv, a, i, e.msg);
 	}
 	log_info("model %s: laid out in %u segments; serving it while it loads", a->names[i],
 		 lm->arena->nseg);
@@ -587,11 +609,12 @@ static int add_loaded(struct args *a, struct server *srv, int i, uint64_t gen)
 	a->load.loader.progress = PROGRESS_AUTO;
 	a->load.loader.stop = stop_requested;
 	if (model_load(a->names[i], a->paths[i], &a->load, &lm, &e) < 0) {
-		if (stop_requested())
+		if (stop_requested()) {
 			log_info("model %s: stopped by a signal while loading", a->names[i]);
-		else
-			log_err("model %s: %s", a->names[i], e.msg);
-		return -EINVAL;
+			return -EINTR;
+		}
+		log_err("model %s: %s", a->names[i], e.msg);
+		return unloaded(srv, a, i, e.msg);
 	}
 	report_log_loaded(lm);
 	add_entry(srv, lm, gen, false);
@@ -641,6 +664,13 @@ static int load_for_serving(struct args *a, struct server *srv, struct handover 
 	for (int i = 0; i < a->nmodels; i++)
 		if (serve_model(a, srv, h, i, early) < 0)
 			return -EINVAL;
+	if (srv->nmodels == 0) {
+		log_err("no model could be loaded");
+		return -EINVAL;
+	}
+	if (srv->nunloaded)
+		log_warn("serving %zu of %d models: %zu failed to load (wsrvctl models says why; "
+			 "--require-all-models stops instead)", srv->nmodels, a->nmodels, srv->nunloaded);
 	if (srv->peers) /* every model is offered now */
 		peer_serve_expect(srv->peers, NULL, 0);
 	return 0;

@@ -284,6 +284,12 @@ static void pump(struct fill *F)
 		const struct model_tensor *t = &F->m->tensors[i];
 		int p = F->from[i];
 
+		/* Its peer gone before every piece was asked for: fetched again
+		 * whole, as a failed piece is, not summed with pieces never sent
+		 * (issue 48 item 8: a stalled, honest peer was blamed for the
+		 * checksums of tensors it was never asked to finish). */
+		if (F->peers[p].st != FP_READY && F->next_off[i] < t->part_len)
+			F->bad[i] = 1;
 		if (F->peers[p].st != FP_READY || F->bad[i])
 			F->next_off[i] = t->part_len; /* finished when its pieces land */
 		while (F->next_off[i] < t->part_len) {

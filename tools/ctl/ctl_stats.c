@@ -333,6 +333,7 @@ static json_t *models_json(const struct wsrv_model_list *l)
 			"generation", (json_int_t)g.generation, "retired", g.retired, "holder_pids", pids,
 			"reload", ctl_peer_str(g.reload)));
 		json_object_set_new(json_array_get(a, json_array_size(a) - 1), "loading", json_boolean(mi.loading));
+		json_object_set_new(json_array_get(a, json_array_size(a) - 1), "failed", json_boolean(g.failed));
 		json_object_set_new(json_array_get(a, json_array_size(a) - 1), "tier", tier_json(l, i));
 		json_object_set_new(json_array_get(a, json_array_size(a) - 1), "placed_bytes",
 				    json_integer((json_int_t)g.placed_bytes));
@@ -373,7 +374,9 @@ int ctl_models(const struct ctl_ctx *c, int argc, char **argv)
 		struct wsrv_generation g;
 		char st[24], pg[32];
 		wsrv_model_list_generation(l, i, &g);
-		if (mi.loading)
+		if (g.failed)
+			snprintf(st, sizeof(st), "FAILED");
+		else if (mi.loading)
 			snprintf(st, sizeof(st), "loading %.0f%%", placed_pct(&mi, &g));
 		else
 			snprintf(st, sizeof(st), "%s", g.retired ? "replaced" : "ready");
