@@ -692,7 +692,10 @@ static void killed_worker_frees_holds(void **st)
 	pid_t pid;
 
 	(void)st;
-	assert_int_equal(start_tiered(&ts, "8M"), 0);
+	/* Two layers pinned in a cache of 2.7: more than the default share
+	 * of one worker (half), on purpose. */
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", "8M", "--memory-budget-share", "100",
+				      NULL), 0);
 	assert_int_equal(pipe(p), 0);
 	assert_true((pid = fork()) >= 0);
 	if (pid == 0) {
@@ -777,7 +780,10 @@ static void truncated_file_gets_eio(void **st)
 
 	(void)st;
 	snprintf(shard, sizeof(shard), "%s/model-00002-of-00002.safetensors", F.dir[0]);
-	assert_int_equal(start_tiered(&ts, "8M"), 0);
+	/* Lookups pin layers until detach: more than half the cache by the
+	 * end, past the default share of one worker. */
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", "8M", "--memory-budget-share", "100",
+				      NULL), 0);
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
 	assert_int_equal(wsrv_model_wait(m, WSRV_LAYER_ALL, 30000), 0);

@@ -12,7 +12,9 @@
  *   punched-out experts) past the budget, for good. Now every one is
  *   O_RDONLY, and the file mode stops a reopen as writable.
  * - item 12: a take of more pieces than a client may ever have unread was
- *   EAGAIN, so retrying never helped; now E2BIG with the number. */
+ *   EAGAIN, so retrying never helped; now E2BIG with the number.
+ * - one_worker_cannot_hold_it_all (item 5): one worker's share of the
+ *   cache is bounded, so an idle one cannot starve the others. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -27,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fixture.h"
 #include "packet.h"
 #include "wsrv.h"
@@ -219,7 +222,39 @@ static void fds_read_only(void **st)
 	server_done(&ts);
 }
 
+/* Item 5: one worker that took two layers' experts (50 of the cache's
+ * 67 MiB) and sat idle made every other worker's take of a third layer
+ * end in ENOMEM after 10 s, for as long as it lived. One worker now holds
+ * at most half the cache (a layer, at least): the greedy take is refused
+ * (EDQUOT, saying so), and the other worker is served at once. */
+static void one_worker_cannot_hold_it_all(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *a, *b;
+	struct wsrv_model *ma, *mb;
+	double t0;
+
+	(void)st;
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", BUDGET, NULL), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &a), 0);
+	assert_int_equal(wsrv_attach(a, "m", &ma), 0);
+	assert_int_equal(wsrv_model_wait(ma, 1, 30000), 0);
+	assert_int_equal(wsrv_model_wait(ma, 2, 30000), -EDQUOT);
+	assert_non_null(strstr(wsrv_last_error(), "--memory-budget-share"));
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &b), 0);
+	assert_int_equal(wsrv_attach(b, "m", &mb), 0);
+	t0 = mono_now();
+	assert_int_equal(wsrv_model_wait(mb, 3, 30000), 0);
+	assert_true(mono_now() - t0 < 5);
+	wsrv_detach(mb);
+	wsrv_disconnect(b);
+	wsrv_detach(ma);
+	wsrv_disconnect(a);
+	server_done(&ts);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(unit_fds_bounded),
 	cmocka_unit_test(fds_read_only),
+	cmocka_unit_test(one_worker_cannot_hold_it_all),
 )

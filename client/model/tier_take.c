@@ -162,7 +162,12 @@ int cl_tier_use(struct wsrv_model *m, uint32_t seg, bool wait)
 
 	if ((r = loaded(m, seg, wait)) <= 0)
 		return r;
-	if ((r = tier_need(m, seg, false, wait)) == 1) {
+	/* Past this worker's share of the cache (EDQUOT): a prefetch waits
+	 * for the worker to let something go, only a take it waits for
+	 * fails. */
+	if ((r = tier_need(m, seg, false, wait)) == -EDQUOT && !wait)
+		return 0;
+	if (r == 1) {
 		pthread_mutex_lock(&m->map_lock);
 		m->tier_use[seg]++;
 		pthread_mutex_unlock(&m->map_lock);
@@ -235,6 +240,8 @@ int cl_tier_use_many(struct wsrv_model *m, const uint32_t *p, size_t n, bool wai
 			m->tier_use[p[i]]++;
 	pthread_mutex_unlock(&m->map_lock);
 	free(ok);
+	if (r == -EDQUOT && !wait) /* a prefetch past the share: later */
+		r = 0;
 	return r < 0 ? r : 0;
 }
 

@@ -14,7 +14,7 @@
 enum {
 	O_NUMA = LOAD_OPT_BASE, O_NUMA_NODE, O_HUGEPAGES, O_NO_LOCK, O_QD,
 	O_BLOCK, O_SHARDS, O_BUFFERED, O_ALIGN, O_MAX_SEGMENT, O_LAYER_PATTERN, O_LOCK, O_READ,
-	O_PLAN, O_RANKS, O_WORLD, O_READ_RATE, O_MEMORY_BUDGET,
+	O_PLAN, O_RANKS, O_WORLD, O_READ_RATE, O_MEMORY_BUDGET, O_MEMORY_SHARE,
 };
 
 const struct option load_long_options[] = {
@@ -36,6 +36,7 @@ const struct option load_long_options[] = {
 	{ "world", required_argument, NULL, O_WORLD },
 	{ "read-rate", required_argument, NULL, O_READ_RATE },
 	{ "memory-budget", required_argument, NULL, O_MEMORY_BUDGET },
+	{ "memory-budget-share", required_argument, NULL, O_MEMORY_SHARE },
 	{ 0 },
 };
 /* Callers copy exactly this many in front of their own options: a count
@@ -67,7 +68,9 @@ const char load_options_help[] =
 	"  --plan FILE               under this plan's \"tp_plan\" and \"stages\"\n"
 	"  --memory-budget SIZE      keep at most SIZE of each model in memory: the global\n"
 	"                            group and whole layers in order stay, the rest is read\n"
-	"                            from disk as workers need it (docs/operations.md)\n";
+	"                            from disk as workers need it (docs/operations.md)\n"
+	"  --memory-budget-share PCT the most of a budget's cache one worker may hold, in\n"
+	"                            percent (1-100, default 50; never less than a layer)\n";
 
 static int add_pattern(struct model_opts *mo, const char *arg, struct errinfo *e)
 {
@@ -226,6 +229,14 @@ int load_args_handle(int opt, const char *arg, struct load_opts *o,
 		if (r == 0 && o->memory_budget == 0)
 			r = err_set(e, -EINVAL, "--memory-budget: more than 0");
 		break;
+	case O_MEMORY_SHARE: {
+		char *end;
+		unsigned long pct = strtoul(arg, &end, 10);
+		if (!*arg || *end || pct < 1 || pct > 100)
+			r = err_set(e, -EINVAL, "--memory-budget-share '%s': a percentage from 1 to 100", arg);
+		o->memory_share = (uint32_t)pct;
+		break;
+	}
 	case O_LAYER_PATTERN: r = add_pattern(&o->model, arg, e); break;
 	case O_PLAN: r = plan_opt(arg, &o->model, e); break;
 	case O_RANKS:

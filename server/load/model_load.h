@@ -33,6 +33,9 @@ struct load_opts {
 	/* A host memory budget in bytes (tier.h), serving while loading
 	 * only; 0: none, every byte stays in memory. */
 	uint64_t memory_budget;
+	/* The most of its cache one worker may hold, in percent (0: the
+	 * default, TIER_SHARE_PCT; never less than a layer's pieces). */
+	uint32_t memory_share;
 };
 
 #define LOAD_MAX_SOURCES 64

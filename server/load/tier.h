@@ -56,8 +56,15 @@ struct tier_stats {
  * fill 4 KiB pages) and starts the reader thread, which reads a segment
  * only once the first load has passed it. On success *out is lm's
  * (tier_free, before the arena's). */
-int tier_create(struct loaded_model *lm, uint64_t budget, const struct loader_opts *lo,
+int tier_create(struct loaded_model *lm, uint64_t budget, uint32_t share_pct, const struct loader_opts *lo,
 		struct tier **out, struct errinfo *e);
+
+/* One worker (a session) holds at most share_pct (TIER_SHARE_PCT by
+ * default) of what the budget leaves for the cache, and never less than
+ * the largest layer's pieces (a layer must be computable): a take past it
+ * is -EDQUOT with a sentence, so that a worker that holds and sits idle
+ * cannot starve the others (issue 48 item 5). */
+#define TIER_SHARE_PCT 50
 
 /* The first load sealed segment seg (its bytes checked): a tiered one is
  * kept while the budget has room, else dropped; its units may be read

@@ -85,6 +85,7 @@ struct tier {
 	struct loader_opts lo;
 	uint64_t budget, resident, cached, reading_bytes, tick;
 	uint64_t largest;           /* the largest tiered segment */
+	uint64_t share;             /* the most one worker may hold (tier.h, TIER_SHARE_PCT) */
 	struct tier_seg *s;
 	uint32_t nseg;              /* the arena's segments */
 	uint32_t n;                 /* of s: the segments, then the units */

@@ -111,7 +111,28 @@ static int describe(struct tier *t)
 	return 0;
 }
 
-int tier_create(struct loaded_model *lm, uint64_t budget, const struct loader_opts *lo,
+/* The most one worker may hold (tier.h): share_pct (0: TIER_SHARE_PCT)
+ * of what the budget leaves for the cache, never less than the largest
+ * layer's pieces on the tier. */
+static int set_share(struct tier *t, uint32_t share_pct)
+{
+	uint64_t cache = t->budget > t->resident ? t->budget - t->resident : 0, layer = 0;
+	uint64_t *need = calloc(t->nseg + 1, sizeof(*need));
+
+	if (!need)
+		return -ENOMEM;
+	for (uint32_t g = 0; g < t->n; g++)
+		if (g >= t->nseg || t->s[g].disk)
+			need[t->s[g].seg] += t->s[g].len;
+	for (uint32_t g = 0; g < t->nseg; g++)
+		layer = need[g] > layer ? need[g] : layer;
+	free(need);
+	t->share = cache / 100 * (share_pct ? share_pct : TIER_SHARE_PCT);
+	t->share = t->share > layer ? t->share : layer;
+	return 0;
+}
+
+int tier_create(struct loaded_model *lm, uint64_t budget, uint32_t share_pct, const struct loader_opts *lo,
 		struct tier **out, struct errinfo *e)
 {
 	tier_test_seam();
@@ -126,6 +147,8 @@ int tier_create(struct loaded_model *lm, uint64_t budget, const struct loader_op
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
 	r = describe(t) == 0 ? choose(t, e) : err_set(e, -ENOMEM, "out of memory");
+	if (r == 0 && set_share(t, share_pct) < 0)
+		r = err_set(e, -ENOMEM, "out of memory");
 	for (int i = 0; r == 0 && i < READERS; i++)
 		if ((r = -pthread_create(&t->th[i], NULL, tier_reader_main, t)) < 0)
 			err_set(e, r, "cannot start the disk tier's readers: %s", strerror(-r));
