@@ -269,6 +269,17 @@ static void client_limit(void **s)
 	server_done(&t2);
 }
 
+/* Issue 49 item 5: SIGHUP killed wsrvd without a word (no handler).
+ * It is logged as ignored, and the server serves on. */
+static void sighup_is_logged_not_fatal(void **s)
+{
+	assert_int_equal(kill(F.srv.ts.pid, SIGHUP), 0);
+	for (int i = 0; i < 100 && !server_log_has(&F.srv.ts, "SIGHUP ignored"); i++)
+		sleep_ms(20);
+	assert_true(server_log_has(&F.srv.ts, "SIGHUP ignored"));
+	good_still_works();
+}
+
 static int aliases(void)
 {
 	good = F.srv.cl;
@@ -285,4 +296,5 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(writable_mapping_refused),
 	cmocka_unit_test(uid_outside_allow_list),
 	cmocka_unit_test(client_limit),
+	cmocka_unit_test(sighup_is_logged_not_fatal),
 )

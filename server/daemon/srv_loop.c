@@ -530,7 +530,11 @@ static void on_cqe(struct loop *L, struct io_uring_cqe *cqe)
 	case OP_SIGNAL:
 		/* The loop stops once a take-over under way has ended (main
 		 * loop); meanwhile the signal is not read again. */
-		if (cqe->res == sizeof(L->si))
+		/* SIGHUP has no meaning here yet: said so, not a stop (it
+		 * was a silent death before; issue 49 item 5). */
+		if (cqe->res == sizeof(L->si) && L->si.ssi_signo == SIGHUP)
+			log_info("SIGHUP ignored: `wsrvctl reload NAME` loads a new generation of a model");
+		if (cqe->res == sizeof(L->si) && L->si.ssi_signo != SIGHUP)
 			L->srv->stop_asked = true;
 		else
 			arm_signal(L);
@@ -576,6 +580,7 @@ static int loop_setup(struct loop *L, struct server *srv, int lfd, int lock, str
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	L->sigfd = signalfd(-1, &mask, SFD_CLOEXEC);

@@ -795,6 +795,7 @@ static int prepare(struct server *srv, struct start *st, int nmodels)
 	sigemptyset(&stop);
 	sigaddset(&stop, SIGINT);
 	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGHUP); /* the loop says it is ignored; never a death while starting */
 	sigprocmask(SIG_BLOCK, &stop, NULL);
 	return 0;
 }
