@@ -67,13 +67,15 @@ int main(int argc, char **argv)
 		{ "bandwidth", required_argument, NULL, 'b' }, { "hold", required_argument, NULL, 'h' },
 		{ "check", no_argument, NULL, 'c' }, { "help", no_argument, NULL, 'H' },
 		{ "device-name", required_argument, NULL, 'D' }, { "no-share", no_argument, NULL, 'N' },
-		{ "follow", no_argument, NULL, 'F' },
+		{ "follow", no_argument, NULL, 'F' }, { "wait", required_argument, NULL, 'W' },
 		{ 0 },
 	};
 	static const char usage[] =
 		"usage: wsrv-worker [--socket PATH] --model NAME [--plan FILE] [--rank R]\n"
 		"                   [--slots D] [--passes N] [--bandwidth GBPS] [--hold S] [--check]\n"
-		"                   [--device-name NAME] [--no-share] [--follow]\n"
+		"                   [--device-name NAME] [--no-share] [--follow] [--wait SECONDS]\n"
+		"--wait: while no wsrvd answers on the socket (one starting), try again for up\n"
+		"to SECONDS.\n"
 		"--follow: between passes, switch to a new generation of the model when the\n"
 		"server announces one (wsrvctl reload).\n"
 		"Workers whose devices have the same name (default: host:any) share one device\n"
@@ -105,6 +107,7 @@ int main(int argc, char **argv)
 		case 'D': ho.device_name = optarg; break;
 		case 'N': so.share = WSRV_SHARE_OFF; break;
 		case 'F': follow = 1; break;
+		case 'W': co.wait_ms = (int)cliarg_long(P, "--wait", optarg, 0, 86400) * 1000; break;
 		case 'H': fputs(usage, stdout); return 0;
 		default: return 2;
 		}

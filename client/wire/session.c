@@ -6,9 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <stdbool.h>
 
 #include "wire.h"
 #include "sockpath.h"
+#include "clock.h"
 
 WSRV_EXPORT const char *wsrv_default_socket(void)
 {
@@ -150,6 +153,28 @@ static struct wsrv_client *client_new(const char *path, int timeout_ms, const ch
 	return c;
 }
 
+/* Whether r says that no server answers on the path yet. */
+static bool nobody_there(int r)
+{
+	return r == -ENOENT || r == -ECONNREFUSED || r == -EAGAIN;
+}
+
+/* wire_connect, tried again every 100 ms while nobody answers, until
+ * wait_ms have passed (0: once). Under c->lock. */
+static int connect_waiting(struct wsrv_client *c, const char *path, int32_t wait_ms)
+{
+	double until = mono_now() + wait_ms / 1e3;
+	int r;
+
+	while (nobody_there(r = wire_connect(&c->w, path, c->timeout_ms, c->name)) && wait_ms > 0 &&
+	       mono_now() < until)
+		usleep(100 * 1000);
+	if (nobody_there(r) && wait_ms > 0)
+		return cl_err(r, "no wsrvd answered on %s within %.1f s of waiting (%s)", path, wait_ms / 1e3,
+			      strerror(-r));
+	return r;
+}
+
 WSRV_EXPORT int wsrv_connect(const char *path, const struct wsrv_connect_opts *opts,
 			     struct wsrv_client **out)
 {
@@ -160,8 +185,9 @@ WSRV_EXPORT int wsrv_connect(const char *path, const struct wsrv_connect_opts *o
 	CL_NEED(out);
 	if ((ret = CL_OPTS(opts, &o)) < 0)
 		return ret;
-	if (o.timeout_ms < 0)
-		return cl_err(-EINVAL, "opts->timeout_ms is %d; it must be 0 or more", o.timeout_ms);
+	if (o.timeout_ms < 0 || o.wait_ms < 0)
+		return cl_err(-EINVAL, "opts->%s is %d; it must be 0 or more", o.timeout_ms < 0 ? "timeout_ms" : "wait_ms",
+			      o.timeout_ms < 0 ? o.timeout_ms : o.wait_ms);
 	bool by_default = !path;
 
 	if (!path && !(path = wsrv_default_socket()))
@@ -170,7 +196,7 @@ WSRV_EXPORT int wsrv_connect(const char *path, const struct wsrv_connect_opts *o
 	if (!c)
 		return cl_err(-ENOMEM, "out of memory");
 	pthread_mutex_lock(&c->lock);
-	ret = wire_connect(&c->w, path, c->timeout_ms, c->name);
+	ret = connect_waiting(c, path, o.wait_ms);
 	pthread_mutex_unlock(&c->lock);
 	if (ret < 0) {
 		cl_unref(c);

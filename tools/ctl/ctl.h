@@ -10,6 +10,7 @@
 struct ctl_ctx {
 	const char *socket;   /* --socket, or NULL for the default */
 	bool json;
+	int wait_ms;          /* --wait SECONDS: for a server not up yet */
 };
 
 struct ctl_command {

@@ -9,7 +9,7 @@
 
 int ctl_connect(const struct ctl_ctx *c, struct wsrv_client **cl)
 {
-	struct wsrv_connect_opts o = { .struct_size = sizeof(o), .client_name = "wsrvctl" };
+	struct wsrv_connect_opts o = { .struct_size = sizeof(o), .client_name = "wsrvctl", .wait_ms = c->wait_ms };
 
 	if (wsrv_connect(c->socket, &o, cl) < 0) {
 		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());

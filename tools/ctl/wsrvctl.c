@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* wsrvctl - look at model files offline and talk to a running wsrvd.
  *
- * Global options (--socket PATH, --json) may come before or after the
+ * Global options (--socket PATH, --wait SECONDS, --json) may come before or after the
  * command; exit status 0 success, 1 failure or invalid input, 2 usage. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,8 +32,10 @@ static const struct ctl_command *const tables[] = { offline, served };
 
 static void ctl_usage(FILE *f)
 {
-	fprintf(f, "usage: wsrvctl [--socket PATH] [--json] COMMAND [ARGS]\n"
-		"       wsrvctl --help | --version\ncommands:\n");
+	fprintf(f, "usage: wsrvctl [--socket PATH] [--wait SECONDS] [--json] COMMAND [ARGS]\n"
+		"       wsrvctl --help | --version\n"
+		"--wait: while no wsrvd answers on the socket (one starting), try again for up\n"
+		"to SECONDS before failing\ncommands:\n");
 	for (size_t t = 0; t < 2; t++)
 		for (const struct ctl_command *c = tables[t]; c->name; c++)
 			fprintf(f, "  %s\n", c->help);
@@ -53,6 +55,15 @@ static int take_globals(int argc, char **argv, struct ctl_ctx *c)
 				exit(2);
 			}
 			c->socket = argv[++i];
+		} else if (strcmp(argv[i], "--wait") == 0 || strncmp(argv[i], "--wait=", 7) == 0) {
+			const char *v = argv[i][6] == '=' ? argv[i] + 7 : i + 1 < argc ? argv[++i] : "";
+			char *end;
+			double s = strtod(v, &end);
+			if (!*v || *end || !(s >= 0 && s <= 86400)) {
+				fprintf(stderr, "wsrvctl: --wait needs SECONDS, from 0 to 86400\n");
+				exit(2);
+			}
+			c->wait_ms = (int)(s * 1000);
 		} else if (strncmp(argv[i], "--socket=", 9) == 0) {
 			c->socket = argv[i] + 9;
 			if (!c->socket[0]) {

@@ -147,3 +147,20 @@ def test_bad_arguments_refused(server, client):
                 assert len(layer.experts(np.array([2], dtype=np.int64))) == 6
             with pytest.raises(TypeError):
                 st.prefetch_experts(1, [7.9])
+
+
+def test_connect_waits_then_names_the_socket(tmp_path, server):
+    """Issue 49 item 6: connect(wait=SECONDS) tries again while nobody
+    answers, then names the socket it waited for; a server that is up is
+    connected to at once."""
+    import time
+    sock = str(tmp_path / "nobody.sock")
+    t0 = time.monotonic()
+    with pytest.raises(wsrv.WsrvError) as e:
+        wsrv.connect(sock, wait=0.4)
+    assert e.value.errno == errno.ENOENT and sock in str(e.value)
+    assert 0.35 <= time.monotonic() - t0 < 5
+    with pytest.raises(ValueError):
+        wsrv.connect(sock, wait=-1)
+    with wsrv.connect(server.sock, wait=5) as c:
+        assert c.models()

@@ -26,8 +26,8 @@ def _struct(name: str, fields: list[tuple[str, Any]]) -> type[ctypes.Structure]:
     return type(name, (ctypes.Structure,), {"_fields_": [("struct_size", u32)] + fields})
 
 
-ConnectOpts = _struct("ConnectOpts", [("timeout_ms", i32), ("client_name", charp),
-                                      ("reserved", u64 * 4)])
+ConnectOpts = _struct("ConnectOpts", [("timeout_ms", i32), ("client_name", charp), ("wait_ms", i32),
+                                      ("reserved32", u32), ("reserved", u64 * 3)])
 TensorInfo = _struct("TensorInfo", [
     ("name", charp), ("dtype", ctypes.c_int), ("rank", u32), ("shape", u64p), ("layer", i32),
     ("segment", u32), ("offset", u64), ("size", u64), ("xxh3", u64), ("data", vptr),

@@ -26,9 +26,12 @@ class Client:
     """A connection (wsrv.connect). A context manager."""
 
     def __init__(self, socket: Optional[str] = None, name: Optional[str] = None,
-                 timeout_ms: int = 0) -> None:
+                 timeout_ms: int = 0, wait: float = 0) -> None:
         self._ptr = ctypes.c_void_p()
-        opts = new(ConnectOpts, timeout_ms=timeout_ms, client_name=cstr(name or "python", "a client name"))
+        if not 0 <= wait <= 86400:
+            raise ValueError(f"wait={wait!r}: seconds from 0 to 86400")
+        opts = new(ConnectOpts, timeout_ms=timeout_ms, client_name=cstr(name or "python", "a client name"),
+                   wait_ms=int(wait * 1000))
         check(lib.wsrv_connect(cstr(socket, "a socket path") if socket else None, ctypes.byref(opts),
                                ctypes.byref(self._ptr)), "connect")
 
@@ -110,7 +113,11 @@ class Client:
         self.close()
 
 
-def connect(socket: Optional[str] = None, name: Optional[str] = None, timeout_ms: int = 0) -> Client:
+def connect(socket: Optional[str] = None, name: Optional[str] = None, timeout_ms: int = 0,
+            wait: float = 0) -> Client:
     """Connects to wsrvd at socket (None: $WSRV_SOCKET, else
-    $XDG_RUNTIME_DIR/wsrv.sock, else /run/wsrv/wsrv.sock)."""
-    return Client(socket, name, timeout_ms)
+    $XDG_RUNTIME_DIR/wsrv.sock, else /run/wsrv/wsrv.sock). wait: seconds
+    to keep trying while no server answers there (a worker that starts
+    before wsrvd); WsrvError (ENOENT or ECONNREFUSED) names the socket
+    once they have passed."""
+    return Client(socket, name, timeout_ms, wait)
