@@ -91,6 +91,19 @@ static void inspect(void **s)
 	assert_int_equal(run("WSRV_CTL", "inspect", NULL), 2);
 	assert_int_equal(run("WSRV_CTL", "frobnicate", NULL), 2);
 	assert_int_equal(run("WSRV_CTL", NULL), 2);
+	/* Issue 49 item 8: an option that changes nothing inspect shows was
+	 * accepted and ignored (--memory-budget, and --mem for it); every
+	 * command takes --help, exit 0; the help names WSRV_SOCKET and the
+	 * exit codes. */
+	assert_int_equal(run("WSRV_CTL", "inspect", model, "--memory-budget", "1G", NULL), 2);
+	assert_non_null(strstr(err, "--memory-budget does not change what inspect shows"));
+	assert_int_equal(run("WSRV_CTL", "inspect", model, "--mem", "1G", NULL), 2);
+	assert_int_equal(run("WSRV_CTL", "reload", "--help", NULL), 0);
+	assert_non_null(strstr(out, "usage: wsrvctl"));
+	assert_non_null(strstr(out, "reload"));
+	assert_int_equal(run("WSRV_CTL", "--help", NULL), 0);
+	assert_non_null(strstr(out, "WSRV_SOCKET"));
+	assert_non_null(strstr(out, "exit status"));
 }
 
 /* Issue 12: the load time covered only the read loop. It covers headers
@@ -250,7 +263,7 @@ static const struct { const char *opt, *bad[6]; } bad_values[] = {
 	{ "--numa-node", { "", "-1", "64", NULL } },
 	{ "--hugepages", { "", "maybe", NULL } },
 	{ "--lock", { "", "maybe", NULL } },
-	{ "--queue-depth", { "", "-1", "1025", "abc", NULL } },
+	{ "--queue-depth", { "", "-1", "0", "1025", "abc", NULL } },
 	{ "--block-size", { "", "3K", "0", "128M", "1Q", NULL } },
 	{ "--concurrent-shards", { "", "-1", "1025", NULL } },
 	{ "--read", { "", "fast", NULL } },
@@ -260,6 +273,7 @@ static const struct { const char *opt, *bad[6]; } bad_values[] = {
 	{ "--layer-pattern", { "", NULL } },
 	{ "--ranks", { "", "5-2", "a-b", NULL } },
 	{ "--world", { "", "0", "-1", NULL } },
+	{ "--memory-budget-share", { "", "0", "101", "x", NULL } },
 	{ "--plan", { "", "/nonexistent/plan.json", NULL } },
 	{ "--peer-listen", { "", "1.2.3.4", "127.0.0.1:99999", NULL } },
 	{ "--peer-allow", { "", "1.2.3.4/99", "x", NULL } },

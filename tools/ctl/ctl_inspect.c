@@ -103,15 +103,34 @@ static void print_json(const struct model *m)
 	json_decref(root);
 }
 
+/* Whether the load option called name changes the layout inspect shows;
+ * the others (reading, memory) are refused, not ignored (issue 49 item 8). */
+static bool lays_out(const char *name)
+{
+	static const char *const ok[] = { "layer-pattern", "plan", "ranks", "world", "align", "max-segment", NULL };
+
+	for (size_t i = 0; ok[i]; i++)
+		if (strcmp(name, ok[i]) == 0)
+			return true;
+	return false;
+}
+
 int ctl_inspect(const struct ctl_ctx *c, int argc, char **argv)
 {
 	struct load_opts lo = { 0 };
 	struct model *m;
 	struct errinfo e;
-	int opt, r;
+	int opt, r, li = 0;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "", load_long_options, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "", load_long_options, &li)) != -1) {
+		if (opt != '?' && !lays_out(load_long_options[li].name)) {
+			fprintf(stderr, "wsrvctl inspect: --%s does not change what inspect shows (it takes "
+				"--layer-pattern, --plan, --ranks, --world, --align, --max-segment)\n",
+				load_long_options[li].name);
+			load_args_free(&lo);
+			return 2;
+		}
 		r = load_args_handle(opt, optarg, &lo, &e);
 		if (r <= 0) {
 			fprintf(stderr, "wsrvctl inspect: %s\n", r < 0 ? e.msg : "unknown option");

@@ -33,12 +33,15 @@ static const struct ctl_command *const tables[] = { offline, served };
 static void ctl_usage(FILE *f)
 {
 	fprintf(f, "usage: wsrvctl [--socket PATH] [--wait SECONDS] [--json] COMMAND [ARGS]\n"
-		"       wsrvctl --help | --version\n"
+		"       wsrvctl --help | --version | COMMAND --help\n"
 		"--wait: while no wsrvd answers on the socket (one starting), try again for up\n"
 		"to SECONDS before failing\ncommands:\n");
 	for (size_t t = 0; t < 2; t++)
 		for (const struct ctl_command *c = tables[t]; c->name; c++)
 			fprintf(f, "  %s\n", c->help);
+	fprintf(f, "environment: WSRV_SOCKET (the socket when --socket is not given; else\n"
+		"$XDG_RUNTIME_DIR/wsrv.sock, else /run/wsrv/wsrv.sock)\n"
+		"exit status: 0 done, 1 failed (the server's or the files' answer), 2 a usage error\n");
 }
 
 /* Removes the global options from argv wherever they are; returns argc. */
@@ -78,6 +81,25 @@ static int take_globals(int argc, char **argv, struct ctl_ctx *c)
 	return out;
 }
 
+/* Whether a command's arguments ask for its help (--help, -h). */
+static bool asks_help(int argc, char **argv)
+{
+	for (int i = 2; i < argc; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return true;
+	return false;
+}
+
+/* `wsrvctl COMMAND --help`: its line of the usage, exit 0 (issue 49
+ * item 8: it was a usage error). */
+static int command_help(const struct ctl_command *cmd)
+{
+	printf("usage: wsrvctl [--socket PATH] [--wait SECONDS] [--json] %s\n"
+	       "exit status: 0 done, 1 failed, 2 a usage error; the socket: --socket, else $WSRV_SOCKET,\n"
+	       "else $XDG_RUNTIME_DIR/wsrv.sock, else /run/wsrv/wsrv.sock\n", cmd->help);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct ctl_ctx c = { 0 };
@@ -94,7 +116,7 @@ int main(int argc, char **argv)
 	for (size_t t = 0; t < 2; t++)
 		for (const struct ctl_command *cmd = tables[t]; cmd->name; cmd++)
 			if (strcmp(argv[1], cmd->name) == 0)
-				return cmd->run(&c, argc - 1, argv + 1);
+				return asks_help(argc, argv) ? command_help(cmd) : cmd->run(&c, argc - 1, argv + 1);
 	fprintf(stderr, "wsrvctl: unknown command '%s'\nsee wsrvctl --help\n", argv[1]);
 	return 2;
 }
