@@ -21,7 +21,7 @@ int pb_text_check(const ProtobufCMessage *m, char *why, size_t len);
  * each allocation's size: protobuf-c copies a string's bytes and ends
  * them with a NUL, so "m\0\xff" read back with strlen is "m". A message
  * unpacked with it can be checked with pb_text_check_sized, which sees
- * every byte (issue 48 item 13). */
+ * every byte. */
 extern ProtobufCAllocator pb_sized_allocator;
 
 /* pb_text_check of a message unpacked with pb_sized_allocator, a NUL

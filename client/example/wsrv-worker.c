@@ -141,9 +141,7 @@ int main(int argc, char **argv)
 	       (int)getpid(), passes, passes == 1 ? "" : "es", model, digest, st.bytes_copied,
 	       100 * st.hidden_fraction);
 	print_sharing(s, &st);
-	/* A direct pass that fails is an error, never a mismatch (issue 48
-	 * item 15: under a budget its tiered layers read as EAGAIN, and a
-	 * right digest was called DIFFERENT). */
+	/* A direct pass that fails is an error, never a mismatch. */
 	if (check && forward_pass_direct(c, model, m, per, &direct) < 0) {
 		fprintf(stderr, "wsrv-worker: the same pass over the direct mapping: %s\n",
 			*forward_error() ? forward_error() : wsrv_last_error());

@@ -3,9 +3,8 @@
  * from the new server only when its bytes are the ones it attached to:
  * every tensor of the piece whose checksum both the new server's page and
  * an older one know must have the same checksum on both. The layout alone
- * could not tell: a file rewritten in place with other bytes of the same
- * size and header, its mtime put back, laid out the same, and a worker
- * mapped 384 tensors of other bytes (issue 48 item 3). */
+ * cannot tell: a file rewritten in place with other bytes of the same
+ * size and header lays out the same. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>

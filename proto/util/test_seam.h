@@ -4,7 +4,7 @@
  * They are read only in builds with -DWSRV_TEST_SEAMS (meson's test_seams:
  * debug builds and tools/check's); in a packager's release build
  * test_seam is always NULL, so no environment or file can make a
- * production wsrvd fail (issue 48 item 10). */
+ * production wsrvd fail. */
 #ifndef WSRV_TEST_SEAM_H
 #define WSRV_TEST_SEAM_H
 

@@ -17,8 +17,8 @@ size_t utf8_seq_len(const unsigned char *p, size_t left);
 
 /* How many bytes of s (NUL-terminated) to keep so that at most max are
  * kept and no character is cut: for "%.*s" (one rule wherever a name or
- * a message is shortened; a cut character made replies invalid UTF-8,
- * issue 48 item 7). Bytes that are not UTF-8 count one each. */
+ * a message is shortened: a cut character makes a reply invalid UTF-8,
+ * which clients refuse). Bytes that are not UTF-8 count one each. */
 int utf8_fit(const char *s, size_t max);
 
 /* The two "%.*s" arguments for s cut to at most n bytes by utf8_fit. */

@@ -70,7 +70,7 @@ struct srv_model {
 	struct stream_sum streams_gone;
 	char reload[160];           /* the last load's outcome, for ListModels */
 	bool failed;                /* its load failed (reload says why): listed, attaches
-	                             * get EIO, nothing handed over (issue 48 item 17) */
+	                             * get EIO, nothing handed over */
 };
 
 /* A model whose files could not even be laid out at the start: listed

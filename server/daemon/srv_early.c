@@ -115,8 +115,8 @@ static void publish_one(struct server *srv, struct early_load *E, size_t i)
 		if (E->rc[i] == -ECANCELED && srv->stopping) {
 			log_info("model %s: stopped by a signal while loading", esc(E->lm[i]->model->name));
 		} else if (!srv->cfg.require_all && srv_models_serving(srv) > 1) {
-			/* One bad model does not take the others down (issue 48
-			 * item 17): it is listed as failed, and attaches say why. */
+			/* One bad model does not take the others down: it is
+			 * listed as failed, and attaches say why. */
 			log_err("model %s: %s; serving the other models (--require-all-models stops instead)",
 				esc(E->lm[i]->model->name), E->e[i].msg);
 			sm->failed = true;
@@ -256,7 +256,7 @@ int early_segments(struct server *srv, struct session *s, const Wsrv__AttachSegm
 		return srv_reply_error(r, seq, EINVAL, "ask for 1 to %u segments at a time",
 				       WSRV_MAX_FDS - 2);
 	/* More than the client may ever have unread: asking again never
-	 * helps (issue 48 item 12). */
+	 * helps, so not EAGAIN. */
 	if (!q->release && !q->partial && q->n_segments > srv->fd_budget)
 		return srv_reply_error(r, seq, E2BIG, "%zu segments asked for at once, and this client may have at most "
 				       "%u file descriptors unread: ask for fewer at a time, or with partial",

@@ -42,8 +42,8 @@ int handover_take(struct handover *h, const char *name);
  * and "m<i>-seg<k>"), generation, segment count, files' identity and path
  * (into h's state: valid until handover_done); -1 when it served no such
  * model. The path is the one it served, which a reload may have changed
- * from the command line's (issue 48 item 4: the successor adopts what was
- * served, not what its command line names). */
+ * from the command line's: a successor adopts what was served, not what
+ * its own command line names. */
 int handover_model(const struct handover *h, const char *name, uint64_t *generation, uint32_t *nseg,
 		   uint64_t *files, const char **path);
 /* Closes what nobody took. */

@@ -488,10 +488,10 @@ static void announce(struct loop *L, int old)
 }
 
 /* Accepting until the successor of a take-over serves: new clients are
- * served here meanwhile (issue 48 item 9: waiting in the backlog, they
- * had no answer until the take-over's deadline when the successor
- * stalled), and told to connect again when it is done, as every other
- * client of this server is. */
+ * served here meanwhile (in the backlog they would have no answer until
+ * the take-over's deadline when the successor stalls), and told to
+ * connect again when it is done, as every other client of this server
+ * is. */
 static void check_accept(struct loop *L)
 {
 	struct server *srv = L->srv;
@@ -530,8 +530,7 @@ static void on_cqe(struct loop *L, struct io_uring_cqe *cqe)
 	case OP_SIGNAL:
 		/* The loop stops once a take-over under way has ended (main
 		 * loop); meanwhile the signal is not read again. */
-		/* SIGHUP has no meaning here yet: said so, not a stop (it
-		 * was a silent death before; issue 49 item 5). */
+		/* SIGHUP has no meaning here yet: said so, and not a stop. */
 		if (cqe->res == sizeof(L->si) && L->si.ssi_signo == SIGHUP)
 			log_info("SIGHUP ignored: `wsrvctl reload NAME` loads a new generation of a model");
 		if (cqe->res == sizeof(L->si) && L->si.ssi_signo != SIGHUP)

@@ -58,9 +58,9 @@ struct srv_metrics {
 };
 
 /* An address for the per-address limit: IPv6, or IPv4 mapped into it,
- * then the family. Every loopback address is one (issue 48 item 6: a
- * process on 127.0.0.2-9 held 4 connections from each, and a scraper on
- * 127.0.0.1 got none). */
+ * then the family. Every loopback address is one: each of 127.0.0.0/8 is
+ * this host, and counted apart they would let one local process take
+ * every slot from 127.0.0.2, .3, ... */
 static void addr_key(const struct sockaddr *sa, uint8_t key[17])
 {
 	memset(key, 0, 17);

@@ -208,8 +208,7 @@ int reload_start(struct server *srv, struct session *s, const Wsrv__Reload *q, u
 				       UTF8_CUT(q->model, 64));
 	const char *path = q->path && *q->path ? q->path : srv->models[mi].lm->model->path;
 	/* From here on a reload that does not start failed, as one that
-	 * fails while it loads does (wsrv_reloads_total{result="failed"}:
-	 * issue 48 item 16). */
+	 * fails while it loads does (wsrv_reloads_total{result="failed"}). */
 	if (strlen(path) >= sizeof(((struct reload_job *)0)->path)) {
 		srv->count.outcomes[SRV_RELOAD_FAILED]++;
 		return srv_reply_error(r, seq, ENAMETOOLONG, "a reload path is at most %zu bytes",
@@ -269,7 +268,7 @@ int reload_finish(struct server *srv)
 		 esc(j->name), (unsigned long long)srv->models[k].generation, mono_now() - j->t0,
 		 old->attached, (unsigned long long)old->generation);
 	/* A take-over (or systemd's store) keeps it; a plain restart loads
-	 * what the command line names (issue 48 item 4). */
+	 * what the command line names. */
 	if (old->lm && srv->models[k].lm && strcmp(old->lm->model->path, srv->models[k].lm->model->path) != 0)
 		log_warn("model %s: now served from %s; a take-over keeps it, but a restart without one loads %s "
 			 "again: put the new path on the command line (the unit's drop-in) to keep it",

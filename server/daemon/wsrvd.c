@@ -565,7 +565,7 @@ static void add_entry(struct server *srv, struct loaded_model *lm, uint64_t gen,
 }
 
 /* Model i could not be loaded (why): listed as failed and not served,
- * while the others are (issue 48 item 17): 0; or, with
+ * while the others are: 0; or, with
  * --require-all-models, -EINVAL (the server does not start). */
 static int unloaded(struct server *srv, const struct args *a, int i, const char *why)
 {

@@ -199,7 +199,7 @@ int load_args_handle(int opt, const char *arg, struct load_opts *o,
 	case O_NO_LOCK: o->arena.lock = LOCK_OFF; break;
 	case O_QD:
 		r = args_number("queue-depth", arg, 1024, &v, e);
-		if (r == 0 && v == 0) /* it was taken, and meant the default (issue 49 item 8) */
+		if (r == 0 && v == 0) /* not "the default": a number of reads */
 			r = err_set(e, -EINVAL, "--queue-depth '%s': a number from 1 to 1024", arg);
 		o->loader.queue_depth = (unsigned)v;
 		break;

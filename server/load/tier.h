@@ -63,7 +63,7 @@ int tier_create(struct loaded_model *lm, uint64_t budget, uint32_t share_pct, co
  * default) of what the budget leaves for the cache, and never less than
  * the largest layer's pieces (a layer must be computable): a take past it
  * is -EDQUOT with a sentence, so that a worker that holds and sits idle
- * cannot starve the others (issue 48 item 5). */
+ * cannot starve the others. */
 #define TIER_SHARE_PCT 50
 
 /* The first load sealed segment seg (its bytes checked): a tiered one is

@@ -285,9 +285,9 @@ static void pump(struct fill *F)
 		int p = F->from[i];
 
 		/* Its peer gone before every piece was asked for: fetched again
-		 * whole, as a failed piece is, not summed with pieces never sent
-		 * (issue 48 item 8: a stalled, honest peer was blamed for the
-		 * checksums of tensors it was never asked to finish). */
+		 * whole, as a failed piece is. Summed with pieces never sent, it
+		 * would fail its checksum, and a peer that only timed out would
+		 * be blamed for corruption. */
 		if (F->peers[p].st != FP_READY && F->next_off[i] < t->part_len)
 			F->bad[i] = 1;
 		if (F->peers[p].st != FP_READY || F->bad[i])

@@ -45,7 +45,7 @@ bool peer_trust_allowed(const struct peer_trust *t, const struct sockaddr *addr)
 
 /* Logs that a connection from who was refused (how: at which step),
  * at most 5 lines in 10 s from any thread; the lines kept out are counted
- * in the next one (issue 48 item 11: 2,000 strangers wrote 2,000 lines).
+ * in the next one, so that strangers cannot fill the log.
  * The refusal itself is counted by the caller (wsrv_peer_refused_total). */
 void peer_refusal_log(const char *who, const char *how);
 

@@ -104,7 +104,7 @@ static void print_json(const struct model *m)
 }
 
 /* Whether the load option called name changes the layout inspect shows;
- * the others (reading, memory) are refused, not ignored (issue 49 item 8). */
+ * the others (reading, memory) are refused, not ignored. */
 static bool lays_out(const char *name)
 {
 	static const char *const ok[] = { "layer-pattern", "plan", "ranks", "world", "align", "max-segment", NULL };

@@ -90,8 +90,7 @@ static bool asks_help(int argc, char **argv)
 	return false;
 }
 
-/* `wsrvctl COMMAND --help`: its line of the usage, exit 0 (issue 49
- * item 8: it was a usage error). */
+/* `wsrvctl COMMAND --help`: its line of the usage, exit 0. */
 static int command_help(const struct ctl_command *cmd)
 {
 	printf("usage: wsrvctl [--socket PATH] [--wait SECONDS] [--json] %s\n"

@@ -294,8 +294,8 @@ static bool ours(const char *name)
 }
 
 /* dir may be replaced: it does not exist, or holds only what a run of
- * wsrv-mkmodel writes (issue 48 item 14: an operator's notes.txt beside
- * the shards went with them). */
+ * wsrv-mkmodel writes (a file of the operator's beside the shards would
+ * go with them). */
 static int check_replaceable(const char *dir, struct errinfo *e)
 {
 	DIR *d = opendir(dir);
