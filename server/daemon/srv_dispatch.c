@@ -173,14 +173,20 @@ static int do_list(struct server *srv, uint64_t seq, struct reply *r)
 	return 0;
 }
 
-/* No model of that name is served: ENOENT, or EIO for one that could not
- * be laid out at the start (saying why). */
+/* An attach to a model named on the command line that failed to load:
+ * EIO saying why. */
+static int failed_model(struct reply *r, uint64_t seq, const char *name, const char *why)
+{
+	return srv_reply_error(r, seq, EIO, "model '%s' failed to load (%s); the other models are served", name, why);
+}
+
+/* No model of that name is served: ENOENT, or failed_model for one that
+ * could not be laid out at the start. */
 static int unknown_model(const struct server *srv, const char *name, uint64_t seq, struct reply *r)
 {
 	for (size_t i = 0; i < srv->nunloaded; i++)
 		if (strcmp(srv->unloaded[i].name, name) == 0)
-			return srv_reply_error(r, seq, EIO, "model '%s' failed to load (%s); the other models are served",
-					       srv->unloaded[i].name, srv->unloaded[i].why);
+			return failed_model(r, seq, srv->unloaded[i].name, srv->unloaded[i].why);
 	return srv_reply_error(r, seq, ENOENT, "no model named '%.*s'", UTF8_CUT(name, 64));
 }
 
@@ -195,8 +201,7 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 		return unknown_model(srv, a->model ? a->model : "", seq, r);
 	lm = srv->models[mi].lm;
 	if (srv->models[mi].failed)
-		return srv_reply_error(r, seq, EIO, "model '%s' failed to load (%s); the other models are served",
-				       lm->model->name, srv->models[mi].reload);
+		return failed_model(r, seq, lm->model->name, srv->models[mi].reload);
 	if (srv->models[mi].loading && !a->while_loading)
 		return srv_reply_error(r, seq, EAGAIN,
 				       "model '%s' is still loading (%llu of %llu bytes); this client cannot attach before it is loaded: ask again",

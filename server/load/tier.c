@@ -137,26 +137,21 @@ static void unhold_locked(struct tier *t, size_t i)
 	pthread_cond_broadcast(&t->cv);
 }
 
-/* Whether holder holds g. */
-static bool holds_locked(const struct tier *t, uint64_t holder, uint32_t g)
-{
-	for (size_t i = 0; i < t->nh; i++)
-		if (t->h[i].holder == holder && t->h[i].seg == g)
-			return true;
-	return false;
-}
-
-/* Whether holder's worker, taking len more bytes, goes past its share of
- * the cache (tier.h): -EDQUOT with a sentence, or 0. */
-static int past_share_locked(const struct tier *t, uint64_t holder, uint64_t len, char *msg, size_t mlen)
+/* Whether holder's worker, taking g (unless holder holds it already),
+ * goes past its share of the cache (tier.h): -EDQUOT with a sentence, or
+ * 0. */
+static int past_share_locked(const struct tier *t, uint64_t holder, uint32_t g, char *msg, size_t mlen)
 {
 	uint64_t w = holder_worker(holder), held = 0;
 	char a[32], b[32];
 
-	for (size_t i = 0; i < t->nh; i++)
+	for (size_t i = 0; i < t->nh; i++) {
+		if (t->h[i].holder == holder && t->h[i].seg == g)
+			return 0;
 		if (holder_worker(t->h[i].holder) == w)
 			held += t->s[t->h[i].seg].len;
-	if (held + len <= t->share)
+	}
+	if (held + t->s[g].len <= t->share)
 		return 0;
 	snprintf(msg, mlen, "this worker holds %s of model %s's disk tier cache, and one worker may hold %s "
 		 "(--memory-budget-share): let some go first (release, or detach what wsrv_model_wait mapped)",
@@ -174,7 +169,7 @@ static int take_locked(struct tier *t, uint64_t holder, uint32_t g, int *fd, cha
 	struct tier_seg *ts = &t->s[g];
 	int r = 0;
 
-	if (ts->disk && !holds_locked(t, holder, g) && (r = past_share_locked(t, holder, ts->len, msg, len)) < 0)
+	if (ts->disk && (r = past_share_locked(t, holder, g, msg, len)) < 0)
 		return r;
 	if (ts->disk)
 		place_locked(t, holder, g);

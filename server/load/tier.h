@@ -111,8 +111,6 @@ void tier_stats(struct tier *t, struct tier_stats *st);
  * clients and a reserve (wsrvd's fd_limits). Past it, the least useful
  * unit nobody holds is evicted as for bytes. Unlimited until set. */
 void tier_unit_fd_limit(uint32_t max);
-/* How many are open now, and the limit. */
-void tier_unit_fds(uint32_t *open, uint32_t *max);
 
 /* Stops the reader, closes every cached fd. NULL is fine. */
 void tier_free(struct tier *t);

@@ -50,19 +50,13 @@ void tier_unit_fd_limit(uint32_t max)
 	__atomic_store_n(&unit_fd_max, max, __ATOMIC_RELAXED);
 }
 
-void tier_unit_fds(uint32_t *open, uint32_t *max)
-{
-	*open = __atomic_load_n(&unit_fds, __ATOMIC_RELAXED);
-	*max = __atomic_load_n(&unit_fd_max, __ATOMIC_RELAXED);
-}
-
 bool tier_unit_fds_take(uint32_t n)
 {
+	uint32_t max = __atomic_load_n(&unit_fd_max, __ATOMIC_RELAXED);
 	uint32_t now = __atomic_load_n(&unit_fds, __ATOMIC_RELAXED);
 
 	do {
-		if (n > __atomic_load_n(&unit_fd_max, __ATOMIC_RELAXED) - now ||
-		    now > __atomic_load_n(&unit_fd_max, __ATOMIC_RELAXED))
+		if (now > max || n > max - now)
 			return false;
 	} while (!__atomic_compare_exchange_n(&unit_fds, &now, now + n, false, __ATOMIC_RELAXED,
 					      __ATOMIC_RELAXED));

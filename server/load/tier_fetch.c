@@ -202,7 +202,7 @@ static void finish_locked(struct tier *t, struct job *j, int r, const struct err
 			tier_unit_fds_put(1); /* its memfd went with the failed read */
 		if (r == 0) {
 			install_locked(t, j, i, ahead);
-		} else if (j->n > 1 && r != -ECANCELED && r != -ENOMEM && r != -EMFILE) {
+		} else if (j->n > 1 && r != -ECANCELED && r != -ENOMEM) {
 			ts->single = true;
 			t->q[t->qn++] = j->g[i];
 			ts->queued = true;
