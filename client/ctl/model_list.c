@@ -113,6 +113,7 @@ WSRV_EXPORT int wsrv_model_list_tier(const struct wsrv_model_list *l, size_t i, 
 	out->budget = m->tier_budget;
 	out->resident_bytes = m->tier_resident_bytes;
 	out->cached_bytes = m->tier_cached_bytes;
+	out->peak_bytes = m->tier_peak_bytes;
 	out->held_bytes = m->tier_held_bytes;
 	out->disk_bytes = m->tier_disk_bytes;
 	out->hits = m->tier_hits;

@@ -82,6 +82,7 @@ static void tier_info(struct tier *t, Wsrv__ModelInfo *mi)
 	mi->tier_budget = st.budget;
 	mi->tier_resident_bytes = st.resident_bytes;
 	mi->tier_cached_bytes = st.cached_bytes;
+	mi->tier_peak_bytes = st.peak_bytes;
 	mi->tier_disk_bytes = st.disk_bytes;
 	mi->tier_held_bytes = st.held_bytes;
 	mi->tier_hits = st.hits;

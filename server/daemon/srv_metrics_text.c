@@ -188,6 +188,7 @@ static double v_retired_bytes(const struct model_sum *m) { return (double)m->ret
 static double v_t_budget(const struct model_sum *m) { return (double)m->tier.budget; }
 static double v_t_resident(const struct model_sum *m) { return (double)m->tier.resident_bytes; }
 static double v_t_cached(const struct model_sum *m) { return (double)m->tier.cached_bytes; }
+static double v_t_peak(const struct model_sum *m) { return (double)m->tier.peak_bytes; }
 static double v_t_held(const struct model_sum *m) { return (double)m->tier.held_bytes; }
 static double v_t_disk(const struct model_sum *m) { return (double)m->tier.disk_bytes; }
 static double v_t_hits(const struct model_sum *m) { return (double)m->tier.hits; }
@@ -224,6 +225,7 @@ static void tiers(FILE *f, const struct server *srv)
 		{ "wsrv_model_tier_budget_bytes", "gauge", "The memory budget (0: no disk tier).", v_t_budget },
 		{ "wsrv_model_tier_resident_bytes", "gauge", "Bytes that always stay in memory.", v_t_resident },
 		{ "wsrv_model_tier_cached_bytes", "gauge", "Tiered segments in memory now.", v_t_cached },
+		{ "wsrv_model_tier_peak_bytes", "gauge", "The most the tier held at once: what stays, is cached, is read or filled (at most the budget unless workers held the rest).", v_t_peak },
 		{ "wsrv_model_tier_held_bytes", "gauge", "Of the cached, held by workers now.", v_t_held },
 		{ "wsrv_model_tier_disk_bytes", "gauge", "Tiered segments only on disk now.", v_t_disk },
 		{ "wsrv_model_tier_hits_total", "counter", "Takes of a segment served from memory (nothing read for them).", v_t_hits },

@@ -94,6 +94,7 @@ struct loader {
 	bool (*stop)(void);
 	struct loader_stats *st;
 	void (*on_tensor)(void *arg, uint32_t idx);
+	void (*on_tensor_start)(void *arg, uint32_t idx);
 	void *on_tensor_arg;
 	uint64_t *placed_out;       /* o->placed_bytes */
 	struct model *m;
@@ -358,8 +359,11 @@ static int place_block(struct loader *L, struct block *b, struct errinfo *e)
 
 		if (start >= endb || start < b->off) /* the piece lies in a later run */
 			break;
-		if (sh->cur_done == 0)
+		if (sh->cur_done == 0) {
 			xxh3_stream_reset(sh->xs);
+			if (L->on_tensor_start)
+				L->on_tensor_start(L->on_tensor_arg, (uint32_t)(p->t - L->m->tensors));
+		}
 		int r = loader_place(L, p, sh->cur_done, buf + (start - b->off), stop - start, sh->xs, e);
 		if (r < 0)
 			return r;
@@ -544,6 +548,7 @@ static int init(struct loader *L, struct model *m, struct arena *a,
 	L->stop = o->stop;
 	L->m = m;
 	L->on_tensor = o->on_tensor;
+	L->on_tensor_start = o->on_tensor_start;
 	L->on_tensor_arg = o->on_tensor_arg;
 	L->placed_out = o->placed_bytes;
 	L->nshards = m->nfiles;

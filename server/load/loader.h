@@ -53,6 +53,10 @@ struct loader_opts {
 	 * and its xxh3 set; idx indexes model.tensors. */
 	void (*on_tensor)(void *arg, uint32_t idx);
 	void *on_tensor_arg;
+	/* When set, called (on the loader's thread, with on_tensor_arg)
+	 * before the first byte of tensor idx is placed: the pages it fills
+	 * are not there yet. */
+	void (*on_tensor_start)(void *arg, uint32_t idx);
 	/* When set, the bytes to place and those placed so far, stored
 	 * atomically as the load goes (another thread reads them). */
 	uint64_t *total_bytes, *placed_bytes;

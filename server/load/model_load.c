@@ -130,6 +130,7 @@ static int write_manifest(struct loaded_model *lm, struct errinfo *e)
 			return err_set(e, -errno, "cannot map the manifest: %s", strerror(errno));
 		lm->manifest_hash = XXH3_64bits(p, lm->manifest_size);
 		munmap(p, lm->manifest_size);
+		tier_count_resident(lm->tier, lm->manifest_size);
 	}
 	return r;
 }
@@ -267,6 +268,7 @@ int model_load_finish(struct loaded_model *lm, const struct load_opts *o, struct
 
 	lo.loader.layer_order = true;
 	lo.loader.on_tensor = ready_track_tensor;
+	lo.loader.on_tensor_start = ready_track_tensor_start;
 	lo.loader.on_tensor_arg = &t;
 	/* Hugetlb: populated first, not beside the reads (a segment sealed
 	 * early must not be populated after). */

@@ -59,6 +59,14 @@ void ready_track_tensor(void *arg, uint32_t idx)
 		tier_first_pass(t->tier, s);
 }
 
+void ready_track_tensor_start(void *arg, uint32_t idx)
+{
+	struct ready_track *t = arg;
+
+	if (t->tier)
+		tier_fill_begin(t->tier, t->m->tensors[idx].segment);
+}
+
 uint32_t ready_track_first_missing(const struct ready_track *t)
 {
 	uint32_t best = UINT32_MAX;

@@ -32,6 +32,9 @@ int ready_track_init(struct ready_track *t, const struct model *m, struct arena 
 		     struct ready_page *page, const uint8_t *want, struct errinfo *e);
 /* A loader_opts.on_tensor: arg is the ready_track. */
 void ready_track_tensor(void *arg, uint32_t idx);
+/* A loader_opts.on_tensor_start: a disk tier counts the segment's pages
+ * from its first tensor on (tier_fill_begin). */
+void ready_track_tensor_start(void *arg, uint32_t idx);
 /* The tensor a failed load names: the first not placed, in read order
  * (layer 0, the global group, then the layers); UINT32_MAX if none. */
 uint32_t ready_track_first_missing(const struct ready_track *t);

@@ -303,6 +303,7 @@ void tier_stats(struct tier *t, struct tier_stats *st)
 	st->budget = t->budget;
 	st->resident_bytes = t->resident;
 	st->cached_bytes = t->cached;
+	st->peak_bytes = t->peak;
 	st->disk_bytes = st->held_bytes = 0;
 	uint64_t cached = 0;
 	for (uint32_t g = 0; g < t->n; g++) {

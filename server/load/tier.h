@@ -44,6 +44,9 @@ struct tier;
 
 struct tier_stats {
 	uint64_t budget, resident_bytes, cached_bytes, disk_bytes, held_bytes;
+	/* The most the tier counted at once (what stays, what is cached, what
+	 * reads and the first load fill): the peak the budget bounds. */
+	uint64_t peak_bytes;
 	uint64_t hits, misses, read_bytes, evictions, failures;
 	uint32_t reads_in_flight, queued;
 };
@@ -65,6 +68,17 @@ int tier_create(struct loaded_model *lm, uint64_t budget, uint32_t share_pct, co
  * is -EDQUOT with a sentence, so that a worker that holds and sits idle
  * cannot starve the others. */
 #define TIER_SHARE_PCT 50
+
+/* The first load is about to fill segment seg's first pages: a tiered
+ * one's bytes (or a segment's units', whose pages go before its seal) are
+ * counted from now until tier_first_pass, and cached segments nobody
+ * holds are evicted to make their room. Loader thread. */
+void tier_fill_begin(struct tier *t, uint32_t seg);
+
+/* Bytes the model holds beside its segments (its manifest, once
+ * written) count as staying from now on; cached segments nobody holds
+ * make the room. Loader thread. */
+void tier_count_resident(struct tier *t, uint64_t bytes);
 
 /* The first load sealed segment seg (its bytes checked): a tiered one is
  * kept while the budget has room, else dropped; its units may be read

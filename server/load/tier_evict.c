@@ -167,6 +167,34 @@ bool tier_room_ahead_locked(struct tier *t, uint64_t size, uint32_t nfds)
 	return true;
 }
 
+/* The segment cached last that nobody has taken or holds, or
+ * UINT32_MAX: what the first load keeps is the earliest layers, which a
+ * worker's first pass takes first. */
+static uint32_t newest_untaken(const struct tier *t)
+{
+	uint32_t best = UINT32_MAX;
+
+	for (uint32_t g = 0; g < t->nseg; g++) {
+		const struct tier_seg *s = &t->s[g];
+		if (s->cached && !s->holds && !s->ntakers && (best == UINT32_MAX || s->used > t->s[best].used))
+			best = g;
+	}
+	return best;
+}
+
+bool tier_evict_over_locked(struct tier *t)
+{
+	uint32_t v;
+
+	while (!fits(t, 0)) {
+		if ((v = newest_untaken(t)) == UINT32_MAX && (v = victim(t, 2, false, false)) == UINT32_MAX)
+			return false;
+		tier_drop_locked(t, v);
+		t->st.evictions++;
+	}
+	return true;
+}
+
 /* Makes room for size bytes and nfds units' memfds: evicts, then waits
  * for releases a while. */
 int tier_make_room_locked(struct tier *t, uint64_t size, uint32_t nfds)

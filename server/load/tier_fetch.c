@@ -260,6 +260,7 @@ static void read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
 		nfds = 0; /* none taken, none to give back */
 	} else {
 		t->reading_bytes += j.bytes;
+		count_peak(t);
 		t->st.reads_in_flight += j.n;
 		pthread_mutex_unlock(&t->mu);
 		r = read_job(t, &j, pool, &e);

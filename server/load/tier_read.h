@@ -42,6 +42,7 @@ struct tier_seg {
 	const uint8_t *ro;      /* that memfd mapped, the segment's size */
 	bool disk;              /* lives on the disk tier */
 	bool passed;            /* the first load passed it: its checksums are known */
+	bool filling;           /* the first load fills it (tier_fill_begin), not passed yet */
 	bool cached;            /* its fd and mapping are in the arena */
 	bool queued, reading;
 	bool ahead;             /* queued by read-ahead, not by a request */
@@ -83,7 +84,9 @@ struct tier {
 	bool stop;
 	struct loaded_model *lm; /* the owner's */
 	struct loader_opts lo;
-	uint64_t budget, resident, cached, reading_bytes, tick;
+	/* What stays; what is cached; what reads and the first load fill
+	 * (tier_fill_begin); their most at once. */
+	uint64_t budget, resident, cached, reading_bytes, peak, tick;
 	uint64_t largest;           /* the largest tiered segment */
 	uint64_t share;             /* the most one worker may hold (tier.h, TIER_SHARE_PCT) */
 	struct tier_seg *s;
@@ -96,6 +99,7 @@ struct tier {
 	size_t nplaces, capplaces;
 	struct tier_stats st;
 	bool miscounted;            /* tier_stats found the count wrong (logged once) */
+	bool said_over;             /* a peak past the budget was logged */
 };
 
 /* Bytes of segment or unit g. */
@@ -107,6 +111,15 @@ static inline uint64_t unit_size(const struct tier *t, uint32_t g)
 static inline bool fits(const struct tier *t, uint64_t more)
 {
 	return t->resident + t->cached + t->reading_bytes + more <= t->budget;
+}
+
+/* After a count grew: the peak. */
+static inline void count_peak(struct tier *t)
+{
+	uint64_t now = t->resident + t->cached + t->reading_bytes;
+
+	if (now > t->peak)
+		t->peak = now;
 }
 
 /* The worker (session) of a holder: srv_tier_holder's session part. */
@@ -126,6 +139,7 @@ static inline void cache_locked(struct tier *t, uint32_t g)
 	ts->hot = false;
 	ts->used = ++t->tick;
 	t->cached += ts->len;
+	count_peak(t);
 }
 
 /* Segment or unit g's fd and mapping go (tier_evict.c); pages a client
@@ -153,6 +167,10 @@ static inline uint32_t units_in(const struct tier *t, const uint32_t *g, uint32_
  * (tier_evict.c): whether it fits; when it does, the nfds are taken
  * (tier_unit_fds_take). */
 bool tier_room_ahead_locked(struct tier *t, uint64_t size, uint32_t nfds);
+
+/* Evicts what nobody holds while the counts are past the budget (the
+ * first load's fills, tier_fill_begin): whether they fit now. */
+bool tier_evict_over_locked(struct tier *t);
 /* Room for size bytes and nfds units' memfds: evicts, then waits for
  * releases a while: 0 (the nfds taken), -ENOMEM (bytes), -EMFILE (fds),
  * or -ECANCELED (stopping). The lock is let go while it waits. */

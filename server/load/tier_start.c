@@ -15,6 +15,11 @@
 #include "log.h"
 #include "units.h"
 
+static uint64_t page_up(uint64_t b)
+{
+	return (b + 4095) & ~(uint64_t)4095;
+}
+
 /* A segment with units stays but for them (its attention, norms, router
  * and shared experts: what a plan keeps resident, and what every token
  * uses); its units go on disk. */
@@ -144,6 +149,9 @@ int tier_create(struct loaded_model *lm, uint64_t budget, uint32_t share_pct, co
 	t->lm = lm;
 	t->lo = *lo;
 	t->budget = budget;
+	/* The model's own memfds stay too: its laid-out manifest and its
+	 * readiness page (the manifest written at the end: tier_count_resident). */
+	t->resident = page_up(lm->layout_size) + page_up(lm->ready.size);
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
 	r = describe(t) == 0 ? choose(t, e) : err_set(e, -ENOMEM, "out of memory");
@@ -172,7 +180,9 @@ int tier_create(struct loaded_model *lm, uint64_t budget, uint32_t share_pct, co
 }
 
 /* The first load passed segment or unit g: a tiered one is kept while
- * the budget has room (a unit's pages went with tier_trim: never). */
+ * the budget has room for it and, beside it, the largest tiered segment
+ * (the next fill, then a worker's first miss, as a read-ahead leaves;
+ * tier_evict.c); a unit's pages went with tier_trim: never. */
 static void passed_locked(struct tier *t, uint32_t g)
 {
 	struct tier_seg *ts = &t->s[g];
@@ -180,10 +190,64 @@ static void passed_locked(struct tier *t, uint32_t g)
 	ts->passed = true;
 	if (!ts->disk || ts->cached || g >= t->nseg)
 		return;
-	if (fits(t, unit_size(t, g)))
+	if (fits(t, unit_size(t, g) + t->largest))
 		cache_locked(t, g);
 	else
 		tier_drop_locked(t, g);
+}
+
+/* The pages the first load fills in segment g that are not counted as
+ * staying: a tiered segment's, or its units' (punched before its seal). */
+static uint64_t fill_bytes(const struct tier *t, uint32_t g)
+{
+	uint64_t b = t->s[g].disk ? unit_size(t, g) : 0;
+
+	for (uint32_t u = t->nseg; t->s[g].units && u < t->n; u++)
+		if (t->s[u].seg == g)
+			b += unit_size(t, u);
+	return b;
+}
+
+/* The counts grew: what nobody holds makes room, and a peak past the
+ * budget (workers hold the rest) is said once. */
+static void over_locked(struct tier *t, const char *what)
+{
+	char b[2][32];
+	bool fit = tier_evict_over_locked(t);
+
+	/* After the room is made: the fill's pages come after this. */
+	count_peak(t);
+	if (fit || t->said_over)
+		return;
+	t->said_over = true;
+	log_warn("model %s: %s goes past --memory-budget %s (%s counted): workers hold what could make room",
+		 t->lm->model->name, what, fmt_bytes(t->budget, b[0], 32),
+		 fmt_bytes(t->resident + t->cached + t->reading_bytes, b[1], 32));
+}
+
+void tier_fill_begin(struct tier *t, uint32_t g)
+{
+	uint64_t b;
+
+	if (!t || g >= t->nseg)
+		return;
+	pthread_mutex_lock(&t->mu);
+	if (!t->s[g].filling && !t->s[g].passed && (b = fill_bytes(t, g))) {
+		t->s[g].filling = true;
+		t->reading_bytes += b;
+		over_locked(t, "the first load");
+	}
+	pthread_mutex_unlock(&t->mu);
+}
+
+void tier_count_resident(struct tier *t, uint64_t bytes)
+{
+	if (!t)
+		return;
+	pthread_mutex_lock(&t->mu);
+	t->resident += page_up(bytes);
+	over_locked(t, "the model's manifest");
+	pthread_mutex_unlock(&t->mu);
 }
 
 void tier_first_pass(struct tier *t, uint32_t g)
@@ -191,6 +255,9 @@ void tier_first_pass(struct tier *t, uint32_t g)
 	if (!t || g >= t->nseg)
 		return;
 	pthread_mutex_lock(&t->mu);
+	if (t->s[g].filling)
+		t->reading_bytes -= fill_bytes(t, g);
+	t->s[g].filling = false;
 	passed_locked(t, g);
 	for (uint32_t u = t->nseg; u < t->n; u++)
 		if (t->s[u].seg == g)

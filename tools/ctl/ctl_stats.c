@@ -75,7 +75,35 @@ static json_t *sources_json(const struct wsrv_stats *s, size_t i)
 	return a;
 }
 
-static json_t *stats_json(const struct wsrv_stats *s)
+/* The newest generation of model name in l: its info and its index. */
+static bool info_of(const struct wsrv_model_list *l, const char *name, struct wsrv_model_info *mi,
+		    size_t *idx)
+{
+	for (size_t i = 0; l && wsrv_model_list_at(l, i, mi) == 0; i++)
+		if (strcmp(mi->name, name) == 0) {
+			*idx = i;
+			return true;
+		}
+	return false;
+}
+
+static json_t *tier_json(const struct wsrv_model_list *l, size_t i)
+{
+	struct wsrv_tier_info t;
+
+	if (wsrv_model_list_tier(l, i, &t) < 0 || !t.budget)
+		return json_null();
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i}", "budget", (json_int_t)t.budget,
+			 "peak_bytes", (json_int_t)t.peak_bytes,
+			 "resident_bytes", (json_int_t)t.resident_bytes, "cached_bytes", (json_int_t)t.cached_bytes,
+			 "held_bytes", (json_int_t)t.held_bytes, "disk_bytes", (json_int_t)t.disk_bytes,
+			 "hits", (json_int_t)t.hits, "misses", (json_int_t)t.misses, "read_bytes", (json_int_t)t.read_bytes,
+			 "evictions", (json_int_t)t.evictions, "failures", (json_int_t)t.failures,
+			 "reads_in_flight", (int)t.reads_in_flight);
+}
+
+/* status (l set) adds each model's disk tier, as models --json has it. */
+static json_t *stats_json(const struct wsrv_stats *s, const struct wsrv_model_list *l)
 {
 	json_t *models = json_array();
 	struct wsrv_server_stats v;
@@ -89,6 +117,12 @@ static json_t *stats_json(const struct wsrv_stats *s)
 			"arena_bytes", (json_int_t)m.arena_bytes, "generation", (json_int_t)m.generation,
 			"adopted", m.adopted, "disk_bytes", (json_int_t)m.disk_bytes,
 			"sources", sources_json(s, i)));
+	for (size_t i = 0; l && wsrv_stats_model(s, i, &m) == 0; i++) {
+		struct wsrv_model_info mi;
+		size_t idx = 0;
+		if (info_of(l, m.name, &mi, &idx))
+			json_object_set_new(json_array_get(models, i), "tier", tier_json(l, idx));
+	}
 	wsrv_stats_server(s, &v);
 	wsrv_stats_peers(s, &ps);
 	return json_pack("{s:o, s:f, s:f, s:f, s:i, s:i, s:b, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:o, s:o, s:o, s:{s:i, s:I, s:I}}",
@@ -130,17 +164,6 @@ static void print_sources(const struct wsrv_stats *s)
 
 /* Where model name's memory is, from the list; "" when it is not there. */
 /* Model name's entry in l, or NULL. */
-/* The newest generation of model name in l: its info and its index. */
-static bool info_of(const struct wsrv_model_list *l, const char *name, struct wsrv_model_info *mi,
-		    size_t *idx)
-{
-	for (size_t i = 0; l && wsrv_model_list_at(l, i, mi) == 0; i++)
-		if (strcmp(mi->name, name) == 0) {
-			*idx = i;
-			return true;
-		}
-	return false;
-}
 
 /* How much of a loading model is in place, in percent. */
 static double placed_pct(const struct wsrv_model_info *mi, const struct wsrv_generation *g)
@@ -189,31 +212,18 @@ static void print_regions(const struct wsrv_stats *s)
 static void print_tier(const struct wsrv_model_list *l, size_t i)
 {
 	struct wsrv_tier_info t;
-	char b[6][32];
+	char b[7][32];
 
 	if (wsrv_model_list_tier(l, i, &t) < 0 || !t.budget)
 		return;
-	printf("  tier     budget %s: %s resident, %s cached (%s held), %s on disk only\n",
-	       fmt_bytes(t.budget, b[0], 32), fmt_bytes(t.resident_bytes, b[1], 32), fmt_bytes(t.cached_bytes, b[2], 32),
-	       fmt_bytes(t.held_bytes, b[3], 32), fmt_bytes(t.disk_bytes, b[4], 32));
+	printf("  tier     budget %s (peak %s): %s resident, %s cached (%s held), %s on disk only\n",
+	       fmt_bytes(t.budget, b[0], 32), fmt_bytes(t.peak_bytes, b[6], 32), fmt_bytes(t.resident_bytes, b[1], 32),
+	       fmt_bytes(t.cached_bytes, b[2], 32), fmt_bytes(t.held_bytes, b[3], 32), fmt_bytes(t.disk_bytes, b[4], 32));
 	printf("           %" PRIu64 " hits, %" PRIu64 " misses, %s read from disk, %" PRIu64 " evictions, %" PRIu64
 	       " failed reads, %u in flight\n", t.hits, t.misses, fmt_bytes(t.read_bytes, b[5], 32), t.evictions,
 	       t.failures, t.reads_in_flight);
 }
 
-static json_t *tier_json(const struct wsrv_model_list *l, size_t i)
-{
-	struct wsrv_tier_info t;
-
-	if (wsrv_model_list_tier(l, i, &t) < 0 || !t.budget)
-		return json_null();
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i}", "budget", (json_int_t)t.budget,
-			 "resident_bytes", (json_int_t)t.resident_bytes, "cached_bytes", (json_int_t)t.cached_bytes,
-			 "held_bytes", (json_int_t)t.held_bytes, "disk_bytes", (json_int_t)t.disk_bytes,
-			 "hits", (json_int_t)t.hits, "misses", (json_int_t)t.misses, "read_bytes", (json_int_t)t.read_bytes,
-			 "evictions", (json_int_t)t.evictions, "failures", (json_int_t)t.failures,
-			 "reads_in_flight", (int)t.reads_in_flight);
-}
 
 static void print_stats(const struct wsrv_stats *s, const struct wsrv_model_list *l)
 {
@@ -285,7 +295,7 @@ static int stats_cmd(const struct ctl_ctx *c, bool status)
 	}
 	wsrv_disconnect(cl);
 	if (c->json)
-		ctl_print_json(stats_json(s));
+		ctl_print_json(stats_json(s, l));
 	else
 		print_stats(s, l);
 	wsrv_stats_free(s);
