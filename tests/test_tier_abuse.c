@@ -14,7 +14,9 @@
  * - item 12: a take of more pieces than a client may ever have unread was
  *   EAGAIN, so retrying never helped; now E2BIG with the number.
  * - one_worker_cannot_hold_it_all (item 5): one worker's share of the
- *   cache is bounded, so an idle one cannot starve the others. */
+ *   cache is bounded, so an idle one cannot starve the others.
+ * - kept_pieces_are_cut (item 18): a piece a client kept after letting it
+ *   go held its memory past the budget once evicted; now it is cut. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -222,6 +224,106 @@ static void fds_read_only(void **st)
 	server_done(&ts);
 }
 
+/* A raw client attached to m (today's Hello, or with old an older
+ * client's, without cuttable_pieces): its socket, *attach_id set. */
+static int attach_raw(const struct test_server *ts, bool old, uint32_t *attach_id)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT, hq = WSRV__REQUEST__INIT;
+	Wsrv__Attach a = WSRV__ATTACH__INIT;
+	Wsrv__Hello h = WSRV__HELLO__INIT;
+	int fd = raw_connect(ts->sock), fds[WSRV_MAX_FDS], n = 0;
+	uint32_t nseg = 0;
+
+	assert_true(fd >= 0);
+	h.protocol = WSRV_PROTOCOL_VERSION;
+	h.cuttable_pieces = !old;
+	hq.body_case = WSRV__REQUEST__BODY_HELLO;
+	hq.hello = &h;
+	assert_int_equal(raw_send(fd, &hq, NULL, 0), 0);
+	assert_int_equal(raw_recv_code(fd, NULL, NULL), 0);
+	a.model = "m";
+	a.while_loading = true; /* a tiered model's attach comes with its page */
+	q.body_case = WSRV__REQUEST__BODY_ATTACH;
+	q.attach = &a;
+	assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
+	assert_int_equal(recv_reply(fd, fds, &n, attach_id, &nseg), 0);
+	pkt_close_fds(fds, n);
+	return fd;
+}
+
+/* Lets units [first, first + n) go. */
+static void release_units(int fd, uint32_t attach_id, uint32_t first, uint32_t n)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__AttachSegments a = WSRV__ATTACH_SEGMENTS__INIT;
+	uint32_t ids[16], nseg, got_id = attach_id;
+	int fds[WSRV_MAX_FDS], got = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		ids[i] = first + i;
+	a.attach_id = attach_id;
+	a.segments = ids;
+	a.n_segments = n;
+	a.release = true;
+	q.body_case = WSRV__REQUEST__BODY_ATTACH_SEGMENTS;
+	q.attach_segments = &a;
+	assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
+	assert_int_equal(recv_reply(fd, fds, &got, &got_id, &nseg), 0);
+	assert_int_equal(got, 0);
+}
+
+/* Item 18: a worker that keeps a piece's fd (or mapping) after letting
+ * it go, or a process forked from one, kept its memory after the server
+ * evicted it and read it again into a fresh memfd: one client could pile
+ * up memory past the budget, a piece per round. Now an evicted piece is
+ * cut to nothing: the fd kept sees a file of size 0 and no pages. */
+static void kept_pieces_are_cut(void **st)
+{
+	struct test_server ts = { 0 };
+	uint32_t attach_id = 0;
+	int fd, fds[WSRV_MAX_FDS], kept, n;
+	struct stat sb;
+
+	(void)st;
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", "40M", "--memory-budget-share", "100",
+				      NULL), 0);
+	fd = attach_raw(&ts, false, &attach_id);
+	n = take_units(fd, attach_id, UNIT0, 1, fds);
+	assert_int_equal(n, 1);
+	kept = fds[0];
+	assert_int_equal(fstat(kept, &sb), 0);
+	assert_true(sb.st_size > 0 && sb.st_blocks > 0);
+	release_units(fd, attach_id, UNIT0, 1);
+	/* Every other unit, 16 at a time, taken and let go: the cache (about
+	 * 27 MiB, 70 units) evicts the first one on the way. */
+	for (uint32_t u = UNIT0 + 1; u + 16 <= UNIT0 + 192 && (fstat(kept, &sb), sb.st_size > 0); u += 16) {
+		int got = take_units(fd, attach_id, u, 16, fds);
+		assert_true(got > 0);
+		pkt_close_fds(fds, got);
+		release_units(fd, attach_id, u, 16);
+	}
+	assert_int_equal(fstat(kept, &sb), 0);
+	if (sb.st_size != 0 || sb.st_blocks != 0)
+		fail_msg("an evicted unit kept by a client still holds %lld bytes of pages", (long long)sb.st_blocks * 512);
+	close(kept);
+	close(fd);
+	/* An older libwsrv, which would refuse such a piece's seals, is told
+	 * why instead. */
+	fd = attach_raw(&ts, true, &attach_id);
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__AttachSegments a = WSRV__ATTACH_SEGMENTS__INIT;
+	uint32_t id = UNIT0, nseg;
+	a.attach_id = attach_id;
+	a.segments = &id;
+	a.n_segments = 1;
+	q.body_case = WSRV__REQUEST__BODY_ATTACH_SEGMENTS;
+	q.attach_segments = &a;
+	assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
+	assert_int_equal(recv_reply(fd, fds, &n, &attach_id, &nseg), EPROTONOSUPPORT);
+	close(fd);
+	server_done(&ts);
+}
+
 /* Item 5: one worker that took two layers' experts (50 of the cache's
  * 67 MiB) and sat idle made every other worker's take of a third layer
  * end in ENOMEM after 10 s, for as long as it lived. One worker now holds
@@ -257,4 +359,5 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(unit_fds_bounded),
 	cmocka_unit_test(fds_read_only),
 	cmocka_unit_test(one_worker_cannot_hold_it_all),
+	cmocka_unit_test(kept_pieces_are_cut),
 )

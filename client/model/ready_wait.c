@@ -23,10 +23,13 @@
 
 int cl_map_over(struct wsrv_model *m, uint32_t g, int fd)
 {
-	uint64_t size, off;
+	uint64_t want = m->seg_len[cl_piece_seg(m, g)], size, off;
 	uint8_t *at;
 	size_t len;
-	int r = cl_check_fd(fd, "segment", m->seg_len[cl_piece_seg(m, g)], &size);
+	/* A disk tier's piece may be cut once every holder let it go
+	 * (memfd_check_cuttable): this one holds it until it unmaps it. */
+	int r = g >= m->nseg || cl_tiered(m, g) ? cl_check_piece_fd(fd, want, &size)
+						: cl_check_fd(fd, "segment", want, &size);
 
 	if (r < 0 || (r = cl_resume_check(m, g)) < 0)
 		return r;

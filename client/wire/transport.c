@@ -39,6 +39,22 @@ int cl_check_fd(int fd, const char *what, uint64_t want, uint64_t *size)
 	return 0;
 }
 
+int cl_check_piece_fd(int fd, uint64_t want, uint64_t *size)
+{
+	uint64_t got = 0;
+	int seals = 0, r = memfd_check_cuttable(fd, want, &got, &seals);
+
+	if (r == -EBADF)
+		return cl_err(-EBADMSG, "a disk tier's piece: the server sent %llu bytes (or not a file) where %llu were promised",
+			      (unsigned long long)got, (unsigned long long)want);
+	if (r == -EPERM)
+		return cl_err(-EBADMSG, "a disk tier's piece: not sealed against writes and growth (seals 0x%x)", seals);
+	if (r < 0)
+		return cl_err(r, "a disk tier's piece: fstat: %s", strerror(-r));
+	*size = got;
+	return 0;
+}
+
 static int error_reply(const Wsrv__Response *r)
 {
 	const Wsrv__Error *e = r->error;
@@ -267,6 +283,7 @@ static int wire_hello(struct cl_wire *w, const char *name)
 	h.protocol = WSRV_PROTOCOL_VERSION;
 	h.client_name = (char *)name;
 	h.pid = (uint32_t)getpid();
+	h.cuttable_pieces = true;
 	q.body_case = WSRV__REQUEST__BODY_HELLO;
 	q.hello = &h;
 	if ((ret = wire_call(w, &q, -1, &r, fds, 0, &n)) < 0)

@@ -60,5 +60,9 @@ void wire_close(struct cl_wire *w);
  * sealed against resizing and writes. Sets *size to its size. 0, or
  * -EBADMSG (or fstat's errno) with a sentence naming what. */
 int cl_check_fd(int fd, const char *what, uint64_t want, uint64_t *size);
+/* cl_check_fd of a disk tier's piece, which the server may cut to nothing
+ * once every holder let it go: sealed against writes and growth, not
+ * necessarily against shrinking (memfd_check_cuttable). */
+int cl_check_piece_fd(int fd, uint64_t want, uint64_t *size);
 
 #endif

@@ -87,9 +87,9 @@ int memfd_seal(int fd, int seals)
 	return fcntl(fd, F_ADD_SEALS, seals) < 0 ? -errno : 0;
 }
 
-int memfd_check(int fd, uint64_t want, bool exact, int extra, uint64_t *size, int *seals)
+static int check_seals(int fd, uint64_t want, bool exact, int need, uint64_t *size, int *seals)
 {
-	int need = F_SEAL_SHRINK | F_SEAL_GROW | extra, got;
+	int got;
 	struct stat st;
 
 	if (fstat(fd, &st) < 0)
@@ -104,4 +104,30 @@ int memfd_check(int fd, uint64_t want, bool exact, int extra, uint64_t *size, in
 	if (got < 0 || (got & need) != need || !(got & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)))
 		return -EPERM;
 	return 0;
+}
+
+int memfd_check(int fd, uint64_t want, bool exact, int extra, uint64_t *size, int *seals)
+{
+	return check_seals(fd, want, exact, F_SEAL_SHRINK | F_SEAL_GROW | extra, size, seals);
+}
+
+int memfd_check_cuttable(int fd, uint64_t want, uint64_t *size, int *seals)
+{
+	return check_seals(fd, want, false, F_SEAL_GROW, size, seals);
+}
+
+int memfd_cut(int fd)
+{
+	char path[64];
+	int rw, r = 0;
+
+	if (fchmod(fd, 0600) < 0)
+		return -errno;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	if ((rw = open(path, O_RDWR | O_CLOEXEC)) < 0)
+		return -errno;
+	if (ftruncate(rw, 0) < 0)
+		r = -errno;
+	close(rw);
+	return r;
 }

@@ -57,4 +57,16 @@ int memfd_seal(int fd, int seals);
  * size; -EPERM when seals are missing; fstat's errno. */
 int memfd_check(int fd, uint64_t want, bool exact, int extra, uint64_t *size, int *seals);
 
+/* memfd_check of a disk tier's piece, which the server cuts to nothing
+ * once every holder let it go (memfd_cut): F_SEAL_SHRINK is not asked
+ * for, the others are. */
+int memfd_check_cuttable(int fd, uint64_t want, uint64_t *size, int *seals);
+
+/* Cuts fd's file to nothing, whoever still maps it (their pages go, and
+ * a read there faults SIGBUS): for a file sealed against writes and
+ * growth but not shrinking, whose owner is this process (the mode is
+ * made 0600 for a writable reopen through /proc, as memfd_readers_only
+ * left it 0400). 0 or -errno. */
+int memfd_cut(int fd);
+
 #endif

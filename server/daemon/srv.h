@@ -137,6 +137,7 @@ struct session {
 	int fd;
 	struct ucred cred;
 	bool hello;                 /* handshake done */
+	bool cuttable_pieces;       /* Hello.cuttable_pieces: may take a disk tier's pieces */
 	bool closing;               /* no more requests; freed when idle */
 	bool recv_armed;
 	bool cancel_armed;          /* s is not freed before its cancel completes */

@@ -43,6 +43,7 @@ static int do_hello(struct server *srv, struct session *s, const Wsrv__Hello *h,
 	}
 	utf8_copy(s->name, sizeof(s->name), h->client_name ? h->client_name : "");
 	s->hello = true;
+	s->cuttable_pieces = h->cuttable_pieces;
 	hr.protocol = WSRV_PROTOCOL_VERSION;
 	hr.server_version = WSRV_VERSION_STRING;
 	hr.server_pid = (uint32_t)getpid();

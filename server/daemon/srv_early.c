@@ -213,6 +213,10 @@ static int tier_segments(const struct loaded_model *lm, struct session *s, const
 					       q->segments[missing], lm->model->name);
 		return 0;
 	}
+	if (!s->cuttable_pieces)
+		return srv_reply_error(r, seq, EPROTONOSUPPORT,
+				       "model %s has a disk tier, whose pieces this client's libwsrv cannot take (it is older than the server's: upgrade it)",
+				       lm->model->name);
 	/* Partial: as many as this client may have unread, the others
 	 * left for its next request. */
 	if (q->partial) {

@@ -363,7 +363,7 @@ static int map_in(struct arena_seg *s, struct errinfo *e)
  * write(), which is what readers rely on, and F_SEAL_SEAL fixes the set. */
 static int seal_seg(struct arena *a, struct arena_seg *s, struct errinfo *e)
 {
-	int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL, r;
+	int seals = (s->cuttable ? 0 : F_SEAL_SHRINK) | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL, r;
 
 	if (s->sealed)
 		return 0;

@@ -63,6 +63,9 @@ struct arena_seg {
 	const uint8_t *ro;             /* read-only mapping once sealed */
 	uint8_t *fill;                 /* arena_fill_map's writable mapping, until sealed */
 	bool sealed;                   /* arena_seal_segment (or arena_seal) done */
+	/* A disk tier's piece: sealed without F_SEAL_SHRINK, so that its
+	 * eviction cuts it (memfd_cut) even where a client still maps it. */
+	bool cuttable;
 	uint8_t *folio_tried;          /* per whole 2 MiB chunk (arena_folio.h), owned */
 	uint64_t nchunks;
 };

@@ -337,7 +337,7 @@ void tier_free(struct tier *t)
 			pthread_join(t->th[i], NULL);
 	}
 	for (uint32_t g = t->nseg; t->s && g < t->n; g++)
-		tier_drop_locked(t, g);
+		tier_drop_locked(t, g, false); /* clients keep what they map */
 	pthread_mutex_destroy(&t->mu);
 	pthread_cond_destroy(&t->cv);
 	free(t->s);

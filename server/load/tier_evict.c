@@ -18,17 +18,21 @@
 #include "memfd_util.h"
 #include "units.h"
 
-/* The fd and mapping of segment or unit g go; pages a client still maps
- * stay its. */
-void tier_drop_locked(struct tier *t, uint32_t g)
+void tier_drop_locked(struct tier *t, uint32_t g, bool cut)
 {
 	struct tier_seg *ts = &t->s[g];
 	struct arena_seg *as = &t->lm->arena->seg[ts->seg];
 	const uint8_t **ro = g < t->nseg ? &as->ro : &ts->ro;
 	int *fd = g < t->nseg ? &as->fd : &ts->fd;
+	int r;
 
 	if (*ro)
 		munmap((void *)*ro, as->size);
+	if (cut && *fd >= 0 && (r = memfd_cut(*fd)) < 0 && !t->said_cut) {
+		t->said_cut = true;
+		log_warn("model %s: cannot cut an evicted piece of the disk tier (%s): a worker that still maps one keeps its memory",
+			 t->lm->model->name, strerror(-r));
+	}
 	if (*fd >= 0)
 		close(*fd);
 	*ro = NULL;
@@ -161,7 +165,7 @@ bool tier_room_ahead_locked(struct tier *t, uint64_t size, uint32_t nfds)
 	while (!room_or_victim(t, size + t->largest, nfds, 0, true, &v)) {
 		if (v == UINT32_MAX)
 			return false;
-		tier_drop_locked(t, v);
+		tier_drop_locked(t, v, true);
 		t->st.evictions++;
 	}
 	return true;
@@ -189,7 +193,7 @@ bool tier_evict_over_locked(struct tier *t)
 	while (!fits(t, 0)) {
 		if ((v = newest_untaken(t)) == UINT32_MAX && (v = victim(t, 2, false, false)) == UINT32_MAX)
 			return false;
-		tier_drop_locked(t, v);
+		tier_drop_locked(t, v, true);
 		t->st.evictions++;
 	}
 	return true;
@@ -206,7 +210,7 @@ int tier_make_room_locked(struct tier *t, uint64_t size, uint32_t nfds)
 	until.tv_sec += ROOM_WAIT_S;
 	while (!t->stop && !room_or_victim(t, size, nfds, 2, false, &v)) {
 		if (v != UINT32_MAX) {
-			tier_drop_locked(t, v);
+			tier_drop_locked(t, v, true);
 			t->st.evictions++;
 			continue;
 		}

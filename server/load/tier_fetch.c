@@ -145,7 +145,7 @@ static int read_job(struct tier *t, struct job *j, struct loader_pool *pool, str
 		r = loader_run(m, &tmp, &lo, &st, e);
 	}
 	for (uint32_t i = 0; r == 0 && i < j->n; i++) {
-		segs[g] = (struct arena_seg){ .fd = j->fd[i], .size = size, .ro = j->ro[i] };
+		segs[g] = (struct arena_seg){ .fd = j->fd[i], .size = size, .ro = j->ro[i], .cuttable = true };
 		r = arena_seal_segment(&tmp, g, e);
 		j->fd[i] = segs[g].fd; /* sealing gave it a read-only description */
 	}

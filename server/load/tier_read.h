@@ -100,6 +100,7 @@ struct tier {
 	struct tier_stats st;
 	bool miscounted;            /* tier_stats found the count wrong (logged once) */
 	bool said_over;             /* a peak past the budget was logged */
+	bool said_cut;              /* a failed memfd_cut was logged */
 };
 
 /* Bytes of segment or unit g. */
@@ -142,9 +143,13 @@ static inline void cache_locked(struct tier *t, uint32_t g)
 	count_peak(t);
 }
 
-/* Segment or unit g's fd and mapping go (tier_evict.c); pages a client
- * still maps stay its. */
-void tier_drop_locked(struct tier *t, uint32_t g);
+/* Segment or unit g's fd and mapping go (tier_evict.c). With cut (an
+ * eviction), its memfd is cut to nothing first (memfd_cut): a worker
+ * that kept a mapping or an fd of it after letting it go, or a process
+ * forked from one, keeps no memory past the budget (a read there faults);
+ * without (the tier's end: a restart's clients keep what they map), the
+ * pages stay while a client maps them. */
+void tier_drop_locked(struct tier *t, uint32_t g, bool cut);
 
 /* Units' memfds, counted for every tier of the process against
  * tier_unit_fd_limit (tier_evict.c): n more taken if they fit (whether

@@ -84,6 +84,7 @@ static int choose(struct tier *t, struct errinfo *e)
 			t->resident += unit_size(t, g);
 		} else {
 			t->s[g].disk = true;
+			t->lm->arena->seg[g].cuttable = true;
 			ready_page_tier_on_disk(&t->lm->ready, g);
 		}
 	}
@@ -193,7 +194,7 @@ static void passed_locked(struct tier *t, uint32_t g)
 	if (fits(t, unit_size(t, g) + t->largest))
 		cache_locked(t, g);
 	else
-		tier_drop_locked(t, g);
+		tier_drop_locked(t, g, true);
 }
 
 /* The pages the first load fills in segment g that are not counted as

@@ -528,6 +528,7 @@ int raw_hello(int fd, const char *name)
 
 	h.protocol = WSRV_PROTOCOL_VERSION;
 	h.client_name = (char *)(name ? name : "");
+	h.cuttable_pieces = true;
 	q.body_case = WSRV__REQUEST__BODY_HELLO;
 	q.hello = &h;
 	return raw_send(fd, &q, NULL, 0);
