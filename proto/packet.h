@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 
 #define WSRV_PROTOCOL_VERSION 1u
+/* The disk tier's rules a client takes (Hello.disk_tier, wsrv.proto). */
+#define WSRV_DISK_TIER 1u
 #define WSRV_MAX_PACKET 65536u
 #define WSRV_MAX_FDS 64          /* fds in one packet: manifest + segments */
 

@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "arena.h"
@@ -277,6 +278,43 @@ static void several_segments(void **s)
 	arena_free(a);
 }
 
+/* A segment that leaves parts out (a disk tier's routed experts): its
+ * memfd is the rest, each run moved down by the holes before it; writes
+ * into a hole are dropped, a write across a hole's edge refused, reads
+ * and the seal see only the rest. */
+static void holes_left_out(void **s)
+{
+	struct arena_opts o = { .lock = LOCK_OFF, .hugepages = HUGEPAGES_OFF };
+	uint64_t size = 6 * 4096;
+	struct arena_hole h[2] = { { 4096, 4096, 0 }, { 3 * 4096, 2 * 4096, 0 } };
+	uint8_t page[4096], back[4096];
+	struct arena *a;
+	struct errinfo e;
+	struct stat sb;
+
+	(void)s;
+	assert_int_equal(arena_create("holes", 1, &size, &o, &a, &e), 0);
+	assert_int_equal(arena_compact(a, 0, h, 2, &e), 0);
+	assert_int_equal(arena_seg_file_size(&a->seg[0]), 3 * 4096);
+	assert_int_equal(a->seg[0].size, 6 * 4096);
+	for (int k = 0; k < 6; k++) {
+		memset(page, 'a' + k, sizeof(page));
+		assert_int_equal(arena_write(a, 0, (uint64_t)k * 4096, page, sizeof(page), &e), 0);
+	}
+	assert_int_equal(arena_write(a, 0, 4096 - 8, page, 16, &e), -EINVAL);
+	/* Pages 0, 2 and 5 are in the file, at 0, 1 and 2. */
+	assert_int_equal(fstat(a->seg[0].fd, &sb), 0);
+	assert_int_equal(sb.st_size, 3 * 4096);
+	assert_int_equal(pread(a->seg[0].fd, back, 4096, 2 * 4096), 4096);
+	assert_int_equal(back[0], 'f');
+	assert_int_equal(arena_read(a, 0, 2 * 4096, back, 4096, &e), 0);
+	assert_int_equal(back[4095], 'c');
+	assert_int_equal(arena_read(a, 0, 4096, back, 4096, &e), -EIO);
+	assert_int_equal(arena_seal(a, &e), 0);
+	assert_int_equal(a->seg[0].ro[4096], 'c');
+	arena_free(a);
+}
+
 /* Bytes of [p, p + len) mapped by PMDs, from /proc/self/smaps. */
 static long pmd_mapped(const void *p, size_t len)
 {
@@ -417,6 +455,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(hugepages_surplus_counted),
 	cmocka_unit_test(memlock_limit_error),
 	cmocka_unit_test(several_segments),
+	cmocka_unit_test(holes_left_out),
 	cmocka_unit_test(folios_by_collapse),
 	cmocka_unit_test(folios_after_the_load),
 )

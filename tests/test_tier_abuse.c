@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -225,7 +226,8 @@ static void fds_read_only(void **st)
 }
 
 /* A raw client attached to m (today's Hello, or with old an older
- * client's, without cuttable_pieces): its socket, *attach_id set. */
+ * client's, without disk_tier): its socket, *attach_id set; an older
+ * client's Attach is refused (EPROTONOSUPPORT): -1. */
 static int attach_raw(const struct test_server *ts, bool old, uint32_t *attach_id)
 {
 	Wsrv__Request q = WSRV__REQUEST__INIT, hq = WSRV__REQUEST__INIT;
@@ -236,7 +238,7 @@ static int attach_raw(const struct test_server *ts, bool old, uint32_t *attach_i
 
 	assert_true(fd >= 0);
 	h.protocol = WSRV_PROTOCOL_VERSION;
-	h.cuttable_pieces = !old;
+	h.disk_tier = old ? 0 : WSRV_DISK_TIER;
 	hq.body_case = WSRV__REQUEST__BODY_HELLO;
 	hq.hello = &h;
 	assert_int_equal(raw_send(fd, &hq, NULL, 0), 0);
@@ -246,8 +248,14 @@ static int attach_raw(const struct test_server *ts, bool old, uint32_t *attach_i
 	q.body_case = WSRV__REQUEST__BODY_ATTACH;
 	q.attach = &a;
 	assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
-	assert_int_equal(recv_reply(fd, fds, &n, attach_id, &nseg), 0);
+	int code = recv_reply(fd, fds, &n, attach_id, &nseg);
 	pkt_close_fds(fds, n);
+	if (old) {
+		assert_int_equal(code, EPROTONOSUPPORT);
+		close(fd);
+		return -1;
+	}
+	assert_int_equal(code, 0);
 	return fd;
 }
 
@@ -307,19 +315,75 @@ static void kept_pieces_are_cut(void **st)
 		fail_msg("an evicted unit kept by a client still holds %lld bytes of pages", (long long)sb.st_blocks * 512);
 	close(kept);
 	close(fd);
-	/* An older libwsrv, which would refuse such a piece's seals, is told
-	 * why instead. */
-	fd = attach_raw(&ts, true, &attach_id);
+	/* An older libwsrv, which would refuse such a piece's seals (and a
+	 * segment's size without its units), is told why instead. */
+	assert_int_equal(attach_raw(&ts, true, &attach_id), -1);
+	server_done(&ts);
+}
+
+/* Reads one byte of every page of fd's file through a mapping of its
+ * own; its pages afterwards, in bytes. */
+static uint64_t read_every_page(int fd)
+{
+	struct stat sb;
+	volatile uint8_t sum = 0;
+	uint8_t *p;
+
+	assert_int_equal(fstat(fd, &sb), 0);
+	p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	assert_true(p != MAP_FAILED);
+	for (off_t o = 0; o < sb.st_size; o += 4096)
+		sum += p[o];
+	munmap(p, (size_t)sb.st_size);
+	(void)sum;
+	assert_int_equal(fstat(fd, &sb), 0);
+	return (uint64_t)sb.st_blocks * 512;
+}
+
+/* Item 2, the rest: a client that maps what it is given and reads the
+ * holes (a segment's routed experts, punched out; a unit's memfd beyond
+ * its own pages) made the server's memfds allocate pages there, past the
+ * budget. Now a file holds only what stays: none has holes to read. */
+static void holes_cannot_be_read_in(void **st)
+{
+	struct test_server ts = { 0 };
 	Wsrv__Request q = WSRV__REQUEST__INIT;
-	Wsrv__AttachSegments a = WSRV__ATTACH_SEGMENTS__INIT;
-	uint32_t id = UNIT0, nseg;
-	a.attach_id = attach_id;
-	a.segments = &id;
-	a.n_segments = 1;
-	q.body_case = WSRV__REQUEST__BODY_ATTACH_SEGMENTS;
-	q.attach_segments = &a;
+	Wsrv__Attach a = WSRV__ATTACH__INIT;
+	int fd, fds[WSRV_MAX_FDS], n = 0;
+	uint32_t attach_id = 0, nseg = 0;
+
+	(void)st;
+	serve(&ts);
+	fd = raw_connect(ts.sock);
+	assert_true(fd >= 0);
+	assert_int_equal(raw_hello(fd, NULL), 0);
+	assert_int_equal(raw_recv_code(fd, NULL, NULL), 0);
+	a.model = "m";
+	a.while_loading = true;
+	q.body_case = WSRV__REQUEST__BODY_ATTACH;
+	q.attach = &a;
 	assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
-	assert_int_equal(recv_reply(fd, fds, &n, &attach_id, &nseg), EPROTONOSUPPORT);
+	assert_int_equal(recv_reply(fd, fds, &n, &attach_id, &nseg), 0);
+	for (int i = 0; i < n; i++) {
+		struct stat sb;
+		assert_int_equal(fstat(fds[i], &sb), 0);
+		uint64_t before = (uint64_t)sb.st_blocks * 512, after = read_every_page(fds[i]);
+		if (after > before)
+			fail_msg("fd %d of the Attach: %llu bytes of pages before the reads, %llu after", i,
+				 (unsigned long long)before, (unsigned long long)after);
+	}
+	pkt_close_fds(fds, n);
+	n = take_units(fd, attach_id, UNIT0, 4, fds);
+	assert_true(n > 0);
+	for (int i = 0; i < n; i++) {
+		struct stat sb;
+		assert_int_equal(fstat(fds[i], &sb), 0);
+		uint64_t before = (uint64_t)sb.st_blocks * 512, after = read_every_page(fds[i]);
+		if (after > before)
+			fail_msg("unit %d: %llu bytes of pages before the reads, %llu after", i, (unsigned long long)before,
+				 (unsigned long long)after);
+	}
+	pkt_close_fds(fds, n);
 	close(fd);
 	server_done(&ts);
 }
@@ -360,4 +424,5 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(fds_read_only),
 	cmocka_unit_test(one_worker_cannot_hold_it_all),
 	cmocka_unit_test(kept_pieces_are_cut),
+	cmocka_unit_test(holes_cannot_be_read_in),
 )

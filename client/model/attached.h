@@ -65,14 +65,18 @@ static inline uint32_t cl_piece_seg(const struct wsrv_model *m, uint32_t p)
 }
 
 /* The units of the readiness page v checked against the segments and
- * copied, the per-piece arrays grown, each tensor's piece found, and the
- * units of every segment mapped so far made unreadable: 0 or -errno. */
+ * copied, the per-piece arrays grown, each tensor's piece found: 0 or
+ * -errno. Before any segment is mapped. */
 int cl_units_setup(struct wsrv_model *m, const struct rd_view *v);
-/* Segment g was just mapped: its units' ranges are made unreadable (each
- * mapped over once taken). Under map_lock. */
-int cl_units_hide(struct wsrv_model *m, uint32_t g);
-/* Where piece p lies here, and its first byte's offset in its segment. */
+/* Where piece p lies here, and the offset in its memfd it maps from (0
+ * for a unit, whose memfd holds its bytes alone). */
 void cl_piece_range(const struct wsrv_model *m, uint32_t p, uint8_t **addr, size_t *len, uint64_t *off);
+/* The bytes of segment g's units, which its memfd leaves out. */
+uint64_t cl_units_left_out(const struct wsrv_model *m, uint32_t g);
+/* Maps segment g from fd around its units (their ranges stay reserved,
+ * unreadable until a unit is mapped over its own): the memfd holds each
+ * run between them moved down by the units before it. Under map_lock. */
+int cl_units_map_around(struct wsrv_model *m, uint32_t g, int fd);
 void cl_units_free(struct wsrv_model *m);
 
 /* One server's readiness page for a model attached while it loads. A

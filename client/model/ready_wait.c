@@ -23,21 +23,26 @@
 
 int cl_map_over(struct wsrv_model *m, uint32_t g, int fd)
 {
-	uint64_t want = m->seg_len[cl_piece_seg(m, g)], size, off;
+	uint64_t size, off, out = g < m->nseg ? cl_units_left_out(m, g) : 0;
 	uint8_t *at;
 	size_t len;
-	/* A disk tier's piece may be cut once every holder let it go
-	 * (memfd_check_cuttable): this one holds it until it unmaps it. */
-	int r = g >= m->nseg || cl_tiered(m, g) ? cl_check_piece_fd(fd, want, &size)
-						: cl_check_fd(fd, "segment", want, &size);
+	int r;
 
+	/* A segment's memfd holds it but for its units; a unit's, its bytes
+	 * alone. A disk tier's piece may be cut once every holder let it go
+	 * (memfd_check_cuttable): this one holds it until it unmaps it. */
+	cl_piece_range(m, g, &at, &len, &off);
+	r = g >= m->nseg || cl_tiered(m, g) ? cl_check_piece_fd(fd, len, &size)
+					    : cl_check_fd(fd, "segment", len - out, &size);
 	if (r < 0 || (r = cl_resume_check(m, g)) < 0)
 		return r;
-	cl_piece_range(m, g, &at, &len, &off);
-	if (mmap(at, len, PROT_READ, MAP_SHARED | MAP_FIXED, fd, (off_t)off) == MAP_FAILED)
-		return cl_err(-errno, "cannot map segment %u: %s", g, strerror(errno));
-	m->mapped[g] = true;
-	return g < m->nseg && m->nunits ? cl_units_hide(m, g) : 0;
+	if (out)
+		r = cl_units_map_around(m, g, fd);
+	else if (mmap(at, len, PROT_READ, MAP_SHARED | MAP_FIXED, fd, (off_t)off) == MAP_FAILED)
+		r = cl_err(-errno, "cannot map segment %u: %s", g, strerror(errno));
+	if (r == 0)
+		m->mapped[g] = true;
+	return r;
 }
 
 static int reserve(struct wsrv_model *m, const Wsrv__AttachReply *ar)
@@ -87,6 +92,15 @@ int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__A
 	}
 	if ((r = reserve(m, ar)) < 0)
 		return r;
+	for (uint32_t i = 0; i < m->nseg; i++)
+		sizes[i] = m->seg_len[i];
+	if (manifest_check(m->manifest, m->manifest_len, sizes, m->nseg, &m->v, err, sizeof(err)) < 0)
+		return cl_err(-EBADMSG, "the server sent a bad manifest: %s", err);
+	if (!(m->ready = cl_ready_gen_map(m, fds[1], ar->ready_size)))
+		return -EBADMSG;
+	/* The units first: a segment with them is mapped around them. */
+	if ((r = cl_units_setup(m, &m->ready->rv)) < 0)
+		return r;
 	for (size_t k = 0; k < ar->n_ready_segments; k++) {
 		uint32_t g = ar->ready_segments[k];
 		if (g >= m->nseg || m->mapped[g])
@@ -94,14 +108,6 @@ int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__A
 		if ((r = cl_map_over(m, g, fds[2 + k])) < 0)
 			return r;
 	}
-	for (uint32_t i = 0; i < m->nseg; i++)
-		sizes[i] = m->seg_len[i];
-	if (manifest_check(m->manifest, m->manifest_len, sizes, m->nseg, &m->v, err, sizeof(err)) < 0)
-		return cl_err(-EBADMSG, "the server sent a bad manifest: %s", err);
-	if (!(m->ready = cl_ready_gen_map(m, fds[1], ar->ready_size)))
-		return -EBADMSG;
-	if ((r = cl_units_setup(m, &m->ready->rv)) < 0)
-		return r;
 	__atomic_store_n(&m->loading, true, __ATOMIC_RELEASE);
 	return 0;
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* units.c - a disk tier's units as this client sees them (attached.h):
  * the server's table, checked and copied; which piece each tensor's bytes
- * come from; and the units' ranges kept unreadable while not mapped. */
+ * come from; and a segment with units mapped around them (its memfd
+ * leaves them out; their ranges stay unreadable while not mapped). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,26 +98,9 @@ int cl_units_setup(struct wsrv_model *m, const struct rd_view *v)
 		return cl_err(-ENOMEM, "out of memory");
 	memcpy(m->units, v->units, n * sizeof(*m->units));
 	m->nunits = n;
-	if ((r = grow(m)) < 0 || (r = find_pieces(m)) < 0)
+	if ((r = grow(m)) < 0)
 		return r;
-	for (uint32_t g = 0; g < m->nseg && r == 0; g++)
-		if (m->mapped[g])
-			r = cl_units_hide(m, g);
-	return r;
-}
-
-int cl_units_hide(struct wsrv_model *m, uint32_t g)
-{
-	for (uint32_t k = 0; k < m->nunits; k++) {
-		const struct rd_unit *u = &m->units[k];
-		if (u->segment != g || m->mapped[m->nseg + k])
-			continue;
-		if (mmap((void *)(m->seg[g] + u->offset), u->length, PROT_NONE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED)
-			return cl_err(-errno, "cannot keep routed expert %u of layer %d unreadable: %s", u->expert,
-				      u->layer, strerror(errno));
-	}
-	return 0;
+	return find_pieces(m);
 }
 
 void cl_piece_range(const struct wsrv_model *m, uint32_t p, uint8_t **addr, size_t *len, uint64_t *off)
@@ -130,7 +114,55 @@ void cl_piece_range(const struct wsrv_model *m, uint32_t p, uint8_t **addr, size
 	const struct rd_unit *u = &m->units[p - m->nseg];
 	*addr = (uint8_t *)m->seg[u->segment] + u->offset;
 	*len = u->length;
-	*off = u->offset;
+	*off = 0; /* a unit's memfd holds its bytes alone */
+}
+
+/* The first unit of segment g (by bisection; units are in order), or
+ * nunits. */
+static uint32_t first_unit(const struct wsrv_model *m, uint32_t g)
+{
+	uint32_t lo = 0, hi = m->nunits;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (m->units[mid].segment < g)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+uint64_t cl_units_left_out(const struct wsrv_model *m, uint32_t g)
+{
+	uint64_t out = 0;
+
+	for (uint32_t k = first_unit(m, g); k < m->nunits && m->units[k].segment == g; k++)
+		out += m->units[k].length;
+	return out;
+}
+
+/* Maps [a, b) of segment g from fd's byte a - out. */
+static int map_run(struct wsrv_model *m, uint32_t g, int fd, uint64_t a, uint64_t b, uint64_t out)
+{
+	if (b > a && mmap((uint8_t *)m->seg[g] + a, b - a, PROT_READ, MAP_SHARED | MAP_FIXED, fd, (off_t)(a - out)) ==
+			     MAP_FAILED)
+		return cl_err(-errno, "cannot map segment %u: %s", g, strerror(errno));
+	return 0;
+}
+
+int cl_units_map_around(struct wsrv_model *m, uint32_t g, int fd)
+{
+	uint64_t a = 0, out = 0;
+	int r = 0;
+
+	for (uint32_t k = first_unit(m, g); r == 0 && k < m->nunits && m->units[k].segment == g; k++) {
+		const struct rd_unit *u = &m->units[k];
+		r = map_run(m, g, fd, a, u->offset, out);
+		out += u->length;
+		a = u->offset + u->length;
+	}
+	return r < 0 ? r : map_run(m, g, fd, a, m->seg_len[g], out);
 }
 
 void cl_units_free(struct wsrv_model *m)

@@ -283,7 +283,7 @@ static int wire_hello(struct cl_wire *w, const char *name)
 	h.protocol = WSRV_PROTOCOL_VERSION;
 	h.client_name = (char *)name;
 	h.pid = (uint32_t)getpid();
-	h.cuttable_pieces = true;
+	h.disk_tier = WSRV_DISK_TIER;
 	q.body_case = WSRV__REQUEST__BODY_HELLO;
 	q.hello = &h;
 	if ((ret = wire_call(w, &q, -1, &r, fds, 0, &n)) < 0)

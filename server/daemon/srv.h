@@ -137,7 +137,7 @@ struct session {
 	int fd;
 	struct ucred cred;
 	bool hello;                 /* handshake done */
-	bool cuttable_pieces;       /* Hello.cuttable_pieces: may take a disk tier's pieces */
+	uint32_t disk_tier;         /* Hello.disk_tier: the disk tier's rules it takes */
 	bool closing;               /* no more requests; freed when idle */
 	bool recv_armed;
 	bool cancel_armed;          /* s is not freed before its cancel completes */

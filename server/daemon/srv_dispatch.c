@@ -43,7 +43,7 @@ static int do_hello(struct server *srv, struct session *s, const Wsrv__Hello *h,
 	}
 	utf8_copy(s->name, sizeof(s->name), h->client_name ? h->client_name : "");
 	s->hello = true;
-	s->cuttable_pieces = h->cuttable_pieces;
+	s->disk_tier = h->disk_tier;
 	hr.protocol = WSRV_PROTOCOL_VERSION;
 	hr.server_version = WSRV_VERSION_STRING;
 	hr.server_pid = (uint32_t)getpid();
@@ -213,6 +213,8 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 		return srv_reply_error(r, seq, EOPNOTSUPP,
 				       "model '%s' has a disk tier (--memory-budget): this client cannot take segments as it needs them",
 				       lm->model->name);
+	if (lm->tier && s->disk_tier < WSRV_DISK_TIER)
+		return srv_old_tier_client(r, seq, lm->model->name);
 	if ((srv->models[mi].loading || lm->tier ? 2 : lm->arena->nseg + 1) > r->fd_room)
 		return srv_reply_error(r, seq, EAGAIN,
 				       "%u file descriptors sent to this client are still unread; read the replies first",

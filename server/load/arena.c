@@ -218,14 +218,64 @@ int arena_populate(struct arena *a, struct errinfo *e)
 	return 0;
 }
 
-/* The fd [off, off + len) of s is written to: its own, or its split's
- * (-EINVAL when none holds it all). */
-static int split_fd(const struct arena_seg *s, uint64_t off, size_t len)
+/* The fd [off, off + len) of s is written to, and where in it (*at): its
+ * own, or its split's (-EINVAL when none holds it all). */
+static int split_fd(const struct arena_seg *s, uint64_t off, size_t len, uint64_t *at)
 {
+	*at = off;
 	for (uint32_t i = 0; i < s->nsplit; i++)
-		if (off >= s->split[i].off && off + len <= s->split[i].off + s->split[i].len)
+		if (off >= s->split[i].off && off + len <= s->split[i].off + s->split[i].len) {
+			*at = off - s->split[i].off;
 			return s->split[i].fd;
+		}
 	return s->nsplit ? -EINVAL : s->fd;
+}
+
+static int map_for_write(struct arena *a, struct arena_seg *s, const char *label, struct errinfo *e);
+
+/* Where [off, off + len) of s lies in its memfd (arena_compact): 1 and
+ * *at; 0 inside a hole; -EINVAL across a hole's edge. */
+static int file_at(const struct arena_seg *s, uint64_t off, size_t len, uint64_t *at)
+{
+	uint32_t lo = 0, hi = s->nholes;
+
+	while (lo < hi) { /* the first hole that ends past off */
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (s->holes[mid].off + s->holes[mid].len <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	uint64_t before = lo < s->nholes ? s->holes[lo].before : s->size - arena_seg_file_size(s);
+	if (lo < s->nholes && off + len > s->holes[lo].off)
+		return off >= s->holes[lo].off && off + len <= s->holes[lo].off + s->holes[lo].len ? 0 : -EINVAL;
+	*at = off - before;
+	return 1;
+}
+
+int arena_compact(struct arena *a, uint32_t seg, const struct arena_hole *holes, uint32_t n, struct errinfo *e)
+{
+	struct arena_seg *s = &a->seg[seg];
+	uint64_t cut = 0;
+	int r;
+
+	if (!a->fill_by_write || s->sealed || s->rw || s->holes)
+		return err_set(e, -EINVAL, "segment %u cannot leave parts out", seg);
+	if (!(s->holes = calloc(n + 1, sizeof(*s->holes))))
+		return err_set(e, -ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < n; i++) {
+		s->holes[i] = (struct arena_hole){ holes[i].off, holes[i].len, cut };
+		cut += holes[i].len;
+	}
+	s->nholes = n;
+	s->file_size = s->size - cut;
+	if (ftruncate(s->fd, (off_t)s->file_size) < 0)
+		return err_set(e, -errno, "cannot cut segment %u to %zu bytes: %s", seg, s->file_size, strerror(errno));
+	munmap((void *)s->ro, s->size);
+	s->ro = NULL;
+	if ((r = map_for_write(a, s, "a segment with parts left out", e)) < 0)
+		return r;
+	return numa_apply((void *)s->ro, s->file_size, &a->numa, e);
 }
 
 int arena_write(struct arena *a, uint32_t seg, uint64_t off, const void *src,
@@ -238,9 +288,15 @@ int arena_write(struct arena *a, uint32_t seg, uint64_t off, const void *src,
 		memcpy(s->rw + off, src, len);
 		return 0;
 	}
+	uint64_t at = off;
+	int fd = s->fd;
+	if (s->nholes && (r = file_at(s, off, len, &at)) <= 0)
+		return r == 0 ? 0 : err_set(e, r, "a write across a left-out part of segment %u", seg);
 	if (s->folio_tried && !a->folios_later)
 		arena_folio_prepare(a, seg, off, len);
-	if ((r = pwrite_full(split_fd(s, off, len), src, len, off)) < 0)
+	if (s->nsplit)
+		fd = split_fd(s, off, len, &at);
+	if ((r = pwrite_full(fd, src, len, at)) < 0)
 		return err_set(e, r, "cannot write %zu bytes into shared memory: %s", len,
 			       r == -ENOSPC ? "no progress" : strerror(-r));
 	return 0;
@@ -256,7 +312,10 @@ int arena_read(struct arena *a, uint32_t seg, uint64_t off, void *dst, size_t le
 		memcpy(dst, s->rw + off, len);
 		return 0;
 	}
-	if ((r = pread_full(s->fd, dst, len, off)) < 0)
+	uint64_t at = off;
+	if (s->nholes && (r = file_at(s, off, len, &at)) <= 0)
+		return err_set(e, -EIO, "a read of a left-out part of segment %u", seg);
+	if ((r = pread_full(s->fd, dst, len, at)) < 0)
 		return err_set(e, r == -ENODATA ? -EIO : r, "cannot read %zu bytes of shared memory: %s",
 			       len, r == -ENODATA ? "end of the segment" : strerror(-r));
 	return 0;
@@ -267,14 +326,14 @@ int arena_read(struct arena *a, uint32_t seg, uint64_t off, void *dst, size_t le
 static int map_for_write(struct arena *a, struct arena_seg *s, const char *label,
 			 struct errinfo *e)
 {
-	void *p = hugemap_shared(s->fd, s->size, PROT_READ);
+	size_t len = arena_seg_file_size(s);
+	void *p = hugemap_shared(s->fd, len, PROT_READ);
 
 	if (p == MAP_FAILED)
-		return err_set(e, -errno, "%s: cannot map %zu bytes: %s", label, s->size,
-			       strerror(errno));
+		return err_set(e, -errno, "%s: cannot map %zu bytes: %s", label, len, strerror(errno));
 	s->ro = p;
-	if (a->locked && mlock2(p, s->size, MLOCK_ONFAULT) < 0)
-		return lock_error(s->size, errno, e);
+	if (a->locked && mlock2(p, len, MLOCK_ONFAULT) < 0)
+		return lock_error(len, errno, e);
 	return 0;
 }
 
@@ -352,8 +411,8 @@ int arena_create(const char *name, uint32_t nseg, const uint64_t *sizes,
  * mapping, which locks them when it is locked on fault. */
 static int map_in(struct arena_seg *s, struct errinfo *e)
 {
-	if (madvise((void *)s->ro, s->size, MADV_POPULATE_READ) < 0)
-		return err_set(e, -errno, "cannot map and lock %zu bytes of weights: %s", s->size,
+	if (madvise((void *)s->ro, arena_seg_file_size(s), MADV_POPULATE_READ) < 0)
+		return err_set(e, -errno, "cannot map and lock %zu bytes of weights: %s", arena_seg_file_size(s),
 			       strerror(errno));
 	return 0;
 }
@@ -560,9 +619,10 @@ void arena_free(struct arena *a)
 		if (s->rw)
 			munmap(s->rw, s->size);
 		if (s->ro)
-			munmap((void *)s->ro, s->size);
+			munmap((void *)s->ro, arena_seg_file_size(s));
 		if (s->fd >= 0)
 			close(s->fd);
+		free(s->holes);
 	}
 	arena_folio_free(a);
 	free(a->seg);

@@ -46,11 +46,16 @@ struct arena_opts {
 };
 
 /* Part of a segment written to a memfd of its own (a disk tier's units
- * read together, tier_fetch.c): [off, off + len) goes to fd, at the same
- * offsets. */
+ * read together, tier_fetch.c): [off, off + len) goes to fd, its byte
+ * off at the fd's offset 0 (the memfd holds the part alone). */
 struct arena_split {
 	uint64_t off, len;
 	int fd;                        /* the caller's */
+};
+
+struct arena_hole {
+	uint64_t off, len;
+	uint64_t before;               /* the bytes of the holes before this one */
 };
 
 struct arena_seg {
@@ -66,6 +71,13 @@ struct arena_seg {
 	/* A disk tier's piece: sealed without F_SEAL_SHRINK, so that its
 	 * eviction cuts it (memfd_cut) even where a client still maps it. */
 	bool cuttable;
+	/* Ranges of the segment its memfd does not hold (a disk tier's routed
+	 * experts, each a memfd of its own: arena_compact), in order: the
+	 * memfd holds the rest, each run moved down by the holes before it,
+	 * and is file_size bytes (0: size, no holes). Owned. */
+	struct arena_hole *holes;
+	uint32_t nholes;
+	size_t file_size;
 	uint8_t *folio_tried;          /* per whole 2 MiB chunk (arena_folio.h), owned */
 	uint64_t nchunks;
 };
@@ -123,6 +135,19 @@ int arena_populate_range(struct arena *a, uint32_t seg, uint64_t off, uint64_t l
 
 /* Copies len bytes from src to (seg, off); only before arena_seal. Fails
  * with a sentence (out of memory, a memory cgroup's limit) and -errno. */
+/* Segment seg's memfd leaves out holes[0..n) (in order, apart, whole
+ * pages): it is cut to the rest, mapped again, and writes into a hole are
+ * dropped (their bytes still go through the loader's checksums). Before
+ * any byte is written; filling by write only. 0 or -errno with e. */
+int arena_compact(struct arena *a, uint32_t seg, const struct arena_hole *holes, uint32_t n, struct errinfo *e);
+
+/* Bytes of segment s's memfd, and of its mapping: size, or less with
+ * holes (arena_compact). */
+static inline size_t arena_seg_file_size(const struct arena_seg *s)
+{
+	return s->file_size ? s->file_size : s->size;
+}
+
 int arena_write(struct arena *a, uint32_t seg, uint64_t off, const void *src,
 		size_t len, struct errinfo *e);
 

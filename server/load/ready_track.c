@@ -46,12 +46,6 @@ void ready_track_tensor(void *arg, uint32_t idx)
 	ready_page_tensor(t->page, idx, mt->xxh3, mt->part_len);
 	if (--t->left[s] || t->err)
 		return;
-	/* A disk tier's units leave the segment before it is sealed: their
-	 * checksums are taken, and they are read again one by one. */
-	if ((t->err = tier_trim(t->tier, s)) < 0) {
-		err_set(&t->e, t->err, "cannot let go of segment %u's routed experts: %s", s, strerror(-t->err));
-		return;
-	}
 	t->err = arena_seal_segment(t->a, s, &t->e);
 	if (t->err == 0)
 		ready_page_segment(t->page, s);

@@ -85,10 +85,6 @@ void tier_count_resident(struct tier *t, uint64_t bytes);
  * from now on. Loader thread. */
 void tier_first_pass(struct tier *t, uint32_t seg);
 
-/* Before segment seg is sealed, its bytes checked: its units' pages go
- * (a hole punched in its memfd). 0 or -errno. Loader thread. */
-int tier_trim(struct tier *t, uint32_t seg);
-
 /* The tier's segments and units: ids below this are valid. */
 uint32_t tier_count(const struct tier *t);
 /* The segment of segment or unit g (below tier_count). */

@@ -27,7 +27,7 @@ void tier_drop_locked(struct tier *t, uint32_t g, bool cut)
 	int r;
 
 	if (*ro)
-		munmap((void *)*ro, as->size);
+		munmap((void *)*ro, g < t->nseg ? as->size : ts->len);
 	if (cut && *fd >= 0 && (r = memfd_cut(*fd)) < 0 && !t->said_cut) {
 		t->said_cut = true;
 		log_warn("model %s: cannot cut an evicted piece of the disk tier (%s): a worker that still maps one keeps its memory",

@@ -25,7 +25,7 @@ struct job {
 	uint32_t n;
 	uint64_t bytes;
 	int fd[BATCH_UNITS];
-	const uint8_t *ro[BATCH_UNITS]; /* each its segment's size */
+	const uint8_t *ro[BATCH_UNITS]; /* each its piece's size (unit_size) */
 };
 
 /* Whether tensor mt lies in segment or unit ts. */
@@ -66,11 +66,11 @@ static void gather_locked(struct tier *t, struct job *j, bool ahead)
 	t->st.queued = t->qn;
 }
 
-static void unmake(struct job *j, uint64_t size)
+static void unmake(const struct tier *t, struct job *j)
 {
 	for (uint32_t i = 0; i < j->n; i++) {
 		if (j->ro[i] && j->ro[i] != MAP_FAILED)
-			munmap((void *)j->ro[i], size);
+			munmap((void *)j->ro[i], unit_size(t, j->g[i]));
 		if (j->fd[i] >= 0)
 			close(j->fd[i]);
 		j->ro[i] = NULL;
@@ -78,12 +78,14 @@ static void unmake(struct job *j, uint64_t size)
 	}
 }
 
-/* A fresh memfd of the segment's size for each of j, mapped. */
-static int make(const struct tier *t, struct job *j, uint64_t size, struct errinfo *e)
+/* A fresh memfd for each of j, mapped: a segment's size, or a unit's
+ * (its bytes alone, from offset 0). */
+static int make(const struct tier *t, struct job *j, struct errinfo *e)
 {
 	char label[200];
 
 	for (uint32_t i = 0; i < j->n; i++) {
+		uint64_t size = unit_size(t, j->g[i]);
 		snprintf(label, sizeof(label), "wsrv:%s:%u", t->lm->model->name, j->g[i]);
 		if ((j->fd[i] = memfd_new(label, 0, size)) < 0)
 			return err_set(e, -ENOMEM, "cannot make a memfd for segment or unit %u", j->g[i]);
@@ -124,7 +126,7 @@ static int read_job(struct tier *t, struct job *j, struct loader_pool *pool, str
 	uint8_t *want = calloc(m->ntensors + 1, 1);
 	struct arena_seg *segs = calloc(tmp.nseg, sizeof(*segs));
 	struct loader_stats st = { 0 };
-	int r = want && segs ? make(t, j, size, e) : err_set(e, -ENOMEM, "out of memory");
+	int r = want && segs ? make(t, j, e) : err_set(e, -ENOMEM, "out of memory");
 
 	for (uint32_t i = 0; i < tmp.nseg && segs; i++)
 		segs[i].fd = -1;
@@ -145,12 +147,12 @@ static int read_job(struct tier *t, struct job *j, struct loader_pool *pool, str
 		r = loader_run(m, &tmp, &lo, &st, e);
 	}
 	for (uint32_t i = 0; r == 0 && i < j->n; i++) {
-		segs[g] = (struct arena_seg){ .fd = j->fd[i], .size = size, .ro = j->ro[i], .cuttable = true };
+		segs[g] = (struct arena_seg){ .fd = j->fd[i], .size = unit_size(t, j->g[i]), .ro = j->ro[i], .cuttable = true };
 		r = arena_seal_segment(&tmp, g, e);
 		j->fd[i] = segs[g].fd; /* sealing gave it a read-only description */
 	}
 	if (r < 0)
-		unmake(j, size);
+		unmake(t, j);
 	free(want);
 	free(segs);
 	return r;

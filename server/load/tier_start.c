@@ -2,7 +2,7 @@
 /* tier_start.c - a disk tier's start (tier.h): what stays in memory (the
  * global group, a MoE layer but its routed experts, whole layers while
  * they fit), the readers started, and what the first load's pass of each
- * segment leaves cached; the units' pages punched out before a seal. */
+ * segment leaves cached; the units left out of their segments' memfds. */
 #include "tier_read.h"
 
 #include <errno.h>
@@ -117,6 +117,27 @@ static int describe(struct tier *t)
 	return 0;
 }
 
+/* Each segment with units leaves them out of its memfd (arena_compact):
+ * a unit is a memfd of its own, and a hole in the segment's would be
+ * pages any client that maps it and reads there (or a lock's populate)
+ * brings in, past the budget. */
+static int leave_units_out(struct tier *t, struct errinfo *e)
+{
+	struct arena_hole *h = calloc(t->n - t->nseg + 1, sizeof(*h));
+	int r = h ? 0 : err_set(e, -ENOMEM, "out of memory");
+
+	for (uint32_t g = 0; r == 0 && g < t->nseg; g++) {
+		uint32_t n = 0;
+		for (uint32_t u = t->nseg; t->s[g].units && u < t->n; u++)
+			if (t->s[u].seg == g)
+				h[n++] = (struct arena_hole){ t->s[u].off, t->s[u].len, 0 };
+		if (n)
+			r = arena_compact(t->lm->arena, g, h, n, e);
+	}
+	free(h);
+	return r;
+}
+
 /* The most one worker may hold (tier.h): share_pct (0: TIER_SHARE_PCT)
  * of what the budget leaves for the cache, never less than the largest
  * layer's pieces on the tier. */
@@ -156,6 +177,8 @@ int tier_create(struct loaded_model *lm, uint64_t budget, uint32_t share_pct, co
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
 	r = describe(t) == 0 ? choose(t, e) : err_set(e, -ENOMEM, "out of memory");
+	if (r == 0)
+		r = leave_units_out(t, e);
 	if (r == 0 && set_share(t, share_pct) < 0)
 		r = err_set(e, -ENOMEM, "out of memory");
 	for (int i = 0; r == 0 && i < READERS; i++)
@@ -183,7 +206,7 @@ int tier_create(struct loaded_model *lm, uint64_t budget, uint32_t share_pct, co
 /* The first load passed segment or unit g: a tiered one is kept while
  * the budget has room for it and, beside it, the largest tiered segment
  * (the next fill, then a worker's first miss, as a read-ahead leaves;
- * tier_evict.c); a unit's pages went with tier_trim: never. */
+ * tier_evict.c); a unit (never written by the first load): never. */
 static void passed_locked(struct tier *t, uint32_t g)
 {
 	struct tier_seg *ts = &t->s[g];
@@ -198,15 +221,11 @@ static void passed_locked(struct tier *t, uint32_t g)
 }
 
 /* The pages the first load fills in segment g that are not counted as
- * staying: a tiered segment's, or its units' (punched before its seal). */
+ * staying: a tiered segment's (its units' are never written: their
+ * segment's memfd leaves them out). */
 static uint64_t fill_bytes(const struct tier *t, uint32_t g)
 {
-	uint64_t b = t->s[g].disk ? unit_size(t, g) : 0;
-
-	for (uint32_t u = t->nseg; t->s[g].units && u < t->n; u++)
-		if (t->s[u].seg == g)
-			b += unit_size(t, u);
-	return b;
+	return t->s[g].disk ? unit_size(t, g) : 0;
 }
 
 /* The counts grew: what nobody holds makes room, and a peak past the
@@ -264,17 +283,6 @@ void tier_first_pass(struct tier *t, uint32_t g)
 		if (t->s[u].seg == g)
 			passed_locked(t, u);
 	pthread_mutex_unlock(&t->mu);
-}
-
-int tier_trim(struct tier *t, uint32_t g)
-{
-	int fd = t && g < t->nseg ? t->lm->arena->seg[g].fd : -1;
-
-	for (uint32_t u = t ? t->nseg : 0; t && u < t->n; u++)
-		if (t->s[u].seg == g &&
-		    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)t->s[u].off, (off_t)t->s[u].len) < 0)
-			return -errno;
-	return 0;
 }
 
 uint32_t tier_count(const struct tier *t)

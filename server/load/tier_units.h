@@ -17,8 +17,8 @@
 
 /* How many units model m has under budget bytes: none when the whole
  * arena fits (nothing is tiered then but what the budget's room for reads
- * asks), when the arena's pages are huge (a hole is punched per unit, in
- * 4 KiB pages), or when no tensor names a routed expert. */
+ * asks), when the arena's pages are huge (a unit is whole 4 KiB pages,
+ * left out of its segment's memfd), or when no tensor names a routed expert. */
 uint32_t tier_units_count(const struct model *m, const struct arena *a, uint64_t budget);
 
 /* Fills units[0..n) (n from tier_units_count) in tensor order: layer,

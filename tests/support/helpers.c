@@ -528,7 +528,7 @@ int raw_hello(int fd, const char *name)
 
 	h.protocol = WSRV_PROTOCOL_VERSION;
 	h.client_name = (char *)(name ? name : "");
-	h.cuttable_pieces = true;
+	h.disk_tier = WSRV_DISK_TIER;
 	q.body_case = WSRV__REQUEST__BODY_HELLO;
 	q.hello = &h;
 	return raw_send(fd, &q, NULL, 0);
