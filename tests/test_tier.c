@@ -329,11 +329,28 @@ static void read_errors_get_eio(void **st)
 	int fd = open(flag, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
 	assert_true(fd >= 0);
 	close(fd);
-	assert_int_equal(check_looked_up(m, 7), -EIO);
-	assert_non_null(strstr(wsrv_last_error(), "reading tensor model.layers.7."));
+	/* The first layer from the end that is not cached (the cache holds
+	 * two at most, which ones depends on how the load's fills met):
+	 * each try on an attachment of its own, so that none stays pinned. */
+	int32_t failed = -1;
+	char want[64];
+	for (int32_t layer = 7; layer > 0 && failed < 0; layer--) {
+		struct wsrv_model *t;
+		assert_int_equal(wsrv_attach(c, "m", &t), 0);
+		int r = check_looked_up(t, layer);
+		if (r == -EIO)
+			failed = layer;
+		else
+			assert_int_equal(r, 0);
+		snprintf(want, sizeof(want), "reading tensor model.layers.%d.", layer);
+		if (r == -EIO)
+			assert_non_null(strstr(wsrv_last_error(), want));
+		wsrv_detach(t);
+	}
+	assert_true(failed > 0);
 	assert_int_equal(check_looked_up(m, -1), 0);
 	assert_int_equal(unlink(flag), 0);
-	assert_int_equal(check_looked_up(m, 7), 0);
+	assert_int_equal(check_looked_up(m, failed), 0);
 	wsrv_detach(m);
 	wsrv_disconnect(c);
 	server_done(&ts);
