@@ -388,6 +388,39 @@ static void holes_cannot_be_read_in(void **st)
 	server_done(&ts);
 }
 
+/* Found beside item 18: a read-ahead of units took their fds twice (for
+ * its room, then for the read) and gave them back once, so the count of
+ * units' memfds grew with every read-ahead until every unit's read
+ * failed ("the disk tier's memfds ... are all held by workers") with
+ * room to spare: a stream of two passes over this model under 80M failed
+ * in its second. And --check took its direct pass on the stream's own
+ * connection, past the worker's share. Now two passes and the check,
+ * twice. */
+static void read_ahead_keeps_the_fd_count(void **st)
+{
+	struct test_server ts = { 0 };
+	char out[400], err[400];
+	size_t len;
+	char *text;
+
+	(void)st;
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", BUDGET, NULL), 0);
+	snprintf(out, sizeof(out), "%s/worker.out", ts.dir);
+	snprintf(err, sizeof(err), "%s/worker.err", ts.dir);
+	const char *argv[] = { getenv("WSRV_WORKER"), "--socket", ts.sock, "--model", "m", "--passes", "2",
+			       "--no-share", "--check", NULL };
+	for (int run = 0; run < 2; run++) {
+		int rc = run_prog(argv, NULL, out, err, 0, 90);
+		if (rc != 0 && (text = (char *)read_file(err, &len)))
+			fail_msg("run %d: wsrv-worker exited %d: %s", run, rc, text);
+		assert_int_equal(rc, 0);
+		assert_non_null(text = (char *)read_file(out, &len));
+		assert_non_null(strstr(text, "(bit-identical)"));
+		free(text);
+	}
+	server_done(&ts);
+}
+
 /* Item 5: one worker that took two layers' experts (50 of the cache's
  * 67 MiB) and sat idle made every other worker's take of a third layer
  * end in ENOMEM after 10 s, for as long as it lived. One worker now holds
@@ -425,4 +458,5 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(one_worker_cannot_hold_it_all),
 	cmocka_unit_test(kept_pieces_are_cut),
 	cmocka_unit_test(holes_cannot_be_read_in),
+	cmocka_unit_test(read_ahead_keeps_the_fd_count),
 )

@@ -141,12 +141,19 @@ int main(int argc, char **argv)
 	       (int)getpid(), passes, passes == 1 ? "" : "es", model, digest, st.bytes_copied,
 	       100 * st.hidden_fraction);
 	print_sharing(s, &st);
-	/* A direct pass that fails is an error, never a mismatch. */
-	if (check && forward_pass_direct(c, model, m, per, &direct) < 0) {
+	/* A direct pass that fails is an error, never a mismatch. It takes
+	 * a disk tier's layers on a connection of its own: a worker's share
+	 * of the tier's cache (--memory-budget-share) is per connection, and
+	 * the stream still holds what it prefetched. */
+	struct wsrv_client *dc = NULL;
+	if (check && wsrv_connect(sock, &co, &dc) < 0)
+		return fail("connect for --check");
+	if (check && forward_pass_direct(dc, model, m, per, &direct) < 0) {
 		fprintf(stderr, "wsrv-worker: the same pass over the direct mapping: %s\n",
 			*forward_error() ? forward_error() : wsrv_last_error());
 		return 1;
 	}
+	wsrv_disconnect(dc);
 	if (check)
 		printf("worker %d: the same pass over the direct mapping: %016" PRIx64 " (%s)\n", (int)getpid(),
 		       direct, direct == digest ? "bit-identical" : "DIFFERENT");
