@@ -199,6 +199,61 @@ static void supplementary_group_allowed(void **s)
 	server_done(&ts);
 }
 
+/* Issue 49 item 4: --allow-uid N alone did not let uid N in (the socket
+ * was 0660 root:root: EACCES before wsrvd saw it), and nothing said so.
+ * Now --socket-group gives the socket a group its members reach it
+ * through, users and groups go by name too, and an allowed user the
+ * socket's mode keeps out is warned of at the start. */
+static void socket_group_lets_the_group_in(void **s)
+{
+	struct test_server ts = { 0 };
+	gid_t g = 4243;
+	pid_t kid;
+	int st;
+
+	if (geteuid() != 0)
+		skip(); /* needs another uid and setgroups */
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-gid", "4243", "--socket-group", "4243",
+				      "--allow-uid", "nobody", NULL), 0);
+	assert_int_equal(chmod(ts.dir, 0755), 0);
+	kid = fork();
+	if (kid == 0) {
+		struct wsrv_client *c;
+		if (setgroups(1, &g) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(3);
+		_exit(wsrv_connect(ts.sock, NULL, &c) == 0 ? 0 : 1);
+	}
+	assert_int_equal(waitpid(kid, &st, 0), kid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	/* nobody (65534) is not in 4243: warned, by number. */
+	assert_true(server_log_has(&ts, "--allow-uid 65534: that user cannot reach"));
+	assert_false(server_log_has(&ts, "--allow-gid 4243: members"));
+	server_done(&ts);
+}
+
+/* The same, told at the start: an allowed group the socket does not
+ * carry, and a mode outside 0600/0660/0666 is a usage error. */
+static void socket_reach_warned(void **s)
+{
+	struct test_server ts = { 0 };
+	const char *argv[] = { getenv("WSRVD"), "--socket-mode", "0644", "--model", "m=/nonexistent", NULL };
+	char out[400], err[400];
+	size_t n;
+	char *msg;
+
+	(void)s;
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-gid", "4244", NULL), 0);
+	assert_true(server_log_has(&ts, "--allow-gid 4244: members of that group reach"));
+	snprintf(out, sizeof(out), "%s/mode.out", ts.dir);
+	snprintf(err, sizeof(err), "%s/mode.err", ts.dir);
+	assert_int_equal(run_prog(argv, NULL, out, err, 0, 30), 2);
+	assert_non_null(msg = (char *)read_file(err, &n));
+	assert_non_null(strstr(msg, "--socket-mode '0644'"));
+	free(msg);
+	server_done(&ts);
+}
+
 /* 4: a 33rd allow entry was dropped in silence. */
 static void allow_list_overflow_refused(void **s)
 {
@@ -574,6 +629,8 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(stats_of_many_streams),
 	cmocka_unit_test(refused_peers_cost_nothing),
 	cmocka_unit_test(supplementary_group_allowed),
+	cmocka_unit_test(socket_group_lets_the_group_in),
+	cmocka_unit_test(socket_reach_warned),
 	cmocka_unit_test(allow_list_overflow_refused),
 	cmocka_unit_test(live_socket_of_another_service_kept),
 	cmocka_unit_test(lock_symlink_not_followed),

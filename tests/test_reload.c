@@ -147,6 +147,33 @@ static void reload_refused(void **st)
 	server_done(&ts);
 }
 
+/* Issue 49 item 2: systemctl reload (the unit's ExecReload) runs
+ * wsrvctl reload --all: every model, one after another, a new generation
+ * each. */
+static void reload_all_models(void **st)
+{
+	struct test_server ts = { 0 };
+	char spec[600];
+	uint64_t gens[8];
+	int retired[8];
+	size_t n;
+
+	(void)st;
+	assert_int_equal(make_model(F.dir[0], "llama-mini", 8 << 20, 2, 1, 1), 0);
+	snprintf(spec, sizeof(spec), "b=%s", F.dir[0]);
+	assert_int_equal(server_start(&ts, "a", F.dir[0], "--model", spec, NULL), 0);
+	const char *argv[] = { getenv("WSRV_CTL"), "--socket", ts.sock, "reload", "--all", NULL };
+	assert_int_equal(run_prog(argv, NULL, pjoin(ts.dir, "ctl.out"), pjoin(ts.dir, "ctl.err"), 0, 60), 0);
+	n = generations(ts.sock, gens, retired);
+	size_t second = 0;
+	for (size_t i = 0; i < n; i++)
+		second += !retired[i] && gens[i] == 2;
+	assert_int_equal(second, 2);
+	const char *bad[] = { getenv("WSRV_CTL"), "--socket", ts.sock, "reload", "--all", "a", NULL };
+	assert_int_equal(run_prog(bad, NULL, pjoin(ts.dir, "ctl.out"), pjoin(ts.dir, "ctl.err"), 0, 60), 2);
+	server_done(&ts);
+}
+
 /* 3: workers attach, check every checksum and detach in a loop while the
  * model is reloaded again and again: no attachment ever mixes two. */
 static void never_torn(void **st)
@@ -222,6 +249,7 @@ static void worker_follows(void **st)
 FIXTURE_MAIN(F,
 	cmocka_unit_test(reload_with_worker),
 	cmocka_unit_test(reload_refused),
+	cmocka_unit_test(reload_all_models),
 	cmocka_unit_test(never_torn),
 	cmocka_unit_test(worker_follows),
 )

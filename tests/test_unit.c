@@ -52,7 +52,7 @@ static void unit_and_drop_in_verify(void **s)
 	 * $WSRV_ARGS, which the drop-in sets. */
 	text = (char *)read_file(u, &n);
 	assert_non_null(text);
-	assert_non_null(strstr(text, "/server/daemon/wsrvd --socket /run/wsrv/wsrv.sock $WSRV_ARGS"));
+	assert_non_null(strstr(text, "/server/daemon/wsrvd --socket /run/wsrv/wsrv.sock --allow-gid wsrv $WSRV_ARGS"));
 	free(text);
 	text = (char *)read_file(d, &n);
 	assert_non_null(text);
@@ -60,6 +60,41 @@ static void unit_and_drop_in_verify(void **s)
 	free(text);
 }
 
+/* Issue 49 item 1: the unit ran wsrvd as root with no hardening
+ * (systemd-analyze security: 9.6 UNSAFE). Now a user of its own, the
+ * sandboxing that applies, exposure 5.0 at most; a usage error is not
+ * restarted, and systemctl reload reloads every model. */
+static void unit_is_hardened(void **s)
+{
+	const char *unit = getenv("WSRV_UNIT");
+	const char *argv[] = { "/usr/bin/systemd-analyze", "security", "--offline=true", "--threshold=50", unit, NULL };
+	char out[512], err[512];
+	size_t n;
+	char *text;
+
+	(void)s;
+	if (access(argv[0], X_OK) != 0)
+		argv[0] = "/bin/systemd-analyze";
+	if (access(argv[0], X_OK) != 0)
+		skip(); /* no systemd here */
+	assert_non_null(text = (char *)read_file(unit, &n));
+	assert_non_null(strstr(text, "\nUser=wsrv\n"));
+	assert_non_null(strstr(text, "\nRestartPreventExitStatus=2\n"));
+	assert_non_null(strstr(text, "\nExecReload="));
+	assert_non_null(strstr(text, "wsrvctl --socket /run/wsrv/wsrv.sock reload --all\n"));
+	free(text);
+	snprintf(out, sizeof(out), "%s/security.out", F.dir[0]);
+	snprintf(err, sizeof(err), "%s/security.err", F.dir[0]);
+	int st = run_prog(argv, NULL, out, err, 0, 60);
+	text = (char *)read_file(out, &n);
+	if (st != 0)
+		fail_msg("systemd-analyze security: exit %d (exposure above 5.0?)\n%s", st, text ? text : "");
+	assert_non_null(text);
+	assert_non_null(strstr(text, "Overall exposure level for "));
+	free(text);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(unit_and_drop_in_verify),
+	cmocka_unit_test(unit_is_hardened),
 )

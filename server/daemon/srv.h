@@ -26,6 +26,8 @@ struct srv_metrics;
 
 struct srv_config {
 	const char *socket_path;
+	mode_t socket_mode;         /* --socket-mode; 0: 0660 */
+	gid_t socket_gid;           /* --socket-group; (gid_t)-1: the server's own */
 	uint32_t max_clients;       /* sessions at once */
 	bool max_clients_asked;     /* given (--max-clients): never fitted down */
 	uint32_t max_leases;        /* per session */

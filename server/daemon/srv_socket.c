@@ -79,7 +79,7 @@ static int take_lock(const char *path, int *lock, struct errinfo *e)
 	return 0;
 }
 
-int srv_listen(const char *path, int *sock, int *lock, struct errinfo *e)
+int srv_listen(const char *path, mode_t mode, gid_t gid, int *sock, int *lock, struct errinfo *e)
 {
 	struct sockaddr_un a;
 	int fd, lk = -1, r;
@@ -108,10 +108,15 @@ int srv_listen(const char *path, int *sock, int *lock, struct errinfo *e)
 	/* The socket file takes its mode from the socket's inode and the
 	 * umask at bind: no chmod by path afterwards, which would follow a
 	 * symbolic link put there in between. */
-	old = umask(0117);
-	r = fd < 0 || fchmod(fd, 0660) < 0 || bind(fd, (const struct sockaddr *)&a, sizeof(a)) < 0 ||
+	mode = mode ? mode : 0660;
+	old = umask(~mode & 0777);
+	r = fd < 0 || fchmod(fd, mode) < 0 || bind(fd, (const struct sockaddr *)&a, sizeof(a)) < 0 ||
 	    listen(fd, 512) < 0;
 	umask(old);
+	/* The group by path, not following a link (the fd's is the socket's
+	 * own inode, not the file's). */
+	if (!r && gid != (gid_t)-1 && lchown(path, (uid_t)-1, gid) < 0)
+		r = 1;
 	if (r) {
 		r = err_set(e, -errno, "%s: cannot listen: %s", path, strerror(errno));
 		if (fd >= 0)

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "peer_child.h"
 #include "report.h"
+#include "srv_access.h"
 #include "srv_fdlimit.h"
 #include "tier.h"
 #include "srv_handover.h"
@@ -65,11 +66,16 @@ static void usage(FILE *f)
 		"                            the same with a memory budget of its own (--memory-budget)\n"
 		"  --socket PATH             default $WSRV_SOCKET, else $XDG_RUNTIME_DIR/wsrv.sock,\n"
 		"                            else /run/wsrv/wsrv.sock\n"
-		"  --allow-uid UID           a user that may connect (repeatable; default: ours; root always)\n"
-		"  --allow-gid GID           a group whose members may connect (repeatable)\n"
-		"  --allow-publish-uid UID   a user that may publish new generations (repeatable;\n"
+		"  --allow-uid USER          a user (name or number) that may connect (repeatable;\n"
+		"                            default: ours; root always)\n"
+		"  --allow-gid GROUP         a group whose members may connect (repeatable); the\n"
+		"                            socket's mode and group must let them open it too\n"
+		"  --socket-mode MODE        the socket's mode: 0600, 0660 (default) or 0666\n"
+		"  --socket-group GROUP      the socket's group (default: the server's own, as a\n"
+		"                            unit's Group= sets it)\n"
+		"  --allow-publish-uid USER  a user that may publish new generations (repeatable;\n"
 		"                            default: nobody)\n"
-		"  --allow-publish-gid GID   a group whose members may publish (repeatable)\n"
+		"  --allow-publish-gid GROUP a group whose members may publish (repeatable)\n"
 		"  --metrics-listen HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics\n"
 		"                            (off by default; 127.0.0.1:9464 keeps it on this host)\n"
 		"  --max-clients N           clients at once (default 1024, or what\n"
@@ -144,7 +150,7 @@ enum { O_MODEL = 1, O_VERIFY_ADOPTED, O_TAKE_OVER, O_LOAD_ONLY, O_JSON, O_QUIET,
        O_MAX_CLIENTS, O_MAX_LEASES, O_MAX_ATTACH, O_MAX_MESSAGE, O_HELLO_TIMEOUT,
        O_MAX_REGIONS, O_MAX_REGION_BYTES, O_MAX_CLIENT_REGIONS, O_MAX_CLIENT_REGION_BYTES,
        O_KEEP_REGIONS, O_PUBLISH_UID, O_PUBLISH_GID, O_METRICS_LISTEN,
-       O_SERVE_EARLY, O_SERVE_LATE, O_REQUIRE_ALL };
+       O_SERVE_EARLY, O_SERVE_LATE, O_REQUIRE_ALL, O_SOCKET_MODE, O_SOCKET_GROUP };
 
 static int num(const char *opt, const char *arg, unsigned long lo, unsigned long hi,
 	       unsigned long *out)
@@ -203,15 +209,17 @@ static int srv_option(int c, const char *arg, struct srv_config *cfg)
 		cfg->socket_path = arg;
 		return 1;
 	case O_UID:
-		if ((r = num("allow-uid", arg, 0, UINT32_MAX - 1, &v)) == 0 &&
-		    (r = allow_full("allow-uid", cfg->n_allow_uid)) == 0)
-			cfg->allow_uid[cfg->n_allow_uid++] = (uid_t)v;
+		if ((r = allow_full("allow-uid", cfg->n_allow_uid)) == 0 &&
+		    (r = srv_uid_arg("allow-uid", arg, &cfg->allow_uid[cfg->n_allow_uid])) == 0)
+			cfg->n_allow_uid++;
 		break;
 	case O_GID:
-		if ((r = num("allow-gid", arg, 0, UINT32_MAX - 1, &v)) == 0 &&
-		    (r = allow_full("allow-gid", cfg->n_allow_gid)) == 0)
-			cfg->allow_gid[cfg->n_allow_gid++] = (gid_t)v;
+		if ((r = allow_full("allow-gid", cfg->n_allow_gid)) == 0 &&
+		    (r = srv_gid_arg("allow-gid", arg, &cfg->allow_gid[cfg->n_allow_gid])) == 0)
+			cfg->n_allow_gid++;
 		break;
+	case O_SOCKET_MODE: r = srv_mode_arg(arg, &cfg->socket_mode); break;
+	case O_SOCKET_GROUP: r = srv_gid_arg("socket-group", arg, &cfg->socket_gid); break;
 	case O_MAX_CLIENTS:
 		r = num("max-clients", arg, 1, 65536, &v);
 		cfg->max_clients = (uint32_t)v;
@@ -236,14 +244,14 @@ static int srv_option(int c, const char *arg, struct srv_config *cfg)
 		break;
 	case O_KEEP_REGIONS: cfg->keep_regions = true; return 1;
 	case O_PUBLISH_UID:
-		if ((r = num("allow-publish-uid", arg, 0, UINT32_MAX - 1, &v)) == 0 &&
-		    (r = allow_full("allow-publish-uid", cfg->n_publish_uid)) == 0)
-			cfg->publish_uid[cfg->n_publish_uid++] = (uid_t)v;
+		if ((r = allow_full("allow-publish-uid", cfg->n_publish_uid)) == 0 &&
+		    (r = srv_uid_arg("allow-publish-uid", arg, &cfg->publish_uid[cfg->n_publish_uid])) == 0)
+			cfg->n_publish_uid++;
 		break;
 	case O_PUBLISH_GID:
-		if ((r = num("allow-publish-gid", arg, 0, UINT32_MAX - 1, &v)) == 0 &&
-		    (r = allow_full("allow-publish-gid", cfg->n_publish_gid)) == 0)
-			cfg->publish_gid[cfg->n_publish_gid++] = (gid_t)v;
+		if ((r = allow_full("allow-publish-gid", cfg->n_publish_gid)) == 0 &&
+		    (r = srv_gid_arg("allow-publish-gid", arg, &cfg->publish_gid[cfg->n_publish_gid])) == 0)
+			cfg->n_publish_gid++;
 		break;
 	default: return 0;
 	}
@@ -282,6 +290,8 @@ static int parse(int argc, char **argv, struct args *a)
 		{ "version", no_argument, NULL, O_VERSION },
 		{ "socket", required_argument, NULL, O_SOCKET },
 		{ "allow-uid", required_argument, NULL, O_UID },
+		{ "socket-mode", required_argument, NULL, O_SOCKET_MODE },
+		{ "socket-group", required_argument, NULL, O_SOCKET_GROUP },
 		{ "allow-gid", required_argument, NULL, O_GID },
 		{ "max-clients", required_argument, NULL, O_MAX_CLIENTS },
 		{ "max-leases", required_argument, NULL, O_MAX_LEASES },
@@ -529,7 +539,7 @@ static int claim(struct args *a, struct server *srv, struct handover *h, int *lf
 		log_info("%s; starting on its own", e.msg);
 		*tconn = -1;
 	}
-	if ((r = srv_listen(srv->cfg.socket_path, lfd, lock, &e)) < 0)
+	if ((r = srv_listen(srv->cfg.socket_path, srv->cfg.socket_mode, srv->cfg.socket_gid, lfd, lock, &e)) < 0)
 		log_err("%s", e.msg);
 	return r;
 }
@@ -875,12 +885,12 @@ static int serve(struct args *a)
 	int status;
 
 	handover_collect(&st.h); /* first: LISTEN_FDS are fds 3 and up */
-	if (prepare(&srv, &st, a->nmodels) < 0 || claim(a, &srv, &st.h, &st.lfd, &st.lock, &st.tconn) < 0)
+	if (prepare(&srv, &st, a->nmodels) < 0 || claim(a, &srv, &st.h, &st.lfd, &st.lock, &st.tconn) < 0) {
 		status = 1;
-	else if (get_ready(a, &srv, &st) < 0)
-		status = give_up(&srv, &st);
-	else
-		status = run(&srv, &st);
+	} else {
+		srv_reach_check(srv.cfg.socket_path, &srv.cfg);
+		status = get_ready(a, &srv, &st) < 0 ? give_up(&srv, &st) : run(&srv, &st);
+	}
 	finish(a, &srv, &st);
 	return status;
 }
@@ -913,7 +923,7 @@ int main(int argc, char **argv)
 				   .max_message = WSRV_MAX_PACKET, .max_errors = 64,
 				   .hello_timeout = 10, .max_regions = 64,
 				   .max_region_bytes = 1ull << 40, .max_client_regions = 16,
-				   .max_client_region_bytes = 256ull << 30 } };
+				   .max_client_region_bytes = 256ull << 30, .socket_gid = (gid_t)-1 } };
 	int status;
 
 	if (argc == 2 && strcmp(argv[1], PEER_CHILD_ARG) == 0)

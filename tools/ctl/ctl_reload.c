@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /* ctl_reload.c - wsrvctl reload: a new generation of a model while workers
- * run. Asks the server, then follows the model list until the new
- * generation serves, the reload fails, or --timeout passes. */
+ * run (or, with --all, of every model in turn: systemctl reload). Asks
+ * the server, then follows the model list until the new generation
+ * serves, the reload fails, or --timeout passes. */
 #include <getopt.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,34 +36,15 @@ static uint64_t current(struct wsrv_client *cl, const char *name, char *note, si
 	return gen;
 }
 
-int ctl_reload(const struct ctl_ctx *c, int argc, char **argv)
+/* Reloads model name (from path, NULL: its own) and follows it: 0 done, 1
+ * failed. */
+static int reload_one(struct wsrv_client *cl, const char *name, const char *path, double timeout)
 {
-	static const struct option opts[] = {
-		{ "path", required_argument, NULL, 'p' }, { "timeout", required_argument, NULL, 't' }, { 0 },
-	};
-	const char *path = NULL;
-	double timeout = 600;
-	struct wsrv_client *cl;
 	char note[200];
-	int o;
-
-	optind = 1;
-	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (o == 'p') path = optarg;
-		else if (o == 't') timeout = atof(optarg);
-		else return 2;
-	}
-	if (optind + 1 != argc) {
-		fprintf(stderr, "usage: wsrvctl reload MODEL [--path DIR] [--timeout SECONDS]\n");
-		return 2;
-	}
-	const char *name = argv[optind];
-	if (ctl_connect(c, &cl))
-		return 1;
 	uint64_t before = current(cl, name, note, sizeof(note)), now = before;
+
 	if (wsrv_reload(cl, name, path) < 0) {
 		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
-		wsrv_disconnect(cl);
 		return 1;
 	}
 	printf("reloading %s (generation %" PRIu64 " serves meanwhile)\n", esc(name), before);
@@ -73,7 +56,6 @@ int ctl_reload(const struct ctl_ctx *c, int argc, char **argv)
 			break;
 		nanosleep(&ts, NULL);
 	}
-	wsrv_disconnect(cl);
 	if (now != before) {
 		printf("generation %" PRIu64 " of %s serves new attaches (%s); attached workers were told\n", now,
 		       esc(name), esc(note));
@@ -81,4 +63,62 @@ int ctl_reload(const struct ctl_ctx *c, int argc, char **argv)
 	}
 	fprintf(stderr, "wsrvctl: %s: %s\n", esc(name), note[0] ? esc(note) : "no new generation in time");
 	return 1;
+}
+
+/* Every model the server names, once each, one after another (each
+ * reload holds a second copy of its model until it serves). */
+static int reload_all(struct wsrv_client *cl, double timeout)
+{
+	struct wsrv_model_list *l;
+	struct wsrv_model_info mi;
+	char names[256][72];
+	size_t n = 0;
+	int rc = 0;
+
+	if (wsrv_list_models(cl, &l) < 0) {
+		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
+		return 1;
+	}
+	for (size_t i = 0; wsrv_model_list_at(l, i, &mi) == 0 && n < 256; i++) {
+		bool seen = false;
+		for (size_t k = 0; k < n; k++)
+			seen = seen || strcmp(names[k], mi.name) == 0;
+		if (!seen)
+			snprintf(names[n++], sizeof(names[0]), "%s", mi.name);
+	}
+	wsrv_model_list_free(l);
+	for (size_t k = 0; k < n; k++)
+		rc |= reload_one(cl, names[k], NULL, timeout);
+	return rc;
+}
+
+int ctl_reload(const struct ctl_ctx *c, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "path", required_argument, NULL, 'p' }, { "timeout", required_argument, NULL, 't' },
+		{ "all", no_argument, NULL, 'a' }, { 0 },
+	};
+	const char *path = NULL;
+	double timeout = 600;
+	struct wsrv_client *cl;
+	bool all = false;
+	int o, rc;
+
+	optind = 1;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (o == 'p') path = optarg;
+		else if (o == 't') timeout = atof(optarg);
+		else if (o == 'a') all = true;
+		else return 2;
+	}
+	if (all ? optind != argc || path : optind + 1 != argc) {
+		fprintf(stderr, "usage: wsrvctl reload MODEL [--path DIR] [--timeout SECONDS]\n"
+				"       wsrvctl reload --all [--timeout SECONDS]\n");
+		return 2;
+	}
+	if (ctl_connect(c, &cl))
+		return 1;
+	rc = all ? reload_all(cl, timeout) : reload_one(cl, argv[optind], path, timeout);
+	wsrv_disconnect(cl);
+	return rc;
 }

@@ -24,7 +24,7 @@ static const struct ctl_command served[] = {
 	{ "dump", ctl_dump, "dump MODEL TENSOR [--plan F --rank R --world W] -o FILE  the bytes as a worker (rank) sees them" },
 	{ "plan", ctl_plan, "plan MODEL --plan FILE [--rank R --world W]  where each tensor lives, device memory" },
 	{ "publish", ctl_publish, "publish MODEL --from DIR  a new generation from other files of the same tensors" },
-	{ "reload", ctl_reload, "reload MODEL [--path DIR] [--timeout S]  a new generation while workers run" },
+	{ "reload", ctl_reload, "reload MODEL [--path DIR] | --all [--timeout S]  a new generation while workers run" },
 	{ NULL, NULL, NULL },
 };
 
