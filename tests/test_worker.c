@@ -9,10 +9,13 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "forward.h"
 #include "fixture.h"
@@ -125,9 +128,55 @@ static void check_under_a_budget(void **st)
 	check_under(F.two.dir_ds, "20M");
 }
 
+/* Issue 49 item 15: quickstart's workers held their weights for a fixed
+ * time (--hold 4), which ran out while the other worker was still
+ * starting (torch imported cold), and the look at their mappings found
+ * them gone. --hold signal holds until told: SIGUSR1 (sent before or
+ * during the hold) ends it, and the worker exits 0. */
+static void hold_until_told(void **st)
+{
+	struct test_server ts = { 0 };
+	const char *worker = getenv("WSRV_WORKER");
+	const char *out = pjoin(F.two.dir_llama, "hold.out");
+	char *text = NULL;
+	size_t len;
+	int status;
+	pid_t pid;
+
+	(void)st;
+	assert_int_equal(server_start(&ts, "m", F.two.dir_llama, NULL), 0);
+	assert_true((pid = fork()) >= 0);
+	if (pid == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0 || dup2(fd, 1) < 0)
+			_exit(3);
+		execl(worker, worker, "--socket", ts.sock, "--model", "m", "--hold", "signal", (char *)NULL);
+		_exit(4);
+	}
+	/* Holding: it said its digest, and is still there a while after. */
+	for (int i = 0; i < 600 && !(text && strstr(text, "digest")); i++) {
+		free(text);
+		usleep(50 * 1000);
+		text = (char *)read_file(out, &len);
+	}
+	assert_non_null(text);
+	assert_non_null(strstr(text, "digest"));
+	free(text);
+	usleep(300 * 1000);
+	assert_int_equal(waitpid(pid, &status, WNOHANG), 0);
+	assert_int_equal(kill(pid, SIGUSR1), 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	const char *bad[] = { worker, "--socket", ts.sock, "--model", "m", "--hold", "soon", NULL };
+	assert_int_equal(run_prog(bad, NULL, out, pjoin(F.two.dir_llama, "hold.err"), 0, 30), 2);
+	server_done(&ts);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(fp8_decoding),
 	cmocka_unit_test(llama_bf16),
 	cmocka_unit_test(deepseek_fp8),
 	cmocka_unit_test(check_under_a_budget),
+	cmocka_unit_test(hold_until_told),
 )

@@ -4,10 +4,14 @@
  * pass on the CPU (a matrix-vector product per weight). Prints the result's
  * digest, which equals the same computation over the direct mapping
  * (--check computes both). */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cliarg.h"
@@ -58,6 +62,22 @@ static void print_sharing(const struct wsrv_stream *s, const struct wsrv_stream_
 		       sh.writer_pid, (double)st->private_bytes / 1048576);
 }
 
+/* Holds on (the weights attached, for a look at its mappings) for
+ * seconds, or with -1 until told; SIGUSR1, SIGINT or SIGTERM ends it. */
+static void hold_on(int seconds)
+{
+	struct timespec ts = { seconds, 0 };
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	while (seconds < 0 ? sigwaitinfo(&set, NULL) < 0 : sigtimedwait(&set, NULL, &ts) < 0 && errno == EINTR)
+		;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -72,8 +92,10 @@ int main(int argc, char **argv)
 	};
 	static const char usage[] =
 		"usage: wsrv-worker [--socket PATH] --model NAME [--plan FILE] [--rank R]\n"
-		"                   [--slots D] [--passes N] [--bandwidth GBPS] [--hold S] [--check]\n"
-		"                   [--device-name NAME] [--no-share] [--follow] [--wait SECONDS]\n"
+		"                   [--slots D] [--passes N] [--bandwidth GBPS] [--hold S|signal]\n"
+		"                   [--check] [--device-name NAME] [--no-share] [--follow] [--wait SECONDS]\n"
+		"--hold: keep the weights attached at the end, S seconds or (signal) until told:\n"
+		"SIGUSR1, SIGINT or SIGTERM ends either hold, and the worker exits 0.\n"
 		"--wait: while no wsrvd answers on the socket (one starting), try again for up\n"
 		"to SECONDS.\n"
 		"--follow: between passes, switch to a new generation of the model when the\n"
@@ -102,7 +124,9 @@ int main(int argc, char **argv)
 		case 's': so.slots = (unsigned)cliarg_long(P, "--slots", optarg, 1, 64); break;
 		case 'n': passes = (int)cliarg_long(P, "--passes", optarg, 1, 1000000); break;
 		case 'b': ho.bandwidth_gbps = cliarg_double(P, "--bandwidth", optarg, 0, 1e6); break;
-		case 'h': hold = (int)cliarg_long(P, "--hold", optarg, 0, 86400 * 365); break;
+		case 'h':
+			hold = strcmp(optarg, "signal") == 0 ? -1 : (int)cliarg_long(P, "--hold", optarg, 0, 86400 * 365);
+			break;
 		case 'c': check = 1; break;
 		case 'D': ho.device_name = optarg; break;
 		case 'N': so.share = WSRV_SHARE_OFF; break;
@@ -115,6 +139,12 @@ int main(int argc, char **argv)
 	if (!model || optind != argc) {
 		fputs(usage, stderr);
 		return 2;
+	}
+	if (hold) { /* a SIGUSR1 sent before the hold ends it then, not the worker now */
+		sigset_t usr1;
+		sigemptyset(&usr1);
+		sigaddset(&usr1, SIGUSR1);
+		sigprocmask(SIG_BLOCK, &usr1, NULL);
 	}
 	if (plan_path && wsrv_plan_load(plan_path, &plan) < 0)
 		return fail("plan");
@@ -158,8 +188,8 @@ int main(int argc, char **argv)
 		printf("worker %d: the same pass over the direct mapping: %016" PRIx64 " (%s)\n", (int)getpid(),
 		       direct, direct == digest ? "bit-identical" : "DIFFERENT");
 	fflush(stdout);
-	if (hold > 0)
-		sleep((unsigned)hold);
+	if (hold)
+		hold_on(hold);
 	wsrv_stream_close(s);
 	wsrv_device_destroy(d);
 	wsrv_plan_free(plan);

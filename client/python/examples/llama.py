@@ -23,6 +23,7 @@ import argparse
 import hashlib
 import math
 import os
+import signal
 import sys
 
 import torch
@@ -253,9 +254,21 @@ def main():
     ap.add_argument("--prompt-ids", default="1,2,3")
     ap.add_argument("--tokens", type=int, default=16)
     ap.add_argument("--stream", action="store_true", help="stream the layers (host device)")
-    ap.add_argument("--hold", type=float, default=0, help="seconds to hold the weights at the end")
+    ap.add_argument("--hold", default="0",
+                    help="hold the weights at the end: SECONDS, or 'signal' until SIGUSR1, SIGINT or "
+                         "SIGTERM (which also end a timed hold)")
     ap.add_argument("--save-logits", help="rank 0 saves every step's logits there (torch.save)")
     a = ap.parse_args()
+    if a.hold != "signal":
+        try:
+            float(a.hold)
+        except ValueError:
+            ap.error(f"--hold: seconds or 'signal', not {a.hold!r}")
+    hold_signals = None
+    if a.hold == "signal" or float(a.hold) > 0:
+        # SIGUSR1 blocked now: one sent before the hold ends it then.
+        hold_signals = {signal.SIGUSR1, signal.SIGINT, signal.SIGTERM}
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     import wsrv
 
@@ -283,10 +296,12 @@ def main():
             sys.stdout.flush()
             if a.save_logits:
                 torch.save(torch.stack(logits), a.save_logits)
-        if a.hold:
-            import time
-
-            time.sleep(a.hold)
+        if hold_signals is not None:
+            signal.pthread_sigmask(signal.SIG_BLOCK, hold_signals)
+            if a.hold == "signal":
+                signal.sigwait(hold_signals)
+            else:
+                signal.sigtimedwait(hold_signals, float(a.hold))
     if world > 1:
         dist.destroy_process_group()
 
