@@ -412,14 +412,18 @@ static void write_text(const char *path, const char *text)
  * stand-in torch (a CUDA device) and transformers (from_pretrained reads
  * every safetensors file of the folder) run the same plumbing that the GPU
  * machine runs for real: the JSON has a figure per process, with the bytes
- * the stand-in "device" got. Without them it says why it did not run. */
+ * the stand-in "device" got. Without them it says why it did not run.
+ * Issue 49 item 12: where a real torch and transformers are installed (a
+ * GPU machine's venv), they must not be what runs: the bench's Python is
+ * a wrapper that starts python3 -S (no site directories), so only the
+ * stand-ins on PYTHONPATH can be imported. */
 static void cold_from_pretrained_stand_in(void **s)
 {
 	const char *model = pjoin(F.dir[0], "hf-model"), *fake = pjoin(F.dir[0], "fake-hf");
-	char pp[600], o[4096], e[4096], path[700];
+	char pp[600], py[720], o[4096], e[4096], path[700];
 	const char *argv[] = { getenv("WSRV_BENCH"), "cold", "--model", model, "--workers", "2", "--repeat", "1",
 			       "--from-pretrained", "--json", NULL };
-	const char *env[] = { pp, NULL };
+	const char *env[] = { pp, py, "PYTHONNOUSERSITE=1", NULL };
 	json_t *j, *hf;
 
 	(void)s;
@@ -437,10 +441,18 @@ static void cold_from_pretrained_stand_in(void **s)
 		   "            if f.endswith('.safetensors'):\n"
 		   "                torch.cuda.allocated += len(open(os.path.join(d, f), 'rb').read())\n"
 		   "        return object()\n");
+	snprintf(path, sizeof(path), "%s/python", fake);
+	write_text(path, "#!/bin/sh\nexec python3 -S \"$@\"\n");
+	assert_int_equal(chmod(path, 0755), 0);
+	snprintf(py, sizeof(py), "PYTHON=%s", path);
 	snprintf(pp, sizeof(pp), "PYTHONPATH=%s", fake);
 	snprintf(o, sizeof(o), "%s", pjoin(F.dir[0], "out"));
 	snprintf(e, sizeof(e), "%s", pjoin(F.dir[0], "err"));
-	assert_int_equal(run_prog(argv, env, o, e, 0, 120), 0);
+	int rc = run_prog(argv, env, o, e, 0, 120);
+	if (rc != 0) {
+		slurp(e, out, sizeof(out));
+		fail_msg("wsrv-bench cold --from-pretrained: exit %d: %s", rc, out);
+	}
 	slurp(o, out, sizeof(out));
 	assert_non_null(j = json_loads(out, 0, NULL));
 	assert_non_null(hf = json_object_get(j, "from_pretrained"));
@@ -466,7 +478,9 @@ static void cold_from_pretrained_stand_in(void **s)
 	json_decref(j);
 	snprintf(path, sizeof(path), "%s/torch.py", fake);
 	unlink(path);
-	rmdir(fake);
+	snprintf(path, sizeof(path), "%s/python", fake);
+	unlink(path);
+	rm_rf(fake); /* and its __pycache__ */
 	rm_rf(model);
 }
 
