@@ -41,6 +41,24 @@ def clean_env(**extra):
     return env
 
 
+def make_venv(path):
+    """A venv that sees what this interpreter sees: the system's site
+    packages, and, when this interpreter is itself a venv's (a GPU image
+    runs torch and numpy from one, and /usr has neither), that venv's
+    site packages too, through a .pth file."""
+    import site
+    import sysconfig
+
+    run(sys.executable, "-m", "venv", "--system-site-packages", str(path))
+    py = str(path / "bin" / "python")
+    if sys.prefix != sys.base_prefix:
+        inner = run(py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))").stdout.strip()
+        outer = [d for d in site.getsitepackages() + [sysconfig.get_path("purelib")] if os.path.isdir(d)]
+        with open(os.path.join(inner, "wsrv-outer-venv.pth"), "w") as f:
+            f.write("\n".join(dict.fromkeys(outer)) + "\n")
+    return py
+
+
 def run(*args, **kw):
     r = subprocess.run(args, capture_output=True, text=True, timeout=240, **kw)
     assert r.returncode == 0, f"{args}: {r.stdout}\n{r.stderr}"
@@ -59,8 +77,7 @@ def test_documented_install_offline(tmp_path):
     (setuptools could not be fetched). Then an sdist, and -e."""
     src = copy_tree(str(tmp_path / "src"))
     venv = tmp_path / "venv"
-    run(sys.executable, "-m", "venv", "--system-site-packages", str(venv))
-    py = str(venv / "bin" / "python")
+    py = make_venv(venv)
     run(py, "-m", "pip", "install", "--no-index", src, env=clean_env())
     where, version = probe(py, str(tmp_path))
     assert where.startswith(str(venv)) and version == meson_version(), where
@@ -77,16 +94,20 @@ def test_documented_install_offline(tmp_path):
 
 
 def test_meson_installs_where_python_looks():
-    """meson install puts wsrv/ in a folder on the system python3's path
-    (it went to PREFIX/lib/python3/dist-packages, which is not)."""
-    build = os.path.dirname(os.path.dirname(os.path.realpath(os.environ["WSRV_LIB"])))
-    out = run("meson", "introspect", build, "--installed").stdout
+    """meson install puts wsrv/ in a folder on the configured python's
+    path (it went to PREFIX/lib/python3/dist-packages, which is not; and
+    for a venv's python, to a folder under PREFIX that it never reads)."""
     import json
 
+    build = os.path.dirname(os.path.dirname(os.path.realpath(os.environ["WSRV_LIB"])))
+    out = run("meson", "introspect", build, "--installed").stdout
+    opts = json.loads(run("meson", "introspect", build, "--buildoptions").stdout)
+    configured = next((o["value"] for o in opts if o["name"] == "python"), "")
+    python = configured if os.access(configured, os.X_OK) else sys.executable
     init = [dst for dst in json.loads(out).values() if dst.endswith("/wsrv/__init__.py")]
     assert len(init) == 1, init
     pkg_dir = os.path.dirname(os.path.dirname(init[0]))
-    path = run(sys.executable, "-c", "import sys; print(chr(10).join(sys.path))").stdout.split()
+    path = run(python, "-c", "import sys; print(chr(10).join(sys.path))").stdout.split()
     assert pkg_dir in path, (pkg_dir, path)
     assert os.path.join(os.path.dirname(init[0]), "py.typed") in json.loads(out).values()
 
@@ -98,8 +119,7 @@ def test_wheel_installs_and_imports(tmp_path):
     wheels = glob.glob(str(tmp_path / "wheel" / "*.whl"))
     assert [os.path.basename(w) for w in wheels] == [f"wsrv-{meson_version()}-py3-none-any.whl"]
     venv = tmp_path / "venv"
-    run(sys.executable, "-m", "venv", "--system-site-packages", str(venv))
-    py = str(venv / "bin" / "python")
+    py = make_venv(venv)
     run(py, "-m", "pip", "install", "--no-deps", "--no-index", wheels[0], env=clean_env())
     probe = "import wsrv, wsrv.hf; print(wsrv.__file__); print(wsrv.version())"
     r = run(py, "-c", probe, cwd=str(tmp_path), env=clean_env(WSRV_LIB=os.environ["WSRV_LIB"]))
