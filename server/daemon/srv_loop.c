@@ -532,7 +532,7 @@ static void on_cqe(struct loop *L, struct io_uring_cqe *cqe)
 		 * loop); meanwhile the signal is not read again. */
 		/* SIGHUP has no meaning here yet: said so, and not a stop. */
 		if (cqe->res == sizeof(L->si) && L->si.ssi_signo == SIGHUP)
-			log_info("SIGHUP ignored: `wsrvctl reload NAME` loads a new generation of a model");
+			log_info("SIGHUP ignored: `wsrvctl reload NAME` loads a new generation of a model, `systemctl reload wsrv` (wsrvctl reload --all) of every one");
 		if (cqe->res == sizeof(L->si) && L->si.ssi_signo != SIGHUP)
 			L->srv->stop_asked = true;
 		else
