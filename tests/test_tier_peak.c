@@ -196,7 +196,45 @@ static void the_peak_is_reported(void **st)
 	server_done(&ts);
 }
 
+/* Issue 49 item 9: a budget that holds the whole model was taken as a
+ * tier (10T still dropped 2 MiB folios and read layers again); and
+ * status and wsrv_model_arena_bytes said the model's whole size under a
+ * budget. Now such a budget is none, said in the log, and the arena's
+ * bytes are what is in memory. */
+static void budgets_an_operator_can_size(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_model_list *l;
+	struct wsrv_model_info mi;
+	struct wsrv_tier_info t;
+	struct wsrv_client *c;
+
+	(void)st;
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", "10T", NULL), 0);
+	assert_true(server_log_has(&ts, "--memory-budget 10.00 TiB holds all of it"));
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_list_models(c, &l), 0);
+	assert_int_equal(wsrv_model_list_tier(l, 0, &t), 0);
+	assert_int_equal(t.budget, 0);
+	wsrv_model_list_free(l);
+	wsrv_disconnect(c);
+	server_done(&ts);
+
+	memset(&ts, 0, sizeof(ts));
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", BUDGET, NULL), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_list_models(c, &l), 0);
+	assert_int_equal(wsrv_model_list_at(l, 0, &mi), 0);
+	assert_int_equal(wsrv_model_list_tier(l, 0, &t), 0);
+	assert_int_equal(mi.arena_bytes, t.resident_bytes + t.cached_bytes);
+	assert_true(mi.arena_bytes <= BUDGET_BYTES && mi.arena_bytes < mi.tensor_bytes);
+	wsrv_model_list_free(l);
+	wsrv_disconnect(c);
+	server_done(&ts);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(the_budget_bounds_the_peak),
 	cmocka_unit_test(the_peak_is_reported),
+	cmocka_unit_test(budgets_an_operator_can_size),
 )

@@ -106,7 +106,7 @@ static void model_info(const struct server *srv, uint32_t idx, Wsrv__ModelInfo *
 	mi->name = lm->model->name;
 	mi->path = lm->model->path;
 	mi->tensor_bytes = lm->model->data_bytes;
-	mi->arena_bytes = arena_bytes(lm->arena);
+	mi->arena_bytes = loaded_model_memory(lm);
 	mi->tensors = (uint32_t)lm->model->ntensors;
 	mi->layers = numbered;
 	mi->segments = lm->arena->nseg;

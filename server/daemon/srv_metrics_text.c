@@ -162,7 +162,7 @@ static void model_sum(const struct server *srv, const char *name, struct model_s
 				tier_stats(g->lm->tier, &m->tier);
 		} else if (g->lm) {
 			m->retired++;
-			m->retired_bytes += arena_bytes(g->lm->arena);
+			m->retired_bytes += loaded_model_memory(g->lm);
 		}
 	}
 }
@@ -174,7 +174,7 @@ static bool first_of_name(const struct server *srv, size_t i)
 }
 
 static double v_generation(const struct model_sum *m) { return (double)m->generation; }
-static double v_arena(const struct model_sum *m) { return m->cur ? (double)arena_bytes(m->cur->lm->arena) : 0; }
+static double v_arena(const struct model_sum *m) { return m->cur ? (double)loaded_model_memory(m->cur->lm) : 0; }
 static double v_tensor(const struct model_sum *m) { return m->cur ? (double)m->cur->lm->model->data_bytes : 0; }
 static double v_attached(const struct model_sum *m) { return (double)m->attached; }
 static double v_leases(const struct model_sum *m) { return (double)m->leases; }
@@ -246,7 +246,7 @@ static void models(FILE *f, const struct server *srv)
 {
 	tiers(f, srv);
 	model_gauge(f, srv, "wsrv_model_generation", "gauge", "The generation that serves new attaches.", v_generation);
-	model_gauge(f, srv, "wsrv_model_arena_bytes", "gauge", "Shared memory the serving generation holds.", v_arena);
+	model_gauge(f, srv, "wsrv_model_arena_bytes", "gauge", "Shared memory the serving generation holds (under a disk tier: what stays and what is cached now).", v_arena);
 	model_gauge(f, srv, "wsrv_model_tensor_bytes", "gauge", "Tensor bytes of the serving generation.", v_tensor);
 	model_gauge(f, srv, "wsrv_model_attached", "gauge", "Clients attached to the model now, any generation.", v_attached);
 	model_gauge(f, srv, "wsrv_model_leases", "gauge", "Layer leases on the model now, any generation.", v_leases);

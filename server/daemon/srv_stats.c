@@ -158,7 +158,7 @@ int srv_stats_reply(struct server *srv, uint64_t seq, struct reply *r)
 		ms[k].attached = m->attached;
 		ms[k].fetches = m->fetches;
 		ms[k].leases = m->leases;
-		ms[k].arena_bytes = arena_bytes(m->lm->arena);
+		ms[k].arena_bytes = loaded_model_memory(m->lm);
 		ms[k].generation = m->generation;
 		ms[k].adopted = m->lm->adopted;
 		ms[k].disk_bytes = m->lm->disk_bytes;

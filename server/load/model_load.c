@@ -20,6 +20,7 @@
 #include "packet.h"
 #include "progress.h"
 #include "ready_track.h"
+#include "units.h"
 #include <unistd.h>
 
 struct populate_job {
@@ -228,7 +229,7 @@ int model_load_begin(const char *name, const char *path, const struct load_opts 
 		     struct loaded_model **out, struct errinfo *e)
 {
 	struct loaded_model *lm = loaded_model_new();
-	uint64_t *sizes = NULL;
+	uint64_t *sizes = NULL, budget = o->memory_budget;
 	int r;
 
 	if (!lm)
@@ -236,6 +237,14 @@ int model_load_begin(const char *name, const char *path, const struct load_opts 
 	r = o->fill ? err_set(e, -EINVAL, "serving while loading reads from the files only") : 0;
 	if (r == 0)
 		r = begin_steps(lm, name, path, o, e);
+	/* A budget that holds the whole model changes nothing: no tier (whose
+	 * reads would give up 2 MiB folios for nothing). */
+	if (r == 0 && budget && arena_bytes(lm->arena) <= budget) {
+		char b[2][32];
+		log_info("model %s: --memory-budget %s holds all of it (%s): no disk tier", name,
+			 fmt_bytes(budget, b[0], 32), fmt_bytes(arena_bytes(lm->arena), b[1], 32));
+		budget = 0;
+	}
 	if (r == 0 && !(sizes = calloc(lm->arena->nseg + 1, sizeof(*sizes))))
 		r = err_set(e, -ENOMEM, "out of memory");
 	for (uint32_t i = 0; r == 0 && i < lm->arena->nseg; i++)
@@ -243,14 +252,14 @@ int model_load_begin(const char *name, const char *path, const struct load_opts 
 	if (r == 0) /* every checksum still 0 */
 		r = manifest_create(lm->model, sizes, lm->arena->page_size, &lm->layout_fd,
 				    &lm->layout_size, e);
-	uint32_t nunits = r == 0 ? tier_units_count(lm->model, lm->arena, o->memory_budget) : 0;
+	uint32_t nunits = r == 0 ? tier_units_count(lm->model, lm->arena, budget) : 0;
 	if (r == 0)
 		r = ready_page_create(name, lm->arena->nseg, (uint32_t)lm->model->ntensors,
-				      lm->model->data_bytes, o->memory_budget != 0, nunits, &lm->ready, e);
+				      lm->model->data_bytes, budget != 0, nunits, &lm->ready, e);
 	if (r == 0 && nunits)
 		tier_units_find(lm->model, lm->ready.units, nunits);
-	if (r == 0 && o->memory_budget)
-		r = tier_create(lm, o->memory_budget, o->memory_share, &o->loader, &lm->tier, e);
+	if (r == 0 && budget)
+		r = tier_create(lm, budget, o->memory_share, &o->loader, &lm->tier, e);
 	free(sizes);
 	if (r < 0) {
 		loaded_model_free(lm);
@@ -334,4 +343,14 @@ void loaded_model_placement(const struct loaded_model *lm, char *buf, size_t len
 uint64_t loaded_model_placed(const struct loaded_model *lm)
 {
 	return lm->ready.h ? __atomic_load_n(&lm->ready.h->placed_bytes, __ATOMIC_RELAXED) : lm->model->data_bytes;
+}
+
+uint64_t loaded_model_memory(const struct loaded_model *lm)
+{
+	struct tier_stats st;
+
+	if (!lm->tier)
+		return arena_bytes(lm->arena);
+	tier_stats(lm->tier, &st);
+	return st.resident_bytes + st.cached_bytes;
 }

@@ -85,6 +85,11 @@ struct loaded_model {
 	struct tier *tier;           /* with a memory budget, owned; else NULL */
 };
 
+/* The shared memory lm's weights hold now: its arena's bytes, or under a
+ * disk tier what stays and what is cached (tier_stats), not the model's
+ * whole size. */
+uint64_t loaded_model_memory(const struct loaded_model *lm);
+
 /* Loads model `name` from path. On success *out is owned by the caller
  * (loaded_model_free) and its arena is sealed; on failure nothing is left. */
 int model_load(const char *name, const char *path, const struct load_opts *o,
