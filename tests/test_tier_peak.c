@@ -23,6 +23,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "clock.h"
 #include "fixture.h"
 #include "wsrv.h"
@@ -233,8 +235,67 @@ static void budgets_an_operator_can_size(void **st)
 	server_done(&ts);
 }
 
+/* Issue 49 item 9: an operator could not size a budget before starting
+ * wsrvd. wsrvctl inspect --memory-budget prints the plan wsrvd applies:
+ * what stays, the cache, and the smallest budget that starts, which the
+ * server then honours to the byte (one below it is refused). */
+static void inspect_plans_the_budget(void **st)
+{
+	struct test_server ts = { 0 };
+	const char *argv[] = { getenv("WSRV_CTL"), "--json", "inspect", F.dir[0], "--memory-budget", BUDGET, NULL };
+	char out[400], err[400], smallest[32], below[32];
+	struct wsrv_model_list *l;
+	struct wsrv_tier_info t;
+	struct wsrv_client *c;
+	json_t *j, *b;
+	size_t len;
+	char *text;
+
+	(void)st;
+	snprintf(out, sizeof(out), "%s/inspect.out", F.dir[0]);
+	snprintf(err, sizeof(err), "%s/inspect.err", F.dir[0]);
+	assert_int_equal(run_prog(argv, NULL, out, err, 0, 60), 0);
+	assert_non_null(text = (char *)read_file(out, &len));
+	assert_non_null(j = json_loads(text, 0, NULL));
+	free(text);
+	assert_non_null(b = json_object_get(j, "budget"));
+	json_int_t need = json_integer_value(json_object_get(b, "smallest_budget"));
+	json_int_t resident = json_integer_value(json_object_get(b, "resident_bytes"));
+	assert_true(json_is_true(json_object_get(b, "tiered")) && need > 0 && resident > 0);
+	json_decref(j);
+	/* The server under the same budget keeps what the plan says (and its
+	 * manifest, written at the end of the load). */
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", BUDGET, NULL), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_list_models(c, &l), 0);
+	assert_int_equal(wsrv_model_list_tier(l, 0, &t), 0);
+	if (t.resident_bytes < (uint64_t)resident || t.resident_bytes > (uint64_t)resident + (64 << 10))
+		fail_msg("inspect planned %lld bytes staying, the server keeps %llu", (long long)resident,
+			 (unsigned long long)t.resident_bytes);
+	wsrv_model_list_free(l);
+	wsrv_disconnect(c);
+	server_done(&ts);
+	/* The smallest budget starts; a byte less is refused, and inspect
+	 * says so too (exit 1). */
+	snprintf(smallest, sizeof(smallest), "%lld", (long long)need);
+	snprintf(below, sizeof(below), "%lld", (long long)need - 4096);
+	memset(&ts, 0, sizeof(ts));
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", smallest, NULL), 0);
+	server_done(&ts);
+	memset(&ts, 0, sizeof(ts));
+	assert_true(server_start(&ts, "m", F.dir[0], "--memory-budget", below, NULL) < 0);
+	assert_true(server_log_has(&ts, "is too small for model m"));
+	server_done(&ts);
+	const char *inspect_below[] = { getenv("WSRV_CTL"), "inspect", F.dir[0], "--memory-budget", below, NULL };
+	assert_int_equal(run_prog(inspect_below, NULL, out, err, 0, 60), 1);
+	assert_non_null(text = (char *)read_file(out, &len));
+	assert_non_null(strstr(text, "wsrvd would refuse the model"));
+	free(text);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(the_budget_bounds_the_peak),
 	cmocka_unit_test(the_peak_is_reported),
 	cmocka_unit_test(budgets_an_operator_can_size),
+	cmocka_unit_test(inspect_plans_the_budget),
 )

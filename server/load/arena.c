@@ -96,7 +96,9 @@ static int choose_pages(struct arena *a, const struct arena_opts *o, struct erri
 			       "--hugepages on: the arena needs %" PRIu64 " 2 MiB huge pages but %ld are to be had; reserve more (echo N > /proc/sys/vm/nr_hugepages) or allow surplus ones (echo N > /proc/sys/vm/nr_overcommit_hugepages)",
 			       need, freep < 0 ? 0 : freep);
 	/* With folios, arena_folio_note replaces this once a chunk is made. */
-	if ((a->folios = arena_folio_possible(why, sizeof(why)))) {
+	if (o->no_folios)
+		snprintf(why, sizeof(why), "a disk tier reads into 4 KiB pages");
+	else if ((a->folios = arena_folio_possible(why, sizeof(why)))) {
 		snprintf(a->hugepage_note, sizeof(a->hugepage_note),
 			 "2 MiB folios to come: each whole 2 MiB chunk is made one (MADV_COLLAPSE) once "
 			 "its bytes are placed; 4 KiB pages until then (no huge-page pool: %" PRIu64

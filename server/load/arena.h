@@ -43,6 +43,7 @@ struct arena_opts {
 	int numa_node;                 /* for NUMA_NODE */
 	enum hugepages_mode hugepages;
 	enum lock_mode lock;
+	bool no_folios;                /* 4 KiB pages even where 2 MiB folios could be made */
 };
 
 /* Part of a segment written to a memfd of its own (a disk tier's units

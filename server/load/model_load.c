@@ -13,6 +13,7 @@
 
 #include "arena_sweep.h"
 #include "tier.h"
+#include "tier_plan.h"
 #include "tier_units.h"
 #include "log.h"
 #include "manifest.h"
@@ -154,9 +155,13 @@ static int begin_steps(struct loaded_model *lm, const char *name, const char *pa
 		r = check_servable(lm->model, e);
 	ph->open_s = mono_now() - t;
 	t = mono_now();
+	/* A disk tier reads into 4 KiB pages: no folio rounding, so that
+	 * the segments are the sizes wsrvctl inspect --memory-budget plans
+	 * with (tier_plan.h). */
+	struct arena_opts ao = o->arena;
+	ao.no_folios = r == 0 && tier_wanted(lm->model, o->memory_budget);
 	if (r == 0)
-		r = arena_create(name, lm->model->nsegments, lm->model->seg_size,
-				 &o->arena, &lm->arena, e);
+		r = arena_create(name, lm->model->nsegments, lm->model->seg_size, &ao, &lm->arena, e);
 	/* 4 KiB pages while loading, 2 MiB folios once loaded (arena_sweep.h):
 	 * a fresh folio costs far more than the load where the host takes
 	 * free memory back, and nobody should wait on it. */
@@ -239,7 +244,7 @@ int model_load_begin(const char *name, const char *path, const struct load_opts 
 		r = begin_steps(lm, name, path, o, e);
 	/* A budget that holds the whole model changes nothing: no tier (whose
 	 * reads would give up 2 MiB folios for nothing). */
-	if (r == 0 && budget && arena_bytes(lm->arena) <= budget) {
+	if (r == 0 && budget && !tier_wanted(lm->model, budget)) {
 		char b[2][32];
 		log_info("model %s: --memory-budget %s holds all of it (%s): no disk tier", name,
 			 fmt_bytes(budget, b[0], 32), fmt_bytes(arena_bytes(lm->arena), b[1], 32));

@@ -26,8 +26,6 @@
 #define TAKERS 8            /* workers a segment remembers having taken it */
 #define BATCH_UNITS 16      /* queued units of one segment read together */
 #define BATCH_BYTES (16u << 20)
-#define CACHE_ROOM 4        /* layer segments the cache keeps room for: a worker's in use
-                             * and prefetched, another's, and one being read */
 
 
 /* A segment of the arena, or a unit of one (tier_units.h): t->s[g] for

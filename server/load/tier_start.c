@@ -13,6 +13,7 @@
 
 #include "arena_folio.h"
 #include "log.h"
+#include "tier_plan.h"
 #include "units.h"
 
 static uint64_t page_up(uint64_t b)
@@ -20,75 +21,50 @@ static uint64_t page_up(uint64_t b)
 	return (b + 4095) & ~(uint64_t)4095;
 }
 
-/* A segment with units stays but for them (its attention, norms, router
- * and shared experts: what a plan keeps resident, and what every token
- * uses); its units go on disk. */
-static void keep_parts(struct tier *t, bool *stays)
-{
-	for (uint32_t u = t->nseg; u < t->n; u++) {
-		uint32_t g = t->s[u].seg;
-		if (!stays[g]) {
-			stays[g] = true;
-			t->resident += unit_size(t, g);
-			ready_page_tier_parts(&t->lm->ready, g);
-		}
-		t->resident -= unit_size(t, u);
-		t->s[u].disk = true;
-	}
-}
-
-/* The segments that stay: those with global tensors (embeddings, norms,
- * the head) and those with units (all but the units), then whole
- * segments in layer order while they fit beside the cache's room; the
- * others are marked on disk. -ENOMEM (with what is needed) when the
- * budget holds less than what stays and two of the largest on disk. */
+/* What stays (tier_plan.h, the same plan wsrvctl inspect prints): the
+ * segments with global tensors (embeddings, norms, the head), those with
+ * units but for the units, then whole segments in layer order while they
+ * fit beside the cache's room; the others are marked on disk. -ENOMEM
+ * (with what is needed) when the budget holds less than what stays and
+ * two of the largest on disk. */
 static int choose(struct tier *t, struct errinfo *e)
 {
 	const struct model *m = t->lm->model;
-	bool *stays = calloc(t->nseg + 1, sizeof(*stays));
-	uint64_t largest = 0, room;
+	const struct ready_page *p = &t->lm->ready;
+	uint64_t *size = calloc(t->nseg + 1, sizeof(*size));
+	uint8_t *state = calloc(t->nseg + 1, 1);
+	struct tier_choice c;
 	char b[4][32];
+	int r;
 
-	if (!stays)
+	for (uint32_t g = 0; size && g < t->nseg; g++)
+		size[g] = unit_size(t, g);
+	r = size && state ? tier_choose(m, size, p->units, t->n - t->nseg, t->resident, t->budget, state, &c) : -ENOMEM;
+	free(size);
+	if (r < 0 && !state) {
 		return err_set(e, -ENOMEM, "out of memory");
-	for (size_t i = 0; i < m->ntensors; i++)
-		if (m->tensors[i].layer < 0 && !stays[m->tensors[i].segment]) {
-			stays[m->tensors[i].segment] = true;
-			t->resident += unit_size(t, m->tensors[i].segment);
-		}
-	keep_parts(t, stays);
-	for (uint32_t g = 0; g < t->n; g++)
-		if ((g >= t->nseg || !stays[g]) && unit_size(t, g) > largest)
-			largest = unit_size(t, g);
-	t->largest = largest;
-	if (t->resident + 2 * largest > t->budget) {
-		free(stays);
+	} else if (r < 0) {
+		free(state);
 		return err_set(e, -ENOMEM,
-			       "--memory-budget %s is too small for model %s: what always stays (embeddings, norms, head%s) takes %s and a %s up to %s, so it needs at least %s (what stays and two of those: one in use, one being read)",
+			       "--memory-budget %s is too small for model %s: what always stays (embeddings, norms, head%s) takes %s and a %s up to %s, so it needs at least %s (what stays and two of those: one in use, one being read; wsrvctl inspect --memory-budget shows the plan)",
 			       fmt_bytes(t->budget, b[0], 32), m->name, t->n > t->nseg ? ", each layer but its routed experts" : "",
-			       fmt_bytes(t->resident, b[1], 32), t->n > t->nseg ? "routed expert" : "layer segment",
-			       fmt_bytes(largest, b[2], 32), fmt_bytes(t->resident + 2 * largest, b[3], 32));
+			       fmt_bytes(c.resident, b[1], 32), t->n > t->nseg ? "routed expert" : "layer segment",
+			       fmt_bytes(c.largest, b[2], 32), fmt_bytes(c.need, b[3], 32));
 	}
-	/* The cache is shared by every worker, which drift apart: it keeps
-	 * half of what the global group leaves, and room for CACHE_ROOM
-	 * segments at least. */
-	room = (t->budget - t->resident) / 2;
-	if (room < CACHE_ROOM * largest)
-		room = CACHE_ROOM * largest;
-	for (size_t l = 0; l < m->nlayers; l++) {
-		uint32_t g = m->layers[l].segment;
-		if (stays[g] || t->s[g].disk)
+	t->resident = c.resident;
+	t->largest = c.largest;
+	for (uint32_t u = t->nseg; u < t->n; u++)
+		t->s[u].disk = true;
+	for (uint32_t g = 0; g < t->nseg; g++) {
+		if (state[g] == TIER_PARTS)
+			ready_page_tier_parts(&t->lm->ready, g);
+		if (state[g] != TIER_DISK)
 			continue;
-		if (t->resident + unit_size(t, g) + room <= t->budget) {
-			stays[g] = true;
-			t->resident += unit_size(t, g);
-		} else {
-			t->s[g].disk = true;
-			t->lm->arena->seg[g].cuttable = true;
-			ready_page_tier_on_disk(&t->lm->ready, g);
-		}
+		t->s[g].disk = true;
+		t->lm->arena->seg[g].cuttable = true;
+		ready_page_tier_on_disk(&t->lm->ready, g);
 	}
-	free(stays);
+	free(state);
 	return 0;
 }
 

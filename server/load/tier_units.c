@@ -54,6 +54,11 @@ uint32_t tier_units_count(const struct model *m, const struct arena *a, uint64_t
 	return walk(m, NULL);
 }
 
+uint32_t tier_units_of(const struct model *m, struct rd_unit *units)
+{
+	return walk(m, units);
+}
+
 void tier_units_find(const struct model *m, struct rd_unit *units, uint32_t n)
 {
 	if (n && walk(m, NULL) == n)

@@ -25,4 +25,9 @@ uint32_t tier_units_count(const struct model *m, const struct arena *a, uint64_t
  * then expert. */
 void tier_units_find(const struct model *m, struct rd_unit *units, uint32_t n);
 
+/* The units of m as laid out (model_opts.expert_pages), whatever the
+ * arena: their count, and with units set, them (for a plan made offline,
+ * tier_plan.h). */
+uint32_t tier_units_of(const struct model *m, struct rd_unit *units);
+
 #endif

@@ -9,10 +9,12 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "ctl_budget.h"
 #include "escape.h"
 #include "layer_name.h"
 #include "load_args.h"
 #include "model.h"
+#include "model_load.h"
 #include "units.h"
 
 static void layer_str(int32_t l, char *buf, size_t len)
@@ -78,7 +80,7 @@ static json_t *tensor_json(const struct model *m, const struct model_tensor *t)
 	return o;
 }
 
-static void print_json(const struct model *m)
+static json_t *inspect_json(const struct model *m)
 {
 	json_t *ts = json_array(), *ls = json_array(), *root;
 
@@ -98,16 +100,15 @@ static void print_json(const struct model *m)
 		json_object_set_new(root, "held", model_held_json(m->held));
 	if (m->config)
 		json_object_set(root, "config", m->config);
-	json_dumpf(root, stdout, JSON_INDENT(2));
-	putchar('\n');
-	json_decref(root);
+	return root;
 }
 
 /* Whether the load option called name changes the layout inspect shows;
  * the others (reading, memory) are refused, not ignored. */
 static bool lays_out(const char *name)
 {
-	static const char *const ok[] = { "layer-pattern", "plan", "ranks", "world", "align", "max-segment", NULL };
+	static const char *const ok[] = { "layer-pattern", "plan", "ranks", "world", "align", "max-segment",
+					  "memory-budget", NULL };
 
 	for (size_t i = 0; ok[i]; i++)
 		if (strcmp(name, ok[i]) == 0)
@@ -126,7 +127,7 @@ int ctl_inspect(const struct ctl_ctx *c, int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "", load_long_options, &li)) != -1) {
 		if (opt != '?' && !lays_out(load_long_options[li].name)) {
 			fprintf(stderr, "wsrvctl inspect: --%s does not change what inspect shows (it takes "
-				"--layer-pattern, --plan, --ranks, --world, --align, --max-segment)\n",
+				"--layer-pattern, --plan, --ranks, --world, --align, --max-segment, --memory-budget)\n",
 				load_long_options[li].name);
 			load_args_free(&lo);
 			return 2;
@@ -140,20 +141,32 @@ int ctl_inspect(const struct ctl_ctx *c, int argc, char **argv)
 	if (optind + 1 != argc || load_args_check(&lo, &e) < 0) {
 		if (optind + 1 == argc)
 			fprintf(stderr, "wsrvctl inspect: %s\n", e.msg);
-		fprintf(stderr, "usage: wsrvctl inspect PATH [--json] [--layer-pattern PAT] [--plan P --ranks A-B --world W]\n");
+		fprintf(stderr, "usage: wsrvctl inspect PATH [--json] [--layer-pattern PAT] [--plan P --ranks A-B --world W]\n"
+				"                       [--align SIZE] [--max-segment SIZE] [--memory-budget SIZE]\n");
 		load_args_free(&lo);
 		return 2;
 	}
+	/* A budget lays out as wsrvd does under one: each routed expert on
+	 * pages of its own. */
+	uint64_t budget = lo.memory_budget;
+	lo.model.expert_pages = budget != 0;
+	if (budget && !lo.model.layer_segments) /* a budget serves while loading: its segments */
+		lo.model.layer_segments = LOAD_EARLY_SEGMENTS;
 	r = model_open("inspect", argv[optind], &lo.model, &m, &e);
 	load_args_free(&lo);
 	if (r < 0) {
 		fprintf(stderr, "wsrvctl inspect: invalid: %s\n", e.msg);
 		return 1;
 	}
-	if (c->json)
-		print_json(m);
-	else
+	json_t *root = c->json ? inspect_json(m) : NULL;
+	if (!c->json)
 		print_table(m);
+	r = budget ? ctl_budget(m, budget, root) : 0;
+	if (root) {
+		json_dumpf(root, stdout, JSON_INDENT(2));
+		putchar('\n');
+		json_decref(root);
+	}
 	model_free(m);
-	return 0;
+	return r;
 }
