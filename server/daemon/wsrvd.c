@@ -319,7 +319,12 @@ static int parse(int argc, char **argv, struct args *a)
 	       LOAD_OPTIONS_COUNT * sizeof(struct option));
 	memcpy(all + sizeof(own) / sizeof(own[0]) + LOAD_OPTIONS_COUNT, peer_long_options,
 	       (PEER_OPTIONS_COUNT + 1) * sizeof(struct option));
-	while ((c = getopt_long(argc, argv, "", all, NULL)) != -1) {
+	opterr = 0; /* getopt's own lines have another format: ours, below */
+	while ((c = getopt_long(argc, argv, ":", all, NULL)) != -1) {
+		if (c == '?' || c == ':') {
+			log_err(c == ':' ? "%s: a value is needed" : "unknown option '%s'", argv[optind - 1]);
+			return -EINVAL;
+		}
 		r = load_args_handle(c, optarg, &a->load, &e);
 		if (r < 0) {
 			log_err("%s", e.msg);
@@ -357,7 +362,7 @@ static int parse(int argc, char **argv, struct args *a)
 			printf("wsrvd %s%s\n", WSRV_VERSION_STRING,
 			       test_seams_built() ? " (with the tests' $WSRV_TEST_* seams: not for production)" : "");
 			exit(0);
-		default: return -EINVAL; /* getopt said which */
+		default: return -EINVAL;
 		}
 	}
 	if (optind < argc) {
@@ -932,7 +937,7 @@ int main(int argc, char **argv)
 	log_set_ident("wsrvd");
 	srv_peers_init(&a.peers);
 	if (parse(argc, argv, &a) < 0) {
-		fprintf(stderr, "see wsrvd --help\n");
+		log_info("see wsrvd --help");
 		status = 2;
 	}
 	else if (a.load_only)
