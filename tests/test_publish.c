@@ -44,6 +44,8 @@ static uint8_t pattern(size_t i, uint64_t k, int salt)
 	return (uint8_t)(i * 31 + k + (uint64_t)salt);
 }
 
+static double producer_pause; /* seconds a producer takes between begin and its first byte */
+
 static int publish_pattern(const char *sock, int salt, uint64_t *gen)
 {
 	struct wsrv_client *c;
@@ -59,6 +61,8 @@ static int publish_pattern(const char *sock, int salt, uint64_t *gen)
 		wsrv_disconnect(c);
 		return r;
 	}
+	if (producer_pause > 0)
+		usleep((useconds_t)(producer_pause * 1e6));
 	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
 		struct wsrv_tensor t;
 		uint8_t *d;
@@ -131,6 +135,36 @@ static void published_bytes_reach_workers(void **st)
 	assert_string_equal(now, fd0);
 	wsrv_detach(m);
 	wsrv_disconnect(w);
+	server_done(&ts);
+}
+
+/* Issue 51 item 2's clock: wsrvctl publish printed 14.86 s while wsrvctl
+ * models said "published in 1.14 s" (the server counted from the commit,
+ * the producer from its begin). Both count from PublishBegin now: a
+ * producer that takes a second to fill sees the server say so too. */
+static void one_clock_for_a_publish(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_model_list *l;
+	struct wsrv_generation g;
+	struct wsrv_client *c;
+	uint64_t gen = 0;
+	double secs = 0;
+
+	(void)st;
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-publish-uid", uid_arg, NULL), 0);
+	producer_pause = 1.0;
+	assert_int_equal(publish_pattern(ts.sock, 7, &gen), 0);
+	producer_pause = 0;
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_list_models(c, &l), 0);
+	for (size_t i = 0; wsrv_model_list_generation(l, i, &g) == 0; i++)
+		if (g.generation == gen)
+			assert_int_equal(sscanf(g.reload, "published in %lf s", &secs), 1);
+	wsrv_model_list_free(l);
+	wsrv_disconnect(c);
+	if (secs < 1.0)
+		fail_msg("a publish that took its producer more than 1 s: the server says %.2f s", secs);
 	server_done(&ts);
 }
 
@@ -478,6 +512,7 @@ static int uid_arg_set(void)
 FIXTURE_MAIN(F,
 	cmocka_unit_test(published_bytes_reach_workers),
 	cmocka_unit_test(never_a_mix),
+	cmocka_unit_test(one_clock_for_a_publish),
 	cmocka_unit_test(killed_producer),
 	cmocka_unit_test(who_publishes),
 	cmocka_unit_test(segments_keep_their_size),

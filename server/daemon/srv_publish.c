@@ -41,6 +41,7 @@ struct publish {
 	int layout_fd;              /* the manifest without checksums, owned */
 	uint64_t layout_size;
 	pid_t pid;
+	double t0;                  /* PublishBegin (mono_now): the producer's clock starts there too */
 };
 
 static bool may_publish(const struct server *srv, const struct session *s)
@@ -174,6 +175,7 @@ int publish_begin(struct server *srv, struct session *s, const Wsrv__PublishBegi
 	}
 	p->session = s->id;
 	p->pid = s->cred.pid;
+	p->t0 = mono_now();
 	p->id = ++next_id;
 	srv->publish = p;
 	reply_begin(srv, p, seq, r);
@@ -336,7 +338,12 @@ static void publish_done(struct server *srv, void *arg, int rc)
 	publish_free(p);
 }
 
+static double publish_began(const void *arg)
+{
+	return ((const struct publish *)arg)->t0;
+}
+
 static const struct gen_job_ops publish_ops = {
 	.what = "publish", .made = "published", .ok = SRV_PUBLISH_OK, .failed = SRV_PUBLISH_FAILED,
-	.work = publish_work, .done = publish_done,
+	.work = publish_work, .done = publish_done, .began = publish_began,
 };

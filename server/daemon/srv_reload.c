@@ -180,7 +180,7 @@ int gen_job_start(struct server *srv, uint32_t mi, const struct gen_job_ops *ops
 	j->efd = srv->reload_efd;
 	j->ops = ops;
 	j->arg = arg;
-	j->t0 = mono_now();
+	j->t0 = ops->began ? ops->began(arg) : mono_now();
 	if (pthread_create(&j->th, NULL, run, j) != 0) {
 		free(j);
 		return -EAGAIN;

@@ -30,6 +30,10 @@ struct gen_job_ops {
 	/* On the loop once the thread is joined, with work's result or
 	 * -ECANCELED; may be NULL. */
 	void (*done)(struct server *srv, void *arg, int rc);
+	/* When the generation began (mono_now), for "made in" and the
+	 * model list's note: a publish's PublishBegin, so that the producer
+	 * and the server say one figure; NULL: the job's start. */
+	double (*began)(const void *arg);
 };
 
 /* Starts a job making the next generation of entry mi on a thread; what
