@@ -173,29 +173,37 @@ static void refused_peers_cost_nothing(void **s)
 	rm_rf(ts.dir);
 }
 
+/* Connects to sock as uid and gid 65534 with g its one supplementary
+ * group, in a child: 0 when it could, 1 when not, 3 when the ids could not
+ * be taken. */
+static int connect_as_nobody_in(gid_t g, const char *sock)
+{
+	pid_t kid = fork();
+	int st;
+
+	if (kid == 0) {
+		struct wsrv_client *c;
+		if (setgroups(1, &g) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(3);
+		_exit(wsrv_connect(sock, NULL, &c) == 0 ? 0 : 1);
+	}
+	assert_int_equal(waitpid(kid, &st, 0), kid);
+	assert_true(WIFEXITED(st));
+	return WEXITSTATUS(st);
+}
+
 /* 4: --allow-gid matched the primary gid only. */
 static void supplementary_group_allowed(void **s)
 {
 	struct test_server ts = { 0 };
 	gid_t g = 4242;
-	pid_t kid;
-	int st;
 
 	if (geteuid() != 0)
 		skip(); /* needs another uid and setgroups */
 	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-gid", "4242", NULL), 0);
 	assert_int_equal(chmod(ts.sock, 0666), 0);
 	assert_int_equal(chmod(ts.dir, 0755), 0);
-	kid = fork();
-	if (kid == 0) {
-		struct wsrv_client *c;
-		if (setgroups(1, &g) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
-			_exit(3);
-		_exit(wsrv_connect(ts.sock, NULL, &c) == 0 ? 0 : 1);
-	}
-	assert_int_equal(waitpid(kid, &st, 0), kid);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(connect_as_nobody_in(g, ts.sock), 0);
 	server_done(&ts);
 }
 
@@ -208,24 +216,13 @@ static void socket_group_lets_the_group_in(void **s)
 {
 	struct test_server ts = { 0 };
 	gid_t g = 4243;
-	pid_t kid;
-	int st;
 
 	if (geteuid() != 0)
 		skip(); /* needs another uid and setgroups */
 	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-gid", "4243", "--socket-group", "4243",
 				      "--allow-uid", "nobody", NULL), 0);
 	assert_int_equal(chmod(ts.dir, 0755), 0);
-	kid = fork();
-	if (kid == 0) {
-		struct wsrv_client *c;
-		if (setgroups(1, &g) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
-			_exit(3);
-		_exit(wsrv_connect(ts.sock, NULL, &c) == 0 ? 0 : 1);
-	}
-	assert_int_equal(waitpid(kid, &st, 0), kid);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(connect_as_nobody_in(g, ts.sock), 0);
 	/* nobody (65534) is not in 4243: warned, by number. */
 	assert_true(server_log_has(&ts, "--allow-uid 65534: that user cannot reach"));
 	assert_false(server_log_has(&ts, "--allow-gid 4243: members"));

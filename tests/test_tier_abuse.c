@@ -191,49 +191,16 @@ static int ask_too_many(int fd, uint32_t attach_id)
 	return code;
 }
 
-/* Item 2: the fds of an Attach (layout, readiness page, resident
- * segments) and of a take of experts, each read-only. Before: O_RDWR,
- * and posix_fallocate on each grew the server's memfds for good. */
-static void fds_read_only(void **st)
-{
-	struct test_server ts = { 0 };
-	Wsrv__Request q = WSRV__REQUEST__INIT;
-	Wsrv__Attach a = WSRV__ATTACH__INIT;
-	int fd, fds[WSRV_MAX_FDS], n = 0;
-	uint32_t attach_id = 0, nseg = 0;
-
-	(void)st;
-	serve(&ts);
-	fd = raw_connect(ts.sock);
-	assert_true(fd >= 0);
-	assert_int_equal(raw_hello(fd, NULL), 0);
-	assert_int_equal(raw_recv_code(fd, NULL, NULL), 0);
-	a.model = "m";
-	a.while_loading = true;
-	q.body_case = WSRV__REQUEST__BODY_ATTACH;
-	q.attach = &a;
-	assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
-	assert_int_equal(recv_reply(fd, fds, &n, &attach_id, &nseg), 0);
-	assert_int_equal(nseg, UNIT0);
-	assert_true(n >= 2);
-	check_read_only(fds, n);
-	n = take_units(fd, attach_id, UNIT0, 16, fds);
-	assert_true(n > 0);
-	check_read_only(fds, n);
-	assert_int_equal(ask_too_many(fd, attach_id), E2BIG);
-	close(fd);
-	server_done(&ts);
-}
-
 /* A raw client attached to m (today's Hello, or with old an older
- * client's, without disk_tier): its socket, *attach_id set; an older
- * client's Attach is refused (EPROTONOSUPPORT): -1. */
-static int attach_raw(const struct test_server *ts, bool old, uint32_t *attach_id)
+ * client's, without disk_tier): its socket, *attach_id set, and the
+ * Attach's fds into fds (*n of them; NULL: closed). An older client's
+ * Attach is refused (EPROTONOSUPPORT): -1. */
+static int attach_raw(const struct test_server *ts, bool old, uint32_t *attach_id, int *fds, int *n)
 {
 	Wsrv__Request q = WSRV__REQUEST__INIT, hq = WSRV__REQUEST__INIT;
 	Wsrv__Attach a = WSRV__ATTACH__INIT;
 	Wsrv__Hello h = WSRV__HELLO__INIT;
-	int fd = raw_connect(ts->sock), fds[WSRV_MAX_FDS], n = 0;
+	int fd = raw_connect(ts->sock), got[WSRV_MAX_FDS], ngot = 0, code;
 	uint32_t nseg = 0;
 
 	assert_true(fd >= 0);
@@ -248,8 +215,14 @@ static int attach_raw(const struct test_server *ts, bool old, uint32_t *attach_i
 	q.body_case = WSRV__REQUEST__BODY_ATTACH;
 	q.attach = &a;
 	assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
-	int code = recv_reply(fd, fds, &n, attach_id, &nseg);
-	pkt_close_fds(fds, n);
+	code = recv_reply(fd, got, &ngot, attach_id, &nseg);
+	if (fds && code == 0) {
+		memcpy(fds, got, (size_t)ngot * sizeof(*got));
+		*n = ngot;
+		assert_int_equal(nseg, UNIT0);
+	} else {
+		pkt_close_fds(got, ngot);
+	}
 	if (old) {
 		assert_int_equal(code, EPROTONOSUPPORT);
 		close(fd);
@@ -257,6 +230,28 @@ static int attach_raw(const struct test_server *ts, bool old, uint32_t *attach_i
 	}
 	assert_int_equal(code, 0);
 	return fd;
+}
+
+/* Item 2: the fds of an Attach (layout, readiness page, resident
+ * segments) and of a take of experts, each read-only. Before: O_RDWR,
+ * and posix_fallocate on each grew the server's memfds for good. */
+static void fds_read_only(void **st)
+{
+	struct test_server ts = { 0 };
+	int fd, fds[WSRV_MAX_FDS], n = 0;
+	uint32_t attach_id = 0;
+
+	(void)st;
+	serve(&ts);
+	fd = attach_raw(&ts, false, &attach_id, fds, &n);
+	assert_true(n >= 2);
+	check_read_only(fds, n);
+	n = take_units(fd, attach_id, UNIT0, 16, fds);
+	assert_true(n > 0);
+	check_read_only(fds, n);
+	assert_int_equal(ask_too_many(fd, attach_id), E2BIG);
+	close(fd);
+	server_done(&ts);
 }
 
 /* Lets units [first, first + n) go. */
@@ -295,7 +290,7 @@ static void kept_pieces_are_cut(void **st)
 	(void)st;
 	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", "40M", "--memory-budget-share", "100",
 				      NULL), 0);
-	fd = attach_raw(&ts, false, &attach_id);
+	fd = attach_raw(&ts, false, &attach_id, NULL, NULL);
 	n = take_units(fd, attach_id, UNIT0, 1, fds);
 	assert_int_equal(n, 1);
 	kept = fds[0];
@@ -317,7 +312,7 @@ static void kept_pieces_are_cut(void **st)
 	close(fd);
 	/* An older libwsrv, which would refuse such a piece's seals (and a
 	 * segment's size without its units), is told why instead. */
-	assert_int_equal(attach_raw(&ts, true, &attach_id), -1);
+	assert_int_equal(attach_raw(&ts, true, &attach_id, NULL, NULL), -1);
 	server_done(&ts);
 }
 
@@ -347,23 +342,12 @@ static uint64_t read_every_page(int fd)
 static void holes_cannot_be_read_in(void **st)
 {
 	struct test_server ts = { 0 };
-	Wsrv__Request q = WSRV__REQUEST__INIT;
-	Wsrv__Attach a = WSRV__ATTACH__INIT;
 	int fd, fds[WSRV_MAX_FDS], n = 0;
-	uint32_t attach_id = 0, nseg = 0;
+	uint32_t attach_id = 0;
 
 	(void)st;
 	serve(&ts);
-	fd = raw_connect(ts.sock);
-	assert_true(fd >= 0);
-	assert_int_equal(raw_hello(fd, NULL), 0);
-	assert_int_equal(raw_recv_code(fd, NULL, NULL), 0);
-	a.model = "m";
-	a.while_loading = true;
-	q.body_case = WSRV__REQUEST__BODY_ATTACH;
-	q.attach = &a;
-	assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
-	assert_int_equal(recv_reply(fd, fds, &n, &attach_id, &nseg), 0);
+	fd = attach_raw(&ts, false, &attach_id, fds, &n);
 	for (int i = 0; i < n; i++) {
 		struct stat sb;
 		assert_int_equal(fstat(fds[i], &sb), 0);
