@@ -2,7 +2,7 @@
 /* pb_text.h - every string a wire message carries is text: valid UTF-8
  * with no control characters but tab and newline. protobuf-c accepts any
  * bytes in a string field; what a peer sends reaches logs, metrics labels
- * (a non-UTF-8 client name made /metrics unparseable: issue 37 item 8) and
+ * (a non-UTF-8 client name would make /metrics unparseable) and
  * status output, so both ends check at the boundary, once, for every
  * field of every message, nested and repeated ones included. */
 #ifndef WSRV_PB_TEXT_H

@@ -65,8 +65,8 @@ int host_share_seal(struct dev_share *sh)
 	 * keeps VM_MAYWRITE even when PROT_READ, and F_SEAL_WRITE refuses
 	 * it); then F_SEAL_WRITE, which the server requires: with no writable
 	 * mapping left anywhere, nobody (the writer included) can change the
-	 * bytes readers see. (F_SEAL_FUTURE_WRITE left a writable mapping
-	 * made before it working: issue 37 item 11.) */
+	 * bytes readers see. (F_SEAL_FUTURE_WRITE leaves a writable mapping
+	 * made before it working.) */
 	if ((ro = memfd_reopen_ro(sh->fd)) < 0)
 		return cl_err(ro, "device region: cannot open it read-only: %s", strerror(-ro));
 	p = mmap(sh->ptr, sh->len, PROT_READ, MAP_SHARED | MAP_FIXED, ro, 0);

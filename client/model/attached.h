@@ -32,7 +32,7 @@ struct wsrv_model {
 	struct ready_gen *ready;     /* atomic: the newest server's page, or NULL */
 	bool *mapped;                /* per segment, under map_lock */
 	pthread_mutex_t map_lock;
-	/* A disk tier's segments (ready_wait.c): streams using each, and
+	/* A disk tier's segments (tier_take.c): streams using each, and
 	 * whether a lookup pinned it (a lookup's pointers stay valid, so its
 	 * segment stays mapped and held until detach). Under map_lock. */
 	uint32_t *tier_use;

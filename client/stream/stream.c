@@ -254,7 +254,7 @@ WSRV_EXPORT int wsrv_stream_acquire(struct wsrv_stream *s, int32_t index)
 		return cl_err(-EBUSY, "layer %d is already acquired", index);
 	if (l->slot < 0) {
 		/* The slot first: an evicted layer lets its disk tier's
-		 * segments go before this one waits for room (issue 39). */
+		 * segments go before this one waits for room. */
 		k = free_slot(s);
 		if (k < 0 && (k = evict(s, pos)) < 0)
 			return k;

@@ -7,8 +7,8 @@
  * chunks: a chunk of SRC_LOCK_CHUNK bytes of a range is locked when the
  * first copy from it is queued, so locking overlaps the copies queued
  * before it and the compute they run beside, and an open locks nothing
- * (issue 38: a later worker paid 0.77x the first's open, most of it
- * locking the whole mapping again). A device that does not register has
+ * (locking the whole mapping again at every open would cost a later
+ * worker most of what the first paid). A device that does not register has
  * a segment's ranges faulted in when the segment arrives instead: at open
  * for a loaded model, and while the server still loads it, when the first
  * copy that needs the segment is due. */

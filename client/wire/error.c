@@ -18,7 +18,7 @@ int cl_err(int code, const char *fmt, ...)
 
 	/* Into a buffer of its own first: callers pass wsrv_last_error()
 	 * (which is last) as an argument, and formatting into the buffer
-	 * being read made "...failed: n: in failed: ..." (issue 37 item 15). */
+	 * being read would garble it ("...failed: n: in failed: ..."). */
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);

@@ -6,7 +6,7 @@
  * dropped, and 10 s for a whole connection however busy it keeps (a
  * client trickling a header line every few seconds held a connection for
  * as long as it went on, and 16 of them kept /metrics from everyone:
- * issue 37 item 8), 16 KiB for a request's headers (larger ones get MHD's 4xx), GET
+ * 16 KiB for a request's headers (larger ones get MHD's 4xx), GET
  * and HEAD of /metrics only (405 and 404 otherwise), epoll (fds above 1024
  * are fine). */
 #include "srv_metrics.h"
@@ -306,8 +306,8 @@ static socklen_t addr_len(const struct sockaddr_storage *ss)
 /* 0 when nobody listens on ss: a bind without SO_REUSEPORT fails beside
  * any listener, one with it or not. With SO_REUSEADDR, as the listener
  * itself binds (MHD_OPTION_LISTENING_ADDRESS_REUSE): connections of an
- * earlier server in TIME_WAIT do not count (one scrape left one there, and
- * a restart on the same port failed: issue 37 item 9). */
+ * earlier server in TIME_WAIT do not count (a scrape can leave one there,
+ * and a restart on the same port must still bind). */
 static int port_free(const struct sockaddr_storage *ss)
 {
 	int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), r, one = 1;

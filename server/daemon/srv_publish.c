@@ -79,8 +79,8 @@ static int new_segments(struct publish *p, struct errinfo *e)
 			return err_set(e, p->seg[i], "cannot make a segment of %llu bytes: %s",
 				       (unsigned long long)size, strerror(-p->seg[i]));
 		/* Its size is the layout's, before the producer sees it: a
-		 * producer grew one 64 times before committing, and the arena
-		 * took it (issue 37 item 12). */
+		 * producer cannot grow it before committing, for the arena to
+		 * take. */
 		int r = memfd_seal(p->seg[i], F_SEAL_SHRINK | F_SEAL_GROW);
 		if (r < 0)
 			return err_set(e, r, "cannot seal a segment's size: %s", strerror(-r));
@@ -208,7 +208,7 @@ int publish_commit(struct server *srv, struct session *s, const Wsrv__PublishCom
 		return -EPERM;
 	/* Sealed on the job's thread (publish_work): with a page pinned (by
 	 * vmsplice, or I/O in flight), F_SEAL_WRITE waits for the pin, and
-	 * the loop stood still 167 ms for every client (issue 37 item 13). */
+	 * on the loop that wait would stall every client. */
 	if ((ret = gen_job_start(srv, p->model, &publish_ops, p, "a producer's bytes")) < 0) {
 		srv_reply_error(r, seq, -ret, "cannot start publishing: %s", strerror(-ret));
 		return ret;

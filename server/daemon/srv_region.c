@@ -227,7 +227,7 @@ static int check_handle(const struct srv_region *g, int fd, uint64_t seq, struct
 		return 0;   /* a CUDA handle is the driver's: nothing more to see */
 	/* F_SEAL_WRITE, not F_SEAL_FUTURE_WRITE: under the latter a writable
 	 * mapping made before the seal keeps working, and the writer could
-	 * change what readers see after the commit (issue 37 item 11). */
+	 * change what readers see after the commit. */
 	if (memfd_check(fd, g->bytes, true, F_SEAL_SEAL | F_SEAL_WRITE, NULL, NULL) < 0)
 		return srv_reply_error(r, seq, EBADF, "a host region's handle is a memfd of %llu bytes sealed with F_SEAL_WRITE (no writable mapping left) and against resizing",
 				       (unsigned long long)g->bytes);

@@ -80,7 +80,7 @@ static int takeover_refuse(struct server *srv, struct session *s, uint64_t seq, 
 	if (early_any(srv))
 		return srv_reply_error(r, seq, EAGAIN, "a model is still loading; take the server over once it is loaded");
 	/* A publish or reload under way would be lost (its client left
-	 * waiting for ever: issue 37 item 6): the successor asks again. */
+	 * waiting for ever): the successor asks again. */
 	if (srv->reload)
 		return srv_reply_error(r, seq, EAGAIN, "a %s is under way; take the server over once it is done",
 				       srv->publish ? "publish" : "reload");

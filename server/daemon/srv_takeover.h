@@ -16,7 +16,7 @@ int takeover_offer(struct server *srv, struct session *s, uint64_t seq, struct r
 int takeover_done(struct server *srv, struct session *s, uint64_t seq, struct reply *r);
 /* Seconds a successor has, from TakeOver, to say TakeOverDone; past
  * them the take-over is abandoned and this server serves on (a stopped
- * successor kept every new client waiting: issue 37 item 14). */
+ * successor must not keep new clients waiting). */
 #define SRV_TAKEOVER_DEADLINE 30.0
 
 /* The loop's tick: a take-over past its deadline is abandoned, said why. */

@@ -552,8 +552,7 @@ static int claim(struct args *a, struct server *srv, struct handover *h, int *lf
 /* Segments of a model served while loading: LOAD_EARLY_SEGMENTS, or
  * fewer where RLIMIT_NOFILE is low and the server unprivileged (each
  * segment is an fd in every Attach reply in flight, charged to this user:
- * a 33-segment model left room for 7 clients under 1024: issue 37 item
- * 10). */
+ * a model of many segments would leave room for few clients). */
 static uint32_t early_segments(void)
 {
 	struct rlimit rl;

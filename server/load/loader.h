@@ -40,8 +40,8 @@ struct loader_opts {
 	enum progress_mode progress; /* a bar on a terminal, or log lines (progress.h) */
 	bool (*stop)(void);     /* when set and true, the load stops (-ECANCELED) */
 	const uint8_t *want;    /* per tensor, nonzero: read it; NULL: every tensor */
-	/* Check each tensor's xxh3 against the one the model has (a read
-	 * again, issue 39) instead of setting it: a mismatch fails with -EIO
+	/* Check each tensor's xxh3 against the one the model has (a disk
+	 * tier's read again) instead of setting it: a mismatch fails with -EIO
 	 * naming the tensor. */
 	bool verify;
 	/* Read in layer order (layer 0, the global group, then layers 1, 2,

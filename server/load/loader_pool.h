@@ -3,7 +3,7 @@
  * own and frees them at its end; a thread that loads again and again (a
  * disk tier's reader, one segment at a time) makes one and passes it in
  * loader_opts.pool, so that each read does not fault, zero and pin fresh
- * buffers again (a quarter of a tier read's CPU, issue 39). One thread at
+ * buffers again (docs/benchmarks.md has what that costs). One thread at
  * a time uses a pool. */
 #ifndef WSRV_LOADER_POOL_H
 #define WSRV_LOADER_POOL_H

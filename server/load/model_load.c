@@ -299,7 +299,7 @@ int model_load_finish(struct loaded_model *lm, const struct load_opts *o, struct
 		*e = t.e, r = t.err;
 	/* Stopped (a signal): not a failure of the model. The page stays
 	 * LOADING, so that a waiting worker goes on waiting on the server
-	 * started next, as when this one is killed (issue 37 item 17). */
+	 * started next, as when this one is killed. */
 	if (r < 0 && r != -ECANCELED)
 		ready_page_fail(&lm->ready, r, ready_track_first_missing(&t), e->msg);
 	else if (r == 0 && !lm->tier) /* a tier's reader swaps segments meanwhile */

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* tier.h - a host memory budget and a disk tier for one model (issue 39).
+/* tier.h - a host memory budget and a disk tier for one model.
  *
  * With --memory-budget, the model's global group (embeddings, norms, the
  * head) and as many whole layer segments as fit, in layer order, stay in
@@ -8,9 +8,10 @@
  * tiered segment cached when the budget has room and dropping it when not.
  *
  * A client asks for a tiered segment with AttachSegments. Cached: it gets
- * the fd, and the segment is held for it until it says ReleaseSegments or
- * leaves. Not cached: the reply is EAGAIN, the segment is queued, and the
- * reader thread reads it with the loader (io_uring, O_DIRECT) into a fresh
+ * the fd, and the segment is held for it until it lets it go
+ * (AttachSegments with release) or leaves. Not cached: the reply is
+ * EAGAIN, the segment is queued, and the reader thread reads it with the
+ * loader (io_uring, O_DIRECT) into a fresh
  * memfd, checks every tensor's xxh3 against the manifest, seals it and
  * only then caches it and raises the segment's word on the readiness page
  * (the client waits on it). A failed read or checksum answers the next
@@ -19,9 +20,10 @@
  *
  * The budget counts the resident segments and every cached one; a held
  * segment is never evicted, a cached one nobody holds is, least recently
- * used first. A fresh sealed memfd per read, never a rewritten one: a
- * client keeps mapping the pages it was given, sealed, until it unmaps
- * them, and nothing it maps can change under it.
+ * used first. A fresh sealed memfd per read, never a rewritten one:
+ * nothing a client maps can change under it. An evicted piece is cut to
+ * nothing (memfd_cut), so that one a client kept after letting it go
+ * holds no memory past the budget; a held piece is never evicted.
  *
  * A MoE model's routed experts are units of the tier (tier_units.h):
  * the segment with a layer stays but for them, and each expert is read,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* tier_units.h - a disk tier's units: each routed expert of each layer,
- * read, cached and mapped alone (issue 39), so that a MoE token reads the
+ * read, cached and mapped alone, so that a MoE token reads the
  * experts it routes to and not the whole layer. The layout starts each
  * expert's tensors on a page and the tensor after them too
  * (model_opts.expert_pages), so a unit is whole pages of its segment. */

@@ -6,7 +6,7 @@
  * used again is already faulted in (and still in the cache). On this VM a
  * host filled from another at 1.3-1.5 Gbit/s receiving into and sending
  * from mappings, and at 9-10 Gbit/s through these (wsrv-bench fleet's
- * peer_gbps; docs/benchmarks.md, issue 23). Single-threaded: each user has
+ * peer_gbps; docs/benchmarks.md). Single-threaded: each user has
  * its own. */
 #ifndef WSRV_PEER_BOUNCE_H
 #define WSRV_PEER_BOUNCE_H

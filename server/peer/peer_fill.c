@@ -547,7 +547,7 @@ static void log_sources(const struct loaded_model *lm)
 }
 
 /* The fill's process: UCX from start to end, so that a peer's bytes that
- * make UCX abort (issue 37 item 1) end this process, not wsrvd. Pieces
+ * make UCX abort end this process, not wsrvd. Pieces
  * land in the arena's shared pages; F->st and the table (shared too) say
  * which tensors are whole and checked. Never returns. */
 static void fill_child(struct fill *F, const struct load_opts *o, struct fill_shared *sh)

@@ -464,8 +464,7 @@ bool fio_progress(struct fio *f)
 	while (ucp_worker_progress(f->worker))
 		any = true;
 	/* A piece not landed in time: its peer is as good as dead (one that
-	 * sent each piece after 11 s kept a fill going for 300 s and more:
-	 * issue 37 item 7). */
+	 * sends each piece just in time would keep a fill going for ever). */
 	for (uint32_t k = 0; k < FIO_MAX_SLOTS; k++) {
 		const struct fslot *s = &f->slots[k];
 		if (s->st != FS_FREE && !s->done && now - s->sent > FIO_PIECE_TIMEOUT)

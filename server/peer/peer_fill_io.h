@@ -75,7 +75,7 @@ struct fslot {
  * faulted in and zeroed first, at a fifth of the rate. Few buffers, reused
  * while still in the cache, beat many: with 32 pieces of 4 MiB in flight
  * per peer the fill ran at 5.7 Gbit/s, with 4 of 1 MiB at 9-10
- * (docs/benchmarks.md, issue 23). */
+ * (docs/benchmarks.md). */
 struct fio_dest {
 	struct arena *arena;        /* not owned */
 	uint8_t *const *map;        /* not owned: the writable mapping per segment */

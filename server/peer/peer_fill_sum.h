@@ -4,7 +4,7 @@
  * warm landing buffer); what landed out of order is read back from the
  * arena once every piece is in. Nothing here maps the arena: on a
  * 4 KiB arena each page's first touch through a mapping is a fault,
- * which cost more than the transfer (docs/benchmarks.md, issue 23). */
+ * which costs more than the transfer (docs/benchmarks.md). */
 #ifndef WSRV_PEER_FILL_SUM_H
 #define WSRV_PEER_FILL_SUM_H
 

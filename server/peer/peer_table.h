@@ -86,8 +86,8 @@ static inline const uint8_t *peer_table_ptr(const struct peer_table *t, uint32_t
 
 /* Copies len bytes of tensor i at off into dst (imported tables): with
  * pread where the memfds have read() (each 4 KiB page touched first
- * through a mapping is a fault, which cost more than the transfer:
- * docs/benchmarks.md, issue 23), else from the mapping. 0 or -errno. */
+ * through a mapping is a fault, which costs more than the transfer:
+ * docs/benchmarks.md), else from the mapping. 0 or -errno. */
 int peer_table_read(const struct peer_table *t, uint32_t i, uint64_t off, void *dst, size_t len);
 
 #endif

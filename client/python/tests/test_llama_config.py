@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: MIT
 """The example Llama decoder follows config.json's rope_scaling and
-hidden_act (issue 27, item 3: it ignored both and computed the plain
-model). Each scaling and activation is checked against a reference written
+hidden_act (rather than computing the plain model). Each scaling and activation is checked against a reference written
 here, independently of the example: float64, no KV cache, the rotary
 frequencies element by element from the formulas transformers uses. Each
 must also change the logits against the plain config, so the check has

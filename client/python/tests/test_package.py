@@ -73,8 +73,8 @@ def probe(py, cwd):
 
 def test_documented_install_offline(tmp_path):
     """pip install ./client/python in a venv (numpy from the system's
-    site), with build isolation and no index: issue 41 found it failing
-    (setuptools could not be fetched). Then an sdist, and -e."""
+    site), with build isolation and no index (the build backend needs
+    nothing from a registry). Then an sdist, and -e."""
     src = copy_tree(str(tmp_path / "src"))
     venv = tmp_path / "venv"
     py = make_venv(venv)

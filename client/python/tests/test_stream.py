@@ -96,7 +96,7 @@ def test_stream_while_loading(tmp_path):
 
 def test_wait_reports_progress(tmp_path, capsys):
     """Model.wait(progress=True) on a model still loading says how far it
-    is on stderr (issue 41: llama.py was silent for 50 s)."""
+    is on stderr (a long load is never silent)."""
     from conftest import Server, _mkmodel
 
     path = _mkmodel(tmp_path / "slow", "llama-mini", "24M", 6)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""A model with a disk tier (wsrvd --memory-budget, issue 39): a tensor on
+"""A model with a disk tier (wsrvd --memory-budget): a tensor on
 a layer not mapped raises WsrvError, never faults; Model.wait(layer) maps
 it, and a stream reads every layer with the bytes of the files."""
 
