@@ -405,6 +405,56 @@ WSRV_EXPORT int wsrv_stream_layout(const struct wsrv_stream *s, size_t i, struct
 	return 0;
 }
 
+/* Row k of wsrv_stream_views: tensor i. */
+static int view_row(const struct wsrv_stream *s, size_t i, struct wsrv_view_row *r)
+{
+	const struct tp_view *v = &s->views[i];
+	struct wsrv_tensor t = { .struct_size = sizeof(t) };
+	int rc;
+
+	if ((rc = wsrv_model_tensor(s->m, i, &t)) < 0 && rc != -EAGAIN)
+		return rc;
+	memset(r, 0, sizeof(*r));
+	r->data = rc < 0 ? NULL : t.data;
+	r->offset = t.offset;
+	r->size = t.size;
+	r->bytes = v->bytes;
+	r->part_offset = v->src_off;
+	r->row_bytes = v->width;
+	r->rows = v->height;
+	r->row_pitch = v->pitch;
+	r->rank = v->rank < WSRV_VIEW_MAX_RANK ? v->rank : WSRV_VIEW_MAX_RANK;
+	memcpy(r->shape, v->shape, r->rank * sizeof(*r->shape));
+	r->dtype = t.dtype;
+	r->layer = t.layer;
+	r->segment = t.segment;
+	r->present = v->present;
+	return 0;
+}
+
+WSRV_EXPORT int wsrv_stream_views(const struct wsrv_stream *s, size_t first, size_t n, struct wsrv_view_row *rows,
+				  size_t row_size)
+{
+	size_t count;
+	int rc;
+
+	CL_NEED(s);
+	CL_NEED(rows);
+	count = wsrv_model_tensor_count(s->m);
+	if (row_size < offsetof(struct wsrv_view_row, reserved))
+		return cl_err(-EINVAL, "wsrv_stream_views: rows of %zu bytes, at least %zu", row_size,
+			      offsetof(struct wsrv_view_row, reserved));
+	if (first > count || n > count - first)
+		return cl_err(-ERANGE, "tensors %zu to %zu: the model has %zu", first, first + n, count);
+	for (size_t k = 0; k < n; k++) {
+		struct wsrv_view_row r;
+		if ((rc = view_row(s, first + k, &r)) < 0)
+			return rc;
+		memcpy((char *)rows + k * row_size, &r, row_size < sizeof(r) ? row_size : sizeof(r));
+	}
+	return 0;
+}
+
 void stream_stats_fill(struct wsrv_stream *s, struct wsrv_stream_stats *out)
 {
 	stream_harvest(s, false);

@@ -69,3 +69,31 @@ def test_deepseek_experts_and_scales(server, client):
             fsc = ref["model.layers.1.self_attn.o_proj.weight_scale_inv"]
             assert torch.equal(sc, fsc[:, rank * 2:(rank + 1) * 2])
         assert held == {k for k in ref if ".experts." in k}
+
+
+@pytest.mark.parametrize("model,plan,world", [
+    ("llama", {"tp_plan": LLAMA_TP}, 4),
+    ("ds", {"tp_plan": {"layers.*.mlp.experts.*.*": "experts", "layers.*.self_attn.o_proj": "rowwise"}}, 4),
+    ("ds", None, 1)])
+def test_bulk_views_equal_one_by_one(client, model, plan, world):
+    """state_dict builds its views in bulk (one libwsrv call for every
+    tensor, one torch tensor per segment and dtype): the same views,
+    tensor for tensor, as the per-tensor path, which keeps what bulk
+    cannot view."""
+    from wsrv._lib import StreamOpts, lib, new
+    from wsrv.plan import Plan
+    from wsrv.stream import open_raw
+
+    with client.attach(model) as m:
+        for rank in range(world):
+            sd = m.state_dict(plan, rank, world)
+            s = open_raw(m._ptr(), None, Plan.of(plan), new(StreamOpts, slots=1, rank=rank, world=world))
+            try:
+                one = m._views_one(s, list(range(len(m))))
+            finally:
+                lib.wsrv_stream_close(s)
+            assert list(sd) == list(one)
+            for k, t in one.items():
+                b = sd[k]
+                assert (b.data_ptr(), b.shape, b.stride(), b.dtype) == \
+                    (t.data_ptr(), t.shape, t.stride(), t.dtype), k

@@ -22,7 +22,7 @@ C_NAMES = {
     "ModelStats": "wsrv_model_stats", "RegionInfo": "wsrv_region_info", "HostOpts": "wsrv_host_opts",
     "CudaOpts": "wsrv_cuda_opts", "StreamOpts": "wsrv_stream_opts", "StreamStats": "wsrv_stream_stats",
     "View": "wsrv_view", "Layout": "wsrv_layout", "ExpertStats": "wsrv_expert_stats",
-    "Sharing": "wsrv_sharing",
+    "Sharing": "wsrv_sharing", "ViewRow": "wsrv_view_row",
 }
 
 

@@ -74,6 +74,11 @@ View = _struct("View", [("present", i32), ("rank", u32), ("shape", u64p), ("byte
                         ("reserved", u64 * 4)])
 Layout = _struct("Layout", [("offset", u64), ("row_bytes", u64), ("rows", u64),
                             ("row_pitch", u64), ("reserved", u64 * 4)])
+#: One tensor of wsrv_stream_views (no struct_size: rows grow at their end).
+ViewRow: type[ctypes.Structure] = type("ViewRow", (ctypes.Structure,), {"_fields_": [
+    ("data", vptr), ("offset", u64), ("size", u64), ("bytes", u64), ("part_offset", u64),
+    ("row_bytes", u64), ("rows", u64), ("row_pitch", u64), ("shape", u64 * 16), ("dtype", i32),
+    ("layer", i32), ("rank", u32), ("segment", u32), ("present", i32), ("reserved", u32 * 3)]})
 ExpertStats = _struct("ExpertStats", [
     ("slots", u32), ("slots_used", u32), ("slots_pinned", u32), ("slot_bytes", u64),
     ("experts", u64), ("acquires", u64), ("hits", u64), ("misses", u64), ("prefetch_hits", u64),
@@ -128,6 +133,7 @@ _PROTOS = {
     "wsrv_stream_residency": (ctypes.c_int, [vptr, ctypes.c_size_t]),
     "wsrv_stream_view": (ctypes.c_int, [vptr, ctypes.c_size_t, P(View)]),
     "wsrv_stream_layout": (ctypes.c_int, [vptr, ctypes.c_size_t, P(Layout)]),
+    "wsrv_stream_views": (ctypes.c_int, [vptr, ctypes.c_size_t, ctypes.c_size_t, vptr, ctypes.c_size_t]),
     "wsrv_stream_stats": (ctypes.c_int, [vptr, P(StreamStats)]),
     "wsrv_stream_sharing": (ctypes.c_int, [vptr, P(Sharing)]),
     "wsrv_stream_report": (ctypes.c_int, [vptr]),

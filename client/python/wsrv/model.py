@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from . import _dtypes
+from . import _bulk, _dtypes
 from ._attached import Layer, Tensor, _ModelHandle
 from ._lib import (HeldInfo, LayerInfo, Layout, StreamOpts, TensorInfo, View, check, lib, new,
                    rank_world, cstr, text)
@@ -205,8 +205,35 @@ class Model(Mapping[str, Tensor]):
             lib.wsrv_stream_close(s)
 
     def _views(self, s: ctypes.c_void_p, rank: int, want: Optional[set[int]] = None) -> StateDict:
+        """Every view in bulk (_bulk.py), and the few it leaves one by
+        one, in the model's order."""
+        rows = _bulk.rows_of(s, len(self._names))
+        made, rest = _bulk.views(self._handle(), rows, want, self._names,
+                                 lambda i: self._not_here(self._tensor_at(i).layer))
         out = StateDict()
-        for i, nm in enumerate(self._names):
+        if not rest:
+            out.update(made)
+            return out
+        one = self._views_one(s, rest, want)
+        for nm in self._names:
+            if nm in made:
+                out[nm] = made[nm]
+            elif nm in one:
+                out[nm] = one[nm]
+        out.copied = one.copied
+        return out
+
+    def _not_here(self, layer: int) -> WsrvError:
+        return WsrvError(errno.EAGAIN, f"model {self.name} has layers on the server's disk tier "
+                         f"(wsrvd --memory-budget), not mapped here (layer {layer} first): "
+                         "state_dict(layers=[...]) maps and returns the layers named (held until "
+                         "close), or model.stream(...) takes them a layer at a time")
+
+    def _views_one(self, s: ctypes.c_void_p, which: list[int], want: Optional[set[int]] = None) -> StateDict:
+        """Tensors which, each a view (or a copy) of its own."""
+        out = StateDict()
+        for i in which:
+            nm = self._names[i]
             v, lay = new(View), new(Layout)
             check(lib.wsrv_stream_view(s, i, ctypes.byref(v)))
             if not v.present:
@@ -221,10 +248,7 @@ class Model(Mapping[str, Tensor]):
             except WsrvError as e:
                 if e.errno != errno.EAGAIN or want is not None:
                     raise
-                raise WsrvError(errno.EAGAIN, f"model {self.name} has layers on the server's disk tier "
-                                f"(wsrvd --memory-budget), not mapped here (layer {t.layer} first): "
-                                "state_dict(layers=[...]) maps and returns the layers named (held until "
-                                "close), or model.stream(...) takes them a layer at a time") from None
+                raise self._not_here(t.layer) from None
             out[nm] = part
             if copied:
                 out.copied.add(nm)
