@@ -29,7 +29,7 @@
 #include "wsrv.pb-c.h"
 #include <xxhash.h>
 
-enum lie { GOOD, UNSEALED, BAD_MAGIC, SHORT_SEGMENT, FEW_FDS, GARBAGE, BAD_EXTENT, EVENT_FLOOD };
+enum lie { GOOD, UNSEALED, BAD_MAGIC, SHORT_SEGMENT, FEW_FDS, GARBAGE, BAD_EXTENT, EVENT_FLOOD, NAME_TWICE };
 
 static int fds_before;
 static char *tmp;
@@ -52,6 +52,27 @@ static int copy_memfd(int src, size_t len, size_t size, bool seal, const char *p
 	free(buf);
 	if (seal)
 		assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL), 0);
+	return fd;
+}
+
+/* A sealed copy of the manifest whose tensor 1 has tensor 0's name. */
+static int manifest_name_twice(void)
+{
+	uint8_t *buf = malloc(lm->manifest_size);
+	uint64_t size = lm->arena->seg[0].size;
+	struct mf_view v;
+	char err[128];
+	int fd = memfd_create("fake", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	assert_int_equal(pread(lm->manifest_fd, buf, lm->manifest_size, 0), (ssize_t)lm->manifest_size);
+	assert_int_equal(manifest_check(buf, lm->manifest_size, &size, 1, &v, err, sizeof(err)), 0);
+	struct mf_tensor *t = (struct mf_tensor *)(void *)(buf + ((const uint8_t *)v.tensors - buf));
+	t[1].name_off = t[0].name_off;
+	t[1].name_len = t[0].name_len;
+	assert_int_equal(ftruncate(fd, (off_t)lm->manifest_size), 0);
+	assert_int_equal(pwrite(fd, buf, lm->manifest_size, 0), (ssize_t)lm->manifest_size);
+	assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL), 0);
+	free(buf);
 	return fd;
 }
 
@@ -79,8 +100,9 @@ static void answer_attach(int c, uint64_t seq, enum lie lie)
 	uint64_t sizes[1] = { lm->arena->seg[0].size };
 	int fds[2], nfds = 2;
 
-	fds[0] = copy_memfd(lm->manifest_fd, lm->manifest_size, lm->manifest_size, lie != UNSEALED,
-			    lie == BAD_MAGIC ? "BADMAGIC" : NULL);
+	fds[0] = lie == NAME_TWICE ? manifest_name_twice()
+				   : copy_memfd(lm->manifest_fd, lm->manifest_size, lm->manifest_size, lie != UNSEALED,
+						lie == BAD_MAGIC ? "BADMAGIC" : NULL);
 	fds[1] = lie == SHORT_SEGMENT ? copy_memfd(lm->arena->seg[0].fd, 4096, 4096, true, NULL)
 				      : dup(lm->arena->seg[0].fd);
 	if (lie == FEW_FDS)
@@ -189,6 +211,15 @@ static void expect(enum lie lie, int err, const char *needle)
 		r = wsrv_fetch_layer(m, 0, &l);
 		wsrv_detach(m);
 	}
+	/* The name index is built at the first lookup by name, not at
+	 * attach: a name listed twice is an error there, every time. */
+	if (lie == NAME_TWICE) {
+		struct wsrv_tensor t;
+		assert_int_equal(r, 0);
+		assert_int_equal(wsrv_model_find(m, "nothing.at.all", &t), -EBADMSG);
+		r = wsrv_model_find(m, wsrv_model_tensor_name(m, 0), &t);
+		wsrv_detach(m);
+	}
 	if (r != err || !strstr(wsrv_last_error(), needle))
 		fail_msg("lie %d: got %d '%s', want %d '%s'", lie, r, wsrv_last_error(), err, needle);
 	wsrv_disconnect(c);
@@ -274,6 +305,7 @@ static void lies_are_errors(void **s)
 	expect(GARBAGE, -EBADMSG, "malformed reply");
 	expect(BAD_EXTENT, -EBADMSG, "disagrees with its manifest");
 	expect(EVENT_FLOOD, -EBADMSG, "events and no reply");
+	expect(NAME_TWICE, -EBADMSG, "lists a tensor name twice");
 }
 
 /* What a view manifest_check accepted must hold for a client to read it

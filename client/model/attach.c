@@ -73,10 +73,7 @@ static int attach_setup(struct wsrv_model *m, const int *fds, int nfds, const Ws
 	m->manifest = map_ro(fds[0], m->manifest_len);
 	if (!m->manifest)
 		return cl_err(-errno, "cannot map the manifest: %s", strerror(errno));
-	r = ar->loading ? cl_ready_setup(m, fds, nfds, ar) : map_segments(m, fds, ar);
-	if (r == 0)
-		r = cl_build_hash(m);
-	return r;
+	return ar->loading ? cl_ready_setup(m, fds, nfds, ar) : map_segments(m, fds, ar);
 }
 
 static void model_free(struct wsrv_model *m)
@@ -85,6 +82,7 @@ static void model_free(struct wsrv_model *m)
 	free(m->seg);
 	free(m->seg_len);
 	free(m->hash);
+	pthread_mutex_destroy(&m->hash_lock);
 	free(m->name);
 	if (m->c)
 		cl_unref(m->c);
@@ -125,8 +123,10 @@ WSRV_EXPORT int wsrv_attach(struct wsrv_client *c, const char *model, struct wsr
 		free(m);
 		return cl_err(-ENOMEM, "out of memory");
 	}
+	pthread_mutex_init(&m->hash_lock, NULL);
 	r = attach_call(c, model, &resp, fds, &nfds);
 	if (r < 0) {
+		pthread_mutex_destroy(&m->hash_lock);
 		free(m->name);
 		free(m);
 		return r;

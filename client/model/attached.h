@@ -9,6 +9,13 @@
 #include "ready.h"
 #include "wire.h"
 
+/* One slot of a model's name hash: the tensor's index + 1 (0: empty), and
+ * the name hash's high 32 bits, compared before any name is. */
+struct cl_slot {
+	uint32_t idx;
+	uint32_t tag;
+};
+
 struct wsrv_model {
 	struct wsrv_client *c;       /* holds a reference */
 	struct wsrv_model *next;     /* in c->models, under c->lock */
@@ -23,8 +30,13 @@ struct wsrv_model {
 	uint32_t nseg;
 	const uint8_t **seg;         /* read-only mappings */
 	size_t *seg_len;
-	uint32_t *hash;              /* tensor index + 1, open addressing */
+	/* The name index (model_index.c), built at the first lookup by name,
+	 * not at attach: a worker that goes by index never pays for it. */
+	struct cl_slot *hash;        /* open addressing: tensor index + 1, and a tag */
 	size_t hash_mask;
+	int hash_err;                /* its build's failure (a name listed twice) */
+	bool hash_built;             /* atomic */
+	pthread_mutex_t hash_lock;
 	/* Attached while the server loads it (ready_wait.c): every segment's
 	 * address range is reserved (PROT_NONE) at attach and mapped over
 	 * once the readiness page says it is ready. */
@@ -145,9 +157,9 @@ int cl_model_fresh(const struct wsrv_model *m);
  * negative errno with a sentence. (replay.c) */
 int cl_replay(struct wsrv_client *c);
 
-/* model_index.c: builds the name hash of m. */
-int cl_build_hash(struct wsrv_model *m);
-/* The index of the tensor named name, or -ENOENT (no error recorded). */
+/* model_index.c: the index of the tensor named name; -ENOENT (no error
+ * recorded); or -EBADMSG (recorded) when the manifest lists a name twice.
+ * The first call builds the name index (m's, under its hash_lock). */
 int cl_find_index(const struct wsrv_model *m, const char *name);
 /* Tensor i's name (i in range). */
 const char *cl_tensor_name(const struct wsrv_model *m, uint32_t i);

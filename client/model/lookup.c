@@ -89,8 +89,10 @@ WSRV_EXPORT int wsrv_model_find(const struct wsrv_model *m, const char *name,
 	CL_NEED(m);
 	CL_NEED(name);
 	CL_NEED(out);
-	if ((i = cl_find_index(m, name)) < 0)
+	if ((i = cl_find_index(m, name)) == -ENOENT)
 		return cl_err(-ENOENT, "model %s has no tensor '%s'", m->name, name);
+	if (i < 0)
+		return i;
 	if ((r = cl_need_segment((struct wsrv_model *)m, m->v.tensors[i].segment)) < 0)
 		return r;
 	cl_tensor_nowait(m, (uint32_t)i, out);

@@ -20,7 +20,7 @@ const char *cl_tensor_name(const struct wsrv_model *m, uint32_t i)
 	return m->v.strings + m->v.tensors[i].name_off;
 }
 
-int cl_build_hash(struct wsrv_model *m)
+static int build_hash(struct wsrv_model *m)
 {
 	uint32_t n = m->v.h->ntensors;
 	size_t cap = 16;
@@ -33,13 +33,16 @@ int cl_build_hash(struct wsrv_model *m)
 	m->hash_mask = cap - 1;
 	for (uint32_t i = 0; i < n; i++) {
 		const char *name = cl_tensor_name(m, i);
-		size_t k = name_hash(name, m->v.tensors[i].name_len) & m->hash_mask;
-		while (m->hash[k]) {
-			if (strcmp(cl_tensor_name(m, m->hash[k] - 1), name) == 0)
+		uint64_t h = name_hash(name, m->v.tensors[i].name_len);
+		size_t k = h & m->hash_mask;
+		/* Names that share long prefixes (a MoE model's 100,000 of
+		 * them) are compared only when their hashes' tags agree. */
+		while (m->hash[k].idx) {
+			if (m->hash[k].tag == (uint32_t)(h >> 32) && strcmp(cl_tensor_name(m, m->hash[k].idx - 1), name) == 0)
 				return cl_err(-EBADMSG, "the manifest lists tensor '%s' twice", name);
 			k = (k + 1) & m->hash_mask;
 		}
-		m->hash[k] = i + 1;
+		m->hash[k] = (struct cl_slot){ i + 1, (uint32_t)(h >> 32) };
 	}
 	return 0;
 }
@@ -79,13 +82,26 @@ void cl_layer_at_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_laye
 	o->data = m->seg[l->segment] + l->offset;
 }
 
-int cl_find_index(const struct wsrv_model *m, const char *name)
+int cl_find_index(const struct wsrv_model *cm, const char *name)
 {
-	size_t k = name_hash(name, strlen(name)) & m->hash_mask;
+	struct wsrv_model *m = (struct wsrv_model *)cm; /* the index is libwsrv's, built once */
 
-	while (m->hash[k]) {
-		uint32_t i = m->hash[k] - 1;
-		if (strcmp(cl_tensor_name(m, i), name) == 0)
+	if (!__atomic_load_n(&m->hash_built, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&m->hash_lock);
+		if (!m->hash_built) {
+			m->hash_err = build_hash(m);
+			__atomic_store_n(&m->hash_built, true, __ATOMIC_RELEASE);
+		}
+		pthread_mutex_unlock(&m->hash_lock);
+	}
+	if (m->hash_err < 0)
+		return cl_err(m->hash_err, "model %s: the manifest lists a tensor name twice", m->name);
+	uint64_t h = name_hash(name, strlen(name));
+	size_t k = h & m->hash_mask;
+
+	while (m->hash[k].idx) {
+		uint32_t i = m->hash[k].idx - 1;
+		if (m->hash[k].tag == (uint32_t)(h >> 32) && strcmp(cl_tensor_name(m, i), name) == 0)
 			return (int)i;
 		k = (k + 1) & m->hash_mask;
 	}

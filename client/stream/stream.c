@@ -336,8 +336,10 @@ WSRV_EXPORT int wsrv_stream_tensor(struct wsrv_stream *s, const char *name, void
 	CL_NEED(s);
 	CL_NEED(name);
 	CL_NEED(dev);
-	if ((i = cl_find_index(s->m, name)) < 0)
+	if ((i = cl_find_index(s->m, name)) == -ENOENT)
 		return cl_err(-ENOENT, "model %s has no tensor '%s'", s->m->name, name);
+	if (i < 0)
+		return i;
 	if (!s->d)
 		return cl_err(-ENODEV, "this stream was opened without a device (a report)");
 	return dev_addr(s, (uint32_t)i, dev);
