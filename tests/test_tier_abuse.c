@@ -335,6 +335,21 @@ static uint64_t read_every_page(int fd)
 	return (uint64_t)sb.st_blocks * 512;
 }
 
+/* Every page of each of fds[0..n) read through a mapping of its own
+ * allocates nothing; closes them. */
+static void no_pages_grow(int *fds, int n, const char *what)
+{
+	for (int i = 0; i < n; i++) {
+		struct stat sb;
+		assert_int_equal(fstat(fds[i], &sb), 0);
+		uint64_t before = (uint64_t)sb.st_blocks * 512, after = read_every_page(fds[i]);
+		if (after > before)
+			fail_msg("%s %d: %llu bytes of pages before the reads, %llu after", what, i,
+				 (unsigned long long)before, (unsigned long long)after);
+	}
+	pkt_close_fds(fds, n);
+}
+
 /* Item 2, the rest: a client that maps what it is given and reads the
  * holes (a segment's routed experts, punched out; a unit's memfd beyond
  * its own pages) made the server's memfds allocate pages there, past the
@@ -348,26 +363,10 @@ static void holes_cannot_be_read_in(void **st)
 	(void)st;
 	serve(&ts);
 	fd = attach_raw(&ts, false, &attach_id, fds, &n);
-	for (int i = 0; i < n; i++) {
-		struct stat sb;
-		assert_int_equal(fstat(fds[i], &sb), 0);
-		uint64_t before = (uint64_t)sb.st_blocks * 512, after = read_every_page(fds[i]);
-		if (after > before)
-			fail_msg("fd %d of the Attach: %llu bytes of pages before the reads, %llu after", i,
-				 (unsigned long long)before, (unsigned long long)after);
-	}
-	pkt_close_fds(fds, n);
+	no_pages_grow(fds, n, "fd of the Attach");
 	n = take_units(fd, attach_id, UNIT0, 4, fds);
 	assert_true(n > 0);
-	for (int i = 0; i < n; i++) {
-		struct stat sb;
-		assert_int_equal(fstat(fds[i], &sb), 0);
-		uint64_t before = (uint64_t)sb.st_blocks * 512, after = read_every_page(fds[i]);
-		if (after > before)
-			fail_msg("unit %d: %llu bytes of pages before the reads, %llu after", i, (unsigned long long)before,
-				 (unsigned long long)after);
-	}
-	pkt_close_fds(fds, n);
+	no_pages_grow(fds, n, "unit");
 	close(fd);
 	server_done(&ts);
 }
