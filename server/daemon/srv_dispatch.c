@@ -213,8 +213,12 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 		return srv_reply_error(r, seq, EOPNOTSUPP,
 				       "model '%s' has a disk tier (--memory-budget): this client cannot take segments as it needs them",
 				       lm->model->name);
+	/* The only door to a disk tier's pieces: a client that cannot take
+	 * them never gets an attachment to ask for them with. */
 	if (lm->tier && s->disk_tier < WSRV_DISK_TIER)
-		return srv_old_tier_client(r, seq, lm->model->name);
+		return srv_reply_error(r, seq, EPROTONOSUPPORT,
+				       "model '%s' has a disk tier, which this client's libwsrv is too old to take (it lays out and seals its pieces otherwise): upgrade it",
+				       lm->model->name);
 	if ((srv->models[mi].loading || lm->tier ? 2 : lm->arena->nseg + 1) > r->fd_room)
 		return srv_reply_error(r, seq, EAGAIN,
 				       "%u file descriptors sent to this client are still unread; read the replies first",

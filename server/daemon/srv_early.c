@@ -190,13 +190,6 @@ static bool seg_ready(const struct srv_model *sm, uint32_t seg)
 	return !sm->loading || ready_page_segment_ready(&sm->lm->ready, seg);
 }
 
-int srv_old_tier_client(struct reply *r, uint64_t seq, const char *model)
-{
-	return srv_reply_error(r, seq, EPROTONOSUPPORT,
-			       "model '%s' has a disk tier, which this client's libwsrv is too old to take (it lays out and seals its pieces otherwise): upgrade it",
-			       model);
-}
-
 /* A disk tier's segments: each taken (held for this attachment, its fd
  * into r, its id into given[*ngiven]), or, with release, let go. A
  * segment still to be read answers EAGAIN (replied, 1: not counted as the
@@ -220,8 +213,6 @@ static int tier_segments(const struct loaded_model *lm, struct session *s, const
 					       q->segments[missing], lm->model->name);
 		return 0;
 	}
-	if (s->disk_tier < WSRV_DISK_TIER)
-		return srv_old_tier_client(r, seq, lm->model->name);
 	/* Partial: as many as this client may have unread, the others
 	 * left for its next request. */
 	if (q->partial) {

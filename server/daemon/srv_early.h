@@ -26,9 +26,4 @@ bool early_any(const struct server *srv);
 int early_segments(struct server *srv, struct session *s, const Wsrv__AttachSegments *q,
 		   uint64_t seq, struct reply *r);
 
-/* The reply to a client whose Hello.disk_tier is below WSRV_DISK_TIER
- * (an older libwsrv) asking for a model with a disk tier:
- * EPROTONOSUPPORT, saying to upgrade. */
-int srv_old_tier_client(struct reply *r, uint64_t seq, const char *model);
-
 #endif
