@@ -20,6 +20,7 @@ int bench_publish(int argc, char **argv);
 int bench_fleet(int argc, char **argv);
 int bench_experts(int argc, char **argv);
 int bench_cold(int argc, char **argv);
+int bench_join(int argc, char **argv);
 int bench_tier(int argc, char **argv);
 
 #endif

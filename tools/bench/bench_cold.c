@@ -44,12 +44,6 @@
 #define MAX_WORKERS CREW_MAX
 #define MAX_REPEAT 10
 
-/* Every tensor resident: a plan's "*" is one dot-free component. */
-static const char resident_plan[] =
-	"{\"residency\": {\"*\": \"resident\", \"*.*\": \"resident\", \"*.*.*\": \"resident\", "
-	"\"*.*.*.*\": \"resident\", \"*.*.*.*.*\": \"resident\", \"*.*.*.*.*.*\": \"resident\", "
-	"\"*.*.*.*.*.*.*\": \"resident\"}}";
-
 struct cold_cfg {
 	const char *model;
 	int workers, repeat;
@@ -70,15 +64,6 @@ struct cold_report {
 static int send_report(int out, const struct cold_report *r)
 {
 	return write(out, r, sizeof(*r)) == (ssize_t)sizeof(*r) ? 0 : 1;
-}
-
-static struct wsrv_device *open_device(bool cuda)
-{
-	struct wsrv_device *d = NULL;
-
-	if ((cuda ? wsrv_device_cuda(NULL, &d) : wsrv_device_host(NULL, &d)) < 0)
-		return NULL;
-	return d;
 }
 
 /* One pass over the layers: every streamed weight reaches the device. */
@@ -110,8 +95,8 @@ static int wsrv_worker(const struct cold_cfg *c, const char *sock, int out)
 
 	for (int i = 0; i < 60000 && wsrv_connect(sock, &co, &cl) < 0; i++)
 		nanosleep(&ms, NULL);
-	if (!cl || wsrv_attach(cl, "m", &m) < 0 || !(d = open_device(c->cuda)) ||
-	    (c->resident && wsrv_plan_parse(resident_plan, strlen(resident_plan), &p) < 0))
+	if (!cl || wsrv_attach(cl, "m", &m) < 0 || !(d = bench_open_device(c->cuda)) ||
+	    (c->resident && bench_resident_plan(&p) < 0))
 		return send_report(out, &r);
 	r.attach_s = mono_now() - t0;
 	t1 = mono_now();

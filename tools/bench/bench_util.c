@@ -199,3 +199,23 @@ int tier_now(const char *sock, struct wsrv_tier_info *t)
 	wsrv_disconnect(c);
 	return r;
 }
+
+/* Every tensor resident: a plan's "*" is one dot-free component. */
+static const char resident_plan[] =
+	"{\"residency\": {\"*\": \"resident\", \"*.*\": \"resident\", \"*.*.*\": \"resident\", "
+	"\"*.*.*.*\": \"resident\", \"*.*.*.*.*\": \"resident\", \"*.*.*.*.*.*\": \"resident\", "
+	"\"*.*.*.*.*.*.*\": \"resident\"}}";
+
+int bench_resident_plan(struct wsrv_plan **out)
+{
+	return wsrv_plan_parse(resident_plan, strlen(resident_plan), out);
+}
+
+struct wsrv_device *bench_open_device(bool cuda)
+{
+	struct wsrv_device *d = NULL;
+
+	if ((cuda ? wsrv_device_cuda(NULL, &d) : wsrv_device_host(NULL, &d)) < 0)
+		return NULL;
+	return d;
+}

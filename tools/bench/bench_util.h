@@ -51,6 +51,15 @@ struct wsrv_model;
 /* The largest layer's bytes, the global group (position 0) aside. */
 uint64_t bench_max_layer(struct wsrv_model *m);
 
+struct wsrv_device;
+struct wsrv_plan;
+/* The host device, or the first CUDA device (cuda): NULL when it cannot
+ * be opened. The caller owns it. */
+struct wsrv_device *bench_open_device(bool cuda);
+/* A plan that keeps every tensor resident, into *out (the caller's to
+ * free): 0 or a negative errno. */
+int bench_resident_plan(struct wsrv_plan **out);
+
 struct wsrv_tier_info;
 /* The first model's disk tier counters on the server at sock: 0 or -errno. */
 int tier_now(const char *sock, struct wsrv_tier_info *t);

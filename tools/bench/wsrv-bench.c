@@ -74,6 +74,10 @@ static const struct {
 	  "     [--memory fresh|reported] [--repeat R] [--json]\n"
 	  "      wsrvd and N workers from a dropped page cache to every weight on each one's device\n"
 	  "      vs N processes reading the files to the device as safetensors' load_file does" },
+	{ "join", bench_join,
+	  "join --model DIR [--repeat R] [--json]\n"
+	  "      a worker process joining a running wsrvd, from exec to every weight on its GPU,\n"
+	  "      vs the model's bytes at the pinned copy rate measured in the same run" },
 	{ "pipeline", bench_pipeline,
 	  "pipeline --model DIR [--device host|cuda] [--compute-us C] [--bandwidth GBPS] [--slots D]\n"
 	  "         [--trace F] [--json]\n"
