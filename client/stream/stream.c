@@ -471,8 +471,9 @@ void stream_stats_fill(struct wsrv_stream *s, struct wsrv_stream_stats *out)
 /* wsrv_stream_stats had no room left to grow, so LIBWSRV_0.8 gave it
  * reserved[] (the documented way: results grow out of it). A caller linked
  * against an older libwsrv has the shorter struct, and its calls bind to
- * wsrv_stream_stats@LIBWSRV_0.2, which fills only that much. */
-#define STREAM_STATS_0_2 offsetof(struct wsrv_stream_stats, reserved)
+ * wsrv_stream_stats@LIBWSRV_0.2, which fills only that much: up to the
+ * first field that came out of reserved[]. */
+#define STREAM_STATS_0_2 offsetof(struct wsrv_stream_stats, resident_copies)
 
 WSRV_EXPORT int wsrv_stream_stats_0_8(struct wsrv_stream *s, struct wsrv_stream_stats *out);
 WSRV_EXPORT int wsrv_stream_stats_0_2(struct wsrv_stream *s, struct wsrv_stream_stats *out);

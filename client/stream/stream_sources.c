@@ -103,6 +103,26 @@ static int lock_chunk(struct wsrv_stream *s, struct src_range *g, uint32_t k)
 	return 0;
 }
 
+/* The merged range of piece seg that holds address a, or NULL: a binary
+ * search of s->srcs, sorted by (piece, start) and disjoint. */
+static struct src_range *src_find(struct wsrv_stream *s, uint32_t seg, uintptr_t a)
+{
+	size_t lo = 0, hi = s->nsrcs;
+
+	while (lo < hi) { /* the first range past (seg, a) */
+		size_t mid = lo + (hi - lo) / 2;
+		const struct src_range *g = &s->srcs[mid];
+		if (g->seg < seg || (g->seg == seg && g->a <= a))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return NULL;
+	struct src_range *g = &s->srcs[lo - 1];
+	return g->seg == seg && a >= g->a && a < g->b ? g : NULL;
+}
+
 /* Tensor i's copies are due: the chunks its bytes lie in are locked. */
 static int lock_tensor(struct wsrv_stream *s, uint32_t i)
 {
@@ -112,15 +132,10 @@ static int lock_tensor(struct wsrv_stream *s, uint32_t i)
 
 	if (s->src_locked[i] || !src_of(s, i, &seg, &a, &b))
 		return 0;
-	for (size_t k = 0; k < s->nsrcs && r == 0; k++) {
-		struct src_range *g = &s->srcs[k];
-		if (g->seg != seg || a < g->a || a >= g->b)
-			continue;
-		for (uint32_t c = (uint32_t)((a - g->a) / SRC_LOCK_CHUNK);
-		     r == 0 && c <= (uint32_t)((b - 1 - g->a) / SRC_LOCK_CHUNK) && c < g->nchunks; c++)
-			r = lock_chunk(s, g, c);
-		break;
-	}
+	struct src_range *g = src_find(s, seg, a);
+	for (uint32_t c = g ? (uint32_t)((a - g->a) / SRC_LOCK_CHUNK) : 0;
+	     g && r == 0 && c <= (uint32_t)((b - 1 - g->a) / SRC_LOCK_CHUNK) && c < g->nchunks; c++)
+		r = lock_chunk(s, g, c);
 	s->src_locked[i] = r == 0;
 	return r;
 }

@@ -5,43 +5,105 @@
  * (stream_share.c). */
 #include "stream_internal.h"
 
+/* The most one copy of the upload takes: a model still loading has its
+ * first bytes on the device before its last arrive. */
+#define UPLOAD_RUN_MAX ((uint64_t)64 << 20)
+
+/* The copies of the upload. Resident memory gives each tensor the next
+ * 256-byte boundary (layout_resident), so tensors packed in their piece at
+ * 256-byte multiples lie there as they do here: such a run goes in one
+ * copy, and a model of many small tensors is uploaded in a few large
+ * copies, not one per tensor. The bytes between two of them (under 256)
+ * are theirs' padding, in the same mapping. */
+struct up {
+	struct wsrv_stream *s;
+	uint8_t *base;
+	const uint8_t *src;         /* the pending run: its bytes, */
+	uint64_t dst, len;          /* where they go, how many */
+	int64_t last;               /* the last copy's fence */
+};
+
+/* Queues the pending run: 0, or a negative errno. */
+static int up_flush(struct up *u)
+{
+	int64_t f;
+
+	if (!u->len)
+		return 0;
+	f = u->s->d->ops->copy2d(u->s->d, u->base + u->dst, u->src, u->len, 1, u->len, NULL);
+	u->len = 0;
+	if (f < 0)
+		return cl_wrap((int)f, "the upload of the resident tensors could not be queued");
+	if (f > 0)
+		u->last = f;
+	u->s->st.resident_copies++;
+	return 0;
+}
+
+/* Tensor i's bytes at src: added to the pending run when they follow it
+ * as they do in resident memory, else queued on their own (rows) or as
+ * the start of the next run. */
+static int up_tensor(struct up *u, size_t i, const uint8_t *src)
+{
+	const struct tp_view *v = &u->s->views[i];
+	uint64_t dst = u->s->res_off[i];
+	int64_t f;
+	int r;
+
+	if (u->len && v->height == 1 && dst >= u->dst + u->len && src - u->src == (ptrdiff_t)(dst - u->dst) &&
+	    dst + v->width - u->dst <= UPLOAD_RUN_MAX) {
+		u->len = dst + v->width - u->dst;
+		return 0;
+	}
+	if ((r = up_flush(u)) < 0)
+		return r;
+	if (v->height == 1) {
+		*u = (struct up){ .s = u->s, .base = u->base, .src = src, .dst = dst, .len = v->width, .last = u->last };
+		return 0;
+	}
+	f = u->s->d->ops->copy2d(u->s->d, u->base + dst, src, v->width, v->height, v->pitch, NULL);
+	if (f < 0)
+		return cl_wrap((int)f, "the upload of the resident tensors could not be queued");
+	if (f > 0)
+		u->last = f;
+	u->s->st.resident_copies++;
+	return 0;
+}
+
 int stream_upload_into(struct wsrv_stream *s, uint8_t *base)
 {
 	size_t n = wsrv_model_tensor_count(s->m);
-	int64_t f = 0, last = 0;
+	struct up u = { .s = s, .base = base };
 	uint32_t seg = UINT32_MAX;
 	int r = 0;
 
-	for (size_t i = 0; i < n && f >= 0 && r == 0; i++) {
+	for (size_t i = 0; i < n && r == 0; i++) {
 		const struct tp_view *v = &s->views[i];
 		struct wsrv_tensor t;
-		cl_tensor_nowait(s->m, (uint32_t)i, &t);
 		if (s->where[i] != WHERE_RESIDENT || !v->bytes)
 			continue;
+		cl_tensor_nowait(s->m, (uint32_t)i, &t);
 		/* A disk tier's segment goes once its resident tensors are
 		 * copied (tensors come in segment order): an open never holds
 		 * more than one, whatever the budget. */
-		if (seg != UINT32_MAX && seg != cl_piece(s->m, (uint32_t)i) && (r = stream_drop_segment(s, seg, last)) < 0)
+		if (seg != UINT32_MAX && seg != cl_piece(s->m, (uint32_t)i) &&
+		    ((r = up_flush(&u)) < 0 || (r = stream_drop_segment(s, seg, u.last)) < 0))
 			break;
 		seg = cl_piece(s->m, (uint32_t)i);
 		/* Still loading: each waits for its bytes, in arena order. */
 		if ((r = stream_need_tensor(s, (uint32_t)i, true)) < 0)
 			break;
-		r = 0;
-		f = s->d->ops->copy2d(s->d, base + s->res_off[i], (const uint8_t *)t.data + v->src_off,
-				      v->width, v->height, v->pitch, NULL);
-		if (f > 0)
-			last = f;
+		r = up_tensor(&u, i, (const uint8_t *)t.data + v->src_off);
 	}
+	if (r == 0)
+		r = up_flush(&u);
 	/* Waited for even after a failure: the memory is freed next. */
-	if (last > 0) {
-		int w = s->d->ops->wait(s->d, last);
+	if (u.last > 0) {
+		int w = s->d->ops->wait(s->d, u.last);
 		if (w < 0 && r == 0)
 			r = cl_wrap(w, "the upload of the resident tensors failed");
 	}
-	if (f < 0)
-		r = cl_wrap((int)f, "the upload of the resident tensors could not be queued");
 	if (r == 0 && seg != UINT32_MAX)
-		r = stream_drop_segment(s, seg, last);
+		r = stream_drop_segment(s, seg, u.last);
 	return r;
 }
