@@ -23,90 +23,11 @@
 #ifndef WSRV_ARENA_H
 #define WSRV_ARENA_H
 
-#include <pthread.h>
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arena_struct.h"
 #include "errinfo.h"
-#include "numa_place.h"
-
-enum hugepages_mode { HUGEPAGES_AUTO = 0, HUGEPAGES_ON, HUGEPAGES_OFF };
-
-/* Whether the arena's pages are mlocked. Auto: when the machine has swap,
- * the only place shared memory can be paged out to (huge pages never are);
- * with none, a lock would cost CPU time and RLIMIT_MEMLOCK for nothing. */
-enum lock_mode { LOCK_AUTO = 0, LOCK_ON, LOCK_OFF };
-
-struct arena_opts {
-	enum numa_mode numa;
-	int numa_node;                 /* for NUMA_NODE */
-	enum hugepages_mode hugepages;
-	enum lock_mode lock;
-	bool no_folios;                /* 4 KiB pages even where 2 MiB folios could be made */
-};
-
-/* Part of a segment written to a memfd of its own (a disk tier's units
- * read together, tier_fetch.c): [off, off + len) goes to fd, its byte
- * off at the fd's offset 0 (the memfd holds the part alone). */
-struct arena_split {
-	uint64_t off, len;
-	int fd;                        /* the caller's */
-};
-
-struct arena_hole {
-	uint64_t off, len;
-	uint64_t before;               /* the bytes of the holes before this one */
-};
-
-struct arena_seg {
-	int fd;                        /* memfd, owned */
-	const struct arena_split *split; /* with fill_by_write: writes go to these
-	                                * (nsplit of them) instead; the caller's */
-	uint32_t nsplit;
-	size_t size;                   /* rounded up to the page size (2 MiB with folios) */
-	uint8_t *rw;                   /* writable mapping until sealed */
-	const uint8_t *ro;             /* read-only mapping once sealed */
-	uint8_t *fill;                 /* arena_fill_map's writable mapping, until sealed */
-	bool sealed;                   /* arena_seal_segment (or arena_seal) done */
-	/* A disk tier's piece: sealed without F_SEAL_SHRINK, so that its
-	 * eviction cuts it (memfd_cut) even where a client still maps it. */
-	bool cuttable;
-	/* Ranges of the segment its memfd does not hold (a disk tier's routed
-	 * experts, each a memfd of its own: arena_compact), in order: the
-	 * memfd holds the rest, each run moved down by the holes before it,
-	 * and is file_size bytes (0: size, no holes). Owned. */
-	struct arena_hole *holes;
-	uint32_t nholes;
-	size_t file_size;
-	uint8_t *folio_tried;          /* per whole 2 MiB chunk (arena_folio.h), owned */
-	uint64_t nchunks;
-};
-
-struct arena {
-	uint32_t nseg;
-	struct arena_seg *seg;
-	size_t page_size;              /* 4096 or the huge page size */
-	bool hugetlb;
-	bool fill_by_write;            /* arena_write is pwrite, see above */
-	bool folios;                   /* atomic: 2 MiB folios by MADV_COLLAPSE (arena_folio.h) */
-	uint64_t folios_made;          /* atomic: chunks collapsed */
-	uint64_t folios_failed;        /* atomic: chunks left in 4 KiB pages */
-	bool locked;
-	bool sealed;
-	bool stop_populate;            /* set (atomically) to stop arena_populate early */
-	bool folios_later;             /* folios by arena_sweep after the load, not
-	                                * before each write (arena_sweep.h) */
-	bool sweeping;                 /* a sweep thread runs (sweep_th) */
-	bool stop_sweep;               /* atomic: the sweep stops at its next chunk */
-	pthread_t sweep_th;            /* the sweep, while sweeping */
-	const char *pages_note;        /* atomic: hugepage_note or sweep_note (arena_pages_note) */
-	char sweep_note[320];          /* written by the sweep once, then published */
-	struct numa_choice numa;
-	char hugepage_note[320];       /* why this page size was chosen, and how
-	                                * to get 2 MiB pages when they were not */
-	char lock_note[96];            /* whether locked, and why */
-};
 
 /* Creates nseg segments of sizes[i] bytes each, named "wsrv:<name>:<i>".
  * On success *out is owned by the caller (arena_free). */

@@ -40,18 +40,10 @@
 #include <stdint.h>
 
 #include "errinfo.h"
-#include "model_load.h"
+#include "loader.h"
+#include "tier_types.h"
 
 struct tier;
-
-struct tier_stats {
-	uint64_t budget, resident_bytes, cached_bytes, disk_bytes, held_bytes;
-	/* The most the tier counted at once (what stays, what is cached, what
-	 * reads and the first load fill): the peak the budget bounds. */
-	uint64_t peak_bytes;
-	uint64_t hits, misses, read_bytes, evictions, failures;
-	uint32_t reads_in_flight, queued;
-};
 
 /* Chooses what stays in memory within budget bytes: the global group's
  * segment, then whole segments in layer order. Refuses (-ENOMEM, with a
@@ -59,9 +51,9 @@ struct tier_stats {
  * plus the two largest tiered segments (one in use and one being read).
  * Marks the page's tiered segments, turns the arena's folios off (reads
  * fill 4 KiB pages) and starts the reader thread, which reads a segment
- * only once the first load has passed it. On success *out is lm's
- * (tier_free, before the arena's). */
-int tier_create(struct loaded_model *lm, uint64_t budget, uint32_t share_pct, const struct loader_opts *lo,
+ * only once the first load has passed it. On success *out is the
+ * caller's (tier_free, before the arena's); tm's parts must outlive it. */
+int tier_create(const struct tier_model *tm, uint64_t budget, uint32_t share_pct, const struct loader_opts *lo,
 		struct tier **out, struct errinfo *e);
 
 /* One worker (a session) holds at most share_pct (TIER_SHARE_PCT by

@@ -3,7 +3,11 @@
  * units of one segment queued together, read again from the files with
  * the loader into fresh memfds, each tensor checked against its checksum,
  * sealed, and only then cached and their words raised. */
-#include "tier_read.h"
+#include "tier.h"
+#include "tier_fetch.h"
+
+#include "tier_evict.h"
+#include "tier_state.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -14,6 +18,7 @@
 
 #include "hugemap.h"
 #include "loader.h"
+#include "piece_read.h"
 #include "log.h"
 #include "memfd_util.h"
 #include "units.h"
@@ -86,7 +91,7 @@ static int make(const struct tier *t, struct job *j, struct errinfo *e)
 
 	for (uint32_t i = 0; i < j->n; i++) {
 		uint64_t size = unit_size(t, j->g[i]);
-		snprintf(label, sizeof(label), "wsrv:%s:%u", t->lm->model->name, j->g[i]);
+		snprintf(label, sizeof(label), "wsrv:%s:%u", t->own.model->name, j->g[i]);
 		if ((j->fd[i] = memfd_new(label, 0, size)) < 0)
 			return err_set(e, -ENOMEM, "cannot make a memfd for segment or unit %u", j->g[i]);
 		j->ro[i] = hugemap_shared(j->fd[i], size, PROT_READ);
@@ -113,48 +118,31 @@ static struct loader_opts read_opts(const struct tier *t, const uint8_t *want, s
 }
 
 /* Reads j with the loader, every tensor checked, each memfd holding its
- * own pages (a unit's: only them) and sealed. Unlocked: the arena's
- * segments are copied aside, j's fresh, so that the loader touches none
- * of the shared state. */
+ * own pages (a unit's: only them) and sealed (piece_read). Unlocked: the
+ * pieces are j's fresh memfds, and the arena is only read. */
 static int read_job(struct tier *t, struct job *j, struct loader_pool *pool, struct errinfo *e)
 {
-	struct arena tmp = *t->lm->arena;
-	struct model *m = t->lm->model;
-	uint32_t g = t->s[j->g[0]].seg;
-	uint64_t size = tmp.seg[g].size;
-	struct arena_split split[BATCH_UNITS];
+	struct model *m = t->own.model;
+	struct piece p[BATCH_UNITS];
 	uint8_t *want = calloc(m->ntensors + 1, 1);
-	struct arena_seg *segs = calloc(tmp.nseg, sizeof(*segs));
 	struct loader_stats st = { 0 };
-	int r = want && segs ? make(t, j, e) : err_set(e, -ENOMEM, "out of memory");
+	int r = want ? make(t, j, e) : err_set(e, -ENOMEM, "out of memory");
 
-	for (uint32_t i = 0; i < tmp.nseg && segs; i++)
-		segs[i].fd = -1;
 	for (uint32_t i = 0; r == 0 && i < j->n; i++) {
-		split[i] = (struct arena_split){ t->s[j->g[i]].off, t->s[j->g[i]].len, j->fd[i] };
+		const struct tier_seg *ts = &t->s[j->g[i]];
+		p[i] = (struct piece){ ts->off, ts->len, unit_size(t, j->g[i]), j->fd[i], j->ro[i] };
 		for (size_t k = 0; k < m->ntensors; k++)
-			want[k] |= in_unit(&m->tensors[k], &t->s[j->g[i]]);
+			want[k] |= in_unit(&m->tensors[k], ts);
 	}
 	if (r == 0) {
 		struct loader_opts lo = read_opts(t, want, pool);
-		segs[g] = (struct arena_seg){ .fd = j->fd[0], .size = size, .split = split, .nsplit = j->n };
-		tmp.seg = segs;
-		tmp.folios = tmp.folios_later = tmp.sweeping = tmp.sealed = false;
-		/* By write, into 4 KiB pages, whatever the first load used. */
-		tmp.fill_by_write = true;
-		tmp.hugetlb = false;
-		tmp.page_size = 4096;
-		r = loader_run(m, &tmp, &lo, &st, e);
-	}
-	for (uint32_t i = 0; r == 0 && i < j->n; i++) {
-		segs[g] = (struct arena_seg){ .fd = j->fd[i], .size = unit_size(t, j->g[i]), .ro = j->ro[i], .cuttable = true };
-		r = arena_seal_segment(&tmp, g, e);
-		j->fd[i] = segs[g].fd; /* sealing gave it a read-only description */
+		r = piece_read(m, t->own.arena, t->s[j->g[0]].seg, p, j->n, &lo, &st, e);
+		for (uint32_t i = 0; r == 0 && i < j->n; i++)
+			j->fd[i] = p[i].fd;
 	}
 	if (r < 0)
 		unmake(t, j);
 	free(want);
-	free(segs);
 	return r;
 }
 
@@ -164,8 +152,12 @@ static void install_locked(struct tier *t, const struct job *j, uint32_t i, bool
 	uint32_t g = j->g[i];
 	struct tier_seg *ts = &t->s[g];
 
-	*(g < t->nseg ? &t->lm->arena->seg[g].fd : &ts->fd) = j->fd[i];
-	*(g < t->nseg ? &t->lm->arena->seg[g].ro : &ts->ro) = j->ro[i];
+	if (g < t->nseg) {
+		arena_piece_put(t->own.arena, g, j->fd[i], j->ro[i]);
+	} else {
+		ts->fd = j->fd[i];
+		ts->ro = j->ro[i];
+	}
 	cache_locked(t, g);
 	ts->prefetched = ahead;
 	ts->fresh = true;
@@ -179,7 +171,7 @@ static void install_locked(struct tier *t, const struct job *j, uint32_t i, bool
 static void failed_locked(struct tier *t, uint32_t g, int r, const struct errinfo *e)
 {
 	struct tier_seg *ts = &t->s[g];
-	const struct model_tensor *mt = first_tensor(t->lm->model, ts);
+	const struct model_tensor *mt = first_tensor(t->own.model, ts);
 
 	ts->err = r == -ENOMEM ? r : -EIO;
 	ts->single = false;
@@ -187,7 +179,7 @@ static void failed_locked(struct tier *t, uint32_t g, int r, const struct errinf
 		 mt ? mt->name : "(none)", mt ? mt->layer : -1, g < t->nseg ? "segment" : "unit", g, e->msg);
 	t->st.failures++;
 	if (!ts->logged)
-		log_warn("model %s: %s", t->lm->model->name, ts->msg);
+		log_warn("model %s: %s", t->own.model->name, ts->msg);
 	ts->logged = true;
 }
 
@@ -212,7 +204,7 @@ static void finish_locked(struct tier *t, struct job *j, int r, const struct err
 		} else if (r != -ECANCELED) {
 			failed_locked(t, j->g[i], r, e);
 		}
-		ready_page_tier_bump(&t->lm->ready, j->g[i]);
+		ready_page_tier_bump(t->own.ready, j->g[i]);
 	}
 	t->st.queued = t->qn;
 	if (j->n > 1 && r < 0)
@@ -258,10 +250,10 @@ static void read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
 	if ((r = tier_make_room_locked(t, j.bytes, nfds)) < 0) {
 		if (r == -EMFILE)
 			err_set(&e, -ENOMEM, "the disk tier's memfds (RLIMIT_NOFILE leaves room for a limited number) are "
-				"all held by workers; unit %u of model %s waits for a release", g, t->lm->model->name);
+				"all held by workers; unit %u of model %s waits for a release", g, t->own.model->name);
 		else if (r != -ECANCELED)
 			err_set(&e, -ENOMEM, "--memory-budget %s is all held by workers; segment or unit %u of model %s waits for a release",
-				fmt_bytes(t->budget, (char[32]){ 0 }, 32), g, t->lm->model->name);
+				fmt_bytes(t->budget, (char[32]){ 0 }, 32), g, t->own.model->name);
 		if (r != -ECANCELED)
 			r = -ENOMEM;
 		nfds = 0; /* none taken, none to give back */
@@ -307,7 +299,7 @@ void *tier_reader_main(void *arg)
 	bool own = loader_pool_init(&pool, READ_QD, READ_QD * 4, LOADER_DEFAULT_BLOCK, &e) == 0;
 
 	if (!own) /* each read makes its own then */
-		log_warn("model %s: the disk tier's reader keeps no buffers: %s", t->lm->model->name, e.msg);
+		log_warn("model %s: the disk tier's reader keeps no buffers: %s", t->own.model->name, e.msg);
 	tier_reading = true;
 	pthread_mutex_lock(&t->mu);
 	while (!t->stop) {

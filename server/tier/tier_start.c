@@ -3,7 +3,10 @@
  * global group, a MoE layer but its routed experts, whole layers while
  * they fit), the readers started, and what the first load's pass of each
  * segment leaves cached; the units left out of their segments' memfds. */
-#include "tier_read.h"
+#include "tier.h"
+#include "tier_evict.h"
+#include "tier_fetch.h"
+#include "tier_state.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arena_folio.h"
+#include "piece_read.h"
 #include "log.h"
 #include "tier_plan.h"
 #include "units.h"
@@ -29,8 +32,8 @@ static uint64_t page_up(uint64_t b)
  * two of the largest on disk. */
 static int choose(struct tier *t, struct errinfo *e)
 {
-	const struct model *m = t->lm->model;
-	const struct ready_page *p = &t->lm->ready;
+	const struct model *m = t->own.model;
+	const struct ready_page *p = t->own.ready;
 	uint64_t *size = calloc(t->nseg + 1, sizeof(*size));
 	uint8_t *state = calloc(t->nseg + 1, 1);
 	struct tier_choice c;
@@ -57,12 +60,12 @@ static int choose(struct tier *t, struct errinfo *e)
 		t->s[u].disk = true;
 	for (uint32_t g = 0; g < t->nseg; g++) {
 		if (state[g] == TIER_PARTS)
-			ready_page_tier_parts(&t->lm->ready, g);
+			ready_page_tier_parts(t->own.ready, g);
 		if (state[g] != TIER_DISK)
 			continue;
 		t->s[g].disk = true;
-		t->lm->arena->seg[g].cuttable = true;
-		ready_page_tier_on_disk(&t->lm->ready, g);
+		arena_piece_cuttable(t->own.arena, g);
+		ready_page_tier_on_disk(t->own.ready, g);
 	}
 	free(state);
 	return 0;
@@ -72,10 +75,10 @@ static int choose(struct tier *t, struct errinfo *e)
  * model_load_begin put them). */
 static int describe(struct tier *t)
 {
-	const struct ready_page *p = &t->lm->ready;
+	const struct ready_page *p = t->own.ready;
 	uint32_t nunits = p->units ? p->h->nunits : 0;
 
-	t->nseg = t->lm->arena->nseg;
+	t->nseg = t->own.arena->nseg;
 	t->n = t->nseg + nunits;
 	t->s = calloc(t->n, sizeof(*t->s));
 	t->q = calloc(t->n, sizeof(*t->q));
@@ -86,7 +89,7 @@ static int describe(struct tier *t)
 		ts->fd = -1;
 		ts->seg = g < t->nseg ? g : p->units[g - t->nseg].segment;
 		ts->off = g < t->nseg ? 0 : p->units[g - t->nseg].offset;
-		ts->len = g < t->nseg ? t->lm->arena->seg[g].size : p->units[g - t->nseg].length;
+		ts->len = g < t->nseg ? t->own.arena->seg[g].size : p->units[g - t->nseg].length;
 		if (g >= t->nseg)
 			t->s[ts->seg].units++;
 	}
@@ -108,7 +111,7 @@ static int leave_units_out(struct tier *t, struct errinfo *e)
 			if (t->s[u].seg == g)
 				h[n++] = (struct arena_hole){ t->s[u].off, t->s[u].len, 0 };
 		if (n)
-			r = arena_compact(t->lm->arena, g, h, n, e);
+			r = arena_compact(t->own.arena, g, h, n, e);
 	}
 	free(h);
 	return r;
@@ -135,7 +138,7 @@ static int set_share(struct tier *t, uint32_t share_pct)
 	return 0;
 }
 
-int tier_create(struct loaded_model *lm, uint64_t budget, uint32_t share_pct, const struct loader_opts *lo,
+int tier_create(const struct tier_model *tm, uint64_t budget, uint32_t share_pct, const struct loader_opts *lo,
 		struct tier **out, struct errinfo *e)
 {
 	tier_test_seam();
@@ -144,12 +147,12 @@ int tier_create(struct loaded_model *lm, uint64_t budget, uint32_t share_pct, co
 
 	if (!t)
 		return err_set(e, -ENOMEM, "out of memory");
-	t->lm = lm;
+	t->own = *tm;
 	t->lo = *lo;
 	t->budget = budget;
 	/* The model's own memfds stay too: its laid-out manifest and its
 	 * readiness page (the manifest written at the end: tier_count_resident). */
-	t->resident = page_up(lm->layout_size) + page_up(lm->ready.size);
+	t->resident = page_up(tm->layout_size) + page_up(tm->ready->size);
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
 	r = describe(t) == 0 ? choose(t, e) : err_set(e, -ENOMEM, "out of memory");
@@ -168,13 +171,9 @@ int tier_create(struct loaded_model *lm, uint64_t budget, uint32_t share_pct, co
 	}
 	if (t->n > t->nseg)
 		log_info("model %s: %u routed experts on the disk tier, each read alone; the rest of their layers stays (%s)",
-			 lm->model->name, t->n - t->nseg, fmt_bytes(t->resident, (char[32]){ 0 }, 32));
+			 tm->model->name, t->n - t->nseg, fmt_bytes(t->resident, (char[32]){ 0 }, 32));
 	/* Reads fill 4 KiB pages; a sweep would walk segments being dropped. */
-	lm->arena->folios = lm->arena->folios_later = false;
-	arena_folio_free(lm->arena);
-	if (!lm->arena->hugetlb)
-		snprintf(lm->arena->hugepage_note, sizeof(lm->arena->hugepage_note),
-			 "4 KiB pages (a disk tier: segments read again fill 4 KiB pages)");
+	arena_folios_off(tm->arena, "4 KiB pages (a disk tier: segments read again fill 4 KiB pages)");
 	*out = t;
 	return 0;
 }
@@ -217,7 +216,7 @@ static void over_locked(struct tier *t, const char *what)
 		return;
 	t->said_over = true;
 	log_warn("model %s: %s goes past --memory-budget %s (%s counted): workers hold what could make room",
-		 t->lm->model->name, what, fmt_bytes(t->budget, b[0], 32),
+		 t->own.model->name, what, fmt_bytes(t->budget, b[0], 32),
 		 fmt_bytes(t->resident + t->cached + t->reading_bytes, b[1], 32));
 }
 

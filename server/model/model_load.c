@@ -264,7 +264,8 @@ int model_load_begin(const char *name, const char *path, const struct load_opts 
 	if (r == 0 && nunits)
 		tier_units_find(lm->model, lm->ready.units, nunits);
 	if (r == 0 && budget)
-		r = tier_create(lm, budget, o->memory_share, &o->loader, &lm->tier, e);
+		r = tier_create(&(struct tier_model){ lm->model, lm->arena, &lm->ready, lm->layout_size }, budget,
+				o->memory_share, &o->loader, &lm->tier, e);
 	free(sizes);
 	if (r < 0) {
 		loaded_model_free(lm);

@@ -1,18 +1,19 @@
 // SPDX-License-Identifier: MIT
-/* tier_read.h - the disk tier's state, shared by its parts: tier_start.c
+/* tier_state.h - the disk tier's state, shared by its parts: tier_start.c
  * (what stays, the first load's pass), tier.c (takes, holds, counters,
  * read-ahead), tier_evict.c (eviction, room) and tier_fetch.c (the reader
  * threads and their reads). Everything here
  * is under tier.mu. */
-#ifndef WSRV_TIER_READ_H
-#define WSRV_TIER_READ_H
+#ifndef WSRV_TIER_STATE_H
+#define WSRV_TIER_STATE_H
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "loader.h"
 #include "loader_pool.h"
-#include "tier.h"
+#include "tier_types.h"
 
 #define ROOM_WAIT_S 10      /* how long a read waits for a hold to go */
 #define READERS 2           /* reads at once: one's copy and checksum beside the other's I/O */
@@ -80,7 +81,7 @@ struct tier {
 	pthread_t th[READERS];
 	int running;             /* reader threads started */
 	bool stop;
-	struct loaded_model *lm; /* the owner's */
+	struct tier_model own;   /* the owner's model, arena and page */
 	struct loader_opts lo;
 	/* What stays; what is cached; what reads and the first load fill
 	 * (tier_fill_begin); their most at once. */
@@ -141,20 +142,6 @@ static inline void cache_locked(struct tier *t, uint32_t g)
 	count_peak(t);
 }
 
-/* Segment or unit g's fd and mapping go (tier_evict.c). With cut (an
- * eviction), its memfd is cut to nothing first (memfd_cut): a worker
- * that kept a mapping or an fd of it after letting it go, or a process
- * forked from one, keeps no memory past the budget (a read there faults);
- * without (the tier's end: a restart's clients keep what they map), the
- * pages stay while a client maps them. */
-void tier_drop_locked(struct tier *t, uint32_t g, bool cut);
-
-/* Units' memfds, counted for every tier of the process against
- * tier_unit_fd_limit (tier_evict.c): n more taken if they fit (whether
- * they did), or n given back. A segment's fd is the arena's, counted in
- * the server's own. */
-bool tier_unit_fds_take(uint32_t n);
-void tier_unit_fds_put(uint32_t n);
 /* Of j's n pieces g[0..n), the units (each one memfd). */
 static inline uint32_t units_in(const struct tier *t, const uint32_t *g, uint32_t n)
 {
@@ -164,26 +151,5 @@ static inline uint32_t units_in(const struct tier *t, const uint32_t *g, uint32_
 		k += g[i] >= t->nseg;
 	return k;
 }
-
-/* Room for a read-ahead of size bytes and nfds units' memfds, and beside
- * it for the largest segment, from what is free and what a pass left
- * (tier_evict.c): whether it fits; when it does, the nfds are taken
- * (tier_unit_fds_take). */
-bool tier_room_ahead_locked(struct tier *t, uint64_t size, uint32_t nfds);
-
-/* Evicts what nobody holds while the counts are past the budget (the
- * first load's fills, tier_fill_begin): whether they fit now. */
-bool tier_evict_over_locked(struct tier *t);
-/* Room for size bytes and nfds units' memfds: evicts, then waits for
- * releases a while: 0 (the nfds taken), -ENOMEM (bytes), -EMFILE (fds),
- * or -ECANCELED (stopping). The lock is let go while it waits. */
-int tier_make_room_locked(struct tier *t, uint64_t size, uint32_t nfds);
-
-/* Sets the tests' read-error seam when $WSRV_TEST_TIER_EIO asks for it
- * (tier_fetch.c). */
-void tier_test_seam(void);
-
-/* A reader thread's body: takes queued segments and reads them. */
-void *tier_reader_main(void *arg);
 
 #endif

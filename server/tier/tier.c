@@ -2,7 +2,9 @@
 /* tier.c - a host memory budget and a disk tier (tier.h): takes, holds,
  * read-ahead, counters and the end; what stays is tier_start.c's,
  * eviction tier_evict.c's, the reads tier_fetch.c's. */
-#include "tier_read.h"
+#include "tier.h"
+#include "tier_evict.h"
+#include "tier_state.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -155,7 +157,7 @@ static int past_share_locked(const struct tier *t, uint64_t holder, uint32_t g, 
 		return 0;
 	snprintf(msg, mlen, "this worker holds %s of model %s's disk tier cache, and one worker may hold %s "
 		 "(--memory-budget-share): let some go first (release, or detach what wsrv_model_wait mapped)",
-		 fmt_bytes(held, a, sizeof(a)), t->lm->model->name, fmt_bytes(t->share, b, sizeof(b)));
+		 fmt_bytes(held, a, sizeof(a)), t->own.model->name, fmt_bytes(t->share, b, sizeof(b)));
 	return -EDQUOT;
 }
 
@@ -174,7 +176,7 @@ static int take_locked(struct tier *t, uint64_t holder, uint32_t g, int *fd, cha
 	if (ts->disk)
 		place_locked(t, holder, g);
 	if (!ts->disk) {
-		*fd = t->lm->arena->seg[g].fd;
+		*fd = t->own.arena->seg[g].fd;
 	} else if (ts->err) {
 		r = ts->err;
 		snprintf(msg, len, "%s", ts->msg);
@@ -188,7 +190,7 @@ static int take_locked(struct tier *t, uint64_t holder, uint32_t g, int *fd, cha
 		else
 			t->st.hits++;
 		ts->fresh = false;
-		*fd = g < t->nseg ? t->lm->arena->seg[g].fd : ts->fd;
+		*fd = g < t->nseg ? t->own.arena->seg[g].fd : ts->fd;
 		if (ts->prefetched) {
 			ts->prefetched = false;
 			if (layer)
@@ -318,7 +320,7 @@ void tier_stats(struct tier *t, struct tier_stats *st)
 	 * twice at once once leaked a memfd and shrank the budget for good). */
 	if (cached != t->cached && !t->miscounted) {
 		log_err("model %s: disk tier accounting: %llu bytes counted cached, the segments hold %llu",
-			t->lm->model->name, (unsigned long long)t->cached, (unsigned long long)cached);
+			t->own.model->name, (unsigned long long)t->cached, (unsigned long long)cached);
 		t->miscounted = true;
 	}
 	pthread_mutex_unlock(&t->mu);
@@ -345,4 +347,9 @@ void tier_free(struct tier *t)
 	free(t->h);
 	free(t->places);
 	free(t);
+}
+
+void tier_unit_fd_limit(uint32_t max)
+{
+	tier_unit_fds_limit(max);
 }

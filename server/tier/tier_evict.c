@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* tier_evict.c - the disk tier's eviction (tier.h): which cached segment
  * or unit goes, and the room a read makes; the reads are tier_fetch.c's. */
-#include "tier_read.h"
+#include "tier_evict.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -14,6 +14,7 @@
 #include "hugemap.h"
 #include "loader.h"
 #include "loader_pool.h"
+#include "piece_read.h"
 #include "log.h"
 #include "memfd_util.h"
 #include "units.h"
@@ -21,22 +22,22 @@
 void tier_drop_locked(struct tier *t, uint32_t g, bool cut)
 {
 	struct tier_seg *ts = &t->s[g];
-	struct arena_seg *as = &t->lm->arena->seg[ts->seg];
-	const uint8_t **ro = g < t->nseg ? &as->ro : &ts->ro;
-	int *fd = g < t->nseg ? &as->fd : &ts->fd;
-	int r;
+	const uint8_t *ro = ts->ro;
+	int fd = ts->fd, r;
 
-	if (*ro)
-		munmap((void *)*ro, g < t->nseg ? as->size : ts->len);
-	if (cut && *fd >= 0 && (r = memfd_cut(*fd)) < 0 && !t->said_cut) {
+	if (g < t->nseg)
+		arena_piece_take(t->own.arena, g, &fd, &ro);
+	ts->fd = -1;
+	ts->ro = NULL;
+	if (ro)
+		munmap((void *)ro, g < t->nseg ? t->own.arena->seg[g].size : ts->len);
+	if (cut && fd >= 0 && (r = memfd_cut(fd)) < 0 && !t->said_cut) {
 		t->said_cut = true;
 		log_warn("model %s: cannot cut an evicted piece of the disk tier (%s): a worker that still maps one keeps its memory",
-			 t->lm->model->name, strerror(-r));
+			 t->own.model->name, strerror(-r));
 	}
-	if (*fd >= 0)
-		close(*fd);
-	*ro = NULL;
-	*fd = -1;
+	if (fd >= 0)
+		close(fd);
 	if (ts->cached) {
 		t->cached -= unit_size(t, g);
 		if (g >= t->nseg)
@@ -49,7 +50,7 @@ void tier_drop_locked(struct tier *t, uint32_t g, bool cut)
  * (tier.h): atomics, shared by every model's tier. */
 static uint32_t unit_fds, unit_fd_max = UINT32_MAX;
 
-void tier_unit_fd_limit(uint32_t max)
+void tier_unit_fds_limit(uint32_t max)
 {
 	__atomic_store_n(&unit_fd_max, max, __ATOMIC_RELAXED);
 }
@@ -103,7 +104,7 @@ static uint32_t next_use(const struct tier *t, uint32_t g)
  * least recently used.
  * 0: taken since it was read, none again. One no worker still comes for
  *    (a pass left it) goes first of all; then the one furthest from its
- *    next use (Belady's choice, with the workers' places, tier_read.h):
+ *    next use (Belady's choice, with the workers' places, tier_state.h):
  *    workers close together keep what the ones behind take next, and
  *    workers far apart lose the least.
  * 1: hot, a worker took it again since it was read: a scan of the model
