@@ -530,7 +530,7 @@ static void check_order(struct model *m, unsigned qd, bool strict)
  * read in flight, which the reads' order decides); begin + finish seal every
  * segment, mark each ready with every checksum, and the bytes are the
  * files'. */
-static void layer_order_and_early_segments(void **s)
+static void layer_order_and_segments_while_loading(void **s)
 {
 	char *d = test_tmpdir("lorder");
 	struct load_opts o = opts();
@@ -545,7 +545,7 @@ static void layer_order_and_early_segments(void **s)
 	model_free(m);
 
 	o = opts();
-	o.early_segments = 5;
+	o.loading_segments = 5;
 	assert_int_equal(model_load_begin("m", d, &o, &lm, &e), 0);
 	assert_true(lm->arena->nseg >= 4 && lm->arena->nseg <= 5);
 	assert_true(lm->ready.fd >= 0 && lm->layout_fd >= 0);
@@ -600,5 +600,5 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(error_with_resubmission_pending),
 	cmocka_unit_test(file_changed_under_it),
 	cmocka_unit_test(loads_from_tmpfs),
-	cmocka_unit_test(layer_order_and_early_segments),
+	cmocka_unit_test(layer_order_and_segments_while_loading),
 )

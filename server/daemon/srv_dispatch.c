@@ -23,6 +23,7 @@
 #include "srv_publish.h"
 #include "srv_models.h"
 #include "srv_early.h"
+#include "srv_pieces.h"
 #include "srv_reload.h"
 #include "srv_takeover.h"
 #include "wsrv.pb-c.h"
@@ -420,7 +421,7 @@ static int handle(struct server *srv, struct session *s, const Wsrv__Request *q,
 		return do_hello(srv, s, q->hello, q->seq, r);
 	case WSRV__REQUEST__BODY_LIST_MODELS: return do_list(srv, q->seq, r);
 	case WSRV__REQUEST__BODY_ATTACH: return do_attach(srv, s, q->attach, q->seq, r);
-	case WSRV__REQUEST__BODY_ATTACH_SEGMENTS: return early_segments(srv, s, q->attach_segments, q->seq, r);
+	case WSRV__REQUEST__BODY_ATTACH_SEGMENTS: return pieces_handle(srv, s, q->attach_segments, q->seq, r);
 	case WSRV__REQUEST__BODY_FETCH_LAYER: return timed_fetch(srv, s, q->fetch_layer, q->seq, r);
 	case WSRV__REQUEST__BODY_RELEASE: return do_release(srv, s, q->release, q->seq, r);
 	case WSRV__REQUEST__BODY_DETACH: return do_detach(srv, s, q->detach, q->seq, r);

@@ -4,7 +4,8 @@
  * loop serves, and published one by one. A client that says it can
  * (Attach.while_loading) attaches to a loading model and gets its layout
  * manifest, its readiness page and the segments ready so far; it asks for
- * the others (AttachSegments) as the page says they are ready. */
+ * the others (AttachSegments, srv_pieces.h) as the page says they are
+ * ready. */
 #ifndef WSRV_SRV_EARLY_H
 #define WSRV_SRV_EARLY_H
 
@@ -21,9 +22,5 @@ void early_poll(struct server *srv);
 void early_stop(struct server *srv);
 /* Whether a model is still loading. */
 bool early_any(const struct server *srv);
-
-/* AttachSegments. */
-int early_segments(struct server *srv, struct session *s, const Wsrv__AttachSegments *q,
-		   uint64_t seq, struct reply *r);
 
 #endif

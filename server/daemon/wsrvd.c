@@ -553,7 +553,7 @@ static int claim(struct args *a, struct server *srv, struct handover *h, int *lf
  * fewer where RLIMIT_NOFILE is low and the server unprivileged (each
  * segment is an fd in every Attach reply in flight, charged to this user:
  * a model of many segments would leave room for few clients). */
-static uint32_t early_segments(void)
+static uint32_t loading_segment_count(void)
 {
 	struct rlimit rl;
 	uint32_t n;
@@ -670,8 +670,8 @@ static int load_for_serving(struct args *a, struct server *srv, struct handover 
 			 "serves once loaded");
 	/* The server's layout option, so that a publish, a reload and an
 	 * adoption lay the model out as the load did. */
-	a->load.early_segments = early ? early_segments() : 0;
-	a->load.model.layer_segments = a->load.early_segments;
+	a->load.loading_segments = early ? loading_segment_count() : 0;
+	a->load.model.layer_segments = a->load.loading_segments;
 	srv->models = calloc((size_t)a->nmodels, sizeof(*srv->models));
 	if (!srv->models)
 		return -ENOMEM;

@@ -138,7 +138,7 @@ static int write_manifest(struct loaded_model *lm, struct errinfo *e)
 }
 
 /* Opens, checks and lays out the model, and creates its arena; with
- * early_segments, as serving while loading wants it. */
+ * loading_segments, as serving while loading wants it. */
 static int begin_steps(struct loaded_model *lm, const char *name, const char *path,
 		       const struct load_opts *o, struct errinfo *e)
 {
@@ -147,8 +147,8 @@ static int begin_steps(struct loaded_model *lm, const char *name, const char *pa
 	double t = mono_now();
 	int r;
 
-	if (o->early_segments)
-		mo.layer_segments = o->early_segments;
+	if (o->loading_segments)
+		mo.layer_segments = o->loading_segments;
 	mo.expert_pages = o->memory_budget != 0; /* experts tiered one by one */
 	r = model_open(name, path, &mo, &lm->model, e);
 	if (r == 0)

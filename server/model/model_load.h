@@ -29,7 +29,7 @@ struct load_opts {
 	/* Serving while loading (model_load_begin): segments per run of
 	 * layers (at most this many; 0: off), layer-order reads, a readiness
 	 * page. Needs fill NULL. */
-	uint32_t early_segments;
+	uint32_t loading_segments;
 	/* A host memory budget in bytes (tier.h), serving while loading
 	 * only; 0: none, every byte stays in memory. */
 	uint64_t memory_budget;
@@ -100,7 +100,7 @@ struct loaded_model *loaded_model_new(void);
 void loaded_model_free(struct loaded_model *lm);
 
 /* Serving while loading, in two steps. Begin opens and checks the model,
- * lays it out (o->early_segments), creates its arena, its layout manifest
+ * lays it out (o->loading_segments), creates its arena, its layout manifest
  * and its readiness page: nothing is read. On success *out is the
  * caller's. Finish (on any thread) reads it in layer order, sealing each
  * segment and marking it ready as its last tensor is placed, then seals
