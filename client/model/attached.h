@@ -120,7 +120,7 @@ static inline const struct rd_view *cl_rv(const struct wsrv_model *m)
 int cl_layer_nowait(const struct wsrv_model *m, int32_t index, struct wsrv_layer *out);
 /* wsrv_model_tensor and wsrv_model_layer_at for i in range, without
  * waiting: data points at the reserved range until the segment arrives,
- * and must not be read before cl_need_segment or cl_segment_ready says so. */
+ * and must not be read before cl_piece_wait or cl_piece_try says so. */
 void cl_tensor_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_tensor *out);
 void cl_layer_at_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_layer *out);
 /* Maps a readiness page of len bytes from fd and checks it against m's

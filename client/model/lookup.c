@@ -2,7 +2,7 @@
 /* lookup.c - reading an attached model: no server. A model loaded when
  * it was attached (or mapped whole since) takes no system call either;
  * one still loading waits here for the segment a lookup points into,
- * behind one call (cl_need_segment, attached.h). */
+ * behind one call (cl_piece_wait, attached.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,13 +48,13 @@ static const void *layer_here(const struct wsrv_model *m, const struct wsrv_laye
 	struct wsrv_model *w = (struct wsrv_model *)m;
 
 	for (uint32_t k = 0; k < m->nunits; k++)
-		if (m->units[k].layer == l->index && !cl_segment_mapped(w, m->nseg + k))
+		if (m->units[k].layer == l->index && !cl_piece_mapped(w, m->nseg + k))
 			return NULL;
 	return cl_data_here(w, l->segment, l->data);
 }
 
 /* Attached while the server loads it, each of these waits for the
- * segment it points into (cl_need_segment): a lookup's bytes are always
+ * segment it points into (cl_piece_wait): a lookup's bytes are always
  * the loaded ones. The model is const to the caller; its mappings are
  * libwsrv's. */
 WSRV_EXPORT int wsrv_model_tensor(const struct wsrv_model *m, size_t i, struct wsrv_tensor *out)
@@ -65,7 +65,7 @@ WSRV_EXPORT int wsrv_model_tensor(const struct wsrv_model *m, size_t i, struct w
 	CL_NEED(out);
 	if (i >= m->v.h->ntensors)
 		return cl_err(-ERANGE, "tensor %zu: the model has %u", i, m->v.h->ntensors);
-	if ((r = cl_need_segment((struct wsrv_model *)m, m->v.tensors[i].segment)) < 0)
+	if ((r = cl_piece_wait((struct wsrv_model *)m, m->v.tensors[i].segment)) < 0)
 		return r;
 	cl_tensor_nowait(m, (uint32_t)i, out);
 	out->data = cl_data_here((struct wsrv_model *)m, cl_piece(m, (uint32_t)i), out->data);
@@ -93,7 +93,7 @@ WSRV_EXPORT int wsrv_model_find(const struct wsrv_model *m, const char *name,
 		return cl_err(-ENOENT, "model %s has no tensor '%s'", m->name, name);
 	if (i < 0)
 		return i;
-	if ((r = cl_need_segment((struct wsrv_model *)m, m->v.tensors[i].segment)) < 0)
+	if ((r = cl_piece_wait((struct wsrv_model *)m, m->v.tensors[i].segment)) < 0)
 		return r;
 	cl_tensor_nowait(m, (uint32_t)i, out);
 	out->data = cl_data_here((struct wsrv_model *)m, cl_piece(m, (uint32_t)i), out->data);
@@ -113,7 +113,7 @@ WSRV_EXPORT int wsrv_model_layer_at(const struct wsrv_model *m, size_t i, struct
 	CL_NEED(out);
 	if (i >= m->v.h->nlayers)
 		return cl_err(-ERANGE, "layer group %zu: the model has %u", i, m->v.h->nlayers);
-	if ((r = cl_need_segment((struct wsrv_model *)m, m->v.layers[i].segment)) < 0)
+	if ((r = cl_piece_wait((struct wsrv_model *)m, m->v.layers[i].segment)) < 0)
 		return r;
 	cl_layer_at_nowait(m, (uint32_t)i, out);
 	out->data = layer_here(m, out);
@@ -137,7 +137,7 @@ WSRV_EXPORT int wsrv_model_layer(const struct wsrv_model *m, int32_t index, stru
 
 	CL_NEED(m);
 	CL_NEED(out);
-	if ((r = cl_layer_nowait(m, index, out)) < 0 || (r = cl_need_segment((struct wsrv_model *)m, out->segment)) < 0)
+	if ((r = cl_layer_nowait(m, index, out)) < 0 || (r = cl_piece_wait((struct wsrv_model *)m, out->segment)) < 0)
 		return r;
 	out->data = layer_here(m, out);
 	return 0;

@@ -9,8 +9,9 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "ready_verify.h"
+
 #include "attached.h"
-#include "ready_map.h"
 
 /* The tensors of each piece, grouped (counting sort), for g. */
 static int group_by_piece(const struct wsrv_model *m, struct ready_gen *g)

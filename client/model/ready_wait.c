@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* ready_wait.c - a model attached while the server loads it: reserved
  * address ranges, the readiness page's futex words, and the segments
- * fetched (AttachSegments) and mapped over their reservations as they
- * become ready. */
+ * fetched and mapped over their reservations (pieces.h) as they become
+ * ready. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -16,34 +16,10 @@
 
 #include "attached.h"
 #include "ready_wait.h"
-#include "ready_map.h"
+#include "pieces.h"
 #include "clock.h"
 #include "hugemap.h"
 #include "packet.h"
-
-int cl_map_over(struct wsrv_model *m, uint32_t g, int fd)
-{
-	uint64_t size, off, out = g < m->nseg ? cl_units_left_out(m, g) : 0;
-	uint8_t *at;
-	size_t len;
-	int r;
-
-	/* A segment's memfd holds it but for its units; a unit's, its bytes
-	 * alone. A disk tier's piece may be cut once every holder let it go
-	 * (memfd_check_cuttable): this one holds it until it unmaps it. */
-	cl_piece_range(m, g, &at, &len, &off);
-	r = g >= m->nseg || cl_tiered(m, g) ? cl_check_piece_fd(fd, len, &size)
-					    : cl_check_fd(fd, "segment", len - out, &size);
-	if (r < 0 || (r = cl_resume_check(m, g)) < 0)
-		return r;
-	if (out)
-		r = cl_units_map_around(m, g, fd);
-	else if (mmap(at, len, PROT_READ, MAP_SHARED | MAP_FIXED, fd, (off_t)off) == MAP_FAILED)
-		r = cl_err(-errno, "cannot map segment %u: %s", g, strerror(errno));
-	if (r == 0)
-		m->mapped[g] = true;
-	return r;
-}
 
 static int reserve(struct wsrv_model *m, const Wsrv__AttachReply *ar)
 {
@@ -119,17 +95,6 @@ void cl_ready_free(struct wsrv_model *m)
 	if (m->mapped)
 		pthread_mutex_destroy(&m->map_lock);
 	seg_state_free(m);
-}
-
-bool cl_tiered(const struct wsrv_model *m, uint32_t seg)
-{
-	const struct rd_view *v = m->ready ? cl_rv(m) : NULL;
-	uint32_t w;
-
-	if (seg >= m->nseg)
-		return seg < cl_npieces(m);
-	w = v && v->tier ? __atomic_load_n(&v->tier[seg], __ATOMIC_ACQUIRE) : RD_TIER_RESIDENT;
-	return w != RD_TIER_RESIDENT && w != RD_TIER_PARTS;
 }
 
 static uint32_t load_word(const uint32_t *w)
@@ -239,32 +204,24 @@ static int map_carried(struct wsrv_model *m)
  * client read: nothing is mapped, and the caller waits again. */
 static int fetch_ready(struct wsrv_model *m)
 {
-	Wsrv__Request q = WSRV__REQUEST__INIT;
-	Wsrv__AttachSegments as = WSRV__ATTACH_SEGMENTS__INIT;
-	uint32_t want[WSRV_MAX_FDS];
-	int fds[WSRV_MAX_FDS], nfds = 0, r;
-	Wsrv__Response *resp;
+	uint32_t want[WSRV_MAX_FDS], got[WSRV_MAX_FDS];
+	int fds[WSRV_MAX_FDS], r;
+	size_t n = 0, ngot = 0;
 
 	if ((r = map_carried(m)) < 0)
 		return r;
-	for (uint32_t i = 0; i < m->nseg && as.n_segments < WSRV_MAX_FDS - 2; i++)
+	for (uint32_t i = 0; i < m->nseg && n < WSRV_MAX_FDS - 2; i++)
 		if (!m->mapped[i] && load_word(word(m, i)) == RD_READY && !cl_tiered(m, i))
-			want[as.n_segments++] = i;
-	if (as.n_segments == 0)
+			want[n++] = i;
+	if (n == 0)
 		return 0;
-	as.segments = want;
-	q.body_case = WSRV__REQUEST__BODY_ATTACH_SEGMENTS;
-	q.attach_segments = &as;
-	if ((r = cl_call_model(m, &as.attach_id, &q, &resp, fds, WSRV_MAX_FDS, &nfds)) < 0)
+	if ((r = cl_pieces_ask(m, want, n, PIECES_ALL, got, fds, &ngot)) < 0)
 		return r == -EAGAIN ? 0 : r;
-	if (resp->body_case != WSRV__RESPONSE__BODY_SEGMENTS || !resp->segments ||
-	    resp->segments->n_segments != as.n_segments || (size_t)nfds != as.n_segments ||
-	    memcmp(resp->segments->segments, want, as.n_segments * sizeof(*want)) != 0)
-		r = cl_err(-EBADMSG, "the server sent the wrong reply to AttachSegments");
-	for (size_t k = 0; r == 0 && k < as.n_segments; k++)
-		r = cl_map_over(m, want[k], fds[k]);
-	pkt_close_fds(fds, nfds);
-	wsrv__response__free_unpacked(resp, NULL);
+	for (size_t k = 0; k < ngot; k++) {
+		if (r == 0)
+			r = cl_map_over(m, got[k], fds[k]);
+		close(fds[k]);
+	}
 	return r;
 }
 
@@ -301,7 +258,7 @@ static bool seg_mapped(struct wsrv_model *m, uint32_t seg)
 /* Waits until segment seg is ready and mapped, up to timeout_ms; a disk
  * tier's only for its first load (a lookup: its bytes are there while a
  * stream holds the layer, its pointer NULL else). */
-int cl_ready_need_for(struct wsrv_model *m, uint32_t seg, int timeout_ms)
+int cl_piece_wait_for(struct wsrv_model *m, uint32_t seg, int timeout_ms)
 {
 	int r;
 
@@ -321,22 +278,22 @@ int cl_ready_need_for(struct wsrv_model *m, uint32_t seg, int timeout_ms)
 	return 0;
 }
 
-int cl_ready_need(struct wsrv_model *m, uint32_t seg)
+int cl_piece_wait_loading(struct wsrv_model *m, uint32_t seg)
 {
-	return cl_ready_need_for(m, seg, -1);
+	return cl_piece_wait_for(m, seg, -1);
 }
 
-bool cl_ready_mapped(struct wsrv_model *m, uint32_t seg)
+bool cl_piece_mapped_loading(struct wsrv_model *m, uint32_t seg)
 {
 	return seg < cl_npieces(m) && seg_mapped(m, seg);
 }
 
-int cl_ready_check(struct wsrv_model *m, uint32_t seg)
+int cl_piece_try_loading(struct wsrv_model *m, uint32_t seg)
 {
 	uint32_t v;
 	int r;
 
-	if (cl_segment_mapped(m, seg))
+	if (cl_piece_mapped(m, seg))
 		return 1;
 	if (seg >= m->nseg)
 		return cl_err(-EINVAL, "no segment %u", seg);

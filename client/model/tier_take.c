@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* tier_take.c - a disk tier's pieces (attached.h: its segments, and its
- * units, each routed expert of a layer) taken and let go: asked for with
- * AttachSegments, one at a time or many in one request, mapped over their
+ * units, each routed expert of a layer) taken and let go: asked for
+ * (pieces.h), one at a time or many in one request, mapped over their
  * reserved ranges, counted per use, and made unreadable and given back
  * once nothing uses them. Everything under m->map_lock. */
 #include <errno.h>
@@ -15,8 +15,9 @@
 
 #include "attached.h"
 #include "packet.h"
-#include "ready_map.h"
+#include "pieces.h"
 #include "ready_wait.h"
+#include "tier_take.h"
 
 /* Pieces asked for in one request: every fd of a reply fits. */
 #define ASK_MAX (WSRV_MAX_FDS - 2)
@@ -35,58 +36,6 @@ static const uint32_t *tier_word(const struct wsrv_model *m, uint32_t g)
 static uint32_t load_word(const uint32_t *w)
 {
 	return __atomic_load_n(w, __ATOMIC_ACQUIRE);
-}
-
-/* Whether the reply's ids are some of ids[0..n), in order, each once. */
-static bool some_of(const uint32_t *got, size_t ngot, const uint32_t *ids, size_t n)
-{
-	size_t j = 0;
-
-	for (size_t i = 0; i < ngot; i++, j++) {
-		while (j < n && ids[j] != got[i])
-			j++;
-		if (j == n)
-			return false;
-	}
-	return true;
-}
-
-/* Asks for pieces ids[0..n) with AttachSegments: with release, lets them
- * go (no fds); with partial, the ones in memory come (their ids into
- * got[0..*ngot), their fds, owned by the caller, into fds) and the others
- * are read meanwhile; without, all come or -EAGAIN (being read). 0 or
- * the server's error. */
-static int tier_ask(struct wsrv_model *m, const uint32_t *ids, size_t n, bool release, bool partial,
-		    uint32_t *got, int *fds, size_t *ngot)
-{
-	Wsrv__Request q = WSRV__REQUEST__INIT;
-	Wsrv__AttachSegments as = WSRV__ATTACH_SEGMENTS__INIT;
-	int rfds[WSRV_MAX_FDS], nfds = 0, r;
-	const Wsrv__SegmentsReply *sr;
-	Wsrv__Response *resp;
-
-	as.segments = (uint32_t *)ids;
-	as.n_segments = n;
-	as.release = release;
-	as.partial = partial;
-	q.body_case = WSRV__REQUEST__BODY_ATTACH_SEGMENTS;
-	q.attach_segments = &as;
-	*ngot = 0;
-	if ((r = cl_call_model(m, &as.attach_id, &q, &resp, rfds, WSRV_MAX_FDS, &nfds)) < 0)
-		return r;
-	sr = resp->body_case == WSRV__RESPONSE__BODY_SEGMENTS ? resp->segments : NULL;
-	if (!sr || (release ? nfds != 0 : (size_t)nfds != sr->n_segments || (!partial && sr->n_segments != n) ||
-					    !some_of(sr->segments, sr->n_segments, ids, n)))
-		r = cl_err(-EBADMSG, "the server sent the wrong reply to AttachSegments");
-	if (r == 0 && !release && sr->n_segments) {
-		memcpy(got, sr->segments, sr->n_segments * sizeof(*got));
-		memcpy(fds, rfds, (size_t)nfds * sizeof(*fds));
-		*ngot = sr->n_segments;
-		nfds = 0;
-	}
-	pkt_close_fds(rfds, nfds);
-	wsrv__response__free_unpacked(resp, NULL);
-	return r;
 }
 
 /* Maps the pieces a reply sent (got[0..n), fds), closing each fd. */
@@ -128,7 +77,7 @@ static int tier_need(struct wsrv_model *m, uint32_t seg, bool pin, bool wait)
 		 * call below connects again when the server went away). */
 		const uint32_t *w = tier_word(m, seg);
 		uint32_t seen = w ? load_word(w) : 0;
-		if ((r = tier_ask(m, &seg, 1, false, false, got, fd, &ngot)) == 0) {
+		if ((r = cl_pieces_ask(m, &seg, 1, PIECES_ALL, got, fd, &ngot)) == 0) {
 			r = map_got(m, got, fd, ngot);
 			break;
 		}
@@ -197,7 +146,7 @@ static int ask_round(struct wsrv_model *m, const uint32_t *p, const bool *ok, si
 	/* EAGAIN for the whole request (fds of this client unread, or a
 	 * server started since that has not loaded the segment): nothing
 	 * came, and the words say when to ask again. */
-	if ((r = tier_ask(m, ask, k, false, true, got, fds, &ngot)) < 0 && r != -EAGAIN)
+	if ((r = cl_pieces_ask(m, ask, k, PIECES_SOME, got, fds, &ngot)) < 0 && r != -EAGAIN)
 		return r;
 	if (r == -EAGAIN)
 		ngot = 0;
@@ -250,7 +199,7 @@ int cl_tier_use_many(struct wsrv_model *m, const uint32_t *p, size_t n, bool wai
  * gone (ENOTCONN). */
 static int give_back(struct wsrv_model *m, const uint32_t *ids, size_t n)
 {
-	int r = n ? tier_ask(m, ids, n, true, false, NULL, NULL, &(size_t){ 0 }) : 0;
+	int r = n ? cl_pieces_ask(m, ids, n, PIECES_RELEASE, NULL, NULL, &(size_t){ 0 }) : 0;
 
 	return r == -ENOENT || r == -ENOTCONN ? 0 : r;
 }
@@ -308,7 +257,7 @@ WSRV_EXPORT int wsrv_model_wait(struct wsrv_model *m, int32_t layer, int timeout
 		return 0;
 	if (layer == WSRV_LAYER_ALL)
 		return cl_ready_wait_all(m, timeout_ms);
-	if ((r = cl_ready_need_for(m, l.segment, timeout_ms)) < 0)
+	if ((r = cl_piece_wait_for(m, l.segment, timeout_ms)) < 0)
 		return r;
 	if (cl_tiered(m, l.segment) && (r = tier_need(m, l.segment, true, true)) < 0)
 		return r;

@@ -20,6 +20,7 @@
 #include "stream_experts.h"
 #include "stream_internal.h"
 #include "ready_wait.h"
+#include "tier_take.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
@@ -171,7 +172,7 @@ int stream_register(struct wsrv_stream *s)
 	for (uint32_t g = 0; g < nseg; g++) {
 		if (cl_tiered(s->m, g)) /* taken as its layers come (stream_need_tensor) */
 			continue;
-		if ((r = cl_segment_ready(s->m, g)) < 0)
+		if ((r = cl_piece_try(s->m, g)) < 0)
 			return r;
 		if (r == 1 && (r = arrived(s, g)) < 0)
 			return r;
@@ -193,9 +194,9 @@ int stream_need_tensor(struct wsrv_stream *s, uint32_t i, bool wait)
 		if ((r = cl_tier_use(s->m, seg, wait)) <= 0)
 			return r;
 	} else if (wait) {
-		if ((r = cl_need_segment(s->m, seg)) < 0)
+		if ((r = cl_piece_wait(s->m, seg)) < 0)
 			return r;
-	} else if ((r = cl_segment_ready(s->m, seg)) <= 0) {
+	} else if ((r = cl_piece_try(s->m, seg)) <= 0) {
 		return r;
 	}
 	if ((r = arrived(s, seg)) < 0 || (lock && (r = lock_tensor(s, i)) < 0))
