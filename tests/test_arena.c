@@ -198,10 +198,10 @@ static void hugepages_too_few(void **s)
 	/* No pool: 4 KiB pages, and 2 MiB folios where the kernel allows
 	 * them once written (folios_by_collapse). */
 	char why[96];
-	assert_int_equal(a->folios, arena_folio_possible(why, sizeof(why)));
+	assert_int_equal(a->folios != FOLIOS_NONE, arena_folio_possible(why, sizeof(why)));
 	/* Issue 41: with folios to come, the note says so (it advised a
 	 * restart with more huge pages while folios were being made). */
-	assert_non_null(strstr(a->hugepage_note, a->folios ? "2 MiB folios to come" : "4 KiB pages (auto"));
+	assert_non_null(strstr(a->hugepage_note, a->folios != FOLIOS_NONE ? "2 MiB folios to come" : "4 KiB pages (auto"));
 	arena_free(a);
 }
 
@@ -358,7 +358,7 @@ static void folios_by_collapse(void **s)
 	for (uint64_t i = 0; i < sizes[0]; i++)
 		buf[i] = (uint8_t)(i * 131 + (i >> 13));
 	assert_int_equal(arena_create("fol", 2, sizes, &o, &a, &e), 0);
-	assert_true(a->folios);
+	assert_true(a->folios != FOLIOS_NONE);
 	for (uint64_t off = 0, n; off < sizes[0]; off += n) {
 		n = 777777 < sizes[0] - off ? 777777 : sizes[0] - off;
 		assert_int_equal(arena_write(a, 0, off, buf + off, n, &e), 0);
@@ -412,7 +412,7 @@ static void folios_after_the_load(void **s)
 	for (uint64_t i = 0; i < sizes[0]; i++)
 		buf[i] = (uint8_t)(i * 7 + (i >> 11));
 	assert_int_equal(arena_create("late", 1, sizes, &o, &a, &e), 0);
-	a->folios_later = true;
+	a->folios = FOLIOS_AFTER;
 	assert_int_equal(arena_write(a, 0, 0, buf, sizes[0], &e), 0);
 	assert_int_equal(arena_seal(a, &e), 0);
 	assert_int_equal(a->folios_made, 0);
@@ -438,7 +438,7 @@ static void folios_after_the_load(void **s)
 	arena_free(a);
 	/* Freed while it sweeps: stopped, joined, nothing left behind. */
 	assert_int_equal(arena_create("late2", 1, sizes, &o, &a, &e), 0);
-	a->folios_later = true;
+	a->folios = FOLIOS_AFTER;
 	assert_int_equal(arena_write(a, 0, 0, buf, sizes[0], &e), 0);
 	assert_int_equal(arena_seal(a, &e), 0);
 	assert_int_equal(arena_sweep_start(a, "late2"), 0);

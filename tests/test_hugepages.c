@@ -34,7 +34,7 @@ static void arena_on_huge_pages(void **s)
 
 	if (arena_create("huge", 1, &size, &o, &a, &e) < 0 || arena_populate(a, &e) < 0)
 		fail_msg("%s", e.msg);
-	assert_true(a->hugetlb);
+	assert_true(arena_hugetlb(a));
 	assert_int_equal(a->page_size, 2 << 20);
 	assert_int_equal(a->seg[0].size, 4 << 20);
 	memset(fill, 0x5A, sizeof(fill));

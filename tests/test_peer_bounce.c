@@ -75,7 +75,7 @@ static struct arena *filled_arena(uint64_t n, uint8_t **bytes)
 	for (uint64_t i = 0; i < n; i++)
 		(*bytes)[i] = (uint8_t)(i * 2654435761u >> 13);
 	assert_int_equal(arena_create("peer-bounce", 1, &n, &o, &a, &e), 0);
-	assert_true(a->fill_by_write);
+	assert_true(arena_fills_by_write(a));
 	assert_int_equal(arena_write(a, 0, 0, *bytes, n, &e), 0);
 	return a;
 }

@@ -85,7 +85,6 @@ static int choose_pages(struct arena *a, const struct arena_opts *o, struct erri
 		return 0;
 	}
 	if (freep >= 0 && (uint64_t)freep >= need) {
-		a->hugetlb = true;
 		a->page_size = HUGE_2M;
 		snprintf(a->hugepage_note, sizeof(a->hugepage_note),
 			 "2 MiB huge pages (%" PRIu64 " used of %ld to be had)", need, freep);
@@ -98,7 +97,7 @@ static int choose_pages(struct arena *a, const struct arena_opts *o, struct erri
 	/* With folios, arena_folio_note replaces this once a chunk is made. */
 	if (o->no_folios)
 		snprintf(why, sizeof(why), "a disk tier reads into 4 KiB pages");
-	else if ((a->folios = arena_folio_possible(why, sizeof(why)))) {
+	else if ((a->folios = arena_folio_possible(why, sizeof(why)) ? FOLIOS_AT_WRITE : FOLIOS_NONE)) {
 		snprintf(a->hugepage_note, sizeof(a->hugepage_note),
 			 "2 MiB folios to come: each whole 2 MiB chunk is made one (MADV_COLLAPSE) once "
 			 "its bytes are placed; 4 KiB pages until then (no huge-page pool: %" PRIu64
@@ -138,7 +137,7 @@ static void choose_lock(struct arena *a, enum lock_mode mode)
 		why = "locked (--lock on)";
 	} else if (mode == LOCK_OFF) {
 		why = "not locked (--lock off)";
-	} else if (a->hugetlb) {
+	} else if (arena_hugetlb(a)) {
 		why = "not locked (auto: huge pages are never swapped)";
 	} else if (swap_total_kib() == 0) {
 		why = "not locked (auto: no swap, so shared memory cannot be paged out)";
@@ -169,7 +168,7 @@ static int populate_range(struct arena *a, struct arena_seg *s, size_t off,
 {
 	if (fallocate(s->fd, 0, (off_t)off, (off_t)len) < 0 && errno != EOPNOTSUPP)
 		return err_set(e, -errno, "cannot allocate %zu bytes of shared memory%s: %s", len,
-			       a->hugetlb ? " (huge pages)" : "", strerror(errno));
+			       arena_hugetlb(a) ? " (huge pages)" : "", strerror(errno));
 	if (madvise(s->rw + off, len, MADV_POPULATE_WRITE) < 0) {
 		if (errno != EINVAL)
 			return err_set(e, -errno, "cannot populate %zu bytes of shared memory: %s",
@@ -187,7 +186,7 @@ int arena_populate_range(struct arena *a, uint32_t seg, uint64_t off, uint64_t l
 	struct arena_seg *s = &a->seg[seg];
 	uint64_t end = off + len > s->size ? s->size : off + len;
 
-	if (a->fill_by_write) {
+	if (arena_fills_by_write(a)) {
 		/* 2 MiB folios ahead of the loader's writes (arena_folio.h). */
 		for (; s->folio_tried && off < end; off += ARENA_POPULATE_CHUNK) {
 			arena_folio_prepare(a, seg, off, end - off < ARENA_POPULATE_CHUNK ? end - off : ARENA_POPULATE_CHUNK);
@@ -261,7 +260,7 @@ int arena_compact(struct arena *a, uint32_t seg, const struct arena_hole *holes,
 	uint64_t cut = 0;
 	int r;
 
-	if (!a->fill_by_write || s->sealed || s->rw || s->holes)
+	if (!arena_fills_by_write(a) || s->sealed || s->rw || s->holes)
 		return err_set(e, -EINVAL, "segment %u cannot leave parts out", seg);
 	if (!(s->holes = calloc(n + 1, sizeof(*s->holes))))
 		return err_set(e, -ENOMEM, "out of memory");
@@ -286,7 +285,7 @@ int arena_write(struct arena *a, uint32_t seg, uint64_t off, const void *src,
 	struct arena_seg *s = &a->seg[seg];
 	int r;
 
-	if (!a->fill_by_write) {
+	if (!arena_fills_by_write(a)) {
 		memcpy(s->rw + off, src, len);
 		return 0;
 	}
@@ -294,7 +293,7 @@ int arena_write(struct arena *a, uint32_t seg, uint64_t off, const void *src,
 	int fd = s->fd;
 	if (s->nholes && (r = file_at(s, off, len, &at)) <= 0)
 		return r == 0 ? 0 : err_set(e, r, "a write across a left-out part of segment %u", seg);
-	if (s->folio_tried && !a->folios_later)
+	if (s->folio_tried && arena_folios_now(a) != FOLIOS_AFTER)
 		arena_folio_prepare(a, seg, off, len);
 	if (s->nsplit)
 		fd = split_fd(s, off, len, &at);
@@ -310,7 +309,7 @@ int arena_read(struct arena *a, uint32_t seg, uint64_t off, void *dst, size_t le
 	struct arena_seg *s = &a->seg[seg];
 	int r;
 
-	if (!a->fill_by_write) {
+	if (!arena_fills_by_write(a)) {
 		memcpy(dst, s->rw + off, len);
 		return 0;
 	}
@@ -358,11 +357,11 @@ static int create_seg(struct arena *a, const char *name, uint32_t i,
 	int r;
 
 	snprintf(label, sizeof(label), "wsrv:%s:%u", name, i);
-	r = memfd_new(label, a->hugetlb ? MFD_HUGETLB | MFD_HUGE_2MB : 0, s->size);
+	r = memfd_new(label, arena_hugetlb(a) ? MFD_HUGETLB | MFD_HUGE_2MB : 0, s->size);
 	if (r < 0)
 		return err_set(e, r, "%s: cannot make it %zu bytes: %s", label, s->size, strerror(-r));
 	s->fd = r;
-	r = a->fill_by_write ? map_for_write(a, s, label, e) : map_for_copy(s, label, e);
+	r = arena_fills_by_write(a) ? map_for_write(a, s, label, e) : map_for_copy(s, label, e);
 	if (r < 0)
 		return r;
 	r = numa_apply(s->rw ? s->rw : (void *)s->ro, s->size, &a->numa, e);
@@ -391,15 +390,14 @@ int arena_create(const char *name, uint32_t nseg, const uint64_t *sizes,
 	if (r == 0)
 		r = choose_pages(a, o, e);
 	choose_lock(a, o->lock);
-	a->fill_by_write = !a->hugetlb;
 	for (uint32_t i = 0; r == 0 && i < nseg; i++) {
 		/* A zero-byte segment still gets one page, so it can be mapped.
 		 * With folios, a whole number of 2 MiB chunks: the tail is a
 		 * folio too, not 4 KiB pages that readers fault one by one. */
-		a->seg[i].size = round_up(sizes[i] ? sizes[i] : 1, a->folios ? HUGE_2M : a->page_size);
+		a->seg[i].size = round_up(sizes[i] ? sizes[i] : 1, a->folios != FOLIOS_NONE ? HUGE_2M : a->page_size);
 		r = create_seg(a, name, i, o, e);
 	}
-	if (r == 0 && a->folios && arena_folio_init(a) < 0)
+	if (r == 0 && a->folios != FOLIOS_NONE && arena_folio_init(a) < 0)
 		r = err_set(e, -ENOMEM, "out of memory");
 	if (r < 0) {
 		arena_free(a);
@@ -440,9 +438,9 @@ static int seal_seg(struct arena *a, struct arena_seg *s, struct errinfo *e)
 	}
 	/* Written pages are in the memfd but not in this mapping: map them, and
 	 * so lock them (MLOCK_ONFAULT). Without the lock nothing needs them. */
-	if (a->fill_by_write && a->locked && (r = map_in(s, e)) < 0)
+	if (arena_fills_by_write(a) && a->locked && (r = map_in(s, e)) < 0)
 		return r;
-	if (!a->folios_later)
+	if (arena_folios_now(a) != FOLIOS_AFTER)
 		arena_folio_warm(s);
 	if ((r = memfd_seal(s->fd, seals)) < 0)
 		return err_set(e, r, "cannot seal a segment: %s", strerror(-r));
@@ -478,7 +476,7 @@ int arena_fill_map(struct arena *a, uint32_t seg, uint8_t **out, struct errinfo 
 		s->fill = p;
 		/* Filled in place, at any offset: every chunk first (unless the
 		 * folios come after the fill, arena_sweep.h). */
-		if (s->folio_tried && !a->folios_later)
+		if (s->folio_tried && arena_folios_now(a) != FOLIOS_AFTER)
 			arena_folio_prepare(a, seg, 0, s->size);
 	}
 	*out = s->fill;
@@ -493,7 +491,7 @@ int arena_seal(struct arena *a, struct errinfo *e)
 			return r;
 	}
 	a->sealed = true;
-	if (a->folios_later) { /* the sweep's note replaces it at its end (arena_sweep.h) */
+	if (arena_folios_now(a) == FOLIOS_AFTER) { /* the sweep's note replaces it at its end (arena_sweep.h) */
 		snprintf(a->hugepage_note, sizeof(a->hugepage_note),
 			 "4 KiB pages while loading, 2 MiB folios (MADV_COLLAPSE) to be made now on an idle thread");
 		return 0;
@@ -542,7 +540,6 @@ int arena_adopt(uint32_t nseg, const int *fds, const uint64_t *sizes, uint64_t p
 	}
 	a->nseg = nseg;
 	a->page_size = page_size;
-	a->hugetlb = page_size > 4096;
 	a->sealed = true;
 	snprintf(a->numa.desc, sizeof(a->numa.desc), "as adopted");
 	choose_lock(a, lock);

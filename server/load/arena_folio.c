@@ -42,7 +42,8 @@ int arena_folio_init(struct arena *a)
 		if (s->nchunks && !(s->folio_tried = calloc(s->nchunks, 1)))
 			return -ENOMEM;
 	}
-	a->folios = true;
+	if (a->folios == FOLIOS_NONE)
+		a->folios = FOLIOS_AT_WRITE;
 	return 0;
 }
 
@@ -67,7 +68,7 @@ void arena_folio_prepare(struct arena *a, uint32_t seg, uint64_t off, uint64_t l
 
 	if (end > s->nchunks)
 		end = s->nchunks;
-	for (; c < end && __atomic_load_n(&a->folios, __ATOMIC_RELAXED); c++) {
+	for (; c < end && arena_folios_now(a) != FOLIOS_NONE; c++) {
 		int r;
 		if (__atomic_exchange_n(&s->folio_tried[c], 1, __ATOMIC_ACQ_REL))
 			continue;
@@ -80,7 +81,7 @@ void arena_folio_prepare(struct arena *a, uint32_t seg, uint64_t off, uint64_t l
 		/* Refused outright (an old kernel, shmem_enabled deny, an
 		 * unaligned mapping): no other chunk will do better. */
 		if (r == -EINVAL || r == -EPERM || r == -EOPNOTSUPP)
-			__atomic_store_n(&a->folios, false, __ATOMIC_RELAXED);
+			__atomic_store_n(&a->folios, FOLIOS_NONE, __ATOMIC_RELAXED);
 	}
 }
 
@@ -113,7 +114,7 @@ bool arena_folio_note_into(struct arena *a, char *buf, size_t len, const char *w
 		 "2 MiB folios by MADV_COLLAPSE%s: %" PRIu64 " of %" PRIu64 " chunks%s%s (no huge-page pool; "
 		 "with one, hugetlb pages are used: docs/operations.md, Huge pages)",
 		 when, made, made + failed, failed ? ", the rest in 4 KiB pages" : "",
-		 __atomic_load_n(&a->folios, __ATOMIC_RELAXED) ? "" : " (the kernel refused the collapse)");
+		 arena_folios_now(a) != FOLIOS_NONE ? "" : " (the kernel refused the collapse)");
 	return true;
 }
 

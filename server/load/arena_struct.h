@@ -42,7 +42,7 @@ struct arena_hole {
 
 struct arena_seg {
 	int fd;                        /* memfd, owned */
-	const struct arena_split *split; /* with fill_by_write: writes go to these
+	const struct arena_split *split; /* filled by write: writes go to these
 	                                * (nsplit of them) instead; the caller's */
 	uint32_t nsplit;
 	size_t size;                   /* rounded up to the page size (2 MiB with folios) */
@@ -64,23 +64,31 @@ struct arena_seg {
 	uint64_t nchunks;
 };
 
+/* How 2 MiB folios come to an arena of 4 KiB pages filled by write
+ * (arena_folio.h): none (a huge-page pool, a kernel that cannot, a disk
+ * tier, or a collapse the kernel refused), each chunk made one as its
+ * bytes are placed, or all of them by the sweep after the load
+ * (arena_sweep.h). Atomic: a refused collapse turns them off from any
+ * thread. */
+enum arena_folios { FOLIOS_NONE, FOLIOS_AT_WRITE, FOLIOS_AFTER };
+
+/* The sweep's thread: none, running (sweep_th), or asked to stop at its
+ * next chunk. Atomic. */
+enum arena_sweep { SWEEP_NONE, SWEEP_RUNNING, SWEEP_STOPPING };
+
 struct arena {
 	uint32_t nseg;
 	struct arena_seg *seg;
-	size_t page_size;              /* 4096 or the huge page size */
-	bool hugetlb;
-	bool fill_by_write;            /* arena_write is pwrite, see above */
-	bool folios;                   /* atomic: 2 MiB folios by MADV_COLLAPSE (arena_folio.h) */
+	size_t page_size;              /* 4096, or the huge page size of a huge-page
+	                                * pool (arena_hugetlb) */
+	int folios;                    /* enum arena_folios */
 	uint64_t folios_made;          /* atomic: chunks collapsed */
 	uint64_t folios_failed;        /* atomic: chunks left in 4 KiB pages */
-	bool locked;
+	bool locked;                   /* its pages are mlocked (lock_note says why) */
 	bool sealed;
 	bool stop_populate;            /* set (atomically) to stop arena_populate early */
-	bool folios_later;             /* folios by arena_sweep after the load, not
-	                                * before each write (arena_sweep.h) */
-	bool sweeping;                 /* a sweep thread runs (sweep_th) */
-	bool stop_sweep;               /* atomic: the sweep stops at its next chunk */
-	pthread_t sweep_th;            /* the sweep, while sweeping */
+	int sweep;                     /* enum arena_sweep */
+	pthread_t sweep_th;            /* the sweep, while it runs */
 	const char *pages_note;        /* atomic: hugepage_note or sweep_note (arena_pages_note) */
 	char sweep_note[320];          /* written by the sweep once, then published */
 	struct numa_choice numa;
@@ -88,5 +96,25 @@ struct arena {
 	                                * to get 2 MiB pages when they were not */
 	char lock_note[96];            /* whether locked, and why */
 };
+
+/* Whether its pages are a huge-page pool's (hugetlb: filled by mapping,
+ * since such memfds have no write()). */
+static inline bool arena_hugetlb(const struct arena *a)
+{
+	return a->page_size > 4096;
+}
+
+/* Whether it is filled by write() into 4 KiB pages (arena.h), not by
+ * mapping (hugetlb). */
+static inline bool arena_fills_by_write(const struct arena *a)
+{
+	return !arena_hugetlb(a);
+}
+
+/* The folio policy now (enum arena_folios), from any thread. */
+static inline int arena_folios_now(const struct arena *a)
+{
+	return __atomic_load_n(&a->folios, __ATOMIC_RELAXED);
+}
 
 #endif

@@ -37,8 +37,8 @@ static void sweep_seg(struct arena *a, uint32_t seg)
 	struct arena_seg *s = &a->seg[seg];
 
 	for (uint64_t c = 0; c < s->nchunks; c++) {
-		if (__atomic_load_n(&a->stop_sweep, __ATOMIC_RELAXED) ||
-		    !__atomic_load_n(&a->folios, __ATOMIC_RELAXED))
+		if (__atomic_load_n(&a->sweep, __ATOMIC_RELAXED) == SWEEP_STOPPING ||
+		    arena_folios_now(a) == FOLIOS_NONE)
 			return;
 		arena_folio_prepare(a, seg, c * HUGEMAP_ALIGN, HUGEMAP_ALIGN);
 		arena_folio_warm_range(s, c * HUGEMAP_ALIGN, HUGEMAP_ALIGN);
@@ -57,7 +57,7 @@ static void *sweep_main(void *arg)
 	if (arena_folio_note_into(a, a->sweep_note, sizeof(a->sweep_note), " after the load")) {
 		__atomic_store_n(&a->pages_note, a->sweep_note, __ATOMIC_RELEASE);
 		log_info("model %s: %s, in %.3f s%s", w->label, a->sweep_note, mono_now() - t0,
-			 __atomic_load_n(&a->stop_sweep, __ATOMIC_RELAXED) ? " (stopped early)" : "");
+			 __atomic_load_n(&a->sweep, __ATOMIC_RELAXED) == SWEEP_STOPPING ? " (stopped early)" : "");
 	}
 	free(w);
 	return NULL;
@@ -69,8 +69,10 @@ int arena_sweep_start(struct arena *a, const char *label)
 	pthread_t th;
 	int r;
 
-	if (!a->folios_later || a->sweeping || !a->folios)
-		return a->sweeping ? -EALREADY : -EINVAL;
+	if (a->sweep != SWEEP_NONE)
+		return -EALREADY;
+	if (arena_folios_now(a) != FOLIOS_AFTER)
+		return -EINVAL;
 	if (!(w = calloc(1, sizeof(*w))))
 		return -ENOMEM;
 	w->a = a;
@@ -80,21 +82,21 @@ int arena_sweep_start(struct arena *a, const char *label)
 		return -r;
 	}
 	a->sweep_th = th;
-	a->sweeping = true;
+	a->sweep = SWEEP_RUNNING;
 	return 0;
 }
 
 void arena_sweep_wait(struct arena *a)
 {
-	if (!a->sweeping)
+	if (a->sweep == SWEEP_NONE)
 		return;
 	pthread_join(a->sweep_th, NULL);
-	a->sweeping = false;
+	a->sweep = SWEEP_NONE;
 }
 
 void arena_sweep_stop(struct arena *a)
 {
-	if (a->sweeping)
-		__atomic_store_n(&a->stop_sweep, true, __ATOMIC_RELAXED);
+	if (a->sweep == SWEEP_RUNNING)
+		__atomic_store_n(&a->sweep, SWEEP_STOPPING, __ATOMIC_RELAXED);
 	arena_sweep_wait(a);
 }

@@ -15,7 +15,7 @@
  * The bytes never change; a chunk the kernel cannot collapse keeps its
  * 4 KiB pages. Sealed segments can be collapsed: no seal forbids it.
  *
- * Life: arena->folios_later set before the load -> arena_sweep_start once
+ * Life: arena->folios FOLIOS_AFTER before the load -> arena_sweep_start once
  * ready -> arena_sweep_stop (arena_free calls it). */
 #ifndef WSRV_ARENA_SWEEP_H
 #define WSRV_ARENA_SWEEP_H
@@ -25,7 +25,8 @@ struct arena;
 /* Starts the sweep of every segment on a thread of its own; label (the
  * model's name, copied) names it in the log line it writes at its end.
  * 0, or -errno (no thread: the arena keeps its 4 KiB pages). Only for an
- * arena with folios_later, after its load; at most once. */
+ * arena whose folios come after the load (FOLIOS_AFTER), after it; at
+ * most once (-EALREADY). */
 int arena_sweep_start(struct arena *a, const char *label);
 
 /* Stops a running sweep at its next chunk and waits for it; no-op if

@@ -24,10 +24,10 @@ int piece_read(struct model *m, const struct arena *a, uint32_t g, struct piece 
 	if (r == 0) {
 		segs[g] = (struct arena_seg){ .fd = p[0].fd, .size = a->seg[g].size, .split = split, .nsplit = n };
 		tmp.seg = segs;
-		tmp.folios = tmp.folios_later = tmp.sweeping = tmp.sealed = false;
-		tmp.fill_by_write = true;
-		tmp.hugetlb = false;
-		tmp.page_size = 4096;
+		tmp.folios = FOLIOS_NONE;
+		tmp.sweep = SWEEP_NONE;
+		tmp.sealed = false;
+		tmp.page_size = 4096; /* filled by write */
 		r = loader_run(m, &tmp, lo, st, e);
 	}
 	for (uint32_t i = 0; r == 0 && i < n; i++) {
@@ -61,8 +61,8 @@ void arena_piece_take(struct arena *a, uint32_t g, int *fd, const uint8_t **ro)
 
 void arena_folios_off(struct arena *a, const char *why)
 {
-	a->folios = a->folios_later = false;
+	__atomic_store_n(&a->folios, FOLIOS_NONE, __ATOMIC_RELAXED);
 	arena_folio_free(a);
-	if (!a->hugetlb)
+	if (!arena_hugetlb(a))
 		snprintf(a->hugepage_note, sizeof(a->hugepage_note), "%s", why);
 }

@@ -81,9 +81,9 @@ static int fill_arena(struct loaded_model *lm, const struct load_opts *o,
 		return o->fill(o->fill_arg, lm, o, e);
 	/* Filled by write, the arena needs no populating at all; serving
 	 * while loading, it was populated before. */
-	if ((!lm->arena->fill_by_write || (lm->arena->folios && !lm->arena->folios_later)) && lm->ready.fd < 0)
+	if ((!arena_fills_by_write(lm->arena) || arena_folios_now(lm->arena) == FOLIOS_AT_WRITE) && lm->ready.fd < 0)
 		threaded = pthread_create(&th, NULL, populate_main, &job) == 0;
-	if (!threaded && !lm->arena->fill_by_write)
+	if (!threaded && !arena_fills_by_write(lm->arena))
 		populate_main(&job);
 	r = loader_run(lm->model, lm->arena, &o->loader, &lm->stats, e);
 	if (r < 0)
@@ -165,8 +165,8 @@ static int begin_steps(struct loaded_model *lm, const char *name, const char *pa
 	/* 4 KiB pages while loading, 2 MiB folios once loaded (arena_sweep.h):
 	 * a fresh folio costs far more than the load where the host takes
 	 * free memory back, and nobody should wait on it. */
-	if (r == 0)
-		lm->arena->folios_later = lm->arena->folios;
+	if (r == 0 && lm->arena->folios == FOLIOS_AT_WRITE)
+		lm->arena->folios = FOLIOS_AFTER;
 	ph->arena_s = mono_now() - t;
 	return r;
 }
@@ -174,7 +174,7 @@ static int begin_steps(struct loaded_model *lm, const char *name, const char *pa
 /* The load is done: 2 MiB folios from now on, on an idle thread. */
 static void start_sweep(struct loaded_model *lm)
 {
-	if (lm->arena->folios_later && lm->arena->folios && arena_sweep_start(lm->arena, lm->model->name) < 0)
+	if (arena_folios_now(lm->arena) == FOLIOS_AFTER && arena_sweep_start(lm->arena, lm->model->name) < 0)
 		log_warn("model %s: no thread to make 2 MiB folios; it keeps 4 KiB pages", lm->model->name);
 }
 
@@ -287,7 +287,7 @@ int model_load_finish(struct loaded_model *lm, const struct load_opts *o, struct
 	lo.loader.on_tensor_arg = &t;
 	/* Hugetlb: populated first, not beside the reads (a segment sealed
 	 * early must not be populated after). */
-	if (!lm->arena->fill_by_write && (r = lm->model->held ? populate_held(lm->model, lm->arena, e)
+	if (!arena_fills_by_write(lm->arena) && (r = lm->model->held ? populate_held(lm->model, lm->arena, e)
 							    : arena_populate(lm->arena, e)) < 0) {
 		ready_page_fail(&lm->ready, r, UINT32_MAX, e->msg);
 		return r;

@@ -96,7 +96,7 @@ static int alloc_state(struct fill *F, struct errinfo *e)
 		return err_set(e, -ENOMEM, "out of memory");
 	if (fill_sums_init(&F->sums, F->m->ntensors, F->lm->arena, e) < 0)
 		return -ENOMEM;
-	for (uint32_t s = 0; !F->lm->arena->fill_by_write && s < F->lm->arena->nseg; s++) {
+	for (uint32_t s = 0; !arena_fills_by_write(F->lm->arena) && s < F->lm->arena->nseg; s++) {
 		int r = arena_fill_map(F->lm->arena, s, &F->map[s], e);
 		if (r < 0)
 			return r;

@@ -169,7 +169,7 @@ static int land(struct fio *f, struct fslot *s)
 	struct errinfo e;
 	int r;
 
-	if (!f->dest.arena->fill_by_write)
+	if (!arena_fills_by_write(f->dest.arena))
 		return 0;
 	if ((r = arena_write(f->dest.arena, s->seg, s->seg_off, s->dst, s->len, &e)) < 0)
 		log_warn("peers: %s", e.msg);
@@ -414,7 +414,7 @@ int fio_get(struct fio *f, int peer, uint32_t tensor, uint64_t off, uint32_t len
 
 	if (f->nfree == 0 || f->peers[peer].slots >= FIO_SLOTS_PER_PEER)
 		return -EBUSY;
-	if (!f->dest.arena->fill_by_write)
+	if (!arena_fills_by_write(f->dest.arena))
 		dst = f->dest.map[seg] + seg_off;
 	else if ((buf = bounce_get(&f->bounce, len, &dst)) < 0)
 		return -EBUSY;

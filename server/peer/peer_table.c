@@ -68,7 +68,7 @@ static void table_point(struct peer_table *t, const struct peer_table_head *h)
 static int hold_segments(struct peer_table *t, const struct arena *a, struct errinfo *e)
 {
 	t->nseg = a->nseg;
-	t->hugetlb = a->hugetlb;
+	t->hugetlb = arena_hugetlb(a);
 	if (!(t->fd = malloc((a->nseg + 1) * sizeof(*t->fd))))
 		return err_set(e, -ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < a->nseg; i++)

@@ -6,6 +6,7 @@
 #include "tier_evict.h"
 #include "tier_state.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,9 +15,59 @@
 #include "log.h"
 #include "units.h"
 
+/* The moves ts_to allows: allowed[from] has bit to set. */
+static const unsigned allowed[] __attribute__((unused)) = {
+	[TS_STAYS] = 0,
+	[TS_LOADING] = 1u << TS_FILLING | 1u << TS_CACHED | 1u << TS_ON_DISK,
+	[TS_FILLING] = 1u << TS_CACHED | 1u << TS_ON_DISK,
+	[TS_ON_DISK] = 1u << TS_READING | 1u << TS_ON_DISK,
+	[TS_READING] = 1u << TS_CACHED | 1u << TS_ON_DISK,
+	[TS_CACHED] = 1u << TS_ON_DISK,
+};
+
+void ts_to(struct tier_seg *ts, enum tier_state to)
+{
+	assert(allowed[ts->state] & 1u << to);
+	ts->state = to;
+	if (to != TS_CACHED)
+		ts->fresh = FRESH_NO;
+}
+
+#ifndef NDEBUG
+/* Piece g's memfd: the arena's for a segment, its own for a unit. */
+static int piece_fd(const struct tier *t, uint32_t g)
+{
+	return g < t->nseg ? t->own.arena->seg[g].fd : t->s[g].fd;
+}
+
+void tier_check_locked(const struct tier *t)
+{
+	uint64_t cached = 0;
+	uint32_t queued = 0;
+
+	for (uint32_t g = 0; g < t->n; g++) {
+		const struct tier_seg *ts = &t->s[g];
+		/* In memory exactly when cached, for a tiered piece (a
+		 * segment the first load fills has the arena's fd). */
+		if (ts->state == TS_CACHED)
+			cached += ts->len;
+		assert(ts->state != TS_CACHED || piece_fd(t, g) >= 0);
+		assert(ts->state != TS_ON_DISK || piece_fd(t, g) < 0);
+		assert(ts->state != TS_READING || piece_fd(t, g) < 0);
+		assert(!ts->holds || ts->state == TS_CACHED || ts->state == TS_STAYS);
+		assert(ts->fresh == FRESH_NO || ts->state == TS_CACHED);
+		assert(ts->queue == TQ_NONE || ts_tiered(ts));
+		assert(g >= t->nseg ? ts->state != TS_STAYS : true);
+		queued += ts->queue != TQ_NONE;
+	}
+	assert(cached == t->cached);
+	assert(queued == t->qn);
+}
+#endif
+
 bool tier_on_disk(const struct tier *t, uint32_t g)
 {
-	return t && g < t->n && t->s[g].disk;
+	return t && g < t->n && ts_tiered(&t->s[g]);
 }
 
 /* Records holder's hold of g (once per holder and segment). */
@@ -38,10 +89,11 @@ static int hold_locked(struct tier *t, uint64_t holder, uint32_t g)
 	return 0;
 }
 
-static void queue_locked(struct tier *t, uint32_t g)
+/* Segment or unit g joins the read queue, asked for or read ahead. */
+static void queue_locked(struct tier *t, uint32_t g, enum tier_queue why)
 {
 	t->q[t->qn++] = g;
-	t->s[g].queued = true;
+	t->s[g].queue = why;
 	t->st.queued = t->qn;
 }
 
@@ -52,16 +104,15 @@ static void queue_ahead_locked(struct tier *t, uint32_t k)
 {
 	struct tier_seg *ks = &t->s[k];
 
-	if (ks->cached || ks->queued || ks->reading || ks->err || !ks->passed)
+	if (ks->state != TS_ON_DISK || ks->queue != TQ_NONE || ks->err)
 		return;
-	queue_locked(t, k);
-	ks->ahead = true;
+	queue_locked(t, k, TQ_AHEAD);
 }
 
 /* Segment k, or its units, read ahead: whether it has any on the tier. */
 static bool ahead_one_locked(struct tier *t, uint32_t k)
 {
-	if (t->s[k].disk) {
+	if (ts_tiered(&t->s[k])) {
 		queue_ahead_locked(t, k);
 		return true;
 	}
@@ -171,40 +222,41 @@ static int take_locked(struct tier *t, uint64_t holder, uint32_t g, int *fd, cha
 	struct tier_seg *ts = &t->s[g];
 	int r = 0;
 
-	if (ts->disk && (r = past_share_locked(t, holder, g, msg, len)) < 0)
+	if (ts_tiered(ts) && (r = past_share_locked(t, holder, g, msg, len)) < 0)
 		return r;
-	if (ts->disk)
+	if (ts_tiered(ts))
 		place_locked(t, holder, g);
-	if (!ts->disk) {
+	if (!ts_tiered(ts)) {
 		*fd = t->own.arena->seg[g].fd;
 	} else if (ts->err) {
 		r = ts->err;
 		snprintf(msg, len, "%s", ts->msg);
 		ts->err = 0; /* told once; the next request reads again */
-	} else if (ts->cached && (r = hold_locked(t, holder, g)) == 0) {
+	} else if (ts->state == TS_CACHED && (r = hold_locked(t, holder, g)) == 0) {
+		enum tier_fresh was = ts->fresh;
 		ts->used = ++t->tick;
 		took_locked(ts, holder);
 		/* A take the disk was read for (now, or ahead) misses. */
-		if (ts->fresh)
+		if (was != FRESH_NO)
 			t->st.misses++;
 		else
 			t->st.hits++;
-		ts->fresh = false;
+		ts->fresh = FRESH_NO;
 		*fd = g < t->nseg ? t->own.arena->seg[g].fd : ts->fd;
-		if (ts->prefetched) {
-			ts->prefetched = false;
+		if (was == FRESH_AHEAD) {
 			if (layer)
 				read_ahead_locked(t, g);
 			*kick = true;
 		}
 	} else if (r == 0) {
-		if (!ts->queued && !ts->reading) {
-			queue_locked(t, g);
+		if (ts->queue == TQ_NONE && ts->state != TS_READING) {
+			queue_locked(t, g, TQ_ASKED);
 			if (layer)
 				read_ahead_locked(t, g);
 			*kick = true;
 		}
-		ts->ahead = false; /* asked for now: it may wait for room */
+		if (ts->queue == TQ_AHEAD)
+			ts->queue = TQ_ASKED; /* asked for now: it may wait for room */
 		r = -EAGAIN;
 	}
 	return r;
@@ -219,6 +271,7 @@ int tier_take(struct tier *t, uint64_t holder, uint32_t g, int *fd, char *msg, s
 	r = take_locked(t, holder, g, fd, msg, len, g < t->nseg, &kick);
 	if (kick)
 		pthread_cond_broadcast(&t->cv);
+	tier_check_locked(t);
 	pthread_mutex_unlock(&t->mu);
 	return r;
 }
@@ -264,6 +317,7 @@ int tier_take_some(struct tier *t, uint64_t holder, const uint32_t *g, size_t n,
 	 * segment are read together then (tier_fetch.c). */
 	if (kick)
 		pthread_cond_broadcast(&t->cv);
+	tier_check_locked(t);
 	pthread_mutex_unlock(&t->mu);
 	return r;
 }
@@ -280,6 +334,7 @@ int tier_release(struct tier *t, uint64_t holder, uint32_t g)
 			r = 0;
 			break;
 		}
+	tier_check_locked(t);
 	pthread_mutex_unlock(&t->mu);
 	return r;
 }
@@ -295,6 +350,7 @@ void tier_release_all(struct tier *t, uint64_t holder)
 			t->places[i] = t->places[--t->nplaces];
 			break;
 		}
+	tier_check_locked(t);
 	pthread_mutex_unlock(&t->mu);
 }
 
@@ -309,20 +365,21 @@ void tier_stats(struct tier *t, struct tier_stats *st)
 	st->disk_bytes = st->held_bytes = 0;
 	uint64_t cached = 0;
 	for (uint32_t g = 0; g < t->n; g++) {
-		if (t->s[g].disk && !t->s[g].cached)
+		if (ts_tiered(&t->s[g]) && t->s[g].state != TS_CACHED)
 			st->disk_bytes += unit_size(t, g);
 		if (t->s[g].holds)
 			st->held_bytes += unit_size(t, g);
-		if (t->s[g].cached)
+		if (t->s[g].state == TS_CACHED)
 			cached += unit_size(t, g);
 	}
 	/* A self-check: the budget's count is the segments' (a segment read
 	 * twice at once once leaked a memfd and shrank the budget for good). */
-	if (cached != t->cached && !t->miscounted) {
+	if (cached != t->cached && !(t->said & SAID_MISCOUNT)) {
 		log_err("model %s: disk tier accounting: %llu bytes counted cached, the segments hold %llu",
 			t->own.model->name, (unsigned long long)t->cached, (unsigned long long)cached);
-		t->miscounted = true;
+		t->said |= SAID_MISCOUNT;
 	}
+	tier_check_locked(t);
 	pthread_mutex_unlock(&t->mu);
 }
 
@@ -334,12 +391,14 @@ void tier_free(struct tier *t)
 		pthread_mutex_lock(&t->mu);
 		t->stop = true;
 		pthread_cond_broadcast(&t->cv);
+		tier_check_locked(t);
 		pthread_mutex_unlock(&t->mu);
 		for (int i = 0; i < t->running; i++)
 			pthread_join(t->th[i], NULL);
 	}
 	for (uint32_t g = t->nseg; t->s && g < t->n; g++)
-		tier_drop_locked(t, g, false); /* clients keep what they map */
+		if (ts_tiered(&t->s[g])) /* a tier that failed to start has none */
+			tier_drop_locked(t, g, false); /* clients keep what they map */
 	pthread_mutex_destroy(&t->mu);
 	pthread_cond_destroy(&t->cv);
 	free(t->s);

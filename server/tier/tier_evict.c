@@ -31,19 +31,19 @@ void tier_drop_locked(struct tier *t, uint32_t g, bool cut)
 	ts->ro = NULL;
 	if (ro)
 		munmap((void *)ro, g < t->nseg ? t->own.arena->seg[g].size : ts->len);
-	if (cut && fd >= 0 && (r = memfd_cut(fd)) < 0 && !t->said_cut) {
-		t->said_cut = true;
+	if (cut && fd >= 0 && (r = memfd_cut(fd)) < 0 && !(t->said & SAID_CUT)) {
+		t->said |= SAID_CUT;
 		log_warn("model %s: cannot cut an evicted piece of the disk tier (%s): a worker that still maps one keeps its memory",
 			 t->own.model->name, strerror(-r));
 	}
 	if (fd >= 0)
 		close(fd);
-	if (ts->cached) {
+	if (ts->state == TS_CACHED) {
 		t->cached -= unit_size(t, g);
 		if (g >= t->nseg)
 			tier_unit_fds_put(1);
 	}
-	ts->cached = false;
+	ts_to(ts, TS_ON_DISK);
 }
 
 /* Units' memfds open in this process, and the most there may be
@@ -127,7 +127,7 @@ static uint32_t victim(const struct tier *t, int worst, bool all_took, bool unit
 	for (uint32_t g = unit ? t->nseg : 0; g < t->n; g++) {
 		const struct tier_seg *s = &t->s[g];
 		int c;
-		if (!s->cached || s->holds || (c = victim_class(s)) > worst)
+		if (s->state != TS_CACHED || s->holds || (c = victim_class(s)) > worst)
 			continue;
 		uint32_t n = c == 0 ? next_use(t, g) : 0;
 		if (all_took && n != UINT32_MAX)
@@ -181,7 +181,7 @@ static uint32_t newest_untaken(const struct tier *t)
 
 	for (uint32_t g = 0; g < t->nseg; g++) {
 		const struct tier_seg *s = &t->s[g];
-		if (s->cached && !s->holds && !s->ntakers && (best == UINT32_MAX || s->used > t->s[best].used))
+		if (s->state == TS_CACHED && !s->holds && !s->ntakers && (best == UINT32_MAX || s->used > t->s[best].used))
 			best = g;
 	}
 	return best;

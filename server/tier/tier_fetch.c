@@ -57,14 +57,13 @@ static void gather_locked(struct tier *t, struct job *j, bool ahead)
 	for (uint32_t i = 0; i < t->qn && j->n < BATCH_UNITS;) {
 		uint32_t u = t->q[i];
 		struct tier_seg *us = &t->s[u];
-		if (u < t->nseg || us->seg != seg || us->single || us->ahead != ahead || us->cached || us->reading ||
-		    !us->passed || j->bytes + us->len > BATCH_BYTES) {
+		if (u < t->nseg || us->seg != seg || us->single || (us->queue == TQ_AHEAD) != ahead ||
+		    us->state != TS_ON_DISK || j->bytes + us->len > BATCH_BYTES) {
 			i++;
 			continue;
 		}
 		memmove(t->q + i, t->q + i + 1, (--t->qn - i) * sizeof(*t->q));
-		us->queued = false;
-		us->ahead = false;
+		us->queue = TQ_NONE;
 		j->g[j->n++] = u;
 		j->bytes += us->len;
 	}
@@ -159,8 +158,7 @@ static void install_locked(struct tier *t, const struct job *j, uint32_t i, bool
 		ts->ro = j->ro[i];
 	}
 	cache_locked(t, g);
-	ts->prefetched = ahead;
-	ts->fresh = true;
+	ts->fresh = ahead ? FRESH_AHEAD : FRESH_READ;
 	ts->single = false;
 	t->st.read_bytes += ts->len;
 }
@@ -191,7 +189,8 @@ static void finish_locked(struct tier *t, struct job *j, int r, const struct err
 {
 	for (uint32_t i = 0; i < j->n; i++) {
 		struct tier_seg *ts = &t->s[j->g[i]];
-		ts->reading = false;
+		if (r != 0)
+			ts_to(ts, TS_ON_DISK);
 		if (r != 0 && nfds && j->g[i] >= t->nseg)
 			tier_unit_fds_put(1); /* its memfd went with the failed read */
 		if (r == 0) {
@@ -199,7 +198,7 @@ static void finish_locked(struct tier *t, struct job *j, int r, const struct err
 		} else if (j->n > 1 && r != -ECANCELED && r != -ENOMEM) {
 			ts->single = true;
 			t->q[t->qn++] = j->g[i];
-			ts->queued = true;
+			ts->queue = TQ_ASKED;
 			continue; /* its word rises when it is read alone */
 		} else if (r != -ECANCELED) {
 			failed_locked(t, j->g[i], r, e);
@@ -219,18 +218,17 @@ static void read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
 	struct tier_seg *ts = &t->s[g];
 	struct job j = { .g = { g }, .n = 1, .bytes = ts->len };
 	struct errinfo e = { 0 };
-	bool ahead = ts->ahead;
+	bool ahead = ts->queue == TQ_AHEAD;
 	uint32_t nfds;
 	int r;
 
 	for (uint32_t i = 0; i < BATCH_UNITS; i++)
 		j.fd[i] = -1;
-	ts->queued = false;
-	ts->ahead = false;
+	ts->queue = TQ_NONE;
 	/* A read-ahead never waits for room, nor takes what others keep;
 	 * nothing is read before the first load has passed it (its
-	 * checksums). */
-	if (ts->cached || !ts->passed)
+	 * checksums), nor what is in memory already. */
+	if (ts->state != TS_ON_DISK)
 		return;
 	if (g >= t->nseg && !ts->single)
 		gather_locked(t, &j, ahead);
@@ -246,7 +244,7 @@ static void read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
 	 * let go then): a request meanwhile must not queue it again, or two
 	 * readers read it, and the first one's memfd and budget leak. */
 	for (uint32_t i = 0; i < j.n; i++)
-		t->s[j.g[i]].reading = true;
+		ts_to(&t->s[j.g[i]], TS_READING);
 	if ((r = tier_make_room_locked(t, j.bytes, nfds)) < 0) {
 		if (r == -EMFILE)
 			err_set(&e, -ENOMEM, "the disk tier's memfds (RLIMIT_NOFILE leaves room for a limited number) are "
@@ -261,6 +259,7 @@ static void read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
 		t->reading_bytes += j.bytes;
 		count_peak(t);
 		t->st.reads_in_flight += j.n;
+		tier_check_locked(t);
 		pthread_mutex_unlock(&t->mu);
 		r = read_job(t, &j, pool, &e);
 		pthread_mutex_lock(&t->mu);
@@ -312,6 +311,7 @@ void *tier_reader_main(void *arg)
 		t->st.queued = t->qn;
 		read_one(t, g, own ? &pool : NULL);
 	}
+	tier_check_locked(t);
 	pthread_mutex_unlock(&t->mu);
 	loader_pool_fini(&pool);
 	return NULL;

@@ -57,13 +57,13 @@ static int choose(struct tier *t, struct errinfo *e)
 	t->resident = c.resident;
 	t->largest = c.largest;
 	for (uint32_t u = t->nseg; u < t->n; u++)
-		t->s[u].disk = true;
+		t->s[u].state = TS_LOADING;
 	for (uint32_t g = 0; g < t->nseg; g++) {
 		if (state[g] == TIER_PARTS)
 			ready_page_tier_parts(t->own.ready, g);
 		if (state[g] != TIER_DISK)
 			continue;
-		t->s[g].disk = true;
+		t->s[g].state = TS_LOADING;
 		arena_piece_cuttable(t->own.arena, g);
 		ready_page_tier_on_disk(t->own.ready, g);
 	}
@@ -128,7 +128,7 @@ static int set_share(struct tier *t, uint32_t share_pct)
 	if (!need)
 		return -ENOMEM;
 	for (uint32_t g = 0; g < t->n; g++)
-		if (g >= t->nseg || t->s[g].disk)
+		if (g >= t->nseg || ts_tiered(&t->s[g]))
 			need[t->s[g].seg] += t->s[g].len;
 	for (uint32_t g = 0; g < t->nseg; g++)
 		layer = need[g] > layer ? need[g] : layer;
@@ -186,10 +186,11 @@ static void passed_locked(struct tier *t, uint32_t g)
 {
 	struct tier_seg *ts = &t->s[g];
 
-	ts->passed = true;
-	if (!ts->disk || ts->cached || g >= t->nseg)
+	if (ts->state != TS_LOADING && ts->state != TS_FILLING)
 		return;
-	if (fits(t, unit_size(t, g) + t->largest))
+	if (g >= t->nseg) /* a unit: never written by the first load */
+		ts_to(ts, TS_ON_DISK);
+	else if (fits(t, unit_size(t, g) + t->largest))
 		cache_locked(t, g);
 	else
 		tier_drop_locked(t, g, true);
@@ -200,7 +201,7 @@ static void passed_locked(struct tier *t, uint32_t g)
  * segment's memfd leaves them out). */
 static uint64_t fill_bytes(const struct tier *t, uint32_t g)
 {
-	return t->s[g].disk ? unit_size(t, g) : 0;
+	return ts_tiered(&t->s[g]) ? unit_size(t, g) : 0;
 }
 
 /* The counts grew: what nobody holds makes room, and a peak past the
@@ -212,9 +213,9 @@ static void over_locked(struct tier *t, const char *what)
 
 	/* After the room is made: the fill's pages come after this. */
 	count_peak(t);
-	if (fit || t->said_over)
+	if (fit || (t->said & SAID_OVER))
 		return;
-	t->said_over = true;
+	t->said |= SAID_OVER;
 	log_warn("model %s: %s goes past --memory-budget %s (%s counted): workers hold what could make room",
 		 t->own.model->name, what, fmt_bytes(t->budget, b[0], 32),
 		 fmt_bytes(t->resident + t->cached + t->reading_bytes, b[1], 32));
@@ -227,11 +228,12 @@ void tier_fill_begin(struct tier *t, uint32_t g)
 	if (!t || g >= t->nseg)
 		return;
 	pthread_mutex_lock(&t->mu);
-	if (!t->s[g].filling && !t->s[g].passed && (b = fill_bytes(t, g))) {
-		t->s[g].filling = true;
+	if (t->s[g].state == TS_LOADING && (b = fill_bytes(t, g))) {
+		ts_to(&t->s[g], TS_FILLING);
 		t->reading_bytes += b;
 		over_locked(t, "the first load");
 	}
+	tier_check_locked(t);
 	pthread_mutex_unlock(&t->mu);
 }
 
@@ -242,6 +244,7 @@ void tier_count_resident(struct tier *t, uint64_t bytes)
 	pthread_mutex_lock(&t->mu);
 	t->resident += page_up(bytes);
 	over_locked(t, "the model's manifest");
+	tier_check_locked(t);
 	pthread_mutex_unlock(&t->mu);
 }
 
@@ -250,13 +253,13 @@ void tier_first_pass(struct tier *t, uint32_t g)
 	if (!t || g >= t->nseg)
 		return;
 	pthread_mutex_lock(&t->mu);
-	if (t->s[g].filling)
+	if (t->s[g].state == TS_FILLING)
 		t->reading_bytes -= fill_bytes(t, g);
-	t->s[g].filling = false;
 	passed_locked(t, g);
 	for (uint32_t u = t->nseg; u < t->n; u++)
 		if (t->s[u].seg == g)
 			passed_locked(t, u);
+	tier_check_locked(t);
 	pthread_mutex_unlock(&t->mu);
 }
 

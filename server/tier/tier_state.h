@@ -29,6 +29,31 @@
 #define BATCH_BYTES (16u << 20)
 
 
+/* Where a piece's bytes are. Its transitions are written in one place,
+ * ts_to (tier.c), which asserts them:
+ *
+ *   TS_STAYS    not on the tier: in memory for good (the arena's); final
+ *   TS_LOADING  on the tier, the first load not past it yet (its
+ *               checksums unknown: nothing reads it)   -> FILLING, CACHED, ON_DISK
+ *   TS_FILLING  the first load fills it, its pages counted
+ *               (tier_fill_begin)                      -> CACHED, ON_DISK
+ *   TS_ON_DISK  on disk alone                          -> READING, ON_DISK
+ *   TS_READING  a reader reads it into fresh memfds    -> CACHED, ON_DISK
+ *   TS_CACHED   in memory, its fd and mapping set      -> ON_DISK
+ *
+ * The first load's pass takes a LOADING or FILLING piece to CACHED (kept
+ * within the budget) or ON_DISK; a read takes it from ON_DISK through
+ * READING to CACHED (or back, failed); eviction from CACHED to ON_DISK. */
+enum tier_state { TS_STAYS, TS_LOADING, TS_FILLING, TS_ON_DISK, TS_READING, TS_CACHED };
+
+/* Whether, and why, a piece is in the read queue (t->q). */
+enum tier_queue { TQ_NONE, TQ_ASKED, TQ_AHEAD };
+
+/* A cached piece since it was read: taken since (or kept from the first
+ * load), or not yet, read for a request or ahead of one: its next take
+ * misses, and one read ahead reads further ahead. */
+enum tier_fresh { FRESH_NO, FRESH_READ, FRESH_AHEAD };
+
 /* A segment of the arena, or a unit of one (tier_units.h): t->s[g] for
  * segment g, t->s[nseg + k] for unit k. */
 struct tier_seg {
@@ -39,14 +64,9 @@ struct tier_seg {
 	int fd;                 /* a unit's memfd while cached, else -1 (a segment's
 	                         * fd and mapping are the arena's) */
 	const uint8_t *ro;      /* that memfd mapped, the segment's size */
-	bool disk;              /* lives on the disk tier */
-	bool passed;            /* the first load passed it: its checksums are known */
-	bool filling;           /* the first load fills it (tier_fill_begin), not passed yet */
-	bool cached;            /* its fd and mapping are in the arena */
-	bool queued, reading;
-	bool ahead;             /* queued by read-ahead, not by a request */
-	bool prefetched;        /* read in by read-ahead, not taken since */
-	bool fresh;             /* read from disk, not taken since: its next take misses */
+	enum tier_state state;
+	enum tier_queue queue;
+	enum tier_fresh fresh;
 	bool logged;            /* its failure was logged */
 	bool single;            /* a read with others failed: read alone next, so
 	                         * that a failure names its own tensor */
@@ -97,10 +117,44 @@ struct tier {
 	struct place *places;
 	size_t nplaces, capplaces;
 	struct tier_stats st;
-	bool miscounted;            /* tier_stats found the count wrong (logged once) */
-	bool said_over;             /* a peak past the budget was logged */
-	bool said_cut;              /* a failed memfd_cut was logged */
+	unsigned said;              /* what was logged once (enum tier_said) */
 };
+
+/* The tier's log-once messages. */
+enum tier_said {
+	SAID_MISCOUNT = 1 << 0,     /* tier_stats found the count wrong */
+	SAID_OVER = 1 << 1,         /* a peak past the budget */
+	SAID_CUT = 1 << 2,          /* a failed memfd_cut */
+};
+
+/* Piece g goes to state to: the one place a piece's state changes, which
+ * asserts that the move is one ts_to's table allows (tier.c). */
+void ts_to(struct tier_seg *ts, enum tier_state to);
+
+/* Whether piece ts lives on the disk tier (it may be cached now). */
+static inline bool ts_tiered(const struct tier_seg *ts)
+{
+	return ts->state != TS_STAYS;
+}
+
+/* Whether the first load has passed it: its checksums are known, and a
+ * read can check what it reads. */
+static inline bool ts_passed(const struct tier_seg *ts)
+{
+	return ts->state == TS_ON_DISK || ts->state == TS_READING || ts->state == TS_CACHED;
+}
+
+/* Checks, in debug and sanitizer builds, what holds between the tier's
+ * calls: each piece's state against its fd, holds and queue, and the
+ * counts against the pieces. Under the lock. */
+#ifdef NDEBUG
+static inline void tier_check_locked(const struct tier *t)
+{
+	(void)t;
+}
+#else
+void tier_check_locked(const struct tier *t);
+#endif
 
 /* Bytes of segment or unit g. */
 static inline uint64_t unit_size(const struct tier *t, uint32_t g)
@@ -134,7 +188,7 @@ static inline void cache_locked(struct tier *t, uint32_t g)
 {
 	struct tier_seg *ts = &t->s[g];
 
-	ts->cached = true;
+	ts_to(ts, TS_CACHED);
 	ts->ntakers = 0;
 	ts->hot = false;
 	ts->used = ++t->tick;

@@ -49,7 +49,7 @@ uint32_t tier_units_count(const struct model *m, const struct arena *a, uint64_t
 
 	for (uint32_t g = 0; g < a->nseg; g++)
 		all += a->seg[g].size;
-	if (!budget || all <= budget || a->hugetlb || a->page_size != UNIT_PAGE)
+	if (!budget || all <= budget || arena_hugetlb(a) || a->page_size != UNIT_PAGE)
 		return 0;
 	return walk(m, NULL);
 }
