@@ -116,6 +116,26 @@ static inline const struct rd_view *cl_rv(const struct wsrv_model *m)
 	return &__atomic_load_n(&m->ready, __ATOMIC_ACQUIRE)->rv;
 }
 
+/* A model with a disk tier (--memory-budget): whether segment seg lives
+ * on it (seg may be a piece, attached.h: a unit always does). Such a piece
+ * is mapped only while something uses it (tier_take.h). */
+static inline bool cl_tiered(const struct wsrv_model *m, uint32_t seg)
+{
+	const struct rd_view *v = m->ready ? cl_rv(m) : NULL;
+	uint32_t w;
+
+	if (seg >= m->nseg)
+		return seg < cl_npieces(m);
+	w = v && v->tier ? __atomic_load_n(&v->tier[seg], __ATOMIC_ACQUIRE) : RD_TIER_RESIDENT;
+	return w != RD_TIER_RESIDENT && w != RD_TIER_PARTS;
+}
+
+/* A readiness word, read as the server wrote it. */
+static inline uint32_t cl_load_word(const uint32_t *w)
+{
+	return __atomic_load_n(w, __ATOMIC_ACQUIRE);
+}
+
 /* wsrv_model_layer without waiting for the layer's bytes. */
 int cl_layer_nowait(const struct wsrv_model *m, int32_t index, struct wsrv_layer *out);
 /* wsrv_model_tensor and wsrv_model_layer_at for i in range, without

@@ -23,17 +23,6 @@ static bool some_of(const uint32_t *got, size_t ngot, const uint32_t *ids, size_
 	return true;
 }
 
-bool cl_tiered(const struct wsrv_model *m, uint32_t seg)
-{
-	const struct rd_view *v = m->ready ? cl_rv(m) : NULL;
-	uint32_t w;
-
-	if (seg >= m->nseg)
-		return seg < cl_npieces(m);
-	w = v && v->tier ? __atomic_load_n(&v->tier[seg], __ATOMIC_ACQUIRE) : RD_TIER_RESIDENT;
-	return w != RD_TIER_RESIDENT && w != RD_TIER_PARTS;
-}
-
 int cl_pieces_ask(struct wsrv_model *m, const uint32_t *ids, size_t n, enum piece_ask how, uint32_t *got,
 		  int *fds, size_t *ngot)
 {

@@ -2,7 +2,8 @@
 /* pieces.h - a model's pieces (attached.h: its segments, and a disk
  * tier's units) reaching this process: the one AttachSegments caller and
  * the one check of its reply, and a piece's memfd mapped over its
- * reserved range. Readiness (ready_wait.h) and a disk tier's use counts
+ * reserved range (whether a piece lives on a disk tier: cl_tiered,
+ * attached.h). Readiness (ready_wait.h) and a disk tier's use counts
  * (tier_take.c) stand on these. (pieces.c) */
 #ifndef WSRV_CLIENT_PIECES_H
 #define WSRV_CLIENT_PIECES_H
@@ -18,11 +19,6 @@ enum piece_ask {
 	PIECES_SOME,    /* those in memory come, the rest are read meanwhile */
 	PIECES_RELEASE, /* let go: nothing comes back */
 };
-
-/* A model with a disk tier (--memory-budget): whether segment seg lives
- * on it (seg may be a piece, attached.h: a unit always does). Such a piece
- * is mapped only while something uses it (tier_take.h). */
-bool cl_tiered(const struct wsrv_model *m, uint32_t seg);
 
 /* Asks for pieces ids[0..n) (distinct; at most WSRV_MAX_FDS - 2) with
  * AttachSegments, as how says. Those that come: their ids into

@@ -97,10 +97,6 @@ void cl_ready_free(struct wsrv_model *m)
 	seg_state_free(m);
 }
 
-static uint32_t load_word(const uint32_t *w)
-{
-	return __atomic_load_n(w, __ATOMIC_ACQUIRE);
-}
 
 int cl_load_failed(const struct wsrv_model *m)
 {
@@ -127,7 +123,7 @@ static const uint32_t *word(const struct wsrv_model *m, uint32_t seg)
 
 uint32_t cl_word_now(const struct wsrv_model *m, uint32_t seg)
 {
-	return load_word(word(m, seg));
+	return cl_load_word(word(m, seg));
 }
 
 /* Whether the server that loads the model is still connected: a server
@@ -160,7 +156,7 @@ int cl_wait_word(struct wsrv_model *m, uint32_t seg, int timeout_ms)
 
 	for (;;) {
 		const uint32_t *w = word(m, seg);
-		uint32_t v = load_word(w);
+		uint32_t v = cl_load_word(w);
 		double slice = WAIT_SLICE_MS / 1e3;
 		int r;
 		if (v == RD_READY)
@@ -175,7 +171,7 @@ int cl_wait_word(struct wsrv_model *m, uint32_t seg, int timeout_ms)
 		}
 		struct timespec ts = { (time_t)slice, (long)((slice - (double)(time_t)slice) * 1e9) };
 		syscall(SYS_futex, w, FUTEX_WAIT, RD_LOADING, &ts, NULL, 0);
-		if (load_word(w) == RD_LOADING && w == word(m, seg) && server_gone(m) && (r = resume(m)) < 0)
+		if (cl_load_word(w) == RD_LOADING && w == word(m, seg) && server_gone(m) && (r = resume(m)) < 0)
 			return r;
 	}
 }
@@ -211,7 +207,7 @@ static int fetch_ready(struct wsrv_model *m)
 	if ((r = map_carried(m)) < 0)
 		return r;
 	for (uint32_t i = 0; i < m->nseg && n < WSRV_MAX_FDS - 2; i++)
-		if (!m->mapped[i] && load_word(word(m, i)) == RD_READY && !cl_tiered(m, i))
+		if (!m->mapped[i] && cl_load_word(word(m, i)) == RD_READY && !cl_tiered(m, i))
 			want[n++] = i;
 	if (n == 0)
 		return 0;
@@ -237,7 +233,7 @@ static int map_ready(struct wsrv_model *m)
 	for (uint32_t i = 0; i < m->nseg; i++)
 		all = all && m->mapped[i];
 	/* Units come and go: a model with them is never mapped whole. */
-	if (r == 0 && all && !m->nunits && load_word(word(m, WORD_MODEL)) == RD_READY) {
+	if (r == 0 && all && !m->nunits && cl_load_word(word(m, WORD_MODEL)) == RD_READY) {
 		m->manifest_hash = cl_rv(m)->h->manifest_hash; /* the loaded model's identity */
 		__atomic_store_n(&m->loading, false, __ATOMIC_RELEASE);
 	}
@@ -297,7 +293,7 @@ int cl_piece_try_loading(struct wsrv_model *m, uint32_t seg)
 		return 1;
 	if (seg >= m->nseg)
 		return cl_err(-EINVAL, "no segment %u", seg);
-	v = load_word(word(m, seg));
+	v = cl_load_word(word(m, seg));
 	if (v == RD_FAILED)
 		return cl_load_failed(m);
 	if (v != RD_READY || cl_tiered(m, seg)) /* a tier's: asked for by its user */
@@ -329,12 +325,12 @@ int cl_ready_wait_all(struct wsrv_model *m, int timeout_ms)
 		r = map_ready(m);
 		/* A disk tier's model is whole once loaded: its tiered segments
 		 * are mapped as they are needed, not now. */
-		if (r == 0 && cl_rv(m)->tier && load_word(word(m, WORD_MODEL)) == RD_READY)
+		if (r == 0 && cl_rv(m)->tier && cl_load_word(word(m, WORD_MODEL)) == RD_READY)
 			return 0;
 		/* READY, yet nothing new mapped: a broken page. (A model word
 		 * back to LOADING is a new server's, after a restart.) */
 		if (r == 0 && __atomic_load_n(&m->loading, __ATOMIC_ACQUIRE) && count_mapped(m) == before &&
-		    load_word(word(m, WORD_MODEL)) == RD_READY)
+		    cl_load_word(word(m, WORD_MODEL)) == RD_READY)
 			return cl_err(-EBADMSG, "the server says model %s is loaded but a segment is not ready",
 				      m->name);
 		if (timeout_ms >= 0 && mono_now() - t0 > timeout_ms / 1e3 + 60)

@@ -33,10 +33,6 @@ static const uint32_t *tier_word(const struct wsrv_model *m, uint32_t g)
 	return &v->tier[g];
 }
 
-static uint32_t load_word(const uint32_t *w)
-{
-	return __atomic_load_n(w, __ATOMIC_ACQUIRE);
-}
 
 /* Maps the pieces a reply sent (got[0..n), fds), closing each fd. */
 static int map_got(struct wsrv_model *m, const uint32_t *got, const int *fds, size_t n)
@@ -57,7 +53,7 @@ static void wait_read(struct wsrv_model *m, const uint32_t *w, uint32_t seen)
 	struct timespec ts = { 0, WAIT_SLICE_MS * 1000000L };
 
 	pthread_mutex_unlock(&m->map_lock);
-	if (load_word(w) == seen)
+	if (cl_load_word(w) == seen)
 		syscall(SYS_futex, w, FUTEX_WAIT, seen, &ts, NULL, 0);
 	pthread_mutex_lock(&m->map_lock);
 }
@@ -76,7 +72,7 @@ static int tier_need(struct wsrv_model *m, uint32_t seg, bool pin, bool wait)
 		/* The newest server's word: after a restart, its page's (the
 		 * call below connects again when the server went away). */
 		const uint32_t *w = tier_word(m, seg);
-		uint32_t seen = w ? load_word(w) : 0;
+		uint32_t seen = w ? cl_load_word(w) : 0;
 		if ((r = cl_pieces_ask(m, &seg, 1, PIECES_ALL, got, fd, &ngot)) == 0) {
 			r = map_got(m, got, fd, ngot);
 			break;
@@ -138,7 +134,7 @@ static int ask_round(struct wsrv_model *m, const uint32_t *p, const bool *ok, si
 	for (size_t i = 0; i < n && k < ASK_MAX; i++)
 		if (ok[i] && !m->mapped[p[i]]) {
 			const uint32_t *wi = tier_word(m, p[i]);
-			was[k] = wi ? load_word(wi) : 0;
+			was[k] = wi ? cl_load_word(wi) : 0;
 			ask[k++] = p[i];
 		}
 	if (k == 0)
