@@ -30,7 +30,7 @@
 
 
 /* Where a piece's bytes are. Its transitions are written in one place,
- * ts_to (tier.c), which asserts them:
+ * ts_to (tier_state.c), which asserts them:
  *
  *   TS_STAYS    not on the tier: in memory for good (the arena's); final
  *   TS_LOADING  on the tier, the first load not past it yet (its
@@ -128,7 +128,7 @@ enum tier_said {
 };
 
 /* Piece g goes to state to: the one place a piece's state changes, which
- * asserts that the move is one ts_to's table allows (tier.c). */
+ * asserts that the move is one ts_to's table allows (tier_state.c). */
 void ts_to(struct tier_seg *ts, enum tier_state to);
 
 /* Whether piece ts lives on the disk tier (it may be cached now). */
