@@ -77,6 +77,8 @@ static int join_worker(const char *sock, int out)
 						  .copied_bytes = st.resident_bytes + st.bytes_copied };
 		}
 	}
+	if (!r.ok)
+		fprintf(stderr, "wsrv-bench join: the worker: %s\n", wsrv_last_error());
 	return write(out, &r, sizeof(r)) == (ssize_t)sizeof(r) && r.ok ? 0 : 1;
 }
 
