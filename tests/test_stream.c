@@ -304,6 +304,28 @@ static void resident_upload_in_runs(void **st)
 	wsrv_stream_close(s);
 }
 
+/* Every name in one call, as wsrv_model_tensor_name gives them one by
+ * one; a short buffer is refused with nothing written. */
+static void names_in_bulk(void **st)
+{
+	size_t need = 0, at = 0;
+	char *buf;
+
+	assert_int_equal(wsrv_model_names(m, NULL, 0, &need), 0);
+	assert_non_null(buf = malloc(need + 1));
+	memset(buf, 'x', need + 1);
+	assert_int_equal(wsrv_model_names(m, buf, need - 1, &need), -ENOSPC);
+	assert_int_equal(buf[0], 'x');
+	assert_int_equal(wsrv_model_names(m, buf, need, &need), 0);
+	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
+		assert_string_equal(buf + at, wsrv_model_tensor_name(m, i));
+		at += strlen(buf + at) + 1;
+	}
+	assert_int_equal(at, need);
+	assert_int_equal(buf[need], 'x');
+	free(buf);
+}
+
 static void invalid_plans(void **st)
 {
 	static const struct { const char *json, *needle; } bad[] = {
@@ -344,5 +366,6 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(layer_shard_ownership),
 	cmocka_unit_test(budget_choices),
 	cmocka_unit_test(resident_upload_in_runs),
+	cmocka_unit_test(names_in_bulk),
 	cmocka_unit_test(invalid_plans),
 )

@@ -81,6 +81,30 @@ WSRV_EXPORT const char *wsrv_model_tensor_name(const struct wsrv_model *m, size_
 	return cl_tensor_name(m, (uint32_t)i);
 }
 
+WSRV_EXPORT int wsrv_model_names(const struct wsrv_model *m, char *buf, size_t size, size_t *need)
+{
+	size_t n, at = 0;
+
+	CL_NEED(m);
+	CL_NEED(need);
+	n = m->v.h->ntensors;
+	for (size_t i = 0; i < n; i++)
+		at += strlen(cl_tensor_name(m, (uint32_t)i)) + 1;
+	*need = at;
+	if (!buf)
+		return 0;
+	if (size < at)
+		return cl_err(-ENOSPC, "wsrv_model_names: %zu bytes given, the names take %zu", size, at);
+	at = 0;
+	for (size_t i = 0; i < n; i++) {
+		const char *nm = cl_tensor_name(m, (uint32_t)i);
+		size_t len = strlen(nm) + 1;
+		memcpy(buf + at, nm, len);
+		at += len;
+	}
+	return 0;
+}
+
 WSRV_EXPORT int wsrv_model_find(const struct wsrv_model *m, const char *name,
 				struct wsrv_tensor *out)
 {

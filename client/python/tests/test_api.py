@@ -63,6 +63,15 @@ def test_mapping_layers_config(server, client):
         assert m.tensor(t.name).xxh3 == t.xxh3
 
 
+def test_names_in_the_models_order(server, client):
+    """The names come in one call (wsrv_model_names): the same, in the
+    same order, as one call a tensor gives them."""
+    from wsrv._lib import lib, text
+    with client.attach("llama") as m:
+        one_by_one = [text(lib.wsrv_model_tensor_name(m._ptr(), i)) for i in range(len(m))]
+        assert list(m) == one_by_one
+
+
 def test_views_are_zero_copy_and_read_only(server, client):
     ref = read_model(server.models["llama"])
     with client.attach("llama") as m:

@@ -111,6 +111,7 @@ _PROTOS = {
     "wsrv_detach": (None, [vptr]),
     "wsrv_model_tensor_count": (ctypes.c_size_t, [vptr]),
     "wsrv_model_tensor_name": (ctypes.c_char_p, [vptr, ctypes.c_size_t]),
+    "wsrv_model_names": (ctypes.c_int, [vptr, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
     "wsrv_model_wait": (ctypes.c_int, [vptr, ctypes.c_int32, ctypes.c_int]),
     "wsrv_model_progress": (ctypes.c_int, [vptr, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64)]),
     "wsrv_model_tensor": (ctypes.c_int, [vptr, ctypes.c_size_t, P(TensorInfo)]),

@@ -36,6 +36,18 @@ class StateDict(dict[str, "torch.Tensor"]):
         self.copied: set[str] = set()
 
 
+def _names_of(ptr: ctypes.c_void_p, n: int) -> list[str]:
+    """Every tensor's name, in one call into libwsrv (wsrv_model_names)."""
+    need = ctypes.c_size_t()
+    check(lib.wsrv_model_names(ptr, None, 0, ctypes.byref(need)))
+    buf = ctypes.create_string_buffer(need.value + 1)
+    check(lib.wsrv_model_names(ptr, buf, need.value + 1, ctypes.byref(need)))
+    names = buf.raw[:need.value].decode("utf-8", "replace").split("\0")[:n]
+    if len(names) != n:
+        raise WsrvError(errno.EBADMSG, f"libwsrv gave {len(names)} names for {n} tensors")
+    return names
+
+
 class Model(Mapping[str, Tensor]):
     """An attached model (Client.attach). A context manager; close()
     detaches once the last view of it is gone."""
@@ -48,7 +60,7 @@ class Model(Mapping[str, Tensor]):
         self._h: Optional[_ModelHandle] = _ModelHandle(ptr)
         n = lib.wsrv_model_tensor_count(ptr)
         # Names only: a model still loading does not wait here.
-        self._names = [text(lib.wsrv_model_tensor_name(ptr, i)) for i in range(n)]
+        self._names = _names_of(ptr, n)
         self._index = {nm: i for i, nm in enumerate(self._names)}
         self._config: Optional[dict[str, Any]] = None
 
