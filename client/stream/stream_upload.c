@@ -23,21 +23,27 @@ struct up {
 	int64_t last;               /* the last copy's fence */
 };
 
-/* Queues the pending run: 0, or a negative errno. */
-static int up_flush(struct up *u)
+/* Queues one copy of the upload (rows of width bytes, pitch apart in
+ * the source, packed at dst): 0, or a negative errno. */
+static int up_copy(struct up *u, uint64_t dst, const uint8_t *src, uint64_t width, uint64_t height, uint64_t pitch)
 {
-	int64_t f;
+	int64_t f = u->s->d->ops->copy2d(u->s->d, u->base + dst, src, width, height, pitch, NULL);
 
-	if (!u->len)
-		return 0;
-	f = u->s->d->ops->copy2d(u->s->d, u->base + u->dst, u->src, u->len, 1, u->len, NULL);
-	u->len = 0;
 	if (f < 0)
 		return cl_wrap((int)f, "the upload of the resident tensors could not be queued");
 	if (f > 0)
 		u->last = f;
 	u->s->st.resident_copies++;
 	return 0;
+}
+
+/* Queues the pending run: 0, or a negative errno. */
+static int up_flush(struct up *u)
+{
+	uint64_t len = u->len;
+
+	u->len = 0;
+	return len ? up_copy(u, u->dst, u->src, len, 1, len) : 0;
 }
 
 /* Tensor i's bytes at src: added to the pending run when they follow it
@@ -47,7 +53,6 @@ static int up_tensor(struct up *u, size_t i, const uint8_t *src)
 {
 	const struct tp_view *v = &u->s->views[i];
 	uint64_t dst = u->s->res_off[i];
-	int64_t f;
 	int r;
 
 	if (u->len && v->height == 1 && dst >= u->dst + u->len && src - u->src == (ptrdiff_t)(dst - u->dst) &&
@@ -57,16 +62,11 @@ static int up_tensor(struct up *u, size_t i, const uint8_t *src)
 	}
 	if ((r = up_flush(u)) < 0)
 		return r;
-	if (v->height == 1) {
-		*u = (struct up){ .s = u->s, .base = u->base, .src = src, .dst = dst, .len = v->width, .last = u->last };
-		return 0;
-	}
-	f = u->s->d->ops->copy2d(u->s->d, u->base + dst, src, v->width, v->height, v->pitch, NULL);
-	if (f < 0)
-		return cl_wrap((int)f, "the upload of the resident tensors could not be queued");
-	if (f > 0)
-		u->last = f;
-	u->s->st.resident_copies++;
+	if (v->height > 1)
+		return up_copy(u, dst, src, v->width, v->height, v->pitch);
+	u->src = src;
+	u->dst = dst;
+	u->len = v->width;
 	return 0;
 }
 

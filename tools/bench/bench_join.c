@@ -24,6 +24,7 @@
 
 #include "bench.h"
 #include "bench_files.h"
+#include "bench_pinned.h"
 #include "bench_util.h"
 #include "cliarg.h"
 #include "clock.h"
@@ -112,44 +113,27 @@ static double join_once(const char *sock, struct join_report *r)
 }
 
 /* The pinned baseline: bytes from one page-locked buffer to the device,
- * PINNED_CHUNK at a time, between two events. GB/s, or -1. */
+ * PINNED_CHUNK at a time (bench_pinned.h). GB/s, or -1. */
 static double pinned_gbps(uint64_t bytes)
 {
+	uint64_t chunk = bytes < PINNED_CHUNK ? bytes : PINNED_CHUNK;
+	size_t n = chunk ? (size_t)((bytes + chunk - 1) / chunk) : 0;
+	uint64_t *lens = calloc(n + 1, sizeof(*lens));
 	const struct cuda_api *cu;
 	const char *why;
-	uint64_t chunk = bytes < PINNED_CHUNK ? bytes : PINNED_CHUNK, done = 0;
-	CUcontext ctx = NULL, was;
+	CUcontext ctx = NULL;
 	CUdevice dev;
-	CUdeviceptr d = 0;
-	CUevent a = NULL, b = NULL;
-	void *h = NULL;
-	float ms = 0;
+	double gbps = -1;
 
-	if (cuda_api_get(&cu, &why) < 0 || cu->DeviceGet(&dev, 0) != CUDA_SUCCESS ||
-	    cu->PrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cu->CtxPushCurrent(ctx) != CUDA_SUCCESS)
-		return -1;
-	if (cu->MemAllocHost(&h, chunk) == CUDA_SUCCESS && cu->MemAlloc(&d, chunk) == CUDA_SUCCESS &&
-	    cu->EventCreate(&a, 0) == CUDA_SUCCESS && cu->EventCreate(&b, 0) == CUDA_SUCCESS) {
-		memset(h, 1, chunk);
-		cu->MemcpyHtoDAsync(d, h, chunk, NULL); /* the first copy's setup, untimed */
-		cu->EventRecord(a, NULL);
-		for (; done < bytes; done += chunk)
-			cu->MemcpyHtoDAsync(d, h, bytes - done < chunk ? bytes - done : chunk, NULL);
-		cu->EventRecord(b, NULL);
-		cu->EventSynchronize(b);
-		cu->EventElapsedTime(&ms, a, b);
+	for (size_t i = 0; lens && i < n; i++)
+		lens[i] = i + 1 < n ? chunk : bytes - (uint64_t)i * chunk;
+	if (lens && n && cuda_api_get(&cu, &why) == 0 && cu->DeviceGet(&dev, 0) == CUDA_SUCCESS &&
+	    cu->PrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS) {
+		gbps = bench_pinned_gbps(cu, ctx, NULL, lens, n, true);
+		cu->PrimaryCtxRelease(dev);
 	}
-	if (a)
-		cu->EventDestroy(a);
-	if (b)
-		cu->EventDestroy(b);
-	if (d)
-		cu->MemFree(d);
-	if (h)
-		cu->MemFreeHost(h);
-	cu->CtxPopCurrent(&was);
-	cu->PrimaryCtxRelease(dev);
-	return ms > 0 ? (double)bytes / (ms / 1e3) / 1e9 : -1;
+	free(lens);
+	return gbps;
 }
 
 static void join_print(const struct join_cfg *c, double join_s, double gbps, const struct join_report *r,

@@ -10,9 +10,11 @@
  * page-locking rate at open. */
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "bench_pinned.h"
 #include "bench_pipeline.h"
 #include "bench_util.h"
 #include "clock.h"
@@ -32,44 +34,23 @@ static void sleep_us(void *arg)
 	nanosleep(&t, NULL);
 }
 
-/* The pinned peak: every streamed layer's bytes from one pinned buffer to
- * one device buffer, passes times, between two events. */
+/* The pinned peak: every streamed layer's bytes, passes times, from one
+ * pinned buffer to one device buffer (bench_pinned.h). */
 static double pinned_peak(const struct gpu *g, struct wsrv_model *m, int passes)
 {
-	uint64_t max = bench_max_layer(m), bytes = 0;
-	const struct cuda_api *cu = g->cu;
-	CUevent a = NULL, b = NULL;
-	CUdeviceptr dev = 0;
-	void *host = NULL;
-	float ms = 0;
-	CUcontext was;
+	size_t nl = wsrv_model_layer_count(m), n = 0;
+	uint64_t *lens = calloc((size_t)passes * nl + 1, sizeof(*lens));
+	double gbps;
 
-	cu->CtxPushCurrent(g->ctx);
-	if (cu->MemAllocHost(&host, max) == CUDA_SUCCESS && cu->MemAlloc(&dev, max) == CUDA_SUCCESS &&
-	    cu->EventCreate(&a, 0) == CUDA_SUCCESS && cu->EventCreate(&b, 0) == CUDA_SUCCESS) {
-		memset(host, 1, max);
-		cu->EventRecord(a, g->compute);
-		for (int k = 0; k < passes; k++)
-			for (size_t i = 1; i < wsrv_model_layer_count(m); i++) {
-				struct wsrv_layer l;
-				wsrv_model_layer_at(m, i, &l);
-				cu->MemcpyHtoDAsync(dev, host, l.length, g->compute);
-				bytes += l.length;
-			}
-		cu->EventRecord(b, g->compute);
-		cu->EventSynchronize(b);
-		cu->EventElapsedTime(&ms, a, b);
-	}
-	if (a)
-		cu->EventDestroy(a);
-	if (b)
-		cu->EventDestroy(b);
-	if (dev)
-		cu->MemFree(dev);
-	if (host)
-		cu->MemFreeHost(host);
-	cu->CtxPopCurrent(&was);
-	return ms > 0 ? (double)bytes / (ms / 1e3) / 1e9 : -1;
+	for (int k = 0; lens && k < passes; k++)
+		for (size_t i = 1; i < nl; i++) {
+			struct wsrv_layer l;
+			wsrv_model_layer_at(m, i, &l);
+			lens[n++] = l.length;
+		}
+	gbps = lens ? bench_pinned_gbps(g->cu, g->ctx, g->compute, lens, n, false) : -1;
+	free(lens);
+	return gbps;
 }
 
 /* passes over every layer; compute_us of sleep on the compute stream per
