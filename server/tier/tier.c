@@ -191,7 +191,7 @@ static int take_locked(struct tier *t, uint64_t holder, uint32_t g, int *fd, cha
 		else
 			t->st.hits++;
 		ts->fresh = FRESH_NO;
-		*fd = g < t->nseg ? t->own.arena->seg[g].fd : ts->fd;
+		*fd = tier_piece_fd(t, g);
 		if (was == FRESH_AHEAD) {
 			if (layer)
 				read_ahead_locked(t, g);

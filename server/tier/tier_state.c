@@ -24,12 +24,6 @@ void ts_to(struct tier_seg *ts, enum tier_state to)
 }
 
 #ifndef NDEBUG
-/* Piece g's memfd: the arena's for a segment, its own for a unit. */
-static int piece_fd(const struct tier *t, uint32_t g)
-{
-	return g < t->nseg ? t->own.arena->seg[g].fd : t->s[g].fd;
-}
-
 void tier_check_locked(const struct tier *t)
 {
 	uint64_t cached = 0;
@@ -41,9 +35,9 @@ void tier_check_locked(const struct tier *t)
 		 * segment the first load fills has the arena's fd). */
 		if (ts->state == TS_CACHED)
 			cached += ts->len;
-		assert(ts->state != TS_CACHED || piece_fd(t, g) >= 0);
-		assert(ts->state != TS_ON_DISK || piece_fd(t, g) < 0);
-		assert(ts->state != TS_READING || piece_fd(t, g) < 0);
+		assert(ts->state != TS_CACHED || tier_piece_fd(t, g) >= 0);
+		assert(ts->state != TS_ON_DISK || tier_piece_fd(t, g) < 0);
+		assert(ts->state != TS_READING || tier_piece_fd(t, g) < 0);
 		assert(!ts->holds || ts->state == TS_CACHED || ts->state == TS_STAYS);
 		assert(ts->fresh == FRESH_NO || ts->state == TS_CACHED);
 		assert(ts->queue == TQ_NONE || ts_tiered(ts));

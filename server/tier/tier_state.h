@@ -156,6 +156,13 @@ static inline void tier_check_locked(const struct tier *t)
 void tier_check_locked(const struct tier *t);
 #endif
 
+/* Piece g's memfd: the arena's for a segment, its own for a unit (-1:
+ * not in memory). */
+static inline int tier_piece_fd(const struct tier *t, uint32_t g)
+{
+	return g < t->nseg ? t->own.arena->seg[g].fd : t->s[g].fd;
+}
+
 /* Bytes of segment or unit g. */
 static inline uint64_t unit_size(const struct tier *t, uint32_t g)
 {
