@@ -97,3 +97,27 @@ def test_bulk_views_equal_one_by_one(client, model, plan, world):
                 b = sd[k]
                 assert (b.data_ptr(), b.shape, b.stride(), b.dtype) == \
                     (t.data_ptr(), t.shape, t.stride(), t.dtype), k
+
+
+def test_runs_fold_a_layers_experts():
+    """_runs: tensors of one kind and shape whose starts step evenly form
+    one run (one as_strided, split by unbind); two projections laid out
+    alternately are two runs, not a run per tensor; a key change or an
+    uneven step ends a run, and every run steps evenly."""
+    import numpy as np
+
+    from wsrv._bulk import _runs
+
+    # 40 experts, each a block of 300 elements: gate at +0, up at +100.
+    kind = np.array([0, 1] * 40 + [0, 0, 0])
+    start = np.array([e * 300 + k * 100 for e in range(40) for k in (0, 1)] + [20000, 20010, 20030])
+    order, first, runs = _runs([kind], start)
+    assert sorted(order.tolist()) == list(range(len(start)))
+    assert runs[:, 0].sum() == len(start)
+    bounds = np.append(first, len(start))
+    for (a, b), (n, step) in zip(zip(bounds[:-1], bounds[1:]), runs.tolist()):
+        members = order[a:b]
+        assert n == b - a and len(set(kind[members].tolist())) == 1
+        assert all(np.diff(start[members]) == step)
+    # gate's 40 and up's 40 are a run each; the three uneven ones at most three more.
+    assert sorted(runs[:, 0].tolist())[-2:] == [40, 40] and len(runs) <= 5

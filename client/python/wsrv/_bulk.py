@@ -2,9 +2,11 @@
 """A state_dict's views built in bulk, for models of 100,000 tensors and
 more: one call into libwsrv gives every tensor's placement
 (wsrv_stream_views), one torch tensor is made per segment and dtype over
-the segment's mapping, and each tensor is an as_strided view of it. Three
+the segment's mapping, and tensors laid out alike (one projection of a
+layer's experts) come from one as_strided view split by unbind. Three
 ctypes calls and a numpy array per tensor, as a single tensor's view
-takes, cost more than the views themselves at that count. A tensor this
+takes, cost more than the views themselves at that count, and a torch
+tensor made from Python costs twice what unbind's cost. A tensor this
 path cannot view (a dtype torch lacks, a layout that needs a copy) is
 left to the caller's per-tensor path."""
 
@@ -89,6 +91,73 @@ def _fast(rows: Any, take: Any, es: Any) -> Any:
     return take & whole & (one | two)
 
 
+def _runs(cols: list[Any], start: Any) -> tuple[Any, Any, Any]:
+    """Tensors in runs one strided view covers: sorted by their key columns
+    and then by start, a run is tensors of equal keys whose starts step by
+    one delta (a layer's experts, laid out alike). Returns the order, each
+    run's first position in it, and each run's length and step."""
+    order = np.lexsort([start] + cols[::-1])
+    s = start[order].astype(np.int64)
+    n = len(s)
+    same = np.zeros(n, dtype=bool)
+    same[1:] = True
+    for c in cols:
+        cs = c[order]
+        same[1:] &= cs[1:] == cs[:-1]
+    step = np.zeros(n, dtype=np.int64)
+    step[1:] = s[1:] - s[:-1]
+    brk = ~same
+    brk[2:] |= same[1:-1] & (step[2:] != step[1:-1])
+    first = np.flatnonzero(brk)
+    length = np.diff(np.append(first, n))
+    step_of = np.where(length > 1, step[np.minimum(first + 1, n - 1)], 0)
+    return order, first, np.stack([length, step_of], axis=1)
+
+
+def _strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    acc, lst = 1, []
+    for d in reversed(shape):
+        lst.append(acc)
+        acc *= d
+    return tuple(reversed(lst))
+
+
+def _kinds(names: list[str]) -> Any:
+    """A number per name for what follows its last two dots
+    ("gate_proj.weight"): a layer's experts share it, so a run holds one
+    projection's tensors, not two interleaved."""
+    tails = [n[n.rfind(".", 0, n.rfind(".")):] for n in names]
+    ids = {t: i for i, t in enumerate(dict.fromkeys(tails))}
+    return np.fromiter(map(ids.__getitem__, tails), dtype=np.int64, count=len(tails))
+
+
+def _made(bases: dict[tuple[int, int], Any], r: Any, esr: Any, kind: Any) -> list[Any]:
+    """The views of rows r (all of the fast path), in r's order: one
+    as_strided per run (_runs), split by unbind, as making torch tensors
+    one by one costs twice what unbind does."""
+    esz = np.maximum(esr, 1).astype(np.uint64)
+    start = ((r["offset"] + r["part_offset"]) // esz).astype(np.int64)
+    pitch = np.where(r["rows"] > 1, r["row_pitch"] // esz, 0).astype(np.int64)
+    width = int(r["rank"].max()) if len(r) else 0
+    cols = [kind, r["segment"], r["dtype"], r["rank"], pitch] + [r["shape"][:, k] for k in range(width)]
+    order, first, runs = _runs(cols, start)
+    heads = order[first]
+    out: list[Any] = []
+    strides: dict[tuple[int, ...], tuple[int, ...]] = {}
+    for (n, step), g, c, k, p, sh, s0 in zip(
+            runs.tolist(), r["segment"][heads].tolist(), r["dtype"][heads].tolist(), r["rank"][heads].tolist(),
+            pitch[heads].tolist(), r["shape"][heads, :width].tolist(), start[heads].tolist()):
+        shape = tuple(sh[:k])
+        st = (p, 1) if p else strides.get(shape) or strides.setdefault(shape, _strides(shape))
+        if n == 1:
+            out.append(bases[g, c].as_strided(shape, st, s0))
+        else:
+            out.extend(bases[g, c].as_strided((n,) + shape, (step,) + st, s0).unbind(0))
+    back = np.empty(len(order), dtype=np.int64)
+    back[order] = np.arange(len(order))
+    return list(map(out.__getitem__, back.tolist()))
+
+
 def views(owner: object, rows: Any, want: Optional[set[int]], names: list[str],
           missing: Callable[[int], Exception]) -> tuple[dict[str, Any], list[int]]:
     """The views of rows (rows_of) that this path makes, by name, and the
@@ -101,51 +170,23 @@ def views(owner: object, rows: Any, want: Optional[set[int]], names: list[str],
     if len(lost):
         raise missing(int(lost[0]))
     carrier = _carriers()
-    codes = np.unique(rows["dtype"]).tolist()
     es = np.zeros(len(rows), dtype=np.int64)
-    for c in codes:
+    for c in np.unique(rows["dtype"]).tolist():
         k = carrier(c)
         es[rows["dtype"] == c] = k[1] if k else 0
     fast = _fast(rows, take, es)
     rest = np.flatnonzero(take & ~fast).tolist()
     idx = np.flatnonzero(fast)
     r = rows[idx]
-    width = int(r["rank"].max()) if len(r) else 0
-    shapes = [tuple(x[:k]) for x, k in zip(r["shape"][:, :width].tolist(), r["rank"].tolist())]
-    esr = es[idx]
-    start = ((r["offset"] + r["part_offset"]) // np.maximum(esr, 1).astype(np.uint64)).tolist()
-    pitch = (r["row_pitch"] // np.maximum(esr, 1).astype(np.uint64)).tolist()
-    multi = (r["rows"] > 1).tolist()
-    seg, code = r["segment"].tolist(), r["dtype"].tolist()
     spans = _spans(rows, take)
-    raw: dict[int, Any] = {}
-    typed: dict[tuple[int, int], Any] = {}
-
-    def base_of(key: tuple[int, int]) -> Any:
-        g, c = key
-        if g not in raw:
-            raw[g] = _base(owner, *spans[g])
+    raw = {g: _base(owner, *spans[g]) for g in np.unique(r["segment"]).tolist()}
+    bases = {}
+    for g, c in set(zip(r["segment"].tolist(), r["dtype"].tolist())):
         dt = carrier(c)[0]  # type: ignore[index]
-        typed[key] = raw[g] if raw[g].dtype == dt else raw[g].view(dt)
-        return typed[key]
-
-    strides: dict[tuple[int, ...], tuple[int, ...]] = {}
-
-    def contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
-        acc, lst = 1, []
-        for d in reversed(shape):
-            lst.append(acc)
-            acc *= d
-        strides[shape] = tuple(reversed(lst))
-        return strides[shape]
-
-    keys = list(zip(seg, code))
-    for k in set(keys):
-        base_of(k)
-    bases = list(map(typed.__getitem__, keys))
-    sts = [(p, 1) if m else strides.get(sh) or contiguous(sh) for p, m, sh in zip(pitch, multi, shapes)]
-    import torch
-
-    made = map(torch.Tensor.as_strided, bases, shapes, sts, start)
-    out = dict(zip([names[i] for i in idx.tolist()], made))
-    return out, rest
+        bases[g, c] = raw[g] if raw[g].dtype == dt else raw[g].view(dt)
+    if len(idx) == len(rows):
+        named, kind = names, _kinds(names)
+    else:
+        named = [names[i] for i in idx.tolist()]
+        kind = _kinds(named)
+    return dict(zip(named, _made(bases, r, es[idx], kind))), rest
