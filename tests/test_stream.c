@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* test_stream.c - layer streams on the host backend: the device bytes equal
  * the shared mapping's for every plan; slots are reused and the ring wraps
- * over many passes; layers out of order; a stream closed mid-pass;
+ * over many passes; layers out of order; a stream closed mid-pass; a
+ * model detached under its open stream;
  * layer_shard ownership for K = 1..4; budget choices; invalid plans.
  * With WSRV_TEST_DEVICE=cuda the same tests run on the cuda backend over
  * the test driver (tests/cuda-driver/; without a compute stream, acquire
@@ -197,6 +198,26 @@ static void closed_mid_pass(void **st)
 	wsrv_device_destroy(slow);
 }
 
+/* A stream holds its model: detached first (a garbage collector's
+ * finalizers come in any order), the model stays mapped and the stream
+ * keeps working until it closes, which detaches it. */
+static void detached_under_an_open_stream(void **st)
+{
+	struct wsrv_model *m2;
+	struct wsrv_stream *s;
+
+	assert_int_equal(wsrv_attach(cl, "m", &m2), 0);
+	assert_int_equal(wsrv_stream_open(m2, dev, NULL, NULL, &s), 0);
+	wsrv_detach(m2);
+	walk(s, 2);
+	wsrv_stream_close(s);
+	/* And the usual order still detaches at once. */
+	assert_int_equal(wsrv_attach(cl, "m", &m2), 0);
+	assert_int_equal(wsrv_stream_open(m2, dev, NULL, NULL, &s), 0);
+	wsrv_stream_close(s);
+	wsrv_detach(m2);
+}
+
 static void layer_shard_ownership(void **st)
 {
 	for (unsigned k = 1; k <= 4; k++)
@@ -363,6 +384,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(stats_old_callers),
 	cmocka_unit_test(out_of_order_and_busy),
 	cmocka_unit_test(closed_mid_pass),
+	cmocka_unit_test(detached_under_an_open_stream),
 	cmocka_unit_test(layer_shard_ownership),
 	cmocka_unit_test(budget_choices),
 	cmocka_unit_test(resident_upload_in_runs),

@@ -146,6 +146,7 @@ WSRV_EXPORT int wsrv_attach(struct wsrv_client *c, const char *model, struct wsr
 		model_free(m);
 		return r;
 	}
+	m->refs = 1;
 	cl_model_link(c, m);
 	*out = m;
 	return 0;
@@ -181,19 +182,36 @@ static int simple_call(struct wsrv_client *c, struct wsrv_model *m, uint32_t *id
 	return ret;
 }
 
-WSRV_EXPORT void wsrv_detach(struct wsrv_model *m)
+/* Tells the server (when it is the one m was attached through) and frees
+ * m: its holders are all gone. */
+static void model_detach(struct wsrv_model *m)
 {
 	Wsrv__Request q = WSRV__REQUEST__INIT;
 	Wsrv__Detach d = WSRV__DETACH__INIT;
 
-	if (!m)
-		return;
 	q.body_case = WSRV__REQUEST__BODY_DETACH;
 	q.detach = &d;
 	cl_model_unlink(m->c, m);
 	if (cl_connected(m->c) && !m->stale) /* a server that is gone has forgotten us anyway */
 		simple_call(m->c, m, &d.attach_id, &q);
 	model_free(m);
+}
+
+void cl_model_hold(struct wsrv_model *m)
+{
+	__atomic_add_fetch(&m->refs, 1, __ATOMIC_RELAXED);
+}
+
+void cl_model_drop(struct wsrv_model *m)
+{
+	if (__atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		model_detach(m);
+}
+
+WSRV_EXPORT void wsrv_detach(struct wsrv_model *m)
+{
+	if (m)
+		cl_model_drop(m);
 }
 
 WSRV_EXPORT int wsrv_fetch_layer(struct wsrv_model *m, int32_t index, struct wsrv_lease *out)

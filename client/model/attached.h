@@ -18,6 +18,8 @@ struct cl_slot {
 
 struct wsrv_model {
 	struct wsrv_client *c;       /* holds a reference */
+	unsigned refs;               /* atomic: the caller's (until wsrv_detach)
+	                              * and each open stream's; the last detaches */
 	struct wsrv_model *next;     /* in c->models, under c->lock */
 	uint32_t attach_id;          /* the current server's id for m, under c->lock */
 	uint64_t generation, manifest_hash; /* what was attached */
@@ -161,6 +163,11 @@ int cl_ready_resume(struct wsrv_model *m, const Wsrv__AttachReply *ar, int *fds,
  * weights. Otherwise as cl_call. */
 int cl_call_model(struct wsrv_model *m, uint32_t *id, Wsrv__Request *req, Wsrv__Response **resp,
 		  int *fds, int maxfds, int *nfds);
+/* A stream's hold on m (attach.c): m stays attached and mapped until the
+ * last of its holders lets go, its caller's wsrv_detach included, in any
+ * order (a garbage collector's finalizers come in any order). */
+void cl_model_hold(struct wsrv_model *m);
+void cl_model_drop(struct wsrv_model *m);
 /* Adds m to / removes m from c's models (takes c->lock); the first sets
  * the session's hooks (cl_replay, cl_note_event). (model_call.c) */
 void cl_model_link(struct wsrv_client *c, struct wsrv_model *m);

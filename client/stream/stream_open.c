@@ -126,6 +126,7 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 		return cl_err(-ENOMEM, "out of memory");
 
 	s->m = m;
+	cl_model_hold(m); /* dropped by wsrv_stream_close */
 	s->d = d;
 	s->last = -1;
 	s->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
@@ -200,5 +201,6 @@ WSRV_EXPORT void wsrv_stream_close(struct wsrv_stream *s)
 	free(s->views);
 	free(s->trace);
 	free(s->trace_path);
+	cl_model_drop(s->m); /* may detach it: its caller's wsrv_detach came first */
 	free(s);
 }

@@ -27,6 +27,22 @@ def test_host_stream_passes(server, client):
         assert st["share"] in ("writer", "reader")
 
 
+def test_model_finalized_before_its_stream(server, client):
+    """A garbage collector finalizes a cycle's objects in any order: the
+    model's handle may be finalized (detached) while its stream is still
+    open. The stream holds the model in libwsrv, so its close, after a
+    pass in flight, is still safe and detaches (it crashed or hung at
+    interpreter exit; test_stream.c's detached_under_an_open_stream uses
+    the stream in between)."""
+    m = client.attach("llama")
+    s = m.stream("host", slots=2)
+    for layer in s:
+        break
+    m._handle().__del__()
+    s.close()
+    m.close()
+
+
 def test_tp_stream_and_release(server, client):
     ref = read_model(server.models["llama"])
     plan = {"tp_plan": {"layers.*.self_attn.o_proj": "rowwise"}}
