@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import numpy as np
 
 from . import _dtypes
-from ._attached import AttachedModel, _ModelHandle
+from ._attached import AttachedModel, Layer, _ModelHandle
 from ._lib import (CudaOpts, ExpertStats, HostOpts, Sharing, StreamOpts, StreamStats, View,
                    check, cstr, lib, new, rank_world, text, whole)
 from ._views import array_of, bytes_view, torch_of
@@ -108,15 +108,16 @@ class StreamLayer(Mapping[str, "torch.Tensor"]):
     experts on demand come from .experts)."""
 
     def __init__(self, stream: Stream, index: int, names: list[str],
-                 expert_names: Sequence[str] = ()) -> None:
+                 experts: Optional[dict[int, list[str]]] = None) -> None:
         self.index = index
         self._stream, self._names = stream, names
-        self._expert_names = expert_names
+        self._names_set = frozenset(names)
+        self._experts = experts or {}
 
     @property
     def expert_ids(self) -> list[int]:
         """The ids of this layer's experts on demand that this rank owns."""
-        return sorted({int(nm.split(".experts.")[1].split(".")[0]) for nm in self._expert_names})
+        return sorted(self._experts)
 
     def release_experts(self) -> None:
         """Lets go of the experts this layer holds (they stay cached until
@@ -131,12 +132,10 @@ class StreamLayer(Mapping[str, "torch.Tensor"]):
         arr, n = _ids(ids)
         check(lib.wsrv_stream_acquire_experts(self._stream._ptr(), self.index, arr, n, None),
               f"experts of layer {self.index}")
-        want = {f".experts.{i}." for i in arr[:n]}
-        return {nm: self._stream.tensor(nm) for nm in self._expert_names
-                if any(w in nm for w in want)}
+        return {nm: self._stream.tensor(nm) for i in dict.fromkeys(arr[:n]) for nm in self._experts.get(i, ())}
 
     def __getitem__(self, name: str) -> torch.Tensor:
-        if name not in self._names:
+        if name not in self._names_set:
             raise KeyError(name)
         return self._stream.tensor(name)
 
@@ -166,6 +165,8 @@ class Stream:
         self._names = list(model)
         self._index = {nm: i for i, nm in enumerate(self._names)}
         self._layers = [l for l in model.layers() if l.index >= 0]
+        self._codes: dict[int, int] = {}
+        self._split: dict[int, tuple[list[str], dict[int, list[str]]]] = {}
 
     def _handle(self) -> _StreamHandle:
         if self._h is None or not self._h.s:
@@ -186,7 +187,9 @@ class Stream:
         check(lib.wsrv_stream_view(self._ptr(), i, ctypes.byref(v)))
         check(lib.wsrv_stream_tensor_at(self._ptr(), i, ctypes.byref(dev)), name)
         shape = tuple(v.shape[k] for k in range(v.rank))
-        code = self.model._tensor_at(i)._code
+        code = self._codes.get(i)
+        if code is None:
+            code = self._codes[i] = self.model._tensor_at(i)._code
         if self.device == "host":
             a = array_of(bytes_view(self._handle(), dev.value or 0, v.bytes), code, shape, v.bytes, True)
             return torch_of(a, code)
@@ -212,16 +215,30 @@ class Stream:
         loop moves on (or leaves)."""
         for layer in self._layers:
             check(lib.wsrv_stream_acquire(self._ptr(), layer.index), f"acquire layer {layer.index}")
-            res: dict[str, int] = {}
+            names, experts = self._split_of(layer)
             try:
-                res = {nm: lib.wsrv_stream_residency(self._ptr(), self._index[nm]) for nm in layer.names}
-                yield StreamLayer(self, layer.index,
-                                  [nm for nm, r in res.items() if r not in (NOT_IN_VIEW, EXPERTS_ON_DEMAND)],
-                                  [nm for nm, r in res.items() if r == EXPERTS_ON_DEMAND])
+                yield StreamLayer(self, layer.index, names, experts)
             finally:
-                if any(r == EXPERTS_ON_DEMAND for r in res.values()):
+                if experts:
                     lib.wsrv_stream_release_experts(self._ptr(), layer.index)
                 lib.wsrv_stream_release(self._ptr(), layer.index)
+
+    def _split_of(self, layer: Layer) -> tuple[list[str], dict[int, list[str]]]:
+        """A layer's tensors in this stream's view, and its experts on
+        demand by id: placed at open, so worked out once per layer, not
+        per pass (a Kimi-K2 layer has 2,300 expert tensors)."""
+        got = self._split.get(layer.index)
+        if got is None:
+            ptr, names = self._ptr(), []
+            experts: dict[int, list[str]] = {}
+            for nm in layer.names:
+                r = lib.wsrv_stream_residency(ptr, self._index[nm])
+                if r == EXPERTS_ON_DEMAND:
+                    experts.setdefault(int(nm.split(".experts.")[1].split(".")[0]), []).append(nm)
+                elif r != NOT_IN_VIEW:
+                    names.append(nm)
+            got = self._split[layer.index] = (names, experts)
+        return got
 
     def prefetch_experts(self, layer: int, ids: ExpertIds) -> None:
         """Starts copying experts of a later layer (a router's guess, the
