@@ -186,6 +186,34 @@ static void dsv3_structure(void **s)
 	free(d);
 }
 
+/* deepseek-v3-shape: the checkpoint's counts (91,991 tensors; layer 61
+ * for multi-token prediction), the first 3 layers dense, and widths that
+ * split at world 8 in whole 128-row scale blocks. The spec alone: no
+ * 5.69 GiB written. */
+static void dsv3_checkpoint_shape(void **s)
+{
+	struct mk_moe moe = { 0 };
+	struct mk_spec sp;
+	struct errinfo e;
+	bool dense2 = false, moe3 = false, mtp = false;
+
+	assert_int_equal(mk_preset_moe("deepseek-v3-shape", 1, 0, &moe, &sp, &e), 0);
+	assert_int_equal(sp.n, 91991);
+	assert_int_equal(json_integer_value(json_object_get(sp.config, "first_k_dense_replace")), 3);
+	assert_int_equal(json_integer_value(json_object_get(sp.config, "num_nextn_predict_layers")), 1);
+	assert_int_equal(json_integer_value(json_object_get(sp.config, "num_hidden_layers")), 61);
+	assert_int_equal(json_integer_value(json_object_get(sp.config, "n_routed_experts")), 256);
+	assert_int_equal(json_integer_value(json_object_get(sp.config, "moe_intermediate_size")) / 8 % 128, 0);
+	assert_int_equal(json_integer_value(json_object_get(sp.config, "intermediate_size")) / 8 % 128, 0);
+	for (size_t i = 0; i < sp.n; i++) {
+		dense2 |= !strcmp(sp.t[i].name, "model.layers.2.mlp.gate_proj.weight");
+		moe3 |= !strcmp(sp.t[i].name, "model.layers.3.mlp.experts.255.down_proj.weight_scale_inv");
+		mtp |= !strcmp(sp.t[i].name, "model.layers.61.shared_head.head.weight");
+	}
+	assert_true(dense2 && moe3 && mtp);
+	mk_spec_free(&sp);
+}
+
 static void scales_with_size(void **s)
 {
 	struct mk_spec a, b;
@@ -243,6 +271,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(deterministic_and_shard_independent),
 	cmocka_unit_test(llama_structure),
 	cmocka_unit_test(dsv3_structure),
+	cmocka_unit_test(dsv3_checkpoint_shape),
 	cmocka_unit_test(scales_with_size),
 	cmocka_unit_test(rerun_replaces_and_no_space_refused),
 )

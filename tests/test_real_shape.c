@@ -1,24 +1,33 @@
 // SPDX-License-Identifier: MIT
-/* test_real_shape.c - every path at the seeds' own shape. The shape, not
- * the bytes, is what breaks first: a Kimi-K2-shaped model (61 layers, 384
- * routed experts, top-8: 139,583 tensors in 64 shards, 8.56 GiB) is made
- * once into a cache that outlives the test ($WSRV_REAL_SHAPE_DIR, else
- * /var/tmp/wsrv-real-shape) and served by one wsrvd:
+/* test_real_shape.c - every path at the seeds' own shapes. The shape, not
+ * the bytes, is what breaks first. The shape is the run's $WSRV_REAL_SHAPE:
+ *
+ * - kimi: a Kimi-K2-shaped model (61 layers, 384 routed experts, top-8:
+ *   139,583 tensors in 64 shards, 8.56 GiB);
+ * - dsv3: DeepSeek-V3's checkpoint as laid out (61 layers, 3 dense, 256
+ *   routed experts, top-8, a multi-token prediction layer 61, FP8 weights
+ *   with 128x128 block scales: 91,991 tensors in 163 shards, 5.69 GiB).
+ *
+ * It is made once into a cache that outlives the test
+ * ($WSRV_REAL_SHAPE_DIR, else /var/tmp/wsrv-real-shape) and served by one
+ * wsrvd:
  *
  * - the attach: every tensor, every layer, names found again;
- * - tensor-parallel views of world 8 under the DeepSeek plan: each rank
- *   holds 1/8 of the split tensors' bytes and 48 of each layer's experts;
- * - experts on demand over all 61 layers, top-8 with skewed routing: the
+ * - tensor-parallel views of world 8: under an experts plan (kimi) each
+ *   rank holds 48 of each layer's 384 experts, whole; under Hugging Face's
+ *   DeepSeek-V3 tp_plan (dsv3) each rank holds 1/8 of every MLP weight
+ *   and of its FP8 scales, split in whole blocks;
+ * - experts on demand over every MoE layer, top-8 with skewed routing: the
  *   device bytes are the mapping's;
  * - wsrvctl models, tensors, layers and inspect at this count;
  * - the metrics page: as many series as for a model of a few tensors;
- * - a disk tier at half the model: its 23,040 units (60 MoE layers of
+ * - a disk tier at half the model: its units (kimi: 23,040, 60 MoE layers of
  *   384), a worker's pass with the same digest as over the model in
  *   memory, the peak within the budget.
  *
  * Skipped (77) only where the disk has no room for the model. Run in the
  * release build (tools/check): the sanitizer build leaves this suite out,
- * its loads of 8.56 GiB being the test's time, not its coverage. */
+ * its loads of gigabytes being the test's time, not its coverage. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -36,19 +45,47 @@
 #include "fixture.h"
 #include "wsrv.h"
 
-#define LAYERS 61
-#define EXPERTS 384
-#define TOPK 8
-#define MOE_LAYERS 60         /* the first layer is dense */
-#define TENSORS 139583
 #define WORLD 8
-#define NEED_FREE (12ull << 30)
+#define TOPK 8
 
-/* The routed experts split among the ranks. (The stand-in's small
+/* The routed experts split among the ranks. (The Kimi stand-in's small
  * attention dimensions do not split at world 8 with their 128x128 FP8
  * scale blocks whole: 1536 rows of q_b_proj, 192 a rank. The seed's own
  * do: 24576 rows, 3072 a rank.) */
-static const char TP_PLAN[] = "{\"tp_plan\": {\"layers.*.mlp.experts.*.*\": \"experts\"}}";
+static const char EP_PLAN[] = "{\"tp_plan\": {\"layers.*.mlp.experts.*.*\": \"experts\"}}";
+/* Hugging Face's base_model_tp_plan of DeepseekV3Config: the MLPs split,
+ * attention whole. */
+static const char HF_DSV3_PLAN[] = "{\"tp_plan\": {"
+	"\"layers.*.mlp.experts.*.gate_proj\": \"local_colwise\", \"layers.*.mlp.experts.*.up_proj\": \"local_colwise\", "
+	"\"layers.*.mlp.experts.*.down_proj\": \"local_rowwise\", \"layers.*.mlp.experts.*\": \"local\", "
+	"\"layers.*.mlp.shared_experts.gate_proj\": \"local_colwise\", "
+	"\"layers.*.mlp.shared_experts.up_proj\": \"local_colwise\", "
+	"\"layers.*.mlp.shared_experts.down_proj\": \"local_rowwise\", \"layers.*.mlp.shared_experts\": \"local\", "
+	"\"layers.*.mlp.gate_proj\": \"local_colwise\", \"layers.*.mlp.up_proj\": \"local_colwise\", "
+	"\"layers.*.mlp.down_proj\": \"local_rowwise\", \"layers.*.mlp\": \"gather\"}}";
+
+struct shape {
+	const char *name, *cache; /* $WSRV_REAL_SHAPE's value; the cache's folder */
+	const char *preset;
+	uint64_t size;
+	unsigned layers, shards, experts;
+	unsigned groups;          /* layer groups besides the global one */
+	unsigned moe_layers;      /* layers with routed experts */
+	size_t tensors;
+	const char *tp_plan;
+	bool whole_experts;       /* the plan gives ranks whole experts, or splits them */
+	const char *budget;       /* --memory-budget: about half the model */
+	uint64_t need_free;
+};
+
+static const struct shape SHAPES[] = {
+	{ "kimi", "kimi-k2-shape-1", "deepseek-v3-mini", 2ull << 30, 61, 64, 384, 61, 60, 139583,
+	  EP_PLAN, true, "4400M", 12ull << 30 },
+	{ "dsv3", "deepseek-v3-shape-1", "deepseek-v3-shape", 1, 61, 163, 256, 62, 59, 91991,
+	  HF_DSV3_PLAN, false, "2900M", 8ull << 30 },
+};
+static const struct shape *S;
+
 /* Experts on demand: a MoE layer's routed experts copied as routed. */
 static const char ON_DEMAND[] = "{\"residency\": {\"layers.*.mlp.experts.*.*\": \"experts_on_demand\"}}";
 
@@ -65,20 +102,20 @@ static int cache_model(void)
 	struct statvfs vfs;
 	struct stat sb;
 
-	snprintf(model_dir, sizeof(model_dir), "%s/kimi-k2-shape-1", root);
+	snprintf(model_dir, sizeof(model_dir), "%s/%s", root, S->cache);
 	snprintf(stamp, sizeof(stamp), "%s/.whole", model_dir);
 	if (stat(stamp, &sb) == 0)
 		return 0;
 	if (mkdir(root, 0755) < 0 && errno != EEXIST)
 		return -errno;
-	if (statvfs(root, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < NEED_FREE) {
-		why_not = "the disk has less than 12 GB free for the Kimi-K2-shaped model";
+	if (statvfs(root, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < S->need_free) {
+		why_not = "the disk has too little room for the model of this shape";
 		return 0;
 	}
 	snprintf(tmp, sizeof(tmp), "%s.making", model_dir);
 	rm_rf(tmp);
 	rm_rf(model_dir);
-	if (make_model_moe(tmp, "deepseek-v3-mini", 2ull << 30, LAYERS, 64, 7, EXPERTS, TOPK) < 0 ||
+	if (make_model_moe(tmp, S->preset, S->size, S->layers, S->shards, 7, S->experts, TOPK) < 0 ||
 	    rename(tmp, model_dir) < 0)
 		return -EIO;
 	FILE *f = fopen(stamp, "w");
@@ -90,7 +127,16 @@ static int cache_model(void)
 
 static int group_setup(void)
 {
-	int r = cache_model();
+	const char *want = getenv("WSRV_REAL_SHAPE") ? getenv("WSRV_REAL_SHAPE") : "kimi";
+	int r;
+
+	for (size_t i = 0; i < sizeof(SHAPES) / sizeof(SHAPES[0]); i++)
+		S = strcmp(SHAPES[i].name, want) ? S : &SHAPES[i];
+	if (!S) {
+		fprintf(stderr, "WSRV_REAL_SHAPE=%s: kimi or dsv3\n", want);
+		return -EINVAL;
+	}
+	r = cache_model();
 
 	if (r < 0 || why_not)
 		return r;
@@ -138,14 +184,14 @@ static void every_tensor_attached(void **st)
 	uint64_t sum = 0;
 
 	attach();
-	assert_int_equal(wsrv_model_tensor_count(m), TENSORS);
-	assert_int_equal(wsrv_model_layer_count(m), LAYERS + 1); /* and the global group */
-	for (size_t i = 0; i < TENSORS; i++) {
+	assert_int_equal(wsrv_model_tensor_count(m), S->tensors);
+	assert_int_equal(wsrv_model_layer_count(m), S->groups + 1); /* and the global group */
+	for (size_t i = 0; i < S->tensors; i++) {
 		struct wsrv_tensor t = { .struct_size = sizeof(t) };
 		assert_int_equal(wsrv_model_tensor(m, i, &t), 0);
 		sum += t.size;
 		/* Names found again, a sample of every kind (every 97th). */
-		if (i % 97 == 0 || i == TENSORS - 1) {
+		if (i % 97 == 0 || i == S->tensors - 1) {
 			struct wsrv_tensor f = { .struct_size = sizeof(f) };
 			assert_int_equal(wsrv_model_find(m, t.name, &f), 0);
 			assert_ptr_equal(f.name, t.name);
@@ -169,10 +215,10 @@ static bool ends_with(const char *s, const char *tail)
 	return n >= k && !strcmp(s + n - k, tail);
 }
 
-/* Rank r of 8's views: the routed experts it owns (48 of each layer's
- * 384), whole, and every other tensor whole. */
-static void check_rank(const struct wsrv_view_row *rows, size_t n, int r, uint64_t *experts, uint64_t *experts_all,
-		       uint32_t *owned)
+/* Rank r of 8's views under an experts plan: the routed experts it owns
+ * (48 of each layer's 384), whole, and every other tensor whole. */
+static void check_rank_ep(const struct wsrv_view_row *rows, size_t n, int r, uint64_t *experts,
+			  uint64_t *experts_all, uint32_t *owned)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct wsrv_tensor t = { .struct_size = sizeof(t) };
@@ -191,26 +237,64 @@ static void check_rank(const struct wsrv_view_row *rows, size_t n, int r, uint64
 	}
 }
 
+/* Rank r of 8's views under Hugging Face's plan: every MLP projection
+ * (routed, shared, dense) and its scales an eighth, its scales' blocks
+ * whole (a scale's dims are its weight's in 128s, rounded up); attention
+ * and the rest whole. */
+static void check_rank_split(const struct wsrv_view_row *rows, size_t n, uint64_t *split, uint64_t *split_all)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct wsrv_tensor t = { .struct_size = sizeof(t) };
+		wsrv_model_tensor(m, i, &t);
+		assert_true(rows[i].present);
+		bool proj = strstr(t.name, ".mlp.") && strstr(t.name, "_proj.");
+		if (!proj) {
+			assert_int_equal(rows[i].bytes, t.size);
+			continue;
+		}
+		if (rows[i].bytes * WORLD != t.size)
+			fail_msg("%s: %lu bytes of %lu at world %d", t.name, (unsigned long)rows[i].bytes,
+				 (unsigned long)t.size, WORLD);
+		*split += rows[i].bytes;
+		*split_all += t.size;
+		if (ends_with(t.name, ".weight_scale_inv")) {
+			/* Its weight comes first (the files' order is by name). */
+			struct wsrv_tensor wt = { .struct_size = sizeof(wt) };
+			const struct wsrv_view_row *w = &rows[i - 1];
+			wsrv_model_tensor(m, i - 1, &wt);
+			assert_int_equal(strlen(wt.name) + strlen("_scale_inv"), strlen(t.name));
+			assert_memory_equal(wt.name, t.name, strlen(wt.name));
+			for (int k = 0; k < 2; k++)
+				assert_int_equal(rows[i].shape[k], (w->shape[k] + 127) / 128);
+		}
+	}
+}
+
 static void tp_views_world_8(void **st)
 {
-	struct wsrv_view_row *rows = calloc(TENSORS, sizeof(*rows));
-	uint64_t experts_all = 0;
+	struct wsrv_view_row *rows;
+	uint64_t experts_all = 0, split_all = 0;
 	struct wsrv_plan *p;
 
 	attach();
-	assert_non_null(rows);
-	assert_int_equal(wsrv_plan_parse(TP_PLAN, strlen(TP_PLAN), &p), 0);
+	assert_non_null(rows = calloc(S->tensors, sizeof(*rows)));
+	assert_int_equal(wsrv_plan_parse(S->tp_plan, strlen(S->tp_plan), &p), 0);
 	for (int r = 0; r < WORLD; r++) {
 		struct wsrv_stream_opts o = { .struct_size = sizeof(o), .slots = 2, .rank = r, .world = WORLD };
-		uint64_t experts = 0;
+		uint64_t experts = 0, split = 0;
 		uint32_t owned = 0;
 		struct wsrv_stream *s;
 		if (wsrv_stream_open(m, NULL, p, &o, &s) < 0)
 			fail_msg("rank %d of %d: %s", r, WORLD, wsrv_last_error());
-		assert_int_equal(wsrv_stream_views(s, 0, TENSORS, rows, sizeof(*rows)), 0);
-		check_rank(rows, TENSORS, r, &experts, &experts_all, &owned);
-		assert_int_equal(experts * WORLD, experts_all);
-		assert_int_equal(owned, MOE_LAYERS * EXPERTS / WORLD);
+		assert_int_equal(wsrv_stream_views(s, 0, S->tensors, rows, sizeof(*rows)), 0);
+		if (S->whole_experts) {
+			check_rank_ep(rows, S->tensors, r, &experts, &experts_all, &owned);
+			assert_int_equal(experts * WORLD, experts_all);
+			assert_int_equal(owned, S->moe_layers * S->experts / WORLD);
+		} else {
+			check_rank_split(rows, S->tensors, &split, &split_all);
+			assert_true(split > 0);
+		}
 		wsrv_stream_close(s);
 	}
 	wsrv_plan_free(p);
@@ -230,7 +314,7 @@ static void route(uint32_t k, uint32_t *ids)
 		do {
 			x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
 			double u = (double)(x * 0x2545f4914f6cdd1dull >> 11) / (double)(1ull << 53);
-			id = (uint32_t)(u * u * EXPERTS);
+			id = (uint32_t)(u * u * S->experts);
 			again = false;
 			for (int j = 0; j < i; j++)
 				again |= ids[j] == id;
@@ -295,7 +379,7 @@ static void experts_every_layer(void **st)
 		}
 		assert_int_equal(wsrv_stream_release(s, l.index), 0);
 	}
-	assert_int_equal(moe, MOE_LAYERS);
+	assert_int_equal(moe, S->moe_layers);
 	wsrv_stream_close(s);
 	wsrv_device_destroy(d);
 	detach();
@@ -333,9 +417,9 @@ static void ctl_at_this_count(void **st)
 	assert_int_equal(ctl(out, &lines, (const char *const[]){ "--socket", srv.ts.sock, "models", NULL }), 0);
 	assert_true(lines >= 1);
 	assert_int_equal(ctl(out, &lines, (const char *const[]){ "--socket", srv.ts.sock, "tensors", "m", NULL }), 0);
-	assert_true(lines >= TENSORS);
+	assert_true(lines >= S->tensors);
 	assert_int_equal(ctl(out, &lines, (const char *const[]){ "--socket", srv.ts.sock, "layers", "m", NULL }), 0);
-	assert_true(lines >= LAYERS);
+	assert_true(lines >= S->groups);
 	assert_int_equal(ctl(out, &lines, (const char *const[]){ "inspect", model_dir, NULL }), 0);
 	assert_true(lines >= 1);
 	detach();
@@ -408,7 +492,7 @@ static int worker_digest(const char *sock, const char *dir, char *digest)
 }
 
 /* A second wsrvd with a budget of about half the model: the routed
- * experts of its 60 MoE layers are units of their own, read as a
+ * experts of its MoE layers are units of their own, read as a
  * worker's pass routes through them; its digest is the one of the same
  * pass over the whole model in memory. Everything is measured before the
  * server stops, and checked after, so that a failure leaves no server
@@ -420,21 +504,22 @@ static void disk_tier_at_half(void **st)
 	struct test_server ts = { .no_wait = 1 };
 	struct wsrv_tier_info ti = { .struct_size = sizeof(ti) };
 	struct wsrv_client *c = NULL;
-	char whole[17], tiered[17];
+	char whole[17], tiered[17], said[64];
 	int worker = -1, counted = -1;
 	bool units;
 
 	attach();
 	detach();
 	assert_int_equal(worker_digest(srv.ts.sock, srv.ts.dir, whole), 0);
-	assert_int_equal(server_start(&ts, "m", model_dir, "--memory-budget", "4400M", NULL), 0);
+	assert_int_equal(server_start(&ts, "m", model_dir, "--memory-budget", S->budget, NULL), 0);
 	if (server_wait_ready(&ts, 600) == 0) {
 		worker = worker_digest(ts.sock, ts.dir, tiered);
 		if (wsrv_connect(ts.sock, NULL, &c) == 0)
 			counted = tier_counters(c, &ti);
 		wsrv_disconnect(c);
 	}
-	units = server_log_has(&ts, "23040 routed experts on the disk tier");
+	snprintf(said, sizeof(said), "%u routed experts on the disk tier", S->moe_layers * S->experts);
+	units = server_log_has(&ts, said);
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
 	if (worker != 0)
 		fail_msg("a worker's pass over the tiered model: exit %d (see %s)", worker, pjoin(ts.dir, "worker.err"));

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* mkmodel_presets.c - the architectures: Llama (tiny, llama-mini) and
- * DeepSeek-V3 (MLA attention, a dense first layer, MoE layers with routed and
- * shared experts, FP8 E4M3 weights with 128x128 block scales). */
+ * DeepSeek-V3 (MLA attention, dense first layers, MoE layers with routed and
+ * shared experts, FP8 E4M3 weights with 128x128 block scales): at widths
+ * that fit a size (deepseek-v3-mini), or as the checkpoint is laid out
+ * (deepseek-v3-shape: its counts at a small width). */
 #include "mkmodel.h"
 
 #include <errno.h>
@@ -120,6 +122,7 @@ static json_t *llama_config(const struct llama_dims *d)
 struct dsv3_dims {
 	uint64_t h, heads, q_lora, kv_lora, nope, rope, vh, inter, moe_inter;
 	uint64_t routed, shared, topk, vocab, layers;
+	uint64_t dense, mtp;         /* first_k_dense_replace, num_nextn_predict_layers */
 };
 
 static void dsv3_dims(uint64_t h, uint64_t layers, const struct mk_moe *moe, struct dsv3_dims *d)
@@ -138,6 +141,23 @@ static void dsv3_dims(uint64_t h, uint64_t layers, const struct mk_moe *moe, str
 	d->topk = moe->topk ? moe->topk : 4;
 	d->vocab = 8 * h;
 	d->layers = layers;
+	d->dense = 1;
+	d->mtp = 0;
+}
+
+/* DeepSeek-V3's checkpoint as laid out: 61 layers, the first 3 dense, 256
+ * routed experts of which 8 a token, and layer 61 for multi-token
+ * prediction (91,991 tensors), at a width that splits at world 8 as the
+ * real one does under Hugging Face's tp_plan: the experts' intermediate
+ * size (1024, 2048 in the real one) and the dense layers' (9216; 18432)
+ * in whole 128x128 scale blocks a rank, 16 heads (2 a rank). */
+static void dsv3_shape_dims(uint64_t layers, const struct mk_moe *moe, struct dsv3_dims *d)
+{
+	*d = (struct dsv3_dims){ .h = 128, .heads = 16, .q_lora = 384, .kv_lora = 128, .nope = 128,
+				 .rope = 64, .vh = 128, .inter = 9216, .moe_inter = 1024,
+				 .routed = moe->experts ? moe->experts : 256, .shared = 1,
+				 .topk = moe->topk ? moe->topk : 8, .vocab = 1024,
+				 .layers = layers ? layers : 61, .dense = 3, .mtp = 1 };
 }
 
 static int dsv3_attn(struct mk_spec *s, const struct dsv3_dims *d, uint64_t l)
@@ -184,7 +204,7 @@ static int dsv3_mlp(struct mk_spec *s, const struct dsv3_dims *d, uint64_t l)
 	char p[96];
 	int r = 0;
 
-	if (l == 0) {
+	if (l < d->dense) {
 		snprintf(p, sizeof(p), "model.layers.%lu.mlp", l);
 		return dsv3_ffn(s, p, d->h, d->inter);
 	}
@@ -199,12 +219,26 @@ static int dsv3_mlp(struct mk_spec *s, const struct dsv3_dims *d, uint64_t l)
 	return r;
 }
 
+/* A multi-token prediction layer's own tensors, besides a decoder layer's
+ * (the checkpoint numbers it after the last layer). */
+static int dsv3_mtp(struct mk_spec *s, const struct dsv3_dims *d, uint64_t l)
+{
+	int r = add(s, DT_BF16, MK_WEIGHT, d->vocab, d->h, "model.layers.%lu.embed_tokens.weight", l);
+
+	r |= add(s, DT_BF16, MK_NORM, d->h, 0, "model.layers.%lu.enorm.weight", l);
+	r |= add(s, DT_BF16, MK_NORM, d->h, 0, "model.layers.%lu.hnorm.weight", l);
+	r |= add(s, DT_BF16, MK_WEIGHT, d->h, 2 * d->h, "model.layers.%lu.eh_proj.weight", l);
+	r |= add(s, DT_BF16, MK_NORM, d->h, 0, "model.layers.%lu.shared_head.norm.weight", l);
+	r |= add(s, DT_BF16, MK_WEIGHT, d->vocab, d->h, "model.layers.%lu.shared_head.head.weight", l);
+	return r;
+}
+
 static int dsv3_tensors(struct mk_spec *s, const struct dsv3_dims *d)
 {
 	int r = add(s, DT_BF16, MK_WEIGHT, d->vocab, d->h, "model.embed_tokens.weight");
 
-	for (uint64_t l = 0; r == 0 && l < d->layers; l++)
-		r = dsv3_attn(s, d, l) | dsv3_mlp(s, d, l);
+	for (uint64_t l = 0; r == 0 && l < d->layers + d->mtp; l++)
+		r = dsv3_attn(s, d, l) | dsv3_mlp(s, d, l) | (l >= d->layers ? dsv3_mtp(s, d, l) : 0);
 	r |= add(s, DT_BF16, MK_NORM, d->h, 0, "model.norm.weight");
 	r |= add(s, DT_BF16, MK_WEIGHT, d->vocab, d->h, "lm_head.weight");
 	return r ? -ENOMEM : 0;
@@ -222,10 +256,11 @@ static json_t *dsv3_config(const struct dsv3_dims *d)
 		"qk_nope_head_dim", (json_int_t)d->nope, "qk_rope_head_dim", (json_int_t)d->rope,
 		"v_head_dim", (json_int_t)d->vh,
 		"num_hidden_layers", (json_int_t)d->layers);
-	json_t *more = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:s, s:s, s:o, s:s}",
+	json_t *more = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:s, s:s, s:o, s:s}",
 		"n_routed_experts", (json_int_t)d->routed, "n_shared_experts", (json_int_t)d->shared,
-		"num_experts_per_tok", (json_int_t)d->topk, "first_k_dense_replace", (json_int_t)1,
-		"moe_layer_freq", (json_int_t)1, "vocab_size", (json_int_t)d->vocab,
+		"num_experts_per_tok", (json_int_t)d->topk, "first_k_dense_replace", (json_int_t)d->dense,
+		"moe_layer_freq", (json_int_t)1, "num_nextn_predict_layers", (json_int_t)d->mtp,
+		"vocab_size", (json_int_t)d->vocab,
 		"n_group", (json_int_t)1, "routed_scaling_factor", 2.5,
 		"scoring_func", "sigmoid", "torch_dtype", "bfloat16",
 		"quantization_config", json_pack("{s:s, s:s, s:s, s:[i,i]}", "quant_method", "fp8",
@@ -245,9 +280,12 @@ static uint64_t build(const char *preset, uint64_t h, unsigned layers, const str
 		      struct mk_spec *s)
 {
 	memset(s, 0, sizeof(*s));
-	if (strcmp(preset, "deepseek-v3-mini") == 0) {
+	if (strncmp(preset, "deepseek-v3-", 12) == 0) {
 		struct dsv3_dims d;
-		dsv3_dims(h, layers ? layers : 4, moe, &d);
+		if (strcmp(preset, "deepseek-v3-shape") == 0)
+			dsv3_shape_dims(layers, moe, &d);
+		else
+			dsv3_dims(h, layers ? layers : 4, moe, &d);
 		if (dsv3_tensors(s, &d) == 0)
 			s->config = dsv3_config(&d);
 	} else {
@@ -322,15 +360,18 @@ int mk_preset_moe(const char *preset, uint64_t size, unsigned layers, const stru
 	struct mk_spec best = { 0 }, cur;
 
 	if (strcmp(preset, "tiny") && strcmp(preset, "llama-mini") &&
-	    strcmp(preset, "deepseek-v3-mini"))
-		return err_set(e, -EINVAL, "unknown preset '%s' (tiny, llama-mini, deepseek-v3-mini)", preset);
+	    strcmp(preset, "deepseek-v3-mini") && strcmp(preset, "deepseek-v3-shape"))
+		return err_set(e, -EINVAL, "unknown preset '%s' (tiny, llama-mini, deepseek-v3-mini, "
+			       "deepseek-v3-shape)", preset);
 	if (layers > 4096)
 		return err_set(e, -EINVAL, "at most 4096 layers");
 	if (moe->experts > 1024 || moe->topk > 64 || (moe->experts && moe->topk > moe->experts) ||
 	    (!moe->experts && moe->topk > 16))
 		return err_set(e, -EINVAL, "experts: 1 to 1024 routed experts, top-k at most 64 and at most the experts");
-	if ((moe->experts || moe->topk) && strcmp(preset, "deepseek-v3-mini"))
-		return err_set(e, -EINVAL, "--experts and --topk are for deepseek-v3-mini");
+	if ((moe->experts || moe->topk) && strncmp(preset, "deepseek-v3-", 12))
+		return err_set(e, -EINVAL, "--experts and --topk are for the deepseek-v3 presets");
+	if (strcmp(preset, "deepseek-v3-shape") == 0) /* one width: size does not choose */
+		return build(preset, 0, layers, moe, spec) ? 0 : err_set(e, -ENOMEM, "out of memory");
 	for (unsigned i = 0; i < 64; i++) {
 		uint64_t b = build(preset, ladder(preset, i), layers, moe, &cur);
 		if (!b) {

@@ -15,6 +15,7 @@
 static void mkmodel_usage(FILE *f)
 {
 	fprintf(f, "usage: wsrv-mkmodel --preset tiny|llama-mini|deepseek-v3-mini --size SIZE\n"
+		   "       wsrv-mkmodel --preset deepseek-v3-shape\n"
 		   "                    [--shards N] [--layers L] [--seed S]\n"
 		   "                    [--rope-scaling TYPE:FACTOR|JSON] [--hidden-act NAME]\n"
 		   "                    [--experts N] [--topk K] --out DIR\n"
@@ -23,8 +24,11 @@ static void mkmodel_usage(FILE *f)
 		   "  --rope-scaling sets config.json's rope_scaling: linear:F, dynamic:F,\n"
 		   "  llama3:F (as Llama 3.1: frequency factors 1 and 4), or any JSON object.\n"
 		   "  --hidden-act sets its hidden_act (default silu).\n"
-		   "  --experts and --topk (deepseek-v3-mini): routed experts per MoE layer\n"
-		   "  (default 16) and experts per token (default 4).\n");
+		   "  --experts and --topk (deepseek-v3-*): routed experts per MoE layer\n"
+		   "  (default 16; 256 for -shape) and experts per token (default 4; 8).\n"
+		   "  deepseek-v3-shape is DeepSeek-V3's checkpoint as laid out (61 layers,\n"
+		   "  3 dense, 256 experts, a multi-token prediction layer: 91,991 tensors;\n"
+		   "  --shards 163 as published) at a width that splits at world 8: 5.69 GiB.\n");
 }
 
 int main(int argc, char **argv)
@@ -87,6 +91,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, P ": --out '': a folder to write the model into\n");
 		return 2;
 	}
+	if (preset && strcmp(preset, "deepseek-v3-shape") == 0 && !size)
+		size = 1; /* one width: no size to choose it by */
 	if (!preset || !out || !size) {
 		fprintf(stderr, P ": %s is required\n", !preset ? "--preset" : !out ? "--out" : "--size");
 		mkmodel_usage(stderr);
