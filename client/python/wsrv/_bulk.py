@@ -52,11 +52,12 @@ def _base(owner: object, addr: int, length: int) -> torch.Tensor:
 def _spans(rows: Any, take: Any) -> dict[int, tuple[int, int]]:
     """Each segment's mapping: (its first byte's address, bytes up to the
     page past its last tensor), from the tensors mapped here."""
-    r = rows[take & (rows["data"] != 0)]
-    segs, first = np.unique(r["segment"], return_index=True)
+    sel = np.flatnonzero(take & (rows["data"] != 0))   # fields, not records: a record is 240 bytes
+    seg, off = rows["segment"][sel], rows["offset"][sel]
+    segs, first = np.unique(seg, return_index=True)
     end = np.zeros(len(segs), dtype=np.uint64)
-    np.maximum.at(end, np.searchsorted(segs, r["segment"]), r["offset"] + r["size"])
-    base = (r["data"][first] - r["offset"][first]).tolist()
+    np.maximum.at(end, np.searchsorted(segs, seg), off + rows["size"][sel])
+    base = (rows["data"][sel[first]] - off[first]).tolist()
     return {g: (b, (e + _PAGE - 1) // _PAGE * _PAGE) for g, b, e in zip(segs.tolist(), base, end.tolist())}
 
 
@@ -122,7 +123,7 @@ def _strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(lst))
 
 
-def _kinds(names: list[str]) -> Any:
+def kinds(names: list[str]) -> Any:
     """A number per name for what follows its last two dots
     ("gate_proj.weight"): a layer's experts share it, so a run holds one
     projection's tensors, not two interleaved."""
@@ -158,11 +159,12 @@ def _made(bases: dict[tuple[int, int], Any], r: Any, esr: Any, kind: Any) -> lis
     return list(map(out.__getitem__, back.tolist()))
 
 
-def views(owner: object, rows: Any, want: Optional[set[int]], names: list[str],
+def views(owner: object, rows: Any, want: Optional[set[int]], names: list[str], kind: Any,
           missing: Callable[[int], Exception]) -> tuple[dict[str, Any], list[int]]:
     """The views of rows (rows_of) that this path makes, by name, and the
     indices it leaves to the per-tensor path. want: only these layers.
-    missing(i) is raised for a tensor wanted but not mapped here."""
+    kind: kinds(names), which a caller keeps for the next call. missing(i)
+    is raised for a tensor wanted but not mapped here."""
     take = rows["present"] != 0
     if want is not None:
         take &= np.isin(rows["layer"], list(want))
@@ -177,7 +179,7 @@ def views(owner: object, rows: Any, want: Optional[set[int]], names: list[str],
     fast = _fast(rows, take, es)
     rest = np.flatnonzero(take & ~fast).tolist()
     idx = np.flatnonzero(fast)
-    r = rows[idx]
+    r = rows if len(idx) == len(rows) else rows[idx]
     spans = _spans(rows, take)
     raw = {g: _base(owner, *spans[g]) for g in np.unique(r["segment"]).tolist()}
     bases = {}
@@ -185,8 +187,7 @@ def views(owner: object, rows: Any, want: Optional[set[int]], names: list[str],
         dt = carrier(c)[0]  # type: ignore[index]
         bases[g, c] = raw[g] if raw[g].dtype == dt else raw[g].view(dt)
     if len(idx) == len(rows):
-        named, kind = names, _kinds(names)
+        named = names
     else:
-        named = [names[i] for i in idx.tolist()]
-        kind = _kinds(named)
+        named, kind = [names[i] for i in idx.tolist()], kind[idx]
     return dict(zip(named, _made(bases, r, es[idx], kind))), rest

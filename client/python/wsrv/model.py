@@ -61,6 +61,7 @@ class Model(Mapping[str, Tensor]):
         n = lib.wsrv_model_tensor_count(ptr)
         # Names only: a model still loading does not wait here.
         self._names = _names_of(ptr, n)
+        self._kinds: Any = None   # _bulk.kinds(self._names), at the first state_dict
         self._index = {nm: i for i, nm in enumerate(self._names)}
         self._config: Optional[dict[str, Any]] = None
 
@@ -220,7 +221,9 @@ class Model(Mapping[str, Tensor]):
         """Every view in bulk (_bulk.py), and the few it leaves one by
         one, in the model's order."""
         rows = _bulk.rows_of(s, len(self._names))
-        made, rest = _bulk.views(self._handle(), rows, want, self._names,
+        if self._kinds is None:
+            self._kinds = _bulk.kinds(self._names)
+        made, rest = _bulk.views(self._handle(), rows, want, self._names, self._kinds,
                                  lambda i: self._not_here(self._tensor_at(i).layer))
         out = StateDict()
         if not rest:
