@@ -23,7 +23,10 @@
  * - the metrics page: as many series as for a model of a few tensors;
  * - a disk tier at half the model: its units (kimi: 23,040, 60 MoE layers of
  *   384), a worker's pass with the same digest as over the model in
- *   memory, the peak within the budget.
+ *   memory, the peak within the budget;
+ * - generations: a take-over by a successor wsrvd (the attached worker's
+ *   mapping stays, its next call reconnects), a reload, and a publish from
+ *   the files, each new generation with the checksums of the one before.
  *
  * Skipped (77) only where the disk has no room for the model. Run in the
  * release build (tools/check): the sanitizer build leaves this suite out,
@@ -34,13 +37,18 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <xxhash.h>
 
 #include "fixture.h"
 #include "wsrv.h"
@@ -142,7 +150,8 @@ static int group_setup(void)
 		return r;
 	srv.ts.no_wait = 1;
 	if ((r = server_start_argv(&srv.ts, "m", model_dir,
-				   (const char *const[]){ "--metrics-listen", "127.0.0.1:0", NULL })) < 0)
+				   (const char *const[]){ "--metrics-listen", "127.0.0.1:0",
+							  "--allow-publish-uid", "0", NULL })) < 0)
 		return r;
 	return server_wait_ready(&srv.ts, 600);
 }
@@ -532,6 +541,165 @@ static void disk_tier_at_half(void **st)
 	assert_true(ti.peak_bytes <= ti.budget);
 }
 
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Until the server has told c that m has generation want or newer. */
+static int wait_latest(struct wsrv_client *c, struct wsrv_model *mod, uint64_t want, int seconds)
+{
+	for (int i = 0; i < seconds * 10; i++) {
+		struct pollfd p = { wsrv_client_fd(c), POLLIN, 0 };
+		uint64_t mapped, latest;
+		if (poll(&p, 1, 100) > 0)
+			wsrv_client_poll_events(c);
+		if (wsrv_model_generation(mod, &mapped, &latest) == 0 && latest >= want)
+			return 0;
+	}
+	return -ETIMEDOUT;
+}
+
+#define SAMPLE 64
+
+/* Every (tensors / SAMPLE)th tensor's checksum, from the manifest. */
+static void sample_sums(uint64_t *sums)
+{
+	for (size_t k = 0; k < SAMPLE; k++) {
+		struct wsrv_tensor t = { .struct_size = sizeof(t) };
+		assert_int_equal(wsrv_model_tensor(m, k * (S->tensors / SAMPLE), &t), 0);
+		sums[k] = t.xxh3;
+	}
+}
+
+/* 0 when mod is generation gen, with the sampled tensors' sums, and
+ * their bytes hash to them; else a line to stderr and -1. */
+static int same_weights(struct wsrv_model *mod, uint64_t gen, const uint64_t *sums)
+{
+	uint64_t mapped = 0;
+
+	if (wsrv_model_generation(mod, &mapped, NULL) < 0 || mapped != gen) {
+		fprintf(stderr, "generation %lu mapped, %lu wanted\n", (unsigned long)mapped, (unsigned long)gen);
+		return -1;
+	}
+	for (size_t k = 0; k < SAMPLE; k++) {
+		struct wsrv_tensor t = { .struct_size = sizeof(t) };
+		if (wsrv_model_tensor(mod, k * (S->tensors / SAMPLE), &t) < 0 || t.xxh3 != sums[k] ||
+		    XXH3_64bits(t.data, t.size) != sums[k]) {
+			fprintf(stderr, "generation %lu: %s is not the weights of the one before\n", (unsigned long)gen,
+				t.name ? t.name : "?");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Until pid (not a child of this process: the group's server) has
+ * exited: 0, or -ETIMEDOUT. */
+static int wait_exit(pid_t pid, int seconds)
+{
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int r = fd < 0 ? (errno == ESRCH ? 0 : -errno) : poll(&p, 1, seconds * 1000) == 1 ? 0 : -ETIMEDOUT;
+
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+/* What the generations case saw, checked after its server stopped. */
+struct gens {
+	int take_over, reconnect, reload, publish, weights[3], stopped;
+	double take_over_s, call_ms, reload_s, publish_s;
+};
+
+/* A successor wsrvd takes the model and the socket over from the group's
+ * (whose exit it waits for); the worker's mapping stays, its next call
+ * reconnects. */
+static void take_over(struct test_server *next, const uint64_t *sums, struct gens *g)
+{
+	struct wsrv_lease l;
+
+	*next = srv.ts;
+	double t0 = now_s();
+	g->take_over = server_restart_args(next, "m", model_dir, "--take-over", "--metrics-listen", "127.0.0.1:0",
+					   "--allow-publish-uid", "0", NULL);
+	if (g->take_over == 0)
+		g->take_over = server_wait_ready(next, 600);
+	if (g->take_over == 0)
+		g->take_over = wait_exit(srv.ts.pid, 120);
+	double t1 = now_s();
+	g->reconnect = wsrv_fetch_layer(m, 0, &l);
+	if (g->reconnect == 0)
+		g->reconnect = wsrv_release(m, l.id);
+	g->take_over_s = t1 - t0;
+	g->call_ms = 1e3 * (now_s() - t1);
+	g->weights[0] = same_weights(m, 1, sums);
+}
+
+/* A reload from the same files (generation 2), then a publish of the same
+ * tensors from them (3): each with the sums of the one before. The old
+ * generation goes with its last worker, before the next is made. */
+static void reload_publish(const struct test_server *ts, const uint64_t *sums, struct gens *g)
+{
+	struct wsrv_model *m2 = NULL;
+	char out[300];
+	size_t lines;
+
+	snprintf(out, sizeof(out), "%s", pjoin(ts->dir, "ctl.out"));
+	double t0 = now_s();
+	g->reload = ctl(out, &lines, (const char *const[]){ "--socket", ts->sock, "reload", "m", NULL });
+	if (g->reload == 0)
+		g->reload = wait_latest(cl, m, 2, 600);
+	g->reload_s = now_s() - t0;
+	wsrv_detach(m);
+	m = NULL;
+	if (wsrv_attach(cl, "m", &m2) == 0) {
+		g->weights[1] = same_weights(m2, 2, sums);
+		wsrv_detach(m2);
+	}
+	t0 = now_s();
+	g->publish = ctl(out, &lines, (const char *const[]){ "--socket", ts->sock, "publish", "m", "--from",
+							     model_dir, NULL });
+	g->publish_s = now_s() - t0;
+	if (wsrv_attach(cl, "m", &m2) == 0) {
+		g->weights[2] = same_weights(m2, 3, sums);
+		wsrv_detach(m2);
+	}
+}
+
+/* Each case runs in a process of its own: the group's server is not its
+ * child, the successor is, and is stopped here. */
+static void generations_at_this_count(void **st)
+{
+	struct gens g = { .weights = { -1, -1, -1 } };
+	struct test_server next = { 0 };
+	uint64_t sums[SAMPLE];
+
+	attach();
+	sample_sums(sums);
+	take_over(&next, sums, &g);
+	if (g.take_over == 0)
+		reload_publish(&next, sums, &g);
+	wsrv_detach(m);
+	wsrv_disconnect(cl);
+	g.stopped = next.pid > 0 ? server_stop(&next, SIGTERM) : -1;
+	fprintf(stderr, "take-over %.2f s to the old server's exit, the worker's next call %.1f ms; reload %.2f s to "
+		"the new generation; publish --from %.2f s\n", g.take_over_s, g.call_ms, g.reload_s, g.publish_s);
+	assert_int_equal(g.take_over, 0);
+	assert_true(server_log_has(&next, "adopted"));
+	assert_int_equal(g.reconnect, 0);
+	assert_int_equal(g.reload, 0);
+	assert_int_equal(g.publish, 0);
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(g.weights[k], 0);
+	assert_int_equal(g.stopped, 0);
+}
+
 FIXTURE_MAIN(F, cmocka_unit_test(every_tensor_attached), cmocka_unit_test(tp_views_world_8),
 	     cmocka_unit_test(experts_every_layer), cmocka_unit_test(ctl_at_this_count),
-	     cmocka_unit_test(metrics_do_not_grow_with_tensors), cmocka_unit_test(disk_tier_at_half))
+	     cmocka_unit_test(metrics_do_not_grow_with_tensors), cmocka_unit_test(disk_tier_at_half),
+	     cmocka_unit_test(generations_at_this_count))

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "manifest.h"
+#include "name_index.h"
 #include "wire.h"
 #include "clock.h"
 #include "packet.h"
@@ -25,6 +26,7 @@ struct wsrv_publish {
 	void *manifest;             /* the layout, read-only */
 	size_t manifest_len;
 	struct mf_view v;
+	struct name_index names;    /* v's tensors by name, owned */
 	uint32_t nseg;
 	uint8_t *seg[WSRV_MAX_FDS]; /* writable */
 	size_t seg_len[WSRV_MAX_FDS];
@@ -52,6 +54,7 @@ static void unmap(struct wsrv_publish *p)
 			unmap_segment(p, i);
 	if (p->manifest)
 		munmap(p->manifest, p->manifest_len);
+	name_index_free(&p->names);
 	p->nseg = 0;
 	p->manifest = NULL;
 }
@@ -93,7 +96,11 @@ static int map_all(struct wsrv_publish *p, const int *fds, int n, const Wsrv__Pu
 	}
 	if (manifest_check(p->manifest, p->manifest_len, sizes, p->nseg, &p->v, err, sizeof(err)) < 0)
 		return cl_err(-EBADMSG, "the server sent a bad layout: %s", err);
-	return 0;
+	uint32_t dup = 0;
+	int r = name_index_build(&p->names, &p->v, &dup);
+	if (r == -EEXIST)
+		return cl_err(-EBADMSG, "the server sent a layout that lists tensor %u's name twice", dup);
+	return r < 0 ? cl_err(r, "out of memory") : 0;
 }
 
 WSRV_EXPORT int wsrv_publish_begin(struct wsrv_client *c, const char *model, struct wsrv_publish **out)
@@ -141,17 +148,15 @@ WSRV_EXPORT int wsrv_publish_tensor(struct wsrv_publish *p, const char *name, vo
 	CL_NEED(name);
 	if (!p->manifest)
 		return cl_err(-EINVAL, "the publish is committed or aborted");
-	for (uint32_t i = 0; i < p->v.h->ntensors; i++) {
-		const struct mf_tensor *t = &p->v.tensors[i];
-		if (t->name_len != strlen(name) || memcmp(p->v.strings + t->name_off, name, t->name_len) != 0)
-			continue;
-		if (data)
-			*data = p->seg[t->segment] + t->offset;
-		if (size)
-			*size = t->size;
-		return 0;
-	}
-	return cl_err(-ENOENT, "model %s has no tensor '%s'", p->model, name);
+	int i = name_index_find(&p->names, &p->v, name);
+	if (i < 0)
+		return cl_err(-ENOENT, "model %s has no tensor '%s'", p->model, name);
+	const struct mf_tensor *t = &p->v.tensors[i];
+	if (data)
+		*data = p->seg[t->segment] + t->offset;
+	if (size)
+		*size = t->size;
+	return 0;
 }
 
 /* Waits until the model's current generation is want (0), or the server

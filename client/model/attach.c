@@ -81,7 +81,7 @@ static void model_free(struct wsrv_model *m)
 	unmap_all(m);
 	free(m->seg);
 	free(m->seg_len);
-	free(m->hash);
+	name_index_free(&m->names);
 	pthread_mutex_destroy(&m->hash_lock);
 	free(m->name);
 	if (m->c)

@@ -6,15 +6,9 @@
 #define WSRV_CLIENT_ATTACHED_H
 
 #include "manifest.h"
+#include "name_index.h"
 #include "ready.h"
 #include "wire.h"
-
-/* One slot of a model's name hash: the tensor's index + 1 (0: empty), and
- * the name hash's high 32 bits, compared before any name is. */
-struct cl_slot {
-	uint32_t idx;
-	uint32_t tag;
-};
 
 struct wsrv_model {
 	struct wsrv_client *c;       /* holds a reference */
@@ -34,8 +28,7 @@ struct wsrv_model {
 	size_t *seg_len;
 	/* The name index (model_index.c), built at the first lookup by name,
 	 * not at attach: a worker that goes by index never pays for it. */
-	struct cl_slot *hash;        /* open addressing: tensor index + 1, and a tag */
-	size_t hash_mask;
+	struct name_index names;     /* owned */
 	int hash_err;                /* its build's failure (a name listed twice) */
 	bool hash_built;             /* atomic */
 	pthread_mutex_t hash_lock;

@@ -5,15 +5,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "attached.h"
 #include "sorted.h"
-
-static uint64_t name_hash(const char *s, size_t n)
-{
-	return XXH3_64bits(s, n);
-}
 
 const char *cl_tensor_name(const struct wsrv_model *m, uint32_t i)
 {
@@ -22,29 +16,12 @@ const char *cl_tensor_name(const struct wsrv_model *m, uint32_t i)
 
 static int build_hash(struct wsrv_model *m)
 {
-	uint32_t n = m->v.h->ntensors;
-	size_t cap = 16;
+	uint32_t dup = 0;
+	int r = name_index_build(&m->names, &m->v, &dup);
 
-	while (cap < (size_t)n * 2)
-		cap *= 2;
-	m->hash = calloc(cap, sizeof(*m->hash));
-	if (!m->hash)
-		return cl_err(-ENOMEM, "out of memory");
-	m->hash_mask = cap - 1;
-	for (uint32_t i = 0; i < n; i++) {
-		const char *name = cl_tensor_name(m, i);
-		uint64_t h = name_hash(name, m->v.tensors[i].name_len);
-		size_t k = h & m->hash_mask;
-		/* Names that share long prefixes (a MoE model's 100,000 of
-		 * them) are compared only when their hashes' tags agree. */
-		while (m->hash[k].idx) {
-			if (m->hash[k].tag == (uint32_t)(h >> 32) && strcmp(cl_tensor_name(m, m->hash[k].idx - 1), name) == 0)
-				return cl_err(-EBADMSG, "the manifest lists tensor '%s' twice", name);
-			k = (k + 1) & m->hash_mask;
-		}
-		m->hash[k] = (struct cl_slot){ i + 1, (uint32_t)(h >> 32) };
-	}
-	return 0;
+	if (r == -EEXIST)
+		return cl_err(-EBADMSG, "the manifest lists tensor '%s' twice", cl_tensor_name(m, dup));
+	return r < 0 ? cl_err(r, "out of memory") : 0;
 }
 
 void cl_tensor_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_tensor *o)
@@ -96,16 +73,7 @@ int cl_find_index(const struct wsrv_model *cm, const char *name)
 	}
 	if (m->hash_err < 0)
 		return cl_err(m->hash_err, "model %s: the manifest lists a tensor name twice", m->name);
-	uint64_t h = name_hash(name, strlen(name));
-	size_t k = h & m->hash_mask;
-
-	while (m->hash[k].idx) {
-		uint32_t i = m->hash[k].idx - 1;
-		if (m->hash[k].tag == (uint32_t)(h >> 32) && strcmp(cl_tensor_name(m, i), name) == 0)
-			return (int)i;
-		k = (k + 1) & m->hash_mask;
-	}
-	return -ENOENT;
+	return name_index_find(&m->names, &m->v, name);
 }
 
 static int layer_cmp(const void *key, const void *elem)

@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -19,17 +20,41 @@
 #include "units.h"
 #include "wsrv.h"
 
-/* Every tensor of m, from its file into the publish. */
+/* m's files opened, into fds (m->nfiles of them, owned by the caller:
+ * close_all): 0, or -errno with a line said. */
+static int open_all(const struct model *m, int *fds)
+{
+	for (size_t f = 0; f < m->nfiles; f++)
+		fds[f] = -1;
+	for (size_t f = 0; f < m->nfiles; f++) {
+		if ((fds[f] = open(m->files[f]->path, O_RDONLY | O_CLOEXEC)) < 0) {
+			int e = errno;
+			fprintf(stderr, "wsrvctl: %s: %s\n", esc(m->files[f]->path), strerror(e));
+			return -e;
+		}
+	}
+	return 0;
+}
+
+static void close_all(const struct model *m, int *fds)
+{
+	for (size_t f = 0; f < m->nfiles; f++)
+		if (fds[f] >= 0)
+			close(fds[f]);
+	free(fds);
+}
+
+/* Every tensor of m, from its file into the publish (a checkpoint of any
+ * number of files: DeepSeek-V3's has 163). */
 static int fill(struct wsrv_publish *p, const struct model *m)
 {
-	int fds[64], r = 0;
+	int *fds = calloc(m->nfiles ? m->nfiles : 1, sizeof(*fds)), r;
 
-	if (m->nfiles > 64) {
-		fprintf(stderr, "wsrvctl: at most 64 files\n");
-		return -E2BIG;
+	if (!fds) {
+		fprintf(stderr, "wsrvctl: out of memory\n");
+		return -ENOMEM;
 	}
-	for (size_t f = 0; f < m->nfiles; f++)
-		fds[f] = open(m->files[f]->path, O_RDONLY | O_CLOEXEC);
+	r = open_all(m, fds);
 	for (size_t i = 0; r == 0 && i < m->ntensors; i++) {
 		const struct model_tensor *t = &m->tensors[i];
 		uint64_t size = 0;
@@ -51,9 +76,7 @@ static int fill(struct wsrv_publish *p, const struct model *m)
 			break;
 		}
 	}
-	for (size_t f = 0; f < m->nfiles; f++)
-		if (fds[f] >= 0)
-			close(fds[f]);
+	close_all(m, fds);
 	return r;
 }
 
