@@ -19,7 +19,7 @@
  *   and of its FP8 scales, split in whole blocks;
  * - experts on demand over every MoE layer, top-8 with skewed routing: the
  *   device bytes are the mapping's;
- * - wsrvctl models, tensors, layers and inspect at this count;
+ * - wsrvctl models, tensors, layers, inspect and verify at this count;
  * - the metrics page: as many series as for a model of a few tensors;
  * - a disk tier at half the model: its units (kimi: 23,040, 60 MoE layers of
  *   384), a worker's pass with the same digest as over the model in
@@ -431,6 +431,8 @@ static void ctl_at_this_count(void **st)
 	assert_true(lines >= S->groups);
 	assert_int_equal(ctl(out, &lines, (const char *const[]){ "inspect", model_dir, NULL }), 0);
 	assert_true(lines >= 1);
+	/* Every checksum in the shared mapping. */
+	assert_int_equal(ctl(out, &lines, (const char *const[]){ "--socket", srv.ts.sock, "verify", "m", NULL }), 0);
 	detach();
 }
 
