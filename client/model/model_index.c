@@ -72,7 +72,8 @@ int cl_find_index(const struct wsrv_model *cm, const char *name)
 		pthread_mutex_unlock(&m->hash_lock);
 	}
 	if (m->hash_err < 0)
-		return cl_err(m->hash_err, "model %s: the manifest lists a tensor name twice", m->name);
+		return cl_err(m->hash_err, "model %s: %s", m->name, m->hash_err == -EBADMSG
+			      ? "the manifest lists a tensor name twice" : "no memory for the name index");
 	return name_index_find(&m->names, &m->v, name);
 }
 
