@@ -138,6 +138,58 @@ static void published_bytes_reach_workers(void **st)
 	server_done(&ts);
 }
 
+/* Fills tensor i of p with the pattern of salt by wsrv_publish_write, in
+ * two writes (the second half first), from a buffer of the caller's. */
+static void write_pattern(struct wsrv_publish *p, const struct wsrv_tensor *t, size_t i, int salt)
+{
+	uint8_t *b = malloc(t->size + 1);
+	uint64_t half = t->size / 2;
+
+	assert_non_null(b);
+	for (uint64_t k = 0; k < t->size; k++)
+		b[k] = pattern(i, k, salt);
+	assert_int_equal(wsrv_publish_write(p, t->name, half, b + half, t->size - half), 0);
+	assert_int_equal(wsrv_publish_write(p, t->name, 0, b, half), 0);
+	free(b);
+}
+
+/* 1b: a producer that writes by wsrv_publish_write instead of through
+ * pointers publishes the same: every byte, checksummed by the server;
+ * writes past a tensor's end, to a name the model lacks, or after the
+ * commit are refused and change nothing. */
+static void written_bytes_reach_workers(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_publish *p;
+	struct wsrv_tensor t;
+	uint64_t gen = 0;
+	uint8_t one = 1;
+
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-publish-uid", uid_arg, NULL), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(wsrv_publish_begin(c, "m", &p), 0);
+	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
+		assert_int_equal(wsrv_model_tensor(m, i, &t), 0);
+		write_pattern(p, &t, i, 9);
+	}
+	assert_int_equal(wsrv_publish_write(p, t.name, t.size, &one, 1), -ERANGE);
+	assert_int_equal(wsrv_publish_write(p, t.name, UINT64_MAX, &one, 2), -ERANGE);
+	assert_int_equal(wsrv_publish_write(p, "no.such.tensor", 0, &one, 1), -ENOENT);
+	assert_int_equal(wsrv_publish_write(p, t.name, 0, NULL, 1), -EINVAL);
+	assert_int_equal(wsrv_publish_write(p, t.name, 0, NULL, 0), 0);
+	assert_int_equal(wsrv_publish_commit(p, &gen), 0);
+	assert_int_equal(gen, 2);
+	wsrv_detach(m);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(holds(m, 9), 0);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	server_done(&ts);
+}
+
 /* Issue 51 item 2's clock: wsrvctl publish printed 14.86 s while wsrvctl
  * models said "published in 1.14 s" (the server counted from the commit,
  * the producer from its begin). Both count from PublishBegin now: a
@@ -511,6 +563,7 @@ static int uid_arg_set(void)
 
 FIXTURE_MAIN(F,
 	cmocka_unit_test(published_bytes_reach_workers),
+	cmocka_unit_test(written_bytes_reach_workers),
 	cmocka_unit_test(never_a_mix),
 	cmocka_unit_test(one_clock_for_a_publish),
 	cmocka_unit_test(killed_producer),

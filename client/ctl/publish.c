@@ -16,6 +16,7 @@
 #include "name_index.h"
 #include "wire.h"
 #include "clock.h"
+#include "fullio.h"
 #include "packet.h"
 
 struct wsrv_publish {
@@ -30,6 +31,7 @@ struct wsrv_publish {
 	uint32_t nseg;
 	uint8_t *seg[WSRV_MAX_FDS]; /* writable */
 	size_t seg_len[WSRV_MAX_FDS];
+	int fd[WSRV_MAX_FDS];       /* the segments' memfds, for write; owned until commit or abort */
 	bool keep_reserved;         /* wsrv_publish_keep_reserved */
 };
 
@@ -49,9 +51,13 @@ static void unmap_segment(struct wsrv_publish *p, uint32_t i)
 
 static void unmap(struct wsrv_publish *p)
 {
-	for (uint32_t i = 0; i < p->nseg; i++)
+	for (uint32_t i = 0; i < p->nseg; i++) {
 		if (p->seg[i])
 			unmap_segment(p, i);
+		if (p->fd[i] >= 0)
+			close(p->fd[i]);
+		p->fd[i] = -1;
+	}
 	if (p->manifest)
 		munmap(p->manifest, p->manifest_len);
 	name_index_free(&p->names);
@@ -68,7 +74,7 @@ static void publish_free(struct wsrv_publish *p)
 }
 
 /* Maps the layout and the segments the server sent. */
-static int map_all(struct wsrv_publish *p, const int *fds, int n, const Wsrv__PublishReply *pr)
+static int map_all(struct wsrv_publish *p, int *fds, int n, const Wsrv__PublishReply *pr)
 {
 	uint64_t sizes[WSRV_MAX_FDS];
 	char err[256];
@@ -87,6 +93,8 @@ static int map_all(struct wsrv_publish *p, const int *fds, int n, const Wsrv__Pu
 			return cl_err(-errno, "cannot map publish segment %d: %s", i - 1, strerror(errno));
 		}
 		p->nseg = (uint32_t)i;
+		p->fd[i - 1] = fds[i];
+		fds[i] = -1; /* p's now */
 	}
 	p->manifest_len = (size_t)pr->manifest_size;
 	p->manifest = mmap(NULL, p->manifest_len, PROT_READ, MAP_SHARED, fds[0], 0);
@@ -128,11 +136,13 @@ WSRV_EXPORT int wsrv_publish_begin(struct wsrv_client *c, const char *model, str
 	c->refs++;
 	pthread_mutex_unlock(&c->lock);
 	p->c = c;
+	for (uint32_t i = 0; i < WSRV_MAX_FDS; i++)
+		p->fd[i] = -1;
 	p->model = strdup(model);
 	p->id = r->publish->publish_id;
 	p->generation = r->publish->generation;
 	ret = p->model ? map_all(p, fds, n, r->publish) : cl_err(-ENOMEM, "out of memory");
-	pkt_close_fds(fds, n); /* the mappings are what writes */
+	pkt_close_fds(fds, n); /* what p did not keep (the layout's: its mapping reads it) */
 	wsrv__response__free_unpacked(r, NULL);
 	if (ret < 0) {
 		wsrv_publish_abort(p);
@@ -142,21 +152,55 @@ WSRV_EXPORT int wsrv_publish_begin(struct wsrv_client *c, const char *model, str
 	return 0;
 }
 
+/* Tensor name of p's layout, or NULL with the error set in *r. */
+static const struct mf_tensor *find_tensor(struct wsrv_publish *p, const char *name, int *r)
+{
+	int i;
+
+	if (!p->manifest) {
+		*r = cl_err(-EINVAL, "the publish is committed or aborted");
+		return NULL;
+	}
+	if ((i = name_index_find(&p->names, &p->v, name)) < 0) {
+		*r = cl_err(-ENOENT, "model %s has no tensor '%s'", p->model, name);
+		return NULL;
+	}
+	return &p->v.tensors[i];
+}
+
 WSRV_EXPORT int wsrv_publish_tensor(struct wsrv_publish *p, const char *name, void **data, uint64_t *size)
 {
+	const struct mf_tensor *t;
+	int r = 0;
+
 	CL_NEED(p);
 	CL_NEED(name);
-	if (!p->manifest)
-		return cl_err(-EINVAL, "the publish is committed or aborted");
-	int i = name_index_find(&p->names, &p->v, name);
-	if (i < 0)
-		return cl_err(-ENOENT, "model %s has no tensor '%s'", p->model, name);
-	const struct mf_tensor *t = &p->v.tensors[i];
+	if (!(t = find_tensor(p, name, &r)))
+		return r;
 	if (data)
 		*data = p->seg[t->segment] + t->offset;
 	if (size)
 		*size = t->size;
 	return 0;
+}
+
+WSRV_EXPORT int wsrv_publish_write(struct wsrv_publish *p, const char *name, uint64_t offset,
+				   const void *src, uint64_t len)
+{
+	const struct mf_tensor *t;
+	int r = 0;
+
+	CL_NEED(p);
+	CL_NEED(name);
+	CL_NEED(src || !len);
+	if (!(t = find_tensor(p, name, &r)))
+		return r;
+	if (offset > t->size || len > t->size - offset)
+		return cl_err(-ERANGE, "tensor '%s' is %llu bytes: %llu bytes at %llu do not fit", name,
+			      (unsigned long long)t->size, (unsigned long long)len, (unsigned long long)offset);
+	/* In pieces pwrite_full finishes: a call writes at most about 2 GiB. */
+	r = pwrite_full(p->fd[t->segment], src, (size_t)len, t->offset + offset);
+	return r < 0 ? cl_err(r, "writing tensor '%s': %s", name, strerror(-r)) : 0;
 }
 
 /* Waits until the model's current generation is want (0), or the server

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "checksum_pass.h"
 #include "escape.h"
 #include "log.h"
 #include "manifest_write.h"
@@ -300,11 +301,16 @@ static int publish_work(void *arg, const char *name, const char *path, const str
 	}
 	for (uint32_t i = 0; i < p->nseg; i++)
 		p->seg[i] = -1; /* the arena's now */
-	for (size_t i = 0; i < p->m->ntensors; i++) {
-		struct model_tensor *t = &p->m->tensors[i];
-		/* Of the held part, as loaded ones (a partial model: its parts). */
-		t->xxh3 = XXH3_64bits(lm->arena->seg[t->segment].ro + t->offset + t->part_off, t->part_len);
+	/* Of the held part, as loaded ones (a partial model: its parts). */
+	uint64_t *sums = calloc(p->m->ntensors + 1, sizeof(*sums));
+	if (!sums) {
+		loaded_model_free(lm);
+		return err_set(e, -ENOMEM, "out of memory");
 	}
+	checksum_pass(lm->arena, p->m, sums);
+	for (size_t i = 0; i < p->m->ntensors; i++)
+		p->m->tensors[i].xxh3 = sums[i];
+	free(sums);
 	published_ids(p->m);
 	lm->model = p->m;
 	p->m = NULL;

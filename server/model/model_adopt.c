@@ -14,6 +14,7 @@
 #define XXH_STATIC_LINKING_ONLY  /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
+#include "checksum_pass.h"
 #include "clock.h"
 #include "manifest.h"
 
@@ -91,15 +92,18 @@ static int match(struct model *m, const struct mf_view *v, struct errinfo *e)
 static int verify(const struct loaded_model *lm, struct errinfo *e)
 {
 	const struct model *m = lm->model;
+	uint64_t *sums = calloc(m->ntensors + 1, sizeof(*sums));
+	int r = 0;
 
-	for (size_t i = 0; i < m->ntensors; i++) {
-		const struct model_tensor *t = &m->tensors[i];
-		const uint8_t *p = lm->arena->seg[t->segment].ro + t->offset + t->part_off;
-		if (XXH3_64bits(p, t->part_len) != t->xxh3)
-			return err_set(e, -EBADMSG, "tensor %s: its adopted bytes do not match its checksum",
-				       t->name);
-	}
-	return 0;
+	if (!sums)
+		return err_set(e, -ENOMEM, "out of memory");
+	checksum_pass(lm->arena, m, sums);
+	for (size_t i = 0; r == 0 && i < m->ntensors; i++)
+		if (sums[i] != m->tensors[i].xxh3)
+			r = err_set(e, -EBADMSG, "tensor %s: its adopted bytes do not match its checksum",
+				    m->tensors[i].name);
+	free(sums);
+	return r;
 }
 
 static int segment_sizes(const struct adopt_fds *f, uint64_t *sizes, struct errinfo *e)

@@ -4,8 +4,10 @@
  * into fresh memory (the baseline, same run).
  *
  * publish_gbps: the model's bytes over the time from wsrv_publish_begin
- * through filling every tensor (memcpy from the producer's own memory)
- * to wsrv_publish_commit returning (sealed, checksummed, published).
+ * through filling every tensor (wsrv_publish_write from the producer's
+ * own memory) to wsrv_publish_commit returning (sealed, checksummed,
+ * published). The bar is a memcpy of the same bytes into fresh memory,
+ * which the publish's bytes are too.
  * switch_ms: from the start of the commit until a worker that streams the
  * model (another process, polling for events between passes) has run a
  * whole pass on the new generation. */
@@ -100,10 +102,8 @@ static int publish(struct wsrv_client *c, struct wsrv_model *m, const uint8_t *s
 
 	for (size_t i = 0; r == 0 && i < wsrv_model_tensor_count(m); i++) {
 		struct wsrv_tensor t;
-		void *dst;
 		wsrv_model_tensor(m, i, &t);
-		if ((r = wsrv_publish_tensor(p, t.name, &dst, NULL)) == 0)
-			memcpy(dst, src, t.size);
+		r = wsrv_publish_write(p, t.name, 0, src, t.size);
 		src += t.size;
 	}
 	if (r < 0)
@@ -194,20 +194,21 @@ int bench_publish(int argc, char **argv)
 	double gbps = (double)total / took / 1e9, sw = (t_switch - t_commit) * 1e3;
 	double fill_s = t_commit - t0, commit_s = took - fill_s;
 	if (json) {
-		json_t *j = json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b}", "model", path,
+		json_t *j = json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b}", "model", path,
 				      "bytes", (json_int_t)total, "publish_gbps", gbps, "memcpy_gbps", base,
 				      "fill_s", fill_s, "commit_s", commit_s,
-				      "memcpy_fresh_gbps", fresh, "publish_vs_memcpy", gbps / base, "switch_ms", sw,
-				      "within_bar", gbps >= 0.5 * base);
+				      "memcpy_fresh_gbps", fresh, "publish_vs_memcpy", gbps / base,
+				      "publish_vs_fresh", gbps / fresh, "switch_ms", sw,
+				      "within_bar", gbps >= 0.8 * fresh);
 		json_dumpf(j, stdout, JSON_INDENT(2));
 		putchar('\n');
 		json_decref(j);
 	} else {
-		printf("%s: %.1f MiB\n  memcpy, single thread       %6.2f GB/s (baseline; %.2f GB/s into fresh pages)\n"
-		       "  publish (fill, seal, checksum, publish) %6.2f GB/s = %.2fx memcpy (bar >= 0.5x):\n"
-		       "    filling %.3f s, committing (seal, checksum, publish) %.3f s\n"
+		printf("%s: %.1f MiB\n  memcpy, single thread, into fresh pages %6.2f GB/s (baseline; %.2f GB/s into present ones)\n"
+		       "  publish (write, seal, checksum, publish) %6.2f GB/s = %.2fx the fresh memcpy (bar >= 0.8x), %.2fx the other\n"
+		       "    writing %.3f s, committing (seal, checksum, publish) %.3f s\n"
 		       "  commit to a streaming worker's first pass on it: %.1f ms\n",
-		       path, (double)total / 1048576, base, fresh, gbps, gbps / base, fill_s, commit_s, sw);
+		       path, (double)total / 1048576, fresh, base, gbps, gbps / fresh, gbps / base, fill_s, commit_s, sw);
 	}
 	return 0;
 }

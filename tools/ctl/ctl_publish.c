@@ -44,13 +44,39 @@ static void close_all(const struct model *m, int *fds)
 	free(fds);
 }
 
+/* Tensor t from its file into the publish, through buf (BOUNCE bytes):
+ * wsrv_publish_write puts it in the server's memory without a page fault
+ * or a zeroed page, which reading into a mapping would pay. */
+#define BOUNCE (4u << 20)
+static int copy_tensor(struct wsrv_publish *p, int fd, const struct model_tensor *t, uint8_t *buf)
+{
+	for (uint64_t off = 0; off < t->size;) {
+		uint64_t n = t->size - off < BOUNCE ? t->size - off : BOUNCE;
+		int r = pread_full(fd, buf, n, t->file_off + off);
+		if (r < 0) {
+			fprintf(stderr, "wsrvctl: reading %s: %s\n", esc(t->name),
+				r == -ENODATA ? "short file" : strerror(-r));
+			return -EIO;
+		}
+		if ((r = wsrv_publish_write(p, t->name, off, buf, n)) < 0) {
+			fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
+			return r;
+		}
+		off += n;
+	}
+	return 0;
+}
+
 /* Every tensor of m, from its file into the publish (a checkpoint of any
  * number of files: DeepSeek-V3's has 163). */
 static int fill(struct wsrv_publish *p, const struct model *m)
 {
 	int *fds = calloc(m->nfiles ? m->nfiles : 1, sizeof(*fds)), r;
+	uint8_t *buf = malloc(BOUNCE);
 
-	if (!fds) {
+	if (!fds || !buf) {
+		free(fds);
+		free(buf);
 		fprintf(stderr, "wsrvctl: out of memory\n");
 		return -ENOMEM;
 	}
@@ -58,8 +84,7 @@ static int fill(struct wsrv_publish *p, const struct model *m)
 	for (size_t i = 0; r == 0 && i < m->ntensors; i++) {
 		const struct model_tensor *t = &m->tensors[i];
 		uint64_t size = 0;
-		void *dst;
-		if ((r = wsrv_publish_tensor(p, t->name, &dst, &size)) < 0) {
+		if ((r = wsrv_publish_tensor(p, t->name, NULL, &size)) < 0) {
 			fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
 			break;
 		}
@@ -69,13 +94,9 @@ static int fill(struct wsrv_publish *p, const struct model *m)
 			r = -EINVAL;
 			break;
 		}
-		if ((r = pread_full(fds[t->file], dst, size, t->file_off)) < 0) {
-			fprintf(stderr, "wsrvctl: reading %s: %s\n", esc(t->name),
-				r == -ENODATA ? "short file" : strerror(-r));
-			r = -EIO;
-			break;
-		}
+		r = copy_tensor(p, fds[t->file], t, buf);
 	}
+	free(buf);
 	close_all(m, fds);
 	return r;
 }

@@ -8,6 +8,7 @@ import select
 import subprocess
 import sys
 
+import pytest
 import torch
 
 import wsrv
@@ -68,6 +69,38 @@ def test_a_trainer_publishes(tmp_path):
                 for n, x in new.items():
                     assert torch.equal(m2[n].torch(), x), n
             trainer.close()
+    finally:
+        srv.stop()
+
+
+def test_a_trainer_publishes_by_write(tmp_path):
+    """Publish.write: the same bytes as copying into p[name], through
+    write(2); a wrong dtype, a name the model lacks or bytes past a
+    tensor's end are refused."""
+    d = _mkmodel(tmp_path / "m", "llama-mini", "8M", 2)
+    srv = Server(tmp_path, {"m": d}, extra=["--allow-publish-uid", str(os.getuid())])
+    try:
+        with wsrv.connect(srv.sock, name="trainer") as t:
+            trainer = t.attach("m")
+            new = {n: trainer[n].torch().clone() for n in trainer}
+            for n, x in new.items():
+                if x.is_floating_point():
+                    new[n] = x * 0.25
+            first = next(iter(new))
+            with trainer.publish() as p:
+                for n, x in new.items():
+                    p.write(n, x)
+                with pytest.raises(TypeError):
+                    p.write(first, new[first].to(torch.float64))
+                with pytest.raises(wsrv.WsrvError):
+                    p.write(first, b"x", offset=new[first].numel() * new[first].element_size())
+                with pytest.raises(KeyError):
+                    p.write("no.such.tensor", b"x")
+            assert p.generation == 2
+            trainer.close()
+            with t.attach("m") as m2:
+                for n, x in new.items():
+                    assert torch.equal(m2[n].torch(), x), n
     finally:
         srv.stop()
 
