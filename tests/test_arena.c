@@ -24,7 +24,9 @@
 #include "arena.h"
 #include "arena_folio.h"
 #include "arena_sweep.h"
+#include "folio_probe.h"
 #include "proc_mem.h"
+#include "fd_check.h"
 #include "fixture.h"
 #include "hugemap.h"
 
@@ -389,6 +391,30 @@ static void folios_by_collapse(void **s)
 	free(buf);
 }
 
+/* How loads get their folios: as told, or as the probe found, the same
+ * answer and sentence every time it is asked. */
+static void folio_choice(void **s)
+{
+	char why[256], again[256];
+	bool direct;
+
+	(void)s;
+	assert_true(folio_probe_direct(FOLIO_MODE_WRITE, why, sizeof(why)));
+	assert_string_equal(why, "--folios write");
+	assert_false(folio_probe_direct(FOLIO_MODE_AFTER, why, sizeof(why)));
+	assert_string_equal(why, "--folios after");
+	if (!arena_folio_possible(why, sizeof(why))) {
+		fprintf(stderr, "no 2 MiB folios to probe here: %s\n", why);
+		skip();
+	}
+	int fds = count_fds();
+	direct = folio_probe_direct(FOLIO_MODE_AUTO, why, sizeof(why));
+	assert_non_null(strstr(why, "the same bytes in 4 KiB pages"));
+	assert_int_equal(folio_probe_direct(FOLIO_MODE_AUTO, again, sizeof(again)), direct);
+	assert_string_equal(again, why);
+	assert_int_equal(count_fds(), fds); /* its memfds closed */
+}
+
 /* Issue 38 item 5: serving while loading, the load writes 4 KiB pages
  * (fresh 2 MiB folios cost ~3x the load on a host that takes free memory
  * back) and the sweep makes folios once the model is ready. A reader that
@@ -458,4 +484,5 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(holes_left_out),
 	cmocka_unit_test(folios_by_collapse),
 	cmocka_unit_test(folios_after_the_load),
+	cmocka_unit_test(folio_choice),
 )

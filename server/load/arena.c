@@ -493,7 +493,7 @@ int arena_seal(struct arena *a, struct errinfo *e)
 	a->sealed = true;
 	if (arena_folios_now(a) == FOLIOS_AFTER) { /* the sweep's note replaces it at its end (arena_sweep.h) */
 		snprintf(a->hugepage_note, sizeof(a->hugepage_note),
-			 "4 KiB pages while loading, 2 MiB folios (MADV_COLLAPSE) to be made now on an idle thread");
+			 "4 KiB pages while loading, 2 MiB folios (MADV_COLLAPSE) to be made now, at normal priority");
 		return 0;
 	}
 	arena_folio_note(a);

@@ -25,6 +25,7 @@ struct arena_opts {
 	enum hugepages_mode hugepages;
 	enum lock_mode lock;
 	bool no_folios;                /* 4 KiB pages even where 2 MiB folios could be made */
+	int folio_mode;                /* enum folio_mode (folio_probe.h): how a load makes them */
 };
 
 /* Part of a segment written to a memfd of its own (a disk tier's units

@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: MIT
-/* arena_sweep.c - 2 MiB folios after the load, on an idle thread
+/* arena_sweep.c - 2 MiB folios made once the load is done
  * (arena_sweep.h). */
 #include "arena_sweep.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,13 +20,10 @@ struct sweep {
 	char label[128];
 };
 
-/* Low priority: the sweep takes only what no worker and no load wants. */
-static void sweep_idle(void)
+static bool stopping(const struct arena *a)
 {
-	struct sched_param sp = { 0 };
-
-	if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) != 0)
-		log_debug("the folio sweep runs at normal priority (SCHED_IDLE refused)");
+	return __atomic_load_n(&a->sweep, __ATOMIC_RELAXED) == SWEEP_STOPPING ||
+	       arena_folios_now(a) == FOLIOS_NONE;
 }
 
 /* Every chunk of segment seg, one by one, until told to stop: made one
@@ -36,23 +32,24 @@ static void sweep_seg(struct arena *a, uint32_t seg)
 {
 	struct arena_seg *s = &a->seg[seg];
 
-	for (uint64_t c = 0; c < s->nchunks; c++) {
-		if (__atomic_load_n(&a->sweep, __ATOMIC_RELAXED) == SWEEP_STOPPING ||
-		    arena_folios_now(a) == FOLIOS_NONE)
-			return;
+	for (uint64_t c = 0; c < s->nchunks && !stopping(a); c++) {
 		arena_folio_prepare(a, seg, c * HUGEMAP_ALIGN, HUGEMAP_ALIGN);
 		arena_folio_warm_range(s, c * HUGEMAP_ALIGN, HUGEMAP_ALIGN);
 	}
 }
 
+/* At normal priority, from the moment the model is loaded: no model stays
+ * on 4 KiB pages longer than the collapse of its bytes takes (at
+ * SCHED_IDLE, on a busy host, that could be never). Not during the load:
+ * on 2 cores even an idle-priority collapse beside it made it 10-40%
+ * slower (docs/benchmarks.md). */
 static void *sweep_main(void *arg)
 {
 	struct sweep *w = arg;
 	struct arena *a = w->a;
 	double t0 = mono_now();
 
-	sweep_idle();
-	for (uint32_t i = 0; i < a->nseg; i++)
+	for (uint32_t i = 0; i < a->nseg && !stopping(a); i++)
 		sweep_seg(a, i);
 	if (arena_folio_note_into(a, a->sweep_note, sizeof(a->sweep_note), " after the load")) {
 		__atomic_store_n(&a->pages_note, a->sweep_note, __ATOMIC_RELEASE);

@@ -1,19 +1,22 @@
 // SPDX-License-Identifier: MIT
-/* arena_sweep.h - 2 MiB folios made after a model is ready, not before
- * each write of its load.
+/* arena_sweep.h - 2 MiB folios made once a model is loaded, not before
+ * each write of its load: the path of a host where fresh 2 MiB folios are
+ * dear (folio_probe.h decides).
  *
  * Serving while loading, a worker waits for the load, so what the load
  * spends is everyone's wait. Making a fresh 2 MiB folio costs far more than
  * taking 4 KiB pages where the host has taken free memory back (free page
  * reporting hands back whole 2 MiB blocks; 4 KiB pages come from the
- * fragments it keeps): on this project's VM, MADV_COLLAPSE's zeroing was
- * 70% of a 505 MiB load and the load 2.8-3.2x one in 4 KiB pages
- * (docs/benchmarks.md). So such a load writes 4 KiB pages, and once the
- * model is ready a thread at SCHED_IDLE collapses each 2 MiB chunk into a
- * folio (MADV_COLLAPSE copies the chunk, unmaps the small pages from
- * every process that mapped them, and readers fault the folio in whole).
- * The bytes never change; a chunk the kernel cannot collapse keeps its
- * 4 KiB pages. Sealed segments can be collapsed: no seal forbids it.
+ * fragments it keeps): on this project's VM a 2 GiB load took 3.5-4.2 s
+ * into folios and 1.1-1.2 s into 4 KiB pages (docs/benchmarks.md). So
+ * such a load writes 4 KiB pages, and once the model is ready a thread at
+ * normal priority collapses each 2 MiB chunk into a folio (MADV_COLLAPSE
+ * copies the chunk, unmaps the small pages from every process that mapped
+ * them, and readers fault the folio in whole). Normal priority bounds how
+ * long a model stays on 4 KiB pages by what the collapse of its bytes
+ * takes; at SCHED_IDLE, on a busy host, it could be never. The bytes never
+ * change; a chunk the kernel cannot collapse keeps its 4 KiB pages. Sealed
+ * segments can be collapsed: no seal forbids it.
  *
  * Life: arena->folios FOLIOS_AFTER before the load -> arena_sweep_start once
  * ready -> arena_sweep_stop (arena_free calls it). */

@@ -14,13 +14,14 @@
 enum {
 	O_NUMA = LOAD_OPT_BASE, O_NUMA_NODE, O_HUGEPAGES, O_NO_LOCK, O_QD,
 	O_BLOCK, O_SHARDS, O_BUFFERED, O_ALIGN, O_MAX_SEGMENT, O_LAYER_PATTERN, O_LOCK, O_READ,
-	O_PLAN, O_RANKS, O_WORLD, O_READ_RATE, O_MEMORY_BUDGET, O_MEMORY_SHARE,
+	O_PLAN, O_RANKS, O_WORLD, O_READ_RATE, O_MEMORY_BUDGET, O_MEMORY_SHARE, O_FOLIOS,
 };
 
 const struct option load_long_options[] = {
 	{ "numa", required_argument, NULL, O_NUMA },
 	{ "numa-node", required_argument, NULL, O_NUMA_NODE },
 	{ "hugepages", required_argument, NULL, O_HUGEPAGES },
+	{ "folios", required_argument, NULL, O_FOLIOS },
 	{ "lock", required_argument, NULL, O_LOCK },
 	{ "no-lock", no_argument, NULL, O_NO_LOCK },
 	{ "queue-depth", required_argument, NULL, O_QD },
@@ -50,6 +51,9 @@ const char load_options_help[] =
 	"  --hugepages auto|on|off   2 MiB pages (auto: hugetlb when enough are free, else\n"
 	"                            2 MiB folios by MADV_COLLAPSE where the kernel allows;\n"
 	"                            on: hugetlb only; off: 4 KiB pages)\n"
+	"  --folios auto|write|after 2 MiB folios (no hugetlb): written straight into, or\n"
+	"                            made behind the load from 4 KiB pages (auto: as a\n"
+	"                            probe at start finds fresh folios cheap or not)\n"
 	"  --lock auto|on|off        mlock the arena (auto: when the machine has swap)\n"
 	"  --no-lock                 the same as --lock off\n"
 	"  --queue-depth N           reads in flight (default 64)\n"
@@ -171,6 +175,7 @@ int load_args_handle(int opt, const char *arg, struct load_opts *o,
 {
 	static const char *const numa[] = { "auto", "node", "interleave" };
 	static const char *const hp[] = { "auto", "on", "off" };
+	static const char *const fo[] = { "auto", "write", "after" };
 	static const char *const rd[] = { "direct", "dontcache", "buffered" };
 	unsigned long v = 0;
 	uint64_t sz = 0;
@@ -191,6 +196,10 @@ int load_args_handle(int opt, const char *arg, struct load_opts *o,
 	case O_HUGEPAGES:
 		r = enum_opt("hugepages", arg, hp, 3, &iv, e);
 		o->arena.hugepages = (enum hugepages_mode)iv;
+		break;
+	case O_FOLIOS:
+		r = enum_opt("folios", arg, fo, 3, &iv, e);
+		o->arena.folio_mode = iv;
 		break;
 	case O_LOCK:
 		r = enum_opt("lock", arg, hp, 3, &iv, e);

@@ -13,7 +13,7 @@
  * zero entry, so callers copy them in front of their own. */
 #define LOAD_OPT_BASE 0x1000
 extern const struct option load_long_options[];
-#define LOAD_OPTIONS_COUNT 19 /* entries before the terminator: load_args.c checks */
+#define LOAD_OPTIONS_COUNT 20 /* entries before the terminator: load_args.c checks */
 
 /* The help text for these options. */
 extern const char load_options_help[];

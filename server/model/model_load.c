@@ -15,6 +15,7 @@
 #include "tier.h"
 #include "tier_plan.h"
 #include "tier_units.h"
+#include "folio_probe.h"
 #include "log.h"
 #include "manifest.h"
 #include "manifest_write.h"
@@ -137,6 +138,16 @@ static int write_manifest(struct loaded_model *lm, struct errinfo *e)
 	return r;
 }
 
+/* Says once per process how loads get their 2 MiB folios, and why. */
+static void log_once_folios(bool direct, const char *why)
+{
+	static bool said;
+
+	if (__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
+		return;
+	log_info("2 MiB folios %s: %s", direct ? "written straight into" : "made from 4 KiB pages once each load is done", why);
+}
+
 /* Opens, checks and lays out the model, and creates its arena; with
  * loading_segments, as serving while loading wants it. */
 static int begin_steps(struct loaded_model *lm, const char *name, const char *path,
@@ -162,16 +173,19 @@ static int begin_steps(struct loaded_model *lm, const char *name, const char *pa
 	ao.no_folios = r == 0 && tier_wanted(lm->model, o->memory_budget);
 	if (r == 0)
 		r = arena_create(name, lm->model->nsegments, lm->model->seg_size, &ao, &lm->arena, e);
-	/* 4 KiB pages while loading, 2 MiB folios once loaded (arena_sweep.h):
-	 * a fresh folio costs far more than the load where the host takes
-	 * free memory back, and nobody should wait on it. */
-	if (r == 0 && lm->arena->folios == FOLIOS_AT_WRITE)
-		lm->arena->folios = FOLIOS_AFTER;
+	/* Straight into 2 MiB folios where a fresh one is cheap; else 4 KiB
+	 * pages, made folios once loaded (folio_probe.h, arena_sweep.h). */
+	if (r == 0 && lm->arena->folios == FOLIOS_AT_WRITE) {
+		char why[256];
+		if (!folio_probe_direct((enum folio_mode)o->arena.folio_mode, why, sizeof(why)))
+			lm->arena->folios = FOLIOS_AFTER;
+		log_once_folios(lm->arena->folios == FOLIOS_AT_WRITE, why);
+	}
 	ph->arena_s = mono_now() - t;
 	return r;
 }
 
-/* The load is done: 2 MiB folios from now on, on an idle thread. */
+/* The load is done: 2 MiB folios from now on (arena_sweep.h). */
 static void start_sweep(struct loaded_model *lm)
 {
 	if (arena_folios_now(lm->arena) == FOLIOS_AFTER && arena_sweep_start(lm->arena, lm->model->name) < 0)

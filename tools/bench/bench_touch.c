@@ -9,6 +9,10 @@
  * and second pass, the minor faults of the first, and the page tables it
  * grew (VmPTE) per byte mapped. Bars (issue 22): wsrv's first pass at 0.9x
  * or more of the peer's speed, and page tables at most 0.05% of the bytes.
+ * --at-ready: the workers come as soon as the model is ready, not once
+ * its 2 MiB folios are made, and the server's CPU time over its start
+ * (the load and the folios, read from /proc once they are made) is
+ * reported per GB.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -242,7 +246,7 @@ static int touch_measure(const char *sock, const struct files *f, int n, struct 
 	return 0;
 }
 
-static void touch_report(const struct files *f, int n, const struct summary s[4], int json)
+static void touch_report(const struct files *f, int n, const struct summary s[4], double cpu, int json)
 {
 	double speed1 = s[2].med.first_s / s[0].med.first_s, speedn = s[3].med.first_s / s[1].med.first_s;
 	double pte = (double)s[0].med.pte_bytes / (double)(s[0].med.bytes ? s[0].med.bytes : 1);
@@ -255,6 +259,8 @@ static void touch_report(const struct files *f, int n, const struct summary s[4]
 			"first_pass_speed_vs_mmap", speed1, "first_pass_speed_vs_mmap_n", speedn,
 			"wsrv_pte_fraction", pte, "speed_within_bar", speed1 >= 0.9 && speedn >= 0.9,
 			"pte_within_bar", pte <= 0.0005);
+		if (cpu >= 0) /* --at-ready */
+			json_object_set_new(o, "server_cpu_s_per_gb", json_real(cpu / ((double)f->bytes / 1e9)));
 		json_dumpf(o, stdout, JSON_INDENT(2));
 		putchar('\n');
 		json_decref(o);
@@ -272,6 +278,8 @@ static void touch_report(const struct files *f, int n, const struct summary s[4]
 	printf("  wsrv's first pass runs at %.2fx the page cache's speed alone, %.2fx with %d (bar 0.9);\n"
 	       "  its page tables are %.3f%% of the bytes mapped (bar 0.05%%)\n", speed1, speedn, n,
 	       100 * pte);
+	if (cpu >= 0)
+		printf("  the server's CPU over its start, load and folios: %.2f CPU-s/GB\n", cpu / ((double)f->bytes / 1e9));
 }
 
 int bench_touch(int argc, char **argv)
@@ -281,31 +289,37 @@ int bench_touch(int argc, char **argv)
 		{ "workers", required_argument, NULL, 'w' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "hugepages", required_argument, NULL, 'H' },
+		{ "at-ready", no_argument, NULL, 'r' },
+		{ "folios", required_argument, NULL, 'F' },
 		{ 0 },
 	};
 	struct bench_server bs = { 0 };
 	struct summary s[4];
 	struct files f = { 0 };
 	char spec[4200];
-	const char *specs[1] = { spec }, *path = NULL;
-	int n = 4, json = 0, c, r;
+	const char *specs[1] = { spec }, *path = NULL, *hugepages = NULL, *folios = NULL;
+	int n = 4, json = 0, c, r, k = 0;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (c == 'm') path = optarg;
 		else if (c == 'w') n = (int)cliarg_long("wsrv-bench touch", "--workers", optarg, 1, MAX_WORKERS);
 		else if (c == 'j') json = 1;
-		else if (c == 'H') {
-			bs.extra[0] = "--hugepages";
-			bs.extra[1] = optarg;
-		} else
+		else if (c == 'r') bs.at_ready = true;
+		else if (c == 'F') folios = optarg;
+		else if (c == 'H') hugepages = optarg;
+		else
 			return 2;
 	}
 	if (!path || optind != argc) {
-		fprintf(stderr, "usage: wsrv-bench touch --model DIR [--workers 1..%d] [--hugepages on|off|auto] [--json]\n",
+		fprintf(stderr, "usage: wsrv-bench touch --model DIR [--workers 1..%d] [--hugepages on|off|auto] [--at-ready] [--folios auto|write|after] [--json]\n",
 			MAX_WORKERS);
 		return 2;
 	}
+	if (hugepages)
+		bs.extra[k++] = "--hugepages", bs.extra[k++] = hugepages;
+	if (folios)
+		bs.extra[k++] = "--folios", bs.extra[k++] = folios;
 	if (model_files(path, NULL, &f) < 0)
 		return 1;
 	snprintf(spec, sizeof(spec), "m=%s", path);
@@ -315,9 +329,12 @@ int bench_touch(int argc, char **argv)
 		return 1;
 	}
 	r = touch_measure(bs.sock, &f, n, s);
+	/* At ready: the server's CPU over its whole start, once its folios
+	 * are made (the load and whatever made them). */
+	double cpu = r == 0 && bs.at_ready && bench_server_settle(&bs) == 0 ? bench_server_cpu(&bs) : -1;
 	bench_server_stop(&bs);
 	if (r == 0)
-		touch_report(&f, n, s, json);
+		touch_report(&f, n, s, cpu, json);
 	files_free(&f);
 	return r == 0 ? 0 : 1;
 }

@@ -65,9 +65,7 @@ static int folios_to_come(const char *sock)
 	return r < 0 ? r : coming;
 }
 
-/* Waits (at most 120 s) until the server has settled: every model in the
- * pages it will keep, so that what a bench times is the steady state. */
-static int bench_server_settle(const struct bench_server *bs)
+int bench_server_settle(const struct bench_server *bs)
 {
 	for (int tries = 0; tries < 1200; tries++) {
 		int r = folios_to_come(bs->sock);
@@ -78,13 +76,30 @@ static int bench_server_settle(const struct bench_server *bs)
 	return -ETIMEDOUT;
 }
 
+double bench_server_cpu(const struct bench_server *bs)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)bs->pid);
+	if (!(f = fopen(path, "re")))
+		return -1;
+	p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+	fclose(f);
+	/* After the name: state, then fields 4..13, then utime and stime. */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 int bench_server_start(struct bench_server *bs, const char *const *specs, size_t n)
 {
 	int r = bench_server_reserve(bs);
 
 	if (r == 0)
 		r = bench_server_launch(bs, specs, n);
-	return r < 0 ? r : bench_server_settle(bs);
+	return r < 0 || bs->at_ready ? r : bench_server_settle(bs);
 }
 
 static bool early_asked(const struct bench_server *bs)

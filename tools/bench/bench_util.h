@@ -18,7 +18,15 @@ struct bench_server {
 	char dir[128];
 	char sock[200];
 	const char *extra[4];       /* more wsrvd arguments, NULL-terminated (or none) */
+	bool at_ready;              /* start returns at ready, its folios maybe still to come */
 };
+
+/* Waits (at most 120 s) until the server has settled: every model in the
+ * pages it will keep (its 2 MiB folios made). 0 or a negative errno. */
+int bench_server_settle(const struct bench_server *bs);
+/* The server's CPU time so far, all threads, user + system (from
+ * /proc): -1 when it cannot be read. */
+double bench_server_cpu(const struct bench_server *bs);
 
 /* Starts wsrvd (next to this program in the build tree, else $WSRVD, else
  * "wsrvd" on PATH) serving specs[0..n) ("NAME=PATH"), waits until it
