@@ -425,7 +425,7 @@ static void n_workers_one_copy(void **st)
 	for (int i = 0; i < N; i++)
 		assert_int_equal(finish(&ch[i]), 0);
 	assert_int_equal(regions(ts.sock, NULL), 0);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	server_done(&ts);
 }
 
 /* 1b, issue 38: with every tensor resident, a later worker maps the
@@ -457,7 +457,7 @@ static void resident_plan_readers_lock_nothing(void **st)
 		fail_msg("the reader locked %llu bytes at open", (unsigned long long)r[1].st.register_bytes);
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(finish(&ch[i]), 0);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	server_done(&ts);
 }
 
 /* 2: two devices, two plans, two ranks, two worlds: a region each. */
@@ -491,7 +491,7 @@ static void different_keys_different_regions(void **st)
 	for (int i = 0; i < N; i++)
 		assert_int_equal(finish(&ch[i]), 0);
 	assert_int_equal(regions(ts.sock, NULL), 0);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	server_done(&ts);
 }
 
 /* 3: the writer killed mid-fill: a waiter fills it instead, bit-exact,
@@ -535,7 +535,7 @@ static void writer_killed_mid_fill(void **st)
 	assert_true(gi.committed);
 	assert_int_equal(finish(&next), 0);
 	assert_int_equal(regions(ts.sock, NULL), 0);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	server_done(&ts);
 }
 
 /* 4: over a limit (or with sharing off), a private copy and a note. */
@@ -554,7 +554,7 @@ static void limits_give_private_copies(void **st)
 	assert_non_null(strstr(ra.note, "--max-region-bytes"));
 	assert_int_equal(ra.st.shared_bytes, 0);
 	assert_int_equal(finish(&a), 0);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	server_done(&ts);
 
 	assert_int_equal(server_start(&ts, "m", F.dir[0], "--max-client-regions", "0", NULL), 0);
 	w.sock = ts.sock;
@@ -576,7 +576,7 @@ static void limits_give_private_copies(void **st)
 	assert_int_equal(finish(&c), 0);
 	assert_int_equal(finish(&d), 0);
 	assert_int_equal(regions(ts.sock, NULL), 0);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	server_done(&ts);
 }
 
 /* 5: --keep-device-regions: a region outlives its holders, and the next
@@ -601,7 +601,7 @@ static void kept_regions_outlive_holders(void **st)
 	assert_int_equal(rb.sh.writer_pid, (uint32_t)a.pid);
 	assert_int_equal(finish(&b), 0);
 	assert_int_equal(regions(ts.sock, NULL), 1);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	server_done(&ts);
 }
 
 /* 6: a device that cannot share (the test driver without virtual memory
@@ -623,7 +623,7 @@ static void unshareable_device_falls_back(void **st)
 	assert_int_equal(ra.sh.role, WSRV_SHARE_PRIVATE);
 	assert_non_null(strstr(ra.note, "virtual memory management"));
 	assert_int_equal(finish(&a), 0);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	server_done(&ts);
 }
 
 /* A raw RegionOpen for attach 1 (attached first). */
@@ -738,7 +738,7 @@ static void hostile_region_requests(void **st)
 			fail_msg("ls");
 	}
 	assert_int_equal(pid_fd_count(ts.pid), fds0);
-	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	server_done(&ts);
 }
 
 /* On the cuda backend, the test driver's knobs. */

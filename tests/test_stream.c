@@ -325,6 +325,30 @@ static void resident_upload_in_runs(void **st)
 	wsrv_stream_close(s);
 }
 
+/* A stream of one rank without a tensor-parallel plan takes every tensor
+ * whole without the rules (tp_view.c's all_whole): the same views, row
+ * for row, as the rules give under a plan whose tp_plan a world of one
+ * leaves alone. */
+static void views_of_one_rank(void **st)
+{
+	size_t n = wsrv_model_tensor_count(m);
+	struct wsrv_view_row *fast = calloc(n, sizeof(*fast)), *ruled = calloc(n, sizeof(*ruled));
+	struct wsrv_stream *a = open_with(NULL, 2, 0);
+	struct wsrv_stream *b = open_with("{\"tp_plan\": {\"layers.*.mlp.up_proj\": \"colwise\"}}", 2, 0);
+
+	assert_non_null(fast);
+	assert_non_null(ruled);
+	assert_int_equal(wsrv_stream_views(a, 0, n, fast, sizeof(*fast)), 0);
+	assert_int_equal(wsrv_stream_views(b, 0, n, ruled, sizeof(*ruled)), 0);
+	for (size_t i = 0; i < n; i++)
+		if (memcmp(&fast[i], &ruled[i], sizeof(fast[i])) != 0)
+			fail_msg("%s: its view differs", wsrv_model_tensor_name(m, i));
+	wsrv_stream_close(a);
+	wsrv_stream_close(b);
+	free(fast);
+	free(ruled);
+}
+
 /* Every name in one call, as wsrv_model_tensor_name gives them one by
  * one; a short buffer is refused with nothing written. */
 static void names_in_bulk(void **st)
@@ -389,5 +413,6 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(budget_choices),
 	cmocka_unit_test(resident_upload_in_runs),
 	cmocka_unit_test(names_in_bulk),
+	cmocka_unit_test(views_of_one_rank),
 	cmocka_unit_test(invalid_plans),
 )

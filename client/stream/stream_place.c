@@ -163,20 +163,18 @@ int stream_place(struct wsrv_stream *s, const struct wsrv_plan *p, int rank, uns
 	if (!automatic)
 		return cl_err(-ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
-		struct wsrv_tensor t;
-		const struct plan_rule *rule;
-		cl_tensor_nowait(s->m, (uint32_t)i, &t);
-		rule = plan_match(p, t.name);
+		int32_t layer = s->m->v.tensors[i].layer;
+		const struct plan_rule *rule = p ? plan_match(p, cl_tensor_name(s->m, (uint32_t)i)) : NULL;
 		if (!s->views[i].present) {
 			s->where[i] = WHERE_ABSENT; /* another rank's expert */
 		} else if (rule) {
-			s->where[i] = (uint8_t)where_for(rule, t.layer, rank);
+			s->where[i] = (uint8_t)where_for(rule, layer, rank);
 		} else if (p && p->budget) {
 			automatic[i] = 1;
 			s->where[i] = WHERE_RESIDENT;
 		} else {
 			/* No rule: layers stream, the global group stays. */
-			s->where[i] = t.layer < 0 ? WHERE_RESIDENT : WHERE_STREAMED;
+			s->where[i] = layer < 0 ? WHERE_RESIDENT : WHERE_STREAMED;
 		}
 	}
 	if ((r = xp_build(s, p)) == 0 && p && p->budget)

@@ -42,14 +42,13 @@ static int by_seg_start(const void *x, const void *y)
 static bool src_of(const struct wsrv_stream *s, uint32_t i, uint32_t *seg, uintptr_t *a, uintptr_t *b)
 {
 	const struct tp_view *v = &s->views[i];
+	const struct mf_tensor *t = &s->m->v.tensors[i];
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), p;
-	struct wsrv_tensor t;
 
 	if (s->where[i] == WHERE_ABSENT || !v->bytes ||
 	    (s->where[i] == WHERE_RESIDENT && s->sh.role == WSRV_SHARE_READER))
 		return false;
-	cl_tensor_nowait(s->m, i, &t);
-	p = (uintptr_t)t.data + v->src_off;
+	p = (uintptr_t)(s->m->seg[t->segment] + t->offset) + v->src_off;
 	*seg = cl_piece(s->m, i);
 	*a = p & ~(pg - 1);
 	*b = (p + (v->height - 1) * v->pitch + v->width + pg - 1) & ~(pg - 1);
@@ -63,9 +62,14 @@ static int collect(struct wsrv_stream *s)
 
 	if (!(s->srcs = calloc(n + 1, sizeof(*s->srcs))))
 		return cl_err(-ENOMEM, "out of memory");
-	for (size_t i = 0; i < n; i++)
+	bool sorted = true;
+
+	for (size_t i = 0; i < n; i++) {
 		k += src_of(s, (uint32_t)i, &s->srcs[k].seg, &s->srcs[k].a, &s->srcs[k].b);
-	qsort(s->srcs, k, sizeof(*s->srcs), by_seg_start);
+		sorted = sorted && (k < 2 || by_seg_start(&s->srcs[k - 2], &s->srcs[k - 1]) <= 0);
+	}
+	if (!sorted) /* a manifest lists its tensors in the arena's order: rarely */
+		qsort(s->srcs, k, sizeof(*s->srcs), by_seg_start);
 	s->nsrcs = 0;
 	for (size_t i = 0; i < k; i++) {
 		struct src_range *last = s->nsrcs ? &s->srcs[s->nsrcs - 1] : NULL;

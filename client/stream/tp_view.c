@@ -52,9 +52,31 @@ static int check_held(const struct wsrv_model *m, const struct tp_view *views, i
 	return 0;
 }
 
+/* One rank of one, no tensor-parallel plan, no stages: every tensor
+ * whole, as rv_resolve's replicate gives it, without building the rules' copy of the tensor
+ * table and parsing the config first (the bulk of a stream's open at
+ * 140,000 tensors). views: calloc'd. */
+static void all_whole(const struct wsrv_model *m, struct tp_view *views)
+{
+	for (size_t i = 0; i < m->v.h->ntensors; i++) {
+		const struct mf_tensor *t = &m->v.tensors[i];
+		struct tp_view *v = &views[i];
+		v->present = true;
+		v->rank = t->rank;
+		memcpy(v->shape, m->v.dims + t->dims_index, t->rank * sizeof(uint64_t));
+		v->width = v->bytes = v->pitch = t->size;
+		v->height = 1;
+	}
+}
+
 int tp_resolve(const struct wsrv_model *m, const struct wsrv_plan *p, int rank, int world,
 	       struct tp_view *views)
 {
+	if (world <= 1 && (!p || (!p->tp_plan && p->stages <= 1))) {
+		all_whole(m, views);
+		return check_held(m, views, rank, world);
+	}
+
 	struct rv_rules rules = { p ? p->tp_plan : NULL, p ? p->stages : 1 };
 	struct rv_tensor *t = NULL;
 	struct rv_model rm;
