@@ -68,7 +68,7 @@ static int collect(struct wsrv_stream *s)
 		k += src_of(s, (uint32_t)i, &s->srcs[k].seg, &s->srcs[k].a, &s->srcs[k].b);
 		sorted = sorted && (k < 2 || by_seg_start(&s->srcs[k - 2], &s->srcs[k - 1]) <= 0);
 	}
-	if (!sorted) /* a manifest lists its tensors in the arena's order: rarely */
+	if (!sorted) /* only where the manifest's order is not the arena's */
 		qsort(s->srcs, k, sizeof(*s->srcs), by_seg_start);
 	s->nsrcs = 0;
 	for (size_t i = 0; i < k; i++) {

@@ -53,9 +53,9 @@ static int check_held(const struct wsrv_model *m, const struct tp_view *views, i
 }
 
 /* One rank of one, no tensor-parallel plan, no stages: every tensor
- * whole, as rv_resolve's replicate gives it, without building the rules' copy of the tensor
- * table and parsing the config first (the bulk of a stream's open at
- * 140,000 tensors). views: calloc'd. */
+ * whole, as rv_resolve's replicate gives it, without building the rules'
+ * copy of the tensor table and parsing the config first (the bulk of a
+ * stream's open at 140,000 tensors). views: calloc'd. */
 static void all_whole(const struct wsrv_model *m, struct tp_view *views)
 {
 	for (size_t i = 0; i < m->v.h->ntensors; i++) {
