@@ -26,7 +26,7 @@
 
 static struct {
 	pthread_once_t once;
-	bool ran, direct;
+	bool direct;
 	char why[256];
 } probe = { .once = PTHREAD_ONCE_INIT };
 
@@ -110,7 +110,6 @@ static void run_probe(void)
 	double f = 0, s = 0;
 	int r = 0;
 
-	probe.ran = true;
 	if (free_page_reporting()) { /* nothing to measure: the probe would be wrong */
 		snprintf(probe.why, sizeof(probe.why),
 			 "this VM hands free memory back to its host (virtio-balloon free page reporting): "
