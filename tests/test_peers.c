@@ -37,6 +37,7 @@
 static struct {
 	struct netlab nl;
 	char (*addr)[64];           /* = nl.addr */
+	char root[200];             /* the group's folder, removed at its end */
 	char dir[256];              /* the model */
 	char other[256];            /* another model, laid out differently */
 	char token[300], badtoken[300];
@@ -73,6 +74,9 @@ static int group_setup(void **state)
 	char *d = test_tmpdir("peers");
 
 	(void)state;
+	if (!d)
+		return -1;
+	snprintf(T.root, sizeof(T.root), "%s", d);
 	setenv("UCX_TLS", "tcp", 1);
 	setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 1);
 	snprintf(T.dir, sizeof(T.dir), "%s/m", d);
@@ -96,6 +100,7 @@ static int group_teardown(void **state)
 {
 	(void)state;
 	netlab_down(&T.nl);
+	rm_rf(T.root);
 	return fd_leak_check(T.fds);
 }
 
