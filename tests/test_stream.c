@@ -340,9 +340,21 @@ static void views_of_one_rank(void **st)
 	assert_non_null(ruled);
 	assert_int_equal(wsrv_stream_views(a, 0, n, fast, sizeof(*fast)), 0);
 	assert_int_equal(wsrv_stream_views(b, 0, n, ruled, sizeof(*ruled)), 0);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		struct wsrv_view va = { .struct_size = sizeof(va) }, vb = { .struct_size = sizeof(vb) };
+		struct wsrv_layout la = { .struct_size = sizeof(la) }, lb = { .struct_size = sizeof(lb) };
 		if (memcmp(&fast[i], &ruled[i], sizeof(fast[i])) != 0)
 			fail_msg("%s: its view differs", wsrv_model_tensor_name(m, i));
+		/* One by one too: the whole tensor's shape is the manifest's. */
+		assert_int_equal(wsrv_stream_view(a, i, &va), 0);
+		assert_int_equal(wsrv_stream_view(b, i, &vb), 0);
+		assert_true(va.present == vb.present && va.rank == vb.rank && va.bytes == vb.bytes);
+		assert_memory_equal(va.shape, vb.shape, va.rank * sizeof(*va.shape));
+		assert_int_equal(wsrv_stream_layout(a, i, &la), 0);
+		assert_int_equal(wsrv_stream_layout(b, i, &lb), 0);
+		assert_true(la.offset == lb.offset && la.row_bytes == lb.row_bytes && la.rows == lb.rows &&
+			    la.row_pitch == lb.row_pitch);
+	}
 	wsrv_stream_close(a);
 	wsrv_stream_close(b);
 	free(fast);

@@ -127,7 +127,8 @@ static int stream_load_layer(struct wsrv_stream *s, int pos, int k)
 
 	c->single = n == 1;
 	for (uint32_t i = 0; i < n && f >= 0; i++) {
-		const struct tp_view *v = &s->views[l->streamed[i]];
+		struct tp_view tmp;
+		const struct tp_view *v = stream_view(s, l->streamed[i], &tmp);
 		double *timing = i == 0 ? c->t_first : i + 1 == n ? c->t_last : NULL;
 		struct wsrv_tensor t;
 		cl_tensor_nowait(s->m, l->streamed[i], &t);
@@ -366,38 +367,41 @@ WSRV_EXPORT int wsrv_stream_residency(const struct wsrv_stream *s, size_t i)
 	     : s->where[i] == WHERE_EXPERT ? WSRV_EXPERTS_ON_DEMAND : WSRV_NOT_IN_VIEW;
 }
 
-/* Tensor i's view, or NULL with -ERANGE recorded. */
-static const struct tp_view *view_at(const struct wsrv_stream *s, size_t i)
+/* Tensor i's view (made in *tmp where every view is whole), or NULL with
+ * -ERANGE recorded. */
+static const struct tp_view *view_at(const struct wsrv_stream *s, size_t i, struct tp_view *tmp)
 {
 	if (i < wsrv_model_tensor_count(s->m))
-		return &s->views[i];
+		return stream_view(s, i, tmp);
 	cl_err(-ERANGE, "tensor %zu out of range", i);
 	return NULL;
 }
 
 WSRV_EXPORT int wsrv_stream_view(const struct wsrv_stream *s, size_t i, struct wsrv_view *out)
 {
+	struct tp_view tmp;
 	const struct tp_view *v;
 
 	CL_NEED(s);
 	CL_NEED(out);
-	if (!(v = view_at(s, i)))
+	if (!(v = view_at(s, i, &tmp)))
 		return -ERANGE;
 	CL_RESULT(out);
 	out->present = v->present;
 	out->rank = v->rank;
-	out->shape = v->shape;
+	out->shape = stream_view_shape(s, i);
 	out->bytes = v->bytes;
 	return 0;
 }
 
 WSRV_EXPORT int wsrv_stream_layout(const struct wsrv_stream *s, size_t i, struct wsrv_layout *out)
 {
+	struct tp_view tmp;
 	const struct tp_view *v;
 
 	CL_NEED(s);
 	CL_NEED(out);
-	if (!(v = view_at(s, i)))
+	if (!(v = view_at(s, i, &tmp)))
 		return -ERANGE;
 	CL_RESULT(out);
 	out->offset = v->src_off;
@@ -410,7 +414,8 @@ WSRV_EXPORT int wsrv_stream_layout(const struct wsrv_stream *s, size_t i, struct
 /* Row k of wsrv_stream_views: tensor i. */
 static int view_row(const struct wsrv_stream *s, size_t i, struct wsrv_view_row *r)
 {
-	const struct tp_view *v = &s->views[i];
+	struct tp_view tmp;
+	const struct tp_view *v = stream_view(s, i, &tmp);
 	struct wsrv_tensor t = { .struct_size = sizeof(t) };
 	int rc;
 
@@ -426,7 +431,7 @@ static int view_row(const struct wsrv_stream *s, size_t i, struct wsrv_view_row 
 	r->rows = v->height;
 	r->row_pitch = v->pitch;
 	r->rank = v->rank < WSRV_VIEW_MAX_RANK ? v->rank : WSRV_VIEW_MAX_RANK;
-	memcpy(r->shape, v->shape, r->rank * sizeof(*r->shape));
+	memcpy(r->shape, stream_view_shape(s, i), r->rank * sizeof(*r->shape));
 	r->dtype = t.dtype;
 	r->layer = t.layer;
 	r->segment = t.segment;

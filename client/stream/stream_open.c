@@ -39,7 +39,7 @@ static void layout_resident(struct wsrv_stream *s)
 		if (s->where[i] != WHERE_RESIDENT)
 			continue;
 		s->res_off[i] = s->resident_bytes;
-		s->resident_bytes += (s->views[i].bytes + 255) & ~255ULL;
+		s->resident_bytes += (stream_view_bytes(s, i) + 255) & ~255ULL;
 	}
 	s->st.resident_bytes = s->resident_bytes;
 }
@@ -133,7 +133,6 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 	s->opened = mono_now();
 	s->where = calloc(n + 1, 1);
 	s->res_off = calloc(n + 1, sizeof(uint64_t));
-	s->views = calloc(n + 1, sizeof(*s->views));
 	s->rank = so.rank;
 	s->world = so.world > 1 ? so.world : 1;
 	s->sh.mem.fd = -1;
@@ -144,12 +143,12 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 			 so.share == WSRV_SHARE_OFF ? "the stream's options" : "the plan's share_resident");
 	if (trace && *trace)
 		s->trace_path = strdup(trace);
-	if (!s->where || !s->res_off || !s->views)
+	if (!s->where || !s->res_off)
 		r = cl_err(-ENOMEM, "out of memory");
 	else if (slots > 64)
 		r = cl_err(-EINVAL, "a stream has 1 to 64 slots, not %u", slots);
 	else if ((r = alloc_layers(s)) == 0 &&
-		 (r = tp_resolve(m, p, s->rank, s->world, s->views)) == 0 &&
+		 (r = tp_resolve(m, p, s->rank, s->world, &s->views)) == 0 &&
 		 (r = stream_place(s, p, s->rank, slots)) == 0 &&
 		 (r = share_and_register(s)) == 0 &&
 		 (r = upload_resident(s)) == 0 &&

@@ -57,7 +57,7 @@ static uint64_t device_bytes(struct wsrv_stream *s, unsigned slots)
 
 	for (size_t i = 0; i < n; i++)
 		if (s->where[i] == WHERE_RESIDENT)
-			res += (s->views[i].bytes + 255) & ~255ULL;
+			res += (stream_view_bytes(s, i) + 255) & ~255ULL;
 	return res + slots * stream_layout(s) + xp_device_bytes(s);
 }
 
@@ -98,7 +98,7 @@ static long group_series(struct wsrv_stream *s, const uint8_t *automatic, uint32
 			json_object_set_new(index, key, k);
 		}
 		sid[i] = (uint32_t)json_integer_value(k);
-		ser[sid[i]].bytes += s->views[i].bytes;
+		ser[sid[i]].bytes += stream_view_bytes(s, i);
 	}
 	json_decref(index);
 	return ns;
@@ -165,7 +165,7 @@ int stream_place(struct wsrv_stream *s, const struct wsrv_plan *p, int rank, uns
 	for (size_t i = 0; i < n; i++) {
 		int32_t layer = s->m->v.tensors[i].layer;
 		const struct plan_rule *rule = p ? plan_match(p, cl_tensor_name(s->m, (uint32_t)i)) : NULL;
-		if (!s->views[i].present) {
+		if (s->views && !s->views[i].present) {
 			s->where[i] = WHERE_ABSENT; /* another rank's expert */
 		} else if (rule) {
 			s->where[i] = (uint8_t)where_for(rule, layer, rank);

@@ -41,7 +41,8 @@ static uint64_t fingerprint(const struct wsrv_stream *s)
 	XXH3_64bits_reset(&st);
 	XXH3_64bits_update(&st, rw, sizeof(rw));
 	for (size_t i = 0; i < n; i++) {
-		const struct tp_view *v = &s->views[i];
+		struct tp_view tmp;
+		const struct tp_view *v = stream_view(s, i, &tmp);
 		uint64_t rec[6] = { i, v->src_off, v->width, v->height, v->pitch, s->res_off[i] };
 		if (s->where[i] != WHERE_RESIDENT || !v->bytes)
 			continue;

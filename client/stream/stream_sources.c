@@ -41,7 +41,8 @@ static int by_seg_start(const void *x, const void *y)
  * those). */
 static bool src_of(const struct wsrv_stream *s, uint32_t i, uint32_t *seg, uintptr_t *a, uintptr_t *b)
 {
-	const struct tp_view *v = &s->views[i];
+	struct tp_view tmp;
+	const struct tp_view *v = stream_view(s, i, &tmp);
 	const struct mf_tensor *t = &s->m->v.tensors[i];
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), p;
 
@@ -55,30 +56,51 @@ static bool src_of(const struct wsrv_stream *s, uint32_t i, uint32_t *seg, uintp
 	return true;
 }
 
-/* Every copied tensor's source range, sorted and merged into s->srcs. */
+/* Appends [a, b) of piece seg to s->srcs (*cap entries), into its last
+ * range where it starts within it. false when out of memory. */
+static bool src_add(struct wsrv_stream *s, size_t *cap, uint32_t seg, uintptr_t a, uintptr_t b)
+{
+	struct src_range *last = s->nsrcs ? &s->srcs[s->nsrcs - 1] : NULL;
+
+	if (last && last->seg == seg && a >= last->a && a <= last->b) {
+		if (b > last->b)
+			last->b = b;
+		return true;
+	}
+	if (s->nsrcs == *cap) {
+		size_t n = *cap ? 2 * *cap : 64;
+		struct src_range *g = realloc(s->srcs, n * sizeof(*g));
+		if (!g)
+			return false;
+		s->srcs = g;
+		*cap = n;
+	}
+	s->srcs[s->nsrcs++] = (struct src_range){ .a = a, .b = b, .seg = seg };
+	return true;
+}
+
+/* Every copied tensor's source range, sorted and merged into s->srcs.
+ * Tensors in the arena's order (the manifest's, as a rule) merge as they
+ * come; any other order is sorted and merged again after. */
 static int collect(struct wsrv_stream *s)
 {
-	size_t n = wsrv_model_tensor_count(s->m), k = 0;
-
-	if (!(s->srcs = calloc(n + 1, sizeof(*s->srcs))))
-		return cl_err(-ENOMEM, "out of memory");
+	size_t n = wsrv_model_tensor_count(s->m), cap = 0;
 	bool sorted = true;
 
 	for (size_t i = 0; i < n; i++) {
-		k += src_of(s, (uint32_t)i, &s->srcs[k].seg, &s->srcs[k].a, &s->srcs[k].b);
-		sorted = sorted && (k < 2 || by_seg_start(&s->srcs[k - 2], &s->srcs[k - 1]) <= 0);
+		struct src_range r;
+		if (!src_of(s, (uint32_t)i, &r.seg, &r.a, &r.b))
+			continue;
+		sorted = sorted && (!s->nsrcs || by_seg_start(&s->srcs[s->nsrcs - 1], &r) <= 0);
+		if (!src_add(s, &cap, r.seg, r.a, r.b))
+			return cl_err(-ENOMEM, "out of memory");
 	}
-	if (!sorted) /* only where the manifest's order is not the arena's */
+	if (!sorted) {
+		size_t k = s->nsrcs;
 		qsort(s->srcs, k, sizeof(*s->srcs), by_seg_start);
-	s->nsrcs = 0;
-	for (size_t i = 0; i < k; i++) {
-		struct src_range *last = s->nsrcs ? &s->srcs[s->nsrcs - 1] : NULL;
-		if (last && last->seg == s->srcs[i].seg && s->srcs[i].a <= last->b) {
-			if (s->srcs[i].b > last->b)
-				last->b = s->srcs[i].b;
-		} else {
-			s->srcs[s->nsrcs++] = s->srcs[i];
-		}
+		s->nsrcs = 0;
+		for (size_t i = 0; i < k; i++)
+			src_add(s, &cap, s->srcs[i].seg, s->srcs[i].a, s->srcs[i].b); /* never grows */
 	}
 	for (size_t i = 0; i < s->nsrcs; i++) {
 		struct src_range *g = &s->srcs[i];

@@ -51,7 +51,8 @@ static int up_flush(struct up *u)
  * the start of the next run. */
 static int up_tensor(struct up *u, size_t i, const uint8_t *src)
 {
-	const struct tp_view *v = &u->s->views[i];
+	struct tp_view tmp;
+	const struct tp_view *v = stream_view(u->s, i, &tmp);
 	uint64_t dst = u->s->res_off[i];
 	int r;
 
@@ -78,7 +79,8 @@ int stream_upload_into(struct wsrv_stream *s, uint8_t *base)
 	int r = 0;
 
 	for (size_t i = 0; i < n && r == 0; i++) {
-		const struct tp_view *v = &s->views[i];
+		struct tp_view tmp;
+		const struct tp_view *v = stream_view(s, i, &tmp);
 		struct wsrv_tensor t;
 		if (s->where[i] != WHERE_RESIDENT || !v->bytes)
 			continue;

@@ -10,11 +10,13 @@
 #include "rank_view.h"
 
 /* Resolves every tensor of m for rank of world under the plan's
- * "tp_plan" and "stages" (p NULL, or world 1 without stages: every tensor
- * whole) into views (ntensors entries). Returns 0; -EINVAL naming the
- * tensor, dimension and world when a shape does not divide; -ERANGE naming
- * the ranks the server holds when it did not load all of this rank's. */
+ * "tp_plan" and "stages" into *views (ntensors entries, calloc'd: the
+ * caller frees it, on failure too). p NULL, or world 1 without a plan or
+ * stages: every tensor whole, and *views NULL (stream_view reads the
+ * manifest). Returns 0; -EINVAL naming the tensor, dimension and world
+ * when a shape does not divide; -ERANGE naming the ranks the server holds
+ * when it did not load all of this rank's; -ENOMEM. */
 int tp_resolve(const struct wsrv_model *m, const struct wsrv_plan *p, int rank, int world,
-	       struct tp_view *views);
+	       struct tp_view **views);
 
 #endif
