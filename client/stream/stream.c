@@ -128,7 +128,7 @@ static int stream_load_layer(struct wsrv_stream *s, int pos, int k)
 	c->single = n == 1;
 	for (uint32_t i = 0; i < n && f >= 0; i++) {
 		struct tp_view tmp;
-		const struct tp_view *v = stream_view(s, l->streamed[i], &tmp);
+		const struct tp_view *v = tp_view_at(s->m, s->views, l->streamed[i], &tmp);
 		double *timing = i == 0 ? c->t_first : i + 1 == n ? c->t_last : NULL;
 		struct wsrv_tensor t;
 		cl_tensor_nowait(s->m, l->streamed[i], &t);
@@ -372,7 +372,7 @@ WSRV_EXPORT int wsrv_stream_residency(const struct wsrv_stream *s, size_t i)
 static const struct tp_view *view_at(const struct wsrv_stream *s, size_t i, struct tp_view *tmp)
 {
 	if (i < wsrv_model_tensor_count(s->m))
-		return stream_view(s, i, tmp);
+		return tp_view_at(s->m, s->views, i, tmp);
 	cl_err(-ERANGE, "tensor %zu out of range", i);
 	return NULL;
 }
@@ -389,7 +389,7 @@ WSRV_EXPORT int wsrv_stream_view(const struct wsrv_stream *s, size_t i, struct w
 	CL_RESULT(out);
 	out->present = v->present;
 	out->rank = v->rank;
-	out->shape = stream_view_shape(s, i);
+	out->shape = tp_view_shape(s->m, s->views, i);
 	out->bytes = v->bytes;
 	return 0;
 }
@@ -415,7 +415,7 @@ WSRV_EXPORT int wsrv_stream_layout(const struct wsrv_stream *s, size_t i, struct
 static int view_row(const struct wsrv_stream *s, size_t i, struct wsrv_view_row *r)
 {
 	struct tp_view tmp;
-	const struct tp_view *v = stream_view(s, i, &tmp);
+	const struct tp_view *v = tp_view_at(s->m, s->views, i, &tmp);
 	struct wsrv_tensor t = { .struct_size = sizeof(t) };
 	int rc;
 
@@ -431,7 +431,7 @@ static int view_row(const struct wsrv_stream *s, size_t i, struct wsrv_view_row 
 	r->rows = v->height;
 	r->row_pitch = v->pitch;
 	r->rank = v->rank < WSRV_VIEW_MAX_RANK ? v->rank : WSRV_VIEW_MAX_RANK;
-	memcpy(r->shape, stream_view_shape(s, i), r->rank * sizeof(*r->shape));
+	memcpy(r->shape, tp_view_shape(s->m, s->views, i), r->rank * sizeof(*r->shape));
 	r->dtype = t.dtype;
 	r->layer = t.layer;
 	r->segment = t.segment;

@@ -81,7 +81,7 @@ static void lay_out(struct wsrv_stream *s, struct xp_cache *x, struct xp_expert 
 	e->contiguous = ti[e->nt - 1] - ti[0] + 1 == e->nt;
 	for (uint32_t k = 0; k < e->nt && e->contiguous; k++) {
 		cl_tensor_nowait(s->m, ti[k], &t);
-		e->contiguous = stream_view_whole(s, ti[k], t.size);
+		e->contiguous = tp_view_whole(s->views, ti[k], t.size);
 	}
 	cl_tensor_nowait(s->m, ti[0], &a);
 	cl_tensor_nowait(s->m, ti[e->nt - 1], &b);
@@ -97,7 +97,7 @@ static void lay_out(struct wsrv_stream *s, struct xp_cache *x, struct xp_expert 
 	for (uint32_t k = 0; k < e->nt; k++) {
 		off = (off + ALIGN - 1) & ~(ALIGN - 1);
 		x->toff[e->first + k] = off;
-		off += stream_view_bytes(s, ti[k]);
+		off += tp_view_bytes(s->m, s->views, ti[k]);
 	}
 	e->bytes = off;
 }
@@ -313,7 +313,7 @@ static int64_t copy_packed(struct wsrv_stream *s, const struct xp_expert *e, uin
 	for (uint32_t k = 0; k < e->nt && f >= 0; k++) {
 		uint32_t i = x->tidx[e->first + k];
 		struct tp_view tmp;
-		const struct tp_view *v = stream_view(s, i, &tmp);
+		const struct tp_view *v = tp_view_at(s->m, s->views, i, &tmp);
 		struct wsrv_tensor t;
 		cl_tensor_nowait(s->m, i, &t);
 		f = s->d->ops->copy2d(s->d, dst + x->toff[e->first + k], (const uint8_t *)t.data + v->src_off,

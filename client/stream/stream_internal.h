@@ -90,7 +90,7 @@ struct wsrv_stream {
 	struct wsrv_device *d;
 	uint8_t *where;             /* per tensor */
 	struct tp_view *views;      /* per tensor: this rank's part of it; NULL
-	                             * where every tensor is whole (stream_view) */
+	                             * where every tensor is whole (tp_view_at) */
 	int rank, world;
 	uint32_t id;                /* numbers this process's streams, for reports */
 	uint64_t *res_off;          /* per tensor: offset in resident memory */
@@ -198,40 +198,5 @@ void stream_prefetch(struct wsrv_stream *s, int from);
 /* Sends the counters to the server; closed: the stream's last word, after
  * which the server forgets it. */
 int stream_send_report(struct wsrv_stream *s, bool closed);
-
-/* Tensor i's view for this rank. Where every tensor is whole (s->views
- * NULL) it is the manifest's tensor as it is, made in *tmp, whose shape is
- * left unset: stream_view_shape has it. */
-static inline const struct tp_view *stream_view(const struct wsrv_stream *s, size_t i, struct tp_view *tmp)
-{
-	if (s->views)
-		return &s->views[i];
-	const struct mf_tensor *t = &s->m->v.tensors[i];
-	tmp->present = true;
-	tmp->rank = t->rank;
-	tmp->src_off = 0;
-	tmp->width = tmp->pitch = tmp->bytes = t->size;
-	tmp->height = 1;
-	return tmp;
-}
-
-/* Tensor i's bytes in this rank's view. */
-static inline uint64_t stream_view_bytes(const struct wsrv_stream *s, size_t i)
-{
-	return s->views ? s->views[i].bytes : s->m->v.tensors[i].size;
-}
-
-/* Whether tensor i's view is the whole tensor in one run. */
-static inline bool stream_view_whole(const struct wsrv_stream *s, size_t i, uint64_t size)
-{
-	return !s->views || (s->views[i].bytes == size && s->views[i].height == 1);
-}
-
-/* Tensor i's shape in this rank's view (its rank's entries), as long as s
- * lives. */
-static inline const uint64_t *stream_view_shape(const struct wsrv_stream *s, size_t i)
-{
-	return s->views ? s->views[i].shape : s->m->v.dims + s->m->v.tensors[i].dims_index;
-}
 
 #endif

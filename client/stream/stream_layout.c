@@ -24,7 +24,7 @@ static void layout_one(struct wsrv_stream *s, struct st_layer *sl, const struct 
 		struct wsrv_tensor t;
 		cl_tensor_nowait(s->m, sl->streamed[i], &t);
 		/* One piece: a copy never spans a disk tier's units. */
-		sl->contiguous = stream_view_whole(s, sl->streamed[i], t.size) &&
+		sl->contiguous = tp_view_whole(s->views, sl->streamed[i], t.size) &&
 				 cl_piece(s->m, sl->streamed[i]) == cl_piece(s->m, sl->streamed[0]);
 	}
 	sl->slot_bytes = 0;
@@ -47,7 +47,7 @@ static void layout_one(struct wsrv_stream *s, struct st_layer *sl, const struct 
 	for (uint32_t i = 0; i < sl->nstreamed; i++) {
 		off = (off + 255) & ~255ULL;
 		sl->slot_off[i] = off;
-		off += stream_view_bytes(s, sl->streamed[i]);
+		off += tp_view_bytes(s->m, s->views, sl->streamed[i]);
 	}
 	sl->slot_bytes = off;
 }

@@ -39,7 +39,7 @@ static void layout_resident(struct wsrv_stream *s)
 		if (s->where[i] != WHERE_RESIDENT)
 			continue;
 		s->res_off[i] = s->resident_bytes;
-		s->resident_bytes += (stream_view_bytes(s, i) + 255) & ~255ULL;
+		s->resident_bytes += (tp_view_bytes(s->m, s->views, i) + 255) & ~255ULL;
 	}
 	s->st.resident_bytes = s->resident_bytes;
 }

@@ -57,7 +57,7 @@ static uint64_t device_bytes(struct wsrv_stream *s, unsigned slots)
 
 	for (size_t i = 0; i < n; i++)
 		if (s->where[i] == WHERE_RESIDENT)
-			res += (stream_view_bytes(s, i) + 255) & ~255ULL;
+			res += (tp_view_bytes(s->m, s->views, i) + 255) & ~255ULL;
 	return res + slots * stream_layout(s) + xp_device_bytes(s);
 }
 
@@ -98,7 +98,7 @@ static long group_series(struct wsrv_stream *s, const uint8_t *automatic, uint32
 			json_object_set_new(index, key, k);
 		}
 		sid[i] = (uint32_t)json_integer_value(k);
-		ser[sid[i]].bytes += stream_view_bytes(s, i);
+		ser[sid[i]].bytes += tp_view_bytes(s->m, s->views, i);
 	}
 	json_decref(index);
 	return ns;

@@ -42,7 +42,7 @@ static uint64_t fingerprint(const struct wsrv_stream *s)
 	XXH3_64bits_update(&st, rw, sizeof(rw));
 	for (size_t i = 0; i < n; i++) {
 		struct tp_view tmp;
-		const struct tp_view *v = stream_view(s, i, &tmp);
+		const struct tp_view *v = tp_view_at(s->m, s->views, i, &tmp);
 		uint64_t rec[6] = { i, v->src_off, v->width, v->height, v->pitch, s->res_off[i] };
 		if (s->where[i] != WHERE_RESIDENT || !v->bytes)
 			continue;

@@ -42,7 +42,7 @@ static int by_seg_start(const void *x, const void *y)
 static bool src_of(const struct wsrv_stream *s, uint32_t i, uint32_t *seg, uintptr_t *a, uintptr_t *b)
 {
 	struct tp_view tmp;
-	const struct tp_view *v = stream_view(s, i, &tmp);
+	const struct tp_view *v = tp_view_at(s->m, s->views, i, &tmp);
 	const struct mf_tensor *t = &s->m->v.tensors[i];
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), p;
 

@@ -52,7 +52,7 @@ static int up_flush(struct up *u)
 static int up_tensor(struct up *u, size_t i, const uint8_t *src)
 {
 	struct tp_view tmp;
-	const struct tp_view *v = stream_view(u->s, i, &tmp);
+	const struct tp_view *v = tp_view_at(u->s->m, u->s->views, i, &tmp);
 	uint64_t dst = u->s->res_off[i];
 	int r;
 
@@ -80,7 +80,7 @@ int stream_upload_into(struct wsrv_stream *s, uint8_t *base)
 
 	for (size_t i = 0; i < n && r == 0; i++) {
 		struct tp_view tmp;
-		const struct tp_view *v = stream_view(s, i, &tmp);
+		const struct tp_view *v = tp_view_at(s->m, s->views, i, &tmp);
 		struct wsrv_tensor t;
 		if (s->where[i] != WHERE_RESIDENT || !v->bytes)
 			continue;

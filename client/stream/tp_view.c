@@ -59,7 +59,7 @@ int tp_resolve(const struct wsrv_model *m, const struct wsrv_plan *p, int rank, 
 {
 	*views = NULL;
 	/* One rank of one, no tensor-parallel plan, no stages: every tensor
-	 * whole, as its manifest entry says (stream_view), with no table of
+	 * whole, as its manifest entry says (tp_view_at), with no table of
 	 * views to fill (at 140,000 tensors, the bulk of an open). */
 	if (world <= 1 && (!p || (!p->tp_plan && p->stages <= 1)))
 		return check_held(m, NULL, rank, world);
