@@ -20,6 +20,7 @@
 #include "fixture.h"
 #include "xxh3_stream.h"
 #include "model_load.h"
+#include "page_cached.h"
 
 /* dir[0]: llama-mini in 3 shards; dir[1]: deepseek-v3-mini in 2. */
 static struct fixture F = { .tag = "loader", .models = {
@@ -34,6 +35,9 @@ static struct load_opts opts(void)
 	/* Huge pages are test_hugepages' business; tests run in parallel and
 	 * must not race for the few reserved. */
 	o.arena.hugepages = HUGEPAGES_OFF;
+	/* The reads these tests shape are O_DIRECT's; auto's choice has its
+	 * own test (auto_reads_what_the_cache_holds). */
+	o.loader.read = READ_DIRECT;
 	return o;
 }
 
@@ -198,6 +202,74 @@ static void dontcache_reads(void **s)
 	loader_cqe_hook = NULL;
 	assert_int_equal(eopnotsupp_left, 0);
 	check_bytes(lm);
+	loaded_model_free(lm);
+}
+
+/* Every file of the model at dir read into the page cache (warm), or
+ * written back and dropped from it. */
+static void cache_files(const char *dir, bool warm)
+{
+	struct load_opts o = opts();
+	struct loaded_model *lm = load(dir, &o);
+	char buf[1 << 16];
+
+	for (size_t f = 0; f < lm->model->nfiles; f++) {
+		int fd = open(lm->model->files[f]->path, O_RDONLY | O_CLOEXEC);
+		assert_true(fd >= 0);
+		while (warm && read(fd, buf, sizeof(buf)) > 0)
+			;
+		if (!warm) {
+			assert_int_equal(fdatasync(fd), 0);
+			assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+		}
+		close(fd);
+	}
+	loaded_model_free(lm);
+}
+
+/* The share of file f of lm in the page cache, both ways. */
+static void cached_share(const struct loaded_model *lm, size_t f, double *kernel, double *mincore)
+{
+	int fd = open(lm->model->files[f]->path, O_RDONLY | O_CLOEXEC);
+
+	assert_true(fd >= 0);
+	*kernel = page_cached_share(fd, lm->model->files[f]->file_size);
+	*mincore = page_cached_share_mincore(fd, lm->model->files[f]->file_size);
+	close(fd);
+}
+
+/* --read auto (wsrvd's default): a file the page cache holds is read
+ * through it, one it does not with O_DIRECT; the same bytes either way.
+ * The share cached, by the kernel's count and by mincore, agrees. */
+static void auto_reads_what_the_cache_holds(void **s)
+{
+	struct load_opts o = opts();
+	struct loaded_model *lm = load(F.dir[0], &o);
+	double k, mc;
+
+	if (lm->stats.buffered_files) { /* no O_DIRECT here (tmpfs): nothing to choose */
+		loaded_model_free(lm);
+		skip();
+	}
+	loaded_model_free(lm);
+	o.loader.read = READ_AUTO;
+	cache_files(F.dir[0], true);
+	lm = load(F.dir[0], &o);
+	assert_int_equal(lm->stats.cached_files, lm->model->nfiles);
+	assert_int_equal(lm->stats.buffered_files, lm->model->nfiles);
+	check_bytes(lm);
+	cached_share(lm, 0, &k, &mc);
+	assert_true(k >= 0.9 && mc >= 0.9);
+	loaded_model_free(lm);
+
+	cache_files(F.dir[0], false);
+	lm = load(F.dir[0], &o);
+	assert_int_equal(lm->stats.cached_files, 0);
+	assert_int_equal(lm->stats.buffered_files, 0);
+	check_bytes(lm); /* reads the files: only after the load's choice */
+	cache_files(F.dir[0], false);
+	cached_share(lm, 0, &k, &mc);
+	assert_true(k < 0.1 && mc < 0.1);
 	loaded_model_free(lm);
 }
 
@@ -591,6 +663,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(empty_and_scalar_tensors),
 	cmocka_unit_test(buffered_fallback),
 	cmocka_unit_test(dontcache_reads),
+	cmocka_unit_test(auto_reads_what_the_cache_holds),
 	cmocka_unit_test(pool_sized_from_model),
 	cmocka_unit_test(buffers_pinned_as_used),
 	cmocka_unit_test(streaming_hash_matches_libxxhash),

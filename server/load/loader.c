@@ -22,6 +22,7 @@
 #include "file_open.h"
 #include "loader_pool.h"
 #include "log.h"
+#include "page_cached.h"
 #include "progress.h"
 #include "xxh3_stream.h"
 
@@ -49,6 +50,7 @@ struct shard {
 	int fd;
 	bool direct;
 	bool dontcache;             /* buffered reads with RWF_DONTCACHE */
+	bool cached;                /* READ_AUTO found it in the page cache */
 	struct piece *pieces;
 	size_t npieces, cur;
 	uint64_t cur_done;          /* bytes of pieces[cur] placed */
@@ -178,10 +180,24 @@ static int check_same(const struct shard *sh, const char *when, bool verify, str
 	return 0;
 }
 
+/* READ_AUTO's choice for the file open as fd (O_DIRECT): read through
+ * the page cache (its O_DIRECT flag cleared) when the cache holds nearly
+ * all of it. */
+static void auto_mode(struct shard *sh, int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (page_cached_share(fd, sh->sf->file_size) < READ_CACHED_SHARE || fl < 0 ||
+	    fcntl(fd, F_SETFL, fl & ~O_DIRECT) < 0)
+		return;
+	sh->direct = false;
+	sh->dontcache = sh->cached = true;
+}
+
 static int open_shard(struct shard *sh, enum read_mode mode, bool verify, struct errinfo *e)
 {
 	const char *path = sh->sf->path;
-	bool buffered = mode != READ_DIRECT;
+	bool buffered = mode == READ_DONTCACHE || mode == READ_BUFFERED;
 	int fd = -EINVAL;
 
 	sh->dontcache = mode == READ_DONTCACHE;
@@ -196,6 +212,8 @@ static int open_shard(struct shard *sh, enum read_mode mode, bool verify, struct
 	if (fd < 0)
 		return err_set(e, fd, "%s: cannot open: %s", path, strerror(-fd));
 	sh->fd = fd;
+	if (mode == READ_AUTO && sh->direct)
+		auto_mode(sh, fd);
 	return check_same(sh, "since its header was read", verify, e);
 }
 
@@ -583,6 +601,7 @@ static int open_all(struct loader *L, const struct loader_opts *o, struct errinf
 			return r;
 		if (!L->shards[f].direct)
 			L->st->buffered_files++;
+		L->st->cached_files += L->shards[f].cached;
 	}
 	return 0;
 }

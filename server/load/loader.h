@@ -23,12 +23,15 @@
 #define LOADER_DEFAULT_BLOCK (1u << 20)
 #define LOADER_DEFAULT_SHARDS 4u
 
-/* How files are read. Direct: O_DIRECT, buffered where the file system
- * refuses it. Dontcache: buffered reads that drop their pages from the page
- * cache as they complete (RWF_DONTCACHE, Linux 6.14 and later; plain
+/* How files are read. Auto: each file as Dontcache when the page cache
+ * holds nearly all of it (READ_CACHED_SHARE: its bytes come from memory,
+ * not the disk), else as Direct. Direct: O_DIRECT, buffered where the file
+ * system refuses it. Dontcache: buffered reads that drop the pages they
+ * bring in as they complete (RWF_DONTCACHE, Linux 6.14 and later; plain
  * buffered where the file system lacks it), for disks where O_DIRECT is the
  * slower path. Buffered: plain reads through the page cache. */
-enum read_mode { READ_DIRECT = 0, READ_DONTCACHE, READ_BUFFERED };
+enum read_mode { READ_AUTO = 0, READ_DIRECT, READ_DONTCACHE, READ_BUFFERED };
+#define READ_CACHED_SHARE 0.9
 
 struct loader_pool;
 
@@ -73,6 +76,7 @@ struct loader_stats {
 	double hash_seconds;    /* of which computing checksums */
 	double copy_seconds;    /* of which copying into the arena */
 	unsigned buffered_files;/* files read through the page cache */
+	unsigned cached_files;  /* of which READ_AUTO found in it */
 	uint64_t pool_bytes;    /* read buffers allocated */
 	uint64_t pinned_bytes;  /* of which registered with io_uring (pinned) */
 };

@@ -59,9 +59,11 @@ const char load_options_help[] =
 	"  --queue-depth N           reads in flight (default 64)\n"
 	"  --block-size SIZE         bytes per read, multiple of 4K (default 1M)\n"
 	"  --concurrent-shards N     shards read at once (default 4)\n"
-	"  --read direct|dontcache|buffered\n"
-	"                            O_DIRECT (default), buffered reads that leave\n"
-	"                            nothing cached (RWF_DONTCACHE), or plain buffered\n"
+	"  --read auto|direct|dontcache|buffered\n"
+	"                            O_DIRECT, buffered reads that leave nothing\n"
+	"                            cached (RWF_DONTCACHE), or plain buffered (auto,\n"
+	"                            the default: dontcache for a file the page cache\n"
+	"                            holds 90% of, else direct)\n"
 	"  --buffered                the same as --read buffered\n"
 	"  --read-rate SIZE          read at most SIZE bytes a second (default: no limit),\n"
 	"                            to leave the disk to others\n"
@@ -176,7 +178,7 @@ int load_args_handle(int opt, const char *arg, struct load_opts *o,
 	static const char *const numa[] = { "auto", "node", "interleave" };
 	static const char *const hp[] = { "auto", "on", "off" };
 	static const char *const fo[] = { "auto", "write", "after" };
-	static const char *const rd[] = { "direct", "dontcache", "buffered" };
+	static const char *const rd[] = { "auto", "direct", "dontcache", "buffered" };
 	unsigned long v = 0;
 	uint64_t sz = 0;
 	int r = 0, iv = 0;
@@ -223,7 +225,7 @@ int load_args_handle(int opt, const char *arg, struct load_opts *o,
 		o->loader.max_shards = (unsigned)v;
 		break;
 	case O_READ:
-		r = enum_opt("read", arg, rd, 3, &iv, e);
+		r = enum_opt("read", arg, rd, 4, &iv, e);
 		o->loader.read = (enum read_mode)iv;
 		break;
 	case O_BUFFERED: o->loader.read = READ_BUFFERED; break;

@@ -21,12 +21,22 @@ static double gbps(const struct loaded_model *lm)
 	return lm->total_seconds > 0 ? (double)lm->model->data_bytes / lm->total_seconds / 1e9 : 0.0;
 }
 
+/* How the files were read, for the report: into buf. */
+static const char *read_how(const struct loader_stats *s, char *buf, size_t len)
+{
+	if (s->cached_files)
+		snprintf(buf, len, "(%u file%s from the page cache)", s->cached_files, s->cached_files == 1 ? "" : "s");
+	else
+		snprintf(buf, len, "%s", s->buffered_files ? "(some files read buffered)" : "(O_DIRECT)");
+	return buf;
+}
+
 void report_loaded(FILE *out, const struct loaded_model *lm)
 {
 	const struct model *m = lm->model;
 	const struct arena *a = lm->arena;
 	const struct loader_stats *s = &lm->stats;
-	char b1[32], b2[32], place[256];
+	char b1[32], b2[32], how[64], place[256];
 
 	loaded_model_placement(lm, place, sizeof(place));
 	fprintf(out, "model %s (%s)\n", m->name, m->path);
@@ -45,8 +55,8 @@ void report_loaded(FILE *out, const struct loaded_model *lm)
 	fprintf(out, "    open     %.3f s (open, parse headers)\n", lm->phases.open_s);
 	fprintf(out, "    arena    %.3f s (allocate, place)\n", lm->phases.arena_s);
 	fprintf(out, "    read     %.3f s %s; of which checksum %.3f s (xxh3, %s), copy %.3f s\n",
-		lm->phases.read_s, s->buffered_files ? "(some files read buffered)" : "(O_DIRECT)",
-		s->hash_seconds, xxh3_stream_impl(), s->copy_seconds);
+		lm->phases.read_s, read_how(s, how, sizeof(how)), s->hash_seconds, xxh3_stream_impl(),
+		s->copy_seconds);
 	fprintf(out, "    seal     %.3f s (map, lock, seal, manifest)\n", lm->phases.seal_s);
 	if (lm->nsources)
 		fprintf(out, "  sources    %s from its files\n", fmt_bytes(lm->disk_bytes, b1, sizeof(b1)));
@@ -78,6 +88,9 @@ void report_log_loaded(const struct loaded_model *lm)
 		 lm->model->name, lm->model->ntensors, fmt_bytes(lm->model->data_bytes, b, sizeof(b)),
 		 lm->total_seconds, fmt_bytes((uint64_t)(gbps(lm) * 1e9), r, sizeof(r)), lm->arena->numa.desc,
 		 arena_pages_note(lm->arena), lm->arena->lock_note);
+	if (lm->stats.cached_files)
+		log_info("model %s: %u of its %zu files were in the page cache and were read from it, not from the disk",
+			 lm->model->name, lm->stats.cached_files, lm->model->nfiles);
 	if (lm->model->held)
 		log_info("model %s: ranks %u-%u of %u (%u stage%s) hold %s of its %s", lm->model->name,
 			 lm->model->held->first, lm->model->held->last, lm->model->held->world,
@@ -106,7 +119,7 @@ json_t *report_loaded_json(const struct loaded_model *lm)
 		"open_parse_s", lm->phases.open_s, "allocate_place_s", lm->phases.arena_s,
 		"read_s", lm->phases.read_s, "checksum_s", lm->stats.hash_seconds,
 		"copy_s", lm->stats.copy_seconds, "seal_s", lm->phases.seal_s);
-	json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:o, s:I, s:s, s:I, s:I, s:b, s:s, s:b, s:f, s:f, s:o, s:I, s:I, s:I, s:s, s:I, s:o}",
+	json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:o, s:I, s:s, s:I, s:I, s:b, s:s, s:b, s:f, s:f, s:o, s:I, s:I, s:I, s:I, s:s, s:I, s:o}",
 		"name", m->name, "path", m->path,
 		"files", (json_int_t)m->nfiles, "tensors", (json_int_t)m->ntensors,
 		"layers", (json_int_t)numbered_layers(m),
@@ -118,6 +131,7 @@ json_t *report_loaded_json(const struct loaded_model *lm)
 		"locked", a->locked, "lock", a->lock_note,
 		"sealed", a->sealed, "load_seconds", lm->total_seconds, "load_gbps", gbps(lm),
 		"phases", phases, "buffered_files", (json_int_t)lm->stats.buffered_files,
+		"cached_files", (json_int_t)lm->stats.cached_files,
 		"read_pool_bytes", (json_int_t)lm->stats.pool_bytes,
 		"read_pinned_bytes", (json_int_t)lm->stats.pinned_bytes, "checksum", xxh3_stream_impl(),
 		"disk_bytes", (json_int_t)lm->disk_bytes, "sources", sources_json(lm));

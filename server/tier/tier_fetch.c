@@ -111,6 +111,11 @@ static struct loader_opts read_opts(const struct tier *t, const uint8_t *want, s
 	lo.on_tensor = NULL;
 	lo.progress = PROGRESS_OFF;
 	lo.queue_depth = READ_QD;
+	/* A unit read again comes from the disk under auto, as before it:
+	 * served from the page cache (--read buffered does it), a worker's
+	 * check under a budget of a few MiB has found the budget all held. */
+	if (lo.read == READ_AUTO)
+		lo.read = READ_DIRECT;
 	lo.pool = pool;
 	lo.total_bytes = lo.placed_bytes = NULL;
 	return lo;

@@ -240,3 +240,15 @@ void burner_stop(pid_t pid)
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 }
+
+/* Waits until memory freed by the step before has gone back to the host.
+ * On a VM with free page reporting (as here: page_reporting's min_free_ms
+ * is 0), freed memory returns to the hypervisor at once, and the next first
+ * touch of it costs the guest up to 1 CPU-second per GB; memory freed a
+ * moment ago may not have gone yet and is cheap. Both the load and the
+ * fresh-memory fill are measured after this pause, so they start from the same state:
+ * the state of a server started on a machine that was idle. */
+void load_settle(void)
+{
+	usleep(1500 * 1000);
+}

@@ -36,6 +36,9 @@ double buffered_read(const struct files *f, size_t bs);
 double cpu_now(void);
 /* The median of v[0..n), sorting v. */
 double median(double *v, int n);
+/* The pause before each timed side of `wsrv-bench load`: memory freed by
+ * the step before has gone back to the host. */
+void load_settle(void);
 /* A process that keeps one core busy (the last one) until burner_stop:
  * "a loaded host". Returns its pid or -errno. */
 pid_t burner_start(void);

@@ -28,21 +28,11 @@
 #include "progress.h"
 #include "arena_folio.h"
 #include "bench_files.h"
+#include "bench_load_warm.h"
 #include "hugemap.h"
 
 #define MAX_REPEAT 20
 
-/* Waits until memory freed by the step before has gone back to the host.
- * On a VM with free page reporting (as here: page_reporting's min_free_ms
- * is 0), freed memory returns to the hypervisor at once, and the next first
- * touch of it costs the guest up to 1 CPU-second per GB; memory freed a
- * moment ago may not have gone yet and is cheap. Both the load and the
- * fresh-memory fill are measured after this pause, so they start from the same state:
- * the state of a server started on a machine that was idle. */
-static void settle(void)
-{
-	usleep(1500 * 1000);
-}
 
 /* A reference for the CPU figure: putting the same bytes into fresh shared
  * memory with no disk and no checksum, write() from one hot buffer into a
@@ -92,6 +82,8 @@ struct result {
 	double cpu[MAX_REPEAT], fill[MAX_REPEAT], folio_fill[MAX_REPEAT];
 	double cached_max;
 	bool contend;
+	bool warm;                  /* --warm: also from the page cache */
+	struct warm w;
 	bool locked;                /* whether the last load locked its arena */
 	bool folios;                /* whether it made 2 MiB folios */
 };
@@ -125,11 +117,11 @@ static void fills(struct result *res, uint64_t bytes, int i)
 {
 	double gb = (double)bytes / 1e9;
 
-	settle();
+	load_settle();
 	res->fill[i] = fresh_memory_cpu(bytes, res->locked, false) / gb;
 	res->folio_fill[i] = -1;
 	if (res->folios) {
-		settle();
+		load_settle();
 		res->folio_fill[i] = fresh_memory_cpu(bytes, res->locked, true) / gb;
 	}
 }
@@ -156,7 +148,7 @@ static int load_one_round(const char *path, const struct load_opts *lo, const st
 	 * memory the first freed that the host has not taken back yet. */
 	if (i % 2)
 		fills(res, f->bytes, i); /* as round 0 */
-	settle();
+	load_settle();
 	r = timed_load(path, lo, f, &res->wsrv[i], &res->loader[i], &res->cpu[i], &res->locked,
 		       &res->folios);
 	burner_stop(burner);
@@ -190,6 +182,8 @@ static void load_print(const struct files *f, int n, struct result *r, int json)
 			"buffered_gbps", bu, "wsrv_vs_odirect", ws / raw, "wsrv_vs_buffered", ws / bu,
 			"cpu_s_per_gb", cpu, "fresh_fill_cpu_s_per_gb", fill);
 		json_object_set_new(o, "cached_fraction_max", json_real(r->cached_max));
+		if (r->warm)
+			load_warm_print(f, n, &r->w, o);
 		if (r->folios)
 			json_object_set_new(o, "fresh_folio_fill_cpu_s_per_gb", json_real(ffill));
 		if (f->held.world)
@@ -218,16 +212,19 @@ static void load_print(const struct files *f, int n, struct result *r, int json)
 	if (r->folios)
 		printf("    the same in 2 MiB folios   %6.3f CPU-s/GB (each chunk collapsed first, as the arena does; wsrv is %.2fx this)\n",
 		       ffill, cpu / ffill);
+	if (r->warm)
+		load_warm_print(f, n, &r->w, NULL);
 }
 
 int bench_load(int argc, char **argv)
 {
-	enum { O_MODEL = 1, O_REPEAT, O_JSON, O_CONTEND };
-	struct option opts[LOAD_OPTIONS_COUNT + 5] = {
+	enum { O_MODEL = 1, O_REPEAT, O_JSON, O_CONTEND, O_WARM };
+	struct option opts[LOAD_OPTIONS_COUNT + 6] = {
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "repeat", required_argument, NULL, O_REPEAT },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "contend", no_argument, NULL, O_CONTEND },
+		{ "warm", no_argument, NULL, O_WARM },
 	};
 	struct load_opts lo = { 0 };
 	struct result res = { 0 };
@@ -236,7 +233,7 @@ int bench_load(int argc, char **argv)
 	int repeat = 3, json = 0, c, r;
 	struct errinfo e;
 
-	memcpy(opts + 4, load_long_options, (LOAD_OPTIONS_COUNT + 1) * sizeof(struct option));
+	memcpy(opts + 5, load_long_options, (LOAD_OPTIONS_COUNT + 1) * sizeof(struct option));
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		r = load_args_handle(c, optarg, &lo, &e);
@@ -254,11 +251,13 @@ int bench_load(int argc, char **argv)
 			json = 1;
 		else if (c == O_CONTEND)
 			res.contend = true;
+		else if (c == O_WARM)
+			res.warm = true;
 		else
 			return 2;
 	}
 	if (!path || optind != argc) {
-		fprintf(stderr, "usage: wsrv-bench load --model DIR [--repeat 1..%d] [--contend] [--json]\n", MAX_REPEAT);
+		fprintf(stderr, "usage: wsrv-bench load --model DIR [--repeat 1..%d] [--contend] [--warm] [--json]\n", MAX_REPEAT);
 		return 2;
 	}
 	if (load_args_check(&lo, &e) < 0) {
@@ -268,7 +267,8 @@ int bench_load(int argc, char **argv)
 	if (model_files(path, &lo, &f) < 0)
 		return 1;
 	for (int i = 0; i < repeat; i++)
-		if (load_one_round(path, &lo, &f, &res, i) < 0)
+		if (load_one_round(path, &lo, &f, &res, i) < 0 ||
+		    (res.warm && load_warm_round(path, &lo, &f, &res.w, i) < 0))
 			return 1;
 	load_print(&f, repeat, &res, json);
 	files_free(&f);
