@@ -96,7 +96,7 @@ static void fp8_decoding(void **st)
  * "(DIFFERENT)" and exited 1 though its streamed digest was right: the
  * direct pass read the tiered layers as EAGAIN. Each such layer is now
  * mapped for the direct pass alone, and the two are bit-identical. */
-static void check_under(const char *dir, const char *budget)
+static void check_under(const char *dir, const char *budget, const char *read)
 {
 	struct test_server ts = { 0 };
 	struct wsrv_tier_info ti = { .struct_size = sizeof(ti) };
@@ -107,7 +107,7 @@ static void check_under(const char *dir, const char *budget)
 	size_t len;
 
 	assert_non_null(worker);
-	assert_int_equal(server_start(&ts, "m", dir, "--memory-budget", budget, NULL), 0);
+	assert_int_equal(server_start(&ts, "m", dir, "--memory-budget", budget, "--read", read, NULL), 0);
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
 	assert_int_equal(tier_counters(c, &ti), 0);
 	assert_true(ti.disk_bytes > 0); /* some of it is on the disk tier */
@@ -124,8 +124,23 @@ static void check_under(const char *dir, const char *budget)
 /* Whole layers on the tier (llama), and routed experts one by one (ds). */
 static void check_under_a_budget(void **st)
 {
-	check_under(F.two.dir_llama, "3M");
-	check_under(F.two.dir_ds, "20M");
+	check_under(F.two.dir_llama, "3M", "auto");
+	check_under(F.two.dir_ds, "20M", "auto");
+}
+
+/* Found with --read auto: the tier's reads served from the page cache
+ * (as --read buffered does) made this check fail in 2-9 of 20 runs, the
+ * server saying the budget was all held after a wait of 10 s. Two
+ * causes. A tier reader waiting for room was not woken when the other
+ * reader's read ended (its bytes no longer reading, its units cached and
+ * nobody's), and at its deadline it looked again without evicting. And
+ * the worker's stream, still open, held its slots' layers while the
+ * direct pass needed another under a budget that holds one. Several runs:
+ * the reads' timing decides, and fast reads are what showed it. */
+static void check_reading_from_the_page_cache(void **st)
+{
+	for (int run = 0; run < 5; run++)
+		check_under(F.two.dir_ds, "20M", "buffered");
 }
 
 /* Issue 49 item 15: quickstart's workers held their weights for a fixed
@@ -177,6 +192,6 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(fp8_decoding),
 	cmocka_unit_test(llama_bf16),
 	cmocka_unit_test(deepseek_fp8),
-	cmocka_unit_test(check_under_a_budget),
+	cmocka_unit_test(check_under_a_budget), cmocka_unit_test(check_reading_from_the_page_cache),
 	cmocka_unit_test(hold_until_told),
 )

@@ -173,8 +173,15 @@ int main(int argc, char **argv)
 	print_sharing(s, &st);
 	/* A direct pass that fails is an error, never a mismatch. It takes
 	 * a disk tier's layers on a connection of its own: a worker's share
-	 * of the tier's cache (--memory-budget-share) is per connection, and
-	 * the stream still holds what it prefetched. */
+	 * of the tier's cache (--memory-budget-share) is per connection. The
+	 * stream's slots hold the next pass's first layers, and a disk tier's
+	 * pieces with them: under a budget that holds one layer beside what
+	 * stays, the direct pass would wait for them in vain. Unless held on,
+	 * the stream is done. */
+	if (check && !hold) {
+		wsrv_stream_close(s);
+		s = NULL;
+	}
 	struct wsrv_client *dc = NULL;
 	if (check && wsrv_connect(sock, &co, &dc) < 0)
 		return fail("connect for --check");

@@ -205,18 +205,23 @@ bool tier_evict_over_locked(struct tier *t)
 int tier_make_room_locked(struct tier *t, uint64_t size, uint32_t nfds)
 {
 	struct timespec until;
+	bool late = false;
 	uint32_t v;
 
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += ROOM_WAIT_S;
+	/* Woken by a release, or by another reader's read ending (its bytes
+	 * no longer reading, its pieces cached and nobody's yet); the last
+	 * look, at the deadline, may evict as every other does. */
 	while (!t->stop && !room_or_victim(t, size, nfds, 2, false, &v)) {
 		if (v != UINT32_MAX) {
 			tier_drop_locked(t, v, true);
 			t->st.evictions++;
 			continue;
 		}
-		if (pthread_cond_timedwait(&t->cv, &t->mu, &until) == ETIMEDOUT)
-			return room_or_victim(t, size, nfds, -1, false, &v) ? 0 : fits(t, size) ? -EMFILE : -ENOMEM;
+		if (late)
+			return fits(t, size) ? -EMFILE : -ENOMEM;
+		late = pthread_cond_timedwait(&t->cv, &t->mu, &until) == ETIMEDOUT;
 	}
 	return t->stop ? -ECANCELED : 0;
 }

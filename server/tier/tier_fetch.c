@@ -111,11 +111,6 @@ static struct loader_opts read_opts(const struct tier *t, const uint8_t *want, s
 	lo.on_tensor = NULL;
 	lo.progress = PROGRESS_OFF;
 	lo.queue_depth = READ_QD;
-	/* A unit read again comes from the disk under auto, as before it:
-	 * served from the page cache (--read buffered does it), a worker's
-	 * check under a budget of a few MiB has found the budget all held. */
-	if (lo.read == READ_AUTO)
-		lo.read = READ_DIRECT;
 	lo.pool = pool;
 	lo.total_bytes = lo.placed_bytes = NULL;
 	return lo;
@@ -211,8 +206,9 @@ static void finish_locked(struct tier *t, struct job *j, int r, const struct err
 		ready_page_tier_bump(t->own.ready, j->g[i]);
 	}
 	t->st.queued = t->qn;
-	if (j->n > 1 && r < 0)
-		pthread_cond_broadcast(&t->cv);
+	/* Pieces queued again, or bytes no longer reading and pieces cached
+	 * that a reader waiting for room may take (tier_make_room_locked). */
+	pthread_cond_broadcast(&t->cv);
 }
 
 /* Reads queued segment or unit g (with other queued units of its
