@@ -36,6 +36,10 @@ double buffered_read(const struct files *f, size_t bs);
 double cpu_now(void);
 /* The median of v[0..n), sorting v. */
 double median(double *v, int n);
+/* Every file mapped, each of its pages read once (sums into *sum, so
+ * the reads are kept), and unmapped: what safe_open's reader does. 0 or
+ * -1. */
+int files_touch_all(const struct files *f, unsigned *sum);
 /* The pause before each timed side of `wsrv-bench load`: memory freed by
  * the step before has gone back to the host. */
 void load_settle(void);

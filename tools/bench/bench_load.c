@@ -31,7 +31,7 @@
 #include "bench_load_warm.h"
 #include "hugemap.h"
 
-#define MAX_REPEAT 20
+#define MAX_REPEAT WARM_MAX_REPEAT
 
 
 /* A reference for the CPU figure: putting the same bytes into fresh shared

@@ -9,36 +9,17 @@
 #include "bench_load_warm.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "bench_util.h"
 #include "clock.h"
 
 /* Every file mapped and each of its pages read once. Seconds or -1. */
 static double mmap_pass(const struct files *f)
 {
 	double t0 = mono_now();
-	volatile unsigned sum = 0;
+	unsigned sum = 0;
 
-	for (size_t i = 0; i < f->n; i++) {
-		int fd = open(f->path[i], O_RDONLY | O_CLOEXEC);
-		struct stat st;
-		void *p = MAP_FAILED;
-		if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0)
-			p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-		if (fd >= 0)
-			close(fd);
-		if (p == MAP_FAILED)
-			return -1;
-		sum += touch_pages(p, (uint64_t)st.st_size);
-		munmap(p, (size_t)st.st_size);
-	}
-	(void)sum;
-	return mono_now() - t0;
+	return files_touch_all(f, &sum) < 0 ? -1 : mono_now() - t0;
 }
 
 /* The load read as mode: seconds, or -1; the files it read from the
