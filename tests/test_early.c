@@ -403,6 +403,7 @@ static void failed_load_then_stopped(void **st)
 	struct wsrv_model *m;
 	char shard[512];
 
+	need_test_seams("WSRV_TEST_EARLY_SIGNAL_DELAY_MS delays the signal");
 	assert_int_equal(make_model(F.dir[0], "llama-mini", 24 << 20, 6, 2, 6), 0);
 	setenv("WSRV_TEST_EARLY_SIGNAL_DELAY_MS", "1500", 1);
 	int r = start_slow(&ts);

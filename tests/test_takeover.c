@@ -191,6 +191,7 @@ static void successor_killed(void **st)
 {
 	struct test_server a = { 0 }, b;
 
+	need_test_seams("WSRV_TEST_TAKEOVER_PAUSE_MS widens the take-over");
 	assert_int_equal(server_start(&a, "m", F.dir[0], NULL), 0);
 	start_successor(&a, &b, "3000");
 	for (int i = 0; i < 200 && !log_has(a.log, "is taking the server over"); i++)
@@ -211,6 +212,7 @@ static void old_killed(void **st)
 {
 	struct test_server a = { 0 }, b;
 
+	need_test_seams("WSRV_TEST_TAKEOVER_PAUSE_MS widens the take-over");
 	assert_int_equal(server_start(&a, "m", F.dir[0], NULL), 0);
 	start_successor(&a, &b, "1000");
 	for (int i = 0; i < 200 && !log_has(a.log, "is taking the server over"); i++)
@@ -273,6 +275,8 @@ static void second_successor_refused(void **st)
 	struct test_server a = { 0 }, b;
 	int fd, fds[8], n = 0;
 
+	need_test_seams("WSRV_TEST_TAKEOVER_PAUSE_MS widens the take-over");
+
 	assert_int_equal(server_start(&a, "m", F.dir[0], NULL), 0);
 	assert_true((fd = raw_connect(a.sock)) >= 0);
 	assert_int_equal(raw_hello(fd, "second"), 0);
@@ -318,6 +322,7 @@ static void stopped_mid_takeover(void **st)
 {
 	struct test_server a = { 0 }, b;
 
+	need_test_seams("WSRV_TEST_TAKEOVER_PAUSE_MS widens the take-over");
 	assert_int_equal(server_start(&a, "m", F.dir[0], NULL), 0);
 	start_successor(&a, &b, "1500");
 	for (int i = 0; i < 200 && !log_has(a.log, "is taking the server over"); i++)
@@ -340,6 +345,7 @@ static void successor_stalled(void **st)
 {
 	struct test_server a = { 0 }, b;
 
+	need_test_seams("WSRV_TEST_TAKEOVER_DEADLINE_S shortens the deadline");
 	setenv("WSRV_TEST_TAKEOVER_DEADLINE_S", "2", 1);
 	assert_int_equal(server_start(&a, "m", F.dir[0], NULL), 0);
 	unsetenv("WSRV_TEST_TAKEOVER_DEADLINE_S");

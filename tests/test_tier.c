@@ -318,6 +318,7 @@ static void read_errors_get_eio(void **st)
 	char flag[300], env[400];
 	const char *envv[] = { env, NULL };
 
+	need_test_seams("WSRV_TEST_TIER_EIO fails the reads");
 	(void)st;
 	snprintf(flag, sizeof(flag), "%s/eio-%d", F.dir[0], (int)getpid());
 	snprintf(env, sizeof(env), "WSRV_TEST_TIER_EIO=%s", flag);

@@ -66,7 +66,10 @@ double page_cached_share(int fd, uint64_t size)
 	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
 	int64_t pages = size ? by_cachestat(fd, size) : 0;
 
-	if (pages == -ENOSYS)
+	/* Any failure, not only ENOSYS: a seccomp filter that does not know
+	 * cachestat answers EPERM (systemd's SystemCallErrorNumber=, the
+	 * shipped unit), and some file systems EOPNOTSUPP. */
+	if (pages < 0)
 		pages = by_mincore(fd, size, pg);
 	return share_of(pages, pg, size);
 }

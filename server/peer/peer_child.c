@@ -46,7 +46,7 @@ static void say_started(int sock, int status, const char *msg)
 {
 	struct pc_started s = { .kind = PC_STARTED, .status = status };
 
-	snprintf(s.msg, sizeof(s.msg), "%s", msg);
+	snprintf(s.msg, sizeof(s.msg), "%.*s", (int)sizeof(s.msg) - 1, msg); /* cut to fit */
 	(void)pkt_send(sock, &s, sizeof(s), NULL, 0);
 }
 

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "mkmodel.h"
+#include "test_seam.h"
 #include "packet.h"
 #include "srv_stats.h"
 #include "wsrv.pb-c.h"
@@ -166,6 +167,24 @@ bool server_log_has(const struct test_server *ts, const char *needle)
 
 	free(b);
 	return has;
+}
+
+int server_log_wait(const struct test_server *ts, const char *needle, int timeout_s)
+{
+	for (int i = 0; i < timeout_s * 50; i++) {
+		if (server_log_has(ts, needle))
+			return 0;
+		sleep_ms(20);
+	}
+	return server_log_has(ts, needle) ? 0 : -ETIMEDOUT;
+}
+
+void need_test_seams(const char *what)
+{
+	if (test_seams_built())
+		return;
+	fprintf(stderr, "[  SKIPPED ] this build has no test seams (-Dtest_seams): %s\n", what);
+	skip();
 }
 
 const char *fixtures_dir(void)

@@ -130,6 +130,12 @@ void server_done(struct test_server *ts);
 long long pid_locked_bytes(pid_t pid);
 /* Sleeps ms milliseconds. */
 void sleep_ms(int ms);
+/* Polls ts's log every 20 ms for needle, up to timeout_s: 0 once it is
+ * there, -ETIMEDOUT if it never came. */
+int server_log_wait(const struct test_server *ts, const char *needle, int timeout_s);
+/* A case that needs wsrvd's test seams ($WSRV_TEST_*, test_seam.h) skips,
+ * saying why, in a build without them (a packager's: issue 61 item 2). */
+void need_test_seams(const char *what);
 /* Open fds of a process, from /proc. */
 int pid_fd_count(pid_t pid);
 /* What a process's fd points at (readlink of /proc/PID/fd/FD) into buf;
