@@ -51,11 +51,22 @@ void ready_init(void *buf, uint32_t nseg, uint32_t nt, uint64_t total_bytes, boo
 int ready_check(const void *buf, size_t len, uint32_t nseg, uint32_t nt, struct rd_view *v,
 		char *err, size_t errlen)
 {
-	const struct rd_header *h = buf;
+	/* The page is the server's to write: every word is read once, into
+	 * hc, and only the copy is checked and used (issue 60 item 11: a
+	 * unit count raised after the check made a client read past the
+	 * page). */
+	struct rd_header hc, *h = &hc;
 	uint64_t want = ready_size(nseg, nt);
-	bool tiered = len >= sizeof(*h) && h->tier_off != 0;
+	bool tiered;
 
-	if (len < sizeof(*h) || memcmp(h->magic, RD_MAGIC, sizeof(h->magic)) != 0) {
+	if (len < sizeof(hc)) {
+		snprintf(err, errlen, "not a readiness page");
+		return -EBADMSG;
+	}
+	memcpy(&hc, buf, sizeof(hc));
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	tiered = h->tier_off != 0;
+	if (memcmp(h->magic, RD_MAGIC, sizeof(h->magic)) != 0) {
 		snprintf(err, errlen, "not a readiness page");
 		return -EBADMSG;
 	}
@@ -83,7 +94,9 @@ int ready_check(const void *buf, size_t len, uint32_t nseg, uint32_t nt, struct 
 			 h->nsegments, h->ntensors, nseg, nt);
 		return -EBADMSG;
 	}
-	v->h = h;
+	v->h = buf;
+	v->nsegments = h->nsegments;
+	v->nunits = h->nunits;
 	v->segments = (const uint32_t *)(const void *)((const char *)buf + h->segments_off);
 	v->xxh3 = (const uint64_t *)(const void *)((const char *)buf + h->xxh3_off);
 	v->tier = tiered ? (const uint32_t *)(const void *)((const char *)buf + h->tier_off) : NULL;

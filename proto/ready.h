@@ -79,7 +79,9 @@ _Static_assert(sizeof(struct rd_unit) == 32, "rd_unit is 32 bytes");
 
 /* A validated view; pointers are into the mapping. */
 struct rd_view {
-	const struct rd_header *h;
+	const struct rd_header *h; /* its live words (state, placed_bytes) only:
+	                            * the server may write it at any time */
+	uint32_t nsegments, nunits; /* as checked: use these, never h's */
 	const uint32_t *segments;
 	const uint64_t *xxh3;
 	const uint32_t *tier;       /* NULL: no disk tier */

@@ -25,6 +25,7 @@
 #include "manifest.h"
 #include "model_load.h"
 #include "packet.h"
+#include "ready.h"
 #include "wsrv.h"
 #include "wsrv.pb-c.h"
 #include <xxhash.h>
@@ -433,6 +434,32 @@ static void manifest_corruptions(void **s)
 	free(orig);
 }
 
+/* Issue 60 item 11: a readiness page is the server's to write after the
+ * client checked it. libwsrv read the unit count from the page again,
+ * and a server that raised it made libwsrv read past the page. The view
+ * keeps the counts as checked; a page changed afterwards changes them
+ * not. */
+static void readiness_counts_read_once(void **s)
+{
+	uint32_t nseg = 2, nt = 3, nunits = 2;
+	size_t len = (size_t)ready_size_tiered(nseg, nt, nunits);
+	uint8_t *page = calloc(1, len);
+	struct rd_header *h = (struct rd_header *)page;
+	struct rd_view v;
+	char err[256];
+
+	(void)s;
+	assert_non_null(page);
+	ready_init(page, nseg, nt, 4096, true, nunits);
+	assert_int_equal(ready_check(page, len, nseg, nt, &v, err, sizeof(err)), 0);
+	h->nunits = 1u << 20;  /* the lie, after the check */
+	h->nsegments = 1u << 20;
+	assert_int_equal(v.nunits, nunits);
+	assert_int_equal(v.nsegments, nseg);
+	assert_int_equal(ready_check(page, len, nseg, nt, &v, err, sizeof(err)), -EBADMSG);
+	free(page);
+}
+
 static int setup(void **s)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
@@ -472,6 +499,7 @@ int main(void)
 		cmocka_unit_test(lies_are_errors),
 		cmocka_unit_test(manifest_corruptions),
 		cmocka_unit_test(partial_manifest_corruptions),
+		cmocka_unit_test(readiness_counts_read_once),
 	};
 	return test_group_run(tests, setup, teardown);
 }

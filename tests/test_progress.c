@@ -73,6 +73,23 @@ static unsigned count(const char *hay, const char *needle)
 	return n;
 }
 
+/* wsrvctl --json status says what the text says of the load (issue 61
+ * item 7: only --json models did). */
+static void check_json_status(const struct test_server *ts, bool loading)
+{
+	char *js = ctl(ts, "--json", "status");
+	json_t *j = json_loads(js, 0, NULL);
+	json_t *m = json_array_get(json_object_get(j, "models"), 0);
+	json_int_t placed = json_integer_value(json_object_get(m, "placed_bytes"));
+	json_int_t all = json_integer_value(json_object_get(m, "tensor_bytes"));
+
+	if (!m || json_is_true(json_object_get(m, "loading")) != loading || all <= 0 ||
+	    (loading ? placed >= all : placed != all) || !json_is_string(json_object_get(m, "numa")))
+		fail_msg("wsrvctl --json status (%s):\n%s", loading ? "loading" : "loaded", js);
+	json_decref(j);
+	free(js);
+}
+
 /* Mid-load: each view says loading, with the bytes placed so far. */
 static void check_loading(const struct test_server *ts)
 {
@@ -86,6 +103,7 @@ static void check_loading(const struct test_server *ts)
 	assert_true(json_is_true(json_object_get(m, "loading")));
 	assert_true(json_integer_value(json_object_get(m, "placed_bytes")) <
 		    json_integer_value(json_object_get(m, "tensor_bytes")));
+	check_json_status(ts, true);
 	for (int i = 0; i < 30; i++) { /* the snapshot is at most a second old */
 		metrics = scrape(ts);
 		if (strstr(metrics, "wsrv_loading 1\n"))
@@ -116,6 +134,7 @@ static void check_loaded(const struct test_server *ts)
 	    strstr(log, " GB"))
 		fail_msg("the log of a 3 s load:\n%s", log);
 	assert_non_null(strstr(metrics, "wsrv_loading 0\n"));
+	check_json_status(ts, false);
 	free(metrics);
 	free(log);
 	free(models);

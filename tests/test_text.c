@@ -160,8 +160,75 @@ static void hidden_names_refused(void **st)
 	replies_are_text();
 }
 
+/* Issue 60 item 8: a model directory whose path is not UTF-8 ("caf\xe9",
+ * legal on Linux) or holds a control character made every ListModels
+ * fail, for the healthy models too. Each path now comes back escaped,
+ * beside the healthy model; the server's log says so. */
+static void odd_paths_listed_escaped(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *c;
+	struct wsrv_model_list *l;
+	struct wsrv_model_info mi;
+	char cafe[512], ctl[512], a1[600], a2[600];
+	bool seen[3] = { false };
+
+	(void)st;
+	snprintf(cafe, sizeof(cafe), "%s/caf\xe9", F.srv.ts.dir);
+	snprintf(ctl, sizeof(ctl), "%s/a\x1b[2Jb", F.srv.ts.dir);
+	assert_int_equal(symlink(F.dir[0], cafe), 0);
+	assert_int_equal(symlink(F.dir[0], ctl), 0);
+	snprintf(a1, sizeof(a1), "cafe=%s", cafe);
+	snprintf(a2, sizeof(a2), "esc=%s", ctl);
+	assert_int_equal(server_start(&ts, "good", F.dir[0], "--model", a1, "--model", a2, NULL), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	if (wsrv_list_models(c, &l) < 0)
+		fail_msg("models: %s", wsrv_last_error());
+	for (size_t i = 0; wsrv_model_list_at(l, i, &mi) == 0; i++) {
+		if (strcmp(mi.name, "good") == 0)
+			seen[0] = strcmp(mi.path, F.dir[0]) == 0;
+		if (strcmp(mi.name, "cafe") == 0)
+			seen[1] = strstr(mi.path, "/caf\\xe9") != NULL;
+		if (strcmp(mi.name, "esc") == 0)
+			seen[2] = strstr(mi.path, "/a\\x1b[2Jb") != NULL;
+	}
+	wsrv_model_list_free(l);
+	assert_true(seen[0] && seen[1] && seen[2]);
+	assert_true(server_log_has(&ts, "was not text: sent escaped"));
+	wsrv_disconnect(c);
+	server_done(&ts);
+	unlink(cafe);
+	unlink(ctl);
+}
+
+/* And a model name that is not text is refused at start, exit 2 with the
+ * rule: U+202E and U+0085 were accepted and did the same. */
+static void odd_names_refused_at_start(void **st)
+{
+	static const char *const bad[] = { "w\xe2\x80\xae" "gpj", "w\xc2\x85", "caf\xe9", "a\tb" };
+	static const char *const no_lock[] = { "--no-lock", NULL };
+	char spec[600], log[300];
+
+	(void)st;
+	snprintf(log, sizeof(log), "%s/names.log", F.srv.ts.dir);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(spec, sizeof(spec), "%s=%s", bad[i], F.dir[0]);
+		size_t n;
+		char *t;
+		if (wsrvd_options_run(spec, no_lock, log) != 2)
+			fail_msg("name %zu was not refused with exit 2", i);
+		assert_non_null(t = (char *)read_file(log, &n));
+		assert_non_null(strstr(t, "is not text: a name is UTF-8"));
+		free(t);
+	}
+	snprintf(spec, sizeof(spec), "w\xc3\xa9\xe6\x97\xa5=%s", F.dir[0]);
+	assert_int_equal(wsrvd_options_run(spec, no_lock, log), 0);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(names_cut_on_characters),
 	cmocka_unit_test(reload_path_cut_on_characters),
 	cmocka_unit_test(hidden_names_refused),
+	cmocka_unit_test(odd_paths_listed_escaped),
+	cmocka_unit_test(odd_names_refused_at_start),
 )

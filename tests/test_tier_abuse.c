@@ -435,8 +435,52 @@ static void one_worker_cannot_hold_it_all(void **st)
 	server_done(&ts);
 }
 
+/* Issue 60 item 4: on a model without a disk tier, a partial take sent
+ * every segment asked for as long as one fd of room was left: 3 Attaches
+ * and 2 partial takes, none read, left more fds in flight than the bound
+ * (4 Attach replies of 6: 24) that --max-clients is sized from. A partial
+ * take now sends at most the room. */
+static void partial_take_within_the_room(void **st)
+{
+	struct test_server ts = { 0 };
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__Attach a = WSRV__ATTACH__INIT;
+	Wsrv__AttachSegments as = WSRV__ATTACH_SEGMENTS__INIT;
+	uint32_t attach_id = 0, nseg = 0, ids[UNIT0] = { 0, 1, 2, 3, 4 };
+	int fd, fds[WSRV_MAX_FDS], n = 0, inflight = 0;
+
+	(void)st;
+	ts.nofile = NOFILE;
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--max-clients", "16", NULL), 0);
+	fd = attach_raw(&ts, false, &attach_id, NULL, NULL);
+	a.model = "m";
+	q.body_case = WSRV__REQUEST__BODY_ATTACH;
+	q.attach = &a;
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
+	as.attach_id = attach_id;
+	as.segments = ids;
+	as.n_segments = UNIT0;
+	as.partial = true;
+	q.body_case = WSRV__REQUEST__BODY_ATTACH_SEGMENTS;
+	q.attach_segments = &as;
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
+	sleep_ms(300); /* all five answered before any is read */
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(recv_reply(fd, fds, &n, &attach_id, &nseg), 0);
+		inflight += n;
+		pkt_close_fds(fds, n);
+	}
+	if (inflight > 4 * ((int)UNIT0 + 1))
+		fail_msg("%d fds in flight at once, the bound is %u", inflight, 4 * (UNIT0 + 1));
+	close(fd);
+	server_done(&ts);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(unit_fds_bounded),
+	cmocka_unit_test(partial_take_within_the_room),
 	cmocka_unit_test(fds_read_only),
 	cmocka_unit_test(one_worker_cannot_hold_it_all),
 	cmocka_unit_test(kept_pieces_are_cut),

@@ -47,7 +47,7 @@ void cl_ready_gen_free(struct ready_gen *g)
 {
 	while (g) {
 		struct ready_gen *older = g->older;
-		for (uint32_t i = 0; g->fds && i < g->rv.h->nsegments; i++)
+		for (uint32_t i = 0; g->fds && i < g->rv.nsegments; i++)
 			if (g->fds[i] >= 0)
 				close(g->fds[i]);
 		if (g->page)

@@ -28,7 +28,7 @@ static const uint32_t *tier_word(const struct wsrv_model *m, uint32_t g)
 {
 	const struct rd_view *v = cl_rv(m);
 
-	if (!v->tier || (g >= m->nseg && (!v->units || v->h->nunits != m->nunits)))
+	if (!v->tier || (g >= m->nseg && (!v->units || v->nunits != m->nunits)))
 		return NULL;
 	return &v->tier[g];
 }

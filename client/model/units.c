@@ -84,19 +84,24 @@ static int find_pieces(struct wsrv_model *m)
 
 int cl_units_setup(struct wsrv_model *m, const struct rd_view *v)
 {
-	uint32_t n = v->units ? v->h->nunits : 0;
+	uint32_t n = v->units ? v->nunits : 0; /* the checked count, not the page's */
+	struct rd_unit *u;
 	int r;
 
 	if (!n)
 		return 0;
 	if (n > (1u << 24))
 		return cl_err(-EBADMSG, "the server announced %u disk tier units", n);
-	for (uint32_t k = 0; k < n; k++)
-		if (!unit_ok(m, &v->units[k], k ? &v->units[k - 1] : NULL))
-			return cl_err(-EBADMSG, "the server announced disk tier unit %u out of its segment or order", k);
-	if (!(m->units = malloc(n * sizeof(*m->units))))
+	/* Copied first, then checked: the page is the server's to write. */
+	if (!(u = malloc(n * sizeof(*u))))
 		return cl_err(-ENOMEM, "out of memory");
-	memcpy(m->units, v->units, n * sizeof(*m->units));
+	memcpy(u, v->units, n * sizeof(*u));
+	for (uint32_t k = 0; k < n; k++)
+		if (!unit_ok(m, &u[k], k ? &u[k - 1] : NULL)) {
+			free(u);
+			return cl_err(-EBADMSG, "the server announced disk tier unit %u out of its segment or order", k);
+		}
+	m->units = u;
 	m->nunits = n;
 	if ((r = grow(m)) < 0)
 		return r;

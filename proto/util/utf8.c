@@ -113,3 +113,16 @@ bool utf8_hidden(const unsigned char *p, size_t n)
 		return p[2] >= 0xA6 && p[2] <= 0xA9; /* U+2066-U+2069 */
 	return false;
 }
+
+bool utf8_text(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	for (size_t i = 0; i < n;) {
+		size_t k = utf8_seq_len(p + i, n - i);
+		if (k == 0 || utf8_hidden(p + i, k))
+			return false;
+		i += k;
+	}
+	return true;
+}

@@ -37,4 +37,8 @@ void utf8_trim(char *s);
  * which make a log line or a table read in another order. */
 bool utf8_hidden(const unsigned char *p, size_t n);
 
+/* Whether s[0..n) is text, the rule every string on the wire keeps
+ * (pb_text.h): well-formed UTF-8 with no character utf8_hidden refuses. */
+bool utf8_text(const char *s, size_t n);
+
 #endif

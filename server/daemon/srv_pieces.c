@@ -114,11 +114,15 @@ static int pieces_take_tier(const struct loaded_model *lm, uint64_t holder, cons
 }
 
 /* Taking from a model without a tier (loading, or loaded: the checks
- * said each is ready): the arena's own fds, nothing held. */
+ * said each is ready): the arena's own fds, nothing held. Partial: at
+ * most the client's room (issue 60 item 4: every one asked for went while
+ * one fd of room was left); the rest are for its next request. */
 static void pieces_take_loading(const struct loaded_model *lm, const Wsrv__AttachSegments *q, struct reply *r,
 				uint32_t *given, size_t *ngiven)
 {
-	for (size_t i = 0; i < q->n_segments; i++) {
+	size_t n = q->partial && q->n_segments > r->fd_room ? r->fd_room : q->n_segments;
+
+	for (size_t i = 0; i < n; i++) {
 		r->fds[i] = lm->arena->seg[q->segments[i]].fd;
 		given[(*ngiven)++] = q->segments[i];
 	}

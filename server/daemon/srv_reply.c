@@ -6,7 +6,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "clock.h"
 #include "log.h"
+#include "ratelimit.h"
 #include "memfd_util.h"
 #include "pb_text.h"
 #include "utf8.h"
@@ -41,7 +43,7 @@ static int pack_bulk(struct reply *r, const Wsrv__Response *resp, size_t n)
 	return 0;
 }
 
-void srv_pack(struct reply *r, Wsrv__Response *resp)
+static void pack_text(struct reply *r, Wsrv__Response *resp)
 {
 	size_t n = wsrv__response__get_packed_size(resp);
 	Wsrv__Error err = WSRV__ERROR__INIT;
@@ -49,8 +51,8 @@ void srv_pack(struct reply *r, Wsrv__Response *resp)
 	char why[160];
 	int rc;
 
-	/* What clients refuse as malformed never leaves: a string that is
-	 * not text here is the server's bug, told as one. */
+	/* What clients refuse as malformed never leaves: a string still not
+	 * text here (srv_pack could not mend it) is told as an error. */
 	if (pb_text_check(&resp->base, why, sizeof(why)) < 0) {
 		log_err("a reply was not text (%s): sent as an error instead", why);
 		err.code = EPROTO;
@@ -81,6 +83,21 @@ void srv_pack(struct reply *r, Wsrv__Response *resp)
 	e.error = &err;
 	r->nfds = 0;
 	r->len = wsrv__response__pack(&e, r->buf);
+}
+
+/* A field that is not text (a model directory "caf\xe9", a path in an
+ * error) goes escaped, so that it cannot take the reply, and every
+ * healthy model listed beside it, down (issue 60 item 8). */
+void srv_pack(struct reply *r, Wsrv__Response *resp)
+{
+	static struct ratelimit rl = { .window = 60, .burst = 3 }; /* the loop's thread only */
+	struct pb_mend md;
+	char why[160];
+
+	if ((pb_text_mend(&resp->base, &md, why, sizeof(why)) < 0 || *why) && ratelimit_pass(&rl, mono_now()))
+		log_warn("a reply's %s was not text: sent escaped", why);
+	pack_text(r, resp);
+	pb_text_unmend(&md);
 }
 
 int srv_reply_error(struct reply *r, uint64_t seq, int code, const char *fmt, ...)

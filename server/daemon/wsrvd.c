@@ -258,15 +258,19 @@ static int srv_option(int c, const char *arg, struct srv_config *cfg)
 	return r < 0 ? r : 1;
 }
 
-/* Model names are unique and printable, for --load-only as for serving. */
+/* Model names are unique and text, for --load-only as for serving: a
+ * name goes into every ListModels reply, log line and metrics label
+ * (issue 60 item 8: U+202E or U+0085 in a name made every ListModels
+ * fail). */
 static int check_names(const struct args *a)
 {
 	for (int i = 0; i < a->nmodels; i++) {
-		for (const char *c = a->names[i]; *c; c++)
-			if ((unsigned char)*c < 0x20 || *c == 0x7f) {
-				log_err("model name '%s' has a control character", esc(a->names[i]));
-				return -EINVAL;
-			}
+		const char *n = a->names[i];
+		if (!utf8_text(n, strlen(n)) || strpbrk(n, "\t\n")) {
+			log_err("model name '%s' is not text: a name is UTF-8 with no control characters, "
+				"bidirectional overrides or isolates", esc(n));
+			return -EINVAL;
+		}
 		for (int k = 0; k < i; k++)
 			if (strcmp(a->names[k], a->names[i]) == 0) {
 				log_err("model name %s given twice", esc(a->names[i]));

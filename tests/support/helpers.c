@@ -672,7 +672,7 @@ int wsrvd_options_run(const char *spec, const char *const *args, const char *log
 	const char *argv[40] = { getenv("WSRVD"), "--load-only", "--model", spec };
 	int n = 4;
 
-	for (int k = 0; args[k] && n < 39; k++)
+	for (int k = 0; args && args[k] && n < 39; k++)
 		argv[n++] = args[k];
 	argv[n] = NULL;
 	return run_prog(argv, NULL, log, log, 0, 20);

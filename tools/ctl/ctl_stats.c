@@ -102,7 +102,25 @@ static json_t *tier_json(const struct wsrv_model_list *l, size_t i)
 			 "reads_in_flight", (int)t.reads_in_flight);
 }
 
-/* status (l set) adds each model's disk tier, as models --json has it. */
+/* What status's text says of model idx of l beside its counters: where
+ * its memory is, how far its load is, its disk tier (issue 61 item 7: the
+ * text said "loading: ... (65%)", the JSON nothing of it). */
+static void where_json(json_t *o, const struct wsrv_model_list *l, size_t idx, const struct wsrv_model_info *mi)
+{
+	struct wsrv_generation g = { 0 };
+
+	(void)wsrv_model_list_generation(l, idx, &g);
+	json_object_set_new(o, "numa", ctl_peer_str(mi->numa));
+	json_object_set_new(o, "pages", ctl_peer_str(mi->pages));
+	json_object_set_new(o, "loading", json_boolean(mi->loading));
+	json_object_set_new(o, "failed", json_boolean(g.failed));
+	json_object_set_new(o, "placed_bytes", json_integer((json_int_t)g.placed_bytes));
+	json_object_set_new(o, "tensor_bytes", json_integer((json_int_t)mi->tensor_bytes));
+	json_object_set_new(o, "load_seconds", json_real(mi->load_seconds));
+	json_object_set_new(o, "tier", tier_json(l, idx));
+}
+
+/* status (l set) adds where each model is, as models --json has it. */
 static json_t *stats_json(const struct wsrv_stats *s, const struct wsrv_model_list *l)
 {
 	json_t *models = json_array();
@@ -121,7 +139,7 @@ static json_t *stats_json(const struct wsrv_stats *s, const struct wsrv_model_li
 		struct wsrv_model_info mi;
 		size_t idx = 0;
 		if (info_of(l, m.name, &mi, &idx))
-			json_object_set_new(json_array_get(models, i), "tier", tier_json(l, idx));
+			where_json(json_array_get(models, i), l, idx, &mi);
 	}
 	wsrv_stats_server(s, &v);
 	wsrv_stats_peers(s, &ps);
@@ -288,8 +306,14 @@ static int stats_cmd(const struct ctl_ctx *c, bool status)
 
 	if (ctl_connect(c, &cl))
 		return 1;
-	if (wsrv_stats(cl, &s) < 0 || (status && wsrv_list_models(cl, &l) < 0)) {
+	if (wsrv_stats(cl, &s) < 0) {
 		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
+		wsrv_disconnect(cl);
+		return 1;
+	}
+	if (status && wsrv_list_models(cl, &l) < 0) { /* (issue 60 item 9: s leaked here) */
+		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
+		wsrv_stats_free(s);
 		wsrv_disconnect(cl);
 		return 1;
 	}
