@@ -270,6 +270,129 @@ static void budget_per_model(void **st)
 	rm_rf(ts.dir);
 }
 
+/* Generation g of model "m" in l, loaded: its index, or -1. */
+static long loaded_generation(const struct wsrv_model_list *l, uint64_t g)
+{
+	struct wsrv_model_info mi;
+	struct wsrv_generation gen;
+
+	for (size_t i = 0; wsrv_model_list_at(l, i, &mi) == 0; i++)
+		if (strcmp(mi.name, "m") == 0 && wsrv_model_list_generation(l, i, &gen) == 0 &&
+		    gen.generation == g && !mi.loading && !gen.failed)
+			return (long)i;
+	return -1;
+}
+
+/* Issue 60 item 6: a budget belongs to the model, not to the generation
+ * that needed a tier. m=SMALL,budget=24M fits whole (no tier); a reload
+ * from a bigger model (34 MB) kept no budget and held it all in memory,
+ * saying nothing. It now has a tier under the same 24 MiB. */
+static void budget_kept_across_reload(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_model_list *l;
+	struct wsrv_tier_info t;
+	struct wsrv_client *c;
+	char spec[600];
+	long i = -1;
+
+	(void)st;
+	if (geteuid() != 0)
+		skip(); /* a reload is root's or the server's own user's */
+	snprintf(spec, sizeof(spec), "m=%s,budget=24M", F.dir[0]);
+	assert_int_equal(server_start(&ts, "w", F.dir[0], "--model", spec, NULL), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_list_models(c, &l), 0);
+	for (int k = 0; k < 600 && (i = loaded_generation(l, 1)) < 0; k++) {
+		wsrv_model_list_free(l);
+		sleep_ms(100);
+		assert_int_equal(wsrv_list_models(c, &l), 0);
+	}
+	assert_true(i >= 0);
+	assert_int_equal(wsrv_model_list_tier(l, (size_t)i, &t), 0);
+	assert_int_equal(t.budget, 0); /* it fits: no tier */
+	wsrv_model_list_free(l);
+	if (wsrv_reload(c, "m", F.dir[1]) < 0)
+		fail_msg("reload: %s", wsrv_last_error());
+	for (int k = 0; k < 600; k++) {
+		assert_int_equal(wsrv_list_models(c, &l), 0);
+		if ((i = loaded_generation(l, 2)) >= 0)
+			break;
+		wsrv_model_list_free(l);
+		sleep_ms(100);
+	}
+	assert_true(i >= 0);
+	assert_int_equal(wsrv_model_list_tier(l, (size_t)i, &t), 0);
+	assert_int_equal(t.budget, 24u << 20);
+	wsrv_model_list_free(l);
+	wsrv_disconnect(c);
+	server_done(&ts);
+}
+
+/* Model m's generation g in l (loaded or not, current or retired): its
+ * tier, or a failed case. */
+static void tier_of_generation(const struct wsrv_model_list *l, uint64_t g, struct wsrv_tier_info *t)
+{
+	struct wsrv_model_info mi;
+	struct wsrv_generation gen;
+
+	for (size_t i = 0; wsrv_model_list_at(l, i, &mi) == 0; i++)
+		if (strcmp(mi.name, "m") == 0 && wsrv_model_list_generation(l, i, &gen) == 0 && gen.generation == g) {
+			assert_int_equal(wsrv_model_list_tier(l, i, t), 0);
+			return;
+		}
+	fail_msg("no generation %llu listed", (unsigned long long)g);
+}
+
+/* Issue 60 item 7: with one idle client attached (holding no piece), a
+ * reload left generation 1's cache of pieces, held by nobody, in memory
+ * beside generation 2's budget; each reload with such a client added one
+ * more. A retired generation now keeps only what is held. */
+static void retired_generation_keeps_no_cache(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *idle, *c;
+	struct wsrv_model *im, *m;
+	struct wsrv_model_list *l;
+	struct wsrv_tier_info t;
+	long i = -1;
+
+	(void)st;
+	if (geteuid() != 0)
+		skip(); /* a reload is root's or the server's own user's */
+	assert_int_equal(start_tiered(&ts, BUDGET), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &idle), 0);
+	assert_int_equal(wsrv_attach(idle, "m", &im), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	for (int32_t L = 5; L <= 6; L++) /* read in, then let go: cached */
+		assert_int_equal(wsrv_model_wait(m, L, 30000), 0);
+	wsrv_detach(m);
+	assert_int_equal(wsrv_list_models(c, &l), 0);
+	tier_of_generation(l, 1, &t);
+	wsrv_model_list_free(l);
+	assert_true(t.cached_bytes > 0);
+	if (wsrv_reload(c, "m", NULL) < 0)
+		fail_msg("reload: %s", wsrv_last_error());
+	for (int k = 0; k < 600; k++) {
+		assert_int_equal(wsrv_list_models(c, &l), 0);
+		if ((i = loaded_generation(l, 2)) >= 0)
+			break;
+		wsrv_model_list_free(l);
+		sleep_ms(100);
+	}
+	assert_true(i >= 0);
+	tier_of_generation(l, 1, &t);
+	wsrv_model_list_free(l);
+	if (t.cached_bytes != 0 || t.held_bytes != 0)
+		fail_msg("generation 1, retired, still caches %llu bytes (%llu held)",
+			 (unsigned long long)t.cached_bytes, (unsigned long long)t.held_bytes);
+	wsrv_detach(im);
+	wsrv_disconnect(idle);
+	wsrv_disconnect(c);
+	server_done(&ts);
+}
+
 /* The server killed and started again with the same budget: it reads the
  * model again (a disk tier's cache is not carried: said in the docs), and
  * a stream open across the restart goes on with the right bytes; letting
@@ -911,6 +1034,8 @@ static void rewrite_with_mtime_back_is_stale(void **st)
 FIXTURE_MAIN(F,
 	cmocka_unit_test(budget_too_small_refused),
 	cmocka_unit_test(budget_per_model),
+	cmocka_unit_test(budget_kept_across_reload),
+	cmocka_unit_test(retired_generation_keeps_no_cache),
 	cmocka_unit_test(stream_across_a_restart),
 	cmocka_unit_test(read_errors_get_eio),
 	cmocka_unit_test(take_over_and_reload_under_budget),

@@ -70,6 +70,10 @@ struct srv_model {
 	/* On a model's first entry (the first of its name): its streams that
 	 * closed or whose worker went, so that the counters never go back. */
 	struct stream_sum streams_gone;
+	uint64_t budget;            /* the model's memory budget (its own, or
+	                             * --memory-budget), 0: none. The model's,
+	                             * not a generation's: every reload keeps it,
+	                             * whether or not the last one needed a tier */
 	char reload[160];           /* the last load's outcome, for ListModels */
 	bool failed;                /* its load failed (reload says why): listed, attaches
 	                             * get EIO, nothing handed over */

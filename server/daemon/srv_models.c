@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* srv_models.c - the server's model generations (srv_models.h). */
 #include "srv_models.h"
+
+#include "tier.h"
 #include "srv_reply.h"
 
 #include <errno.h>
@@ -42,8 +44,11 @@ int srv_models_add(struct server *srv, uint32_t old, struct loaded_model *lm)
 		return -ENOMEM;
 	}
 	srv->models = v;
-	v[k] = (struct srv_model){ .lm = lm, .name = name, .generation = v[old].generation + 1 };
+	v[k] = (struct srv_model){ .lm = lm, .name = name, .generation = v[old].generation + 1,
+				   .budget = v[old].budget };
 	v[old].retired = true;
+	if (v[old].lm)
+		tier_retire(v[old].lm->tier); /* its cache nobody holds goes now */
 	srv->nmodels++;
 	return (int)k;
 }

@@ -148,15 +148,12 @@ static int check_room(struct server *srv, const char *name, const char *path, ui
 	return 0;
 }
 
-/* The memory budget of a model's generation: its disk tier's, or 0. */
+/* The memory budget of a model, whatever its current generation needed
+ * (issue 60 item 6: a generation that fit had no tier, and the reload
+ * after it had no budget). */
 static uint64_t budget_of(const struct srv_model *sm)
 {
-	struct tier_stats st;
-
-	if (!sm->lm->tier)
-		return 0;
-	tier_stats(sm->lm->tier, &st);
-	return st.budget;
+	return sm->budget;
 }
 
 int gen_job_start(struct server *srv, uint32_t mi, const struct gen_job_ops *ops, void *arg,
@@ -227,8 +224,11 @@ int reload_start(struct server *srv, struct session *s, const Wsrv__Reload *q, u
 	snprintf(srv->models[mi].reload, sizeof(srv->models[mi].reload),
 		 "loading generation %llu from %.*s", (unsigned long long)srv->models[mi].generation + 1,
 		 UTF8_CUT(path, 100));
-	log_info("client %llu (pid %d): reloading model %s from %s", (unsigned long long)s->id,
-		 (int)s->cred.pid, esc(q->model), esc(path));
+	char b[32] = "";
+	if (budget_of(&srv->models[mi]))
+		fmt_bytes(budget_of(&srv->models[mi]), b, sizeof(b));
+	log_info("client %llu (pid %d): reloading model %s from %s%s%s", (unsigned long long)s->id,
+		 (int)s->cred.pid, esc(q->model), esc(path), *b ? ", under its memory budget of " : "", b);
 	srv_reply_ok(r, seq);
 	return 0;
 }

@@ -573,9 +573,10 @@ static uint32_t loading_segment_count(void)
 }
 
 /* lm (owned by srv from now on) as the next model entry. */
-static void add_entry(struct server *srv, struct loaded_model *lm, uint64_t gen, bool loading)
+static void add_entry(struct server *srv, struct loaded_model *lm, uint64_t gen, bool loading, uint64_t budget)
 {
 	srv->models[srv->nmodels].generation = gen;
+	srv->models[srv->nmodels].budget = budget;
 	srv->models[srv->nmodels].loading = loading;
 	srv->models[srv->nmodels].load_t0 = mono_now();
 	srv->models[srv->nmodels].name = strdup(lm->model->name); /* NULL: not in metrics */
@@ -614,7 +615,7 @@ static int add_early(struct args *a, struct server *srv, int i, uint64_t gen)
 	}
 	log_info("model %s: laid out in %u segments; serving it while it loads", a->names[i],
 		 lm->arena->nseg);
-	add_entry(srv, lm, gen, true);
+	add_entry(srv, lm, gen, true, lo.memory_budget);
 	return 0;
 }
 
@@ -635,7 +636,7 @@ static int add_loaded(struct args *a, struct server *srv, int i, uint64_t gen)
 		return unloaded(srv, a, i, e.msg);
 	}
 	report_log_loaded(lm);
-	add_entry(srv, lm, gen, false);
+	add_entry(srv, lm, gen, false, a->budgets[i] ? a->budgets[i] : a->load.memory_budget);
 	return 0;
 }
 
@@ -650,7 +651,7 @@ static int serve_model(struct args *a, struct server *srv, struct handover *h, i
 	/* A disk tier's model is read again: a predecessor's arena was
 	 * either all in memory or not handed over (srv_handover.c). */
 	if (!a->load.memory_budget && !a->budgets[i] && (lm = adopt(a, i, h, &gen))) {
-		add_entry(srv, lm, gen ? gen : 1, false);
+		add_entry(srv, lm, gen ? gen : 1, false, 0);
 		if (srv->peers && peer_serve_offer_loaded(srv->peers, lm->model, lm->arena, &e) < 0)
 			log_warn("model %s: not offered to peers: %s", a->names[i], e.msg);
 		return 0;

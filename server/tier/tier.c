@@ -53,7 +53,7 @@ static void queue_ahead_locked(struct tier *t, uint32_t k)
 {
 	struct tier_seg *ks = &t->s[k];
 
-	if (ks->state != TS_ON_DISK || ks->queue != TQ_NONE || ks->err)
+	if (ks->state != TS_ON_DISK || ks->queue != TQ_NONE || ks->err || t->retired)
 		return;
 	queue_locked(t, k, TQ_AHEAD);
 }
@@ -134,8 +134,13 @@ static void place_locked(struct tier *t, uint64_t holder, uint32_t g)
 
 static void unhold_locked(struct tier *t, size_t i)
 {
-	t->s[t->h[i].seg].holds--;
+	uint32_t g = t->h[i].seg;
+
+	t->s[g].holds--;
 	t->h[i] = t->h[--t->nh];
+	/* A retired generation's piece goes with its last holder. */
+	if (t->retired && t->s[g].holds == 0 && t->s[g].state == TS_CACHED)
+		tier_drop_locked(t, g, true);
 	pthread_cond_broadcast(&t->cv);
 }
 
@@ -300,6 +305,29 @@ void tier_release_all(struct tier *t, uint64_t holder)
 			break;
 		}
 	tier_check_locked(t);
+	pthread_mutex_unlock(&t->mu);
+}
+
+void tier_retire(struct tier *t)
+{
+	size_t k = 0;
+
+	if (!t)
+		return;
+	pthread_mutex_lock(&t->mu);
+	t->retired = true;
+	for (size_t i = 0; i < t->qn; i++) /* reads ahead: for nobody now */
+		if (t->s[t->q[i]].queue == TQ_AHEAD)
+			t->s[t->q[i]].queue = TQ_NONE;
+		else
+			t->q[k++] = t->q[i];
+	t->qn = (uint32_t)k;
+	t->st.queued = t->qn;
+	for (uint32_t g = 0; g < t->n; g++)
+		if (t->s[g].state == TS_CACHED && t->s[g].holds == 0)
+			tier_drop_locked(t, g, true);
+	tier_check_locked(t);
+	pthread_cond_broadcast(&t->cv);
 	pthread_mutex_unlock(&t->mu);
 }
 

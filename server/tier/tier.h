@@ -116,6 +116,13 @@ void tier_stats(struct tier *t, struct tier_stats *st);
  * unit nobody holds is evicted as for bytes. Unlimited until set. */
 void tier_unit_fd_limit(uint32_t max);
 
+/* The tier's generation was replaced (a reload): every cached piece
+ * nobody holds is evicted now, and each still held goes as its last
+ * holder lets it go; nothing more is read ahead. Its clients keep what
+ * they hold, and a retired generation keeps no cache beside the new
+ * one's budget (issue 60 item 7). Loop thread. NULL is fine. */
+void tier_retire(struct tier *t);
+
 /* Stops the reader, closes every cached fd. NULL is fine. */
 void tier_free(struct tier *t);
 

@@ -101,6 +101,8 @@ struct tier {
 	pthread_t th[READERS];
 	int running;             /* reader threads started */
 	bool stop;
+	bool retired;            /* its generation was replaced: nothing is read
+	                          * ahead, and a piece nobody holds goes (tier_retire) */
 	struct tier_model own;   /* the owner's model, arena and page */
 	struct loader_opts lo;
 	/* What stays; what is cached; what reads and the first load fill
