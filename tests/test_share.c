@@ -741,6 +741,78 @@ static void hostile_region_requests(void **st)
 	server_done(&ts);
 }
 
+/* A raw client, attached to m. */
+static int raw_attached(const struct test_server *ts, const char *name)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__Attach at = WSRV__ATTACH__INIT;
+	int fd = raw_connect(ts->sock);
+
+	assert_true(fd >= 0);
+	assert_int_equal(raw_hello(fd, name), 0);
+	assert_int_equal(raw_recv_code(fd, NULL, NULL), 0);
+	at.model = "m";
+	q.body_case = WSRV__REQUEST__BODY_ATTACH;
+	q.attach = &at;
+	raw_send(fd, &q, NULL, 0);
+	assert_int_equal(raw_recv_code(fd, NULL, NULL), 0);
+	return fd;
+}
+
+/* Issue 60 item 3: --max-client-regions counted per connection, and a
+ * region being filled had no deadline: one process with 4 connections
+ * and 16 RegionOpens each, never committed, held all 64 slots, and every
+ * other worker's RegionOpen was ENOSPC. The limit is now the process's,
+ * over all its connections, and a fill not committed in
+ * --region-fill-timeout seconds gives its slot back (its writer's commit
+ * refused after). */
+static void region_slots_per_process(void **st)
+{
+	struct test_server ts = { 0 };
+	char dev[32];
+	uint32_t id = 0;
+	int fds[4], n = 0, code = 0;
+
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--max-client-regions", "4", "--max-regions", "8",
+				      "--region-fill-timeout", "2", NULL), 0);
+	for (int c = 0; c < 4; c++)
+		fds[c] = raw_attached(&ts, "greedy");
+	for (int k = 0; k < 4 && code == 0; k++)
+		for (int c = 0; c < 4 && code == 0; c++) {
+			snprintf(dev, sizeof(dev), "host:greedy-%d-%d", c, k);
+			if ((code = raw_region(fds[c], dev, 1 << 20, &id)) == 0)
+				n++;
+		}
+	assert_int_equal(code, ENOSPC);
+	assert_int_equal(n, 4);
+	/* Another process opens one at once. */
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = raw_attached(&ts, "other");
+		_exit(raw_region(fd, "host:other", 1 << 20, &id) == 0 ? 0 : 1);
+	}
+	int st2;
+	assert_int_equal(waitpid(pid, &st2, 0), pid);
+	assert_true(WIFEXITED(st2) && WEXITSTATUS(st2) == 0);
+	/* Past the deadline the greedy process's slots go back: its commit
+	 * is refused, and it may open again. */
+	for (int i = 0; i < 100 && regions(ts.sock, NULL) > 0; i++)
+		sleep_ms(100);
+	assert_int_equal(regions(ts.sock, NULL), 0);
+	assert_true(server_log_has(&ts, "did not commit it within 2 s"));
+	int mfd = memfd_create("late", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	assert_true(mfd >= 0);
+	assert_int_equal(ftruncate(mfd, 1 << 20), 0);
+	assert_int_equal(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL), 0);
+	assert_int_equal(raw_commit(fds[3], id, mfd), EPERM);
+	close(mfd);
+	assert_int_equal(raw_region(fds[0], "host:again", 1 << 20, &id), 0);
+	for (int c = 0; c < 4; c++)
+		close(fds[c]);
+	server_done(&ts);
+}
+
 /* On the cuda backend, the test driver's knobs. */
 static int cuda_knobs(void)
 {
@@ -769,4 +841,5 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(kept_regions_outlive_holders),
 	cmocka_unit_test(unshareable_device_falls_back),
 	cmocka_unit_test(hostile_region_requests),
+	cmocka_unit_test(region_slots_per_process),
 )

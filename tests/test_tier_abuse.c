@@ -404,17 +404,42 @@ static void read_ahead_keeps_the_fd_count(void **st)
 	server_done(&ts);
 }
 
-/* Item 5: one worker that took two layers' experts (50 of the cache's
- * 67 MiB) and sat idle made every other worker's take of a third layer
- * end in ENOMEM after 10 s, for as long as it lived. One worker now holds
- * at most half the cache (a layer, at least): the greedy take is refused
- * (EDQUOT, saying so), and the other worker is served at once. */
+/* In a process of its own: a client that maps layer L whole; its exit
+ * status 0 when that took under 5 s, 1 when slower, 2 when it failed. */
+static pid_t other_process_takes(const char *sock, int32_t L)
+{
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		double t0 = mono_now();
+		int r = take_layer_and_leave(sock, L);
+		_exit(r < 0 ? 2 : mono_now() - t0 < 5 ? 0 : 1);
+	}
+	return pid;
+}
+
+static int exit_status(pid_t pid)
+{
+	int st;
+
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Item 5 of issue 48: one worker that took two layers' experts (50 of
+ * the cache's 67 MiB) and sat idle made every other worker's take of a
+ * third layer end in ENOMEM after 10 s, for as long as it lived. One
+ * worker's process holds at most half the cache: the greedy take is
+ * refused (EDQUOT, saying so), and another process is served at once.
+ * Issue 60 item 2: the share was per connection, and a second
+ * connection of the same process took the second layer; it is now the
+ * process's, over all its connections. */
 static void one_worker_cannot_hold_it_all(void **st)
 {
 	struct test_server ts = { 0 };
-	struct wsrv_client *a, *b;
-	struct wsrv_model *ma, *mb;
-	double t0;
+	struct wsrv_client *a, *a2;
+	struct wsrv_model *ma, *ma2;
 
 	(void)st;
 	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", BUDGET, NULL), 0);
@@ -423,15 +448,90 @@ static void one_worker_cannot_hold_it_all(void **st)
 	assert_int_equal(wsrv_model_wait(ma, 1, 30000), 0);
 	assert_int_equal(wsrv_model_wait(ma, 2, 30000), -EDQUOT);
 	assert_non_null(strstr(wsrv_last_error(), "--memory-budget-share"));
-	assert_int_equal(wsrv_connect(ts.sock, NULL, &b), 0);
-	assert_int_equal(wsrv_attach(b, "m", &mb), 0);
-	t0 = mono_now();
-	assert_int_equal(wsrv_model_wait(mb, 3, 30000), 0);
-	assert_true(mono_now() - t0 < 5);
-	wsrv_detach(mb);
-	wsrv_disconnect(b);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &a2), 0);
+	assert_int_equal(wsrv_attach(a2, "m", &ma2), 0);
+	assert_int_equal(wsrv_model_wait(ma2, 2, 30000), -EDQUOT);
+	assert_non_null(strstr(wsrv_last_error(), "process"));
+	assert_int_equal(exit_status(other_process_takes(ts.sock, 3)), 0);
+	wsrv_detach(ma2);
+	wsrv_disconnect(a2);
 	wsrv_detach(ma);
 	wsrv_disconnect(a);
+	server_done(&ts);
+}
+
+/* Unit u, asked for with partial until it comes (up to 10 s): 0 with its
+ * fd in *out (*n raised), or the reply's error code. */
+static int take_one(int fd, uint32_t attach_id, uint32_t u, int *out, int *n)
+{
+	Wsrv__Request q = WSRV__REQUEST__INIT;
+	Wsrv__AttachSegments a = WSRV__ATTACH_SEGMENTS__INIT;
+	int fds[WSRV_MAX_FDS], got = 0, code = 0;
+	uint32_t nseg;
+
+	a.attach_id = attach_id;
+	a.segments = &u;
+	a.n_segments = 1;
+	a.partial = true;
+	q.body_case = WSRV__REQUEST__BODY_ATTACH_SEGMENTS;
+	q.attach_segments = &a;
+	for (int tries = 0; tries < 500 && code == 0 && got == 0; tries++) {
+		assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
+		code = recv_reply(fd, fds, &got, &attach_id, &nseg);
+		if (code == 0 && got == 0)
+			sleep_ms(20);
+	}
+	if (code == 0 && got == 1) {
+		*out = fds[0];
+		(*n)++;
+	}
+	return code == 0 && got != 1 ? -1 : code;
+}
+
+/* Issue 60 item 1: the share was floored at a layer's pieces on the
+ * tier, and a layer's 64 routed experts are more than the whole cache of
+ * a 24M budget: one client took experts with partial takes, never got
+ * EDQUOT, held the whole cache and sat idle, and another process's take
+ * of an expert not cached got ENOMEM after 10 s. The floor is now one
+ * piece: the greedy client is stopped at half the cache, and the other
+ * process is served at once. */
+static void moe_share_is_a_fraction(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_tier_info ti = { .struct_size = sizeof(ti) };
+	struct wsrv_client *c;
+	uint32_t attach_id = 0;
+	int fd, kept[64], nkept = 0, code = 0;
+
+	(void)st;
+	ts.nofile = NOFILE;
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--memory-budget", "24M", "--max-clients", "16",
+				      "--max-regions", "4", NULL), 0);
+	fd = attach_raw(&ts, false, &attach_id, NULL, NULL);
+	/* Layer 1's experts one by one, each asked for until it comes, until
+	 * the server says no. */
+	for (uint32_t u = UNIT0; u < UNIT0 + 64 && code == 0; u++)
+		code = take_one(fd, attach_id, u, &kept[nkept], &nkept);
+	assert_int_equal(code, EDQUOT);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(tier_counters(c, &ti), 0);
+	wsrv_disconnect(c);
+	if (ti.held_bytes > (ti.budget - ti.resident_bytes) / 2)
+		fail_msg("one client holds %llu bytes of a cache of %llu", (unsigned long long)ti.held_bytes,
+			 (unsigned long long)(ti.budget - ti.resident_bytes));
+	/* Another process, an expert nobody holds: served at once. */
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		uint32_t id2 = 0;
+		int fd2 = attach_raw(&ts, false, &id2, NULL, NULL), got[WSRV_MAX_FDS];
+		double t0 = mono_now();
+		int n = take_units(fd2, id2, UNIT0 + 63, 1, got);
+		_exit(n == 1 && mono_now() - t0 < 5 ? 0 : 1);
+	}
+	assert_int_equal(exit_status(pid), 0);
+	pkt_close_fds(kept, nkept);
+	close(fd);
 	server_done(&ts);
 }
 
@@ -483,6 +583,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(partial_take_within_the_room),
 	cmocka_unit_test(fds_read_only),
 	cmocka_unit_test(one_worker_cannot_hold_it_all),
+	cmocka_unit_test(moe_share_is_a_fraction),
 	cmocka_unit_test(kept_pieces_are_cut),
 	cmocka_unit_test(holes_cannot_be_read_in),
 	cmocka_unit_test(read_ahead_keeps_the_fd_count),

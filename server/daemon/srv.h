@@ -36,7 +36,8 @@ struct srv_config {
 	uint32_t max_errors;        /* protocol errors before a session is closed */
 	double hello_timeout;       /* seconds a new connection may stay silent */
 	uint32_t max_regions;       /* device regions in all */
-	uint32_t max_client_regions; /* device regions one client holds */
+	uint32_t max_client_regions; /* device regions one client's process holds */
+	double region_fill_timeout; /* seconds a writer may take to commit a region */
 	uint64_t max_region_bytes;  /* bytes of all device regions */
 	uint64_t max_client_region_bytes; /* bytes of the regions one client holds */
 	bool keep_regions;          /* keep committed regions nobody holds */
@@ -224,6 +225,18 @@ struct reply {
 static inline uint64_t srv_tier_holder(const struct session *s, uint32_t attach_id)
 {
 	return ((uint64_t)(uintptr_t)s << 16) | (attach_id & 0xffff);
+}
+
+/* Whose share a session's holds count against (a disk tier's cache, device
+ * regions): its process, over all its connections (issue 60 items 2 and
+ * 3: per connection, one process with two held twice its share). A
+ * process the server cannot see (SO_PEERCRED's pid 0: another pid
+ * namespace's) is its connection alone. Per process, not per uid: the
+ * workers of one deployment usually run as one user, and each must get
+ * its own share. */
+static inline uint64_t srv_account(const struct session *s)
+{
+	return s->cred.pid > 0 ? (uint64_t)s->cred.pid : (1ull << 63) | s->id;
 }
 
 /* Handles one packet from s and fills r (r->buf must hold cfg.max_message

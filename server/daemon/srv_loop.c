@@ -7,6 +7,7 @@
  * once no operation of it is in flight.
  */
 #include "srv_loop.h"
+#include "srv_region.h"
 #include "srv_takeover.h"
 
 #include <errno.h>
@@ -446,6 +447,7 @@ static void on_tick(struct loop *L)
 	if (now - L->refusals.start >= L->refusals.window)
 		report_suppressed(&L->refusals);
 	takeover_tick(srv);
+	region_tick(srv, now);
 	srv_metrics_tick(srv); /* once a second: what a scrape sees */
 	arm_tick(L);
 }

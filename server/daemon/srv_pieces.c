@@ -86,18 +86,18 @@ static int pieces_release(const struct loaded_model *lm, uint64_t holder, const 
  * none: a piece still to be read answers EAGAIN (replied, 1: the answer a
  * client waits on, not its error) and the holds taken before it are let
  * go again. 0, 1, or the error replied. */
-static int pieces_take_tier(const struct loaded_model *lm, uint64_t holder, const Wsrv__AttachSegments *q,
-			    uint64_t seq, struct reply *r, uint32_t *given, size_t *ngiven)
+static int pieces_take_tier(const struct loaded_model *lm, uint64_t holder, uint64_t account,
+			    const Wsrv__AttachSegments *q, uint64_t seq, struct reply *r, uint32_t *given, size_t *ngiven)
 {
 	char msg[1024] = "";
 
 	if (q->partial) {
-		int rc = tier_take_some(lm->tier, holder, q->segments, q->n_segments, r->fd_room, r->fds, given,
-					ngiven, msg, sizeof(msg));
+		int rc = tier_take_some(lm->tier, holder, account, q->segments, q->n_segments, r->fd_room, r->fds,
+					given, ngiven, msg, sizeof(msg));
 		return rc < 0 ? srv_reply_error(r, seq, -rc, "model %s: %s", lm->model->name, msg) : 0;
 	}
 	for (size_t i = 0; i < q->n_segments; i++) {
-		int rc = tier_take(lm->tier, holder, q->segments[i], &r->fds[*ngiven], msg, sizeof(msg));
+		int rc = tier_take(lm->tier, holder, account, q->segments[i], &r->fds[*ngiven], msg, sizeof(msg));
 		if (rc == 0) {
 			given[(*ngiven)++] = q->segments[i];
 			continue;
@@ -145,7 +145,8 @@ int pieces_handle(struct server *srv, struct session *s, const Wsrv__AttachSegme
 	if (q->release)
 		rc = pieces_release(sm->lm, srv_tier_holder(s, q->attach_id), q, seq, r);
 	else if (sm->lm->tier)
-		rc = pieces_take_tier(sm->lm, srv_tier_holder(s, q->attach_id), q, seq, r, given, &ngiven);
+		rc = pieces_take_tier(sm->lm, srv_tier_holder(s, q->attach_id), srv_account(s), q, seq, r, given,
+				      &ngiven);
 	else
 		pieces_take_loading(sm->lm, q, r, given, &ngiven);
 	if (rc != 0)

@@ -86,17 +86,34 @@ static uint64_t session_region_bytes(const struct server *srv, const struct sess
 	return sum;
 }
 
-/* May s hold one more region of `bytes`? 0, or an error reply. */
+/* The regions s's process holds over all its connections (srv_account),
+ * and their bytes. */
+static void process_regions(const struct server *srv, const struct session *s, uint32_t *n, uint64_t *bytes)
+{
+	*n = 0;
+	*bytes = 0;
+	for (const struct session *o = srv->sessions; o; o = o->next)
+		if (srv_account(o) == srv_account(s)) {
+			*n += o->nholds;
+			*bytes += session_region_bytes(srv, o);
+		}
+}
+
+/* May s hold one more region of `bytes`? 0, or an error reply. The limits
+ * are its process's, whatever connections it spreads them over (issue 60
+ * item 3: 4 connections of one process held all 64 slots). */
 static int client_limits(struct server *srv, struct session *s, uint64_t bytes, uint64_t seq,
 			 struct reply *r)
 {
-	uint32_t *v;
+	uint64_t held;
+	uint32_t n, *v;
 
-	if (s->nholds >= srv->cfg.max_client_regions)
-		return srv_reply_error(r, seq, ENOSPC, "this client holds %u device regions, the limit (--max-client-regions); close a stream first",
-				       s->nholds);
-	if (session_region_bytes(srv, s) + bytes > srv->cfg.max_client_region_bytes)
-		return srv_reply_error(r, seq, ENOSPC, "a device region of %llu bytes would put this client over its %llu bytes of regions (--max-client-region-bytes)",
+	process_regions(srv, s, &n, &held);
+	if (n >= srv->cfg.max_client_regions)
+		return srv_reply_error(r, seq, ENOSPC, "this client's process (pid %d) holds %u device regions over its connections, the limit (--max-client-regions); close a stream first",
+				       (int)s->cred.pid, n);
+	if (held + bytes > srv->cfg.max_client_region_bytes)
+		return srv_reply_error(r, seq, ENOSPC, "a device region of %llu bytes would put this client's process over its %llu bytes of regions (--max-client-region-bytes)",
 				       (unsigned long long)bytes, (unsigned long long)srv->cfg.max_client_region_bytes);
 	v = realloc(s->holds, (s->nholds + 1) * sizeof(*v));
 	if (!v)
@@ -284,6 +301,39 @@ int region_close(struct server *srv, struct session *s, const Wsrv__RegionClose 
 		return 0;
 	}
 	return srv_reply_error(r, seq, ENOENT, "device region %u is not held by this client", q->region_id);
+}
+
+/* The writer of g, if it is still connected. */
+static struct session *writer_of(struct server *srv, const struct srv_region *g)
+{
+	for (struct session *s = srv->sessions; s; s = s->next)
+		if (s->id == g->writer)
+			return s;
+	return NULL;
+}
+
+void region_tick(struct server *srv, double now)
+{
+	for (uint32_t i = 0; i < srv->regions.n;) {
+		struct srv_region *g = &srv->regions.v[i];
+		struct session *w;
+		if (g->committed || now - g->created <= srv->cfg.region_fill_timeout) {
+			i++;
+			continue;
+		}
+		/* The slot goes back: the writer's commit is refused from now
+		 * on (it keeps its own copy), and the next worker to ask
+		 * fills it again. */
+		if ((w = writer_of(srv, g)))
+			for (uint32_t k = 0; k < w->nholds; k++)
+				if (w->holds[k] == g->id) {
+					w->holds[k] = w->holds[--w->nholds];
+					break;
+				}
+		log_warn("device region %u: its writer (client %llu, pid %u) did not commit it within %.0f s (--region-fill-timeout); its slot goes back",
+			 g->id, (unsigned long long)g->writer, g->writer_pid, srv->cfg.region_fill_timeout);
+		region_drop(srv, g, "its fill ran out of time");
+	}
 }
 
 void region_release_session(struct server *srv, struct session *s)

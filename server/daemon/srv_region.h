@@ -58,6 +58,11 @@ int region_commit(struct server *srv, struct session *s, const Wsrv__RegionCommi
 int region_close(struct server *srv, struct session *s, const Wsrv__RegionClose *q,
 		 uint64_t seq, struct reply *r);
 
+/* Once a second: a region still being filled after cfg.region_fill_timeout
+ * seconds is dropped, and its slot goes back; the writer's commit is
+ * refused from then on. */
+void region_tick(struct server *srv, double now);
+
 /* Lets go of every region s holds (its session is ending). */
 void region_release_session(struct server *srv, struct session *s);
 

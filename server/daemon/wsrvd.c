@@ -86,8 +86,12 @@ static void usage(FILE *f)
 		"  --hello-timeout SECONDS   how long a new client may stay silent (default 10)\n"
 		"  --max-regions N           device regions held in all (default 64)\n"
 		"  --max-region-bytes SIZE   bytes of all device regions (default 1T)\n"
-		"  --max-client-regions N    device regions one client holds (default 16)\n"
-		"  --max-client-region-bytes SIZE  bytes of the regions one client holds (default 256G)\n"
+		"  --max-client-regions N    device regions one client process holds, over all\n"
+		"                            its connections (default 16)\n"
+		"  --max-client-region-bytes SIZE  bytes of the regions one client process holds\n"
+		"                            (default 256G)\n"
+		"  --region-fill-timeout SECONDS  how long a worker may take to fill and commit a\n"
+		"                            device region before its slot goes back (default 300)\n"
 		"  --keep-device-regions     keep committed device regions nobody holds (until\n"
 		"                            room is needed or the server stops)\n"
 		"  --take-over               take the models and the socket over from the wsrvd\n"
@@ -149,7 +153,7 @@ static int add_model(struct args *a, const char *spec)
 enum { O_MODEL = 1, O_VERIFY_ADOPTED, O_TAKE_OVER, O_LOAD_ONLY, O_JSON, O_QUIET, O_VERBOSE, O_HELP, O_VERSION, O_SOCKET, O_UID, O_GID,
        O_MAX_CLIENTS, O_MAX_LEASES, O_MAX_ATTACH, O_MAX_MESSAGE, O_HELLO_TIMEOUT,
        O_MAX_REGIONS, O_MAX_REGION_BYTES, O_MAX_CLIENT_REGIONS, O_MAX_CLIENT_REGION_BYTES,
-       O_KEEP_REGIONS, O_PUBLISH_UID, O_PUBLISH_GID, O_METRICS_LISTEN,
+       O_KEEP_REGIONS, O_REGION_FILL_TIMEOUT, O_PUBLISH_UID, O_PUBLISH_GID, O_METRICS_LISTEN,
        O_SERVE_EARLY, O_SERVE_LATE, O_REQUIRE_ALL, O_SOCKET_MODE, O_SOCKET_GROUP };
 
 static int num(const char *opt, const char *arg, unsigned long lo, unsigned long hi,
@@ -243,6 +247,10 @@ static int srv_option(int c, const char *arg, struct srv_config *cfg)
 		cfg->max_client_region_bytes = v;
 		break;
 	case O_KEEP_REGIONS: cfg->keep_regions = true; return 1;
+	case O_REGION_FILL_TIMEOUT:
+		r = num("region-fill-timeout", arg, 1, 86400, &v);
+		cfg->region_fill_timeout = (double)v;
+		break;
 	case O_PUBLISH_UID:
 		if ((r = allow_full("allow-publish-uid", cfg->n_publish_uid)) == 0 &&
 		    (r = srv_uid_arg("allow-publish-uid", arg, &cfg->publish_uid[cfg->n_publish_uid])) == 0)
@@ -307,6 +315,7 @@ static int parse(int argc, char **argv, struct args *a)
 		{ "max-client-regions", required_argument, NULL, O_MAX_CLIENT_REGIONS },
 		{ "max-client-region-bytes", required_argument, NULL, O_MAX_CLIENT_REGION_BYTES },
 		{ "keep-device-regions", no_argument, NULL, O_KEEP_REGIONS },
+		{ "region-fill-timeout", required_argument, NULL, O_REGION_FILL_TIMEOUT },
 		{ "allow-publish-uid", required_argument, NULL, O_PUBLISH_UID },
 		{ "allow-publish-gid", required_argument, NULL, O_PUBLISH_GID },
 		{ "metrics-listen", required_argument, NULL, O_METRICS_LISTEN },
@@ -932,6 +941,7 @@ int main(int argc, char **argv)
 				   .max_message = WSRV_MAX_PACKET, .max_errors = 64,
 				   .hello_timeout = 10, .max_regions = 64,
 				   .max_region_bytes = 1ull << 40, .max_client_regions = 16,
+				   .region_fill_timeout = 300,
 				   .max_client_region_bytes = 256ull << 30, .socket_gid = (gid_t)-1 } };
 	int status;
 

@@ -75,8 +75,10 @@ const char load_options_help[] =
 	"  --memory-budget SIZE      keep at most SIZE of each model in memory: the global\n"
 	"                            group and whole layers in order stay, the rest is read\n"
 	"                            from disk as workers need it (docs/operations.md)\n"
-	"  --memory-budget-share PCT the most of a budget's cache one worker may hold, in\n"
-	"                            percent (1-100, default 50; never less than a layer)\n";
+	"  --memory-budget-share PCT the most of a budget's cache one worker process may\n"
+	"                            hold over all its connections, in percent (1-100,\n"
+	"                            default 50; never less than its largest piece: a\n"
+	"                            layer, or one routed expert)\n";
 
 static int add_pattern(struct model_opts *mo, const char *arg, struct errinfo *e)
 {

@@ -19,8 +19,9 @@ bool tier_on_disk(const struct tier *t, uint32_t g)
 	return t && g < t->n && ts_tiered(&t->s[g]);
 }
 
-/* Records holder's hold of g (once per holder and segment). */
-static int hold_locked(struct tier *t, uint64_t holder, uint32_t g)
+/* Records holder's hold of g (once per holder and segment), counted
+ * against account's share. */
+static int hold_locked(struct tier *t, uint64_t holder, uint64_t account, uint32_t g)
 {
 	for (size_t i = 0; i < t->nh; i++)
 		if (t->h[i].holder == holder && t->h[i].seg == g)
@@ -33,7 +34,7 @@ static int hold_locked(struct tier *t, uint64_t holder, uint32_t g)
 		t->h = h;
 		t->caph = cap;
 	}
-	t->h[t->nh++] = (struct hold){ holder, g };
+	t->h[t->nh++] = (struct hold){ .holder = holder, .account = account, .seg = g };
 	t->s[g].holds++;
 	return 0;
 }
@@ -144,23 +145,40 @@ static void unhold_locked(struct tier *t, size_t i)
 	pthread_cond_broadcast(&t->cv);
 }
 
-/* Whether holder's worker, taking g (unless holder holds it already),
- * goes past its share of the cache (tier.h): -EDQUOT with a sentence, or
- * 0. */
-static int past_share_locked(const struct tier *t, uint64_t holder, uint32_t g, char *msg, size_t mlen)
+/* Whether hold i's piece is held by its account in a hold before i (it
+ * counts once). */
+static bool account_held_before(const struct tier *t, size_t i)
 {
-	uint64_t w = holder_worker(holder), held = 0;
+	for (size_t k = 0; k < i; k++)
+		if (t->h[k].account == t->h[i].account && t->h[k].seg == t->h[i].seg)
+			return true;
+	return false;
+}
+
+/* Whether account (a worker's process, over all its connections),
+ * taking g for holder (unless holder holds it already), goes past its
+ * share of the cache (tier.h): -EDQUOT with a sentence, or 0. A piece
+ * two of its connections hold counts once. */
+static int past_share_locked(const struct tier *t, uint64_t holder, uint64_t account, uint32_t g, char *msg,
+			     size_t mlen)
+{
+	uint64_t held = 0;
+	bool has_g = false;
 	char a[32], b[32];
 
 	for (size_t i = 0; i < t->nh; i++) {
 		if (t->h[i].holder == holder && t->h[i].seg == g)
 			return 0;
-		if (holder_worker(t->h[i].holder) == w)
+		if (t->h[i].account != account)
+			continue;
+		if (t->h[i].seg == g)
+			has_g = true;
+		if (!account_held_before(t, i))
 			held += t->s[t->h[i].seg].len;
 	}
-	if (held + t->s[g].len <= t->share)
+	if (has_g || held + t->s[g].len <= t->share)
 		return 0;
-	snprintf(msg, mlen, "this worker holds %s of model %s's disk tier cache, and one worker may hold %s "
+	snprintf(msg, mlen, "this worker's process holds %s of model %s's disk tier cache, and one process may hold %s "
 		 "(--memory-budget-share): let some go first (release, or detach what wsrv_model_wait mapped)",
 		 fmt_bytes(held, a, sizeof(a)), t->own.model->name, fmt_bytes(t->share, b, sizeof(b)));
 	return -EDQUOT;
@@ -170,13 +188,13 @@ static int past_share_locked(const struct tier *t, uint64_t holder, uint32_t g, 
  * read was queued. layer: g is a segment, or a unit asked for with the
  * rest of its layer (experts one by one are asked for in no order, and
  * read nothing ahead). */
-static int take_locked(struct tier *t, uint64_t holder, uint32_t g, int *fd, char *msg, size_t len, bool layer,
-		       bool *kick)
+static int take_locked(struct tier *t, uint64_t holder, uint64_t account, uint32_t g, int *fd, char *msg,
+		       size_t len, bool layer, bool *kick)
 {
 	struct tier_seg *ts = &t->s[g];
 	int r = 0;
 
-	if (ts_tiered(ts) && (r = past_share_locked(t, holder, g, msg, len)) < 0)
+	if (ts_tiered(ts) && (r = past_share_locked(t, holder, account, g, msg, len)) < 0)
 		return r;
 	if (ts_tiered(ts))
 		place_locked(t, holder, g);
@@ -186,7 +204,7 @@ static int take_locked(struct tier *t, uint64_t holder, uint32_t g, int *fd, cha
 		r = ts->err;
 		snprintf(msg, len, "%s", ts->msg);
 		ts->err = 0; /* told once; the next request reads again */
-	} else if (ts->state == TS_CACHED && (r = hold_locked(t, holder, g)) == 0) {
+	} else if (ts->state == TS_CACHED && (r = hold_locked(t, holder, account, g)) == 0) {
 		enum tier_fresh was = ts->fresh;
 		ts->used = ++t->tick;
 		took_locked(ts, holder);
@@ -216,13 +234,13 @@ static int take_locked(struct tier *t, uint64_t holder, uint32_t g, int *fd, cha
 	return r;
 }
 
-int tier_take(struct tier *t, uint64_t holder, uint32_t g, int *fd, char *msg, size_t len)
+int tier_take(struct tier *t, uint64_t holder, uint64_t account, uint32_t g, int *fd, char *msg, size_t len)
 {
 	bool kick = false;
 	int r;
 
 	pthread_mutex_lock(&t->mu);
-	r = take_locked(t, holder, g, fd, msg, len, g < t->nseg, &kick);
+	r = take_locked(t, holder, account, g, fd, msg, len, g < t->nseg, &kick);
 	if (kick)
 		pthread_cond_broadcast(&t->cv);
 	tier_check_locked(t);
@@ -245,8 +263,8 @@ static bool whole_layer_locked(const struct tier *t, const uint32_t *g, size_t n
 	return 2 * k > t->s[seg].units;
 }
 
-int tier_take_some(struct tier *t, uint64_t holder, const uint32_t *g, size_t n, size_t max, int *fds,
-		   uint32_t *given, size_t *ngiven, char *msg, size_t len)
+int tier_take_some(struct tier *t, uint64_t holder, uint64_t account, const uint32_t *g, size_t n, size_t max,
+		   int *fds, uint32_t *given, size_t *ngiven, char *msg, size_t len)
 {
 	bool kick = false;
 	int r = 0;
@@ -255,7 +273,8 @@ int tier_take_some(struct tier *t, uint64_t holder, const uint32_t *g, size_t n,
 	pthread_mutex_lock(&t->mu);
 	bool layer = whole_layer_locked(t, g, n);
 	for (size_t i = 0; i < n && *ngiven < max && r >= 0; i++)
-		if ((r = take_locked(t, holder, g[i], &fds[*ngiven], msg, len, layer || g[i] < t->nseg, &kick)) == 0)
+		if ((r = take_locked(t, holder, account, g[i], &fds[*ngiven], msg, len, layer || g[i] < t->nseg,
+				     &kick)) == 0)
 			given[(*ngiven)++] = g[i];
 		else if (r == -EAGAIN)
 			r = 0;

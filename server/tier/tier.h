@@ -56,11 +56,14 @@ struct tier;
 int tier_create(const struct tier_model *tm, uint64_t budget, uint32_t share_pct, const struct loader_opts *lo,
 		struct tier **out, struct errinfo *e);
 
-/* One worker (a session) holds at most share_pct (TIER_SHARE_PCT by
- * default) of what the budget leaves for the cache, and never less than
- * the largest layer's pieces (a layer must be computable): a take past it
- * is -EDQUOT with a sentence, so that a worker that holds and sits idle
- * cannot starve the others. */
+/* One worker's process (an account: over all its connections) holds at
+ * most share_pct (TIER_SHARE_PCT by default) of what the budget leaves
+ * for the cache, and never less than the largest piece (a tiered
+ * segment, or one routed expert: what one take needs). A take past it is
+ * -EDQUOT at once, with a sentence, so that a worker that holds and sits
+ * idle cannot starve the others, whatever the model's shape (issue 60
+ * items 1 and 2: the floor was a layer's pieces, which on a MoE model
+ * are more than the whole cache, and the share was per connection). */
 #define TIER_SHARE_PCT 50
 
 /* The first load is about to fill segment seg's first pages: a tiered
@@ -87,19 +90,20 @@ uint32_t tier_segment_of(const struct tier *t, uint32_t g);
 /* Whether segment or unit seg lives on the disk tier. */
 bool tier_on_disk(const struct tier *t, uint32_t seg);
 
-/* The fd of segment or unit seg for holder (a session), held for it: 0; or
+/* The fd of segment or unit seg for holder (a session's attachment),
+ * held for it and counted against account's share: 0; or
  * -EAGAIN (a read is queued; its tier word rises when done); or -EIO or
  * -ENOMEM with a sentence in msg (a failed read; a budget every byte of
  * which is held). The fd stays open while the hold lasts. Loop thread. */
-int tier_take(struct tier *t, uint64_t holder, uint32_t seg, int *fd, char *msg, size_t len);
+int tier_take(struct tier *t, uint64_t holder, uint64_t account, uint32_t seg, int *fd, char *msg, size_t len);
 
 /* tier_take of g[0..n) at once, for AttachSegments.partial: those in
  * memory are held and their fds (max at most) go to fds, their ids to
  * given[0..*ngiven); the others are queued to be read, together (the
  * readers wake once all are queued). 0, or a failure of one (-EIO with
  * msg...), and then none is held. */
-int tier_take_some(struct tier *t, uint64_t holder, const uint32_t *g, size_t n, size_t max, int *fds,
-		   uint32_t *given, size_t *ngiven, char *msg, size_t len);
+int tier_take_some(struct tier *t, uint64_t holder, uint64_t account, const uint32_t *g, size_t n, size_t max,
+		   int *fds, uint32_t *given, size_t *ngiven, char *msg, size_t len);
 
 /* holder lets segment seg go: 0, or -ENOENT when it held none. */
 int tier_release(struct tier *t, uint64_t holder, uint32_t seg);

@@ -117,24 +117,18 @@ static int leave_units_out(struct tier *t, struct errinfo *e)
 	return r;
 }
 
-/* The most one worker may hold (tier.h): share_pct (0: TIER_SHARE_PCT)
- * of what the budget leaves for the cache, never less than the largest
- * layer's pieces on the tier. */
+/* The most one worker's process may hold (tier.h): share_pct (0:
+ * TIER_SHARE_PCT) of what the budget leaves for the cache, never less
+ * than the largest piece on the tier (one take's need). */
 static int set_share(struct tier *t, uint32_t share_pct)
 {
-	uint64_t cache = t->budget > t->resident ? t->budget - t->resident : 0, layer = 0;
-	uint64_t *need = calloc(t->nseg + 1, sizeof(*need));
+	uint64_t cache = t->budget > t->resident ? t->budget - t->resident : 0, piece = 0;
 
-	if (!need)
-		return -ENOMEM;
 	for (uint32_t g = 0; g < t->n; g++)
 		if (g >= t->nseg || ts_tiered(&t->s[g]))
-			need[t->s[g].seg] += t->s[g].len;
-	for (uint32_t g = 0; g < t->nseg; g++)
-		layer = need[g] > layer ? need[g] : layer;
-	free(need);
+			piece = t->s[g].len > piece ? t->s[g].len : piece;
 	t->share = cache / 100 * (share_pct ? share_pct : TIER_SHARE_PCT);
-	t->share = t->share > layer ? t->share : layer;
+	t->share = t->share > piece ? t->share : piece;
 	return 0;
 }
 

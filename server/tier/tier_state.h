@@ -83,6 +83,8 @@ struct tier_seg {
 
 struct hold {
 	uint64_t holder;
+	uint64_t account;       /* whose share it counts against: the worker's
+	                         * process, over all its connections (tier.h) */
 	uint32_t seg;
 };
 
