@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
@@ -620,6 +621,51 @@ static void bad_first_packet_closes(void **s)
 	server_done(&ts);
 }
 
+/* A client running as uid: 0 when it is served (its Hello answered),
+ * EACCES when refused at once, else -1. In a child process. */
+static int client_as(const char *sock, uid_t uid)
+{
+	pid_t pid = fork();
+	int st;
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct pollfd p = { .events = POLLIN };
+		signal(SIGPIPE, SIG_IGN);
+		if (setgid(uid) < 0 || setuid(uid) < 0 || (p.fd = raw_connect(sock)) < 0)
+			_exit(3);
+		if (poll(&p, 1, 500) == 1)
+			_exit(raw_recv_code(p.fd, NULL, NULL) == EACCES ? 1 : 2);
+		raw_hello(p.fd, "as-uid");
+		_exit(raw_recv_code(p.fd, NULL, NULL) == 0 ? 0 : 2);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	return !WIFEXITED(st) ? -1 : WEXITSTATUS(st) == 0 ? 0 : WEXITSTATUS(st) == 1 ? EACCES : -1;
+}
+
+/* Issue 60 item 5: tier pieces are sealed without F_SEAL_SHRINK so that
+ * eviction can cut them, and a client of the server's own uid owns their
+ * inodes: it made its read-only fd writable (fchmod, then /proc/self/fd
+ * O_RDWR) and cut a piece another worker held, whose mapping then faulted.
+ * Such a client is inside the server's trust boundary (it could ptrace
+ * the server or kill it); --refuse-own-uid, which the shipped unit sets,
+ * refuses it, while another allowed user is served. */
+static void own_uid_refused(void **s)
+{
+	struct test_server ts = { .uid = 65534, .gid = 65534 };
+
+	if (geteuid() != 0)
+		skip(); /* needs a non-root server, started from root */
+	assert_int_equal(chmod(F.dir[0], 0755), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--refuse-own-uid", "--allow-uid", "65533",
+				      "--socket-mode", "0666", NULL), 0);
+	assert_int_equal(chmod(ts.dir, 0711), 0);
+	assert_int_equal(client_as(ts.sock, 65534), EACCES);
+	assert_int_equal(client_as(ts.sock, 65533), 0);
+	assert_true(server_log_has(&ts, "(--refuse-own-uid)"));
+	server_done(&ts);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(default_socket_finds_the_service),
 	cmocka_unit_test(unread_fds_do_not_cut_others_off),
@@ -640,4 +686,5 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(non_regular_files_refused),
 	cmocka_unit_test(churn_never_cancels_others),
 	cmocka_unit_test(bad_first_packet_closes),
+	cmocka_unit_test(own_uid_refused),
 )

@@ -1,45 +1,63 @@
 // SPDX-License-Identifier: MIT
-/* test_unit.c - the installed systemd unit (server/systemd): it and the
- * example drop-in that names the models pass systemd-analyze verify, and
- * the unit runs the wsrvd it names with what the drop-in sets (issue 41:
- * there was no unit to install, only one in the docs). */
+/* test_unit.c - the installed systemd unit (server/systemd): it and each
+ * shipped drop-in (the models, the metrics listener) pass systemd-analyze
+ * verify and its offline security score, and the unit runs the wsrvd it
+ * names with what the drop-ins set (issue 41: there was no unit to
+ * install, only one in the docs). Issue 61 item 6: the example drop-in
+ * passed --metrics-listen, which the unit's RestrictAddressFamilies=AF_UNIX
+ * made wsrvd exit on; the listener now has its own drop-in, and wsrvd is
+ * started here under the same address families, with and without it. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "fixture.h"
+#include "wsrv.h"
 
 /* dir[0]: the unit and its drop-in folder, as systemd lays them out. */
 static struct fixture F = { .tag = "unit", .models = { { "" } } };
 
-static void unit_and_drop_in_verify(void **s)
+static const char *analyze(void)
 {
-	const char *unit = getenv("WSRV_UNIT"), *dropin = getenv("WSRV_UNIT_DROPIN");
+	if (access("/usr/bin/systemd-analyze", X_OK) == 0)
+		return "/usr/bin/systemd-analyze";
+	if (access("/bin/systemd-analyze", X_OK) == 0)
+		return "/bin/systemd-analyze";
+	skip(); /* no systemd here: nothing to verify with */
+	return NULL;
+}
+
+/* The unit, with each shipped drop-in in its wsrv.service.d, passes
+ * systemd-analyze verify. */
+static void unit_and_drop_ins_verify(void **s)
+{
+	const char *unit = getenv("WSRV_UNIT"), *models = getenv("WSRV_UNIT_DROPIN");
+	const char *metrics = getenv("WSRV_UNIT_METRICS_DROPIN");
 	/* --man=no: wsrvd(8) is installed with the unit, not here. */
-	const char *argv[] = { "/usr/bin/systemd-analyze", "verify", "--man=no", NULL, NULL };
+	const char *argv[] = { analyze(), "verify", "--man=no", NULL, NULL };
 	char u[512], d[512], out[512], err[512];
 	size_t n;
 	char *text;
 
-	if (access(argv[0], X_OK) != 0)
-		argv[0] = "/bin/systemd-analyze";
-	if (access(argv[0], X_OK) != 0)
-		skip(); /* no systemd here: nothing to verify with */
 	assert_non_null(unit);
-	assert_non_null(dropin);
+	assert_non_null(models);
+	assert_non_null(metrics);
 	snprintf(u, sizeof(u), "%s/wsrv.service", F.dir[0]);
 	snprintf(d, sizeof(d), "%s/wsrv.service.d", F.dir[0]);
 	assert_int_equal(copy_file(unit, u, 0644), 0);
 	assert_int_equal(mkdir(d, 0755), 0);
-	snprintf(d, sizeof(d), "%s/wsrv.service.d/models.conf", F.dir[0]);
-	assert_int_equal(copy_file(dropin, d, 0644), 0);
+	assert_int_equal(copy_file(models, pjoin(d, "models.conf"), 0644), 0);
+	assert_int_equal(copy_file(metrics, pjoin(d, "metrics.conf"), 0644), 0);
 	argv[3] = u;
 	snprintf(out, sizeof(out), "%s/verify.out", F.dir[0]);
 	snprintf(err, sizeof(err), "%s/verify.err", F.dir[0]);
@@ -49,15 +67,49 @@ static void unit_and_drop_in_verify(void **s)
 		fail_msg("systemd-analyze verify %s: exit %d\n%s", u, st, text ? text : "");
 	free(text);
 	/* The unit names the wsrvd built here, and the models come from
-	 * $WSRV_ARGS, which the drop-in sets. */
+	 * $WSRV_ARGS, the listener from $WSRV_METRICS_ARGS. */
 	text = (char *)read_file(u, &n);
 	assert_non_null(text);
-	assert_non_null(strstr(text, "/server/daemon/wsrvd --socket /run/wsrv/wsrv.sock --allow-gid wsrv $WSRV_ARGS"));
+	assert_non_null(strstr(text, "/server/daemon/wsrvd --socket /run/wsrv/wsrv.sock --allow-gid wsrv "
+				     "--refuse-own-uid $WSRV_ARGS $WSRV_METRICS_ARGS"));
 	free(text);
-	text = (char *)read_file(d, &n);
+	text = (char *)read_file(models, &n);
 	assert_non_null(text);
 	assert_non_null(strstr(text, "Environment=\"WSRV_ARGS=--model "));
+	assert_null(strstr(text, "--metrics-listen")); /* it would not start without AF_INET */
 	free(text);
+	text = (char *)read_file(metrics, &n);
+	assert_non_null(text);
+	assert_non_null(strstr(text, "Environment=\"WSRV_METRICS_ARGS=--metrics-listen 127.0.0.1:9464\""));
+	assert_non_null(strstr(text, "\nRestrictAddressFamilies=AF_INET\n"));
+	assert_non_null(strstr(text, "\nIPAddressAllow=127.0.0.1\n"));
+	free(text);
+}
+
+/* wsrvd with --metrics-listen under the unit's address families: AF_UNIX
+ * alone (the unit without the drop-in) exits 1 naming the likely cause;
+ * with AF_INET added (the drop-in) the listener serves. */
+static void listener_under_the_units_families(void **s)
+{
+	static const int unix_only[] = { AF_UNIX }, with_inet[] = { AF_UNIX, AF_INET };
+	struct test_server ts = { 0 };
+	char *body = NULL, model[512];
+
+	snprintf(model, sizeof(model), "%s/model", F.dir[0]);
+	assert_int_equal(make_model(model, "tiny", 1 << 20, 2, 1, 1), 0);
+	ts.seccomp = families_filter(unix_only, 1);
+	assert_true(server_start(&ts, "m", model, "--metrics-listen", "127.0.0.1:0", NULL) < 0);
+	assert_true(server_log_has(&ts, "Address family not supported"));
+	assert_true(server_log_has(&ts, "RestrictAddressFamilies="));
+	server_stop(&ts, SIGTERM);
+	rm_rf(ts.dir);
+	memset(&ts, 0, sizeof(ts));
+	ts.seccomp = families_filter(with_inet, 2);
+	assert_int_equal(server_start(&ts, "m", model, "--metrics-listen", "127.0.0.1:0", NULL), 0);
+	assert_int_equal(http_get(server_metrics_port(&ts), "/metrics", &body), 200);
+	assert_non_null(body);
+	free(body);
+	server_done(&ts);
 }
 
 /* Issue 49 item 1: the unit ran wsrvd as root with no hardening
@@ -94,7 +146,43 @@ static void unit_is_hardened(void **s)
 	free(text);
 }
 
+/* The offline security score holds with the metrics drop-in, merged into
+ * the unit as systemd would (its lines added to [Service]). */
+static void hardened_with_the_metrics_drop_in(void **s)
+{
+	const char *unit = getenv("WSRV_UNIT"), *metrics = getenv("WSRV_UNIT_METRICS_DROPIN");
+	char merged[512], out[512], err[512], *u, *m, *svc;
+	const char *argv[] = { analyze(), "security", "--offline=true", "--threshold=50", NULL, NULL };
+	size_t n, k;
+	FILE *f;
+
+	assert_non_null(u = (char *)read_file(unit, &n));
+	assert_non_null(m = (char *)read_file(metrics, &k));
+	assert_non_null(svc = strstr(m, "[Service]\n"));
+	snprintf(merged, sizeof(merged), "%s/wsrv.service", F.dir[0]);
+	assert_non_null(f = fopen(merged, "w"));
+	/* The unit's [Install] last: the drop-in's lines go in [Service]. */
+	char *inst = strstr(u, "\n[Install]");
+	assert_non_null(inst);
+	fprintf(f, "%.*s\n%s%s\n", (int)(inst - u), u, svc + strlen("[Service]\n"), inst);
+	fclose(f);
+	argv[4] = merged;
+	snprintf(out, sizeof(out), "%s/security-metrics.out", F.dir[0]);
+	snprintf(err, sizeof(err), "%s/security-metrics.err", F.dir[0]);
+	int st = run_prog(argv, NULL, out, err, 0, 60);
+	free(u);
+	free(m);
+	u = (char *)read_file(out, &n);
+	if (st != 0)
+		fail_msg("systemd-analyze security with the metrics drop-in: exit %d\n%s", st, u ? u : "");
+	assert_non_null(u);
+	assert_non_null(strstr(u, "Overall exposure level for "));
+	free(u);
+}
+
 FIXTURE_MAIN(F,
-	cmocka_unit_test(unit_and_drop_in_verify),
+	cmocka_unit_test(unit_and_drop_ins_verify),
 	cmocka_unit_test(unit_is_hardened),
+	cmocka_unit_test(hardened_with_the_metrics_drop_in),
+	cmocka_unit_test(listener_under_the_units_families),
 )

@@ -38,6 +38,8 @@ struct srv_config {
 	uint32_t max_regions;       /* device regions in all */
 	uint32_t max_client_regions; /* device regions one client's process holds */
 	double region_fill_timeout; /* seconds a writer may take to commit a region */
+	bool refuse_own_uid;        /* --refuse-own-uid: clients of the server's own
+	                             * (non-root) user are refused */
 	uint64_t max_region_bytes;  /* bytes of all device regions */
 	uint64_t max_client_region_bytes; /* bytes of the regions one client holds */
 	bool keep_regions;          /* keep committed regions nobody holds */
@@ -258,6 +260,9 @@ void session_release_all(struct server *srv, struct session *s);
 
 /* Is the peer on fd (credentials c) allowed? Root, the listed uids, and
  * members of the listed gids (primary or supplementary: SO_PEERGROUPS). */
+/* Whether c is of the server's own user (not root) and --refuse-own-uid
+ * refuses it. */
+bool srv_own_uid_refused(const struct server *srv, const struct ucred *c);
 bool srv_peer_allowed(const struct server *srv, int fd, const struct ucred *c);
 
 /* How many more fds s may be sent before it reads what it has: the budget

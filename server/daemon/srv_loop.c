@@ -217,6 +217,10 @@ static void on_accept(struct loop *L, int fd)
 		close(fd);
 		return;
 	}
+	if (srv_own_uid_refused(srv, &cred)) {
+		loop_refuse(L, fd, &cred, SRV_REFUSE_NOT_ALLOWED, EACCES, "a client of the server's own user is refused (--refuse-own-uid): it would own the memfds other workers map");
+		return;
+	}
 	if (!srv_peer_allowed(srv, fd, &cred)) {
 		loop_refuse(L, fd, &cred, SRV_REFUSE_NOT_ALLOWED, EACCES, "this user is not allowed to use this wsrvd (--allow-uid, --allow-gid)");
 		return;

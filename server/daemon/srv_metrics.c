@@ -345,8 +345,12 @@ int srv_metrics_start(const char *addr, bool share_port, struct srv_metrics **ou
 	 * beside the server it takes over; any other one must find the port
 	 * free, so that two servers never answer one port by mistake. */
 	if (!share_port && (r = port_free(&ss)) < 0)
-		return err_set(e, r, "--metrics-listen %s: cannot listen there: %s", addr,
-			       r == -EADDRINUSE ? "the port is in use" : strerror(-r));
+		return err_set(e, r, "--metrics-listen %s: cannot listen there: %s%s", addr,
+			       r == -EADDRINUSE ? "the port is in use" : strerror(-r),
+			       r == -EAFNOSUPPORT || r == -EPERM
+				       ? " (under systemd, the unit's RestrictAddressFamilies= is the likely cause: "
+					 "the shipped metrics.conf.example drop-in allows AF_INET)"
+				       : "");
 	if (!(m = calloc(1, sizeof(*m))))
 		return err_set(e, -ENOMEM, "out of memory");
 	pthread_mutex_init(&m->lock, NULL);

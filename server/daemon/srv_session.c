@@ -96,10 +96,17 @@ static bool groups_allowed(const struct server *srv, int fd)
 	return false;
 }
 
+bool srv_own_uid_refused(const struct server *srv, const struct ucred *c)
+{
+	return srv->cfg.refuse_own_uid && c->uid != 0 && c->uid == geteuid();
+}
+
 bool srv_peer_allowed(const struct server *srv, int fd, const struct ucred *c)
 {
 	if (c->uid == 0)
 		return true;
+	if (srv_own_uid_refused(srv, c))
+		return false;
 	for (size_t i = 0; i < srv->cfg.n_allow_uid; i++)
 		if (srv->cfg.allow_uid[i] == c->uid)
 			return true;

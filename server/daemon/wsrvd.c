@@ -90,6 +90,10 @@ static void usage(FILE *f)
 		"                            its connections (default 16)\n"
 		"  --max-client-region-bytes SIZE  bytes of the regions one client process holds\n"
 		"                            (default 256G)\n"
+		"  --refuse-own-uid          refuse clients that run as the server's own user\n"
+		"                            (not root): such a client owns the server's memfds,\n"
+		"                            and could cut a piece another worker holds (the\n"
+		"                            shipped unit sets it; docs/protocol.md)\n"
 		"  --region-fill-timeout SECONDS  how long a worker may take to fill and commit a\n"
 		"                            device region before its slot goes back (default 300)\n"
 		"  --keep-device-regions     keep committed device regions nobody holds (until\n"
@@ -153,7 +157,7 @@ static int add_model(struct args *a, const char *spec)
 enum { O_MODEL = 1, O_VERIFY_ADOPTED, O_TAKE_OVER, O_LOAD_ONLY, O_JSON, O_QUIET, O_VERBOSE, O_HELP, O_VERSION, O_SOCKET, O_UID, O_GID,
        O_MAX_CLIENTS, O_MAX_LEASES, O_MAX_ATTACH, O_MAX_MESSAGE, O_HELLO_TIMEOUT,
        O_MAX_REGIONS, O_MAX_REGION_BYTES, O_MAX_CLIENT_REGIONS, O_MAX_CLIENT_REGION_BYTES,
-       O_KEEP_REGIONS, O_REGION_FILL_TIMEOUT, O_PUBLISH_UID, O_PUBLISH_GID, O_METRICS_LISTEN,
+       O_KEEP_REGIONS, O_REGION_FILL_TIMEOUT, O_REFUSE_OWN_UID, O_PUBLISH_UID, O_PUBLISH_GID, O_METRICS_LISTEN,
        O_SERVE_EARLY, O_SERVE_LATE, O_REQUIRE_ALL, O_SOCKET_MODE, O_SOCKET_GROUP };
 
 static int num(const char *opt, const char *arg, unsigned long lo, unsigned long hi,
@@ -247,6 +251,7 @@ static int srv_option(int c, const char *arg, struct srv_config *cfg)
 		cfg->max_client_region_bytes = v;
 		break;
 	case O_KEEP_REGIONS: cfg->keep_regions = true; return 1;
+	case O_REFUSE_OWN_UID: cfg->refuse_own_uid = true; return 1;
 	case O_REGION_FILL_TIMEOUT:
 		r = num("region-fill-timeout", arg, 1, 86400, &v);
 		cfg->region_fill_timeout = (double)v;
@@ -316,6 +321,7 @@ static int parse(int argc, char **argv, struct args *a)
 		{ "max-client-region-bytes", required_argument, NULL, O_MAX_CLIENT_REGION_BYTES },
 		{ "keep-device-regions", no_argument, NULL, O_KEEP_REGIONS },
 		{ "region-fill-timeout", required_argument, NULL, O_REGION_FILL_TIMEOUT },
+		{ "refuse-own-uid", no_argument, NULL, O_REFUSE_OWN_UID },
 		{ "allow-publish-uid", required_argument, NULL, O_PUBLISH_UID },
 		{ "allow-publish-gid", required_argument, NULL, O_PUBLISH_GID },
 		{ "metrics-listen", required_argument, NULL, O_METRICS_LISTEN },
@@ -817,7 +823,11 @@ static int prepare(struct server *srv, struct start *st, int nmodels)
 		}
 		srv->cfg.socket_path = st->path;
 	}
-	srv->cfg.allow_uid[srv->cfg.n_allow_uid++] = getuid(); /* room kept for it */
+	if (!srv->cfg.refuse_own_uid || geteuid() == 0)
+		srv->cfg.allow_uid[srv->cfg.n_allow_uid++] = getuid(); /* room kept for it */
+	else
+		log_info("clients of this server's own user (uid %u) are refused (--refuse-own-uid)",
+			 (unsigned)geteuid());
 	log_info("starting: %d model%s, socket %s", nmodels, nmodels == 1 ? "" : "s",
 		 srv->cfg.socket_path);
 	sigemptyset(&stop);

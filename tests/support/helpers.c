@@ -20,6 +20,10 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/resource.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -260,7 +264,30 @@ static int in_server(void *arg)
 		return 125;
 	for (size_t k = 0; ts->env && ts->env[k]; k++)
 		putenv((char *)ts->env[k]);
+	if (ts->seccomp && (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+			    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ts->seccomp) < 0))
+		return 124;
 	return 0;
+}
+
+const struct sock_fprog *families_filter(const int *allowed, size_t n)
+{
+	static struct sock_filter f[24];
+	static struct sock_fprog prog;
+	size_t k = 0;
+
+	assert_true(n <= 16);
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+	f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 1, 0);
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]));
+	for (size_t i = 0; i < n; i++) /* an allowed family: on to the ALLOW after the last */
+		f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)allowed[i],
+						      (uint8_t)(n - i), 0);
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EAFNOSUPPORT);
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	prog = (struct sock_fprog){ .len = (unsigned short)k, .filter = f };
+	return &prog;
 }
 
 /* A server run as another uid may not reach the build tree (a clone

@@ -73,6 +73,8 @@ uint8_t *read_file(const char *path, size_t *len);
 const char *fixtures_dir(void);
 
 /* A wsrvd started for a test, on a unique socket in its own directory. */
+struct sock_fprog;
+
 struct test_server {
 	pid_t pid;
 	char dir[256];
@@ -92,6 +94,9 @@ struct test_server {
 	const struct netlab *netlab;
 	int host;                   /* in netlab: which host's namespace */
 	const char *const *env;
+	/* Or NULL: a seccomp filter the server runs under (as a unit's
+	 * RestrictAddressFamilies= or SystemCallFilter= would make one). */
+	const struct sock_fprog *seccomp;
 	int no_wait;
 	/* Set by the helpers when the test's arguments say
 	 * --serve-while-loading: server_wait_ready then does not wait for
@@ -130,6 +135,10 @@ void server_done(struct test_server *ts);
 long long pid_locked_bytes(pid_t pid);
 /* Sleeps ms milliseconds. */
 void sleep_ms(int ms);
+/* A seccomp filter that refuses socket(2) of any address family but the
+ * n in allowed with EAFNOSUPPORT, as systemd's RestrictAddressFamilies=
+ * does. Static storage: one filter at a time. */
+const struct sock_fprog *families_filter(const int *allowed, size_t n);
 /* Polls ts's log every 20 ms for needle, up to timeout_s: 0 once it is
  * there, -ETIMEDOUT if it never came. */
 int server_log_wait(const struct test_server *ts, const char *needle, int timeout_s);
