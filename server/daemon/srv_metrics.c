@@ -29,7 +29,12 @@
 #include "log.h"
 
 #define METRICS_CONNS 16          /* connections served at once */
-#define METRICS_SLOTS (METRICS_CONNS + 4) /* and closing ones, for room to evict */
+#define METRICS_SLOTS (2 * METRICS_CONNS) /* and closing ones, for room to evict: MHD's
+                                   * own limit, which it applies before asking */
+#define METRICS_SHUN 32           /* addresses remembered as slow */
+#define METRICS_SHUN_S 10.0       /* how long an address whose connection was closed as
+                                   * slow, never having sent a whole request, may not
+                                   * take another's place */
 #define METRICS_PER_ADDR 4        /* of them from one address (all loopback: one) */
 #define METRICS_SLOW_S 0.1        /* a connection this long without a whole request may
                                    * be closed to make room for a new one (a scrape
@@ -52,9 +57,16 @@ struct srv_metrics {
 		int fd;             /* a dup of the connection's socket (ours), or -1 */
 		double since;
 		uint8_t key[17];    /* its address (addr_key) */
+		uint8_t exact[17];  /* its address itself (addr_exact) */
 		bool evicted;       /* closed for a newer one, not gone yet: not counted */
+		bool served;        /* it has had a whole request answered */
 	} conns[METRICS_SLOTS];
 	uint8_t next_key[17];       /* the address the policy let in last */
+	uint8_t next_exact[17];
+	struct shun {
+		uint8_t exact[17];
+		double until;
+	} shun[METRICS_SHUN];       /* addresses closed as slow (METRICS_SHUN_S) */
 };
 
 /* An address for the per-address limit: IPv6, or IPv4 mapped into it,
@@ -84,6 +96,49 @@ static void addr_key(const struct sockaddr *sa, uint8_t key[17])
 	key[16] = 2;
 }
 
+/* The address itself, every loopback one apart: whom to shun. */
+static void addr_exact(const struct sockaddr *sa, uint8_t key[17])
+{
+	memset(key, 0, 17);
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)(const void *)sa;
+		key[10] = key[11] = 0xff;
+		memcpy(key + 12, &a->sin_addr, 4);
+	} else if (sa->sa_family == AF_INET6) {
+		memcpy(key, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
+	}
+	key[16] = 2;
+}
+
+/* Whether exact was closed as slow within METRICS_SHUN_S. */
+static bool shunned(const struct srv_metrics *m, const uint8_t exact[17], double now)
+{
+	for (int i = 0; i < METRICS_SHUN; i++)
+		if (m->shun[i].until > now && memcmp(m->shun[i].exact, exact, 17) == 0)
+			return true;
+	return false;
+}
+
+/* Connection v is closed as slow: its address, if it never sent a whole
+ * request, is shunned (in the place of the entry that ends first). */
+static void shun(struct srv_metrics *m, const struct mconn *v, double now)
+{
+	int at = 0;
+
+	if (v->served)
+		return; /* a scraper between its requests: not slow */
+	for (int i = 0; i < METRICS_SHUN; i++) {
+		if (memcmp(m->shun[i].exact, v->exact, 17) == 0) {
+			at = i;
+			break;
+		}
+		if (m->shun[i].until < m->shun[at].until)
+			at = i;
+	}
+	memcpy(m->shun[at].exact, v->exact, 17);
+	m->shun[at].until = now + METRICS_SHUN_S;
+}
+
 /* The oldest connection (with key, or any when key is NULL) that has had
  * no whole request for METRICS_SLOW_S, or -1. */
 static int oldest_slow(const struct srv_metrics *m, const uint8_t *key, double now)
@@ -104,33 +159,42 @@ static int oldest_slow(const struct srv_metrics *m, const uint8_t *key, double n
 /* MHD asks before it takes a connection: within METRICS_CONNS in all and
  * METRICS_PER_ADDR from its address, or else in the place of the oldest
  * slow one there (closed now), so that slow clients never keep a scraper
- * out; refused when there is none. */
+ * out; refused when there is none. An address shunned (a connection of
+ * its closed as slow, never having sent a whole request, within
+ * METRICS_SHUN_S) is refused: slow clients that came back at once
+ * whenever closed kept every slot younger than slow, and a scraper found
+ * none to take (issue 60 item 12: 40 of 64 scrapes). A scraper sends
+ * whole requests, so it is never shunned, unless it shares its address
+ * with a slow client. */
 static enum MHD_Result policy(void *arg, const struct sockaddr *sa, socklen_t len)
 {
 	struct srv_metrics *m = arg;
-	uint8_t key[17];
+	uint8_t key[17], exact[17];
 	int same = 0, all = 0, v = -1;
 	double now = mono_now();
+	bool full;
 
 	(void)len;
 	addr_key(sa, key);
+	addr_exact(sa, exact);
 	pthread_mutex_lock(&m->conn_lock);
 	for (int i = 0; i < METRICS_SLOTS; i++)
 		if (m->conns[i].fd >= 0 && !m->conns[i].evicted) {
 			all++;
 			same += memcmp(m->conns[i].key, key, 17) == 0;
 		}
-	if (same >= METRICS_PER_ADDR)
-		v = oldest_slow(m, key, now);
-	else if (all >= METRICS_CONNS)
-		v = oldest_slow(m, NULL, now);
+	full = same >= METRICS_PER_ADDR || all >= METRICS_CONNS || shunned(m, exact, now);
+	if (full && !shunned(m, exact, now))
+		v = oldest_slow(m, same >= METRICS_PER_ADDR ? key : NULL, now);
 	if (v >= 0) {
 		(void)shutdown(m->conns[v].fd, SHUT_RDWR);
 		m->conns[v].evicted = true;
+		shun(m, &m->conns[v], now);
 	}
 	memcpy(m->next_key, key, 17);
+	memcpy(m->next_exact, exact, 17);
 	pthread_mutex_unlock(&m->conn_lock);
-	return same < METRICS_PER_ADDR && all < METRICS_CONNS ? MHD_YES : v >= 0 ? MHD_YES : MHD_NO;
+	return !full || v >= 0 ? MHD_YES : MHD_NO;
 }
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *body)
@@ -196,7 +260,9 @@ static void on_conn(void *arg, struct MHD_Connection *c, void **ctx, enum MHD_Co
 		    (m->conns[slot].fd = fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 3)) >= 0) {
 			m->conns[slot].since = mono_now();
 			m->conns[slot].evicted = false;
+			m->conns[slot].served = false;
 			memcpy(m->conns[slot].key, m->next_key, 17); /* policy ran just before, on this thread */
+			memcpy(m->conns[slot].exact, m->next_exact, 17);
 			*ctx = (void *)(slot + 1);
 		}
 	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED && slot >= 0 && slot < METRICS_SLOTS) {
@@ -216,9 +282,13 @@ static void on_done(void *arg, struct MHD_Connection *c, void **ctx, enum MHD_Re
 	intptr_t slot = ci ? (intptr_t)ci->socket_context - 1 : -1;
 
 	pthread_mutex_lock(&m->conn_lock);
+	/* (An evicted connection may be ended by MHD only later, and said
+	 * to be complete: it is slow, not served.) */
 	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && slot >= 0 && slot < METRICS_SLOTS &&
-	    m->conns[slot].fd >= 0 && m->conns[slot].since)
+	    m->conns[slot].fd >= 0 && m->conns[slot].since && !m->conns[slot].evicted) {
 		m->conns[slot].since = mono_now();
+		m->conns[slot].served = true;
+	}
 	pthread_mutex_unlock(&m->conn_lock);
 }
 
