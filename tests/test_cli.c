@@ -105,6 +105,18 @@ static void inspect(void **s)
 	assert_int_equal(run("WSRV_CTL", "reload", "--help", NULL), 0);
 	assert_non_null(strstr(out, "usage: wsrvctl"));
 	assert_non_null(strstr(out, "reload"));
+	/* Issue 61 item 8: each command's help lists its options (they were
+	 * only in the bare usage and the man page). */
+	assert_non_null(strstr(out, "--timeout S"));
+	assert_non_null(strstr(out, "3 the wait ran out"));
+	static const char *const with[][2] = { { "inspect", "--memory-budget SIZE" }, { "tensors", "--layer N" },
+					       { "verify", "--hold S" }, { "dump", "-o FILE" },
+					       { "plan", "--slots N" }, { "publish", "--from DIR" } };
+	for (size_t k = 0; k < sizeof(with) / sizeof(with[0]); k++) {
+		assert_int_equal(run("WSRV_CTL", with[k][0], "--help", NULL), 0);
+		if (!strstr(out, "options:\n") || !strstr(out, with[k][1]))
+			fail_msg("wsrvctl %s --help:\n%s", with[k][0], out);
+	}
 	assert_int_equal(run("WSRV_CTL", "--help", NULL), 0);
 	assert_non_null(strstr(out, "WSRV_SOCKET"));
 	assert_non_null(strstr(out, "exit status"));

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -147,6 +148,54 @@ static void reload_refused(void **st)
 	server_done(&ts);
 }
 
+/* Issue 61 item 9: wsrvctl reload m --timeout 1 over a reload that took
+ * longer printed the server's "loading generation 2 from DIR" and exited
+ * 1, never saying that it had stopped waiting, and --timeout 0 failed at
+ * once. The wait running out is said, with its own exit status (3), and
+ * the reload goes on; --timeout 0 starts it and does not wait. The
+ * reload is held by $WSRV_TEST_LOAD_HOLD for as long as the test needs. */
+static void reload_wait_runs_out(void **st)
+{
+	struct test_server ts = { 0 };
+	const char *args[] = { getenv("WSRV_CTL"), "--socket", NULL, "reload", "m", "--timeout", "1", NULL };
+	char flag[200], env[250];
+	const char *envv[] = { env, NULL };
+	uint64_t gens[8];
+	int retired[8], fd;
+	size_t len, n;
+	char *err;
+
+	(void)st;
+	need_test_seams("WSRV_TEST_LOAD_HOLD holds the reload");
+	assert_int_equal(make_model(F.dir[0], "llama-mini", 8 << 20, 2, 1, 1), 0);
+	snprintf(flag, sizeof(flag), "/tmp/wsrv-test-reload-hold-%d", (int)getpid());
+	snprintf(env, sizeof(env), "WSRV_TEST_LOAD_HOLD=%s", flag);
+	ts.env = envv;
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
+	assert_true((fd = open(flag, O_CREAT | O_WRONLY | O_CLOEXEC, 0600)) >= 0);
+	close(fd);
+	args[2] = ts.sock;
+	assert_int_equal(run_prog(args, NULL, pjoin(ts.dir, "ctl.out"), pjoin(ts.dir, "ctl.err"), 0, 60), 3);
+	assert_non_null(err = (char *)read_file(pjoin(ts.dir, "ctl.err"), &len));
+	assert_non_null(strstr(err, "the wait ran out after 1 s; the reload goes on"));
+	free(err);
+	assert_int_equal(unlink(flag), 0);
+	for (int i = 0; i < 300; i++) {
+		n = generations(ts.sock, gens, retired);
+		bool second = false;
+		for (size_t k = 0; k < n; k++)
+			second = second || (!retired[k] && gens[k] == 2);
+		if (second)
+			break;
+		sleep_ms(50);
+	}
+	args[6] = "0";
+	assert_int_equal(run_prog(args, NULL, pjoin(ts.dir, "ctl.out"), pjoin(ts.dir, "ctl.err"), 0, 60), 0);
+	args[6] = "soon";
+	assert_int_equal(run_prog(args, NULL, pjoin(ts.dir, "ctl.out"), pjoin(ts.dir, "ctl.err"), 0, 60), 2);
+	server_done(&ts);
+}
+
 /* Issue 49 item 2: systemctl reload (the unit's ExecReload) runs
  * wsrvctl reload --all: every model, one after another, a new generation
  * each. */
@@ -250,6 +299,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(reload_with_worker),
 	cmocka_unit_test(reload_refused),
 	cmocka_unit_test(reload_all_models),
+	cmocka_unit_test(reload_wait_runs_out),
 	cmocka_unit_test(never_torn),
 	cmocka_unit_test(worker_follows),
 )

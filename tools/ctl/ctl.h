@@ -16,7 +16,8 @@ struct ctl_ctx {
 struct ctl_command {
 	const char *name;
 	int (*run)(const struct ctl_ctx *, int, char **);
-	const char *help;
+	const char *help;           /* its line of the usage */
+	const char *opts;           /* its options, a line each, for COMMAND --help; or NULL */
 };
 
 struct wsrv_client;

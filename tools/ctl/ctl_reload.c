@@ -36,8 +36,12 @@ static uint64_t current(struct wsrv_client *cl, const char *name, char *note, si
 	return gen;
 }
 
-/* Reloads model name (from path, NULL: its own) and follows it: 0 done, 1
- * failed. */
+/* The exit status of a reload whose wait ran out (it goes on). */
+#define RELOAD_WAITED_OUT 3
+
+/* Reloads model name (from path, NULL: its own) and follows it for
+ * timeout seconds (0: not at all): 0 done (or started, with 0), 1 failed,
+ * RELOAD_WAITED_OUT when the wait ran out first. */
 static int reload_one(struct wsrv_client *cl, const char *name, const char *path, double timeout)
 {
 	char note[200];
@@ -49,6 +53,10 @@ static int reload_one(struct wsrv_client *cl, const char *name, const char *path
 	}
 	printf("reloading %s (generation %" PRIu64 " serves meanwhile)\n", esc(name), before);
 	fflush(stdout);
+	if (timeout == 0) {
+		printf("not waiting for it (--timeout 0): wsrvctl models shows how it goes\n");
+		return 0;
+	}
 	for (double t0 = mono_now(); mono_now() - t0 < timeout;) {
 		struct timespec ts = { 0, 50000000 };
 		now = current(cl, name, note, sizeof(note));
@@ -61,8 +69,15 @@ static int reload_one(struct wsrv_client *cl, const char *name, const char *path
 		       esc(name), esc(note));
 		return 0;
 	}
-	fprintf(stderr, "wsrvctl: %s: %s\n", esc(name), note[0] ? esc(note) : "no new generation in time");
-	return 1;
+	if (strstr(note, "failed")) {
+		fprintf(stderr, "wsrvctl: %s: %s\n", esc(name), esc(note));
+		return 1;
+	}
+	/* Issue 61 item 9: this printed the server's "loading generation
+	 * N from DIR" and exited 1, as if the reload had failed. */
+	fprintf(stderr, "wsrvctl: %s: the wait ran out after %g s; the reload goes on in the server (%s): "
+		"wsrvctl models shows how it goes\n", esc(name), timeout, note[0] ? esc(note) : "no word yet");
+	return RELOAD_WAITED_OUT;
 }
 
 /* Every model the server names, once each, one after another (each
@@ -87,8 +102,10 @@ static int reload_all(struct wsrv_client *cl, double timeout)
 			snprintf(names[n++], sizeof(names[0]), "%s", mi.name);
 	}
 	wsrv_model_list_free(l);
-	for (size_t k = 0; k < n; k++)
-		rc |= reload_one(cl, names[k], NULL, timeout);
+	for (size_t k = 0; k < n; k++) {
+		int r = reload_one(cl, names[k], NULL, timeout);
+		rc = rc == 1 || r == 1 ? 1 : rc ? rc : r; /* a failure before a wait that ran out */
+	}
 	return rc;
 }
 
@@ -107,7 +124,15 @@ int ctl_reload(const struct ctl_ctx *c, int argc, char **argv)
 	optind = 1;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (o == 'p') path = optarg;
-		else if (o == 't') timeout = atof(optarg);
+		else if (o == 't') {
+			char *end;
+			timeout = strtod(optarg, &end);
+			if (end == optarg || *end || !(timeout >= 0) || timeout > 1e9) {
+				fprintf(stderr, "wsrvctl reload: --timeout '%s': seconds, 0 or more (0: do not wait)\n",
+					optarg);
+				return 2;
+			}
+		}
 		else if (o == 'a') all = true;
 		else return 2;
 	}

@@ -10,22 +10,52 @@
 #include "ctl.h"
 
 static const struct ctl_command offline[] = {
-	{ "inspect", ctl_inspect, "inspect PATH          validate a file or model directory offline" },
-	{ NULL, NULL, NULL },
+	{ "inspect", ctl_inspect, "inspect PATH          validate a file or model directory offline",
+	  "  PATH                  a .safetensors file or a model directory (no server)\n"
+	  "  --memory-budget SIZE  the plan wsrvd would apply under this budget, and the\n"
+	  "                        smallest budget that starts (exit 1 below it)\n"
+	  "  --align BYTES, --max-segment SIZE, --layer-pattern REGEX\n"
+	  "                        lay it out as wsrvd would with these (wsrvd --help)\n"
+	  "  --plan FILE, --ranks A-B, --world W\n"
+	  "                        the part a host of those ranks would hold\n" },
+	{ NULL, NULL, NULL, NULL },
 };
 
 static const struct ctl_command served[] = {
-	{ "status", ctl_status, "status                server version, uptime, clients, models, memory" },
-	{ "models", ctl_models, "models                the models served" },
-	{ "tensors", ctl_tensors, "tensors MODEL [--layer N]  a model's tensors" },
-	{ "layers", ctl_layers, "layers MODEL          a model's layers and their extents" },
-	{ "stats", ctl_stats, "stats                 the server's counters" },
-	{ "verify", ctl_verify, "verify MODEL [--hold S]  check every checksum in the shared mapping" },
-	{ "dump", ctl_dump, "dump MODEL TENSOR [--plan F --rank R --world W] -o FILE  the bytes as a worker (rank) sees them" },
-	{ "plan", ctl_plan, "plan MODEL --plan FILE [--rank R --world W]  where each tensor lives, device memory" },
-	{ "publish", ctl_publish, "publish MODEL --from DIR  a new generation from other files of the same tensors" },
-	{ "reload", ctl_reload, "reload MODEL [--path DIR] | --all [--timeout S]  a new generation while workers run" },
-	{ NULL, NULL, NULL },
+	{ "status", ctl_status, "status                server version, uptime, clients, models, memory",
+	  "  (no options; --json carries everything the text shows)\n" },
+	{ "models", ctl_models, "models                the models served",
+	  "  (no options; --json for the full record of each generation)\n" },
+	{ "tensors", ctl_tensors, "tensors MODEL [--layer N]  a model's tensors",
+	  "  MODEL                 a model the server serves\n"
+	  "  --layer N             only layer N's tensors\n" },
+	{ "layers", ctl_layers, "layers MODEL          a model's layers and their extents",
+	  "  MODEL                 a model the server serves\n" },
+	{ "stats", ctl_stats, "stats                 the server's counters",
+	  "  (no options)\n" },
+	{ "verify", ctl_verify, "verify MODEL [--hold S]  check every checksum in the shared mapping",
+	  "  MODEL                 a model the server serves\n"
+	  "  --hold S              keep the attachment S seconds after\n" },
+	{ "dump", ctl_dump, "dump MODEL TENSOR [--plan F --rank R --world W] -o FILE  the bytes as a worker (rank) sees them",
+	  "  MODEL TENSOR          the tensor, by name\n"
+	  "  -o FILE               where its bytes go\n"
+	  "  --plan F              a plan (JSON) that shards it; with\n"
+	  "  --rank R --world W    the rank whose view is written\n" },
+	{ "plan", ctl_plan, "plan MODEL --plan FILE [--rank R --world W]  where each tensor lives, device memory",
+	  "  --plan FILE           the plan (JSON)\n"
+	  "  --rank R --world W    the rank and world it is read for (default 0 of 1)\n"
+	  "  --slots N             streaming slots to count device memory for (default 2)\n" },
+	{ "publish", ctl_publish, "publish MODEL --from DIR  a new generation from other files of the same tensors",
+	  "  --from DIR            the model directory with the new weights (same tensors,\n"
+	  "                        dtypes, shapes); the server's --allow-publish-uid or\n"
+	  "                        --allow-publish-gid must name this user\n" },
+	{ "reload", ctl_reload, "reload MODEL [--path DIR] | --all [--timeout S]  a new generation while workers run",
+	  "  --path DIR            load it from DIR (default: its own path)\n"
+	  "  --all                 every model, one after another (systemctl reload)\n"
+	  "  --timeout S           wait at most S seconds for it to serve (default 600;\n"
+	  "                        0: do not wait); exit 3 when the wait runs out first,\n"
+	  "                        the reload going on in the server\n" },
+	{ NULL, NULL, NULL, NULL },
 };
 
 static const struct ctl_command *const tables[] = { offline, served };
@@ -90,12 +120,14 @@ static bool asks_help(int argc, char **argv)
 	return false;
 }
 
-/* `wsrvctl COMMAND --help`: its line of the usage, exit 0. */
+/* `wsrvctl COMMAND --help`: its line of the usage and its options, exit
+ * 0 (issue 61 item 8: its options were only in the man page). */
 static int command_help(const struct ctl_command *cmd)
 {
-	printf("usage: wsrvctl [--socket PATH] [--wait SECONDS] [--json] %s\n"
-	       "exit status: 0 done, 1 failed, 2 a usage error; the socket: --socket, else $WSRV_SOCKET,\n"
-	       "else $XDG_RUNTIME_DIR/wsrv.sock, else /run/wsrv/wsrv.sock\n", cmd->help);
+	printf("usage: wsrvctl [--socket PATH] [--wait SECONDS] [--json] %s\noptions:\n%s"
+	       "exit status: 0 done, 1 failed, 2 a usage error%s; the socket: --socket, else $WSRV_SOCKET,\n"
+	       "else $XDG_RUNTIME_DIR/wsrv.sock, else /run/wsrv/wsrv.sock\n", cmd->help,
+	       cmd->opts ? cmd->opts : "", cmd->run == ctl_reload ? ", 3 the wait ran out" : "");
 	return 0;
 }
 
