@@ -1,18 +1,21 @@
 // SPDX-License-Identifier: MIT
 /* test_utf8.c - cutting text on character boundaries and the characters a
  * name may not hold (issue 48, items 7 and 13): the helpers every cut and
- * every check goes through, and the log's escaping of what is refused. */
+ * every check goes through, and the log's escaping of what is refused.
+ * And the other text an operator types: sizes (units.h). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "escape.h"
 #include "fixture.h"
 #include "utf8.h"
+#include "units.h"
 
 static struct fixture F = { .tag = "utf8" };
 
@@ -63,8 +66,35 @@ static void hidden_characters(void **st)
 	assert_string_equal(esc("a\xe2\x80\xae" "b"), "a\\xe2\\x80\\xaeb");
 }
 
+/* Issue 61 item 13: "2GB", "2TB" and "2gb" were read as GiB and TiB
+ * without a word. Powers of 1024 are written K, M, G (either case) or
+ * KiB, MiB, GiB; the SI forms are refused. */
+static void sizes_say_what_they_mean(void **st)
+{
+	static const char *const bad[] = { "2GB", "2TB", "2gb", "2KB", "2Gb", "2gib", "2 G", "G", "1.5", "2X" };
+	uint64_t v = 0;
+
+	(void)st;
+	assert_int_equal(parse_size("2G", &v), 0);
+	assert_int_equal(v, 2ull << 30);
+	assert_int_equal(parse_size("2g", &v), 0);
+	assert_int_equal(v, 2ull << 30);
+	assert_int_equal(parse_size("2GiB", &v), 0);
+	assert_int_equal(v, 2ull << 30);
+	assert_int_equal(parse_size("1.5T", &v), 0);
+	assert_int_equal(v, 3ull << 39);
+	assert_int_equal(parse_size("4096", &v), 0);
+	assert_int_equal(v, 4096);
+	assert_int_equal(parse_size("512B", &v), 0);
+	assert_int_equal(v, 512);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (parse_size(bad[i], &v) != -EINVAL)
+			fail_msg("'%s' was taken as a size", bad[i]);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(fit_never_cuts_a_character),
 	cmocka_unit_test(trim_drops_an_incomplete_end),
 	cmocka_unit_test(hidden_characters),
+	cmocka_unit_test(sizes_say_what_they_mean),
 )

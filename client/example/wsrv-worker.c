@@ -88,12 +88,13 @@ int main(int argc, char **argv)
 		{ "check", no_argument, NULL, 'c' }, { "help", no_argument, NULL, 'H' },
 		{ "device-name", required_argument, NULL, 'D' }, { "no-share", no_argument, NULL, 'N' },
 		{ "follow", no_argument, NULL, 'F' }, { "wait", required_argument, NULL, 'W' },
-		{ 0 },
+		{ "version", no_argument, NULL, 'V' }, { 0 },
 	};
 	static const char usage[] =
 		"usage: wsrv-worker [--socket PATH] --model NAME [--plan FILE] [--rank R]\n"
 		"                   [--slots D] [--passes N] [--bandwidth GBPS] [--hold S|signal]\n"
 		"                   [--check] [--device-name NAME] [--no-share] [--follow] [--wait SECONDS]\n"
+		"       wsrv-worker --help | --version\n"
 		"--hold: keep the weights attached at the end, S seconds or (signal) until told:\n"
 		"SIGUSR1, SIGINT or SIGTERM ends either hold, and the worker exits 0.\n"
 		"--wait: while no wsrvd answers on the socket (one starting), try again for up\n"
@@ -133,7 +134,8 @@ int main(int argc, char **argv)
 		case 'F': follow = 1; break;
 		case 'W': co.wait_ms = (int)cliarg_long(P, "--wait", optarg, 0, 86400) * 1000; break;
 		case 'H': fputs(usage, stdout); return 0;
-		default: return 2;
+		case 'V': printf("wsrv-worker %s\n", WSRV_VERSION_STRING); return 0;
+		default: fprintf(stderr, "see wsrv-worker --help\n"); return 2;
 		}
 	}
 	if (!model || optind != argc) {

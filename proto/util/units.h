@@ -6,10 +6,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Parses a decimal count with an optional K, M, G, T or P suffix (powers
- * of 1024, an optional trailing "iB" or "B" allowed); with a suffix, a
- * fraction ("1.5G") is taken, rounded down to whole bytes. Returns 0, or
- * -EINVAL for anything else, a value over 2^64-1 included. */
+/* Parses a decimal count with an optional K, M, G, T or P suffix (either
+ * case; powers of 1024), the IEC form too ("2GiB"), or "B" alone for
+ * bytes; with a suffix, a fraction ("1.5G") is taken, rounded down to
+ * whole bytes. The SI forms ("2GB", "2gb": powers of 1000) are refused,
+ * not read as 1024's. Returns 0, or -EINVAL for anything else, a value
+ * over 2^64-1 included. */
 int parse_size(const char *s, uint64_t *out);
 
 /* "[4096, 1024]" into buf; returns buf. */

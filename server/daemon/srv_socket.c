@@ -64,6 +64,13 @@ static int take_lock(const char *path, int *lock, struct errinfo *e)
 	/* O_NOFOLLOW: a symbolic link planted here must not make us create or
 	 * lock a file elsewhere. */
 	fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK, 0600);
+	if (fd < 0 && errno == ENOENT) { /* the folder, not the lock file, is what is missing */
+		char *slash = strrchr(lp, '/');
+		if (slash && slash != lp)
+			*slash = 0;
+		return err_set(e, -ENOENT, "the socket's folder %s does not exist: make it, or choose another --socket",
+			       slash && slash != lp ? lp : ".");
+	}
 	if (fd < 0)
 		return err_set(e, -errno, "%s: %s%s", lp, strerror(errno),
 			       errno == ELOOP ? " (a symbolic link; refusing to follow it)" : "");

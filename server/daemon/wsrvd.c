@@ -142,7 +142,7 @@ static int add_model(struct args *a, const char *spec)
 	if (b) {
 		*b = 0;
 		if (parse_size(b + 8, &a->budgets[a->nmodels]) < 0 || !a->budgets[a->nmodels] || !eq[1]) {
-			log_err("--model '%s': budget=SIZE takes a size above 0 (e.g. 2G), after NAME=PATH; see wsrvd --help",
+			log_err("--model '%s': budget=SIZE takes a size above 0 (e.g. 2G), after NAME=PATH",
 				spec);
 			free(s);
 			return -EINVAL;
@@ -402,9 +402,18 @@ static int parse(int argc, char **argv, struct args *a)
 	for (int i = 0; i < a->nmodels; i++)
 		budgeted = budgeted || a->budgets[i];
 	if (budgeted && (a->load_only || a->serve_late || (a->peers.fill.npeers > 0 || a->peers.listen))) {
-		log_err("--memory-budget: only for a server that serves while loading, not with %s; see wsrvd --help",
+		log_err("--memory-budget: only for a server that serves while loading, not with %s",
 			a->load_only ? "--load-only" : a->serve_late ? "--serve-when-loaded" : "peers");
 		return -EINVAL;
+	}
+	/* A socket path from $WSRV_SOCKET that cannot be one is a usage
+	 * error, as one from --socket is (issue 61 item 13: exit 1 then 2). */
+	if (!a->load_only && !a->srv.socket_path) {
+		char path[SOCKPATH_MAX], why[200];
+		if (sockpath_default(path, sizeof(path), why, sizeof(why)) < 0) {
+			log_err("%s", why);
+			return -EINVAL;
+		}
 	}
 	return check_names(a);
 }

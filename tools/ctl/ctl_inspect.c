@@ -125,7 +125,12 @@ int ctl_inspect(const struct ctl_ctx *c, int argc, char **argv)
 
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "", load_long_options, &li)) != -1) {
-		if (opt != '?' && !lays_out(load_long_options[li].name)) {
+		if (opt == '?' || opt == ':') { /* getopt said why (a missing argument too) */
+			fprintf(stderr, "see wsrvctl inspect --help\n");
+			load_args_free(&lo);
+			return 2;
+		}
+		if (!lays_out(load_long_options[li].name)) {
 			fprintf(stderr, "wsrvctl inspect: --%s does not change what inspect shows (it takes "
 				"--layer-pattern, --plan, --ranks, --world, --align, --max-segment, --memory-budget)\n",
 				load_long_options[li].name);
@@ -135,6 +140,7 @@ int ctl_inspect(const struct ctl_ctx *c, int argc, char **argv)
 		r = load_args_handle(opt, optarg, &lo, &e);
 		if (r <= 0) {
 			fprintf(stderr, "wsrvctl inspect: %s\n", r < 0 ? e.msg : "unknown option");
+			load_args_free(&lo);
 			return 2;
 		}
 	}

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "sockpath.h"
 
 static const struct ctl_command offline[] = {
 	{ "inspect", ctl_inspect, "inspect PATH          validate a file or model directory offline",
@@ -111,6 +112,20 @@ static int take_globals(int argc, char **argv, struct ctl_ctx *c)
 	return out;
 }
 
+/* Whether the socket (--socket, else $WSRV_SOCKET) can be a Unix socket's
+ * path: one that cannot is a usage error, exit 2, as it is for wsrvd
+ * (issue 61 item 13: wsrvctl exited 1). */
+static bool socket_fits(const struct ctl_ctx *c)
+{
+	const char *path = c->socket ? c->socket : getenv("WSRV_SOCKET");
+	char why[200];
+
+	if (!path || !*path || sockpath_check(path, why, sizeof(why)) == 0)
+		return true;
+	fprintf(stderr, "wsrvctl: %s%s\n", why, c->socket ? "" : " ($WSRV_SOCKET)");
+	return false;
+}
+
 /* Whether a command's arguments ask for its help (--help, -h). */
 static bool asks_help(int argc, char **argv)
 {
@@ -145,9 +160,15 @@ int main(int argc, char **argv)
 		return argc < 2 ? 2 : 0;
 	}
 	for (size_t t = 0; t < 2; t++)
-		for (const struct ctl_command *cmd = tables[t]; cmd->name; cmd++)
-			if (strcmp(argv[1], cmd->name) == 0)
-				return asks_help(argc, argv) ? command_help(cmd) : cmd->run(&c, argc - 1, argv + 1);
+		for (const struct ctl_command *cmd = tables[t]; cmd->name; cmd++) {
+			if (strcmp(argv[1], cmd->name) != 0)
+				continue;
+			if (asks_help(argc, argv))
+				return command_help(cmd);
+			if (t == 1 && !socket_fits(&c))
+				return 2;
+			return cmd->run(&c, argc - 1, argv + 1);
+		}
 	fprintf(stderr, "wsrvctl: unknown command '%s'\nsee wsrvctl --help\n", argv[1]);
 	return 2;
 }
