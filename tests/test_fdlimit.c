@@ -91,7 +91,7 @@ static void server_max_clients(const char *sock, uint32_t *max, uint32_t *fitted
 {
 	struct wsrv_server_stats v;
 	struct wsrv_client *c;
-	struct wsrv_stats *st;
+	struct wsrv_stats *st = NULL;
 
 	if (wsrv_connect(sock, NULL, &c) < 0 || wsrv_stats(c, &st) < 0)
 		fail_msg("stats: %s", wsrv_last_error());

@@ -105,7 +105,7 @@ static int group_teardown(void **state)
 }
 
 /* Starts host i: --model m=DIR, serving peers, plus args (NULL-ended). */
-static void host(struct test_server *ts, int i, const char *const *env, bool wait, ...)
+static void host(struct test_server *ts, int i, const char *const *env, int wait, ...)
 {
 	const char *argv[24];
 	va_list ap;

@@ -205,7 +205,7 @@ static void odd_paths_listed_escaped(void **st)
  * rule: U+202E and U+0085 were accepted and did the same. */
 static void odd_names_refused_at_start(void **st)
 {
-	static const char *const bad[] = { "w\xe2\x80\xae" "gpj", "w\xc2\x85", "caf\xe9", "a\tb" };
+	static const char *const bad[] = { "w\xe2\x80\xaegpj", "w\xc2\x85", "caf\xe9", "a\tb" };
 	static const char *const no_lock[] = { "--no-lock", NULL };
 	char spec[600], log[300];
 

@@ -271,7 +271,11 @@ static void release_units(int fd, uint32_t attach_id, uint32_t first, uint32_t n
 	q.body_case = WSRV__REQUEST__BODY_ATTACH_SEGMENTS;
 	q.attach_segments = &a;
 	assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
-	assert_int_equal(recv_reply(fd, fds, &got, &got_id, &nseg), 0);
+	/* A partial take may have given only some of them (the others were
+	 * still being read): a release lets go of every one held all the
+	 * same, and says ENOENT of the others (seen under load). */
+	int code = recv_reply(fd, fds, &got, &got_id, &nseg);
+	assert_true(code == 0 || code == ENOENT);
 	assert_int_equal(got, 0);
 }
 

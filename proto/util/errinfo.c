@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static void vset(struct errinfo *e, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void vset(struct errinfo *e, const char *fmt, va_list ap)
 {
 	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
 	utf8_trim(e->msg); /* a sentence cut short ends on a whole character */

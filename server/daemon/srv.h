@@ -258,13 +258,6 @@ void session_free(struct server *srv, struct session *s);
 /* Releases every lease and attachment of s (as on disconnect). */
 void session_release_all(struct server *srv, struct session *s);
 
-/* Is the peer on fd (credentials c) allowed? Root, the listed uids, and
- * members of the listed gids (primary or supplementary: SO_PEERGROUPS). */
-/* Whether c is of the server's own user (not root) and --refuse-own-uid
- * refuses it. */
-bool srv_own_uid_refused(const struct server *srv, const struct ucred *c);
-bool srv_peer_allowed(const struct server *srv, int fd, const struct ucred *c);
-
 /* How many more fds s may be sent before it reads what it has: the budget
  * less those still unread (SIOCOUTQ tells when everything was read). */
 uint32_t srv_fd_room(const struct server *srv, struct session *s);

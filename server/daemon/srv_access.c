@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -127,4 +129,41 @@ void srv_reach_check(const char *path, const struct srv_config *cfg)
 			log_warn("--allow-gid %u: members of that group reach %s only through another of their groups (mode %04o, group %u): --socket-group %u, or the unit's Group=, lets them all in",
 				 (unsigned)cfg->allow_gid[i], path, (unsigned)(st.st_mode & 07777), (unsigned)st.st_gid,
 				 (unsigned)cfg->allow_gid[i]);
+}
+
+/* Is one of the peer's supplementary groups listed? */
+static bool groups_allowed(const struct server *srv, int fd)
+{
+	gid_t groups[256];
+	socklen_t len = sizeof(groups);
+
+	/* A peer in more than 256 groups is checked on its first 256 only:
+	 * the kernel then answers ERANGE, and we refuse rather than guess. */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+		return false;
+	for (size_t g = 0; g < len / sizeof(gid_t); g++)
+		for (size_t i = 0; i < srv->cfg.n_allow_gid; i++)
+			if (srv->cfg.allow_gid[i] == groups[g])
+				return true;
+	return false;
+}
+
+bool srv_own_uid_refused(const struct server *srv, const struct ucred *c)
+{
+	return srv->cfg.refuse_own_uid && c->uid != 0 && c->uid == geteuid();
+}
+
+bool srv_peer_allowed(const struct server *srv, int fd, const struct ucred *c)
+{
+	if (c->uid == 0)
+		return true;
+	if (srv_own_uid_refused(srv, c))
+		return false;
+	for (size_t i = 0; i < srv->cfg.n_allow_uid; i++)
+		if (srv->cfg.allow_uid[i] == c->uid)
+			return true;
+	for (size_t i = 0; i < srv->cfg.n_allow_gid; i++)
+		if (srv->cfg.allow_gid[i] == c->gid)
+			return true;
+	return srv->cfg.n_allow_gid > 0 && groups_allowed(srv, fd);
 }

@@ -17,6 +17,8 @@
 #include "pb_text.h"
 #include "utf8.h"
 #include "srv_attach.h"
+#include "srv_attachments.h"
+#include "srv_leases.h"
 #include "sorted.h"
 #include "srv_reply.h"
 #include "srv_stats.h"
@@ -67,11 +69,8 @@ static uint32_t *holders(const struct server *srv, uint32_t idx, uint32_t max, s
 
 	*n = 0;
 	for (const struct session *s = srv->sessions; v && s && *n < max; s = s->next)
-		for (uint32_t k = 0; k < s->nattach && *n < max; k++)
-			if (s->attach_model[k] == idx + 1) {
-				v[(*n)++] = (uint32_t)s->cred.pid;
-				break;
-			}
+		if (attach_has(s, idx))
+			v[(*n)++] = (uint32_t)s->cred.pid;
 	return v;
 }
 
@@ -198,7 +197,8 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 {
 	int mi = srv_find_current(srv, a->model);
 	const struct loaded_model *lm;
-	uint32_t *v, slot = s->nattach;
+	uint32_t id;
+	int ret;
 
 	if (mi < 0)
 		return unknown_model(srv, a->model ? a->model : "", seq, r);
@@ -227,25 +227,14 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 	if (lm->arena->nseg + 1 > WSRV_MAX_FDS)
 		return srv_reply_error(r, seq, E2BIG, "model '%s' has more segments than one reply carries",
 				       lm->model->name);
-	for (uint32_t i = 0; i < s->nattach; i++)
-		if (!s->attach_model[i] && slot == s->nattach)
-			slot = i;
-	if (slot == s->nattach && s->nattach >= srv->cfg.max_attach)
-		return srv_reply_error(r, seq, EMFILE, "attachment limit of %u reached; detach first",
-				       srv->cfg.max_attach);
-	if (slot == s->nattach) {
-		v = realloc(s->attach_model, (s->nattach + 1) * sizeof(*v));
-		if (!v)
-			return srv_reply_error(r, seq, ENOMEM, "out of memory");
-		s->attach_model = v;
-		s->nattach++;
-	}
-	s->attach_model[slot] = (uint32_t)mi + 1;
-	srv->models[mi].attached++;
+	if ((ret = attach_add(srv, s, (uint32_t)mi, &id)) < 0)
+		return ret == -EMFILE ? srv_reply_error(r, seq, EMFILE, "attachment limit of %u reached; detach first",
+							srv->cfg.max_attach)
+				      : srv_reply_error(r, seq, ENOMEM, "out of memory");
 	log_info("client %llu (pid %d, uid %d) attached model %s%s", (unsigned long long)s->id,
 		 (int)s->cred.pid, (int)s->cred.uid, esc(lm->model->name),
 		 srv->models[mi].loading ? " while it loads" : "");
-	return srv_attach_reply(srv, (uint32_t)mi, slot + 1, seq, r);
+	return srv_attach_reply(srv, (uint32_t)mi, id, seq, r);
 }
 
 static int layer_cmp(const void *key, const void *elem)
@@ -268,7 +257,8 @@ static int do_fetch(struct server *srv, struct session *s, const Wsrv__FetchLaye
 	Wsrv__Extent ext = WSRV__EXTENT__INIT, *pext = &ext;
 	struct srv_model *sm = srv_attached_model(srv, s, f->attach_id, seq, r);
 	const struct model_layer *l;
-	struct lease *v;
+	uint64_t lease;
+	int ret;
 
 	if (!sm)
 		return -EBADF;
@@ -276,20 +266,15 @@ static int do_fetch(struct server *srv, struct session *s, const Wsrv__FetchLaye
 	if (!l)
 		return srv_reply_error(r, seq, ENOENT, "model '%s' has no layer %d", sm->lm->model->name,
 				       f->layer);
-	if (s->nleases >= srv->cfg.max_leases)
-		return srv_reply_error(r, seq, ENOSPC, "lease limit of %u reached; release some first",
-				       srv->cfg.max_leases);
-	v = realloc(s->leases, (s->nleases + 1) * sizeof(*v));
-	if (!v)
-		return srv_reply_error(r, seq, ENOMEM, "out of memory");
-	s->leases = v;
-	v[s->nleases++] = (struct lease){ s->next_lease, f->attach_id, f->layer };
-	sm->leases++;
+	if ((ret = lease_add(srv, s, (uint32_t)attach_model(s, f->attach_id), f->attach_id, f->layer, &lease)) < 0)
+		return ret == -ENOSPC ? srv_reply_error(r, seq, ENOSPC, "lease limit of %u reached; release some first",
+							srv->cfg.max_leases)
+				      : srv_reply_error(r, seq, ENOMEM, "out of memory");
 	sm->fetches++;
 	ext.segment = l->segment;
 	ext.offset = l->offset;
 	ext.length = l->length;
-	fr.lease = s->next_lease++;
+	fr.lease = lease;
 	fr.n_extents = 1;
 	fr.extents = &pext;
 	resp.seq = seq;
@@ -299,35 +284,12 @@ static int do_fetch(struct server *srv, struct session *s, const Wsrv__FetchLaye
 	return 0;
 }
 
-static int lease_cmp(const void *key, const void *elem)
-{
-	return sorted_cmp_u64(*(const uint64_t *)key, ((const struct lease *)elem)->id);
-}
-
-static int lease_index(const struct session *s, uint64_t id)
-{
-	return (int)sorted_index(&id, s->leases, s->nleases, sizeof(*s->leases), lease_cmp);
-}
-
-static void drop_lease(struct server *srv, struct session *s, uint32_t i)
-{
-	uint32_t m = s->attach_model[s->leases[i].attach_id - 1];
-
-	if (m)
-		srv->models[m - 1].leases--;
-	memmove(&s->leases[i], &s->leases[i + 1], (s->nleases - i - 1) * sizeof(*s->leases));
-	s->nleases--;
-}
-
 static int do_release(struct server *srv, struct session *s, const Wsrv__Release *rl,
 		      uint64_t seq, struct reply *r)
 {
-	int i = lease_index(s, rl->lease);
-
-	if (i < 0)
+	if (lease_release(srv, s, rl->lease) < 0)
 		return srv_reply_error(r, seq, ENOENT, "lease %llu is not one of this client's",
 				       (unsigned long long)rl->lease);
-	drop_lease(srv, s, (uint32_t)i);
 	srv_reply_ok(r, seq);
 	return 0;
 }
@@ -339,16 +301,10 @@ static int do_detach(struct server *srv, struct session *s, const Wsrv__Detach *
 
 	if (!sm)
 		return -EBADF;
-	for (uint32_t i = s->nleases; i-- > 0;)
-		if (s->leases[i].attach_id == d->attach_id)
-			drop_lease(srv, s, i);
-	if (sm->lm->tier)
-		tier_release_all(sm->lm->tier, srv_tier_holder(s, d->attach_id));
-	sm->attached--;
-	s->attach_model[d->attach_id - 1] = 0;
 	log_info("client %llu detached model %s (generation %llu)", (unsigned long long)s->id,
 		 esc(sm->lm->model->name), (unsigned long long)sm->generation);
-	srv_retired_check(srv, sm);
+	lease_drop_attachment(srv, s, d->attach_id);
+	attach_drop(srv, s, d->attach_id);
 	srv_reply_ok(r, seq);
 	return 0;
 }

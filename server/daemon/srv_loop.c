@@ -7,6 +7,8 @@
  * once no operation of it is in flight.
  */
 #include "srv_loop.h"
+#include "srv_access.h"
+#include "srv_attachments.h"
 #include "srv_region.h"
 #include "srv_takeover.h"
 
@@ -144,10 +146,8 @@ static void send_reply(struct loop *L, struct session *s, struct reply *r)
 static void log_gone(const struct session *s)
 {
 	uint64_t leases = s->nleases;
-	uint32_t att = 0;
+	uint32_t att = attach_count(s);
 
-	for (uint32_t i = 0; i < s->nattach; i++)
-		att += s->attach_model[i] != 0;
 	/* A client that held nothing (wsrvctl, a health check) is routine. */
 	log_msg(att || leases ? LOG_INFO : LOG_DEBUG, "client %llu (pid %d, uid %d) gone: released %u attachment%s, %llu lease%s",
 			 (unsigned long long)s->id, (int)s->cred.pid, (int)s->cred.uid, att,
@@ -479,16 +479,13 @@ static void announce(struct loop *L, int old)
 	resp.body_case = WSRV__RESPONSE__BODY_EVENT;
 	resp.event = &ev;
 	for (struct session *s = srv->sessions; s; s = s->next)
-		for (uint32_t k = 0; k < s->nattach; k++)
-			if (s->attach_model[k] == (uint32_t)old + 1 && !s->closing &&
-			    s->pending_sends < SRV_MAX_PENDING) {
-				L->reply.nfds = 0;
-				L->reply.owned_fd = -1;
-				srv_pack(&L->reply, &resp);
-				send_reply(L, s, &L->reply);
-				told++;
-				break;
-			}
+		if (attach_has(s, (uint32_t)old) && !s->closing && s->pending_sends < SRV_MAX_PENDING) {
+			L->reply.nfds = 0;
+			L->reply.owned_fd = -1;
+			srv_pack(&L->reply, &resp);
+			send_reply(L, s, &L->reply);
+			told++;
+		}
 	log_info("told %u clients of model %s about generation %llu", told, ev.model,
 		 (unsigned long long)ev.generation);
 }

@@ -307,7 +307,7 @@ void srv_metrics_sweep(struct srv_metrics *m)
 	pthread_mutex_unlock(&m->conn_lock);
 }
 
-static void mhd_log(void *arg, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void mhd_log(void *arg, const char *fmt, va_list ap)
 {
 	char buf[256];
 

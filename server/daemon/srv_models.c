@@ -2,6 +2,7 @@
 /* srv_models.c - the server's model generations (srv_models.h). */
 #include "srv_models.h"
 
+#include "srv_attachments.h"
 #include "tier.h"
 #include "srv_reply.h"
 
@@ -111,11 +112,13 @@ void srv_stream_fold(struct server *srv, const struct stream_report *x)
 struct srv_model *srv_attached_model(struct server *srv, struct session *s, uint32_t id,
 					uint64_t seq, struct reply *r)
 {
-	if (id == 0 || id > s->nattach || !s->attach_model[id - 1]) {
+	int mi = attach_model(s, id);
+
+	if (mi < 0) {
 		srv_reply_error(r, seq, EBADF, "attach id %u is not one of this client's", id);
 		return NULL;
 	}
-	return &srv->models[s->attach_model[id - 1] - 1];
+	return &srv->models[mi];
 }
 
 const char *srv_tiered_model(const struct server *srv)

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "memfd_util.h"
 #include "srv.h"
+#include "srv_attachments.h"
 #include "srv_reply.h"
 #include "wsrv.pb-c.h"
 
@@ -203,9 +204,9 @@ int region_open(struct server *srv, struct session *s, const Wsrv__RegionOpen *q
 	uint32_t mi;
 	int ret;
 
-	if (q->attach_id == 0 || q->attach_id > s->nattach || !s->attach_model[q->attach_id - 1])
+	if ((ret = attach_model(s, q->attach_id)) < 0)
 		return srv_reply_error(r, seq, EBADF, "attach id %u is not one of this client's", q->attach_id);
-	mi = s->attach_model[q->attach_id - 1] - 1;
+	mi = (uint32_t)ret;
 	if ((ret = check_key(srv, &srv->models[mi], q, seq, r)) < 0)
 		return ret;
 	for (uint32_t i = 0; i < srv->regions.n && !g; i++)

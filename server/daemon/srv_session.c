@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* srv_session.c - a client's session: its attachments and leases. */
+#include "srv_attachments.h"
+#include "srv_leases.h"
 #include "srv.h"
 
 #include <stdlib.h>
@@ -39,26 +41,11 @@ struct session *session_new(struct server *srv, int fd)
 
 void session_release_all(struct server *srv, struct session *s)
 {
-	for (uint32_t i = 0; i < s->nleases; i++) {
-		uint32_t m = s->attach_model[s->leases[i].attach_id - 1];
-		if (m)
-			srv->models[m - 1].leases--;
-	}
-	s->nleases = 0;
+	lease_release_all(srv, s);
 	region_release_session(srv, s);
 	takeover_session_gone(srv, s);
 	publish_session_gone(srv, s);
-	for (uint32_t i = 0; i < s->nattach; i++)
-		if (s->attach_model[i]) {
-			struct tier *t = srv->models[s->attach_model[i] - 1].lm->tier;
-			if (t)
-				tier_release_all(t, srv_tier_holder(s, i + 1));
-			srv->models[s->attach_model[i] - 1].attached--;
-			srv_retired_check(srv, &srv->models[s->attach_model[i] - 1]);
-		}
-	free(s->attach_model);
-	s->attach_model = NULL;
-	s->nattach = 0;
+	attach_release_all(srv, s);
 }
 
 void session_free(struct server *srv, struct session *s)
@@ -77,43 +64,6 @@ void session_free(struct server *srv, struct session *s)
 	free(s->rbuf);
 	close(s->fd);
 	free(s);
-}
-
-/* Is one of the peer's supplementary groups listed? */
-static bool groups_allowed(const struct server *srv, int fd)
-{
-	gid_t groups[256];
-	socklen_t len = sizeof(groups);
-
-	/* A peer in more than 256 groups is checked on its first 256 only:
-	 * the kernel then answers ERANGE, and we refuse rather than guess. */
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
-		return false;
-	for (size_t g = 0; g < len / sizeof(gid_t); g++)
-		for (size_t i = 0; i < srv->cfg.n_allow_gid; i++)
-			if (srv->cfg.allow_gid[i] == groups[g])
-				return true;
-	return false;
-}
-
-bool srv_own_uid_refused(const struct server *srv, const struct ucred *c)
-{
-	return srv->cfg.refuse_own_uid && c->uid != 0 && c->uid == geteuid();
-}
-
-bool srv_peer_allowed(const struct server *srv, int fd, const struct ucred *c)
-{
-	if (c->uid == 0)
-		return true;
-	if (srv_own_uid_refused(srv, c))
-		return false;
-	for (size_t i = 0; i < srv->cfg.n_allow_uid; i++)
-		if (srv->cfg.allow_uid[i] == c->uid)
-			return true;
-	for (size_t i = 0; i < srv->cfg.n_allow_gid; i++)
-		if (srv->cfg.allow_gid[i] == c->gid)
-			return true;
-	return srv->cfg.n_allow_gid > 0 && groups_allowed(srv, fd);
 }
 
 uint32_t srv_fd_room(const struct server *srv, struct session *s)

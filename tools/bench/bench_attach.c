@@ -11,6 +11,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <stdbool.h>
+#include <ftw.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,8 +88,26 @@ static int attach_measure(const char *sock, struct entry *en)
 	return 0;
 }
 
-/* --sizes 64M,256M: llama-mini models made in workdir (kept for reuse). */
-static int make_sizes(char *list, const char *workdir, struct entry *en, int *n)
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)ftw;
+	return (flag == FTW_DP ? rmdir(path) : unlink(path)) < 0 ? -1 : 0;
+}
+
+/* --clean: the models this run made go, and workdir if they leave it
+ * empty (issue 61 item 12: 309 MiB stayed in /tmp with no way to say). */
+static void clean_sizes(const struct entry *en, int n, const bool *made, const char *workdir)
+{
+	for (int i = 0; i < n; i++)
+		if (made[i] && nftw(en[i].path, rm_one, 16, FTW_DEPTH | FTW_PHYS) < 0)
+			fprintf(stderr, "wsrv-bench attach: cannot remove %s: %s\n", en[i].path, strerror(errno));
+	(void)rmdir(workdir); /* only when empty */
+}
+
+/* --sizes 64M,256M: llama-mini models made in workdir (kept for reuse,
+ * unless --clean), those it made marked in made[]. */
+static int make_sizes(char *list, const char *workdir, struct entry *en, int *n, bool *made)
 {
 	for (char *tok = strtok(list, ","); tok && *n < MAX_MODELS; tok = strtok(NULL, ",")) {
 		struct entry *x = &en[(*n)++];
@@ -100,6 +120,7 @@ static int make_sizes(char *list, const char *workdir, struct entry *en, int *n)
 		snprintf(x->path, sizeof(x->path), "%s/llama-mini-%s", workdir, tok);
 		if (access(x->path, F_OK) == 0)
 			continue;
+		made[*n - 1] = true;
 		fprintf(stderr, "making %s\n", x->path);
 		if (mk_preset("llama-mini", sz, 0, &spec, &e) < 0 || mk_write(&spec, x->path, 4, 1, &e) < 0) {
 			fprintf(stderr, "wsrv-bench attach: %s\n", e.msg);
@@ -141,9 +162,11 @@ int bench_attach(int argc, char **argv)
 		{ "model", required_argument, NULL, 'm' },
 		{ "sizes", required_argument, NULL, 's' },
 		{ "workdir", required_argument, NULL, 'w' },
+		{ "clean", no_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
 		{ 0 },
 	};
+	bool made[MAX_MODELS] = { false }, clean = false;
 	struct entry en[MAX_MODELS] = { 0 };
 	const char *specs[MAX_MODELS];
 	char specbuf[MAX_MODELS][560];
@@ -160,16 +183,23 @@ int bench_attach(int argc, char **argv)
 			n++;
 		} else if (c == 's') sizes = optarg;
 		else if (c == 'w') workdir = optarg;
+		else if (c == 'c') clean = true;
 		else if (c == 'j') json = 1;
 		else return 2;
 	}
 	/* The folder is for generated models: made only when some are. */
 	if (sizes)
 		mkdir(workdir, 0755);
-	if ((sizes && make_sizes(sizes, workdir, en, &n) < 0) || n == 0) {
-		fprintf(stderr, "usage: wsrv-bench attach (--model DIR ... | --sizes 64M,256M,1G) [--workdir D] [--json]\n");
+	if ((sizes && make_sizes(sizes, workdir, en, &n, made) < 0) || n == 0) {
+		fprintf(stderr, "usage: wsrv-bench attach (--model DIR ... | --sizes 64M,256M,1G [--workdir D] [--clean])\n"
+				"                         [--json]\n");
+		if (clean)
+			clean_sizes(en, n, made, workdir);
 		return 2;
 	}
+	if (sizes && !clean)
+		fprintf(stderr, "the models are kept in %s for the next run (--clean removes those a run makes)\n",
+			workdir);
 	for (int i = 0; i < n; i++) {
 		struct model *m;
 		struct errinfo e;
@@ -189,6 +219,8 @@ int bench_attach(int argc, char **argv)
 	for (int i = 0; i < n && r == 0; i++)
 		r = attach_measure(bs.sock, &en[i]);
 	bench_server_stop(&bs);
+	if (clean)
+		clean_sizes(en, n, made, workdir);
 	if (r < 0)
 		return 1;
 	attach_print(en, n, json);

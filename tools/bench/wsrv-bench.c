@@ -51,8 +51,10 @@ static const struct {
 	  "      cold loads: bytes from storage, time until all serve; peer fill rate vs\n"
 	  "      ucx_perftest's ucp_get over the same transport" },
 	{ "attach", bench_attach,
-	  "attach (--model DIR ... | --sizes 64M,1G,...) [--json]\n"
-	  "      a new worker's attach time vs a safe_open of the same files" },
+	  "attach (--model DIR ... | --sizes 64M,1G,... [--workdir D] [--clean]) [--json]\n"
+	  "      a new worker's attach time vs a safe_open of the same files; --sizes makes\n"
+	  "      llama-mini models in D (default /tmp/wsrv-bench-models, kept for the next\n"
+	  "      run; --clean removes those the run made)" },
 	{ "fetch", bench_fetch,
 	  "fetch --model DIR [--clients N] [--requests R] [--json]\n"
 	  "      fetch-layer round trips vs a raw SOCK_SEQPACKET ping-pong" },
