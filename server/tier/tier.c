@@ -145,20 +145,11 @@ static void unhold_locked(struct tier *t, size_t i)
 	pthread_cond_broadcast(&t->cv);
 }
 
-/* Whether hold i's piece is held by its account in a hold before i (it
- * counts once). */
-static bool account_held_before(const struct tier *t, size_t i)
-{
-	for (size_t k = 0; k < i; k++)
-		if (t->h[k].account == t->h[i].account && t->h[k].seg == t->h[i].seg)
-			return true;
-	return false;
-}
-
 /* Whether account (a worker's process, over all its connections),
  * taking g for holder (unless holder holds it already), goes past its
- * share of the cache (tier.h): -EDQUOT with a sentence, or 0. A piece
- * two of its connections hold counts once. */
+ * share of the cache (tier.h): -EDQUOT with a sentence, or 0. One pass
+ * over the holds: a piece two of its connections hold counts for each
+ * (a take of a piece the process holds already is never refused). */
 static int past_share_locked(const struct tier *t, uint64_t holder, uint64_t account, uint32_t g, char *msg,
 			     size_t mlen)
 {
@@ -173,8 +164,7 @@ static int past_share_locked(const struct tier *t, uint64_t holder, uint64_t acc
 			continue;
 		if (t->h[i].seg == g)
 			has_g = true;
-		if (!account_held_before(t, i))
-			held += t->s[t->h[i].seg].len;
+		held += t->s[t->h[i].seg].len;
 	}
 	if (has_g || held + t->s[g].len <= t->share)
 		return 0;
