@@ -11,6 +11,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "srv_model_state.h"
 #include "clock.h"
 #include "model_load.h"
 #include "packet.h"
@@ -67,8 +68,8 @@ struct srv_model {
 	uint32_t attached;
 	uint64_t fetches, leases;
 	uint64_t generation;        /* of its weights, for device-region keys */
-	bool retired;               /* replaced by a newer generation (srv_reload.c) */
-	bool loading;               /* serving while loading: not yet loaded (srv_early.c) */
+	enum srv_model_state state; /* its life (srv_model_state.h): changed by
+	                             * srv_model_to alone */
 	double load_t0;             /* mono_now() as its load began, while loading */
 	/* On a model's first entry (the first of its name): its streams that
 	 * closed or whose worker went, so that the counters never go back. */
@@ -78,8 +79,6 @@ struct srv_model {
 	                             * not a generation's: every reload keeps it,
 	                             * whether or not the last one needed a tier */
 	char reload[160];           /* the last load's outcome, for ListModels */
-	bool failed;                /* its load failed (reload says why): listed, attaches
-	                             * get EIO, nothing handed over */
 };
 
 /* A model whose files could not even be laid out at the start: listed
@@ -91,16 +90,29 @@ struct srv_unloaded {
 };
 #define SRV_MAX_UNLOADED 64
 
-/* Serves new attaches: loaded, not replaced. */
+/* Served while it loads (not yet loaded). */
+static inline bool srv_model_loading(const struct srv_model *m)
+{
+	return m->state == SM_LOADING;
+}
+
+/* Its load failed (reload says why): listed, attaches get EIO, nothing
+ * handed over. */
+static inline bool srv_model_failed(const struct srv_model *m)
+{
+	return m->state == SM_FAILED;
+}
+
+/* The name's current entry: not replaced (loading, ready or failed). */
 static inline bool srv_model_current(const struct srv_model *m)
 {
-	return m->lm && !m->retired;
+	return m->state == SM_LOADING || m->state == SM_READY || m->state == SM_FAILED;
 }
 
 /* Serves attaches: current, and its load did not fail. */
 static inline bool srv_model_serves(const struct srv_model *m)
 {
-	return srv_model_current(m) && !m->failed;
+	return m->state == SM_LOADING || m->state == SM_READY;
 }
 
 /* Whether m's memfds go to a successor (a take-over, systemd's fd store):
@@ -108,7 +120,7 @@ static inline bool srv_model_serves(const struct srv_model *m)
  * segments come and go (its successor reads it again, as at a start). */
 static inline bool srv_model_handed(const struct srv_model *m)
 {
-	return srv_model_serves(m) && !m->loading && !m->lm->tier;
+	return m->state == SM_READY && !m->lm->tier;
 }
 
 #define SRV_MAX_STREAMS 16    /* stream reports kept per client */

@@ -50,7 +50,7 @@ int srv_attach_reply(struct server *srv, uint32_t mi, uint32_t attach_id, uint64
 		sizes[i] = sm->lm->arena->seg[i].size;
 	/* A disk tier's model stays a loading one to its clients: they ask
 	 * for each tiered segment as they need it. */
-	if (sm->loading || sm->lm->tier)
+	if (srv_model_loading(sm) || sm->lm->tier)
 		loading_fds(sm, r, &ar, ready);
 	else
 		loaded_fds(sm->lm, r, &ar);

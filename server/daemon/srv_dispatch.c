@@ -112,7 +112,7 @@ static void model_info(const struct server *srv, uint32_t idx, Wsrv__ModelInfo *
 	mi->segments = lm->arena->nseg;
 	mi->page_size = lm->arena->page_size;
 	/* Folios made of every 2 MiB chunk: readers map 2 MiB pages. */
-	if (arena_folios_complete(lm->arena) && !sm->loading)
+	if (arena_folios_complete(lm->arena) && !srv_model_loading(sm))
 		mi->page_size = 2u << 20;
 	if (lm->tier)
 		tier_info(lm->tier, mi);
@@ -121,10 +121,10 @@ static void model_info(const struct server *srv, uint32_t idx, Wsrv__ModelInfo *
 	mi->load_seconds = lm->total_seconds;
 	mi->attached = sm->attached;
 	mi->generation = sm->generation;
-	mi->retired = sm->retired;
+	mi->retired = sm->state == SM_RETIRED;
 	mi->reload = (char *)sm->reload;
-	mi->loading = sm->loading;
-	mi->failed = sm->failed;
+	mi->loading = srv_model_loading(sm);
+	mi->failed = srv_model_failed(sm);
 	mi->placed_bytes = loaded_model_placed(lm);
 	mi->holder_pids = holders(srv, idx, sm->attached, &mi->n_holder_pids);
 	if (lm->model->held) {
@@ -203,9 +203,9 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 	if (mi < 0)
 		return unknown_model(srv, a->model ? a->model : "", seq, r);
 	lm = srv->models[mi].lm;
-	if (srv->models[mi].failed)
+	if (srv_model_failed(&srv->models[mi]))
 		return failed_model(r, seq, lm->model->name, srv->models[mi].reload);
-	if (srv->models[mi].loading && !a->while_loading)
+	if (srv_model_loading(&srv->models[mi]) && !a->while_loading)
 		return srv_reply_error(r, seq, EAGAIN,
 				       "model '%s' is still loading (%llu of %llu bytes); this client cannot attach before it is loaded: ask again",
 				       lm->model->name, (unsigned long long)__atomic_load_n(&lm->ready.h->placed_bytes, __ATOMIC_RELAXED),
@@ -220,7 +220,7 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 		return srv_reply_error(r, seq, EPROTONOSUPPORT,
 				       "model '%s' has a disk tier, which this client's libwsrv is too old to take (it lays out and seals its pieces otherwise): upgrade it",
 				       lm->model->name);
-	if ((srv->models[mi].loading || lm->tier ? 2 : lm->arena->nseg + 1) > r->fd_room)
+	if ((srv_model_loading(&srv->models[mi]) || lm->tier ? 2 : lm->arena->nseg + 1) > r->fd_room)
 		return srv_reply_error(r, seq, EAGAIN,
 				       "%u file descriptors sent to this client are still unread; read the replies first",
 				       s->fds_unread);
@@ -233,7 +233,7 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 				      : srv_reply_error(r, seq, ENOMEM, "out of memory");
 	log_info("client %llu (pid %d, uid %d) attached model %s%s", (unsigned long long)s->id,
 		 (int)s->cred.pid, (int)s->cred.uid, esc(lm->model->name),
-		 srv->models[mi].loading ? " while it loads" : "");
+		 srv_model_loading(&srv->models[mi]) ? " while it loads" : "");
 	return srv_attach_reply(srv, (uint32_t)mi, id, seq, r);
 }
 

@@ -85,7 +85,7 @@ int early_start(struct server *srv)
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < n; i++)
-		if (srv->models[i].loading) {
+		if (srv_model_loading(&srv->models[i])) {
 			E->entry[E->n] = (uint32_t)i;
 			E->lm[E->n++] = srv->models[i].lm;
 		}
@@ -117,8 +117,7 @@ static void publish_one(struct server *srv, struct early_load *E, size_t i)
 			 * listed as failed, and attaches say why. */
 			log_err("model %s: %s; serving the other models (--require-all-models stops instead)",
 				esc(E->lm[i]->model->name), E->e[i].msg);
-			sm->failed = true;
-			sm->loading = false;
+			srv_model_to(sm, SM_FAILED);
 			return;
 		} else {
 			log_err("model %s: %s", esc(E->lm[i]->model->name), E->e[i].msg);
@@ -127,7 +126,7 @@ static void publish_one(struct server *srv, struct early_load *E, size_t i)
 		srv->stop_asked = true;
 		return;
 	}
-	sm->loading = false;
+	srv_model_to(sm, SM_READY);
 	snprintf(sm->reload, sizeof(sm->reload), "loaded in %.2f s while serving",
 		 E->lm[i]->total_seconds);
 	report_log_loaded(E->lm[i]);
@@ -178,7 +177,7 @@ void early_stop(struct server *srv)
 bool early_any(const struct server *srv)
 {
 	for (size_t i = 0; i < srv->nmodels; i++)
-		if (srv->models[i].loading)
+		if (srv_model_loading(&srv->models[i]))
 			return true;
 	return false;
 }

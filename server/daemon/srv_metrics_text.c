@@ -157,7 +157,7 @@ static void model_sum(const struct server *srv, const char *name, struct model_s
 		if (srv_model_current(g)) {
 			m->cur = g;
 			m->generation = g->generation;
-			m->load_seconds = g->loading ? mono_now() - g->load_t0 : g->lm->total_seconds;
+			m->load_seconds = srv_model_loading(g) ? mono_now() - g->load_t0 : g->lm->total_seconds;
 			if (g->lm->tier)
 				tier_stats(g->lm->tier, &m->tier);
 		} else if (g->lm) {
@@ -182,7 +182,7 @@ static double v_fetches(const struct model_sum *m) { return (double)m->fetches; 
 static double v_load(const struct model_sum *m) { return m->load_seconds; }
 static double v_adopted(const struct model_sum *m) { return m->cur && m->cur->lm->adopted; }
 static double v_retired(const struct model_sum *m) { return (double)m->retired; }
-static double v_failed(const struct model_sum *m) { return m->cur && m->cur->failed; }
+static double v_failed(const struct model_sum *m) { return m->cur && srv_model_failed(m->cur); }
 static double v_retired_bytes(const struct model_sum *m) { return (double)m->retired_bytes; }
 
 static double v_t_budget(const struct model_sum *m) { return (double)m->tier.budget; }
@@ -293,7 +293,7 @@ static size_t loads_now(const struct server *srv, struct reload_progress *p, siz
 	for (size_t i = 0; i < srv->nmodels && n < cap; i++) {
 		const struct srv_model *m = &srv->models[i];
 		const struct loaded_model *lm = m->lm;
-		if (!lm || !m->loading)
+		if (!lm || !srv_model_loading(m))
 			continue;
 		p[n++] = (struct reload_progress){ .name = lm->model->name, .what = "load",
 			.total = lm->model->data_bytes, .seconds = mono_now() - m->load_t0,

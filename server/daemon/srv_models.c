@@ -46,8 +46,8 @@ int srv_models_add(struct server *srv, uint32_t old, struct loaded_model *lm)
 	}
 	srv->models = v;
 	v[k] = (struct srv_model){ .lm = lm, .name = name, .generation = v[old].generation + 1,
-				   .budget = v[old].budget };
-	v[old].retired = true;
+				   .budget = v[old].budget, .state = SM_READY };
+	srv_model_to(&v[old], SM_RETIRED);
 	if (v[old].lm)
 		tier_retire(v[old].lm->tier); /* its cache nobody holds goes now */
 	srv->nmodels++;
@@ -82,12 +82,13 @@ static void free_off_loop(struct loaded_model *lm)
 
 void srv_retired_check(struct server *srv, struct srv_model *sm)
 {
-	if (!sm->retired || sm->attached || !sm->lm)
+	if (sm->state != SM_RETIRED || sm->attached)
 		return;
 	log_info("model %s: generation %llu has no client left; its memory goes with the last mapping",
 		 esc(sm->lm->model->name), (unsigned long long)sm->generation);
 	free_off_loop(sm->lm);
 	sm->lm = NULL;
+	srv_model_to(sm, SM_FREED);
 }
 
 int srv_model_first(const struct server *srv, const char *name)

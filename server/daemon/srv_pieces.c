@@ -24,7 +24,7 @@ static uint32_t piece_segment(const struct loaded_model *lm, uint32_t g)
 
 static bool segment_ready(const struct srv_model *sm, uint32_t seg)
 {
-	return !sm->loading || ready_page_segment_ready(&sm->lm->ready, seg);
+	return !srv_model_loading(sm) || ready_page_segment_ready(&sm->lm->ready, seg);
 }
 
 /* What every request must be: 1 to WSRV_MAX_FDS - 2 pieces, each once and

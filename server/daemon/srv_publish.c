@@ -150,7 +150,7 @@ int publish_begin(struct server *srv, struct session *s, const Wsrv__PublishBegi
 		return srv_reply_error(r, seq, EPERM, "this user may not publish (--allow-publish-uid, --allow-publish-gid)");
 	if (mi < 0)
 		return srv_reply_error(r, seq, ENOENT, "no model named '%.*s'", UTF8_CUT(q->model ? q->model : "", 64));
-	if (srv->models[mi].loading)
+	if (srv_model_loading(&srv->models[mi]))
 		return srv_reply_error(r, seq, EBUSY, "model '%.*s' is still loading; publish once it is loaded",
 				       UTF8_CUT(q->model, 64));
 	if (srv->models[mi].lm->tier)

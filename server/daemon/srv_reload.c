@@ -200,7 +200,7 @@ int reload_start(struct server *srv, struct session *s, const Wsrv__Reload *q, u
 	/* Its new generation would not be handed over: ask the successor. */
 	if (srv->takeover)
 		return srv_reply_error(r, seq, EAGAIN, "a take-over of this server is under way; reload once it is done");
-	if (srv->models[mi].loading)
+	if (srv_model_loading(&srv->models[mi]))
 		return srv_reply_error(r, seq, EBUSY, "model '%.*s' is still loading; reload it once it is loaded",
 				       UTF8_CUT(q->model, 64));
 	const char *path = q->path && *q->path ? q->path : srv->models[mi].lm->model->path;

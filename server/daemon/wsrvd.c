@@ -601,7 +601,7 @@ static void add_entry(struct server *srv, struct loaded_model *lm, uint64_t gen,
 {
 	srv->models[srv->nmodels].generation = gen;
 	srv->models[srv->nmodels].budget = budget;
-	srv->models[srv->nmodels].loading = loading;
+	srv->models[srv->nmodels].state = loading ? SM_LOADING : SM_READY;
 	srv->models[srv->nmodels].load_t0 = mono_now();
 	srv->models[srv->nmodels].name = strdup(lm->model->name); /* NULL: not in metrics */
 	srv->models[srv->nmodels++].lm = lm;
@@ -871,7 +871,7 @@ static int give_up(struct server *srv, struct start *st)
 		srv_unlisten(srv->cfg.socket_path, st->lfd, st->lock);
 	}
 	for (size_t i = 0; status == 0 && i < srv->nmodels; i++)
-		if (srv->models[i].loading)
+		if (srv_model_loading(&srv->models[i]))
 			log_info("model %s: stopped by a signal while loading",
 				 esc(srv->models[i].lm->model->name));
 	return status;
