@@ -11,6 +11,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "srv_life.h"
 #include "srv_model_state.h"
 #include "clock.h"
 #include "model_load.h"
@@ -157,9 +158,10 @@ struct session {
 	uint64_t id;
 	int fd;
 	struct ucred cred;
-	bool hello;                 /* handshake done */
+	enum session_state state;   /* its life (srv_life.h): greeting (no Hello
+	                             * yet), serving, closing (no more requests;
+	                             * freed when idle); changed by session_to */
 	uint32_t disk_tier;         /* Hello.disk_tier: the disk tier's rules it takes */
-	bool closing;               /* no more requests; freed when idle */
 	bool recv_armed;
 	bool cancel_armed;          /* s is not freed before its cancel completes */
 	uint32_t pending_sends;
@@ -208,10 +210,9 @@ struct server {
 	uint64_t takeover;          /* the session taking the server over; 0: none */
 	double takeover_deadline;   /* when it must have said TakeOverDone */
 	uint64_t takeover_expired;  /* a session whose take-over ran out of time */
-	bool handed_over;           /* it serves now: stop, leaving it the socket */
 	pid_t successor_pid;
-	bool stopping;
-	bool stop_asked;            /* stop at the loop's next turn (a failed load) */
+	enum srv_life life;         /* serving, stop asked, handed over, stopping
+	                             * (srv_life.h); changed by srv_life_to */
 	bool failed;                /* exit with status 1 once stopped */
 	struct srv_unloaded unloaded[SRV_MAX_UNLOADED]; /* models not even laid out */
 	size_t nunloaded;
@@ -221,6 +222,36 @@ struct server {
 	struct stream_sum other_gone; /* streams reported on no model served here */
 	struct srv_metrics *metrics; /* --metrics-listen's server, or NULL */
 };
+
+/* No new clients: goodbyes said (or being said), the socket closed. */
+static inline bool srv_stopping(const struct server *srv)
+{
+	return srv->life == SRV_STOPPING || srv->life == SRV_STOPPING_HANDED;
+}
+
+/* A successor serves now: the socket and its lock are its. */
+static inline bool srv_handed_over(const struct server *srv)
+{
+	return srv->life == SRV_HANDED_OVER || srv->life == SRV_STOPPING_HANDED;
+}
+
+/* A stop was asked and the server has not begun it. */
+static inline bool srv_stop_asked(const struct server *srv)
+{
+	return srv->life == SRV_STOP_ASKED;
+}
+
+/* Hello done, and not closing. */
+static inline bool session_greeted(const struct session *s)
+{
+	return s->state == SS_SERVING;
+}
+
+/* No more requests: freed when idle. */
+static inline bool session_closing(const struct session *s)
+{
+	return s->state == SS_CLOSING;
+}
 
 /* A reply: one packet and the fds that travel with it: the server's own
  * (the models' memfds, which stay open), except owned_fd (a Bulk reply's

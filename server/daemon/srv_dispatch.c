@@ -41,11 +41,11 @@ static int do_hello(struct server *srv, struct session *s, const Wsrv__Hello *h,
 		srv_reply_error(r, seq, EPROTONOSUPPORT,
 				"protocol version %u is not supported (the server speaks %u)",
 				h->protocol, WSRV_PROTOCOL_VERSION);
-		s->closing = true;
+		session_close(s);
 		return -EPROTONOSUPPORT;
 	}
 	utf8_copy(s->name, sizeof(s->name), h->client_name ? h->client_name : "");
-	s->hello = true;
+	session_to(s, SS_SERVING);
 	s->disk_tier = h->disk_tier;
 	hr.protocol = WSRV_PROTOCOL_VERSION;
 	hr.server_version = WSRV_VERSION_STRING;
@@ -365,14 +365,14 @@ static int timed_fetch(struct server *srv, struct session *s, const Wsrv__FetchL
 static int handle(struct server *srv, struct session *s, const Wsrv__Request *q, int *fd,
 		  struct reply *r)
 {
-	if (q->body_case != WSRV__REQUEST__BODY_HELLO && !s->hello) {
+	if (q->body_case != WSRV__REQUEST__BODY_HELLO && !session_greeted(s)) {
 		srv_reply_error(r, q->seq, EPROTO, "the first request must be Hello");
-		s->closing = true;
+		session_close(s);
 		return -EPROTO;
 	}
 	switch (q->body_case) {
 	case WSRV__REQUEST__BODY_HELLO:
-		if (s->hello)
+		if (session_greeted(s))
 			return srv_reply_error(r, q->seq, EPROTO, "Hello was already received");
 		return do_hello(srv, s, q->hello, q->seq, r);
 	case WSRV__REQUEST__BODY_LIST_MODELS: return do_list(srv, q->seq, r);
@@ -411,17 +411,17 @@ void srv_dispatch(struct server *srv, struct session *s, const uint8_t *pkt,
 	r->owned_fd = -1;
 	r->fd_room = srv_fd_room(srv, s);
 	srv->requests++;
-	if (!q && !s->hello) {
+	if (!q && !session_greeted(s)) {
 		srv_reply_error(r, 0, EPROTO, "the first packet must be a Hello request");
-		s->closing = true;
+		session_close(s);
 		rc = -EPROTO;
 	} else if (!q) {
 		srv_reply_error(r, 0, EBADMSG, "the packet is not a wsrv Request");
 		rc = -EBADMSG;
 	} else if (pb_text_check_sized(&q->base, why, sizeof(why)) < 0) {
 		srv_reply_error(r, q->seq, EBADMSG, "%s", why);
-		if (!s->hello)
-			s->closing = true;
+		if (!session_greeted(s))
+			session_close(s);
 		wsrv__request__free_unpacked(q, &pb_sized_allocator);
 		rc = -EBADMSG;
 	} else if (fd >= 0 && q->body_case != WSRV__REQUEST__BODY_REGION_COMMIT) {
@@ -445,7 +445,7 @@ void srv_dispatch(struct server *srv, struct session *s, const uint8_t *pkt,
 		if (s->errors > srv->cfg.max_errors) {
 			log_warn("client %llu: more than %u protocol errors; closing it",
 				 (unsigned long long)s->id, srv->cfg.max_errors);
-			s->closing = true;
+			session_close(s);
 		}
 	}
 }

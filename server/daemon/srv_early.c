@@ -110,7 +110,7 @@ static void publish_one(struct server *srv, struct early_load *E, size_t i)
 
 	if (E->rc[i] < 0) {
 		snprintf(sm->reload, sizeof(sm->reload), "the load failed: %.*s", UTF8_CUT(E->e[i].msg, 120));
-		if (E->rc[i] == -ECANCELED && srv->stopping) {
+		if (E->rc[i] == -ECANCELED && srv_stopping(srv)) {
 			log_info("model %s: stopped by a signal while loading", esc(E->lm[i]->model->name));
 		} else if (!srv->cfg.require_all && srv_models_serving(srv) > 1) {
 			/* One bad model does not take the others down: it is
@@ -123,7 +123,7 @@ static void publish_one(struct server *srv, struct early_load *E, size_t i)
 			log_err("model %s: %s", esc(E->lm[i]->model->name), E->e[i].msg);
 			srv->failed = true;
 		}
-		srv->stop_asked = true;
+		srv_ask_stop(srv);
 		return;
 	}
 	srv_model_to(sm, SM_READY);
@@ -143,7 +143,7 @@ void early_poll(struct server *srv)
 	done = __atomic_load_n(&E->done, __ATOMIC_ACQUIRE);
 	while (E->published < done)
 		publish_one(srv, E, E->published++);
-	if (E->published == E->n || (done && E->rc[done - 1] < 0 && (E->require_all || srv->stop_asked))) {
+	if (E->published == E->n || (done && E->rc[done - 1] < 0 && (E->require_all || srv_stop_asked(srv)))) {
 		pthread_join(E->th, NULL);
 		early_free(E);
 		srv->early = NULL;

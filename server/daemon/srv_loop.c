@@ -114,7 +114,7 @@ static void send_reply(struct loop *L, struct session *s, struct reply *r)
 		if (r->owned_fd >= 0)
 			close(r->owned_fd);
 		r->owned_fd = -1;
-		s->closing = true;
+		session_close(s);
 		return;
 	}
 	memset(op, 0, sizeof(*op));
@@ -158,7 +158,7 @@ static void log_gone(const struct session *s)
  * receive still armed so that it soon is. */
 static void loop_settle(struct loop *L, struct session *s)
 {
-	if (!s->closing)
+	if (!session_closing(s))
 		return;
 	if (s->recv_armed && !s->cancel_armed) {
 		/* The cancel names the receive by its address, so s (and that
@@ -209,7 +209,7 @@ static void on_accept(struct loop *L, int fd)
 	socklen_t len = sizeof(cred);
 	struct session *s;
 
-	if (srv->stopping) {
+	if (srv_stopping(srv)) {
 		close(fd);
 		return;
 	}
@@ -267,7 +267,7 @@ static void on_packet(struct loop *L, struct session *s, int res)
 	int fds[8], nfds, total;
 
 	total = pkt_take_fds(&s->rmsg, fds, 8, &nfds);
-	if (total == 1 && nfds == 1 && s->hello && (size_t)res <= srv->cfg.max_message &&
+	if (total == 1 && nfds == 1 && session_greeted(s) && (size_t)res <= srv->cfg.max_message &&
 	    !(s->rmsg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
 		/* One fd: a RegionCommit's handle; dispatch owns it. */
 		srv_dispatch(srv, s, s->rbuf, (size_t)res, fds[0], &L->reply);
@@ -276,7 +276,7 @@ static void on_packet(struct loop *L, struct session *s, int res)
 	}
 	pkt_close_fds(fds, nfds);
 	L->reply.owned_fd = -1;
-	if (!s->hello && (total > 0 || (size_t)res > srv->cfg.max_message ||
+	if (!session_greeted(s) && (total > 0 || (size_t)res > srv->cfg.max_message ||
 			  (s->rmsg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))) {
 		/* Anything but a Hello first ends the connection. */
 		srv->requests++;
@@ -284,7 +284,7 @@ static void on_packet(struct loop *L, struct session *s, int res)
 		log_warn("client %llu (pid %d) sent %s before Hello; closing it", (unsigned long long)s->id,
 			 (int)s->cred.pid, total > 0 ? "file descriptors" : "an oversized packet");
 		srv_reply_error(&L->reply, 0, EPROTO, "the first packet must be a Hello request");
-		s->closing = true;
+		session_close(s);
 	} else if (total > 0) {
 		srv->requests++;
 		srv->errors++;
@@ -294,7 +294,7 @@ static void on_packet(struct loop *L, struct session *s, int res)
 		srv_reply_error(&L->reply, 0, EBADMSG,
 				"a request comes with at most one file descriptor (%d closed)", total);
 		if (s->errors > srv->cfg.max_errors)
-			s->closing = true;
+			session_close(s);
 	} else if ((size_t)res > srv->cfg.max_message) {
 		srv->requests++;
 		srv->errors++;
@@ -304,7 +304,7 @@ static void on_packet(struct loop *L, struct session *s, int res)
 		srv_reply_error(&L->reply, 0, EMSGSIZE, "packets are at most %u bytes",
 				srv->cfg.max_message);
 		if (s->errors > srv->cfg.max_errors)
-			s->closing = true;
+			session_close(s);
 	} else {
 		srv_dispatch(srv, s, s->rbuf, (size_t)res, -1, &L->reply);
 	}
@@ -314,14 +314,14 @@ static void on_packet(struct loop *L, struct session *s, int res)
 static void on_recv(struct loop *L, struct session *s, int res)
 {
 	s->recv_armed = false;
-	if (res <= 0 || s->closing) {
+	if (res <= 0 || session_closing(s)) {
 		/* 0: the peer closed (or sent an empty packet, which closes it). */
-		s->closing = true;
+		session_close(s);
 		loop_settle(L, s);
 		return;
 	}
 	on_packet(L, s, res);
-	if (!s->closing && s->pending_sends < SRV_MAX_PENDING)
+	if (!session_closing(s) && s->pending_sends < SRV_MAX_PENDING)
 		arm_recv(L, s);
 	loop_settle(L, s);
 }
@@ -336,15 +336,15 @@ static void send_failed(struct loop *L, struct session *s, const struct send_op 
 
 	if (peer_gone) {
 		log_debug("client %llu: send: %s", (unsigned long long)s->id, strerror(-res));
-		s->closing = true;
+		session_close(s);
 		return;
 	}
 	if (ratelimit_pass(&L->send_errors, mono_now()))
 		log_warn("client %llu (pid %d): a reply with %d file descriptor%s could not be sent: %s",
 			 (unsigned long long)s->id, (int)s->cred.pid, op->nfds, op->nfds == 1 ? "" : "s",
 			 strerror(-res));
-	if (op->nfds == 0 || s->closing) {
-		s->closing = true;
+	if (op->nfds == 0 || session_closing(s)) {
+		session_close(s);
 		return;
 	}
 	srv_reply_error(&L->reply, 0, -res == ETOOMANYREFS ? EAGAIN : -res,
@@ -363,7 +363,7 @@ static void on_send(struct loop *L, struct send_op *op, int res)
 	if (res < 0)
 		send_failed(L, s, op, res);
 	free(op);
-	if (!s->closing && !s->recv_armed && s->pending_sends < SRV_MAX_PENDING)
+	if (!session_closing(s) && !s->recv_armed && s->pending_sends < SRV_MAX_PENDING)
 		arm_recv(L, s);
 	loop_settle(L, s);
 }
@@ -397,7 +397,7 @@ static void goodbye(struct loop *L, struct session *s, const char *why)
 	L->reply.owned_fd = -1;
 	srv_pack(&L->reply, &resp);
 	send_reply(L, s, &L->reply);
-	s->closing = true;
+	session_close(s);
 }
 
 static void stop(struct loop *L)
@@ -405,16 +405,16 @@ static void stop(struct loop *L)
 	struct server *srv = L->srv;
 	struct session *s, *next;
 
-	if (srv->stopping)
+	if (srv_stopping(srv))
 		return;
-	srv->stopping = true;
+	srv_life_to(srv, srv_handed_over(srv) ? SRV_STOPPING_HANDED : SRV_STOPPING);
 	L->stop_deadline = mono_now() + SRV_STOP_GRACE;
 	log_info("stopping: no new clients; saying goodbye to %u", srv->nsessions);
 #ifdef HAVE_SYSTEMD
-	if (!srv->handed_over)
+	if (!srv_handed_over(srv))
 		sd_notify(0, "STOPPING=1");
 #endif
-	if (srv->handed_over) { /* the socket and its lock are the successor's */
+	if (srv_handed_over(srv)) { /* the socket and its lock are the successor's */
 		close(L->lfd);
 		close(L->lock);
 	} else {
@@ -423,8 +423,8 @@ static void stop(struct loop *L)
 	L->lfd = L->lock = srv->lfd = srv->lock = -1;
 	for (s = srv->sessions; s; s = next) {
 		next = s->next;
-		if (!s->closing)
-			goodbye(L, s, srv->handed_over ? "the server was replaced; connect again"
+		if (!session_closing(s))
+			goodbye(L, s, srv_handed_over(srv) ? "the server was replaced; connect again"
 						       : "the server is stopping");
 		loop_settle(L, s);
 	}
@@ -438,13 +438,13 @@ static void on_tick(struct loop *L)
 
 	for (s = srv->sessions; s; s = next) {
 		next = s->next;
-		if (!s->hello && !s->closing && now - s->connected_at > srv->cfg.hello_timeout) {
+		if (!session_greeted(s) && !session_closing(s) && now - s->connected_at > srv->cfg.hello_timeout) {
 			if (ratelimit_pass(&L->refusals, now))
 				log_warn("client %llu (pid %d) sent nothing for %.0f s; closing it",
 					 (unsigned long long)s->id, (int)s->cred.pid, srv->cfg.hello_timeout);
 			srv_reply_error(&L->reply, 0, ETIMEDOUT, "no Hello in time");
 			send_reply(L, s, &L->reply);
-			s->closing = true;
+			session_close(s);
 			loop_settle(L, s);
 		}
 	}
@@ -479,7 +479,7 @@ static void announce(struct loop *L, int old)
 	resp.body_case = WSRV__RESPONSE__BODY_EVENT;
 	resp.event = &ev;
 	for (struct session *s = srv->sessions; s; s = s->next)
-		if (attach_has(s, (uint32_t)old) && !s->closing && s->pending_sends < SRV_MAX_PENDING) {
+		if (attach_has(s, (uint32_t)old) && !session_closing(s) && s->pending_sends < SRV_MAX_PENDING) {
 			L->reply.nfds = 0;
 			L->reply.owned_fd = -1;
 			srv_pack(&L->reply, &resp);
@@ -499,12 +499,12 @@ static void check_accept(struct loop *L)
 {
 	struct server *srv = L->srv;
 
-	if (srv->handed_over && L->accept_armed && !L->accept_cancelling) {
+	if (srv_handed_over(srv) && L->accept_armed && !L->accept_cancelling) {
 		struct io_uring_sqe *sqe = sqe_get(L);
 		io_uring_prep_cancel(sqe, &L->accept_op, 0);
 		io_uring_sqe_set_data(sqe, &L->accept_cancel_op);
 		L->accept_cancelling = true;
-	} else if (!srv->handed_over && !srv->stopping && !L->accept_armed && L->lfd >= 0) {
+	} else if (!srv_handed_over(srv) && !srv_stopping(srv) && !L->accept_armed && L->lfd >= 0) {
 		arm_accept(L);
 	}
 }
@@ -519,11 +519,11 @@ static void on_cqe(struct loop *L, struct io_uring_cqe *cqe)
 			L->accept_armed = false; /* re-armed on the next tick */
 		if (cqe->res >= 0) {
 			on_accept(L, cqe->res);
-		} else if ((cqe->res == -EMFILE || cqe->res == -ENFILE) && !L->srv->stopping) {
+		} else if ((cqe->res == -EMFILE || cqe->res == -ENFILE) && !srv_stopping(L->srv)) {
 			shed_connections(L);
 			if (!L->accept_armed)
 				arm_accept(L);
-		} else if (cqe->res != -ECANCELED && !L->srv->stopping) {
+		} else if (cqe->res != -ECANCELED && !srv_stopping(L->srv)) {
 			if (ratelimit_pass(&L->send_errors, mono_now()))
 				log_warn("accept: %s", strerror(-cqe->res));
 		}
@@ -537,7 +537,7 @@ static void on_cqe(struct loop *L, struct io_uring_cqe *cqe)
 		if (cqe->res == sizeof(L->si) && L->si.ssi_signo == SIGHUP)
 			log_info("SIGHUP ignored: `wsrvctl reload NAME` loads a new generation of a model, `systemctl reload wsrv` (wsrvctl reload --all) of every one");
 		if (cqe->res == sizeof(L->si) && L->si.ssi_signo != SIGHUP)
-			L->srv->stop_asked = true;
+			srv_ask_stop(L->srv);
 		else
 			arm_signal(L);
 		break;
@@ -611,7 +611,7 @@ static void close_all(struct loop *L)
 
 	for (s = srv->sessions; s; s = next) {
 		next = s->next;
-		s->closing = true;
+		session_close(s);
 		shutdown(s->fd, SHUT_RDWR);
 		loop_settle(L, s);
 	}
@@ -672,7 +672,8 @@ int srv_run(struct server *srv, int lfd, int lock, struct errinfo *e)
 	arm_reload(&L);
 	if (early_start(srv) < 0) {
 		log_err("cannot start the thread that loads the models");
-		srv->failed = srv->stop_asked = true;
+		srv->failed = true;
+		srv_ask_stop(srv);
 	}
 	srv_metrics_tick(srv);
 	log_info("serving %zu model%s on %s", srv->nmodels, srv->nmodels == 1 ? "" : "s",
@@ -680,7 +681,7 @@ int srv_run(struct server *srv, int lfd, int lock, struct errinfo *e)
 #ifdef HAVE_SYSTEMD
 	sd_notify(0, "READY=1");
 #endif
-	while (!srv->stopping || (srv->sessions && mono_now() < L.stop_deadline)) {
+	while (!srv_stopping(srv) || (srv->sessions && mono_now() < L.stop_deadline)) {
 		struct io_uring_cqe *cqe;
 		unsigned head, n = 0;
 
@@ -692,7 +693,7 @@ int srv_run(struct server *srv, int lfd, int lock, struct errinfo *e)
 		io_uring_cq_advance(&L.ring, n);
 		/* A stop asked during a take-over waits for its end: the
 		 * successor holds the socket and the lock by then. */
-		if ((srv->handed_over || (srv->stop_asked && !takeover_pending(srv))) && !srv->stopping)
+		if ((srv_handed_over(srv) || (srv_stop_asked(srv) && !takeover_pending(srv))) && !srv_stopping(srv))
 			stop(&L);
 		check_accept(&L);
 	}

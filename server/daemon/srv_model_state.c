@@ -13,7 +13,8 @@ static const char *const names[SM_STATE_MAX] = {
 };
 
 /* moves[from][to]: whether a generation may go from one to the other. */
-static const bool moves[SM_STATE_MAX][SM_STATE_MAX] = {
+/* (Read by assert alone: unused in a release build.) */
+__attribute__((unused)) static const bool moves[SM_STATE_MAX][SM_STATE_MAX] = {
 	[SM_LOADING] = { [SM_READY] = true, [SM_FAILED] = true },
 	[SM_READY] = { [SM_RETIRED] = true },
 	[SM_FAILED] = { [SM_RETIRED] = true },

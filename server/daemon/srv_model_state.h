@@ -18,7 +18,9 @@
 #ifndef WSRV_SRV_MODEL_STATE_H
 #define WSRV_SRV_MODEL_STATE_H
 
-enum srv_model_state { SM_LOADING, SM_READY, SM_FAILED, SM_RETIRED, SM_FREED, SM_STATE_MAX };
+/* SM_READY first: a zeroed entry (a fuzzer's, a test's) is a loaded one, as it was
+ * with the bools. */
+enum srv_model_state { SM_READY, SM_LOADING, SM_FAILED, SM_RETIRED, SM_FREED, SM_STATE_MAX };
 
 /* The state's name, for logs. */
 const char *srv_model_state_name(enum srv_model_state s);

@@ -75,7 +75,7 @@ static int takeover_refuse(struct server *srv, struct session *s, uint64_t seq, 
 	 * back: after the load, or to start on its own once this one is gone. */
 	if (srv->takeover)
 		return srv_reply_error(r, seq, EBUSY, "another wsrvd is taking this server over already");
-	if (srv->stopping || srv->lfd < 0)
+	if (srv_stopping(srv) || srv->lfd < 0)
 		return srv_reply_error(r, seq, EAGAIN, "the server is stopping");
 	if (early_any(srv))
 		return srv_reply_error(r, seq, EAGAIN, "a model is still loading; take the server over once it is loaded");
@@ -131,7 +131,7 @@ int takeover_done(struct server *srv, struct session *s, uint64_t seq, struct re
 				       takeover_limit());
 	if (srv->takeover != s->id)
 		return srv_reply_error(r, seq, EPERM, "this client is not taking the server over");
-	srv->handed_over = true;
+	srv_life_to(srv, SRV_HANDED_OVER);
 	srv->successor_pid = s->cred.pid;
 	log_info("pid %d serves now; leaving it the socket", (int)s->cred.pid);
 	srv_reply_ok(r, seq);
@@ -140,7 +140,7 @@ int takeover_done(struct server *srv, struct session *s, uint64_t seq, struct re
 
 bool takeover_pending(const struct server *srv)
 {
-	return srv->takeover && !srv->handed_over;
+	return srv->takeover && !srv_handed_over(srv);
 }
 
 void takeover_tick(struct server *srv)
@@ -157,7 +157,7 @@ void takeover_session_gone(struct server *srv, const struct session *s)
 {
 	if (srv->takeover_expired == s->id)
 		srv->takeover_expired = 0;
-	if (srv->takeover != s->id || srv->handed_over)
+	if (srv->takeover != s->id || srv_handed_over(srv))
 		return;
 	srv->takeover = 0;
 	log_warn("the take-over by pid %d was abandoned; serving on", (int)s->cred.pid);

@@ -89,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!s)
 		return 0;
-	while (size >= 2 && !s->closing) {
+	while (size >= 2 && !session_closing(s)) {
 		size_t len = (size_t)data[0] | (size_t)data[1] << 8;
 		data += 2;
 		size -= 2;
