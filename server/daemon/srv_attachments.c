@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "srv_models.h"
+#include "srv_reply.h"
 #include "tier.h"
 
 int attach_add(struct server *srv, struct session *s, uint32_t mi, uint32_t *id)
@@ -72,4 +73,17 @@ void attach_release_all(struct server *srv, struct session *s)
 	free(s->attach_model);
 	s->attach_model = NULL;
 	s->nattach = 0;
+}
+
+/* The model behind an attach id, or NULL with an error reply. */
+struct srv_model *srv_attached_model(struct server *srv, struct session *s, uint32_t id,
+					uint64_t seq, struct reply *r)
+{
+	int mi = attach_model(s, id);
+
+	if (mi < 0) {
+		srv_reply_error(r, seq, EBADF, "attach id %u is not one of this client's", id);
+		return NULL;
+	}
+	return &srv->models[mi];
 }

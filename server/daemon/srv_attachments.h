@@ -21,6 +21,10 @@ int attach_add(struct server *srv, struct session *s, uint32_t mi, uint32_t *id)
  * s's (0, past its slots, or detached). */
 int attach_model(const struct session *s, uint32_t id);
 
+/* The model behind s's attach id, or NULL with an EBADF reply in r. */
+struct srv_model *srv_attached_model(struct server *srv, struct session *s, uint32_t id, uint64_t seq,
+				     struct reply *r);
+
 /* Whether s has an attachment to model mi. */
 bool attach_has(const struct session *s, uint32_t mi);
 

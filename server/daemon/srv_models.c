@@ -2,7 +2,6 @@
 /* srv_models.c - the server's model generations (srv_models.h). */
 #include "srv_models.h"
 
-#include "srv_attachments.h"
 #include "tier.h"
 #include "srv_reply.h"
 
@@ -109,18 +108,6 @@ void srv_stream_fold(struct server *srv, const struct stream_report *x)
 	sum->wait_seconds += x->wait_seconds;
 }
 
-/* The model behind an attach id, or NULL with an error reply. */
-struct srv_model *srv_attached_model(struct server *srv, struct session *s, uint32_t id,
-					uint64_t seq, struct reply *r)
-{
-	int mi = attach_model(s, id);
-
-	if (mi < 0) {
-		srv_reply_error(r, seq, EBADF, "attach id %u is not one of this client's", id);
-		return NULL;
-	}
-	return &srv->models[mi];
-}
 
 const char *srv_tiered_model(const struct server *srv)
 {

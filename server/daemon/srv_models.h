@@ -13,9 +13,6 @@
 int srv_find_current(const struct server *srv, const char *name);
 /* The models that serve or will (current, loading or loaded, not failed). */
 size_t srv_models_serving(const struct server *srv);
-/* The model behind a client's attach id, or NULL with an EBADF reply in r. */
-struct srv_model *srv_attached_model(struct server *srv, struct session *s, uint32_t id,
-				     uint64_t seq, struct reply *r);
 
 /* Adds lm (owned from then on) as the newest generation after entry old,
  * which is retired: new attaches get lm. Moves srv->models. The new

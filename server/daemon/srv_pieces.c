@@ -5,6 +5,7 @@
 
 #include <errno.h>
 
+#include "srv_attachments.h"
 #include "srv_models.h"
 #include "srv_reply.h"
 #include "tier.h"
