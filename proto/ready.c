@@ -52,9 +52,9 @@ int ready_check(const void *buf, size_t len, uint32_t nseg, uint32_t nt, struct 
 		char *err, size_t errlen)
 {
 	/* The page is the server's to write: every word is read once, into
-	 * hc, and only the copy is checked and used (issue 60 item 11: a
-	 * unit count raised after the check made a client read past the
-	 * page). */
+	 * hc, and only the copy is checked and used, so that a count the
+	 * server raises after the check cannot send the client past the
+	 * page. */
 	struct rd_header hc, *h = &hc;
 	uint64_t want = ready_size(nseg, nt);
 	bool tiered;

@@ -283,6 +283,23 @@ static long loaded_generation(const struct wsrv_model_list *l, uint64_t g)
 	return -1;
 }
 
+/* Waits up to 60 s for generation g of "m" to be loaded: the model list
+ * then (the caller's to free), its index in *i. */
+static struct wsrv_model_list *wait_loaded(struct wsrv_client *c, uint64_t g, long *i)
+{
+	struct wsrv_model_list *l;
+
+	for (int k = 0; k < 600; k++) {
+		assert_int_equal(wsrv_list_models(c, &l), 0);
+		if ((*i = loaded_generation(l, g)) >= 0)
+			return l;
+		wsrv_model_list_free(l);
+		sleep_ms(100);
+	}
+	fail_msg("generation %llu of m was not loaded within 60 s", (unsigned long long)g);
+	return NULL;
+}
+
 /* Issue 60 item 6: a budget belongs to the model, not to the generation
  * that needed a tier. m=SMALL,budget=24M fits whole (no tier); a reload
  * from a bigger model (34 MB) kept no budget and held it all in memory,
@@ -302,26 +319,13 @@ static void budget_kept_across_reload(void **st)
 	snprintf(spec, sizeof(spec), "m=%s,budget=24M", F.dir[0]);
 	assert_int_equal(server_start(&ts, "w", F.dir[0], "--model", spec, NULL), 0);
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
-	assert_int_equal(wsrv_list_models(c, &l), 0);
-	for (int k = 0; k < 600 && (i = loaded_generation(l, 1)) < 0; k++) {
-		wsrv_model_list_free(l);
-		sleep_ms(100);
-		assert_int_equal(wsrv_list_models(c, &l), 0);
-	}
-	assert_true(i >= 0);
+	l = wait_loaded(c, 1, &i);
 	assert_int_equal(wsrv_model_list_tier(l, (size_t)i, &t), 0);
 	assert_int_equal(t.budget, 0); /* it fits: no tier */
 	wsrv_model_list_free(l);
 	if (wsrv_reload(c, "m", F.dir[1]) < 0)
 		fail_msg("reload: %s", wsrv_last_error());
-	for (int k = 0; k < 600; k++) {
-		assert_int_equal(wsrv_list_models(c, &l), 0);
-		if ((i = loaded_generation(l, 2)) >= 0)
-			break;
-		wsrv_model_list_free(l);
-		sleep_ms(100);
-	}
-	assert_true(i >= 0);
+	l = wait_loaded(c, 2, &i);
 	assert_int_equal(wsrv_model_list_tier(l, (size_t)i, &t), 0);
 	assert_int_equal(t.budget, 24u << 20);
 	wsrv_model_list_free(l);
@@ -374,14 +378,7 @@ static void retired_generation_keeps_no_cache(void **st)
 	assert_true(t.cached_bytes > 0);
 	if (wsrv_reload(c, "m", NULL) < 0)
 		fail_msg("reload: %s", wsrv_last_error());
-	for (int k = 0; k < 600; k++) {
-		assert_int_equal(wsrv_list_models(c, &l), 0);
-		if ((i = loaded_generation(l, 2)) >= 0)
-			break;
-		wsrv_model_list_free(l);
-		sleep_ms(100);
-	}
-	assert_true(i >= 0);
+	l = wait_loaded(c, 2, &i);
 	tier_of_generation(l, 1, &t);
 	wsrv_model_list_free(l);
 	if (t.cached_bytes != 0 || t.held_bytes != 0)

@@ -58,10 +58,9 @@ int parse_size(const char *s, uint64_t *out)
 		return -EINVAL; /* "1.5" bytes is not a size */
 	if (shift)
 		end++;
-	/* K, M, G... are powers of 1024, as is KiB, MiB, GiB... (IEC). KB,
-	 * GB, TB say powers of 1000 (SI), and were read as 1024's without
-	 * a word (issue 61 item 13): refused, as is anything else. "B"
-	 * alone is bytes. */
+	/* K, M, G... are powers of 1024, as are KiB, MiB, GiB... (IEC). KB,
+	 * GB, TB say powers of 1000 (SI): refused rather than read as
+	 * 1024's, as is anything else. "B" alone is bytes. */
 	if (*end && !(shift && strcmp(end, "iB") == 0) && !(!shift && strcmp(end, "B") == 0))
 		return -EINVAL;
 	if (shift && v > (UINT64_MAX >> shift))

@@ -273,12 +273,11 @@ static inline uint64_t srv_tier_holder(const struct session *s, uint32_t attach_
 }
 
 /* Whose share a session's holds count against (a disk tier's cache, device
- * regions): its process, over all its connections (issue 60 items 2 and
- * 3: per connection, one process with two held twice its share). A
- * process the server cannot see (SO_PEERCRED's pid 0: another pid
- * namespace's) is its connection alone. Per process, not per uid: the
- * workers of one deployment usually run as one user, and each must get
- * its own share. */
+ * regions): its process, over all its connections, so that a second
+ * connection does not double a share. A process the server cannot see
+ * (SO_PEERCRED's pid 0: another pid namespace's) is its connection alone.
+ * Per process, not per uid: the workers of one deployment usually run as
+ * one user, and each must get its own share. */
 static inline uint64_t srv_account(const struct session *s)
 {
 	return s->cred.pid > 0 ? (uint64_t)s->cred.pid : (1ull << 63) | s->id;

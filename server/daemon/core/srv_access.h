@@ -3,7 +3,7 @@
  * groups by name or number, the socket's mode, a check, once the socket
  * exists, that everyone the lists let in can open it (the kernel checks
  * the file's mode before wsrvd sees a connection), and the decision for
- * each peer that connects (issue 62 item 3: it lived in srv_session.c). */
+ * each peer that connects. */
 #ifndef WSRV_SRV_ACCESS_H
 #define WSRV_SRV_ACCESS_H
 

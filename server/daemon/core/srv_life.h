@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* srv_life.h - the life of the server and of each of its sessions, as
  * state machines with their moves in one table each (srv_life.c), after
- * the disk tier's (issue 62 item 2: loose bools, stopping, stop_asked,
- * handed_over, hello and closing, written in nine places).
+ * the disk tier's.
  *
  * The server:
  *   SRV_SERVING        -> SRV_STOP_ASKED, SRV_HANDED_OVER, SRV_STOPPING
