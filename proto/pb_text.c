@@ -138,10 +138,8 @@ static int mend_one(char **slot, struct pb_mend *md)
 {
 	char *e;
 
-	if (md->n == PB_MEND_MAX) {
-		md->full = true;
+	if (md->n == PB_MEND_MAX)
 		return -E2BIG;
-	}
 	if (!(e = escaped(*slot)))
 		return -ENOMEM;
 	md->slot[md->n] = slot;
@@ -184,7 +182,6 @@ static int mend(ProtobufCMessage *m, int depth, struct pb_mend *md, char *why, s
 int pb_text_mend(ProtobufCMessage *m, struct pb_mend *md, char *why, size_t len)
 {
 	md->n = 0;
-	md->full = false;
 	if (len)
 		*why = 0;
 	return m ? mend(m, 0, md, why, len) : 0;

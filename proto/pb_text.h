@@ -25,7 +25,6 @@ struct pb_mend {
 	char **slot[PB_MEND_MAX];   /* the fields it set */
 	char *was[PB_MEND_MAX];     /* their values before (not owned) */
 	size_t n;
-	bool full;                  /* more were not text than it could mend */
 };
 
 /* For a message that is about to be sent: every string field of m

@@ -87,7 +87,7 @@ static void pack_text(struct reply *r, Wsrv__Response *resp)
 
 /* A field that is not text (a model directory "caf\xe9", a path in an
  * error) goes escaped, so that it cannot take the reply, and every
- * healthy model listed beside it, down (issue 60 item 8). */
+ * healthy model listed beside it, down. */
 void srv_pack(struct reply *r, Wsrv__Response *resp)
 {
 	static struct ratelimit rl = { .window = 60, .burst = 3 }; /* the loop's thread only */

@@ -148,14 +148,6 @@ static int check_room(struct server *srv, const char *name, const char *path, ui
 	return 0;
 }
 
-/* The memory budget of a model, whatever its current generation needed
- * (issue 60 item 6: a generation that fit had no tier, and the reload
- * after it had no budget). */
-static uint64_t budget_of(const struct srv_model *sm)
-{
-	return sm->budget;
-}
-
 int gen_job_start(struct server *srv, uint32_t mi, const struct gen_job_ops *ops, void *arg,
 		  const char *path)
 {
@@ -172,7 +164,7 @@ int gen_job_start(struct server *srv, uint32_t mi, const struct gen_job_ops *ops
 	j->opts.loader.stop = reload_cancelled;
 	j->opts.loader.total_bytes = &j->total;
 	j->opts.loader.placed_bytes = &j->placed;
-	j->opts.memory_budget = budget_of(&srv->models[mi]);
+	j->opts.memory_budget = srv->models[mi].budget;
 	j->model = mi;
 	j->efd = srv->reload_efd;
 	j->ops = ops;
@@ -211,7 +203,7 @@ int reload_start(struct server *srv, struct session *s, const Wsrv__Reload *q, u
 		return srv_reply_error(r, seq, ENAMETOOLONG, "a reload path is at most %zu bytes",
 				       sizeof(((struct reload_job *)0)->path) - 1);
 	}
-	if ((ret = check_room(srv, q->model, path, budget_of(&srv->models[mi]), seq, r)) < 0) {
+	if ((ret = check_room(srv, q->model, path, srv->models[mi].budget, seq, r)) < 0) {
 		srv->count.outcomes[SRV_RELOAD_FAILED]++;
 		log_warn("model %s: the reload from %s failed: %s", esc(q->model), esc(path), r->msg);
 		return ret;
@@ -225,8 +217,8 @@ int reload_start(struct server *srv, struct session *s, const Wsrv__Reload *q, u
 		 "loading generation %llu from %.*s", (unsigned long long)srv->models[mi].generation + 1,
 		 UTF8_CUT(path, 100));
 	char b[32] = "";
-	if (budget_of(&srv->models[mi]))
-		fmt_bytes(budget_of(&srv->models[mi]), b, sizeof(b));
+	if (srv->models[mi].budget)
+		fmt_bytes(srv->models[mi].budget, b, sizeof(b));
 	log_info("client %llu (pid %d): reloading model %s from %s%s%s", (unsigned long long)s->id,
 		 (int)s->cred.pid, esc(q->model), esc(path), *b ? ", under its memory budget of " : "", b);
 	srv_reply_ok(r, seq);

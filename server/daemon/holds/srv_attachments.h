@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* srv_attachments.h - a session's attachments: the one owner of
- * session.attach_model[] (issue 62 item 3: it was touched in five files).
+ * session.attach_model[].
  * An attach id is 1 + its slot; a slot holds its model's index + 1, or 0
  * once detached (the slot is reused). Each attachment counts in its
  * model's `attached`, and holds its disk tier pieces as holder

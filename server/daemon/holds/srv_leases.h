@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* srv_leases.h - a session's layer leases (FetchLayer, Release): the one
- * owner of session.leases[] (issue 62 item 3). Leases are kept in order
+ * owner of session.leases[]. Leases are kept in order
  * of id; each counts in its attachment's model's `leases`. The loop's
  * thread only. */
 #ifndef WSRV_SRV_LEASES_H

@@ -116,8 +116,8 @@ static int pieces_take_tier(const struct loaded_model *lm, uint64_t holder, uint
 
 /* Taking from a model without a tier (loading, or loaded: the checks
  * said each is ready): the arena's own fds, nothing held. Partial: at
- * most the client's room (issue 60 item 4: every one asked for went while
- * one fd of room was left); the rest are for its next request. */
+ * most the client's room of unread fds, which bounds what is in flight;
+ * the rest are for its next request. */
 static void pieces_take_loading(const struct loaded_model *lm, const Wsrv__AttachSegments *q, struct reply *r,
 				uint32_t *given, size_t *ngiven)
 {
