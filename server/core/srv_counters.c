@@ -2,7 +2,7 @@
 /* srv_counters.c - counting requests and fetch times (srv_counters.h). */
 #include "srv_counters.h"
 
-/* From 10 us: a fetch answered from memory takes tens of microseconds. */
+/* Buckets from 10e-6 s: a fetch answered from memory is that fast. */
 const double srv_fetch_bounds[SRV_FETCH_BUCKETS] = {
 	10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 5e-3, 25e-3, 100e-3,
 };

@@ -60,8 +60,8 @@ static void *free_main(void *lm)
 }
 
 /* Frees lm (the caller's, no longer the server's) on a thread of its own:
- * giving a generation's pages back takes about 0.2 s per GB here, and on
- * the loop that would stall every client for it. Inline when no thread
+ * giving a generation's pages back takes time in proportion to its size,
+ * and on the loop that would stall every client for it. Inline when no thread
  * can be made, and for a disk tier (its pieces count against limits the
  * loop keeps). */
 static void free_off_loop(struct loaded_model *lm)

@@ -555,8 +555,8 @@ static int serve(struct args *a)
 
 /* A fill from peers runs UCX in a forked process (peer_fill.h). UCX's
  * memory hooks (libucm) take a process-wide lock that the fork can leave
- * held, and the fill's process then hung in ucp_init (seen in CI-like
- * runs of a fleet of three); they read their setting when libucm loads,
+ * held, and the fill's process then hangs in ucp_init; they read their
+ * setting when libucm loads,
  * before main. So wsrvd starts itself again, once, with them off (they
  * only keep RDMA registration caches right; over TCP they do nothing), when
  * the command line fills from peers. An operator's own UCX_MEM_EVENTS is
@@ -565,7 +565,7 @@ static void no_ucx_memory_hooks(char **argv)
 {
 	bool fills = false;
 
-	/* Only a fill forks (an exec costs a restart about 3 ms). */
+	/* Only a fill forks: no other start pays for the exec. */
 	for (char **a = argv + 1; *a && !fills; a++)
 		fills = strncmp(*a, "--fill-from", 11) == 0 || strncmp(*a, "--fleet", 7) == 0;
 	if (!fills || getenv("UCX_MEM_EVENTS"))

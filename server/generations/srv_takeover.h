@@ -21,9 +21,9 @@ int takeover_done(struct server *srv, struct session *s, uint64_t seq, struct re
 
 /* The loop's tick: a take-over past its deadline is abandoned, said why. */
 void takeover_tick(struct server *srv);
-/* Whether a take-over is under way: a stop waits for its end (the old
- * server unlinked the socket under a successor that had the fds: issue
- * 37 item 5). */
+/* Whether a take-over is under way: a stop waits for its end, so that
+ * the old server never unlinks the socket under a successor that has its
+ * fds. */
 bool takeover_pending(const struct server *srv);
 /* The session ends: a take-over it had begun is abandoned. */
 void takeover_session_gone(struct server *srv, const struct session *s);

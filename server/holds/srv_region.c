@@ -101,8 +101,7 @@ static void process_regions(const struct server *srv, const struct session *s, u
 }
 
 /* May s hold one more region of `bytes`? 0, or an error reply. The limits
- * are its process's, whatever connections it spreads them over (issue 60
- * item 3: 4 connections of one process held all 64 slots). */
+ * are its process's, whatever connections it spreads them over. */
 static int client_limits(struct server *srv, struct session *s, uint64_t bytes, uint64_t seq,
 			 struct reply *r)
 {

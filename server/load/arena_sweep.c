@@ -41,8 +41,8 @@ static void sweep_seg(struct arena *a, uint32_t seg)
 /* At normal priority, from the moment the model is loaded: no model stays
  * on 4 KiB pages longer than the collapse of its bytes takes (at
  * SCHED_IDLE, on a busy host, that could be never). Not during the load:
- * on 2 cores even an idle-priority collapse beside it made it 10-40%
- * slower (docs/benchmarks.md). */
+ * even an idle-priority collapse beside it slows it on a small host
+ * (docs/benchmarks.md). */
 static void *sweep_main(void *arg)
 {
 	struct sweep *w = arg;

@@ -10,8 +10,8 @@
  * the write itself, while 4 KiB pages come from fragments it never took.
  * A VM whose balloon reports free pages (the feature bit in sysfs) loads
  * into 4 KiB pages with no probe: a probe gets the few blocks the host
- * has not taken back yet, and found folios cheap there (0.35-0.44x) while
- * a whole load into them took 3x as long. Elsewhere the probe times both
+ * has not taken back yet, and finds folios cheap there while a whole load
+ * into them is slower (docs/benchmarks.md). Elsewhere the probe times both
  * on a small memfd each: 8 chunks made folios and written, against the
  * same bytes in 4 KiB pages, each the better of two rounds, in the
  * thread's CPU time (it runs before the first load serves: 64 MiB

@@ -28,10 +28,10 @@ int loader_pool_init(struct loader_pool *p, unsigned qd, unsigned nbufs, size_t 
 		return err_set(e, r, "io_uring_queue_init: %s", strerror(-r));
 	p->ring_ok = true;
 	/* An empty table, each buffer registered at its first use: pinning
-	 * faults its pages in, and a pool registered whole (256 MiB) held the
-	 * first read back by 0.2-0.4 s on a VM whose free memory goes back to
-	 * the host. Buffers come off a stack, so a load pins only as many as it
-	 * ever has in use at once. Registration counts against RLIMIT_MEMLOCK;
+	 * faults its pages in, and a pool registered whole would make the
+	 * first read wait for all of them. Buffers come off a stack, so a load
+	 * pins only as many as it ever has in use at once. Registration counts
+	 * against RLIMIT_MEMLOCK;
 	 * a buffer whose registration fails is read into unregistered. */
 	r = io_uring_register_buffers_sparse(&p->ring, nbufs);
 	p->sparse = r == 0;

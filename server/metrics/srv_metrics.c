@@ -162,8 +162,8 @@ static int oldest_slow(const struct srv_metrics *m, const uint8_t *key, double n
  * out; refused when there is none. An address shunned (a connection of
  * its closed as slow, never having sent a whole request, within
  * METRICS_SHUN_S) is refused: slow clients that came back at once
- * whenever closed kept every slot younger than slow, and a scraper found
- * none to take (issue 60 item 12: 40 of 64 scrapes). A scraper sends
+ * whenever closed would keep every slot younger than slow, and a scraper
+ * would find none to take. A scraper sends
  * whole requests, so it is never shunned, unless it shares its address
  * with a slow client. */
 static enum MHD_Result policy(void *arg, const struct sockaddr *sa, socklen_t len)

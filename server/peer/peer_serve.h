@@ -3,8 +3,7 @@
  * to other hosts, read-only, from a process of its own.
  *
  * Every byte a peer sends is parsed by UCX, and UCX 1.13 aborts the whole
- * process on some malformed ones (one 209-byte packet killed wsrvd: issue
- * 37 item 1). So the UCX side runs in the peer process (peer_child.h:
+ * process on some malformed ones. So the UCX side runs in the peer process (peer_child.h:
  * wsrvd itself again, exec'd), which wsrvd starts, feeds with the tables
  * it offers (each a memfd the loader writes the readiness into, with the
  * arena's memfds) and starts again when it dies. Its death costs the

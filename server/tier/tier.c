@@ -86,8 +86,7 @@ static void read_ahead_locked(struct tier *t, uint32_t g)
 
 	/* One worker only: several keep the readers busy with their own
 	 * streams' prefetches, and reads ahead of the leader crowd the
-	 * cache the ones behind share (4 workers read 1.04-1.40x the tiered
-	 * bytes a pass with it, 0.91-1.22x without, in the same time). */
+	 * cache the ones behind share (docs/benchmarks.md, wsrv-bench tier). */
 	if (t->nplaces > 1)
 		return;
 	/* Past the last layer, the first: a worker's next pass starts there. */

@@ -61,9 +61,9 @@ int tier_create(const struct tier_model *tm, uint64_t budget, uint32_t share_pct
  * for the cache, and never less than the largest piece (a tiered
  * segment, or one routed expert: what one take needs). A take past it is
  * -EDQUOT at once, with a sentence, so that a worker that holds and sits
- * idle cannot starve the others, whatever the model's shape (issue 60
- * items 1 and 2: the floor was a layer's pieces, which on a MoE model
- * are more than the whole cache, and the share was per connection). */
+ * idle cannot starve the others, whatever the model's shape: a layer's
+ * pieces on a MoE model can be more than the whole cache, so the floor is
+ * one piece, and the share counts per process, over its connections. */
 #define TIER_SHARE_PCT 50
 
 /* The first load is about to fill segment seg's first pages: a tiered
@@ -124,7 +124,7 @@ void tier_unit_fd_limit(uint32_t max);
  * nobody holds is evicted now, and each still held goes as its last
  * holder lets it go; nothing more is read ahead. Its clients keep what
  * they hold, and a retired generation keeps no cache beside the new
- * one's budget (issue 60 item 7). Loop thread. NULL is fine. */
+ * one's budget. Loop thread. NULL is fine. */
 void tier_retire(struct tier *t);
 
 /* Stops the reader, closes every cached fd. NULL is fine. */

@@ -236,9 +236,9 @@ static void read_one(struct tier *t, uint32_t g, struct loader_pool *pool)
 	nfds = units_in(t, j.g, j.n);
 	if (ahead && !tier_room_ahead_locked(t, j.bytes, nfds))
 		return; /* none of them read (each asked for again, if wanted) */
-	/* The room is there, under the lock: its fds are taken again below
-	 * (taken twice, a read-ahead of units leaked them, and once they ran
-	 * out every unit's read failed for room that was free). */
+	/* The room is there, under the lock, and its check took the fds:
+	 * they go back here, as the read below takes them again once (each
+	 * fd is counted once, or none are left for reads there is room for). */
 	if (ahead)
 		tier_unit_fds_put(nfds);
 	/* Reading from here on, while it waits for room too (the lock is

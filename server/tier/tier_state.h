@@ -19,8 +19,7 @@
 #define READERS 2           /* reads at once: one's copy and checksum beside the other's I/O */
 /* Reads in flight for one segment: the loader's buffers are fresh memory
  * each read, and a segment (tens of MB) needs no more to keep the disk
- * busy; 8 against the default 64: a pass 0.37-0.49 s against 0.49-0.58 s
- * (docs/benchmarks.md, wsrv-bench tier). */
+ * busy (docs/benchmarks.md, wsrv-bench tier, against the default 64). */
 #define READ_QD 8
 #define READ_AHEAD 2        /* tiered segments queued after a miss, or a hit on one read
                              * ahead, in layer order */
