@@ -73,6 +73,21 @@ static void *lookup(void *h, const struct entry *e)
 }
 
 static struct cuda_api api;
+
+/* Fills api's pointers for n entries; the name of the first one the
+ * driver lacks (its pointer left NULL, the rest filled), or NULL. */
+static const char *fill(void *h, const struct entry *e, size_t n)
+{
+	const char *missing = NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		void *f = lookup(h, &e[i]);
+		*(void **)((char *)&api + e[i].off) = f;
+		if (!f && !missing)
+			missing = e[i].name;
+	}
+	return missing;
+}
 static const char *load_error;
 static char why_buf[256];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -86,20 +101,12 @@ static void api_load(void)
 		load_error = "no CUDA driver here (libcuda.so.1 cannot be loaded)";
 		return;
 	}
-	api.has_vmm = 1;
-	for (size_t i = 0; i < sizeof(vmm_entries) / sizeof(vmm_entries[0]); i++) {
-		void *f = lookup(h, &vmm_entries[i]);
-		*(void **)((char *)&api + vmm_entries[i].off) = f;
-		api.has_vmm &= f != NULL;
-	}
-	for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++) {
-		void *f = lookup(h, &entries[i]);
-		if (!f) {
-			snprintf(why_buf, sizeof(why_buf), "the CUDA driver has no %s (too old?)", entries[i].name);
-			load_error = why_buf;
-			return; /* the handle stays open: harmless, and once */
-		}
-		*(void **)((char *)&api + entries[i].off) = f;
+	api.has_vmm = fill(h, vmm_entries, sizeof(vmm_entries) / sizeof(vmm_entries[0])) == NULL;
+	const char *missing = fill(h, entries, sizeof(entries) / sizeof(entries[0]));
+	if (missing) {
+		snprintf(why_buf, sizeof(why_buf), "the CUDA driver has no %s (too old?)", missing);
+		load_error = why_buf;
+		return; /* the handle stays open: harmless, and once */
 	}
 	if ((e = api.Init(0)) != CUDA_SUCCESS) {
 		snprintf(why_buf, sizeof(why_buf), "cuInit failed: %s (no GPU, or the driver is not loaded)",

@@ -10,6 +10,15 @@
 #include "ready.h"
 #include "wire.h"
 
+/* What this process has of one piece (a segment, or a disk tier's unit)
+ * of a model attached while loading. Under the model's map_lock. */
+struct cl_piece_st {
+	bool mapped;   /* mapped over its reserved range */
+	bool pinned;   /* a disk tier's, waited on by a lookup: its pointers
+	                * stay valid, so it stays mapped and held until detach */
+	uint32_t use;  /* a disk tier's: the streams' uses (piece_door.h) */
+};
+
 struct wsrv_model {
 	struct wsrv_client *c;       /* holds a reference */
 	unsigned refs;               /* atomic: the caller's (until wsrv_detach)
@@ -37,17 +46,11 @@ struct wsrv_model {
 	 * once the readiness page says it is ready. */
 	bool loading;                /* atomic: some segment not mapped yet */
 	struct ready_gen *ready;     /* atomic: the newest server's page, or NULL */
-	bool *mapped;                /* per segment, under map_lock */
+	struct cl_piece_st *pst;     /* per piece, owned, under map_lock */
 	pthread_mutex_t map_lock;
-	/* A disk tier's segments (tier_take.c): streams using each, and
-	 * whether a lookup pinned it (a lookup's pointers stay valid, so its
-	 * segment stays mapped and held until detach). Under map_lock. */
-	uint32_t *tier_use;
-	bool *tier_pinned;
 	/* A disk tier's units (units.c): each routed expert of a layer,
 	 * mapped alone over its range of its segment while used. A piece is
-	 * a segment (below nseg) or unit k (nseg + k): mapped, tier_use and
-	 * tier_pinned are per piece. */
+	 * a segment (below nseg) or unit k (nseg + k). */
 	uint32_t nunits;
 	struct rd_unit *units;       /* owned, checked, in (segment, offset) order */
 	uint32_t *piece;             /* per tensor, owned; NULL without units */

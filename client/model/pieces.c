@@ -77,6 +77,6 @@ int cl_map_over(struct wsrv_model *m, uint32_t g, int fd)
 	else if (mmap(at, len, PROT_READ, MAP_SHARED | MAP_FIXED, fd, (off_t)off) == MAP_FAILED)
 		r = cl_err(-errno, "cannot map segment %u: %s", g, strerror(errno));
 	if (r == 0)
-		m->mapped[g] = true;
+		m->pst[g].mapped = true;
 	return r;
 }

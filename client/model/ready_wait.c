@@ -38,16 +38,12 @@ static int reserve(struct wsrv_model *m, const Wsrv__AttachReply *ar)
 	return 0;
 }
 
-/* The per-segment state cl_ready_setup allocates (the lock aside). */
+/* The per-piece state cl_ready_setup allocates (the lock aside). */
 static void seg_state_free(struct wsrv_model *m)
 {
-	free(m->mapped);
-	free(m->tier_use);
-	free(m->tier_pinned);
+	free(m->pst);
 	cl_units_free(m);
-	m->mapped = NULL;
-	m->tier_use = NULL;
-	m->tier_pinned = NULL;
+	m->pst = NULL;
 }
 
 int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__AttachReply *ar)
@@ -59,10 +55,8 @@ int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__A
 	if ((size_t)nfds != 2 + ar->n_ready_segments)
 		return cl_err(-EBADMSG, "the server sent %d fds for a loading model with %zu segments ready",
 			      nfds, ar->n_ready_segments);
-	m->mapped = calloc(m->nseg + 1, sizeof(*m->mapped));
-	m->tier_use = calloc(m->nseg + 1, sizeof(*m->tier_use));
-	m->tier_pinned = calloc(m->nseg + 1, sizeof(*m->tier_pinned));
-	if (!m->mapped || !m->tier_use || !m->tier_pinned || pthread_mutex_init(&m->map_lock, NULL) != 0) {
+	m->pst = calloc(m->nseg + 1, sizeof(*m->pst));
+	if (!m->pst || pthread_mutex_init(&m->map_lock, NULL) != 0) {
 		seg_state_free(m);
 		return cl_err(-ENOMEM, "out of memory");
 	}
@@ -79,7 +73,7 @@ int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__A
 		return r;
 	for (size_t k = 0; k < ar->n_ready_segments; k++) {
 		uint32_t g = ar->ready_segments[k];
-		if (g >= m->nseg || m->mapped[g])
+		if (g >= m->nseg || m->pst[g].mapped)
 			return cl_err(-EBADMSG, "the server sent segment %u twice or out of range", g);
 		if ((r = cl_map_over(m, g, fds[2 + k])) < 0)
 			return r;
@@ -92,7 +86,7 @@ void cl_ready_free(struct wsrv_model *m)
 {
 	cl_ready_gen_free(m->ready);
 	m->ready = NULL;
-	if (m->mapped)
+	if (m->pst)
 		pthread_mutex_destroy(&m->map_lock);
 	seg_state_free(m);
 }
@@ -186,7 +180,7 @@ static int map_carried(struct wsrv_model *m)
 	for (uint32_t i = 0; g->fds && i < m->nseg; i++) {
 		if (g->fds[i] < 0)
 			continue;
-		if (r == 0 && !m->mapped[i])
+		if (r == 0 && !m->pst[i].mapped)
 			r = cl_map_over(m, i, g->fds[i]);
 		close(g->fds[i]);
 		g->fds[i] = -1;
@@ -207,7 +201,7 @@ static int fetch_ready(struct wsrv_model *m)
 	if ((r = map_carried(m)) < 0)
 		return r;
 	for (uint32_t i = 0; i < m->nseg && n < WSRV_MAX_FDS - 2; i++)
-		if (!m->mapped[i] && cl_load_word(word(m, i)) == RD_READY && !cl_tiered(m, i))
+		if (!m->pst[i].mapped && cl_load_word(word(m, i)) == RD_READY && !cl_tiered(m, i))
 			want[n++] = i;
 	if (n == 0)
 		return 0;
@@ -231,7 +225,7 @@ static int map_ready(struct wsrv_model *m)
 	pthread_mutex_lock(&m->map_lock);
 	r = fetch_ready(m);
 	for (uint32_t i = 0; i < m->nseg; i++)
-		all = all && m->mapped[i];
+		all = all && m->pst[i].mapped;
 	/* Units come and go: a model with them is never mapped whole. */
 	if (r == 0 && all && !m->nunits && cl_load_word(word(m, WORD_MODEL)) == RD_READY) {
 		m->manifest_hash = cl_rv(m)->h->manifest_hash; /* the loaded model's identity */
@@ -246,7 +240,7 @@ static bool seg_mapped(struct wsrv_model *m, uint32_t seg)
 	bool v;
 
 	pthread_mutex_lock(&m->map_lock);
-	v = m->mapped[seg];
+	v = m->pst[seg].mapped;
 	pthread_mutex_unlock(&m->map_lock);
 	return v;
 }

@@ -40,7 +40,7 @@ static int map_got(struct wsrv_model *m, const uint32_t *got, const int *fds, si
 	int r = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		if (r == 0 && !m->mapped[got[i]])
+		if (r == 0 && !m->pst[got[i]].mapped)
 			r = cl_map_over(m, got[i], fds[i]);
 		close(fds[i]);
 	}
@@ -68,7 +68,7 @@ static int tier_need(struct wsrv_model *m, uint32_t seg, bool pin, bool wait)
 	int r = 0, fd[1];
 
 	pthread_mutex_lock(&m->map_lock);
-	while (!m->mapped[seg]) {
+	while (!m->pst[seg].mapped) {
 		/* The newest server's word: after a restart, its page's (the
 		 * call below connects again when the server went away). */
 		const uint32_t *w = tier_word(m, seg);
@@ -82,7 +82,7 @@ static int tier_need(struct wsrv_model *m, uint32_t seg, bool pin, bool wait)
 		wait_read(m, w, seen);
 	}
 	if (r == 0 && pin)
-		m->tier_pinned[seg] = true;
+		m->pst[seg].pinned = true;
 	pthread_mutex_unlock(&m->map_lock);
 	return r == -EAGAIN && !wait ? 0 : r < 0 ? r : 1;
 }
@@ -101,25 +101,6 @@ static int loaded(struct wsrv_model *m, uint32_t g, bool wait)
 	return cl_word_now(m, seg) == RD_READY;
 }
 
-int cl_tier_use(struct wsrv_model *m, uint32_t seg, bool wait)
-{
-	int r;
-
-	if ((r = loaded(m, seg, wait)) <= 0)
-		return r;
-	/* Past this worker's share of the cache (EDQUOT): a prefetch waits
-	 * for the worker to let something go, only a take it waits for
-	 * fails. */
-	if ((r = tier_need(m, seg, false, wait)) == -EDQUOT && !wait)
-		return 0;
-	if (r == 1) {
-		pthread_mutex_lock(&m->map_lock);
-		m->tier_use[seg]++;
-		pthread_mutex_unlock(&m->map_lock);
-	}
-	return r;
-}
-
 /* Rounds of cl_tier_use_many while they bring pieces: asks for the
  * pieces of p[0..n) that are ok and not mapped (ASK_MAX at most) and maps
  * what comes. 1: every one is mapped; 0: the rest are still read, *w the
@@ -132,7 +113,7 @@ static int ask_round(struct wsrv_model *m, const uint32_t *p, const bool *ok, si
 	size_t k = 0, ngot;
 
 	for (size_t i = 0; i < n && k < ASK_MAX; i++)
-		if (ok[i] && !m->mapped[p[i]]) {
+		if (ok[i] && !m->pst[p[i]].mapped) {
 			const uint32_t *wi = tier_word(m, p[i]);
 			was[k] = wi ? cl_load_word(wi) : 0;
 			ask[k++] = p[i];
@@ -153,7 +134,7 @@ static int ask_round(struct wsrv_model *m, const uint32_t *p, const bool *ok, si
 	if (ngot)
 		return ask_round(m, p, ok, n, w, seen);
 	for (size_t i = 0; i < k; i++) /* one still read: its word rises when it is */
-		if (!m->mapped[ask[i]]) {
+		if (!m->pst[ask[i]].mapped) {
 			*w = tier_word(m, ask[i]);
 			*seen = was[i];
 			if (!*w)
@@ -181,8 +162,8 @@ int cl_tier_use_many(struct wsrv_model *m, const uint32_t *p, size_t n, bool wai
 		wait_read(m, w, seen);
 	/* Even after a failure: what came is the caller's to let go. */
 	for (size_t i = 0; i < n; i++)
-		if ((got[i] = ok[i] && m->mapped[p[i]]))
-			m->tier_use[p[i]]++;
+		if ((got[i] = ok[i] && m->pst[p[i]].mapped))
+			m->pst[p[i]].use++;
 	pthread_mutex_unlock(&m->map_lock);
 	free(ok);
 	if (r == -EDQUOT && !wait) /* a prefetch past the share: later */
@@ -212,7 +193,7 @@ int cl_tier_drop_many(struct wsrv_model *m, const uint32_t *p, size_t n)
 		uint8_t *at;
 		size_t len;
 		uint64_t off;
-		if (!m->tier_use[g] || --m->tier_use[g] || m->tier_pinned[g] || !m->mapped[g])
+		if (!m->pst[g].use || --m->pst[g].use || m->pst[g].pinned || !m->pst[g].mapped)
 			continue;
 		/* The range stays reserved: a read of it faults, never reads
 		 * bytes a later mapping put elsewhere. */
@@ -221,7 +202,7 @@ int cl_tier_drop_many(struct wsrv_model *m, const uint32_t *p, size_t n)
 			r = cl_err(-errno, "cannot unmap segment %u: %s", g, strerror(errno));
 			break;
 		}
-		m->mapped[g] = false;
+		m->pst[g].mapped = false;
 		rel[k++] = g;
 		if (k == ASK_MAX) {
 			r = give_back(m, rel, k);
@@ -232,11 +213,6 @@ int cl_tier_drop_many(struct wsrv_model *m, const uint32_t *p, size_t n)
 		r = give_back(m, rel, k);
 	pthread_mutex_unlock(&m->map_lock);
 	return r;
-}
-
-int cl_tier_drop(struct wsrv_model *m, uint32_t seg)
-{
-	return cl_tier_drop_many(m, &seg, 1);
 }
 
 /* A layer on a disk tier is mapped and pinned until detach: its

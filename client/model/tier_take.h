@@ -13,15 +13,12 @@
 /* A disk tier's piece (cl_tiered) is mapped only while something uses it:
  * wsrv_model_wait on its layer pins it until detach (a lookup only waits
  * for its first load, and gives data NULL while it is not mapped,
- * cl_data_here); a stream takes it with
- * cl_tier_use (1: mapped; 0: not yet, without wait, its read started) and
- * lets it go with cl_tier_drop, which unmaps it and tells the server once
- * no stream uses it and no lookup pinned it. */
-int cl_tier_use(struct wsrv_model *m, uint32_t seg, bool wait);
-int cl_tier_drop(struct wsrv_model *m, uint32_t seg);
-/* The same for many pieces at once (tier_take.c), in one request per
- * ASK_MAX: the server sends what it has in memory and reads the rest side
- * by side, where one at a time would wait for each read in turn. p[0..n)
+ * cl_data_here); a stream takes it through the piece door (piece_door.h),
+ * which counts each use here, and once no stream uses it and no lookup
+ * pinned it, it is unmapped and the server told. */
+/* Pieces taken, in one request per ASK_MAX: the server sends what it has
+ * in memory and reads the rest side by side, where one at a time would
+ * wait for each read in turn. p[0..n)
  * distinct; got[i] says whether p[i] is mapped now and counted as used
  * (with wait, every one is, or an error comes back; those got before it
  * are counted all the same, for the caller to drop). 0 or <0. */

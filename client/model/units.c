@@ -42,28 +42,15 @@ static long unit_at(const struct wsrv_model *m, uint32_t seg, uint64_t off, uint
 	return -1;
 }
 
-/* The per-piece arrays grow from the segments' to the pieces'. */
+/* The per-piece state grows from the segments' to the pieces'. */
 static int grow(struct wsrv_model *m)
 {
-	uint32_t n = m->nseg + m->nunits;
-	bool *mapped = calloc(n + 1, sizeof(*mapped)), *pinned = calloc(n + 1, sizeof(*pinned));
-	uint32_t *use = calloc(n + 1, sizeof(*use));
+	struct cl_piece_st *pst = realloc(m->pst, (m->nseg + m->nunits + 1) * sizeof(*pst));
 
-	if (!mapped || !pinned || !use) {
-		free(mapped);
-		free(pinned);
-		free(use);
+	if (!pst)
 		return cl_err(-ENOMEM, "out of memory");
-	}
-	memcpy(mapped, m->mapped, m->nseg * sizeof(*mapped));
-	memcpy(pinned, m->tier_pinned, m->nseg * sizeof(*pinned));
-	memcpy(use, m->tier_use, m->nseg * sizeof(*use));
-	free(m->mapped);
-	free(m->tier_pinned);
-	free(m->tier_use);
-	m->mapped = mapped;
-	m->tier_pinned = pinned;
-	m->tier_use = use;
+	memset(pst + m->nseg, 0, (m->nunits + 1) * sizeof(*pst));
+	m->pst = pst;
 	return 0;
 }
 

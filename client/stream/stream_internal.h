@@ -5,6 +5,7 @@
 
 #include "clock.h"
 #include "attached.h"
+#include "piece_door.h"
 #include "device.h"
 #include "plan.h"
 #include "stream_experts.h"
@@ -111,7 +112,8 @@ struct wsrv_stream {
 	struct src_range *srcs;     /* locked chunk by chunk as copies come,
 	                             * unregistered at close */
 	size_t nsrcs;
-	bool *seg_here;             /* per piece (attached.h): mapped here */
+	uint8_t *have;              /* per piece (attached.h): enum cl_piece_got,
+	                             * what this stream has of it */
 	bool *src_locked;           /* per tensor: its source chunks locked */
 	double opened, acquire_t0;
 	struct wsrv_stream_stats st;

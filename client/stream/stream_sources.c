@@ -19,8 +19,7 @@
 
 #include "stream_experts.h"
 #include "stream_internal.h"
-#include "ready_wait.h"
-#include "tier_take.h"
+#include "piece_door.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
@@ -167,20 +166,20 @@ static int lock_tensor(struct wsrv_stream *s, uint32_t i)
 	return r;
 }
 
-/* Segment seg is mapped. A device that registers locks chunks as copies
- * come (lock_tensor); for one that does not, its ranges are faulted in now
- * rather than in the first pass's copies (best effort). Once per segment. */
-static int arrived(struct wsrv_stream *s, uint32_t seg)
+/* Piece seg is mapped, kept or lent (got). A device that registers locks
+ * chunks as copies come (lock_tensor); for one that does not, a kept
+ * piece's ranges are faulted in now rather than in the first pass's
+ * copies (best effort). Once per piece. */
+static void arrived(struct wsrv_stream *s, uint32_t seg, enum cl_piece_got got)
 {
-	if (s->seg_here[seg])
-		return 0;
-	/* Not a disk tier's: it comes for a pass and goes, and the copy
+	if (s->have[seg] != PIECE_NOT_YET || got == PIECE_NOT_YET)
+		return;
+	/* Not a lent one: it comes for a pass and goes, and the copy
 	 * engine's faults overlap the compute where these would not. */
-	for (size_t i = 0; i < s->nsrcs && !s->d->ops->register_host && !cl_tiered(s->m, seg); i++)
+	for (size_t i = 0; i < s->nsrcs && !s->d->ops->register_host && got == PIECE_KEPT; i++)
 		if (s->srcs[i].seg == seg)
 			madvise((void *)s->srcs[i].a, s->srcs[i].b - s->srcs[i].a, MADV_POPULATE_READ);
-	s->seg_here[seg] = true;
-	return 0;
+	s->have[seg] = (uint8_t)got;
 }
 
 int stream_register(struct wsrv_stream *s)
@@ -192,16 +191,15 @@ int stream_register(struct wsrv_stream *s)
 		return 0;
 	if ((r = collect(s)) < 0)
 		return r;
-	if (!(s->seg_here = calloc(cl_npieces(s->m) + 1, sizeof(*s->seg_here))) ||
+	if (!(s->have = calloc(cl_npieces(s->m) + 1, sizeof(*s->have))) ||
 	    !(s->src_locked = calloc(wsrv_model_tensor_count(s->m) + 1, sizeof(*s->src_locked))))
 		return cl_err(-ENOMEM, "out of memory");
+	/* Those here for good now; a lent one is taken as its layers come. */
 	for (uint32_t g = 0; g < nseg; g++) {
-		if (cl_tiered(s->m, g)) /* taken as its layers come (stream_need_tensor) */
-			continue;
-		if ((r = cl_piece_try(s->m, g)) < 0)
+		if ((r = cl_piece_kept_now(s->m, g)) < 0)
 			return r;
-		if (r == 1 && (r = arrived(s, g)) < 0)
-			return r;
+		if (r == 1)
+			arrived(s, g, PIECE_KEPT);
 	}
 	return 0;
 }
@@ -210,24 +208,18 @@ int stream_need_tensor(struct wsrv_stream *s, uint32_t i, bool wait)
 {
 	uint32_t seg = cl_piece(s->m, i);
 	bool lock = s->d && s->d->ops->register_host;
+	enum cl_piece_got got;
 	int r;
 
-	if (!s->d || (s->seg_here[seg] && (!lock || s->src_locked[i])))
+	if (!s->d || (s->have[seg] && (!lock || s->src_locked[i])))
 		return 1;
-	if (s->seg_here[seg])
-		return (r = lock_tensor(s, i)) < 0 ? r : 1;
-	if (cl_tiered(s->m, seg)) {
-		if ((r = cl_tier_use(s->m, seg, wait)) <= 0)
+	if (!s->have[seg]) {
+		r = cl_pieces_need(s->m, &seg, 1, wait, &got);
+		arrived(s, seg, got); /* even after an error: let go with the layer */
+		if (r < 0 || got == PIECE_NOT_YET)
 			return r;
-	} else if (wait) {
-		if ((r = cl_piece_wait(s->m, seg)) < 0)
-			return r;
-	} else if ((r = cl_piece_try(s->m, seg)) <= 0) {
-		return r;
 	}
-	if ((r = arrived(s, seg)) < 0 || (lock && (r = lock_tensor(s, i)) < 0))
-		return r;
-	return 1;
+	return lock && (r = lock_tensor(s, i)) < 0 ? r : 1;
 }
 
 /* Adds g to p[0..*n) when it is not there yet. */
@@ -241,8 +233,8 @@ static void add_piece(uint32_t *p, size_t *n, uint32_t g)
 
 int stream_need_pieces(struct wsrv_stream *s, const uint32_t *idx, size_t n, bool wait)
 {
+	enum cl_piece_got *got;
 	uint32_t *p;
-	bool *got;
 	size_t k = 0;
 	int r;
 
@@ -253,16 +245,15 @@ int stream_need_pieces(struct wsrv_stream *s, const uint32_t *idx, size_t n, boo
 	r = p && got ? 0 : cl_err(-ENOMEM, "out of memory");
 	for (size_t i = 0; r == 0 && i < n; i++) {
 		uint32_t g = cl_piece(s->m, idx[i]);
-		if (cl_tiered(s->m, g) && !s->seg_here[g])
+		if (!s->have[g])
 			add_piece(p, &k, g);
 	}
 	if (r == 0 && k)
-		r = cl_tier_use_many(s->m, p, k, wait, got);
+		r = cl_pieces_need(s->m, p, k, wait, got);
 	/* What came is here (and let go with the layer) even when another
 	 * failed: held, it would stay held until detach. */
 	for (size_t i = 0; i < k; i++)
-		if (got[i])
-			arrived(s, p[i]);
+		arrived(s, p[i], got[i]);
 	free(p);
 	free(got);
 	return r;
@@ -334,7 +325,7 @@ static int let_go(struct wsrv_stream *s, uint32_t g, int64_t fence)
 		return r;
 	if (s->d->ops->register_host)
 		unlock_segment(s, g);
-	s->seg_here[g] = false;
+	s->have[g] = PIECE_NOT_YET;
 	return 0;
 }
 
@@ -350,10 +341,10 @@ int stream_drop_pieces(struct wsrv_stream *s, const uint32_t *p, size_t n, int64
 		return cl_err(-ENOMEM, "out of memory");
 	r = 0;
 	for (size_t i = 0; r == 0 && i < n; i++)
-		if (s->seg_here[p[i]] && cl_tiered(s->m, p[i]) && (r = let_go(s, p[i], fence)) == 0)
+		if (s->have[p[i]] == PIECE_LENT && (r = let_go(s, p[i], fence)) == 0)
 			gone[k++] = p[i];
 	if (k) { /* what was let go here goes at the server, even after a failure */
-		int d = cl_tier_drop_many(s->m, gone, k);
+		int d = cl_pieces_done(s->m, gone, k);
 		r = r < 0 ? r : d;
 	}
 	free(gone);
@@ -367,7 +358,7 @@ int stream_drop_segment(struct wsrv_stream *s, uint32_t g, int64_t fence)
 
 bool stream_piece_unused(const struct wsrv_stream *s, uint32_t g)
 {
-	return s->seg_here && s->seg_here[g] && !seg_in_use(s, -1, g);
+	return s->have && s->have[g] && !seg_in_use(s, -1, g);
 }
 
 int stream_drop_layer(struct wsrv_stream *s, int pos, int64_t fence)
@@ -383,7 +374,7 @@ int stream_drop_layer(struct wsrv_stream *s, int pos, int64_t fence)
 		return cl_err(-ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < l->nstreamed; i++) {
 		uint32_t g = cl_piece(s->m, l->streamed[i]);
-		if (s->seg_here[g] && !seg_in_use(s, pos, g))
+		if (s->have[g] && !seg_in_use(s, pos, g))
 			add_piece(p, &k, g);
 	}
 	r = stream_drop_pieces(s, p, k, fence);
@@ -399,14 +390,14 @@ void stream_unregister(struct wsrv_stream *s)
 			unlock_chunk(s, g, k);
 		free(g->chunks);
 	}
-	for (uint32_t g = 0; s->seg_here && g < cl_npieces(s->m); g++)
-		if (s->seg_here[g] && cl_tiered(s->m, g))
-			cl_tier_drop(s->m, g);
+	for (uint32_t g = 0; s->have && g < cl_npieces(s->m); g++)
+		if (s->have[g] == PIECE_LENT)
+			cl_pieces_done(s->m, &g, 1);
 	free(s->srcs);
-	free(s->seg_here);
+	free(s->have);
 	free(s->src_locked);
 	s->srcs = NULL;
-	s->seg_here = NULL;
+	s->have = NULL;
 	s->src_locked = NULL;
 	s->nsrcs = 0;
 }

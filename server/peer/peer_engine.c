@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <ucp/api/ucp.h>
 #include <unistd.h>
@@ -20,6 +19,7 @@
 #include "log.h"
 #include "peer_bounce.h"
 #include "peer_proto.h"
+#include "peer_thread.h"
 #include "peer_ucx.h"
 #include "utf8.h"
 #include "test_seam.h"
@@ -64,9 +64,8 @@ struct peer_engine {
 	socklen_t addr_len;
 	char addr_str[64];
 	double listen_until;        /* while busy: when to give up, else 0 */
-	int efd, stopfd;
-	pthread_t th;
-	bool running;
+	int efd;
+	struct peer_thread th;      /* the serving thread */
 	struct conn *conns[PEER_MAX_CONNS];
 	struct ptab *tabs[PEER_MAX_TABLES * 2]; /* current and retired */
 	pthread_mutex_t lock;       /* guards pending, withdraw and expect */
@@ -617,7 +616,7 @@ static void trim(struct peer_engine *ps)
 static void *serve_main(void *arg)
 {
 	struct peer_engine *ps = arg;
-	struct pollfd pf[2] = { { .fd = ps->efd, .events = POLLIN }, { .fd = ps->stopfd, .events = POLLIN } };
+	struct pollfd pf[2] = { { .fd = ps->efd, .events = POLLIN }, { .fd = ps->th.stopfd, .events = POLLIN } };
 
 	while (!(pf[1].revents & POLLIN)) {
 		listen_again(ps);
@@ -675,17 +674,15 @@ int peer_engine_start(const char *addr, const struct peer_trust *trust, double b
 	ps->corrupt = (v = test_seam("WSRV_TEST_PEER_CORRUPT")) && *v == '1';
 	ps->delay_ms = (v = test_seam("WSRV_TEST_PEER_DELAY_MS")) ? (unsigned)atoi(v) : 0;
 	ps->offer_delay_ms = (v = test_seam("WSRV_TEST_PEER_OFFER_DELAY_MS")) ? (unsigned)atoi(v) : 0;
-	ps->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	r = ps->stopfd < 0 ? err_set(e, -errno, "eventfd: %s", strerror(errno)) : 0;
+	r = peer_thread_init(&ps->th, e);
 	if (r == 0)
 		r = first_listen(ps, addr, busy_wait_s, e);
-	if (r == 0 && (r = -pthread_create(&ps->th, NULL, serve_main, ps)) < 0)
-		err_set(e, r, "peers: cannot start a thread: %s", strerror(-r));
+	if (r == 0)
+		r = peer_thread_start(&ps->th, serve_main, ps, e);
 	if (r < 0) {
 		peer_engine_stop(ps);
 		return r;
 	}
-	ps->running = true;
 	if (ps->corrupt || ps->delay_ms || ps->offer_delay_ms)
 		log_warn("peers: test faults on (corrupt %d, delay %u ms, offer delay %u ms)", ps->corrupt,
 			 ps->delay_ms, ps->offer_delay_ms);
@@ -751,15 +748,9 @@ static void close_all(struct peer_engine *ps)
 
 void peer_engine_stop(struct peer_engine *ps)
 {
-	uint64_t one = 1;
-
 	if (!ps)
 		return;
-	if (ps->running) {
-		if (write(ps->stopfd, &one, sizeof(one)) < 0)
-			log_warn("peers: cannot stop the thread: %s", strerror(errno));
-		pthread_join(ps->th, NULL);
-	}
+	peer_thread_end(&ps->th);
 	if (ps->worker)
 		close_all(ps);
 	if (ps->listener)
@@ -775,8 +766,6 @@ void peer_engine_stop(struct peer_engine *ps)
 		}
 	for (size_t i = 0; i < ps->npending; i++)
 		peer_table_free(ps->pending[i]);
-	if (ps->stopfd >= 0)
-		close(ps->stopfd);
 	bounce_fini(&ps->bounce);
 	pthread_mutex_destroy(&ps->lock);
 	free(ps);

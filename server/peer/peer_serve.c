@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -24,6 +23,7 @@
 #include "packet.h"
 #include "peer_child.h"
 #include "peer_table.h"
+#include "peer_thread.h"
 
 #define PEER_START_TIMEOUT_S 15
 #define PEER_RESTART_MIN_S 1.0
@@ -40,9 +40,7 @@ struct peer_serve {
 	int sock;                   /* to the child; -1 while it is down */
 	pid_t pid;
 	double started, respawn_at, backoff;
-	pthread_t th;
-	int stopfd;
-	bool running;
+	struct peer_thread th;      /* the watch of the child */
 };
 
 /* The child's end as fd 3, then wsrvd again as the peer process. Only
@@ -181,7 +179,7 @@ static void *watch(void *arg)
 	struct peer_serve *ps = arg;
 
 	for (;;) {
-		struct pollfd pf[2] = { { .fd = ps->stopfd, .events = POLLIN }, { .fd = ps->sock, .events = 0 } };
+		struct pollfd pf[2] = { { .fd = ps->th.stopfd, .events = POLLIN }, { .fd = ps->sock, .events = 0 } };
 		struct errinfo e;
 		poll(pf, ps->sock >= 0 ? 2 : 1, 500);
 		if (pf[0].revents)
@@ -226,19 +224,17 @@ int peer_serve_start(const char *addr, const struct peer_trust *trust, double bu
 	ps->expect.kind = PC_EXPECT;
 	snprintf(ps->addr, sizeof(ps->addr), "%s", addr);
 	pthread_mutex_init(&ps->lock, NULL);
-	ps->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	r = ps->stopfd < 0 ? err_set(e, -errno, "eventfd: %s", strerror(errno)) : 0;
+	r = peer_thread_init(&ps->th, e);
 	if (r == 0)
 		r = counters_new(ps, e);
 	if (r == 0)
 		r = spawn(ps, busy_wait_s, e);
-	if (r == 0 && (r = -pthread_create(&ps->th, NULL, watch, ps)) < 0)
-		err_set(e, r, "peers: cannot start a thread: %s", strerror(-r));
+	if (r == 0)
+		r = peer_thread_start(&ps->th, watch, ps, e);
 	if (r < 0) {
 		peer_serve_stop(ps);
 		return r;
 	}
-	ps->running = true;
 	log_info("peers: the peer process is pid %d", (int)ps->pid);
 	*out = ps;
 	return 0;
@@ -341,15 +337,9 @@ static void stop_child(struct peer_serve *ps)
 
 void peer_serve_stop(struct peer_serve *ps)
 {
-	uint64_t one = 1;
-
 	if (!ps)
 		return;
-	if (ps->running) {
-		if (write(ps->stopfd, &one, sizeof(one)) < 0)
-			log_warn("peers: cannot stop the thread: %s", strerror(errno));
-		pthread_join(ps->th, NULL);
-	}
+	peer_thread_end(&ps->th);
 	stop_child(ps);
 	for (size_t i = 0; i < PEER_MAX_TABLES; i++)
 		peer_table_free(ps->tabs[i]);
@@ -357,8 +347,6 @@ void peer_serve_stop(struct peer_serve *ps)
 		munmap(ps->cnt, sizeof(*ps->cnt));
 	if (ps->cnt_fd >= 0)
 		close(ps->cnt_fd);
-	if (ps->stopfd >= 0)
-		close(ps->stopfd);
 	pthread_mutex_destroy(&ps->lock);
 	free(ps);
 }
