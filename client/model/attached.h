@@ -134,13 +134,65 @@ static inline uint32_t cl_load_word(const uint32_t *w)
 	return __atomic_load_n(w, __ATOMIC_ACQUIRE);
 }
 
-/* wsrv_model_layer without waiting for the layer's bytes. */
+/* The model's tensors and layer groups, by index: reads of its manifest,
+ * no waiting. */
+static inline uint32_t cl_ntensors(const struct wsrv_model *m)
+{
+	return m->v.h->ntensors;
+}
+
+static inline uint32_t cl_nlayers(const struct wsrv_model *m)
+{
+	return m->v.h->nlayers;
+}
+
+/* Tensor i's name (i in range). */
+static inline const char *cl_tensor_name(const struct wsrv_model *m, uint32_t i)
+{
+	return m->v.strings + m->v.tensors[i].name_off;
+}
+
+/* wsrv_model_tensor for i in range, without waiting: data points at the
+ * reserved range until the piece arrives, and must not be read before
+ * the piece door (piece_door.h) or a lookup's wait says so. */
+static inline void cl_tensor_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_tensor *o)
+{
+	const struct mf_tensor *t = &m->v.tensors[i];
+
+	CL_RESULT(o);
+	o->name = cl_tensor_name(m, i);
+	o->dtype = (int)t->dtype;
+	o->rank = t->rank;
+	o->shape = m->v.dims + t->dims_index;
+	o->layer = t->layer;
+	o->segment = t->segment;
+	o->offset = t->offset;
+	o->size = t->size;
+	/* Attached while loading, the manifest has 0: the page has it. */
+	o->xxh3 = m->ready ? __atomic_load_n(&cl_rv(m)->xxh3[i], __ATOMIC_RELAXED) : t->xxh3;
+	o->data = m->seg[t->segment] + t->offset;
+	o->held_offset = m->v.parts ? m->v.parts[i].offset : 0;
+	o->held_size = m->v.parts ? m->v.parts[i].length : t->size;
+}
+
+/* wsrv_model_layer_at for i in range, without waiting (as above). */
+static inline void cl_layer_at_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_layer *o)
+{
+	const struct mf_layer *l = &m->v.layers[i];
+
+	CL_RESULT(o);
+	o->index = l->index;
+	o->segment = l->segment;
+	o->offset = l->offset;
+	o->length = l->length;
+	o->bytes = l->bytes;
+	o->first = l->first;
+	o->count = l->count;
+	o->data = m->seg[l->segment] + l->offset;
+}
+
+/* wsrv_model_layer without waiting for the layer's bytes. (model_index.c) */
 int cl_layer_nowait(const struct wsrv_model *m, int32_t index, struct wsrv_layer *out);
-/* wsrv_model_tensor and wsrv_model_layer_at for i in range, without
- * waiting: data points at the reserved range until the segment arrives,
- * and must not be read before cl_piece_wait or cl_piece_try says so. */
-void cl_tensor_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_tensor *out);
-void cl_layer_at_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_layer *out);
 /* Maps a readiness page of len bytes from fd and checks it against m's
  * manifest: a new generation of it, owned by the caller, or NULL. */
 struct ready_gen *cl_ready_gen_map(struct wsrv_model *m, int fd, uint64_t len);
@@ -184,7 +236,5 @@ int cl_replay(struct wsrv_client *c);
  * recorded); or -EBADMSG (recorded) when the manifest lists a name twice.
  * The first call builds the name index (m's, under its hash_lock). */
 int cl_find_index(const struct wsrv_model *m, const char *name);
-/* Tensor i's name (i in range). */
-const char *cl_tensor_name(const struct wsrv_model *m, uint32_t i);
 
 #endif

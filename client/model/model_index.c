@@ -1,18 +1,14 @@
 // SPDX-License-Identifier: MIT
-/* model_index.c - an attached model's tensors and layer groups by name
- * and index, read from its manifest: no waiting, no server. lookup.c
- * puts the waits for a model still loading in front of these. */
+/* model_index.c - an attached model's tensors by name (its name index,
+ * built at the first lookup) and its layer groups by layer index, read
+ * from its manifest: no waiting, no server. (By tensor index: attached.h.)
+ * lookup.c puts the waits for a model still loading in front of these. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attached.h"
 #include "sorted.h"
-
-const char *cl_tensor_name(const struct wsrv_model *m, uint32_t i)
-{
-	return m->v.strings + m->v.tensors[i].name_off;
-}
 
 static int build_hash(struct wsrv_model *m)
 {
@@ -22,41 +18,6 @@ static int build_hash(struct wsrv_model *m)
 	if (r == -EEXIST)
 		return cl_err(-EBADMSG, "the manifest lists tensor '%s' twice", cl_tensor_name(m, dup));
 	return r < 0 ? cl_err(r, "out of memory") : 0;
-}
-
-void cl_tensor_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_tensor *o)
-{
-	const struct mf_tensor *t = &m->v.tensors[i];
-
-	CL_RESULT(o);
-	o->name = cl_tensor_name(m, i);
-	o->dtype = (int)t->dtype;
-	o->rank = t->rank;
-	o->shape = m->v.dims + t->dims_index;
-	o->layer = t->layer;
-	o->segment = t->segment;
-	o->offset = t->offset;
-	o->size = t->size;
-	/* Attached while loading, the manifest has 0: the page has it. */
-	o->xxh3 = m->ready ? __atomic_load_n(&cl_rv(m)->xxh3[i], __ATOMIC_RELAXED) : t->xxh3;
-	o->data = m->seg[t->segment] + t->offset;
-	o->held_offset = m->v.parts ? m->v.parts[i].offset : 0;
-	o->held_size = m->v.parts ? m->v.parts[i].length : t->size;
-}
-
-void cl_layer_at_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_layer *o)
-{
-	const struct mf_layer *l = &m->v.layers[i];
-
-	CL_RESULT(o);
-	o->index = l->index;
-	o->segment = l->segment;
-	o->offset = l->offset;
-	o->length = l->length;
-	o->bytes = l->bytes;
-	o->first = l->first;
-	o->count = l->count;
-	o->data = m->seg[l->segment] + l->offset;
 }
 
 int cl_find_index(const struct wsrv_model *cm, const char *name)

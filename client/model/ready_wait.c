@@ -120,26 +120,17 @@ uint32_t cl_word_now(const struct wsrv_model *m, uint32_t seg)
 	return cl_load_word(word(m, seg));
 }
 
-/* Whether the server that loads the model is still connected: a server
- * that died mid-load never finishes the page. */
-static bool server_gone(struct wsrv_model *m)
+/* A server that died mid-load never finishes the page: when m's went
+ * away, the session connects again, which re-attaches m to the new
+ * server's load (ready_resume.c). 0 when m waits on a live server now. */
+static int still_served(struct wsrv_model *m)
 {
-	bool gone;
+	int r = cl_revive(m->c);
 
-	pthread_mutex_lock(&m->c->lock);
-	gone = wire_hung_up(&m->c->w);
-	pthread_mutex_unlock(&m->c->lock);
-	return gone;
-}
-
-/* The server went away mid-load: connect again, which re-attaches m to
- * the new server's load (ready_resume.c). 0 when m waits on there now. */
-static int resume(struct wsrv_model *m)
-{
-	if (cl_revive(m->c) < 0)
+	if (r < 0)
 		return cl_err(-ENOTCONN, "the server went away while model %s was loading, and connecting again failed: %s",
 			      m->name, wsrv_last_error());
-	return cl_model_fresh(m);
+	return r == 1 ? cl_model_fresh(m) : 0;
 }
 
 /* Waits for a word (seg, or WORD_MODEL) to leave RD_LOADING, up to
@@ -165,7 +156,7 @@ int cl_wait_word(struct wsrv_model *m, uint32_t seg, int timeout_ms)
 		}
 		struct timespec ts = { (time_t)slice, (long)((slice - (double)(time_t)slice) * 1e9) };
 		syscall(SYS_futex, w, FUTEX_WAIT, RD_LOADING, &ts, NULL, 0);
-		if (cl_load_word(w) == RD_LOADING && w == word(m, seg) && server_gone(m) && (r = resume(m)) < 0)
+		if (cl_load_word(w) == RD_LOADING && w == word(m, seg) && (r = still_served(m)) < 0)
 			return r;
 	}
 }

@@ -350,7 +350,7 @@ WSRV_EXPORT int wsrv_stream_tensor_at(struct wsrv_stream *s, size_t i, void **de
 {
 	CL_NEED(s);
 	CL_NEED(dev);
-	if (i >= wsrv_model_tensor_count(s->m))
+	if (i >= cl_ntensors(s->m))
 		return cl_err(-ERANGE, "tensor %zu out of range", i);
 	if (!s->d)
 		return cl_err(-ENODEV, "this stream was opened without a device (a report)");
@@ -360,7 +360,7 @@ WSRV_EXPORT int wsrv_stream_tensor_at(struct wsrv_stream *s, size_t i, void **de
 WSRV_EXPORT int wsrv_stream_residency(const struct wsrv_stream *s, size_t i)
 {
 	CL_NEED(s);
-	if (i >= wsrv_model_tensor_count(s->m))
+	if (i >= cl_ntensors(s->m))
 		return cl_err(-ERANGE, "tensor %zu out of range", i);
 	return s->where[i] == WHERE_RESIDENT ? WSRV_RESIDENT
 	     : s->where[i] == WHERE_STREAMED ? WSRV_STREAMED
@@ -371,7 +371,7 @@ WSRV_EXPORT int wsrv_stream_residency(const struct wsrv_stream *s, size_t i)
  * -ERANGE recorded. */
 static const struct tp_view *view_at(const struct wsrv_stream *s, size_t i, struct tp_view *tmp)
 {
-	if (i < wsrv_model_tensor_count(s->m))
+	if (i < cl_ntensors(s->m))
 		return tp_view_at(s->m, s->views, i, tmp);
 	cl_err(-ERANGE, "tensor %zu out of range", i);
 	return NULL;
@@ -447,7 +447,7 @@ WSRV_EXPORT int wsrv_stream_views(const struct wsrv_stream *s, size_t first, siz
 
 	CL_NEED(s);
 	CL_NEED(rows);
-	count = wsrv_model_tensor_count(s->m);
+	count = cl_ntensors(s->m);
 	if (row_size < offsetof(struct wsrv_view_row, reserved))
 		return cl_err(-EINVAL, "wsrv_stream_views: rows of %zu bytes, at least %zu", row_size,
 			      offsetof(struct wsrv_view_row, reserved));

@@ -47,7 +47,7 @@ static long expert_id(const char *name)
  * order; *out is the caller's to free. */
 static long collect_members(struct wsrv_stream *s, struct member **out)
 {
-	size_t n = wsrv_model_tensor_count(s->m), k = 0;
+	size_t n = cl_ntensors(s->m), k = 0;
 	struct member *m = calloc(n + 1, sizeof(*m));
 
 	if (!m)
@@ -156,7 +156,7 @@ static uint32_t pool_slots(const struct xp_cache *x, const struct wsrv_plan *p)
 
 int xp_build(struct wsrv_stream *s, const struct wsrv_plan *p)
 {
-	size_t n = wsrv_model_tensor_count(s->m);
+	size_t n = cl_ntensors(s->m);
 	struct xp_cache *x;
 	struct member *m = NULL;
 	long k = collect_members(s, &m);
@@ -225,7 +225,7 @@ int xp_tensor_addr(struct wsrv_stream *s, uint32_t i, void **dev)
 	ex = &x->ex[e];
 	if (ex->slot < 0 || !x->slots[ex->slot].held)
 		return cl_err(-EAGAIN, "tensor %s: expert %u of layer %d is not acquired",
-			      wsrv_model_tensor_name(s->m, i), ex->id, x->layers[ex->layer].index);
+			      cl_tensor_name(s->m, i), ex->id, x->layers[ex->layer].index);
 	for (uint32_t k = 0; k < ex->nt; k++)
 		if (x->tidx[ex->first + k] == i) {
 			*dev = (uint8_t *)x->slots[ex->slot].mem + x->toff[ex->first + k];

@@ -12,7 +12,7 @@
 
 static int alloc_layers(struct wsrv_stream *s)
 {
-	s->nlayers = (uint32_t)wsrv_model_layer_count(s->m);
+	s->nlayers = (uint32_t)cl_nlayers(s->m);
 	s->layers = calloc(s->nlayers + 1, sizeof(*s->layers));
 	s->seq = calloc(s->nlayers + 1, sizeof(*s->seq));
 	if (!s->layers || !s->seq)
@@ -33,7 +33,7 @@ static int alloc_layers(struct wsrv_stream *s)
 /* Where each resident tensor goes in resident memory. */
 static void layout_resident(struct wsrv_stream *s)
 {
-	size_t n = wsrv_model_tensor_count(s->m);
+	size_t n = cl_ntensors(s->m);
 
 	for (size_t i = 0; i < n; i++) {
 		if (s->where[i] != WHERE_RESIDENT)
@@ -119,7 +119,7 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 		return cl_err(-EINVAL, "rank %d of world %d: a rank is 0 to world-1", so.rank, so.world);
 	/* A model still loading: the stream opens at once; its resident
 	 * tensors' upload and each layer's copies wait for their bytes. */
-	n = wsrv_model_tensor_count(m);
+	n = cl_ntensors(m);
 	slots = so.slots ? so.slots : 2;
 	trace = so.trace_path ? so.trace_path : getenv("WSRV_TRACE");
 	if (!(s = calloc(1, sizeof(*s))))

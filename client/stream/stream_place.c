@@ -53,7 +53,7 @@ struct series {
 static uint64_t device_bytes(struct wsrv_stream *s, unsigned slots)
 {
 	uint64_t res = 0;
-	size_t n = wsrv_model_tensor_count(s->m);
+	size_t n = cl_ntensors(s->m);
 
 	for (size_t i = 0; i < n; i++)
 		if (s->where[i] == WHERE_RESIDENT)
@@ -64,7 +64,7 @@ static uint64_t device_bytes(struct wsrv_stream *s, unsigned slots)
 /* Every automatic tensor of series k gets `where`. */
 static void set_series(struct wsrv_stream *s, const uint32_t *sid, uint32_t k, uint8_t where)
 {
-	for (size_t i = 0; i < wsrv_model_tensor_count(s->m); i++)
+	for (size_t i = 0; i < cl_ntensors(s->m); i++)
 		if (sid[i] == k)
 			s->where[i] = where;
 }
@@ -82,7 +82,7 @@ static long group_series(struct wsrv_stream *s, const uint8_t *automatic, uint32
 
 	if (!index)
 		return cl_err(-ENOMEM, "out of memory");
-	for (size_t i = 0; i < wsrv_model_tensor_count(s->m); i++) {
+	for (size_t i = 0; i < cl_ntensors(s->m); i++) {
 		struct wsrv_tensor t;
 		json_t *k;
 		sid[i] = UINT32_MAX;
@@ -115,7 +115,7 @@ static int cmp_by_bytes(const void *a, const void *b)
 
 static int fit_budget(struct wsrv_stream *s, const uint8_t *automatic, uint64_t budget, unsigned slots)
 {
-	size_t n = wsrv_model_tensor_count(s->m);
+	size_t n = cl_ntensors(s->m);
 	struct series *ser = calloc(n + 1, sizeof(*ser)), **order = calloc(n + 1, sizeof(*order));
 	uint32_t *sid = calloc(n + 1, sizeof(*sid));
 	long ns = ser && order && sid ? group_series(s, automatic, sid, ser) : -ENOMEM;
@@ -156,7 +156,7 @@ out:
 
 int stream_place(struct wsrv_stream *s, const struct wsrv_plan *p, int rank, unsigned slots)
 {
-	size_t n = wsrv_model_tensor_count(s->m);
+	size_t n = cl_ntensors(s->m);
 	uint8_t *automatic = calloc(n + 1, 1);
 	int r = 0;
 

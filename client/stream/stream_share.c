@@ -34,7 +34,7 @@ static void note(struct wsrv_stream *s, const char *fmt, ...)
  * same fingerprint hold the same bytes at the same offsets. */
 static uint64_t fingerprint(const struct wsrv_stream *s)
 {
-	size_t n = wsrv_model_tensor_count(s->m);
+	size_t n = cl_ntensors(s->m);
 	XXH3_state_t st;
 	int64_t rw[2] = { s->rank, s->world };
 

@@ -83,7 +83,7 @@ static bool src_add(struct wsrv_stream *s, size_t *cap, uint32_t seg, uintptr_t 
  * come; any other order is sorted and merged again after. */
 static int collect(struct wsrv_stream *s)
 {
-	size_t n = wsrv_model_tensor_count(s->m), cap = 0;
+	size_t n = cl_ntensors(s->m), cap = 0;
 	bool sorted = true;
 
 	for (size_t i = 0; i < n; i++) {
@@ -192,7 +192,7 @@ int stream_register(struct wsrv_stream *s)
 	if ((r = collect(s)) < 0)
 		return r;
 	if (!(s->have = calloc(cl_npieces(s->m) + 1, sizeof(*s->have))) ||
-	    !(s->src_locked = calloc(wsrv_model_tensor_count(s->m) + 1, sizeof(*s->src_locked))))
+	    !(s->src_locked = calloc(cl_ntensors(s->m) + 1, sizeof(*s->src_locked))))
 		return cl_err(-ENOMEM, "out of memory");
 	/* Those here for good now; a lent one is taken as its layers come. */
 	for (uint32_t g = 0; g < nseg; g++) {
@@ -302,7 +302,7 @@ static void unlock_chunk(struct wsrv_stream *s, struct src_range *g, uint32_t k)
  * its tensors to be locked again when it comes back. */
 static void unlock_segment(struct wsrv_stream *s, uint32_t seg)
 {
-	size_t n = wsrv_model_tensor_count(s->m);
+	size_t n = cl_ntensors(s->m);
 
 	for (size_t i = 0; i < s->nsrcs; i++)
 		for (uint32_t k = 0; s->srcs[i].seg == seg && k < s->srcs[i].nchunks; k++)

@@ -73,7 +73,7 @@ static int up_tensor(struct up *u, size_t i, const uint8_t *src)
 
 int stream_upload_into(struct wsrv_stream *s, uint8_t *base)
 {
-	size_t n = wsrv_model_tensor_count(s->m);
+	size_t n = cl_ntensors(s->m);
 	struct up u = { .s = s, .base = base };
 	uint32_t seg = UINT32_MAX;
 	int r = 0;

@@ -53,8 +53,8 @@ int cl_revive(struct wsrv_client *c)
 	if (wire_hung_up(&c->w))
 		wire_close(&c->w);
 	if (c->w.fd < 0)
-		r = c->path[0] ? again(c, "the server went away")
-			       : cl_err(-ENOTCONN, "the server went away");
+		r = !c->path[0] ? cl_err(-ENOTCONN, "the server went away")
+				: (r = again(c, "the server went away")) < 0 ? r : 1;
 	pthread_mutex_unlock(&c->lock);
 	return r;
 }

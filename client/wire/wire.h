@@ -98,7 +98,9 @@ int cl_query(struct wsrv_client *c, Wsrv__Request *q, int want, Wsrv__Response *
 	     const char *what);
 
 /* Takes c->lock: when the server hung up (it died or restarted), closes
- * the connection and connects again. 0 when connected. */
+ * the connection and connects again, replaying what was attached (the
+ * one place a waiter's reconnect happens). 0 when the connection was
+ * there, 1 when it was made again, <0 when it could not be. */
 int cl_revive(struct wsrv_client *c);
 
 #endif
