@@ -3,6 +3,7 @@
  * process (peer_child.c): UCX, the connections, the tables offered. */
 #include "peer_engine.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -30,19 +31,24 @@ struct ptab {
 	bool retired;               /* replaced; freed when users reaches 0 */
 };
 
+/* A filler's connection: CS_HELLO (its Hello awaited) -> CS_CHALLENGED
+ * (Challenge sent) -> CS_SERVING (its Proof right, a model bound); any of
+ * them -> CS_REFUSING (a refusal sent: closed once it is out and
+ * PEER_REFUSE_GRACE has passed) -> CS_CLOSING, or straight to CS_CLOSING.
+ * Its moves: conn_to. */
+enum conn_state { CS_HELLO, CS_CHALLENGED, CS_SERVING, CS_REFUSING, CS_CLOSING, CS_MAX };
+
 struct conn {
 	ucp_ep_h ep;
+	enum conn_state st;
 	char addr[64];
 	double since;
 	struct ptab *tab;           /* bound once its Proof is right */
-	bool challenged;            /* Hello taken, Challenge sent */
 	struct peer_auth_ctx auth;  /* both nonces, the model, its layout */
 	uint32_t ntensors;          /* the filler's, from its Hello */
 	struct peer_challenge chal; /* alive while sent */
 	uint32_t sends;             /* replies in flight */
-	bool closing;
-	bool close_after;           /* refused: closed once the refusal is sent ... */
-	double close_at;            /* ... and PEER_REFUSE_GRACE has passed (0: not yet sent) */
+	double close_at;            /* CS_REFUSING: when to close (0: its refusal not out yet) */
 	uint64_t bytes;
 };
 
@@ -149,10 +155,25 @@ static void install_pending(struct peer_engine *ps)
 	pthread_mutex_unlock(&ps->lock);
 }
 
+/* The moves conn_to allows: allowed[from] has bit to set. */
+static const unsigned conn_moves[CS_MAX] __attribute__((unused)) = {
+	[CS_HELLO] = 1u << CS_CHALLENGED | 1u << CS_REFUSING | 1u << CS_CLOSING,
+	[CS_CHALLENGED] = 1u << CS_SERVING | 1u << CS_REFUSING | 1u << CS_CLOSING,
+	[CS_SERVING] = 1u << CS_REFUSING | 1u << CS_CLOSING,
+	[CS_REFUSING] = 1u << CS_CLOSING,
+	[CS_CLOSING] = 0,
+};
+
+static void conn_to(struct conn *c, enum conn_state to)
+{
+	assert(conn_moves[c->st] & (1u << to));
+	c->st = to;
+}
+
 static struct conn *conn_of(struct peer_engine *ps, ucp_ep_h ep)
 {
 	for (size_t i = 0; i < PEER_MAX_CONNS; i++)
-		if (ps->conns[i] && ps->conns[i]->ep == ep && !ps->conns[i]->closing)
+		if (ps->conns[i] && ps->conns[i]->ep == ep && ps->conns[i]->st != CS_CLOSING)
 			return ps->conns[i];
 	return NULL;
 }
@@ -167,9 +188,9 @@ static void conn_close(struct conn *c)
 {
 	void *req;
 
-	if (c->closing)
+	if (c->st == CS_CLOSING)
 		return;
-	c->closing = true;
+	conn_to(c, CS_CLOSING);
 	if ((req = peer_ucx_close(c->ep)))
 		ucp_request_free(req);
 }
@@ -183,13 +204,13 @@ static void reap(struct peer_engine *ps)
 		struct conn *c = ps->conns[i];
 		if (!c)
 			continue;
-		if (c->close_at && !c->closing && now >= c->close_at)
+		if (c->st == CS_REFUSING && c->close_at && now >= c->close_at)
 			conn_close(c);
-		if (!c->tab && !c->closing && now - c->since > PEER_HELLO_TIMEOUT) {
+		if (!c->tab && c->st != CS_CLOSING && now - c->since > PEER_HELLO_TIMEOUT) {
 			log_info("peer %s: no proven Hello within %.0f s; closed", c->addr, PEER_HELLO_TIMEOUT);
 			conn_close(c);
 		}
-		if (!c->closing || c->sends)
+		if (c->st != CS_CLOSING || c->sends)
 			continue;
 		tab_put(ps, c->tab);
 		ps->conns[i] = NULL;
@@ -209,7 +230,7 @@ static void send_done(void *req, ucs_status_t st, void *arg)
 	/* Not at once: a forced close resets the connection, and the filler's
 	 * side dropped the refusal it had not read yet (test_peer_auth saw
 	 * "connection lost" instead of the sentence, one run in ten). */
-	if (s->c->close_after && s->c->sends == 0)
+	if (s->c->st == CS_REFUSING && s->c->sends == 0)
 		s->c->close_at = mono_now() + PEER_REFUSE_GRACE;
 	tab_put(s->ps, s->tab);
 	free(s->copy);
@@ -298,7 +319,8 @@ static void serve_refuse(struct peer_engine *ps, struct conn *c, int status, con
 	va_end(ap);
 	log_warn("peer %s: refused: %s", c->addr, msg);
 	serve_count(&ps->cnt->refused, 1);
-	c->close_after = true;
+	if (c->st < CS_REFUSING) /* one closing already stays so */
+		conn_to(c, CS_REFUSING);
 	send_table(ps, c, status, msg);
 }
 
@@ -351,7 +373,7 @@ static ucs_status_t on_hello(void *arg, const void *hdr, size_t hlen, void *data
 	(void)hdr;
 	if (!c)
 		return UCS_OK;
-	if (c->challenged || hlen || len < sizeof(hs) || (p->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
+	if (c->st != CS_HELLO || hlen || len < sizeof(hs) || (p->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
 		return malformed(ps, c, "Hello"), UCS_OK;
 	memcpy(&hs, data, sizeof(hs));
 	if (hs.magic == PEER_MAGIC && hs.version == 1)
@@ -370,7 +392,7 @@ static ucs_status_t on_hello(void *arg, const void *hdr, size_t hlen, void *data
 		return serve_refuse(ps, c, -EIO, "%s", "no random bytes for a challenge here"), UCS_OK;
 	c->chal = (struct peer_challenge){ .magic = PEER_MAGIC };
 	memcpy(c->chal.nonce, c->auth.server_nonce, PEER_NONCE_LEN);
-	c->challenged = true;
+	conn_to(c, CS_CHALLENGED);
 	if (!(sc = send_ctx_new(ps)))
 		return conn_close(c), UCS_OK;
 	send_am(c, PEER_AM_CHALLENGE, sc, 0, &c->chal, sizeof(c->chal));
@@ -388,12 +410,13 @@ static ucs_status_t on_proof(void *arg, const void *hdr, size_t hlen, void *data
 	(void)hdr;
 	if (!c)
 		return UCS_OK;
-	if (!c->challenged || c->tab || hlen || !peer_ucx_record(p, data, len, &q, sizeof(q)) || q.magic != PEER_MAGIC)
+	if (c->st != CS_CHALLENGED || hlen || !peer_ucx_record(p, data, len, &q, sizeof(q)) || q.magic != PEER_MAGIC)
 		return malformed(ps, c, "Proof"), UCS_OK;
 	if (!peer_auth_ok(&ps->trust, PEER_SIDE_FILLER, &c->auth, q.mac))
 		return serve_refuse(ps, c, -EACCES, "%s", "wrong token"), UCS_OK;
 	if (bind_model(ps, c) < 0)
 		return UCS_OK;
+	conn_to(c, CS_SERVING);
 	log_info("peer %s: filling model %s", c->addr, c->tab->t->name);
 	send_table(ps, c, 0, NULL);
 	return UCS_OK;

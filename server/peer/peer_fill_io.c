@@ -36,6 +36,8 @@ static void slot_done(struct fio *f, struct fslot *s, int status)
 	f->done_slots[f->ndone++] = (uint32_t)(s - f->slots);
 }
 
+static void refuse(struct fio *f, size_t i, const char *why);
+
 /* A table (Hello's answer or Status's) from peer i, checked whole. */
 static void take_table(struct fio *f, size_t i, const void *buf, size_t len)
 {
@@ -55,18 +57,15 @@ static void take_table(struct fio *f, size_t i, const void *buf, size_t len)
 	if (h->status < 0) {
 		snprintf(why, sizeof(why), "refused: %.*s", UTF8_CUT(h->msg, 160));
 		/* Not loaded there yet: asked again until --fill-wait is up. */
-		fp->refused = h->status != -EAGAIN;
-		return fio_kill(f, i, why);
+		return h->status == -EAGAIN ? fio_kill(f, i, why) : refuse(f, i, why);
 	}
 	if (h->ntensors != f->ntensors || len != sizeof(*h) + (size_t)h->ntensors * sizeof(struct peer_tstate))
 		return fio_kill(f, i, "sent a table of another size");
-	if (fp->st == FP_HELLO &&
-	    (!fp->challenged || !peer_auth_ok(f->trust, PEER_SIDE_SERVER, &fp->auth, h->mac))) {
-		fp->refused = true;
-		return fio_kill(f, i, "does not know the peer token (its proof is wrong)");
-	}
+	if (fp->st == FP_HELLO ||
+	    (fp->st == FP_PROVED && !peer_auth_ok(f->trust, PEER_SIDE_SERVER, &fp->auth, h->mac)))
+		return refuse(f, i, "does not know the peer token (its proof is wrong)");
 	memcpy(fp->tab, (const uint8_t *)buf + sizeof(*h), (size_t)h->ntensors * sizeof(struct peer_tstate));
-	if (fp->st == FP_HELLO)
+	if (fp->st == FP_PROVED)
 		log_info("peer %s: connected", fp->name);
 	fp->st = FP_READY;
 }
@@ -145,7 +144,7 @@ static ucs_status_t on_challenge(void *arg, const void *hdr, size_t hlen, void *
 	(void)hdr;
 	if (!(fp = peer_of(f, p, &i)))
 		return UCS_OK;
-	if (hlen || fp->st != FP_HELLO || fp->challenged ||
+	if (hlen || fp->st != FP_HELLO ||
 	    !peer_ucx_record(p, data, len, &ch, sizeof(ch)) || ch.magic != PEER_MAGIC) {
 		fio_kill(f, i, "sent a malformed Challenge");
 		return UCS_OK;
@@ -153,11 +152,10 @@ static ucs_status_t on_challenge(void *arg, const void *hdr, size_t hlen, void *
 	memcpy(fp->auth.server_nonce, ch.nonce, PEER_NONCE_LEN);
 	fp->proof = (struct peer_proof){ .magic = PEER_MAGIC };
 	if (peer_auth_mac(f->trust, PEER_SIDE_FILLER, &fp->auth, fp->proof.mac) < 0) {
-		fp->refused = true;
-		fio_kill(f, i, "no peer token to prove");
+		refuse(f, i, "no peer token to prove");
 		return UCS_OK;
 	}
-	fp->challenged = true;
+	fp->st = FP_PROVED;
 	send_to(f, i, PEER_AM_PROOF, NULL, 0, &fp->proof, sizeof(fp->proof));
 	return UCS_OK;
 }
@@ -342,10 +340,8 @@ void fio_connect(struct fio *f, size_t i)
 		return;
 	}
 	fp->hello = *f->hello;
-	fp->challenged = false;
 	if (peer_auth_nonce(fp->hello.nonce) < 0) {
-		fp->refused = true;
-		fio_kill(f, i, "no random bytes for a nonce");
+		refuse(f, i, "no random bytes for a nonce");
 		return;
 	}
 	fp->auth = (struct peer_auth_ctx){ .layout = fp->hello.layout };
@@ -368,7 +364,9 @@ void fio_status(struct fio *f, size_t i)
 	send_to(f, i, PEER_AM_STATUS, &req, sizeof(req), NULL, 0);
 }
 
-void fio_kill(struct fio *f, size_t i, const char *why)
+/* Peer i is dead (why), or, again_ok, tried again while its time to
+ * come up lasts. */
+static void kill_peer(struct fio *f, size_t i, const char *why, bool again_ok)
 {
 	struct fpeer *fp = &f->peers[i];
 
@@ -376,7 +374,7 @@ void fio_kill(struct fio *f, size_t i, const char *why)
 		return;
 	/* Not up yet (a fleet starting together): try again until its time
 	 * is up. */
-	if (fp->st == FP_HELLO && !fp->refused && mono_now() < fp->connect_until) {
+	if ((fp->st == FP_HELLO || fp->st == FP_PROVED) && again_ok && mono_now() < fp->connect_until) {
 		log_debug("peer %s: %s; trying again", fp->name, why);
 		if (why != fp->why)
 			snprintf(fp->why, sizeof(fp->why), "%s", why);
@@ -403,6 +401,17 @@ void fio_kill(struct fio *f, size_t i, const char *why)
 	/* Closed by fio_progress: this may run inside a UCX callback, where
 	 * progress must not be called. */
 	fp->close_pending = fp->ep != NULL;
+}
+
+void fio_kill(struct fio *f, size_t i, const char *why)
+{
+	kill_peer(f, i, why, true);
+}
+
+/* Peer i said no, or cannot be proved to: dead for good. */
+static void refuse(struct fio *f, size_t i, const char *why)
+{
+	kill_peer(f, i, why, false);
 }
 
 int fio_get(struct fio *f, int peer, uint32_t tensor, uint64_t off, uint32_t len, uint32_t seg,

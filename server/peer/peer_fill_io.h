@@ -21,7 +21,12 @@
 #define FIO_REPLY_TIMEOUT 10.0     /* seconds a Hello or Status may take */
 #define FIO_PIECE_TIMEOUT 10.0     /* seconds a piece may take, asked to landed */
 
-enum fpeer_state { FP_IDLE, FP_HELLO, FP_READY, FP_DEAD };
+/* A peer's life on the filling side. FP_IDLE -> FP_HELLO (connected, our
+ * Hello sent) -> FP_PROVED (its Challenge came, our Proof went) ->
+ * FP_READY (its table came, with its proof checked); from any of them to
+ * FP_IDLE again (not up yet: tried again until --fill-wait is up) or to
+ * FP_DEAD (for good). */
+enum fpeer_state { FP_IDLE, FP_HELLO, FP_PROVED, FP_READY, FP_DEAD };
 
 struct fpeer {
 	char name[64];
@@ -33,11 +38,9 @@ struct fpeer {
 	double connect_until;       /* failing to connect before this: try again */
 	double asked;               /* when the pending Hello/Status was sent */
 	bool asking;                /* a Hello or Status is unanswered */
-	bool refused;               /* said no: never again */
 	bool close_pending;         /* dead, its endpoint still to close */
 	struct peer_hello hello;    /* sent to it, with its own nonce */
 	struct peer_auth_ctx auth;  /* what the proofs cover */
-	bool challenged;            /* its Challenge came and our Proof went */
 	struct peer_proof proof;    /* alive while sent */
 	struct peer_tstate *tab;    /* owned: its last table */
 	uint32_t slots;             /* Gets in flight */
