@@ -10,14 +10,29 @@
 #include "ready.h"
 #include "wire.h"
 
-/* What this process has of one piece (a segment, or a disk tier's unit)
- * of a model attached while loading. Under the model's map_lock. */
+/* Where one piece (a segment, or a disk tier's unit) of a model attached
+ * while loading stands in this process. Its moves are made in one place,
+ * cl_piece_to (pieces.c), which asserts them:
+ *
+ *   PS_RESERVED  its range reserved, unreadable      -> MAPPED
+ *   PS_MAPPED    mapped over its range from its memfd -> PINNED, or
+ *                RESERVED (a disk tier's, given back once unused)
+ *   PS_PINNED    a disk tier's, waited on by a lookup: its pointers stay
+ *                valid, so it stays mapped and held until detach; final */
+enum cl_piece_state { PS_RESERVED, PS_MAPPED, PS_PINNED, PS_MAX };
+
+/* Under the model's map_lock. */
 struct cl_piece_st {
-	bool mapped;   /* mapped over its reserved range */
-	bool pinned;   /* a disk tier's, waited on by a lookup: its pointers
-	                * stay valid, so it stays mapped and held until detach */
-	uint32_t use;  /* a disk tier's: the streams' uses (piece_door.h) */
+	enum cl_piece_state st;
+	uint32_t use;  /* a disk tier's: the streams' uses (piece_door.h);
+	                * never above 0 while PS_RESERVED */
 };
+
+/* Whether piece state p has the piece mapped here. */
+static inline bool cl_piece_here(const struct cl_piece_st *p)
+{
+	return p->st != PS_RESERVED;
+}
 
 struct wsrv_model {
 	struct wsrv_client *c;       /* holds a reference */

@@ -2,6 +2,7 @@
 /* pieces.c - AttachSegments and the mapping of what it sends (pieces.h). */
 #include "pieces.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -57,6 +58,22 @@ int cl_pieces_ask(struct wsrv_model *m, const uint32_t *ids, size_t n, enum piec
 	return r;
 }
 
+/* The moves cl_piece_to allows: moves[from] has bit to set. */
+static const unsigned moves[PS_MAX] __attribute__((unused)) = {
+	[PS_RESERVED] = 1u << PS_MAPPED,
+	[PS_MAPPED] = 1u << PS_PINNED | 1u << PS_RESERVED,
+	[PS_PINNED] = 0,
+};
+
+void cl_piece_to(struct wsrv_model *m, uint32_t g, enum cl_piece_state to)
+{
+	struct cl_piece_st *p = &m->pst[g];
+
+	assert(moves[p->st] & (1u << to));
+	assert(to != PS_RESERVED || p->use == 0);
+	p->st = to;
+}
+
 int cl_map_over(struct wsrv_model *m, uint32_t g, int fd)
 {
 	uint64_t size, off, out = g < m->nseg ? cl_units_left_out(m, g) : 0;
@@ -77,6 +94,6 @@ int cl_map_over(struct wsrv_model *m, uint32_t g, int fd)
 	else if (mmap(at, len, PROT_READ, MAP_SHARED | MAP_FIXED, fd, (off_t)off) == MAP_FAILED)
 		r = cl_err(-errno, "cannot map segment %u: %s", g, strerror(errno));
 	if (r == 0)
-		m->pst[g].mapped = true;
+		cl_piece_to(m, g, PS_MAPPED);
 	return r;
 }

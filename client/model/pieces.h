@@ -29,6 +29,11 @@ enum piece_ask {
 int cl_pieces_ask(struct wsrv_model *m, const uint32_t *ids, size_t n, enum piece_ask how, uint32_t *got,
 		  int *fds, size_t *ngot);
 
+/* Piece g of m moves to state to (attached.h), as its table allows
+ * (asserted in debug and sanitizer builds, with its use count). Under
+ * map_lock. */
+void cl_piece_to(struct wsrv_model *m, uint32_t g, enum cl_piece_state to);
+
 /* Maps piece g from fd over its reserved range, after the checks of the
  * fd (its size, its seals) and of a resumed attachment's bytes
  * (ready_verify.h). Under map_lock. */

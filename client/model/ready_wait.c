@@ -73,7 +73,7 @@ int cl_ready_setup(struct wsrv_model *m, const int *fds, int nfds, const Wsrv__A
 		return r;
 	for (size_t k = 0; k < ar->n_ready_segments; k++) {
 		uint32_t g = ar->ready_segments[k];
-		if (g >= m->nseg || m->pst[g].mapped)
+		if (g >= m->nseg || cl_piece_here(&m->pst[g]))
 			return cl_err(-EBADMSG, "the server sent segment %u twice or out of range", g);
 		if ((r = cl_map_over(m, g, fds[2 + k])) < 0)
 			return r;
@@ -171,7 +171,7 @@ static int map_carried(struct wsrv_model *m)
 	for (uint32_t i = 0; g->fds && i < m->nseg; i++) {
 		if (g->fds[i] < 0)
 			continue;
-		if (r == 0 && !m->pst[i].mapped)
+		if (r == 0 && !cl_piece_here(&m->pst[i]))
 			r = cl_map_over(m, i, g->fds[i]);
 		close(g->fds[i]);
 		g->fds[i] = -1;
@@ -192,7 +192,7 @@ static int fetch_ready(struct wsrv_model *m)
 	if ((r = map_carried(m)) < 0)
 		return r;
 	for (uint32_t i = 0; i < m->nseg && n < WSRV_MAX_FDS - 2; i++)
-		if (!m->pst[i].mapped && cl_load_word(word(m, i)) == RD_READY && !cl_tiered(m, i))
+		if (!cl_piece_here(&m->pst[i]) && cl_load_word(word(m, i)) == RD_READY && !cl_tiered(m, i))
 			want[n++] = i;
 	if (n == 0)
 		return 0;
@@ -216,7 +216,7 @@ static int map_ready(struct wsrv_model *m)
 	pthread_mutex_lock(&m->map_lock);
 	r = fetch_ready(m);
 	for (uint32_t i = 0; i < m->nseg; i++)
-		all = all && m->pst[i].mapped;
+		all = all && cl_piece_here(&m->pst[i]);
 	/* Units come and go: a model with them is never mapped whole. */
 	if (r == 0 && all && !m->nunits && cl_load_word(word(m, WORD_MODEL)) == RD_READY) {
 		m->manifest_hash = cl_rv(m)->h->manifest_hash; /* the loaded model's identity */
@@ -231,7 +231,7 @@ static bool seg_mapped(struct wsrv_model *m, uint32_t seg)
 	bool v;
 
 	pthread_mutex_lock(&m->map_lock);
-	v = m->pst[seg].mapped;
+	v = cl_piece_here(&m->pst[seg]);
 	pthread_mutex_unlock(&m->map_lock);
 	return v;
 }

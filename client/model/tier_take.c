@@ -40,7 +40,7 @@ static int map_got(struct wsrv_model *m, const uint32_t *got, const int *fds, si
 	int r = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		if (r == 0 && !m->pst[got[i]].mapped)
+		if (r == 0 && !cl_piece_here(&m->pst[got[i]]))
 			r = cl_map_over(m, got[i], fds[i]);
 		close(fds[i]);
 	}
@@ -68,7 +68,7 @@ static int tier_need(struct wsrv_model *m, uint32_t seg, bool pin, bool wait)
 	int r = 0, fd[1];
 
 	pthread_mutex_lock(&m->map_lock);
-	while (!m->pst[seg].mapped) {
+	while (!cl_piece_here(&m->pst[seg])) {
 		/* The newest server's word: after a restart, its page's (the
 		 * call below connects again when the server went away). */
 		const uint32_t *w = tier_word(m, seg);
@@ -81,8 +81,8 @@ static int tier_need(struct wsrv_model *m, uint32_t seg, bool pin, bool wait)
 			break;
 		wait_read(m, w, seen);
 	}
-	if (r == 0 && pin)
-		m->pst[seg].pinned = true;
+	if (r == 0 && pin && m->pst[seg].st == PS_MAPPED)
+		cl_piece_to(m, seg, PS_PINNED);
 	pthread_mutex_unlock(&m->map_lock);
 	return r == -EAGAIN && !wait ? 0 : r < 0 ? r : 1;
 }
@@ -113,7 +113,7 @@ static int ask_round(struct wsrv_model *m, const uint32_t *p, const bool *ok, si
 	size_t k = 0, ngot;
 
 	for (size_t i = 0; i < n && k < ASK_MAX; i++)
-		if (ok[i] && !m->pst[p[i]].mapped) {
+		if (ok[i] && !cl_piece_here(&m->pst[p[i]])) {
 			const uint32_t *wi = tier_word(m, p[i]);
 			was[k] = wi ? cl_load_word(wi) : 0;
 			ask[k++] = p[i];
@@ -134,7 +134,7 @@ static int ask_round(struct wsrv_model *m, const uint32_t *p, const bool *ok, si
 	if (ngot)
 		return ask_round(m, p, ok, n, w, seen);
 	for (size_t i = 0; i < k; i++) /* one still read: its word rises when it is */
-		if (!m->pst[ask[i]].mapped) {
+		if (!cl_piece_here(&m->pst[ask[i]])) {
 			*w = tier_word(m, ask[i]);
 			*seen = was[i];
 			if (!*w)
@@ -162,7 +162,7 @@ int cl_tier_use_many(struct wsrv_model *m, const uint32_t *p, size_t n, bool wai
 		wait_read(m, w, seen);
 	/* Even after a failure: what came is the caller's to let go. */
 	for (size_t i = 0; i < n; i++)
-		if ((got[i] = ok[i] && m->pst[p[i]].mapped))
+		if ((got[i] = ok[i] && cl_piece_here(&m->pst[p[i]])))
 			m->pst[p[i]].use++;
 	pthread_mutex_unlock(&m->map_lock);
 	free(ok);
@@ -193,7 +193,7 @@ int cl_tier_drop_many(struct wsrv_model *m, const uint32_t *p, size_t n)
 		uint8_t *at;
 		size_t len;
 		uint64_t off;
-		if (!m->pst[g].use || --m->pst[g].use || m->pst[g].pinned || !m->pst[g].mapped)
+		if (!m->pst[g].use || --m->pst[g].use || m->pst[g].st != PS_MAPPED)
 			continue;
 		/* The range stays reserved: a read of it faults, never reads
 		 * bytes a later mapping put elsewhere. */
@@ -202,7 +202,7 @@ int cl_tier_drop_many(struct wsrv_model *m, const uint32_t *p, size_t n)
 			r = cl_err(-errno, "cannot unmap segment %u: %s", g, strerror(errno));
 			break;
 		}
-		m->pst[g].mapped = false;
+		cl_piece_to(m, g, PS_RESERVED);
 		rel[k++] = g;
 		if (k == ASK_MAX) {
 			r = give_back(m, rel, k);
