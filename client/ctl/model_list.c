@@ -55,11 +55,7 @@ WSRV_EXPORT int wsrv_model_list_at(const struct wsrv_model_list *l, size_t i,
 {
 	const Wsrv__ModelInfo *m;
 
-	CL_NEED(l);
-	CL_NEED(out);
-	if (!(m = entry(l, i)))
-		return -ERANGE;
-	CL_RESULT(out);
+	CL_GET(l, out, (m = entry(l, i)));
 	out->name = cl_str(m->name);
 	out->path = cl_str(m->path);
 	out->numa = cl_str(m->numa);
@@ -85,11 +81,7 @@ WSRV_EXPORT int wsrv_model_list_generation(const struct wsrv_model_list *l, size
 {
 	const Wsrv__ModelInfo *m;
 
-	CL_NEED(l);
-	CL_NEED(out);
-	if (!(m = entry(l, i)))
-		return -ERANGE;
-	CL_RESULT(out);
+	CL_GET(l, out, (m = entry(l, i)));
 	out->generation = m->generation;
 	out->retired = m->retired;
 	out->nholders = (uint32_t)m->n_holder_pids;
@@ -105,11 +97,7 @@ WSRV_EXPORT int wsrv_model_list_tier(const struct wsrv_model_list *l, size_t i, 
 {
 	const Wsrv__ModelInfo *m;
 
-	CL_NEED(l);
-	CL_NEED(out);
-	if (!(m = entry(l, i)))
-		return -ERANGE;
-	CL_RESULT(out);
+	CL_GET(l, out, (m = entry(l, i)));
 	out->budget = m->tier_budget;
 	out->resident_bytes = m->tier_resident_bytes;
 	out->cached_bytes = m->tier_cached_bytes;

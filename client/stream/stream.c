@@ -382,11 +382,7 @@ WSRV_EXPORT int wsrv_stream_view(const struct wsrv_stream *s, size_t i, struct w
 	struct tp_view tmp;
 	const struct tp_view *v;
 
-	CL_NEED(s);
-	CL_NEED(out);
-	if (!(v = view_at(s, i, &tmp)))
-		return -ERANGE;
-	CL_RESULT(out);
+	CL_GET(s, out, (v = view_at(s, i, &tmp)));
 	out->present = v->present;
 	out->rank = v->rank;
 	out->shape = tp_view_shape(s->m, s->views, i);
@@ -399,11 +395,7 @@ WSRV_EXPORT int wsrv_stream_layout(const struct wsrv_stream *s, size_t i, struct
 	struct tp_view tmp;
 	const struct tp_view *v;
 
-	CL_NEED(s);
-	CL_NEED(out);
-	if (!(v = view_at(s, i, &tmp)))
-		return -ERANGE;
-	CL_RESULT(out);
+	CL_GET(s, out, (v = view_at(s, i, &tmp)));
 	out->offset = v->src_off;
 	out->row_bytes = v->width;
 	out->rows = v->height;

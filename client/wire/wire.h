@@ -50,6 +50,18 @@ struct wsrv_client {
 	(out)->struct_size = sizeof(*(out)); \
 } while (0)
 
+/* A getter's prelude: obj and out are not NULL, found (an expression
+ * that records its own error, such as an index out of range) is true, and
+ * out is a zeroed result struct with its size set; else -EINVAL or
+ * -ERANGE. */
+#define CL_GET(obj, out, found) do { \
+	CL_NEED(obj); \
+	CL_NEED(out); \
+	if (!(found)) \
+		return -ERANGE; \
+	CL_RESULT(out); \
+} while (0)
+
 /* Copies the caller's options o (NULL: none, every field its default) into
  * copy, lib_size bytes zeroed first. o's first field is its size: less
  * than min_size (the first version's) is -EINVAL; a tail past lib_size
