@@ -59,7 +59,7 @@ struct srv_metrics {
 		uint8_t key[17];    /* its address (addr_key) */
 		uint8_t exact[17];  /* its address itself (addr_exact) */
 		bool evicted;       /* closed for a newer one, not gone yet: not counted */
-		bool served;        /* it has had a whole request answered */
+		bool asked;         /* it has sent a whole request (its headers) */
 	} conns[METRICS_SLOTS];
 	uint8_t next_key[17];       /* the address the policy let in last */
 	uint8_t next_exact[17];
@@ -119,53 +119,79 @@ static bool shunned(const struct srv_metrics *m, const uint8_t exact[17], double
 	return false;
 }
 
-/* Connection v is closed as slow: its address, if it never sent a whole
- * request, is shunned (in the place of the entry that ends first). */
-static void shun(struct srv_metrics *m, const struct mconn *v, double now)
+/* Address exact is shunned for METRICS_SHUN_S (in the place of the entry
+ * that ends first). */
+static void shun(struct srv_metrics *m, const uint8_t exact[17], double now)
 {
 	int at = 0;
 
-	if (v->served)
-		return; /* a scraper between its requests: not slow */
 	for (int i = 0; i < METRICS_SHUN; i++) {
-		if (memcmp(m->shun[i].exact, v->exact, 17) == 0) {
+		if (memcmp(m->shun[i].exact, exact, 17) == 0) {
 			at = i;
 			break;
 		}
 		if (m->shun[i].until < m->shun[at].until)
 			at = i;
 	}
-	memcpy(m->shun[at].exact, v->exact, 17);
+	memcpy(m->shun[at].exact, exact, 17);
 	m->shun[at].until = now + METRICS_SHUN_S;
 }
 
-/* The oldest connection (with key, or any when key is NULL) that has had
- * no whole request for METRICS_SLOW_S, or -1. */
-static int oldest_slow(const struct srv_metrics *m, const uint8_t *key, double now)
+/* Whether connection c is slow: METRICS_SLOW_S without a whole request
+ * (its first, or the next of a connection kept alive). */
+static bool is_slow(const struct mconn *c, double now)
 {
-	int best = -1;
+	return c->fd >= 0 && !c->evicted && c->since && now - c->since >= METRICS_SLOW_S;
+}
+
+/* The connections address exact holds; how many of them are slow and
+ * have never sent a whole request, into *slow. */
+static int held_by(const struct srv_metrics *m, const uint8_t exact[17], double now, int *slow)
+{
+	int n = 0;
+
+	*slow = 0;
+	for (int i = 0; i < METRICS_SLOTS; i++) {
+		const struct mconn *c = &m->conns[i];
+		if (c->fd < 0 || c->evicted || memcmp(c->exact, exact, 17) != 0)
+			continue;
+		n++;
+		*slow += is_slow(c, now) && !c->asked;
+	}
+	return n;
+}
+
+/* The slow connection (with key, or any when key is NULL) to close for a
+ * newcomer, or -1: one of the address that holds the most connections,
+ * the oldest of them. A scraper holds one at a time, a crowd of slow
+ * clients many, so the crowd's go first. */
+static int slow_victim(const struct srv_metrics *m, const uint8_t *key, double now)
+{
+	int best = -1, best_n = 0, slow;
 
 	for (int i = 0; i < METRICS_SLOTS; i++) {
 		const struct mconn *c = &m->conns[i];
-		if (c->fd < 0 || c->evicted || !c->since || now - c->since < METRICS_SLOW_S ||
-		    (key && memcmp(c->key, key, 17) != 0))
+		if (!is_slow(c, now) || (key && memcmp(c->key, key, 17) != 0))
 			continue;
-		if (best < 0 || c->since < m->conns[best].since)
+		int n = held_by(m, c->exact, now, &slow);
+		if (best < 0 || n > best_n || (n == best_n && c->since < m->conns[best].since)) {
 			best = i;
+			best_n = n;
+		}
 	}
 	return best;
 }
 
 /* MHD asks before it takes a connection: within METRICS_CONNS in all and
- * METRICS_PER_ADDR from its address, or else in the place of the oldest
- * slow one there (closed now), so that slow clients never keep a scraper
- * out; refused when there is none. An address shunned (a connection of
- * its closed as slow, never having sent a whole request, within
- * METRICS_SHUN_S) is refused: slow clients that came back at once
- * whenever closed would keep every slot younger than slow, and a scraper
- * would find none to take. A scraper sends
- * whole requests, so it is never shunned, unless it shares its address
- * with a slow client. */
+ * METRICS_PER_ADDR from its address, or else in the place of a slow one
+ * there (closed now: slow_victim's), so that slow clients never keep a
+ * scraper out; refused when there is none. An address shunned (a
+ * connection of its closed as slow, never having sent a whole request,
+ * within METRICS_SHUN_S; or refused while one of its own sat so) is
+ * refused: slow clients that came back at once whenever closed would keep
+ * every slot younger than slow, and a scraper would find none to take. A
+ * scraper sends whole requests and holds one connection, so it is never
+ * shunned, unless it shares its address with a slow client. */
 static enum MHD_Result policy(void *arg, const struct sockaddr *sa, socklen_t len)
 {
 	struct srv_metrics *m = arg;
@@ -185,12 +211,18 @@ static enum MHD_Result policy(void *arg, const struct sockaddr *sa, socklen_t le
 		}
 	full = same >= METRICS_PER_ADDR || all >= METRICS_CONNS || shunned(m, exact, now);
 	if (full && !shunned(m, exact, now))
-		v = oldest_slow(m, same >= METRICS_PER_ADDR ? key : NULL, now);
+		v = slow_victim(m, same >= METRICS_PER_ADDR ? key : NULL, now);
 	if (v >= 0) {
 		(void)shutdown(m->conns[v].fd, SHUT_RDWR);
 		m->conns[v].evicted = true;
-		shun(m, &m->conns[v], now);
+		if (!m->conns[v].asked) /* a scraper between its requests is not slow */
+			shun(m, m->conns[v].exact, now);
 	}
+	/* Refused while one of its own connections sits slow, never having
+	 * asked: an address that crowds, not a scraper. */
+	int slow;
+	if (full && v < 0 && (held_by(m, exact, now, &slow), slow))
+		shun(m, exact, now);
 	memcpy(m->next_key, key, 17);
 	memcpy(m->next_exact, exact, 17);
 	pthread_mutex_unlock(&m->conn_lock);
@@ -231,10 +263,26 @@ static enum MHD_Result serve_snapshot(struct srv_metrics *m, struct MHD_Connecti
 	return ret;
 }
 
+/* Connection c has sent a whole request: not slow while it is answered. */
+static void asked(struct srv_metrics *m, struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	intptr_t slot = ci ? (intptr_t)ci->socket_context - 1 : -1;
+
+	pthread_mutex_lock(&m->conn_lock);
+	if (slot >= 0 && slot < METRICS_SLOTS && m->conns[slot].fd >= 0 && m->conns[slot].since &&
+	    !m->conns[slot].evicted) {
+		m->conns[slot].since = mono_now();
+		m->conns[slot].asked = true;
+	}
+	pthread_mutex_unlock(&m->conn_lock);
+}
+
 static enum MHD_Result on_request(void *arg, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_len, void **state)
 {
+	asked(arg, c);
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
 		return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
 	if (strcmp(url, "/metrics") != 0)
@@ -260,7 +308,7 @@ static void on_conn(void *arg, struct MHD_Connection *c, void **ctx, enum MHD_Co
 		    (m->conns[slot].fd = fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 3)) >= 0) {
 			m->conns[slot].since = mono_now();
 			m->conns[slot].evicted = false;
-			m->conns[slot].served = false;
+			m->conns[slot].asked = false;
 			memcpy(m->conns[slot].key, m->next_key, 17); /* policy ran just before, on this thread */
 			memcpy(m->conns[slot].exact, m->next_exact, 17);
 			*ctx = (void *)(slot + 1);
@@ -283,11 +331,11 @@ static void on_done(void *arg, struct MHD_Connection *c, void **ctx, enum MHD_Re
 
 	pthread_mutex_lock(&m->conn_lock);
 	/* (An evicted connection may be ended by MHD only later, and said
-	 * to be complete: it is slow, not served.) */
+	 * to be complete: it is slow, not answered.) */
 	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && slot >= 0 && slot < METRICS_SLOTS &&
 	    m->conns[slot].fd >= 0 && m->conns[slot].since && !m->conns[slot].evicted) {
 		m->conns[slot].since = mono_now();
-		m->conns[slot].served = true;
+		m->conns[slot].asked = true;
 	}
 	pthread_mutex_unlock(&m->conn_lock);
 }
