@@ -17,7 +17,8 @@
 #include "model_load.h"
 #include "packet.h"
 #include "srv_counters.h"
-#include "srv_region.h"
+#include "srv_region_table.h"
+#include "wsrv.pb-c.h"
 #include "ratelimit.h"
 
 struct peer_serve;

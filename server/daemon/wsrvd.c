@@ -30,6 +30,7 @@
 #include "srv_loop.h"
 #include "srv_metrics.h"
 #include "srv_peers.h"
+#include "srv_region.h"
 #include "srv_successor.h"
 #include "sockpath.h"
 #include "srv_socket.h"

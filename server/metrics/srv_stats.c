@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* srv_stats.c - counting what the server holds. */
+#include "srv_region.h"
 #include "srv_reply.h"
 #include "srv_stats.h"
 

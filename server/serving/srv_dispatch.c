@@ -20,6 +20,7 @@
 #include "srv_attachments.h"
 #include "srv_leases.h"
 #include "sorted.h"
+#include "srv_region.h"
 #include "srv_reply.h"
 #include "srv_stats.h"
 #include "srv_publish.h"

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "tier.h"
 #include "srv_publish.h"
+#include "srv_region.h"
 #include "srv_models.h"
 #include "srv_takeover.h"
 
