@@ -382,6 +382,24 @@ int stream_drop_layer(struct wsrv_stream *s, int pos, int64_t fence)
 	return r;
 }
 
+/* Every piece the stream has lent is given back, in one call (one by
+ * one when there is no memory for the list). */
+static void give_back_lent(struct wsrv_stream *s)
+{
+	uint32_t n = s->have ? cl_npieces(s->m) : 0, *p = n ? calloc(n, sizeof(*p)) : NULL;
+	size_t k = 0;
+
+	for (uint32_t g = 0; g < n; g++)
+		if (s->have[g] == PIECE_LENT) {
+			if (p)
+				p[k++] = g;
+			else
+				cl_pieces_done(s->m, &g, 1);
+		}
+	cl_pieces_done(s->m, p, k);
+	free(p);
+}
+
 void stream_unregister(struct wsrv_stream *s)
 {
 	for (size_t i = 0; i < s->nsrcs; i++) {
@@ -390,9 +408,7 @@ void stream_unregister(struct wsrv_stream *s)
 			unlock_chunk(s, g, k);
 		free(g->chunks);
 	}
-	for (uint32_t g = 0; s->have && g < cl_npieces(s->m); g++)
-		if (s->have[g] == PIECE_LENT)
-			cl_pieces_done(s->m, &g, 1);
+	give_back_lent(s);
 	free(s->srcs);
 	free(s->have);
 	free(s->src_locked);

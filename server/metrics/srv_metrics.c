@@ -144,19 +144,16 @@ static bool is_slow(const struct mconn *c, double now)
 	return c->fd >= 0 && !c->evicted && c->since && now - c->since >= METRICS_SLOW_S;
 }
 
-/* The connections address exact holds; how many of them are slow and
- * have never sent a whole request, into *slow. */
-static int held_by(const struct srv_metrics *m, const uint8_t exact[17], double now, int *slow)
+/* The connections address exact holds (with slow_only, those of them
+ * that are slow and have never sent a whole request). */
+static int held_by(const struct srv_metrics *m, const uint8_t exact[17], double now, bool slow_only)
 {
 	int n = 0;
 
-	*slow = 0;
 	for (int i = 0; i < METRICS_SLOTS; i++) {
 		const struct mconn *c = &m->conns[i];
-		if (c->fd < 0 || c->evicted || memcmp(c->exact, exact, 17) != 0)
-			continue;
-		n++;
-		*slow += is_slow(c, now) && !c->asked;
+		if (c->fd >= 0 && !c->evicted && memcmp(c->exact, exact, 17) == 0)
+			n += !slow_only || (is_slow(c, now) && !c->asked);
 	}
 	return n;
 }
@@ -167,13 +164,13 @@ static int held_by(const struct srv_metrics *m, const uint8_t exact[17], double 
  * clients many, so the crowd's go first. */
 static int slow_victim(const struct srv_metrics *m, const uint8_t *key, double now)
 {
-	int best = -1, best_n = 0, slow;
+	int best = -1, best_n = 0;
 
 	for (int i = 0; i < METRICS_SLOTS; i++) {
 		const struct mconn *c = &m->conns[i];
 		if (!is_slow(c, now) || (key && memcmp(c->key, key, 17) != 0))
 			continue;
-		int n = held_by(m, c->exact, now, &slow);
+		int n = held_by(m, c->exact, now, false);
 		if (best < 0 || n > best_n || (n == best_n && c->since < m->conns[best].since)) {
 			best = i;
 			best_n = n;
@@ -220,8 +217,7 @@ static enum MHD_Result policy(void *arg, const struct sockaddr *sa, socklen_t le
 	}
 	/* Refused while one of its own connections sits slow, never having
 	 * asked: an address that crowds, not a scraper. */
-	int slow;
-	if (full && v < 0 && (held_by(m, exact, now, &slow), slow))
+	if (full && v < 0 && held_by(m, exact, now, true))
 		shun(m, exact, now);
 	memcpy(m->next_key, key, 17);
 	memcpy(m->next_exact, exact, 17);
