@@ -313,6 +313,36 @@ static void proof_checked(void **s)
 	served_stop(&sv);
 }
 
+/* A refusal ends the handshake: a right Proof sent on the same
+ * connection after a wrong one (within the second a refused filler has to
+ * read why) is malformed, never served. Before, the connection stayed
+ * "challenged" until it closed, so it took more guesses than one. */
+static void no_second_proof_after_a_refusal(void **s)
+{
+	struct peer_trust t = trust_of(TOKEN);
+	struct peer_proof q = { .magic = PEER_MAGIC };
+	struct peer_auth_ctx c;
+	struct served sv;
+	struct raw r;
+	int port;
+
+	(void)s;
+	serve_peers(&sv, &port);
+	handshake(port, "another-token-9876543210", &r, &c);
+	assert_int_equal(r.table.status, -EACCES);
+	assert_int_equal(peer_auth_mac(&t, PEER_SIDE_FILLER, &c, q.mac), 0);
+	r.got_table = false;
+	rawc_send(&r, PEER_AM_PROOF, &q, sizeof(q));
+	for (double until = mono_now() + 3; !r.got_table && !r.lost && mono_now() < until;)
+		if (!ucp_worker_progress(r.w))
+			usleep(100);
+	if (r.got_table)
+		assert_int_not_equal(r.table.status, 0);
+	assert_true(r.lost);
+	rawc_close(&r);
+	served_stop(&sv);
+}
+
 /* 9 bytes of UCX's connection header declaring 8 bytes to come, then 200
  * bytes: UCX 1.13.1 aborts in tcp_sockcm_ep.c:825 on it. Sent from
  * 127.0.0.1 to port; the connection is closed after 500 ms. */
@@ -600,4 +630,5 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(proofs_bind_everything),
 	cmocka_unit_test(v1_refused_with_a_sentence),
 	cmocka_unit_test(proof_checked),
+	cmocka_unit_test(no_second_proof_after_a_refusal),
 )
