@@ -290,10 +290,20 @@ static void injected_failures(void **st)
 	fk_set("fail_copy", -1);
 	assert_int_equal(fk_live("allocations"), allocs);
 	wsrv_device_destroy(d);
-	fk_set("fail_alloc_host", 0);
+	/* Pinned staging is made by the first copy that bounces, not by
+	 * the device: a device that cannot lock read-only memory bounces
+	 * every copy, and a failure to make it fails the open clearly. */
 	struct wsrv_cuda_opts co = { .struct_size = sizeof(co) };
-	assert_true(wsrv_device_cuda(&co, &d) < 0);
-	assert_int_equal(fk_live("pinned"), 1); /* the test's own */
+	fk_set("ro_supported", 0);
+	assert_int_equal(wsrv_device_cuda(&co, &d), 0);
+	assert_int_equal(fk_live("pinned"), 1); /* the test's own: the device made none */
+	fk_set("fail_alloc_host", 0);
+	assert_true(wsrv_stream_open(m, d, NULL, &o, &s) < 0);
+	assert_non_null(strstr(wsrv_last_error(), "bounce buffer"));
+	fk_set("fail_alloc_host", -1);
+	fk_set("ro_supported", 1);
+	wsrv_device_destroy(d);
+	assert_int_equal(fk_live("pinned"), 1);
 	assert_int_equal(fk_live("primary_refs"), 1);
 }
 

@@ -63,6 +63,12 @@ static const struct entry vmm_entries[] = {
 	E(MemUnmap, "cuMemUnmap", NULL),
 	E(MemSetAccess, "cuMemSetAccess", NULL),
 };
+
+/* Optional too, and not part of has_vmm: the copy service checks with it
+ * which device an imported allocation lies on (NULL: it trusts the map). */
+static const struct entry extra_entries[] = {
+	E(MemGetAllocationPropertiesFromHandle, "cuMemGetAllocationPropertiesFromHandle", NULL),
+};
 #undef E
 
 static void *lookup(void *h, const struct entry *e)
@@ -102,6 +108,7 @@ static void api_load(void)
 		return;
 	}
 	api.has_vmm = fill(h, vmm_entries, sizeof(vmm_entries) / sizeof(vmm_entries[0])) == NULL;
+	fill(h, extra_entries, sizeof(extra_entries) / sizeof(extra_entries[0]));
 	const char *missing = fill(h, entries, sizeof(entries) / sizeof(entries[0]));
 	if (missing) {
 		snprintf(why_buf, sizeof(why_buf), "the CUDA driver has no %s (too old?)", missing);

@@ -39,6 +39,7 @@ enum {
 	CU_STREAM_NON_BLOCKING = 0x1,
 	CU_EVENT_DEFAULT = 0x0,
 	CU_EVENT_DISABLE_TIMING = 0x2,
+	CU_MEMHOSTREGISTER_PORTABLE = 0x01,
 	CU_MEMHOSTREGISTER_READ_ONLY = 0x08,
 	CU_DEVICE_ATTRIBUTE_PCI_BUS_ID = 33,
 	CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED = 113,
@@ -153,6 +154,8 @@ struct cuda_api {
 	CUresult (*MemUnmap)(CUdeviceptr p, size_t len);
 	CUresult (*MemSetAccess)(CUdeviceptr p, size_t len, const struct cu_access_desc *d, size_t n);
 	int has_vmm;                /* every one of them was found */
+	/* Optional, outside has_vmm (NULL when absent). */
+	CUresult (*MemGetAllocationPropertiesFromHandle)(struct cu_mem_prop *p, CUmemGenericAllocationHandle h);
 };
 
 /* The driver, loaded and initialised once per process (cuInit(0)); *out

@@ -327,8 +327,7 @@ static CUresult make_events(struct cuda_dev *c)
 		if ((e = c->cu->EventCreate(&c->g[i].before, CU_EVENT_DEFAULT)) == CUDA_SUCCESS)
 			e = c->cu->EventCreate(&c->g[i].after, CU_EVENT_DEFAULT);
 	for (int i = 0; i < CU_NBOUNCE && e == CUDA_SUCCESS; i++)
-		if ((e = c->cu->MemAllocHost(&c->bounce[i], CU_BOUNCE)) == CUDA_SUCCESS)
-			e = c->cu->EventCreate(&c->bounce_ev[i], CU_EVENT_DISABLE_TIMING);
+		e = c->cu->EventCreate(&c->bounce_ev[i], CU_EVENT_DISABLE_TIMING);
 	if (e == CUDA_SUCCESS)
 		e = c->cu->EventCreate(&c->released, CU_EVENT_DISABLE_TIMING);
 	if (e == CUDA_SUCCESS)

@@ -30,11 +30,13 @@ struct cu_gate {
 };
 
 /* One page-locked range. refs counts the register_host calls that cover
- * it; locked is false where the driver refused (its copies bounce). */
+ * it; locked is false where the driver refused (its copies bounce);
+ * borrowed: another context of this process locked it (portable), which
+ * unlocks it too, so this one never unregisters it. */
 struct cu_reg {
 	uintptr_t a, b;
 	unsigned refs;
-	bool locked;
+	bool locked, borrowed;
 };
 
 struct cuda_dev {
@@ -55,10 +57,12 @@ struct cuda_dev {
 	CUevent base;               /* the copy stream's zero ... */
 	double base_host;           /* ... on the host's clock */
 	bool ro_ok;                 /* read-only registration supported */
+	unsigned reg_flags;         /* beside READ_ONLY: PORTABLE in the copy service */
 	uint64_t reg_chunk;
 	struct cu_reg *regs;        /* sorted by address, disjoint */
 	size_t nregs, cap_regs;
-	void *bounce[CU_NBOUNCE];   /* pinned staging for unlocked sources */
+	void *bounce[CU_NBOUNCE];   /* pinned staging for unlocked sources, made
+	                             * at the first copy that needs it */
 	CUevent bounce_ev[CU_NBOUNCE];
 	int next_bounce;
 };
@@ -91,5 +95,9 @@ int cu_share_create(struct wsrv_device *d, size_t len, struct dev_share *sh);
 int cu_share_seal(struct wsrv_device *d, struct dev_share *sh);
 int cu_share_import(struct wsrv_device *d, int fd, size_t len, struct dev_share *sh);
 void cu_share_free(struct wsrv_device *d, struct dev_share *sh);
+
+/* The copy service's (dev_serve.h): a worker's exported allocation mapped
+ * writable here (dev_cuda_serve.c). */
+int cu_serve_import(struct wsrv_device *d, int fd, size_t len, struct dev_share *sh);
 
 #endif

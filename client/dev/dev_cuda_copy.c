@@ -17,6 +17,12 @@ static int bounce_once(struct cuda_dev *c, void *dst, const void *src, size_t wi
 	CUresult e;
 
 	c->next_bounce = (b + 1) % CU_NBOUNCE;
+	/* Made when first needed: a stream whose sources are all locked (or
+	 * a copy service's) pins no staging at all. */
+	if (!c->bounce[b] && (e = c->cu->MemAllocHost(&c->bounce[b], CU_BOUNCE)) != CUDA_SUCCESS) {
+		c->bounce[b] = NULL;
+		return cu_fail(c, e, "cuMemAllocHost (bounce buffer)");
+	}
 	if ((e = c->cu->EventSynchronize(c->bounce_ev[b])) != CUDA_SUCCESS)
 		return cu_fail(c, e, "cuEventSynchronize (bounce buffer)");
 	for (size_t r = 0; r < rows; r++)

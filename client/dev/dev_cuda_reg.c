@@ -38,7 +38,7 @@ static int by_addr(const void *x, const void *y)
 	return a->a < b->a ? -1 : a->a > b->a;
 }
 
-static int add_reg(struct cuda_dev *c, uintptr_t a, uintptr_t b, bool locked)
+static int add_reg(struct cuda_dev *c, uintptr_t a, uintptr_t b, bool locked, bool borrowed)
 {
 	if (c->nregs == c->cap_regs) {
 		size_t cap = c->cap_regs ? 2 * c->cap_regs : 16;
@@ -48,7 +48,7 @@ static int add_reg(struct cuda_dev *c, uintptr_t a, uintptr_t b, bool locked)
 		c->regs = n;
 		c->cap_regs = cap;
 	}
-	c->regs[c->nregs++] = (struct cu_reg){ a, b, 1, locked };
+	c->regs[c->nregs++] = (struct cu_reg){ a, b, 1, locked, borrowed };
 	return 0;
 }
 
@@ -60,16 +60,21 @@ static int lock_gap(struct cuda_dev *c, uintptr_t *cur, uintptr_t b, uint64_t *a
 {
 	for (uintptr_t p = *cur; p < b; *cur = p) {
 		uintptr_t e = b - p > c->reg_chunk ? p + c->reg_chunk : b;
-		bool locked = false;
+		bool locked = false, borrowed = false;
 		int r;
 		if (c->ro_ok) {
-			CUresult x = c->cu->MemHostRegister((void *)p, e - p, CU_MEMHOSTREGISTER_READ_ONLY);
+			CUresult x = c->cu->MemHostRegister((void *)p, e - p,
+							    CU_MEMHOSTREGISTER_READ_ONLY | c->reg_flags);
 			locked = x == CUDA_SUCCESS;
-			if (!locked)
+			/* Portable, by another device of this process (the copy
+			 * service's): locked for every context already. */
+			borrowed = x == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED &&
+				   (c->reg_flags & CU_MEMHOSTREGISTER_PORTABLE);
+			if (!locked && !borrowed)
 				cl_debug("cuda: cuMemHostRegister of %zu bytes failed (%s); copies from it bounce",
 					 (size_t)(e - p), cuda_api_strerror(c->cu, x));
 		}
-		if ((r = add_reg(c, p, e, locked)) < 0) {
+		if ((r = add_reg(c, p, e, locked || borrowed, borrowed)) < 0) {
 			if (locked)
 				c->cu->MemHostUnregister((void *)p);
 			return r;
@@ -127,7 +132,7 @@ int cu_register(struct wsrv_device *d, const void *p, size_t len, uint64_t *adde
 
 static void reg_drop(struct cuda_dev *c, size_t i)
 {
-	if (c->regs[i].locked)
+	if (c->regs[i].locked && !c->regs[i].borrowed)
 		c->cu->MemHostUnregister((void *)c->regs[i].a);
 	c->regs[i] = c->regs[--c->nregs];
 }

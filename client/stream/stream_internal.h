@@ -122,6 +122,11 @@ struct wsrv_stream {
 	char *trace_path;
 	struct stream_share sh;
 	struct xp_cache *xp;        /* experts on demand; NULL: none */
+	/* The copy service's (stream_copyd.c): private resident memory it
+	 * filled (exportable; svc_mem.ptr NULL: none), and, while it fills,
+	 * no host memory is page-locked here. */
+	struct dev_share svc_mem;
+	bool no_lock;
 };
 
 /* Decides each tensor's residency (plan rules, layer_shard by rank, then
@@ -187,6 +192,16 @@ int stream_share_fill(struct wsrv_stream *s);
 void stream_share_close(struct wsrv_stream *s);
 /* Queues the resident tensors' copies into base and waits for them. */
 int stream_upload_into(struct wsrv_stream *s, uint8_t *base);
+
+/* The resident tensors into mem (an exportable allocation: a region's
+ * writer's, or the stream's own), copied by the copy service
+ * (stream_copyd.c) when one answers, else by stream_upload_into; one log
+ * line per process says why the service did not. 0 or <0. */
+int stream_fill(struct wsrv_stream *s, struct dev_share *mem);
+/* A private resident copy made and filled by the copy service: 0 (in
+ * s->svc_mem, s->resident set), or <0 when there is none to use (the
+ * caller allocates and uploads itself; said in the log once). */
+int stream_copyd_private(struct wsrv_stream *s);
 
 /* Makes the consumer wait for every copy up to fence: the compute stream
  * through the device's gate (its gap taken into the stats later), or the

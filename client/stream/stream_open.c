@@ -64,6 +64,8 @@ static int upload_resident(struct wsrv_stream *s)
 		return 0;
 	if (s->sh.role == WSRV_SHARE_WRITER && stream_share_fill(s) == 0)
 		return 0;
+	if (stream_copyd_private(s) == 0)
+		return 0;
 	if ((r = s->d->ops->alloc(s->d, s->resident_bytes, &s->resident)) < 0)
 		return r;
 	return stream_upload_into(s, s->resident);
@@ -136,6 +138,7 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 	s->rank = so.rank;
 	s->world = so.world > 1 ? so.world : 1;
 	s->sh.mem.fd = -1;
+	s->svc_mem.fd = -1;
 	s->sh.timeout_ms = so.share_timeout_ms ? so.share_timeout_ms : SHARE_TIMEOUT_MS;
 	s->sh.wanted = so.share == WSRV_SHARE_ON || (so.share == WSRV_SHARE_DEFAULT && !(p && p->no_share));
 	if (!s->sh.wanted)
@@ -185,6 +188,8 @@ WSRV_EXPORT void wsrv_stream_close(struct wsrv_stream *s)
 	xp_free(s);
 	if (s->sh.mem.ptr || s->sh.region_id)
 		stream_share_close(s);
+	else if (s->svc_mem.ptr)
+		s->d->ops->share_free(s->d, &s->svc_mem);
 	else if (s->d && s->resident)
 		s->d->ops->free(s->d, s->resident, s->resident_bytes);
 	stream_unregister(s);

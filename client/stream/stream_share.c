@@ -139,7 +139,7 @@ int stream_share_fill(struct wsrv_stream *s)
 
 	if ((r = o->share_create(s->d, region_len(s), &s->sh.mem)) < 0) {
 		note(s, "the shared region could not be allocated: %s", wsrv_last_error());
-	} else if ((r = stream_upload_into(s, s->sh.mem.ptr)) < 0) {
+	} else if ((r = stream_fill(s, &s->sh.mem)) < 0) {
 		note(s, "the shared region could not be filled: %s", wsrv_last_error());
 	} else if ((r = o->share_seal(s->d, &s->sh.mem)) < 0) {
 		note(s, "the shared region could not be sealed: %s", wsrv_last_error());

@@ -207,7 +207,7 @@ int stream_register(struct wsrv_stream *s)
 int stream_need_tensor(struct wsrv_stream *s, uint32_t i, bool wait)
 {
 	uint32_t seg = cl_piece(s->m, i);
-	bool lock = s->d && s->d->ops->register_host;
+	bool lock = s->d && s->d->ops->register_host && !s->no_lock;
 	enum cl_piece_got got;
 	int r;
 

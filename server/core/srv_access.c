@@ -16,55 +16,27 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "peer_allow.h"
 
-/* A number from 0 to UINT32_MAX - 1 (-1 is "no change" to chown), all of s. */
-static int id_number(const char *s, uint32_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (!*s || *s == '-' || *s == '+')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v >= UINT32_MAX)
-		return -EINVAL;
-	*out = (uint32_t)v;
-	return 0;
-}
-
+/* The argument's sentence goes to the log. */
 int srv_uid_arg(const char *opt, const char *arg, uid_t *out)
 {
-	const struct passwd *pw;
-	uint32_t v;
+	char err[256];
+	int r = peer_uid_arg(opt, arg, out, err, sizeof(err));
 
-	if (id_number(arg, &v) == 0) {
-		*out = (uid_t)v;
-		return 0;
-	}
-	if (!(pw = getpwnam(arg))) {
-		log_err("--%s '%s': no such user (a name or a number)", opt, arg);
-		return -EINVAL;
-	}
-	*out = pw->pw_uid;
-	return 0;
+	if (r < 0)
+		log_err("%s", err);
+	return r;
 }
 
 int srv_gid_arg(const char *opt, const char *arg, gid_t *out)
 {
-	const struct group *gr;
-	uint32_t v;
+	char err[256];
+	int r = peer_gid_arg(opt, arg, out, err, sizeof(err));
 
-	if (id_number(arg, &v) == 0) {
-		*out = (gid_t)v;
-		return 0;
-	}
-	if (!(gr = getgrnam(arg))) {
-		log_err("--%s '%s': no such group (a name or a number)", opt, arg);
-		return -EINVAL;
-	}
-	*out = gr->gr_gid;
-	return 0;
+	if (r < 0)
+		log_err("%s", err);
+	return r;
 }
 
 int srv_mode_arg(const char *arg, mode_t *out)
@@ -131,23 +103,6 @@ void srv_reach_check(const char *path, const struct srv_config *cfg)
 				 (unsigned)cfg->allow_gid[i]);
 }
 
-/* Is one of the peer's supplementary groups listed? */
-static bool groups_allowed(const struct server *srv, int fd)
-{
-	gid_t groups[256];
-	socklen_t len = sizeof(groups);
-
-	/* A peer in more than 256 groups is checked on its first 256 only:
-	 * the kernel then answers ERANGE, and we refuse rather than guess. */
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
-		return false;
-	for (size_t g = 0; g < len / sizeof(gid_t); g++)
-		for (size_t i = 0; i < srv->cfg.n_allow_gid; i++)
-			if (srv->cfg.allow_gid[i] == groups[g])
-				return true;
-	return false;
-}
-
 bool srv_own_uid_refused(const struct server *srv, const struct ucred *c)
 {
 	return srv->cfg.refuse_own_uid && c->uid != 0 && c->uid == geteuid();
@@ -155,15 +110,8 @@ bool srv_own_uid_refused(const struct server *srv, const struct ucred *c)
 
 bool srv_peer_allowed(const struct server *srv, int fd, const struct ucred *c)
 {
-	if (c->uid == 0)
-		return true;
-	if (srv_own_uid_refused(srv, c))
+	if (c->uid != 0 && srv_own_uid_refused(srv, c))
 		return false;
-	for (size_t i = 0; i < srv->cfg.n_allow_uid; i++)
-		if (srv->cfg.allow_uid[i] == c->uid)
-			return true;
-	for (size_t i = 0; i < srv->cfg.n_allow_gid; i++)
-		if (srv->cfg.allow_gid[i] == c->gid)
-			return true;
-	return srv->cfg.n_allow_gid > 0 && groups_allowed(srv, fd);
+	return peer_allowed(fd, c, srv->cfg.allow_uid, srv->cfg.n_allow_uid, srv->cfg.allow_gid,
+			    srv->cfg.n_allow_gid);
 }

@@ -26,6 +26,9 @@
 
 #define FK_DEVICE_BYTES (80ull << 30) /* what cuMemGetInfo says the device has */
 #define FK_STREAMS 32               /* live streams at most; slot 0: the host */
+#define FK_MAX_DEVICES 4            /* FAKECUDA_DEVICES at most */
+#define FK_SAMPLE 64                /* sampled mode: bytes a sample keeps ... */
+#define FK_SAMPLE_EVERY (1u << 20)  /* ... at each multiple of this address */
 
 enum fk_op { OP_COPY, OP_RECORD, OP_WAIT, OP_HOSTFN };
 
@@ -58,6 +61,7 @@ struct CUstream_st {
 
 struct fk_alloc {
 	uintptr_t a, b;
+	int device;                 /* the device it lies on */
 	bool vmm;                   /* a cuMemMap mapping (fake_vmm.c), not cuMemAlloc's */
 	bool readonly;              /* mapped with CU_MEM_ACCESS_FLAGS_PROT_READ */
 	uint64_t wr[FK_STREAMS], rd[FK_STREAMS];
@@ -85,12 +89,17 @@ struct fake {
 	long long reg_mbps;         /* registration's cost: MB locked a second (0: free);
 	                             * also $FAKECUDA_REG_MBPS, for processes a test starts */
 	long long vmm_supported, granule, uuid;
+	long long ctx_ms, import_ms;  /* a first context, an import (fake_cost.c) */
+	long long sampled;          /* device memory keeps samples only */
+	long long devices;          /* FAKECUDA_DEVICES (1) */
 	/* failure injection: the (n+1)-th next call of a kind fails */
 	long long fail_alloc, fail_copy, fail_register, fail_alloc_host, fail_record;
 	/* observations (fakecuda_get) */
 	long long violations, registrations, largest_register, copies_2d, copies;
 	long long ro_writes;        /* copies refused: into a read-only mapping */
 	long long live_events;
+	long long pinned_bytes, pinned_peak;  /* registered + cuMemAllocHost's, here */
+	long long imports;
 };
 
 extern struct fake fk;
@@ -98,6 +107,15 @@ extern struct fake fk;
 void fk_violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 bool fk_fail_now(long long *counter);
 CUresult fk_need_ctx(void);
+/* The device of the current context (fk_need_ctx succeeded). */
+int fk_cur_device(void);
+
+/* Costs, devices, pinned bytes and sampling (fake_cost.c). */
+void fk_costs_from_env(void);
+void fk_sleep(double s);
+void fk_pinned(long long delta);
+long long fk_ledger(const char *what);
+void fk_copy_rows(char *dst, const char *src, size_t width, size_t height, size_t spitch, size_t dpitch);
 double fk_now(void);
 
 /* Streams (fake_stream.c). */

@@ -55,6 +55,7 @@ CUresult cuMemAddressFree(CUdeviceptr p, size_t len);
 CUresult cuMemMap(CUdeviceptr p, size_t len, size_t off, CUmemGenericAllocationHandle h,
 		  unsigned long long flags);
 CUresult cuMemUnmap(CUdeviceptr p, size_t len);
+CUresult cuMemGetAllocationPropertiesFromHandle(struct cu_mem_prop *p, CUmemGenericAllocationHandle h);
 CUresult cuMemSetAccess(CUdeviceptr p, size_t len, const struct cu_access_desc *d, size_t n);
 
 #endif

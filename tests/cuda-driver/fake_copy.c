@@ -62,6 +62,9 @@ static CUresult queue_copy(CUstream h, const struct shape *c, bool to_device, co
 		free(j);
 		return s ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
 	}
+	if (a->device != fk_cur_device())
+		fk_violation("%s: device %d's memory from a context of device %d", what, a->device,
+			     fk_cur_device());
 	if (to_device && a->readonly) {
 		fk.ro_writes++;
 		pthread_mutex_unlock(&fk.lock);

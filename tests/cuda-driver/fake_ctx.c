@@ -20,11 +20,12 @@ struct fake fk = {
 	.vmm_supported = 1,
 	.granule = 2LL << 20,
 	.fail_alloc = -1, .fail_copy = -1, .fail_register = -1, .fail_alloc_host = -1, .fail_record = -1,
+	.devices = 1,
 };
 
-/* The one context there is: the primary context of device 0. */
-struct CUctx_st { int device; };
-static struct CUctx_st primary;
+/* The contexts there are: each device's primary context. */
+struct CUctx_st { int device; bool made; };
+static struct CUctx_st primary[FK_MAX_DEVICES] = { { 0 }, { 1 }, { 2 }, { 3 } };
 #define DEPTH 8
 static __thread CUcontext stack[DEPTH];
 static __thread int depth;
@@ -62,14 +63,23 @@ CUresult fk_need_ctx(void)
 	return depth > 0 && stack[depth - 1] ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
+int fk_cur_device(void)
+{
+	return depth > 0 && stack[depth - 1] ? stack[depth - 1]->device : 0;
+}
+
+static bool valid_device(CUdevice d)
+{
+	return d >= 0 && d < fk.devices;
+}
+
 CUresult cuInit(unsigned flags)
 {
 	if (flags)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (getenv("FAKECUDA_NO_DEVICE"))
 		return CUDA_ERROR_NO_DEVICE;
-	if (getenv("FAKECUDA_REG_MBPS"))
-		fk.reg_mbps = atoll(getenv("FAKECUDA_REG_MBPS"));
+	fk_costs_from_env();
 	fk.inited = true;
 	return CUDA_SUCCESS;
 }
@@ -103,21 +113,21 @@ CUresult cuDeviceGetCount(int *n)
 {
 	if (!fk.inited)
 		return CUDA_ERROR_NOT_INITIALIZED;
-	*n = 1;
+	*n = (int)fk.devices;
 	return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGet(CUdevice *d, int ordinal)
 {
-	if (ordinal != 0)
+	if (!valid_device(ordinal))
 		return CUDA_ERROR_INVALID_DEVICE;
-	*d = 0;
+	*d = ordinal;
 	return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d)
 {
-	if (d != 0)
+	if (!valid_device(d))
 		return CUDA_ERROR_INVALID_DEVICE;
 	switch (attr) {
 	case CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED: *v = (int)fk.ro_supported; break;
@@ -138,10 +148,18 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
 {
 	if (!fk.inited)
 		return CUDA_ERROR_NOT_INITIALIZED;
-	if (d != 0)
+	if (!valid_device(d))
 		return CUDA_ERROR_INVALID_DEVICE;
+	/* A device's first context in a process costs what the driver's
+	 * setup does (FAKECUDA_CTX_MS): once, like the real one's. */
+	pthread_mutex_lock(&fk.lock);
+	if (!primary[d].made) {
+		fk_sleep((double)fk.ctx_ms / 1e3);
+		primary[d].made = true;
+	}
+	pthread_mutex_unlock(&fk.lock);
 	__atomic_add_fetch(&fk.primary_refs, 1, __ATOMIC_SEQ_CST);
-	*c = &primary;
+	*c = &primary[d];
 	return CUDA_SUCCESS;
 }
 
@@ -203,6 +221,13 @@ static long long *knob(const char *name)
 		{ "copies", offsetof(struct fake, copies) },
 		{ "copies_2d", offsetof(struct fake, copies_2d) },
 		{ "live_events", offsetof(struct fake, live_events) },
+		{ "ctx_ms", offsetof(struct fake, ctx_ms) },
+		{ "import_ms", offsetof(struct fake, import_ms) },
+		{ "sampled", offsetof(struct fake, sampled) },
+		{ "devices", offsetof(struct fake, devices) },
+		{ "pinned_bytes", offsetof(struct fake, pinned_bytes) },
+		{ "pinned_peak", offsetof(struct fake, pinned_peak) },
+		{ "imports", offsetof(struct fake, imports) },
 	};
 
 	for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
@@ -250,6 +275,8 @@ long long fakecuda_live(const char *what)
 		n = fk.live_events;
 	else if (strcmp(what, "primary_refs") == 0)
 		n = fk.primary_refs;
+	else if (strncmp(what, "ledger_", 7) == 0)
+		n = fk_ledger(what);
 	else
 		n = fk_vmm_live(what);
 	pthread_mutex_unlock(&fk.lock);

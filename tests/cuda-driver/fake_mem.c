@@ -75,7 +75,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr *out, size_t len)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	fk.allocs = n;
-	fk.allocs[fk.nallocs++] = (struct fk_alloc){ .a = (uintptr_t)p, .b = (uintptr_t)p + len };
+	fk.allocs[fk.nallocs++] = (struct fk_alloc){ .a = (uintptr_t)p, .b = (uintptr_t)p + len,
+						     .device = fk_cur_device() };
 	pthread_mutex_unlock(&fk.lock);
 	*out = (CUdeviceptr)(uintptr_t)p;
 	return CUDA_SUCCESS;
@@ -129,6 +130,7 @@ static CUresult add_reg(uintptr_t a, uintptr_t b, unsigned flags, bool pinned)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	fk.regs = n;
 	fk.regs[fk.nregs++] = (struct fk_reg){ a, b, flags, pinned };
+	fk_pinned((long long)(b - a));
 	return CUDA_SUCCESS;
 }
 
@@ -136,6 +138,7 @@ static CUresult drop_reg(uintptr_t a, bool pinned)
 {
 	for (size_t i = 0; i < fk.nregs; i++)
 		if (fk.regs[i].a == a && fk.regs[i].pinned == pinned) {
+			fk_pinned(-(long long)(fk.regs[i].b - fk.regs[i].a));
 			fk.regs[i] = fk.regs[--fk.nregs];
 			return CUDA_SUCCESS;
 		}

@@ -19,22 +19,23 @@ void fk_host_learns(const uint64_t *vc)
 	merge(fk.host_vc, vc);
 }
 
-static void pace(size_t bytes)
+/* A copy that started at t0 ends no sooner than its bytes at the rate. */
+static void pace(double t0, size_t bytes)
 {
 	if (fk.gbps > 0 || fk.mbps > 0) {
 		double s = (double)bytes / (fk.gbps > 0 ? (double)fk.gbps * 1e9 : (double)fk.mbps * 1e6);
-		struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
-		nanosleep(&ts, NULL);
+		fk_sleep(t0 + s - fk_now());
 	}
 }
 
 static void run(struct fk_job *j)
 {
+	double t0 = fk_now();
+
 	switch (j->op) {
 	case OP_COPY:
-		for (size_t r = 0; r < j->height; r++)
-			memcpy(j->dst + r * j->dpitch, j->src + r * j->spitch, j->width);
-		pace(j->width * j->height);
+		fk_copy_rows(j->dst, j->src, j->width, j->height, j->spitch, j->dpitch);
+		pace(t0, j->width * j->height);
 		break;
 	case OP_HOSTFN:
 		j->fn(j->arg);

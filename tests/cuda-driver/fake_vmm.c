@@ -25,6 +25,7 @@ struct fk_handle {
 	unsigned maps;              /* live mappings of it */
 	bool released, exportable;
 	bool created;               /* cuMemCreate's, not an import */
+	int device;                 /* where it lies */
 };
 
 struct fk_resv {
@@ -68,14 +69,14 @@ static void reap(unsigned long long id)
 		}
 }
 
-static CUresult add_handle(int fd, size_t size, bool exportable, CUmemGenericAllocationHandle *out)
+static CUresult add_handle(int fd, size_t size, bool exportable, int device, CUmemGenericAllocationHandle *out)
 {
 	struct fk_handle *n = realloc(handles, (nhandles + 1) * sizeof(*n));
 
 	if (!n)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	handles = n;
-	handles[nhandles++] = (struct fk_handle){ next_handle, fd, size, 0, false, exportable };
+	handles[nhandles++] = (struct fk_handle){ next_handle, fd, size, 0, false, exportable, false, device };
 	*out = next_handle++;
 	return CUDA_SUCCESS;
 }
@@ -90,10 +91,11 @@ CUresult cuMemGetAllocationGranularity(size_t *g, const struct cu_mem_prop *p, i
 
 CUresult cuDeviceGetUuid_v2(struct cu_uuid *u, CUdevice d)
 {
-	if (d != 0 || !u)
+	if (d < 0 || d >= fk.devices || !u)
 		return CUDA_ERROR_INVALID_DEVICE;
 	memset(u->bytes, 0x5a, sizeof(u->bytes));
 	memcpy(u->bytes, &fk.uuid, sizeof(fk.uuid)); /* a knob: "another GPU" */
+	u->bytes[15] = (char)(0x5a + d);           /* each device its own */
 	return CUDA_SUCCESS;
 }
 
@@ -106,7 +108,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t len, const struct c
 	if ((e = fk_need_ctx()) != CUDA_SUCCESS)
 		return e;
 	if (!h || !p || flags || p->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
-	    p->location.type != CU_MEM_LOCATION_TYPE_DEVICE || p->location.id != 0)
+	    p->location.type != CU_MEM_LOCATION_TYPE_DEVICE || p->location.id < 0 || p->location.id >= fk.devices)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!granular(len)) {
 		fk_violation("cuMemCreate of %zu bytes, not a multiple of the granularity %lld", len, fk.granule);
@@ -114,14 +116,16 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t len, const struct c
 	}
 	if (fk_fail_now(&fk.fail_alloc))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	fd = memfd_create("fakecuda-vmm", MFD_CLOEXEC);
+	char name[32];
+	snprintf(name, sizeof(name), "fakecuda-vmm-d%d", p->location.id); /* import reads it */
+	fd = memfd_create(name, MFD_CLOEXEC);
 	if (fd < 0 || ftruncate(fd, (off_t)len) < 0) {
 		if (fd >= 0)
 			close(fd);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	pthread_mutex_lock(&fk.lock);
-	e = add_handle(fd, len, p->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, h);
+	e = add_handle(fd, len, p->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, p->location.id, h);
 	if (e == CUDA_SUCCESS)
 		handles[nhandles - 1].created = true;
 	pthread_mutex_unlock(&fk.lock);
@@ -166,7 +170,8 @@ CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h,
 
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle, int type)
 {
-	int fd = (int)(uintptr_t)os_handle, own;
+	int fd = (int)(uintptr_t)os_handle, own, device = 0;
+	const char *dn;
 	char link[64], target[128];
 	struct stat st;
 	ssize_t n;
@@ -180,10 +185,14 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *o
 	if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || fstat(fd, &st) < 0 ||
 	    !strstr(target, "fakecuda-vmm"))
 		return CUDA_ERROR_INVALID_VALUE; /* not an exported allocation */
+	if ((dn = strstr(target, "fakecuda-vmm-d")))
+		device = atoi(dn + strlen("fakecuda-vmm-d"));
+	fk_sleep((double)fk.import_ms / 1e3); /* the driver maps it: FAKECUDA_IMPORT_MS */
+	__atomic_add_fetch(&fk.imports, 1, __ATOMIC_SEQ_CST);
 	if ((own = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	pthread_mutex_lock(&fk.lock);
-	e = add_handle(own, (size_t)st.st_size, true, h);
+	e = add_handle(own, (size_t)st.st_size, true, device, h);
 	pthread_mutex_unlock(&fk.lock);
 	if (e != CUDA_SUCCESS)
 		close(own);
@@ -268,6 +277,10 @@ CUresult cuMemMap(CUdeviceptr p, size_t len, size_t off, CUmemGenericAllocationH
 		x->maps++;
 	}
 	pthread_mutex_unlock(&fk.lock);
+	/* Larger than the allocation: an error the driver checks (the copy
+	 * service maps what a worker says it sent), not a broken contract. */
+	if (!n && x && inside && !over && granular(len) && len > x->size)
+		return CUDA_ERROR_INVALID_VALUE;
 	if (!n)
 		fk_violation("cuMemMap of %#llx + %zu: %s", p, len,
 			     !x ? "not a live handle" : !inside ? "outside any reservation"
@@ -276,7 +289,7 @@ CUresult cuMemMap(CUdeviceptr p, size_t len, size_t off, CUmemGenericAllocationH
 }
 
 /* Under fk.lock: the device allocation a mapping shows as, for copies. */
-static void set_alloc(uintptr_t a, uintptr_t b, bool readonly)
+static void set_alloc(uintptr_t a, uintptr_t b, bool readonly, int device)
 {
 	struct fk_alloc *x = fk_alloc_at(a, b - a), *n;
 
@@ -287,25 +300,31 @@ static void set_alloc(uintptr_t a, uintptr_t b, bool readonly)
 	if (!(n = realloc(fk.allocs, (fk.nallocs + 1) * sizeof(*n))))
 		return;
 	fk.allocs = n;
-	fk.allocs[fk.nallocs++] = (struct fk_alloc){ .a = a, .b = b, .vmm = true, .readonly = readonly };
+	fk.allocs[fk.nallocs++] = (struct fk_alloc){ .a = a, .b = b, .device = device, .vmm = true,
+						     .readonly = readonly };
 }
 
 CUresult cuMemSetAccess(CUdeviceptr p, size_t len, const struct cu_access_desc *d, size_t count)
 {
-	int prot;
+	int prot, device = 0;
 	bool mapped = false;
 
-	if (!d || count != 1 || d->location.type != CU_MEM_LOCATION_TYPE_DEVICE || d->location.id != 0 ||
+	if (!d || count != 1 || d->location.type != CU_MEM_LOCATION_TYPE_DEVICE || d->location.id < 0 ||
+	    d->location.id >= fk.devices ||
 	    (d->flags != CU_MEM_ACCESS_FLAGS_PROT_READ && d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE))
 		return CUDA_ERROR_INVALID_VALUE;
 	prot = d->flags == CU_MEM_ACCESS_FLAGS_PROT_READ ? PROT_READ : PROT_READ | PROT_WRITE;
 	pthread_mutex_lock(&fk.lock);
 	for (size_t i = 0; i < nmaps; i++)
-		mapped |= maps[i].a == p && maps[i].b == p + len;
+		if (maps[i].a == p && maps[i].b == p + len) {
+			struct fk_handle *x = handle_of(maps[i].handle);
+			mapped = true;
+			device = x ? x->device : 0;
+		}
 	if (mapped) {
 		fk_sync_all(); /* copies queued into it land before its protection changes */
 		mprotect((void *)(uintptr_t)p, len, prot);
-		set_alloc(p, p + len, prot == PROT_READ);
+		set_alloc(p, p + len, prot == PROT_READ, device);
 	}
 	pthread_mutex_unlock(&fk.lock);
 	if (!mapped) {
@@ -345,6 +364,22 @@ CUresult cuMemUnmap(CUdeviceptr p, size_t len)
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAllocationPropertiesFromHandle(struct cu_mem_prop *p, CUmemGenericAllocationHandle h)
+{
+	struct fk_handle *x;
+
+	pthread_mutex_lock(&fk.lock);
+	if ((x = handle_of(h)) && p) {
+		memset(p, 0, sizeof(*p));
+		p->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+		p->requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+		p->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		p->location.id = x->device;
+	}
+	pthread_mutex_unlock(&fk.lock);
+	return x && p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 size_t fk_vmm_created_bytes(void)

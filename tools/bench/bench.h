@@ -21,6 +21,7 @@ int bench_fleet(int argc, char **argv);
 int bench_experts(int argc, char **argv);
 int bench_cold(int argc, char **argv);
 int bench_join(int argc, char **argv);
+int bench_copyd(int argc, char **argv);
 int bench_tier(int argc, char **argv);
 
 #endif

@@ -24,6 +24,7 @@
 
 #include "bench.h"
 #include "bench_files.h"
+#include "bench_join.h"
 #include "bench_pinned.h"
 #include "bench_util.h"
 #include "cliarg.h"
@@ -41,14 +42,6 @@ struct join_cfg {
 	int repeat;
 };
 
-/* What the worker reports (ok 0 when it failed). */
-struct join_report {
-	int ok;
-	double ready_at;            /* CLOCK_MONOTONIC */
-	double attach_s, open_s, register_s, wait_s;
-	uint64_t copied_bytes;
-};
-
 /* The worker, in the exec'd process: from its start to every weight on
  * its device; the report is written to fd out. */
 static int join_worker(const char *sock, int out)
@@ -62,10 +55,11 @@ static int join_worker(const char *sock, int out)
 	struct wsrv_device *d = NULL;
 	struct wsrv_stream *s = NULL;
 	struct wsrv_plan *p = NULL;
-	double t0 = mono_now(), t1;
+	double t0 = mono_now(), t1, tc = 0;
 
 	if (wsrv_connect(sock, &co, &cl) == 0 && wsrv_attach(cl, "m", &m) == 0 &&
-	    (d = bench_open_device(true)) && bench_resident_plan(&p) == 0) {
+	    ((tc = mono_now()), (d = bench_open_device(true))) && bench_resident_plan(&p) == 0) {
+		r.context_s = mono_now() - tc;
 		r.attach_s = mono_now() - t0;
 		t1 = mono_now();
 		if (wsrv_stream_open(m, d, p, &so, &s) == 0) {
@@ -73,9 +67,12 @@ static int join_worker(const char *sock, int out)
 			r.ready_at = mono_now();
 			wsrv_stream_stats(s, &st);
 			r = (struct join_report){ .ok = 1, .ready_at = r.ready_at, .attach_s = r.attach_s,
-						  .open_s = r.open_s, .register_s = st.register_seconds,
-						  .wait_s = st.wait_seconds,
-						  .copied_bytes = st.resident_bytes + st.bytes_copied };
+						  .context_s = r.context_s, .open_s = r.open_s,
+						  .register_s = st.register_seconds, .wait_s = st.wait_seconds,
+						  .copied_bytes = st.resident_bytes + st.bytes_copied,
+						  .register_bytes = st.register_bytes, .service_bytes = st.service_bytes,
+						  .service_fallbacks = st.service_fallbacks };
+			r.sampled_bad = join_check_samples(m, s, &r.samples);
 		}
 	}
 	if (!r.ok)
@@ -83,38 +80,51 @@ static int join_worker(const char *sock, int out)
 	return write(out, &r, sizeof(r)) == (ssize_t)sizeof(r) && r.ok ? 0 : 1;
 }
 
-/* One join: the worker exec'd from this program, timed from the exec to
- * its report. Seconds, or -1. */
-static double join_once(const char *sock, struct join_report *r)
+int join_start(const char *sock, struct join_proc *j)
 {
 	char fdarg[16];
-	int p[2], st;
-	pid_t pid;
-	double t0;
+	int p[2];
 
 	if (pipe(p) < 0)
-		return -1;
+		return -errno;
 	fcntl(p[0], F_SETFD, FD_CLOEXEC);
 	snprintf(fdarg, sizeof(fdarg), "%d", p[1]);
 	char *argv[] = { "wsrv-bench", "join", "--worker", (char *)sock, "--report-fd", fdarg, NULL };
-	t0 = mono_now();
-	if (posix_spawn(&pid, "/proc/self/exe", NULL, NULL, argv, environ) != 0) {
+	j->t0 = mono_now();
+	if (posix_spawn(&j->pid, "/proc/self/exe", NULL, NULL, argv, environ) != 0) {
 		close(p[0]);
 		close(p[1]);
-		return -1;
+		return -EAGAIN;
 	}
 	close(p[1]);
-	ssize_t n = read(p[0], r, sizeof(*r));
-	close(p[0]);
-	waitpid(pid, &st, 0);
+	j->fd = p[0];
+	return 0;
+}
+
+double join_finish(struct join_proc *j, struct join_report *r)
+{
+	ssize_t n = read(j->fd, r, sizeof(*r));
+	int st;
+
+	close(j->fd);
+	waitpid(j->pid, &st, 0);
 	if (n != (ssize_t)sizeof(*r) || !r->ok)
 		return -1;
-	return r->ready_at - t0;
+	return r->ready_at - j->t0;
+}
+
+/* One join: the worker exec'd from this program, timed from the exec to
+ * its report. Seconds, or -1. */
+double join_once(const char *sock, struct join_report *r)
+{
+	struct join_proc j;
+
+	return join_start(sock, &j) < 0 ? -1 : join_finish(&j, r);
 }
 
 /* The pinned baseline: bytes from one page-locked buffer to the device,
  * PINNED_CHUNK at a time (bench_pinned.h). GB/s, or -1. */
-static double pinned_gbps(uint64_t bytes)
+double pinned_gbps(uint64_t bytes)
 {
 	uint64_t chunk = bytes < PINNED_CHUNK ? bytes : PINNED_CHUNK;
 	size_t n = chunk ? (size_t)((bytes + chunk - 1) / chunk) : 0;

@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: MIT
+/* copyd.h - wsrv-copyd, the copy service (docs/design.md, "The copy
+ * service"): one process per host that page-locks every served model's
+ * pages once and copies them into workers' device memory on request, so
+ * that no worker locks the weights it already shares. It is a client of
+ * wsrvd (libwsrv attaches the models) and keeps a context on each GPU it
+ * serves; workers reach it on its own Unix socket.
+ *
+ *   copyd_main.c     options, the socket, the loop, the lifecycle
+ *   copyd_models.c   the models: attached by name, registered once,
+ *                    generations followed, the old dropped when unused
+ *   copyd_conn.c     workers: trust, limits, requests and replies
+ *   copyd_copy.c     buffers mapped and runs checked and copied */
+#ifndef WSRV_COPYD_H
+#define WSRV_COPYD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "copy.pb-c.h"
+#include "device.h"
+#include "wsrv.h"
+
+#define CD_MAX_DEVICES 16
+#define CD_MAX_ALLOW 32
+
+/* The service's lifecycle (copyd_main.c, cd_to): STARTING (devices
+ * opened, not yet listening) -> SERVING -> DRAINING (a signal: no new
+ * connection, the request under way finishes) -> STOPPED. */
+enum cd_state { CD_STARTING, CD_SERVING, CD_DRAINING, CD_STOPPED, CD_STATE_MAX };
+
+struct cd_config {
+	const char *socket, *wsrvd;      /* ours; wsrvd's (NULL: its default) */
+	int ordinals[CD_MAX_DEVICES];    /* the GPUs served */
+	int ndevices;                    /* 0: every one the driver sees */
+	uid_t allow_uid[CD_MAX_ALLOW + 1];
+	size_t n_allow_uid;
+	gid_t allow_gid[CD_MAX_ALLOW];
+	size_t n_allow_gid;
+	mode_t socket_mode;
+	gid_t socket_gid;                /* (gid_t)-1: leave it */
+	unsigned max_clients, max_conns_per_uid, max_buffers_per_process, max_buffers_per_uid;
+	const char *preload[16];         /* models attached and registered at start */
+	unsigned npreload;
+};
+
+struct cd_device {
+	struct wsrv_device *d;           /* owned */
+	struct dev_share_info info;      /* its id (the workers name it) and granule */
+};
+
+/* A generation of a model the service holds, registered on every device. */
+struct cd_model {
+	char *name;
+	uint64_t generation;
+	struct wsrv_model *m;            /* owned: wsrv_detach */
+	uint32_t nseg;
+	bool *registered;                /* per segment */
+	uint64_t registered_bytes, bytes;
+	unsigned users;                  /* connections whose last copy came from it */
+	bool retired;                    /* a newer generation is held */
+	struct cd_model *next;
+};
+
+/* A worker's buffer, mapped writable on one device. */
+struct cd_buffer {
+	uint32_t id;
+	int device;                      /* index in copyd.dev */
+	struct dev_share mem;
+	struct cd_buffer *next;
+};
+
+struct cd_conn {
+	int fd;                          /* owned */
+	struct ucred cred;               /* at connect */
+	struct cd_buffer *bufs;          /* owned */
+	unsigned nbufs;
+	struct cd_model *model;          /* its last copy's (a user of it), or NULL */
+	struct cd_conn *next;
+};
+
+struct copyd {
+	struct cd_config cfg;
+	enum cd_state state;
+	int listen_fd;
+	struct cd_device dev[CD_MAX_DEVICES];
+	int ndev;
+	struct wsrv_client *wsrvd;       /* NULL while unreachable */
+	struct cd_model *models;
+	struct cd_conn *conns;
+	unsigned nconns;
+	uint32_t next_buffer;
+	/* counters (CopyStatsReply) */
+	uint64_t copies, copied_bytes, requests, refused, imports;
+	double import_seconds;
+};
+
+/* The lifecycle's one setter: checks the move, logs "A -> B" (debug). */
+void cd_to(struct copyd *cd, enum cd_state to);
+
+/* Models (copyd_models.c). */
+/* The held generation gen of model name, attached now if it is the one
+ * wsrvd serves: 0 and *out, or -ESTALE (another generation is served),
+ * -ENOENT, -EHOSTDOWN (no wsrvd), with a sentence. */
+int cd_model_get(struct copyd *cd, const char *name, uint64_t gen, struct cd_model **out);
+/* Attaches and locks what is loaded of name's current generation now
+ * (--model). 0 or <0 with a sentence. */
+int cd_model_hold(struct copyd *cd, const char *name);
+/* Segment seg of e, loaded and registered: 0 and its bytes, or
+ * -EAGAIN (not loaded yet), -ERANGE, with a sentence. */
+int cd_model_segment(struct copyd *cd, struct cd_model *e, uint32_t seg, const uint8_t **base, size_t *len);
+/* Connection users of e: one more, one less (a retired one unused goes). */
+void cd_model_use(struct copyd *cd, struct cd_model **slot, struct cd_model *e);
+/* Events from wsrvd (a new generation: attached and registered), and the
+ * segments that became ready since: registered. */
+void cd_models_tick(struct copyd *cd);
+void cd_models_free(struct copyd *cd);
+int cd_wsrvd_fd(struct copyd *cd);
+
+/* Connections (copyd_conn.c). */
+void cd_accept(struct copyd *cd);
+/* Serves what arrived on c: false when c is to be closed. */
+bool cd_serve(struct copyd *cd, struct cd_conn *c);
+void cd_conn_close(struct copyd *cd, struct cd_conn *c);
+
+/* Buffers and copies (copyd_copy.c): 0 or a negative errno with a
+ * sentence, answered as an error. */
+int cd_map(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyMap *m, int fd, uint32_t *id);
+int cd_unmap(struct copyd *cd, struct cd_conn *c, uint32_t id);
+int cd_copy(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyRuns *rq, uint64_t *bytes, double *secs);
+void cd_buffers_free(struct copyd *cd, struct cd_conn *c);
+
+#endif

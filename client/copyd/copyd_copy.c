@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: MIT
+/* copyd_copy.c - a worker's buffers mapped in the copy service, and the
+ * runs it asks for checked, every one, before any is queued: the source
+ * inside a loaded segment of the generation named, the destination inside
+ * the buffer. Copies come from the service's page-locked mapping, on the
+ * buffer's device, and are waited for before the answer. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "copy_client.h"
+#include "copyd.h"
+#include "dev_serve.h"
+#include "log.h"
+#include "wire.h"
+
+#define CD_MODEL_NAME_MAX 255
+
+/* Buffers of a process (its pid at connect), and of a user, now. */
+static void count_buffers(const struct copyd *cd, const struct ucred *who, unsigned *proc, unsigned *user)
+{
+	*proc = *user = 0;
+	for (const struct cd_conn *c = cd->conns; c; c = c->next) {
+		if (c->cred.uid != who->uid)
+			continue;
+		*user += c->nbufs;
+		*proc += c->cred.pid == who->pid ? c->nbufs : 0;
+	}
+}
+
+static int device_named(const struct copyd *cd, const char *id)
+{
+	for (int k = 0; k < cd->ndev; k++)
+		if (id && strcmp(cd->dev[k].info.id, id) == 0)
+			return k;
+	return -1;
+}
+
+/* The request's shape and the limits: 0, or <0 with a sentence. */
+static int map_allowed(const struct copyd *cd, const struct cd_conn *c, const Wsrv__CopyMap *m, int fd, int k)
+{
+	unsigned proc, user;
+
+	if (m->protocol != WSRV_COPY_PROTOCOL)
+		return cl_err(-EPROTO, "copy protocol %u: this service speaks %u", m->protocol, WSRV_COPY_PROTOCOL);
+	if (fd < 0)
+		return cl_err(-EBADF, "a CopyMap comes with its buffer's fd");
+	if (k < 0)
+		return cl_err(-ENODEV, "device %s is not one this service serves", m->device ? m->device : "(none)");
+	if (!m->len || m->len % cd->dev[k].info.granule)
+		return cl_err(-EINVAL, "a buffer of %llu bytes: a multiple of %zu (the device's granularity)",
+			      (unsigned long long)m->len, cd->dev[k].info.granule);
+	count_buffers(cd, &c->cred, &proc, &user);
+	if (proc >= cd->cfg.max_buffers_per_process)
+		return cl_err(-EMFILE, "process %d holds %u buffers here (--max-buffers-per-process)", (int)c->cred.pid,
+			      proc);
+	if (user >= cd->cfg.max_buffers_per_uid)
+		return cl_err(-EDQUOT, "user %u holds %u buffers here (--max-buffers-per-uid)", (unsigned)c->cred.uid,
+			      user);
+	return 0;
+}
+
+int cd_map(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyMap *m, int fd, uint32_t *id)
+{
+	int k = device_named(cd, m->device);
+	struct cd_buffer *b;
+	double t0;
+	int r;
+
+	if ((r = map_allowed(cd, c, m, fd, k)) < 0)
+		return r;
+	if (!(b = calloc(1, sizeof(*b))))
+		return cl_err(-ENOMEM, "out of memory");
+	t0 = mono_now();
+	if ((r = dev_serve_import(cd->dev[k].d, fd, m->len, &b->mem)) < 0) {
+		free(b);
+		return r;
+	}
+	cd->import_seconds += mono_now() - t0;
+	cd->imports++;
+	b->id = ++cd->next_buffer ? cd->next_buffer : ++cd->next_buffer;
+	b->device = k;
+	b->next = c->bufs;
+	c->bufs = b;
+	c->nbufs++;
+	*id = b->id;
+	return 0;
+}
+
+static struct cd_buffer **buffer_slot(struct cd_conn *c, uint32_t id)
+{
+	for (struct cd_buffer **p = &c->bufs; *p; p = &(*p)->next)
+		if ((*p)->id == id)
+			return p;
+	return NULL;
+}
+
+static void buffer_free(struct copyd *cd, struct cd_conn *c, struct cd_buffer **p)
+{
+	struct cd_buffer *b = *p;
+
+	*p = b->next;
+	dev_serve_free(cd->dev[b->device].d, &b->mem);
+	c->nbufs--;
+	free(b);
+}
+
+int cd_unmap(struct copyd *cd, struct cd_conn *c, uint32_t id)
+{
+	struct cd_buffer **p = buffer_slot(c, id);
+
+	if (!p)
+		return cl_err(-ENOENT, "buffer %u is not mapped on this connection", id);
+	buffer_free(cd, c, p);
+	return 0;
+}
+
+void cd_buffers_free(struct copyd *cd, struct cd_conn *c)
+{
+	while (c->bufs)
+		buffer_free(cd, c, &c->bufs);
+}
+
+/* end = off + len, unless it passes limit (or overflows): false. */
+static bool fits(uint64_t off, uint64_t len, uint64_t limit)
+{
+	return len <= limit && off <= limit - len;
+}
+
+/* Run i checked against the generation (its segment loaded, locked) and
+ * the buffer; *src its first byte. 0 or <0 with a sentence. */
+static int check_run(struct copyd *cd, struct cd_model *e, const struct cd_buffer *b, size_t i,
+		     const Wsrv__CopyRun *x, const uint8_t **src)
+{
+	const uint8_t *base;
+	size_t seglen;
+	uint64_t span;
+	int r;
+
+	if (!x->width || !x->height || (x->height > 1 && x->pitch < x->width) ||
+	    x->height > UINT64_MAX / (x->pitch ? x->pitch : 1) || x->width > UINT64_MAX / x->height)
+		return cl_err(-EINVAL, "run %zu: %llu rows of %llu bytes, %llu apart: not a copy", i,
+			      (unsigned long long)x->height, (unsigned long long)x->width, (unsigned long long)x->pitch);
+	if ((r = cd_model_segment(cd, e, x->segment, &base, &seglen)) < 0)
+		return cl_wrap(r, "run %zu", i);
+	span = (x->height - 1) * x->pitch + x->width;
+	if (!fits(x->src_off, span, seglen))
+		return cl_err(-ERANGE, "run %zu: bytes %llu to %llu of segment %u, which has %zu", i,
+			      (unsigned long long)x->src_off, (unsigned long long)(x->src_off + span), x->segment, seglen);
+	if (!fits(x->dst_off, x->width * x->height, b->mem.len))
+		return cl_err(-ERANGE, "run %zu: %llu bytes at %llu of a buffer of %zu", i,
+			      (unsigned long long)(x->width * x->height), (unsigned long long)x->dst_off, b->mem.len);
+	*src = base + x->src_off;
+	return 0;
+}
+
+/* Queues every run (checked already) and waits for the last. */
+static int queue_all(struct copyd *cd, const struct cd_buffer *b, const Wsrv__CopyRuns *rq, const uint8_t **src,
+		     uint64_t *bytes)
+{
+	struct wsrv_device *d = cd->dev[b->device].d;
+	int64_t last = 0, f = 0;
+	int r;
+
+	for (size_t i = 0; i < rq->n_runs; i++) {
+		const Wsrv__CopyRun *x = rq->runs[i];
+		f = d->ops->copy2d(d, (uint8_t *)b->mem.ptr + x->dst_off, src[i], x->width, x->height,
+				   x->height > 1 ? x->pitch : x->width, NULL);
+		if (f < 0)
+			break;
+		last = f > 0 ? f : last;
+		*bytes += x->width * x->height;
+	}
+	/* Waited for even after a failure: nothing of it may land later. */
+	r = last > 0 ? d->ops->wait(d, last) : 0;
+	return f < 0 ? (int)f : r;
+}
+
+int cd_copy(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyRuns *rq, uint64_t *bytes, double *secs)
+{
+	struct cd_buffer **p = buffer_slot(c, rq->buffer);
+	const uint8_t **src;
+	struct cd_model *e;
+	double t0 = mono_now();
+	int r;
+
+	*bytes = 0;
+	if (!p)
+		return cl_err(-ENOENT, "buffer %u is not mapped on this connection", rq->buffer);
+	if (!rq->model || !*rq->model || strlen(rq->model) > CD_MODEL_NAME_MAX)
+		return cl_err(-EINVAL, "a model name of 1 to %d bytes", CD_MODEL_NAME_MAX);
+	if (rq->n_runs > WSRV_COPY_RUNS_MAX)
+		return cl_err(-E2BIG, "%zu runs in one request: %u at most", rq->n_runs, WSRV_COPY_RUNS_MAX);
+	if ((r = cd_model_get(cd, rq->model, rq->generation, &e)) < 0)
+		return r;
+	cd_model_use(cd, &c->model, e);
+	log_debug("process %d: copying %zu runs of %s generation %llu", (int)c->cred.pid, rq->n_runs, e->name,
+		  (unsigned long long)e->generation);
+	if (!(src = calloc(rq->n_runs + 1, sizeof(*src))))
+		return cl_err(-ENOMEM, "out of memory");
+	for (size_t i = 0; i < rq->n_runs && r == 0; i++)
+		r = check_run(cd, e, *p, i, rq->runs[i], &src[i]);
+	if (r == 0 && (r = queue_all(cd, *p, rq, src, bytes)) == 0) {
+		cd->copies += rq->n_runs;
+		cd->copied_bytes += *bytes;
+	}
+	free(src);
+	*secs = mono_now() - t0;
+	return r;
+}

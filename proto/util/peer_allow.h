@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: MIT
+/* peer_allow.h - who may use a daemon's Unix socket, one rule for wsrvd
+ * and wsrv-copyd: root, the daemon's own user, the listed users, and
+ * members of the listed groups (primary, or supplementary by
+ * SO_PEERGROUPS); and the allow options' arguments, by name or number. */
+#ifndef WSRV_PEER_ALLOW_H
+#define WSRV_PEER_ALLOW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+/* A user (or group) option's argument: a name, or a number below
+ * UINT32_MAX. 0, or -EINVAL with a sentence naming --opt in err. */
+int peer_uid_arg(const char *opt, const char *arg, uid_t *out, char *err, size_t errlen);
+int peer_gid_arg(const char *opt, const char *arg, gid_t *out, char *err, size_t errlen);
+
+/* Is the peer on fd (credentials c) allowed: root, the listed uids (a
+ * daemon lists its own), the listed gids as c's primary group or as one
+ * of the peer's first 256 supplementary groups? */
+bool peer_allowed(int fd, const struct ucred *c, const uid_t *uids, size_t nuids, const gid_t *gids,
+		  size_t ngids);
+
+#endif

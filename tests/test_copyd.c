@@ -1,0 +1,675 @@
+// SPDX-License-Identifier: MIT
+/* test_copyd.c - the copy service, wsrv-copyd, on the test driver
+ * (tests/cuda-driver, put on LD_LIBRARY_PATH by meson): a worker's resident
+ * upload and a shared region's fill copied by the service with no byte of
+ * host memory page-locked by the worker, every byte exact; eight workers
+ * together pinning the model once; the service killed mid-copy (the worker
+ * copies by itself, exactly) and started again; requests it must refuse;
+ * a reload followed; two devices; no service at all. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "copy.pb-c.h"
+#include "copyd_run.h"
+#include "cuda_api.h"
+#include "helpers.h"
+#include "packet.h"
+#include "runner.h"
+#include "wsrv.h"
+
+static char *model_dir;
+static struct test_server ts;
+
+static const char resident_plan[] = "{\"residency\": {\"*\": \"resident\", \"*.*\": \"resident\", "
+	"\"*.*.*\": \"resident\", \"*.*.*.*\": \"resident\", \"*.*.*.*.*\": \"resident\"}}";
+
+/* The test driver's controls (dlsym on libcuda.so.1). */
+static long long fk(const char *what, bool live)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	long long (*f)(const char *) = h ? dlsym(h, live ? "fakecuda_live" : "fakecuda_get") : NULL;
+
+	if (!f)
+		fail_msg("not the test driver: %s", h ? "no fakecuda_*" : "libcuda.so.1 not loaded");
+	return f(what);
+}
+
+/* A service for this case, on its own socket and log in the server's
+ * directory. */
+static void service(struct copyd_proc *p, const char *const *extra)
+{
+	char sock[320], log[320];
+
+	snprintf(sock, sizeof(sock), "%s/copyd-%d.sock", ts.dir, test_case_index());
+	snprintf(log, sizeof(log), "%s/copyd-%d.log", ts.dir, test_case_index());
+	if (copyd_start(p, sock, ts.sock, log, extra) < 0)
+		fail_msg("wsrv-copyd did not start (log %s)", log);
+	setenv("WSRV_COPYD", sock, 1);
+}
+
+static void service_done(struct copyd_proc *p)
+{
+	int st = copyd_stop(p, SIGTERM);
+
+	if (st != 0)
+		fail_msg("wsrv-copyd exited %d (log %s)", st, p->log);
+}
+
+/* Every resident byte of s against the shared mapping, read back. */
+static void check_bytes(struct wsrv_model *m, struct wsrv_stream *s, int ordinal)
+{
+	const struct cuda_api *cu;
+	const char *why;
+	CUcontext ctx, was;
+	CUdevice dev;
+
+	assert_int_equal(cuda_api_get(&cu, &why), 0);
+	assert_int_equal(cu->DeviceGet(&dev, ordinal), CUDA_SUCCESS);
+	assert_int_equal(cu->PrimaryCtxRetain(&ctx, dev), CUDA_SUCCESS);
+	cu->CtxPushCurrent(ctx);
+	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
+		struct wsrv_tensor t = { .struct_size = sizeof(t) };
+		void *d, *got;
+		assert_int_equal(wsrv_model_tensor(m, i, &t), 0);
+		assert_int_equal(wsrv_stream_residency(s, i), WSRV_RESIDENT);
+		assert_int_equal(wsrv_stream_tensor_at(s, i, &d), 0);
+		assert_non_null(got = malloc(t.size + 1));
+		assert_int_equal(cu->MemcpyDtoH(got, (CUdeviceptr)(uintptr_t)d, t.size), CUDA_SUCCESS);
+		if (memcmp(got, t.data, t.size) != 0)
+			fail_msg("%s: the device's bytes differ from the shared mapping", t.name);
+		free(got);
+	}
+	cu->CtxPopCurrent(&was);
+	cu->PrimaryCtxRelease(dev);
+}
+
+/* A worker's resident stream on device ordinal, its bytes checked: its
+ * stats. */
+static struct wsrv_stream_stats worker(int ordinal, unsigned share)
+{
+	struct wsrv_cuda_opts co = { .struct_size = sizeof(co), .device = ordinal };
+	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 1, .share = share };
+	struct wsrv_stream_stats st = { .struct_size = sizeof(st) };
+	struct wsrv_client *cl;
+	struct wsrv_model *m;
+	struct wsrv_device *d;
+	struct wsrv_plan *p;
+	struct wsrv_stream *s;
+
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &cl), 0);
+	assert_int_equal(wsrv_attach(cl, "m", &m), 0);
+	if (wsrv_device_cuda(&co, &d) < 0)
+		fail_msg("wsrv_device_cuda %d: %s", ordinal, wsrv_last_error());
+	assert_int_equal(wsrv_plan_parse(resident_plan, strlen(resident_plan), &p), 0);
+	if (wsrv_stream_open(m, d, p, &so, &s) < 0)
+		fail_msg("wsrv_stream_open: %s", wsrv_last_error());
+	check_bytes(m, s, ordinal);
+	assert_int_equal(wsrv_stream_stats(s, &st), 0);
+	wsrv_stream_close(s);
+	wsrv_plan_free(p);
+	wsrv_device_destroy(d);
+	wsrv_detach(m);
+	wsrv_disconnect(cl);
+	return st;
+}
+
+/* `wsrv-copyd --stats` of the service on sock, parsed. */
+static json_t *service_stats(const struct copyd_proc *p)
+{
+	char out[320];
+	const char *argv[] = { copyd_path(), "--stats", "--socket", p->sock, NULL };
+	json_error_t e;
+	json_t *o;
+
+	snprintf(out, sizeof(out), "%s.stats", p->log);
+	assert_int_equal(run_prog(argv, NULL, out, "/dev/null", 0, 60), 0);
+	if (!(o = json_load_file(out, 0, &e)))
+		fail_msg("wsrv-copyd --stats: %s", e.text);
+	return o;
+}
+
+static long long stat_of(json_t *o, const char *k)
+{
+	return (long long)json_integer_value(json_object_get(o, k));
+}
+
+/* The bytes of the model's segments, as the service holds them. */
+static long long model_bytes(json_t *o)
+{
+	json_t *ms = json_object_get(o, "models"), *m;
+	long long n = 0;
+	size_t i;
+
+	json_array_foreach(ms, i, m)
+		if (!n)
+			n = (long long)json_integer_value(json_object_get(m, "bytes"));
+	return n;
+}
+
+/* A private copy and a shared region's fill, both by the service: no
+ * byte locked here, every byte exact, the model locked once there. */
+static void bytes_exact_through_the_service(void **st)
+{
+	struct copyd_proc p = { 0 };
+	struct wsrv_stream_stats a, b;
+	json_t *o;
+
+	service(&p, NULL);
+	a = worker(0, WSRV_SHARE_OFF);
+	b = worker(0, WSRV_SHARE_ON);
+	assert_true(a.resident_bytes > 0);
+	assert_int_equal(a.service_bytes, a.resident_bytes);
+	assert_int_equal(b.service_bytes, b.resident_bytes);
+	assert_int_equal(a.register_bytes + b.register_bytes, 0);
+	assert_int_equal(a.service_fallbacks + b.service_fallbacks, 0);
+	assert_int_equal(fk("registrations", false), 0);
+	assert_int_equal(fk("pinned_peak", false), 0); /* not even a bounce buffer */
+	o = service_stats(&p);
+	assert_int_equal(stat_of(o, "registered_bytes"), model_bytes(o));
+	assert_true(stat_of(o, "imports") >= 2);
+	json_decref(o);
+	service_done(&p);
+}
+
+/* Eight workers at once pin the model once: the test driver's ledger
+ * counts every process's pinned bytes. */
+static void eight_workers_pin_once(void **st)
+{
+	char ledger[300];
+	struct copyd_proc p = { 0 };
+	pid_t kids[8];
+	int status;
+	json_t *o;
+
+	snprintf(ledger, sizeof(ledger), "%s/ledger-%d", ts.dir, test_case_index());
+	setenv("FAKECUDA_LEDGER", ledger, 1);
+	service(&p, NULL);
+	for (int i = 0; i < 8; i++) {
+		if ((kids[i] = fork()) == 0) {
+			struct wsrv_stream_stats s = worker(0, WSRV_SHARE_OFF);
+			_exit(s.register_bytes == 0 && s.service_bytes == s.resident_bytes && !s.service_fallbacks ? 0 : 9);
+		}
+		assert_true(kids[i] > 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(waitpid(kids[i], &status, 0), kids[i]);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+	}
+	o = service_stats(&p);
+	const char *why;
+	const struct cuda_api *cu;
+	assert_int_equal(cuda_api_get(&cu, &why), 0); /* the ledger, opened here too */
+	long long peak = fk("ledger_peak", true), model = model_bytes(o);
+	assert_true(model > 0);
+	assert_true(peak >= model);                  /* the service's lock */
+	assert_true(peak * 10 <= model * 11);        /* at most 1.1x the model in all */
+	json_decref(o);
+	service_done(&p);
+	unsetenv("FAKECUDA_LEDGER");
+}
+
+struct killer {
+	struct copyd_proc *p;
+	int fired;
+};
+
+/* Kills the service once its log says it is copying. */
+static void *kill_mid_copy(void *arg)
+{
+	struct killer *k = arg;
+	char *log;
+	size_t n;
+
+	for (int i = 0; i < 60000; i++) {
+		if ((log = (char *)read_file(k->p->log, &n)) && strstr(log, "copying")) {
+			free(log);
+			copyd_stop(k->p, SIGKILL);
+			k->fired = 1;
+			return NULL;
+		}
+		free(log);
+		sleep_ms(1);
+	}
+	return NULL;
+}
+
+/* The service dies in the middle of a copy: the worker copies by
+ * itself, every byte exact; started again, it serves again. */
+static void service_killed_mid_copy(void **st)
+{
+	struct copyd_proc p = { 0 };
+	struct killer k = { &p, 0 };
+	struct wsrv_stream_stats s;
+	pthread_t t;
+
+	/* Its copies slowed (100 MB/s) so that the kill lands among them. */
+	setenv("FAKECUDA_MBPS", "100", 1);
+	service(&p, NULL);
+	unsetenv("FAKECUDA_MBPS");
+	assert_int_equal(pthread_create(&t, NULL, kill_mid_copy, &k), 0);
+	s = worker(0, WSRV_SHARE_OFF);
+	pthread_join(t, NULL);
+	assert_int_equal(k.fired, 1);
+	assert_int_equal(s.service_fallbacks, 1);
+	assert_true(s.register_bytes > 0); /* it locked and copied by itself */
+	assert_int_equal(s.service_bytes, 0);
+	service(&p, NULL);
+	s = worker(0, WSRV_SHARE_OFF);
+	assert_int_equal(s.service_bytes, s.resident_bytes);
+	assert_int_equal(s.service_fallbacks, 0);
+	service_done(&p);
+}
+
+/* ---- a client libwsrv would never be ---- */
+
+static int raw_to(const struct copyd_proc *p)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	struct timeval tv = { 30, 0 };
+
+	assert_true(fd >= 0);
+	memcpy(a.sun_path, p->sock, strlen(p->sock) + 1);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+/* Sends rq (with sendfd unless -1): the answer's errno as -errno, 0 for
+ * any other answer (into *out when asked), -ECONNRESET when closed. */
+static int ask(int fd, Wsrv__CopyRequest *rq, int sendfd, Wsrv__CopyResponse **out)
+{
+	uint8_t buf[WSRV_MAX_PACKET];
+	size_t len = wsrv__copy_request__get_packed_size(rq);
+	int fds[1], nfds = 0, r;
+	Wsrv__CopyResponse *rs;
+	long n;
+
+	assert_true(len <= sizeof(buf));
+	wsrv__copy_request__pack(rq, buf);
+	assert_int_equal(pkt_send(fd, buf, len, sendfd >= 0 ? &sendfd : NULL, sendfd >= 0), 0);
+	n = pkt_recv(fd, buf, sizeof(buf), fds, 1, &nfds);
+	assert_int_equal(nfds, 0); /* the service sends no fd */
+	if (n <= 0)
+		return -ECONNRESET;
+	assert_non_null(rs = wsrv__copy_response__unpack(NULL, (size_t)n, buf));
+	r = rs->body_case == WSRV__COPY_RESPONSE__BODY_ERROR ? -rs->error->errno_value : 0;
+	if (r < 0)
+		assert_true(rs->error->message && strlen(rs->error->message) > 10); /* a sentence */
+	if (out && r == 0)
+		*out = rs;
+	else
+		wsrv__copy_response__free_unpacked(rs, NULL);
+	return r;
+}
+
+static int map_req(int fd, const char *device, uint64_t len, int sendfd, uint32_t *id)
+{
+	Wsrv__CopyMap m = WSRV__COPY_MAP__INIT;
+	Wsrv__CopyRequest rq = WSRV__COPY_REQUEST__INIT;
+	Wsrv__CopyResponse *rs = NULL;
+	int r;
+
+	m.protocol = 1;
+	m.device = (char *)device;
+	m.len = len;
+	rq.body_case = WSRV__COPY_REQUEST__BODY_MAP;
+	rq.map = &m;
+	if ((r = ask(fd, &rq, sendfd, &rs)) == 0) {
+		*id = rs->map->buffer;
+		wsrv__copy_response__free_unpacked(rs, NULL);
+	}
+	return r;
+}
+
+static int runs_req(int fd, uint32_t id, const char *model, uint64_t gen, Wsrv__CopyRun *runs, size_t n,
+		    uint64_t *bytes)
+{
+	Wsrv__CopyRuns m = WSRV__COPY_RUNS__INIT;
+	Wsrv__CopyRequest rq = WSRV__COPY_REQUEST__INIT;
+	Wsrv__CopyRun **rp = calloc(n + 1, sizeof(*rp));
+	Wsrv__CopyResponse *rs = NULL;
+	int r;
+
+	for (size_t i = 0; i < n; i++)
+		rp[i] = &runs[i];
+	m.buffer = id;
+	m.model = (char *)model;
+	m.generation = gen;
+	m.n_runs = n;
+	m.runs = rp;
+	rq.body_case = WSRV__COPY_REQUEST__BODY_RUNS;
+	rq.runs = &m;
+	if ((r = ask(fd, &rq, -1, &rs)) == 0) {
+		*bytes = rs->done->bytes;
+		wsrv__copy_response__free_unpacked(rs, NULL);
+	}
+	free(rp);
+	return r;
+}
+
+/* A device allocation of len bytes on ordinal, exported: its fd, and its
+ * mapping here at *ptr (read back with cuMemcpyDtoH). */
+struct alloc {
+	const struct cuda_api *cu;
+	CUcontext ctx;
+	CUdevice dev;
+	CUmemGenericAllocationHandle h;
+	CUdeviceptr ptr;
+	size_t len;
+	int fd;
+	char id[64];
+};
+
+static void alloc_make(struct alloc *a, int ordinal, size_t len)
+{
+	struct cu_mem_prop p = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				 .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+				 .location = { CU_MEM_LOCATION_TYPE_DEVICE, ordinal } };
+	struct cu_access_desc acc = { { CU_MEM_LOCATION_TYPE_DEVICE, ordinal }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	struct cu_uuid u;
+	const char *why;
+
+	a->len = len;
+	assert_int_equal(cuda_api_get(&a->cu, &why), 0);
+	assert_int_equal(a->cu->DeviceGet(&a->dev, ordinal), CUDA_SUCCESS);
+	assert_int_equal(a->cu->PrimaryCtxRetain(&a->ctx, a->dev), CUDA_SUCCESS);
+	a->cu->CtxPushCurrent(a->ctx);
+	assert_int_equal(a->cu->MemCreate(&a->h, len, &p, 0), CUDA_SUCCESS);
+	assert_int_equal(a->cu->MemExportToShareableHandle(&a->fd, a->h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+			 CUDA_SUCCESS);
+	assert_int_equal(a->cu->MemAddressReserve(&a->ptr, len, 0, 0, 0), CUDA_SUCCESS);
+	assert_int_equal(a->cu->MemMap(a->ptr, len, 0, a->h, 0), CUDA_SUCCESS);
+	assert_int_equal(a->cu->MemSetAccess(a->ptr, len, &acc, 1), CUDA_SUCCESS);
+	assert_int_equal(a->cu->DeviceGetUuid(&u, a->dev), CUDA_SUCCESS);
+	const unsigned char *b = (const unsigned char *)u.bytes;
+	snprintf(a->id, sizeof(a->id),
+		 "cuda:GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+		 b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+static void alloc_free(struct alloc *a)
+{
+	CUcontext was;
+
+	a->cu->MemUnmap(a->ptr, a->len);
+	a->cu->MemAddressFree(a->ptr, a->len);
+	a->cu->MemRelease(a->h);
+	close(a->fd);
+	a->cu->CtxPopCurrent(&was);
+	a->cu->PrimaryCtxRelease(a->dev);
+}
+
+/* The served generation of "m" and its first tensor. */
+static uint64_t served(struct wsrv_client **cl, struct wsrv_model **m, struct wsrv_tensor *t)
+{
+	uint64_t gen = 0;
+
+	assert_int_equal(wsrv_connect(ts.sock, NULL, cl), 0);
+	assert_int_equal(wsrv_attach(*cl, "m", m), 0);
+	assert_int_equal(wsrv_model_generation(*m, &gen, NULL), 0);
+	t->struct_size = sizeof(*t);
+	assert_int_equal(wsrv_model_tensor(*m, 0, t), 0);
+	return gen;
+}
+
+/* Every malformed or hostile request gets its errno and a sentence, and
+ * the service goes on serving. */
+static void bad_requests_refused(void **st)
+{
+	const char *extra[] = { "--max-buffers-per-process", "2", NULL };
+	struct copyd_proc p = { 0 };
+	struct wsrv_client *cl;
+	struct wsrv_model *m;
+	struct wsrv_tensor t;
+	struct alloc a, other;
+	uint32_t id = 0, id2, id3;
+	uint64_t bytes = 0, gen;
+	int fd, mfd, pp[2];
+
+	setenv("FAKECUDA_DEVICES", "2", 1); /* the service's and this process's */
+	service(&p, extra);
+	gen = served(&cl, &m, &t);
+	alloc_make(&a, 0, 2u << 20);
+	alloc_make(&other, 1, 2u << 20);
+	fd = raw_to(&p);
+	assert_int_equal(map_req(fd, a.id, a.len, -1, &id), -EBADF);           /* no fd */
+	assert_true((mfd = memfd_create("not-a-device", MFD_CLOEXEC)) >= 0);
+	assert_int_equal(ftruncate(mfd, 2u << 20), 0);
+	assert_int_equal(map_req(fd, a.id, a.len, mfd, &id), -EBADF);          /* a foreign fd */
+	assert_int_equal(pipe(pp), 0);
+	assert_int_equal(map_req(fd, a.id, a.len, pp[0], &id), -EBADF);        /* not even a file */
+	assert_int_equal(map_req(fd, "cuda:GPU-nope", a.len, a.fd, &id), -ENODEV);
+	assert_int_equal(map_req(fd, a.id, 4096, a.fd, &id), -EINVAL);         /* not granular */
+	assert_int_equal(map_req(fd, a.id, 4u << 20, a.fd, &id), -EINVAL);     /* larger than it is */
+	assert_int_equal(map_req(fd, a.id, other.len, other.fd, &id), -EXDEV); /* device 1's, said 0's */
+	assert_int_equal(map_req(fd, a.id, a.len, a.fd, &id), 0);
+	assert_int_equal(map_req(fd, a.id, a.len, a.fd, &id2), 0);
+	assert_int_equal(map_req(fd, a.id, a.len, a.fd, &id3), -EMFILE);      /* --max-buffers-per-process */
+
+	Wsrv__CopyRun r = WSRV__COPY_RUN__INIT;
+	uint64_t w = t.size < 4096 ? t.size : 4096;
+	r.segment = t.segment, r.src_off = t.offset, r.width = w, r.height = 1, r.pitch = w, r.dst_off = 0;
+	assert_int_equal(runs_req(fd, id, "m", gen + 1, &r, 1, &bytes), -ESTALE);
+	assert_true(runs_req(fd, id, "no-such-model", gen, &r, 1, &bytes) < 0);
+	assert_int_equal(runs_req(fd, id + 1000, "m", gen, &r, 1, &bytes), -ENOENT);
+	r.segment = 999;
+	assert_int_equal(runs_req(fd, id, "m", gen, &r, 1, &bytes), -ERANGE);  /* no such segment */
+	r.segment = t.segment, r.src_off = UINT64_MAX - 8;
+	assert_int_equal(runs_req(fd, id, "m", gen, &r, 1, &bytes), -ERANGE);  /* past the segment */
+	r.src_off = t.offset, r.dst_off = a.len - 8;
+	assert_int_equal(runs_req(fd, id, "m", gen, &r, 1, &bytes), -ERANGE);  /* past the buffer */
+	r.dst_off = 0, r.height = UINT64_MAX / 2, r.pitch = 8;
+	assert_true(runs_req(fd, id, "m", gen, &r, 1, &bytes) < 0);            /* overflows */
+	r.height = 1, r.width = 0;
+	assert_int_equal(runs_req(fd, id, "m", gen, &r, 1, &bytes), -EINVAL);
+	Wsrv__CopyRun *many = calloc(801, sizeof(*many));
+	for (int i = 0; i < 801; i++)
+		wsrv__copy_run__init(&many[i]);
+	assert_int_equal(runs_req(fd, id, "m", gen, many, 801, &bytes), -E2BIG);
+	free(many);
+	/* A good one: its bytes land in the buffer, exactly. */
+	r.width = w, r.pitch = w;
+	assert_int_equal(runs_req(fd, id, "m", gen, &r, 1, &bytes), 0);
+	assert_int_equal(bytes, w);
+	uint8_t got[4096];
+	assert_int_equal(a.cu->MemcpyDtoH(got, a.ptr, w), CUDA_SUCCESS);
+	assert_memory_equal(got, t.data, w);
+	/* Garbage closes the connection; the service serves the next. */
+	assert_int_equal(pkt_send(fd, "\xff\xff\xff\xff", 4, NULL, 0), 0);
+	assert_int_equal(recv(fd, got, sizeof(got), 0), 0);
+	close(fd);
+	json_t *o = service_stats(&p);
+	assert_true(stat_of(o, "refused") >= 14);
+	assert_int_equal(stat_of(o, "buffers"), 0); /* the closed connection's went with it */
+	json_decref(o);
+	close(mfd);
+	close(pp[0]);
+	close(pp[1]);
+	alloc_free(&other);
+	alloc_free(&a);
+	wsrv_detach(m);
+	wsrv_disconnect(cl);
+	service_done(&p);
+	unsetenv("FAKECUDA_DEVICES");
+}
+
+/* Stats until cond holds of them (at most 60 s: a reload's load): the
+ * last ones. */
+static json_t *stats_until(const struct copyd_proc *p, bool (*cond)(json_t *, uint64_t), uint64_t arg)
+{
+	json_t *o = NULL;
+
+	for (int i = 0; i < 600; i++) {
+		json_decref(o);
+		o = service_stats(p);
+		if (cond(o, arg))
+			return o;
+		sleep_ms(100);
+	}
+	fail_msg("the service's stats never came to what the case waits for");
+	return o;
+}
+
+/* Whether generation gen is held and locked whole, or (gen | 1 << 63)
+ * not held at all. */
+static bool gen_state(json_t *o, uint64_t want)
+{
+	json_t *ms = json_object_get(o, "models"), *m;
+	uint64_t gen = want & ~(1ull << 63);
+	bool gone = want >> 63;
+	size_t i;
+
+	json_array_foreach(ms, i, m)
+		if ((uint64_t)json_integer_value(json_object_get(m, "generation")) == gen)
+			return !gone && json_integer_value(json_object_get(m, "registered_bytes")) ==
+					 json_integer_value(json_object_get(m, "bytes"));
+	return gone;
+}
+
+/* A reload: the new generation held and locked as wsrvd announces it;
+ * the old one kept while a connection copies from it, let go after. */
+static void reload_followed(void **st)
+{
+	const char *extra[] = { "--model", "m", NULL };
+	struct copyd_proc p = { 0 };
+	struct wsrv_client *cl;
+	struct wsrv_model *m;
+	struct wsrv_tensor t;
+	struct alloc a;
+	uint64_t g1, g2 = 0, bytes;
+	uint32_t id;
+	json_t *o;
+	int fd;
+
+	service(&p, extra);
+	g1 = served(&cl, &m, &t);
+	json_decref(stats_until(&p, gen_state, g1)); /* --model: held at start */
+	alloc_make(&a, 0, 2u << 20);
+	fd = raw_to(&p);
+	assert_int_equal(map_req(fd, a.id, a.len, a.fd, &id), 0);
+	Wsrv__CopyRun r = WSRV__COPY_RUN__INIT;
+	r.segment = t.segment, r.src_off = t.offset, r.width = 256, r.height = 1, r.pitch = 256;
+	assert_int_equal(runs_req(fd, id, "m", g1, &r, 1, &bytes), 0);
+	assert_int_equal(wsrv_reload(cl, "m", model_dir), 0);
+	for (int i = 0; i < 600 && g2 <= g1; i++) {
+		wsrv_detach(m);
+		assert_int_equal(wsrv_attach(cl, "m", &m), 0);
+		wsrv_model_generation(m, &g2, NULL);
+		sleep_ms(100);
+	}
+	assert_true(g2 > g1);
+	o = stats_until(&p, gen_state, g2);
+	assert_true(gen_state(o, g1)); /* still held: the connection copied from it */
+	json_decref(o);
+	assert_int_equal(runs_req(fd, id, "m", g2, &r, 1, &bytes), 0); /* moves to the new one */
+	json_decref(stats_until(&p, gen_state, g1 | 1ull << 63));
+	close(fd);
+	o = service_stats(&p);
+	assert_int_equal(stat_of(o, "registered_bytes"), model_bytes(o)); /* one generation locked */
+	json_decref(o);
+	alloc_free(&a);
+	wsrv_detach(m);
+	wsrv_disconnect(cl);
+	service_done(&p);
+}
+
+/* Two GPUs: a worker on the second is served, and the model is locked
+ * once for both (the first device's registration, portable). */
+static void second_device(void **st)
+{
+	char ledger[300];
+	struct copyd_proc p = { 0 };
+	struct wsrv_stream_stats a, b;
+	const struct cuda_api *cu;
+	const char *why;
+	json_t *o;
+
+	snprintf(ledger, sizeof(ledger), "%s/ledger-%d", ts.dir, test_case_index());
+	setenv("FAKECUDA_DEVICES", "2", 1);
+	setenv("FAKECUDA_LEDGER", ledger, 1);
+	service(&p, NULL);
+	a = worker(1, WSRV_SHARE_OFF);
+	b = worker(0, WSRV_SHARE_OFF);
+	assert_int_equal(a.service_bytes, a.resident_bytes);
+	assert_int_equal(b.service_bytes, b.resident_bytes);
+	assert_int_equal(a.register_bytes + b.register_bytes, 0);
+	o = service_stats(&p);
+	assert_int_equal(json_array_size(json_object_get(o, "devices")), 2);
+	assert_int_equal(cuda_api_get(&cu, &why), 0);
+	assert_true(fk("ledger_peak", true) * 10 <= model_bytes(o) * 11);
+	json_decref(o);
+	service_done(&p);
+	unsetenv("FAKECUDA_DEVICES");
+	unsetenv("FAKECUDA_LEDGER");
+}
+
+/* No service where the worker looks: it copies by itself, exactly, and
+ * says so once; WSRV_COPYD=off asks nothing. */
+static void no_service_falls_back(void **st)
+{
+	char sock[300];
+	struct wsrv_stream_stats s;
+
+	snprintf(sock, sizeof(sock), "%s/no-copyd.sock", ts.dir);
+	setenv("WSRV_COPYD", sock, 1);
+	s = worker(0, WSRV_SHARE_OFF);
+	assert_int_equal(s.service_fallbacks, 1);
+	assert_int_equal(s.service_bytes, 0);
+	assert_true(s.register_bytes > 0);
+	setenv("WSRV_COPYD", "off", 1);
+	s = worker(0, WSRV_SHARE_OFF);
+	assert_int_equal(s.service_fallbacks, 0);
+	assert_true(s.register_bytes > 0);
+}
+
+static int setup(void **st)
+{
+	model_dir = test_tmpdir("copyd-model");
+	/* 2 layers of llama-mini, 64 MiB: small, every byte checked. */
+	if (!model_dir || make_model(model_dir, "llama-mini", 64 << 20, 2, 2, 1) < 0 ||
+	    server_start(&ts, "m", model_dir, NULL) < 0)
+		return -1;
+	return 0;
+}
+
+static int teardown(void **st)
+{
+	server_stop(&ts, SIGTERM);
+	rm_rf(ts.dir);
+	rm_rf(model_dir);
+	free(model_dir);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(bytes_exact_through_the_service),
+		cmocka_unit_test(eight_workers_pin_once),
+		cmocka_unit_test(service_killed_mid_copy),
+		cmocka_unit_test(bad_requests_refused),
+		cmocka_unit_test(reload_followed),
+		cmocka_unit_test(second_device),
+		cmocka_unit_test(no_service_falls_back),
+	};
+
+	return test_group_run(tests, setup, teardown);
+}
