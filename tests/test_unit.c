@@ -180,8 +180,41 @@ static void hardened_with_the_metrics_drop_in(void **s)
 	free(u);
 }
 
+/* The copy service's unit passes systemd-analyze verify, runs as its own
+ * user in group wsrv (wsrvd refuses its own user), and may open the GPUs'
+ * device nodes and nothing else. */
+static void copyd_unit_verifies(void **s)
+{
+	const char *unit = getenv("WSRV_COPYD_UNIT");
+	const char *argv[] = { analyze(), "verify", "--man=no", NULL, NULL };
+	char u[512], out[512], err[512];
+	size_t n;
+	char *text;
+
+	assert_non_null(unit);
+	snprintf(u, sizeof(u), "%s/wsrv-copyd.service", F.dir[0]);
+	assert_int_equal(copy_file(unit, u, 0644), 0);
+	argv[3] = u;
+	snprintf(out, sizeof(out), "%s/verify-copyd.out", F.dir[0]);
+	snprintf(err, sizeof(err), "%s/verify-copyd.err", F.dir[0]);
+	int st = run_prog(argv, NULL, out, err, 0, 60);
+	text = (char *)read_file(err, &n);
+	if (st != 0 || (text && strstr(text, "wsrv-copyd.service")))
+		fail_msg("systemd-analyze verify %s: exit %d\n%s", u, st, text ? text : "");
+	free(text);
+	text = (char *)read_file(u, &n);
+	assert_non_null(text);
+	assert_non_null(strstr(text, "/client/wsrv-copyd --socket /run/wsrv-copyd/copyd.sock --wsrvd /run/wsrv/wsrv.sock "
+				     "--allow-gid wsrv $WSRV_COPYD_ARGS"));
+	assert_non_null(strstr(text, "\nUser=wsrv-copyd\n"));
+	assert_non_null(strstr(text, "\nDevicePolicy=closed\n"));
+	assert_null(strstr(text, "PrivateDevices=yes"));
+	free(text);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(unit_and_drop_ins_verify),
+	cmocka_unit_test(copyd_unit_verifies),
 	cmocka_unit_test(unit_is_hardened),
 	cmocka_unit_test(hardened_with_the_metrics_drop_in),
 	cmocka_unit_test(listener_under_the_units_families),

@@ -7,7 +7,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,8 +18,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-extern char **environ;
 
 const char *copyd_path(void)
 {
@@ -53,22 +51,31 @@ static bool accepts(const char *sock)
 	return ok;
 }
 
+/* A child that dies with its parent (PR_SET_PDEATHSIG): a test case
+ * that fails half-way leaves no service behind. */
 static int spawn(struct copyd_proc *p, const char *wsrvd_sock, const char *const *extra)
 {
 	const char *argv[40] = { copyd_path(), "--verbose", "--socket", p->sock, "--wsrvd", wsrvd_sock };
-	posix_spawn_file_actions_t fa;
+	pid_t parent = getpid();
 	size_t k = 6;
-	int r;
+	int fd;
 
 	for (size_t i = 0; extra && extra[i] && k < 39; i++)
 		argv[k++] = extra[i];
 	argv[k] = NULL;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 2, p->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	r = posix_spawn(&p->pid, argv[0], &fa, NULL, (char *const *)argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	return -r;
+	if ((p->pid = fork()) < 0)
+		return -errno;
+	if (p->pid > 0)
+		return 0;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(127);
+	if ((fd = open(p->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) >= 0)
+		dup2(fd, 2);
+	if ((fd = open("/dev/null", O_WRONLY | O_CLOEXEC)) >= 0)
+		dup2(fd, 1);
+	execv(argv[0], (char *const *)argv);
+	_exit(127);
 }
 
 int copyd_start(struct copyd_proc *p, const char *sock, const char *wsrvd_sock, const char *log,
