@@ -29,7 +29,8 @@ struct batch {
 	uint32_t buffer;
 	struct copy_run runs[WSRV_COPY_RUNS_MAX];
 	size_t n;
-	uint64_t bytes;
+	uint64_t bytes, requests, nruns;
+	double asked;               /* seconds waiting for the service's answers */
 };
 
 /* Says, once per process, why the service did not copy. */
@@ -47,11 +48,15 @@ static void fell_back(struct wsrv_stream *s, const char *why)
 static int send_batch(struct batch *b)
 {
 	uint64_t got = 0;
+	double t0 = mono_now();
 	int r;
 
 	if (!b->n)
 		return 0;
 	r = copy_runs(b->c, b->buffer, wsrv_model_name(b->s->m), b->s->m->generation, b->runs, b->n, &got);
+	b->asked += mono_now() - t0;
+	b->requests++;
+	b->nruns += b->n;
 	b->n = 0;
 	b->bytes += got;
 	return r;
@@ -141,18 +146,24 @@ static int fill_by(struct wsrv_stream *s, struct copy_conn *c, const struct dev_
 		   struct dev_share *mem)
 {
 	struct batch *b = calloc(1, sizeof(*b));
+	double t0 = mono_now(), t1 = 0;
 	int r;
 
 	if (!b)
 		return cl_err(-ENOMEM, "out of memory");
 	b->s = s;
 	b->c = c;
-	if ((r = copy_map(c, info->id, mem->fd, mem->len, &b->buffer)) == 0 && (r = copy_all(b)) == 0)
+	if ((r = copy_map(c, info->id, mem->fd, mem->len, &b->buffer)) == 0 && ((t1 = mono_now()), (r = copy_all(b)) == 0))
 		r = copy_unmap(c, b->buffer);
-	if (r == 0)
+	if (r == 0) {
 		s->st.service_bytes += b->bytes;
-	else
+		cl_debug("stream %u: the copy service copied %llu bytes in %llu runs, %llu requests: mapped in %.4f s,"
+			 " %.4f s waiting for its answers, %.4f s in all", s->id, (unsigned long long)b->bytes,
+			 (unsigned long long)b->nruns, (unsigned long long)b->requests, t1 - t0, b->asked,
+			 mono_now() - t0);
+	} else {
 		fell_back(s, wsrv_last_error());
+	}
 	free(b);
 	return r;
 }

@@ -28,7 +28,7 @@
 #define FK_STREAMS 32               /* live streams at most; slot 0: the host */
 #define FK_MAX_DEVICES 4            /* FAKECUDA_DEVICES at most */
 #define FK_SAMPLE 64                /* sampled mode: bytes a sample keeps ... */
-#define FK_SAMPLE_EVERY (1u << 20)  /* ... at each multiple of this address */
+#define FK_SAMPLE_EVERY (16u << 20) /* ... at each multiple of this offset in its allocation */
 
 enum fk_op { OP_COPY, OP_RECORD, OP_WAIT, OP_HOSTFN };
 
@@ -49,6 +49,7 @@ struct fk_job {
 	uint64_t gen;
 	CUhostFn fn;
 	void *arg;
+	uintptr_t base;             /* the destination allocation's first byte */
 };
 
 struct CUstream_st {
@@ -115,7 +116,8 @@ void fk_costs_from_env(void);
 void fk_sleep(double s);
 void fk_pinned(long long delta);
 long long fk_ledger(const char *what);
-void fk_copy_rows(char *dst, const char *src, size_t width, size_t height, size_t spitch, size_t dpitch);
+void fk_copy_rows(char *dst, const char *src, size_t width, size_t height, size_t spitch, size_t dpitch,
+		  uintptr_t base);
 double fk_now(void);
 
 /* Streams (fake_stream.c). */

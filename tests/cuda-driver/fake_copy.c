@@ -78,7 +78,8 @@ static CUresult queue_copy(CUstream h, const struct shape *c, bool to_device, co
 	s->vc[s->idx]++;
 	fk_access(a, s->idx, s->vc, s->vc[s->idx], to_device, what);
 	*j = (struct fk_job){ .op = OP_COPY, .dst = c->dst, .src = c->src, .width = c->width,
-			      .height = c->height, .spitch = c->spitch, .dpitch = c->dpitch };
+			      .height = c->height, .spitch = c->spitch, .dpitch = c->dpitch,
+			      .base = to_device ? a->a : (uintptr_t)c->dst };
 	fk.copies++;
 	fk.copies_2d += c->height > 1;
 	fk_enqueue(s, j);

@@ -13,10 +13,13 @@
  *     process and, with FAKECUDA_LEDGER=FILE, in every process that names
  *     the same file (now and at the peak);
  *   - FAKECUDA_SAMPLED=1: device memory that keeps no bytes. A copy is
- *     timed at the modelled rate but writes only SAMPLE bytes at each
- *     address of its destination that is a multiple of SAMPLE_EVERY (and
- *     at its first byte), so an 8.57 GiB join fits a small machine and is
- *     still checked, at those samples (fakecuda.h). */
+ *     timed at the modelled rate but writes only FK_SAMPLE bytes at each
+ *     offset in its destination's allocation that is a multiple of
+ *     FK_SAMPLE_EVERY (and at its first byte), so an 8.57 GiB join fits a
+ *     small machine and is still checked, at those samples (an offset,
+ *     not an address: the service and the worker map an allocation at
+ *     different addresses). Each sample is a fresh page: this VM's 18 us
+ *     a page, which a GPU does not pay, is why they are 16 MiB apart. */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,9 +109,11 @@ long long fk_ledger(const char *what)
 			       __ATOMIC_SEQ_CST);
 }
 
-/* Rows of a copy: every byte, or (sampled) SAMPLE bytes at each multiple
- * of SAMPLE_EVERY in the destination and at its first byte. */
-void fk_copy_rows(char *dst, const char *src, size_t width, size_t height, size_t spitch, size_t dpitch)
+/* Rows of a copy: every byte, or (sampled) FK_SAMPLE bytes at each
+ * multiple of FK_SAMPLE_EVERY from base, the allocation's first byte, and
+ * at the copy's first byte. */
+void fk_copy_rows(char *dst, const char *src, size_t width, size_t height, size_t spitch, size_t dpitch,
+		  uintptr_t base)
 {
 	if (!fk.sampled) {
 		for (size_t r = 0; r < height; r++)
@@ -117,7 +122,7 @@ void fk_copy_rows(char *dst, const char *src, size_t width, size_t height, size_
 	}
 	for (size_t r = 0; r < height; r++) {
 		uintptr_t a = (uintptr_t)(dst + r * dpitch), b = a + width;
-		uintptr_t k = (a + FK_SAMPLE_EVERY - 1) & ~(uintptr_t)(FK_SAMPLE_EVERY - 1);
+		uintptr_t k = base + ((a - base + FK_SAMPLE_EVERY - 1) & ~(uintptr_t)(FK_SAMPLE_EVERY - 1));
 		if (r == 0)
 			memcpy((void *)a, src, width < FK_SAMPLE ? width : FK_SAMPLE);
 		for (; k < b; k += FK_SAMPLE_EVERY)

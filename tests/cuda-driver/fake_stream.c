@@ -34,7 +34,7 @@ static void run(struct fk_job *j)
 
 	switch (j->op) {
 	case OP_COPY:
-		fk_copy_rows(j->dst, j->src, j->width, j->height, j->spitch, j->dpitch);
+		fk_copy_rows(j->dst, j->src, j->width, j->height, j->spitch, j->dpitch, j->base);
 		pace(t0, j->width * j->height);
 		break;
 	case OP_HOSTFN:

@@ -169,8 +169,8 @@ static void print_json(const struct cd_cfg *c, const struct cd_figs *f)
 		"service_bytes", (json_int_t)f->last.service_bytes,
 		"bar_s", bar, "old_join_s", f->old_s, "within_bar", f->join_s <= bar,
 		"old_register_s", f->old.register_s, "old_open_s", f->old.open_s,
-		"samples_checked", (json_int_t)(f->samples + f->last.samples),
-		"samples_bad", (json_int_t)(f->bad_samples + f->last.sampled_bad),
+		"samples_checked", (json_int_t)(f->samples + f->last.samples + f->old.samples),
+		"samples_bad", (json_int_t)(f->bad_samples + f->last.sampled_bad + f->old.sampled_bad),
 		"join_vs_old", f->old_s > 0 ? f->join_s / f->old_s : 0, "attach_s", f->last.attach_s,
 		"overlap");
 	json_dumpf(o, stdout, JSON_INDENT(2));
@@ -193,9 +193,11 @@ static void print_text(const struct cd_cfg *c, const struct cd_figs *f)
 	printf("  page-locked by the workers: %llu bytes (last: %llu); by the service: %llu; pinned in all at the peak %.2fx the model\n",
 	       (unsigned long long)f->n8_registered, (unsigned long long)f->last.register_bytes,
 	       (unsigned long long)f->service_registered, f->ratio);
+	printf("  last join: attach %.3f s (context %.3f s of it), open %.3f s; itself: attach %.3f s, open %.3f s\n",
+	       f->last.attach_s, f->last.context_s, f->last.open_s, f->old.attach_s, f->old.open_s);
 	printf("  import of a buffer %.4f s; samples checked %llu, bad %llu\n", f->import_s,
-	       (unsigned long long)(f->samples + f->last.samples),
-	       (unsigned long long)(f->bad_samples + f->last.sampled_bad));
+	       (unsigned long long)(f->samples + f->last.samples + f->old.samples),
+	       (unsigned long long)(f->bad_samples + f->last.sampled_bad + f->old.sampled_bad));
 }
 
 static int copyd_runs(const struct cd_cfg *c, bool json)
@@ -223,7 +225,7 @@ static int copyd_runs(const struct cd_cfg *c, bool json)
 		return rc;
 	f.pinned_s = (double)f.last.copied_bytes / (f.pinned_gbps * 1e9);
 	(json ? print_json : print_text)(c, &f);
-	return f.bad_samples || f.last.sampled_bad || f.last.register_bytes ? 1 : 0;
+	return f.bad_samples || f.last.sampled_bad || f.old.sampled_bad || f.last.register_bytes ? 1 : 0;
 }
 
 int bench_copyd(int argc, char **argv)

@@ -39,7 +39,7 @@ double join_once(const char *sock, struct join_report *r);
 double pinned_gbps(uint64_t bytes);
 
 /* The stream's resident tensors on the device checked against the shared
- * mapping at samples: 64 bytes at each address that is a multiple of 1
+ * mapping at samples: 64 bytes at each address that is a multiple of 16
  * MiB (what the test driver's sampled mode keeps). Samples that differ;
  * the count checked into the report's samples. */
 uint64_t join_check_samples(struct wsrv_model *m, struct wsrv_stream *s, uint64_t *checked);
