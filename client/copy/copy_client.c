@@ -21,6 +21,8 @@
 struct copy_conn {
 	int fd;                      /* owned */
 	uint64_t seq;
+	uint64_t sent[COPY_IN_FLIGHT]; /* the CopyRuns not answered yet, */
+	uint64_t nsent, nwaited;     /* oldest first */
 	char path[108];
 };
 
@@ -70,15 +72,12 @@ void copy_close(struct copy_conn *c)
 	free(c);
 }
 
-/* Sends rq (with fd, or -1) and reads its response: 0 and *out (the
- * caller frees it), or <0. An Error is returned as its errno. */
-static int call(struct copy_conn *c, Wsrv__CopyRequest *rq, int fd, Wsrv__CopyResponse **out)
+/* Sends rq (with fd, or -1) as the next request: 0 or <0. */
+static int send_req(struct copy_conn *c, Wsrv__CopyRequest *rq, int fd)
 {
 	uint8_t buf[WSRV_MAX_PACKET];
 	size_t len;
-	long n;
-	int r, nfds = 0, junk[1];
-	Wsrv__CopyResponse *rs;
+	int r;
 
 	rq->seq = ++c->seq;
 	if ((len = wsrv__copy_request__get_packed_size(rq)) > sizeof(buf))
@@ -86,13 +85,24 @@ static int call(struct copy_conn *c, Wsrv__CopyRequest *rq, int fd, Wsrv__CopyRe
 	wsrv__copy_request__pack(rq, buf);
 	if ((r = pkt_send(c->fd, buf, len, fd >= 0 ? &fd : NULL, fd >= 0)) < 0)
 		return cl_err(r, "copy service at %s: sending: %s", c->path, strerror(-r));
-	n = pkt_recv(c->fd, buf, sizeof(buf), junk, 1, &nfds);
+	return 0;
+}
+
+/* Reads the answer to request seq: 0 and *out (the caller frees it), or
+ * <0. An Error is returned as its errno. */
+static int recv_answer(struct copy_conn *c, uint64_t seq, Wsrv__CopyResponse **out)
+{
+	uint8_t buf[WSRV_MAX_PACKET];
+	int nfds = 0, junk[1];
+	Wsrv__CopyResponse *rs;
+	long n = pkt_recv(c->fd, buf, sizeof(buf), junk, 1, &nfds);
+
 	pkt_close_fds(junk, nfds); /* the service sends none */
 	if (n <= 0)
 		return cl_err(n == 0 || n == -ECONNRESET ? -ECONNRESET : (int)n,
 			      "copy service at %s: %s", c->path,
 			      n == -EAGAIN ? "no answer in time" : "gone before it answered");
-	if (!(rs = wsrv__copy_response__unpack(NULL, (size_t)n, buf)) || rs->seq != rq->seq) {
+	if (!(rs = wsrv__copy_response__unpack(NULL, (size_t)n, buf)) || rs->seq != seq) {
 		wsrv__copy_response__free_unpacked(rs, NULL);
 		return cl_err(-EPROTO, "copy service at %s: a malformed answer", c->path);
 	}
@@ -104,6 +114,14 @@ static int call(struct copy_conn *c, Wsrv__CopyRequest *rq, int fd, Wsrv__CopyRe
 	}
 	*out = rs;
 	return 0;
+}
+
+/* One request and its answer. */
+static int call(struct copy_conn *c, Wsrv__CopyRequest *rq, int fd, Wsrv__CopyResponse **out)
+{
+	int r = send_req(c, rq, fd);
+
+	return r < 0 ? r : recv_answer(c, rq->seq, out);
 }
 
 /* The response's body is the one asked for, else -EPROTO. */
@@ -134,13 +152,12 @@ int copy_map(struct copy_conn *c, const char *device, int fd, uint64_t len, uint
 	return 0;
 }
 
-int copy_runs(struct copy_conn *c, uint32_t buffer, const char *model, uint64_t gen,
-	      const struct copy_run *runs, size_t n, uint64_t *bytes)
+int copy_runs_send(struct copy_conn *c, uint32_t buffer, const char *model, uint64_t gen,
+		   const struct copy_run *runs, size_t n)
 {
 	Wsrv__CopyRuns m = WSRV__COPY_RUNS__INIT;
 	Wsrv__CopyRequest rq = WSRV__COPY_REQUEST__INIT;
 	Wsrv__CopyRun *rv, **rp;
-	Wsrv__CopyResponse *rs;
 	int r;
 
 	if (n > WSRV_COPY_RUNS_MAX)
@@ -169,14 +186,32 @@ int copy_runs(struct copy_conn *c, uint32_t buffer, const char *model, uint64_t 
 	m.runs = rp;
 	rq.body_case = WSRV__COPY_REQUEST__BODY_RUNS;
 	rq.runs = &m;
-	r = call(c, &rq, -1, &rs);
+	r = send_req(c, &rq, -1);
 	free(rv);
 	free(rp);
+	if (r == 0)
+		c->sent[c->nsent++ % COPY_IN_FLIGHT] = rq.seq;
+	return r;
+}
+
+int copy_runs_wait(struct copy_conn *c, uint64_t *bytes)
+{
+	Wsrv__CopyResponse *rs;
+	int r;
+
+	if (c->nwaited == c->nsent)
+		return cl_err(-EINVAL, "copy service: no request to wait for");
+	r = recv_answer(c, c->sent[c->nwaited++ % COPY_IN_FLIGHT], &rs);
 	if (r < 0 || (r = expect(c, rs, WSRV__COPY_RESPONSE__BODY_DONE)) < 0)
 		return r;
 	*bytes = rs->done->bytes;
 	wsrv__copy_response__free_unpacked(rs, NULL);
 	return 0;
+}
+
+unsigned copy_runs_pending(const struct copy_conn *c)
+{
+	return (unsigned)(c->nsent - c->nwaited);
 }
 
 int copy_unmap(struct copy_conn *c, uint32_t buffer)

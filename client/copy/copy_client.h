@@ -20,6 +20,9 @@
 /* Runs in one CopyRuns request at most (each under 64 bytes packed: the
  * request fits a packet). */
 #define WSRV_COPY_RUNS_MAX 800u
+/* CopyRuns requests sent and not yet answered, at most: the service
+ * copies one while the worker gathers the next. */
+#define COPY_IN_FLIGHT 4
 
 /* One copy (CopyRun). */
 struct copy_run {
@@ -41,11 +44,16 @@ void copy_close(struct copy_conn *c);
 /* Hands the service fd (an exported allocation of len bytes on the device
  * named device; fd stays the caller's). 0 and *buffer, or <0. */
 int copy_map(struct copy_conn *c, const char *device, int fd, uint64_t len, uint32_t *buffer);
-/* Copies runs[0..n) (n <= WSRV_COPY_RUNS_MAX) from generation gen of
- * model into buffer, and waits until they have landed: 0 and *bytes, or
- * <0 (some may have landed: the caller copies them again). */
-int copy_runs(struct copy_conn *c, uint32_t buffer, const char *model, uint64_t gen,
-	      const struct copy_run *runs, size_t n, uint64_t *bytes);
+/* Asks for runs[0..n) (n <= WSRV_COPY_RUNS_MAX) of generation gen of
+ * model to be copied into buffer, without waiting: at most
+ * COPY_IN_FLIGHT such requests unanswered (the service answers them in
+ * order, each once its bytes have landed). 0 or <0. */
+int copy_runs_send(struct copy_conn *c, uint32_t buffer, const char *model, uint64_t gen,
+		   const struct copy_run *runs, size_t n);
+/* Waits for the oldest unanswered one: 0 and *bytes, or <0 (some may
+ * have landed: the caller copies them again). */
+int copy_runs_wait(struct copy_conn *c, uint64_t *bytes);
+unsigned copy_runs_pending(const struct copy_conn *c);
 int copy_unmap(struct copy_conn *c, uint32_t buffer);
 /* The service's counters: 0 and *out (its stats body set; the caller
  * frees it with wsrv__copy_response__free_unpacked), or <0. */

@@ -29,9 +29,15 @@ struct batch {
 	uint32_t buffer;
 	struct copy_run runs[WSRV_COPY_RUNS_MAX];
 	size_t n;
+	uint64_t batch_bytes;       /* the runs' bytes not sent yet */
 	uint64_t bytes, requests, nruns;
 	double asked;               /* seconds waiting for the service's answers */
 };
+
+/* A batch goes once it holds this many bytes (or WSRV_COPY_RUNS_MAX
+ * runs): the service's copies start while the worker still walks its
+ * tensors. */
+#define BATCH_BYTES ((uint64_t)512 << 20)
 
 /* Says, once per process, why the service did not copy. */
 static void fell_back(struct wsrv_stream *s, const char *why)
@@ -45,20 +51,43 @@ static void fell_back(struct wsrv_stream *s, const char *why)
 	cl_debug("stream %u: the copy service did not copy: %s", s->id, why);
 }
 
-static int send_batch(struct batch *b)
+/* Waits for the oldest request's answer. */
+static int wait_one(struct batch *b)
 {
 	uint64_t got = 0;
 	double t0 = mono_now();
+	int r = copy_runs_wait(b->c, &got);
+
+	b->asked += mono_now() - t0;
+	b->bytes += got;
+	return r;
+}
+
+/* Sends the batch's runs (when COPY_IN_FLIGHT are unanswered, the oldest
+ * answer first): the service copies them while the next batch is made. */
+static int send_batch(struct batch *b)
+{
 	int r;
 
 	if (!b->n)
 		return 0;
-	r = copy_runs(b->c, b->buffer, wsrv_model_name(b->s->m), b->s->m->generation, b->runs, b->n, &got);
-	b->asked += mono_now() - t0;
+	if (copy_runs_pending(b->c) == COPY_IN_FLIGHT && (r = wait_one(b)) < 0)
+		return r;
+	r = copy_runs_send(b->c, b->buffer, wsrv_model_name(b->s->m), b->s->m->generation, b->runs, b->n);
 	b->requests++;
 	b->nruns += b->n;
 	b->n = 0;
-	b->bytes += got;
+	b->batch_bytes = 0;
+	return r;
+}
+
+/* Every request answered. */
+static int wait_all(struct batch *b)
+{
+	int r = 0;
+
+	while (r == 0 && copy_runs_pending(b->c))
+		r = wait_one(b);
 	return r;
 }
 
@@ -79,14 +108,16 @@ static int add_tensor(struct batch *b, uint32_t i)
 	src = t.offset + v->src_off;
 	if (l && v->height == 1 && l->height == 1 && l->segment == t.segment && dst >= l->dst_off + l->width &&
 	    src - l->src_off == dst - l->dst_off && dst + v->width - l->dst_off <= RUN_MAX) {
+		b->batch_bytes += dst + v->width - l->dst_off - l->width;
 		l->width = dst + v->width - l->dst_off;
 		l->pitch = l->width;
 		return 0;
 	}
-	if (b->n == WSRV_COPY_RUNS_MAX && (r = send_batch(b)) < 0)
+	if ((b->n == WSRV_COPY_RUNS_MAX || b->batch_bytes >= BATCH_BYTES) && (r = send_batch(b)) < 0)
 		return r;
 	b->runs[b->n++] = (struct copy_run){ t.segment, src, v->width, v->height,
 					     v->height > 1 ? v->pitch : v->width, dst };
+	b->batch_bytes += v->width * v->height;
 	return 0;
 }
 
@@ -107,7 +138,9 @@ static int copy_all(struct batch *b)
 			r = add_tensor(b, (uint32_t)i);
 	}
 	s->no_lock = false;
-	return r < 0 ? r : send_batch(b);
+	if (r == 0)
+		r = send_batch(b);
+	return r < 0 ? r : wait_all(b);
 }
 
 /* Why the service cannot serve this stream at all, or NULL. */

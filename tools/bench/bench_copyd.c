@@ -11,6 +11,10 @@
  * service) and the service's bytes, and checks its device bytes at
  * samples after it is ready. The baseline is the pinned copy of the same
  * bytes in this process; the bar, CUDA's context + 1.3x that + 0.1 s.
+ * Workers on one GPU share one device copy of the resident tensors by
+ * default (one fills it, through the service; the others map it);
+ * --private gives each its own copy, as ranks with shards of their own
+ * have: every one is then copied, one after another on the one link.
  * Pinned bytes in all: the test driver's ledger (every process's
  * registrations and pinned buffers, at the peak), or on a GPU the
  * service's registered bytes plus every worker's. */
@@ -37,6 +41,7 @@
 struct cd_cfg {
 	const char *model;
 	int repeat, workers;
+	bool private_copies;
 };
 
 struct cd_figs {
@@ -156,9 +161,10 @@ static int with_service(const struct cd_cfg *c, const char *wsrvd_sock, const ch
 static void print_json(const struct cd_cfg *c, const struct cd_figs *f)
 {
 	double bar = f->last.context_s + 1.3 * f->pinned_s + 0.1;
-	json_t *o = json_pack("{s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:f, s:I,"
+	json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:f, s:I,"
 			      " s:I, s:f, s:f, s:b, s:f, s:f, s:I, s:I, s:f, s:f, s:n}",
-		"device", "cuda", "repeat", c->repeat, "workers", c->workers,
+		"device", "cuda", "copies", c->private_copies ? "private" : "shared (the default)",
+		"repeat", c->repeat, "workers", c->workers,
 		"join_s", f->join_s, "join_n8_s", f->n8_s, "join_n8_vs_one", f->join_s > 0 ? f->n8_s / f->join_s : 0,
 		"context_s", f->last.context_s, "pinned_copy_s", f->pinned_s, "pinned_gbps", f->pinned_gbps,
 		"import_s", f->import_s, "open_s", f->last.open_s,
@@ -182,7 +188,8 @@ static void print_text(const struct cd_cfg *c, const struct cd_figs *f)
 {
 	double bar = f->last.context_s + 1.3 * f->pinned_s + 0.1;
 
-	printf("a worker joining through wsrv-copyd vs locking by itself; median of %d\n", c->repeat);
+	printf("a worker joining through wsrv-copyd vs locking by itself; median of %d; %s device copies\n",
+	       c->repeat, c->private_copies ? "private" : "shared (the default)");
 	printf("  join, itself (WSRV_COPYD=off)       %7.3f s   (locking %.3f s of its open %.3f s)\n", f->old_s,
 	       f->old.register_s, f->old.open_s);
 	printf("  join, through the service           %7.3f s   %.2fx; bar context %.3f + 1.3 x pinned %.3f + 0.1 = %.3f s: %s\n",
@@ -211,6 +218,8 @@ static int copyd_runs(const struct cd_cfg *c, bool json)
 	snprintf(spec, sizeof(spec), "m=%s", c->model);
 	if (bench_server_start(&bs, specs, 1) < 0)
 		return 1;
+	if (c->private_copies)
+		setenv("WSRV_BENCH_JOIN_SHARE", "off", 1);
 	setenv("WSRV_COPYD", "off", 1);
 	if ((f.old_s = joins(bs.sock, c->repeat, &f.old)) < 0)
 		fprintf(stderr, "wsrv-bench copyd: a join by itself failed\n");
@@ -232,7 +241,8 @@ int bench_copyd(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "model", required_argument, NULL, 'm' }, { "repeat", required_argument, NULL, 'r' },
-		{ "workers", required_argument, NULL, 'w' }, { "json", no_argument, NULL, 'j' }, { 0 },
+		{ "workers", required_argument, NULL, 'w' }, { "json", no_argument, NULL, 'j' },
+		{ "private", no_argument, NULL, 'p' }, { 0 },
 	};
 	struct cd_cfg c = { .repeat = 5, .workers = 8 };
 	bool json = false, bad = false;
@@ -244,10 +254,11 @@ int bench_copyd(int argc, char **argv)
 		else if (o == 'r') c.repeat = (int)cliarg_long("wsrv-bench copyd", "--repeat", optarg, 1, MAX_REPEAT);
 		else if (o == 'w') c.workers = (int)cliarg_long("wsrv-bench copyd", "--workers", optarg, 1, MAX_WORKERS);
 		else if (o == 'j') json = true;
+		else if (o == 'p') c.private_copies = true;
 		else bad = true;
 	}
 	if (bad || !c.model || optind != argc) {
-		fprintf(stderr, "usage: wsrv-bench copyd --model DIR [--repeat 1..%d] [--workers 1..%d] [--json]\n",
+		fprintf(stderr, "usage: wsrv-bench copyd --model DIR [--repeat 1..%d] [--workers 1..%d] [--private] [--json]\n",
 			MAX_REPEAT, MAX_WORKERS);
 		return 2;
 	}

@@ -47,7 +47,11 @@ struct join_cfg {
 static int join_worker(const char *sock, int out)
 {
 	struct wsrv_connect_opts co = { .struct_size = sizeof(co), .timeout_ms = 30000 };
-	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 2 };
+	/* $WSRV_BENCH_JOIN_SHARE=off (wsrv-bench copyd --private): a private
+	 * copy each, as ranks with shards of their own have. */
+	const char *sh = getenv("WSRV_BENCH_JOIN_SHARE");
+	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 2,
+				       .share = sh && !strcmp(sh, "off") ? WSRV_SHARE_OFF : WSRV_SHARE_DEFAULT };
 	struct wsrv_stream_stats st = { .struct_size = sizeof(st) };
 	struct join_report r = { 0 };
 	struct wsrv_client *cl = NULL;

@@ -81,7 +81,7 @@ static const struct {
 	  "      a worker process joining a running wsrvd, from exec to every weight on its GPU,\n"
 	  "      vs the model's bytes at the pinned copy rate measured in the same run" },
 	{ "copyd", bench_copyd,
-	  "copyd --model DIR [--repeat R] [--workers N] [--json]\n"
+	  "copyd --model DIR [--repeat R] [--workers N] [--private] [--json]\n"
 	  "      a worker joining through the copy service (wsrv-copyd), one and N at once, vs the\n"
 	  "      same join page-locking by itself and the pinned copy rate, in the same run" },
 	{ "pipeline", bench_pipeline,
