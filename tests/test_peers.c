@@ -544,15 +544,14 @@ static void test_stalled_peer(void **state)
 	static const char *const slow[] = { "WSRV_TEST_PEER_DELAY_MS=11000", NULL };
 	struct test_server a, b;
 	struct sources s;
-	double t0;
 
 	need_test_seams("WSRV_TEST_PEER_DELAY_MS stalls a peer");
 	(void)state;
 	fresh_ports();
 	host(&a, 0, slow, true, "--peer-listen", T.addr[0], NULL);
-	t0 = mono_now();
 	host(&b, 1, NULL, true, "--fill-from", T.addr[0], NULL);
-	assert_true(mono_now() - t0 < 30);
+	/* The condition, not a time (issue 70 item 1): the stalled peer is
+	 * given up on by name, and every byte came from the files instead. */
 	check_bytes(&b);
 	sources_of(&b, &s);
 	assert_int_equal(s.disk + s.peers, model_bytes());

@@ -400,45 +400,61 @@ static void kept_reserved_after_commit(void **st)
 	server_done(&ts);
 }
 
-/* The most time one Stats call took from another client, over ms. */
-static double worst_stats_ms(const char *sock, int ms)
+/* Stats calls another client made, each begun and answered while the
+ * child's commit was under way: after its "C" (committing) came through
+ * sig and before its "R" (returned). Ends at the "R", or when sig closes. */
+static int stats_during_commit(const char *sock, int sig)
 {
 	struct wsrv_client *c;
-	double worst = 0, end;
+	struct pollfd p = { .fd = sig, .events = POLLIN };
+	char b;
+	int n = 0, phase = 0;
 
 	assert_int_equal(wsrv_connect(sock, NULL, &c), 0);
-	for (end = mono_now() + ms / 1e3; mono_now() < end;) {
+	while (phase < 2) {
 		struct wsrv_stats *st;
-		double t0 = mono_now(), took;
+		int began = phase;
 		assert_int_equal(wsrv_stats(c, &st), 0);
 		wsrv_stats_free(st);
-		took = (mono_now() - t0) * 1e3;
-		worst = took > worst ? took : worst;
+		while (poll(&p, 1, phase == 0 ? 100 : 0) > 0) {
+			if (read(sig, &b, 1) != 1) {
+				phase = 2;
+				break;
+			}
+			phase = b == 'C' ? 1 : 2;
+		}
+		n += began == 1 && phase == 1; /* begun and answered inside the commit */
 		sleep_ms(2);
 	}
 	wsrv_disconnect(c);
-	return worst;
+	return n;
 }
 
 /* Issue 37 item 13: a commit with a page pinned by vmsplice held the
  * event loop 167 ms (F_SEAL_WRITE waits for pins): every client waited.
  * The seal is the publish job's now: other clients are answered as
- * usual, and the commit fails saying why. */
+ * usual, and the commit fails saying why. The kernel waits for the pins
+ * about 150 ms (5 + 10 + 20 + 40 + 80 ms) before it gives up: a loop that
+ * held still for it would answer at most one Stats call begun inside the
+ * commit; one that does not answers many. A condition, not a time limit
+ * (issue 70 item 1: 104 ms against a fixed 100 ms failed a busy check). */
 static void pinned_page_blocks_nobody(void **st)
 {
 	struct test_server ts = { 0 };
 	struct wsrv_client *c;
 	struct wsrv_publish *p;
 	struct iovec iov;
-	int pfd[2], status;
+	int pfd[2], sig[2], status, during;
 	uint64_t size;
 	void *d;
 	pid_t pid;
 
 	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-publish-uid", uid_arg, NULL), 0);
+	assert_int_equal(pipe2(sig, O_CLOEXEC), 0);
 	pid = fork();
 	if (pid == 0) {
 		int r;
+		close(sig[0]);
 		if (wsrv_connect(ts.sock, NULL, &c) < 0 || wsrv_publish_begin(c, "m", &p) < 0 ||
 		    wsrv_publish_tensor(p, "lm_head.weight", &d, &size) < 0 || pipe(pfd) < 0)
 			_exit(10);
@@ -446,15 +462,22 @@ static void pinned_page_blocks_nobody(void **st)
 		iov = (struct iovec){ .iov_base = d, .iov_len = 4096 };
 		if (vmsplice(pfd[1], &iov, 1, 0) != 4096) /* the page pinned while the pipe holds it */
 			_exit(11);
+		sleep_ms(50); /* the other client's calls under way before the commit */
+		if (write(sig[1], "C", 1) != 1)
+			_exit(13);
 		r = wsrv_publish_commit(p, NULL);
+		if (write(sig[1], "R", 1) != 1)
+			_exit(13);
 		_exit(r == -EIO && strstr(wsrv_last_error(), "pinned") ? 0 : 12);
 	}
-	double worst = worst_stats_ms(ts.sock, 1500);
+	close(sig[1]);
+	during = stats_during_commit(ts.sock, sig[0]);
+	close(sig[0]);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
-	if (worst > 100)
-		fail_msg("a client waited %.0f ms while a publish was sealed", worst);
+	if (during < 3)
+		fail_msg("%d Stats calls were answered while a publish was sealed (the loop waited with it)", during);
 	assert_int_equal(publish_pattern(ts.sock, 4, &size), 0); /* the next publish goes through */
 	server_done(&ts);
 }

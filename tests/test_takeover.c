@@ -355,9 +355,9 @@ static void successor_stalled(void **st)
 	kill(b.pid, SIGSTOP);
 	/* Issue 48 item 9: a new client meanwhile is served at once (it
 	 * waited for the deadline in the backlog before). */
-	double t0 = mono_now();
+	/* Served before the deadline passed (the condition, not a time:
+	 * issue 70 item 1): the old server has not yet said it gave up. */
 	assert_int_equal(one_client(a.sock), 0);
-	assert_true(mono_now() - t0 < 1.0);
 	assert_false(log_has(a.log, "did not finish within"));
 	for (int i = 0; i < 600 && !log_has(a.log, "did not finish within"); i++)
 		sleep_ms(10);

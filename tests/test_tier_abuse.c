@@ -409,17 +409,16 @@ static void read_ahead_keeps_the_fd_count(void **st)
 }
 
 /* In a process of its own: a client that maps layer L whole; its exit
- * status 0 when that took under 5 s, 1 when slower, 2 when it failed. */
+ * status 0 when it did, 2 when it failed. The hog holds its share all the
+ * while: a take that found no room would fail (ENOMEM, after the fill
+ * deadline), so success is the condition, not a time (issue 70 item 1). */
 static pid_t other_process_takes(const char *sock, int32_t L)
 {
 	pid_t pid = fork();
 
 	assert_true(pid >= 0);
-	if (pid == 0) {
-		double t0 = mono_now();
-		int r = take_layer_and_leave(sock, L);
-		_exit(r < 0 ? 2 : mono_now() - t0 < 5 ? 0 : 1);
-	}
+	if (pid == 0)
+		_exit(take_layer_and_leave(sock, L) < 0 ? 2 : 0);
 	return pid;
 }
 
@@ -529,9 +528,10 @@ static void moe_share_is_a_fraction(void **st)
 	if (pid == 0) {
 		uint32_t id2 = 0;
 		int fd2 = attach_raw(&ts, false, &id2, NULL, NULL), got[WSRV_MAX_FDS];
-		double t0 = mono_now();
+		/* Room for it while the first holds its share: taken (no
+		 * room would be ENOMEM), whatever the time. */
 		int n = take_units(fd2, id2, UNIT0 + 63, 1, got);
-		_exit(n == 1 && mono_now() - t0 < 5 ? 0 : 1);
+		_exit(n == 1 ? 0 : 1);
 	}
 	assert_int_equal(exit_status(pid), 0);
 	pkt_close_fds(kept, nkept);

@@ -21,6 +21,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "progress.h"
+
 #define CHUNK (4u << 20)
 
 static uint64_t splitmix(uint64_t *s)
@@ -127,8 +129,16 @@ static char *shard_header(const struct mk_tensor **ts, size_t n, size_t *len)
 	return padded;
 }
 
+/* Bytes written so far and the progress they are told to: a model of
+ * gigabytes takes tens of seconds, which a bar (a terminal) or a line
+ * every few seconds (a log, a test) accounts for (issue 70 item 6). */
+struct written {
+	struct progress p;
+	uint64_t done;
+};
+
 static int write_shard(const char *path, const struct mk_tensor **ts, size_t n,
-		       uint64_t seed, uint8_t *buf, struct errinfo *e)
+		       uint64_t seed, uint8_t *buf, struct written *w, struct errinfo *e)
 {
 	size_t hl;
 	char *hdr;
@@ -149,8 +159,11 @@ static int write_shard(const char *path, const struct mk_tensor **ts, size_t n,
 	r = write_all(fd, len8, 8);
 	if (r == 0)
 		r = write_all(fd, hdr, hl);
-	for (size_t i = 0; r == 0 && i < n; i++)
+	for (size_t i = 0; r == 0 && i < n; i++) {
 		r = write_tensor(fd, ts[i], seed, buf);
+		w->done += mk_tensor_bytes(ts[i]);
+		progress_update(&w->p, w->done);
+	}
 	free(hdr);
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
@@ -192,6 +205,8 @@ static int write_dir(const struct mk_spec *spec, const char *dir, unsigned shard
 	unsigned *owner = calloc(spec->n + 1, sizeof(*owner));
 	uint8_t *buf = malloc(CHUNK);
 	json_t *wm = json_object();
+	struct written w = { .done = 0 };
+	char what[160];
 	int r = 0;
 
 	if (!ts || !owner || !buf || !wm) {
@@ -207,6 +222,8 @@ static int write_dir(const struct mk_spec *spec, const char *dir, unsigned shard
 		goto out;
 	}
 	assign_shards(spec, shards, owner);
+	snprintf(what, sizeof(what), "wsrv-mkmodel: the model's tensors, %u file%s", shards, shards == 1 ? "" : "s");
+	progress_begin(&w.p, PROGRESS_AUTO, what, spec->bytes);
 	for (unsigned k = 0; r == 0 && k < shards; k++) {
 		char name[64], path[4096];
 		size_t n = 0;
@@ -220,8 +237,9 @@ static int write_dir(const struct mk_spec *spec, const char *dir, unsigned shard
 				json_object_set_new(wm, spec->t[i].name, json_string(name));
 			}
 		snprintf(path, sizeof(path), "%s/%s", dir, name);
-		r = write_shard(path, ts, n, seed, buf, e);
+		r = write_shard(path, ts, n, seed, buf, &w, e);
 	}
+	progress_end(&w.p);
 	if (r == 0 && shards > 1) {
 		json_t *idx = json_pack("{s:{s:I}, s:O}", "metadata", "total_size",
 					(json_int_t)spec->bytes, "weight_map", wm);

@@ -17,7 +17,11 @@ under the tp_plan below and all-reduces after the rowwise layers.
     python3 llama.py --socket S --model demo --prompt-ids 1,2,3 --tokens 16
 
 prints the generated ids and a digest of the logits. Computation is in
-float32 (weights are upcast as they are used)."""
+float32: each weight is upcast block by block into one buffer reused for
+every token (upcasting whole weights made a 2 GB model's token cost 4 GB of
+fresh memory: 19 minutes for 16 tokens on a VM that hands freed pages back).
+A generation that takes more than a few seconds says how far it is, a
+line per token on stderr."""
 
 import argparse
 import hashlib
@@ -25,6 +29,7 @@ import math
 import os
 import signal
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -164,6 +169,30 @@ class StreamWeights:
         return iter(self.stream)
 
 
+# One float32 buffer per weight width, reused by every upcast block.
+_SCRATCH = {}
+_BLOCK_FLOATS = 8 << 20  # 32 MiB of float32 a block
+
+
+def linear(x, w):
+    """F.linear(x, w) in float32, w upcast a block of rows at a time into a
+    buffer kept for the next token: no fresh memory per token."""
+    if w.dtype == torch.float32:
+        return F.linear(x, w)
+    rows, cols = w.shape
+    per = max(1, min(rows, _BLOCK_FLOATS // cols))
+    buf = _SCRATCH.get(cols)
+    if buf is None or buf.shape[0] < per:
+        buf = _SCRATCH[cols] = torch.empty(per, cols)
+    out = torch.empty(x.shape[:-1] + (rows,))
+    for r in range(0, rows, per):
+        n = min(per, rows - r)
+        b = buf[:n]
+        b.copy_(w[r:r + n])
+        out[..., r:r + n] = F.linear(x, b)
+    return out
+
+
 def rms_norm(x, w, eps):
     x32 = x.float()
     return x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * w.float()
@@ -189,9 +218,9 @@ def all_reduce(x, c):
 
 def attention(c, lw, p, h, pos, cache, i):
     T = h.shape[0]
-    q = F.linear(h, lw[p + "self_attn.q_proj.weight"].float()).view(T, c.local_heads, c.head_dim)
-    k = F.linear(h, lw[p + "self_attn.k_proj.weight"].float()).view(T, c.local_kv, c.head_dim)
-    v = F.linear(h, lw[p + "self_attn.v_proj.weight"].float()).view(T, c.local_kv, c.head_dim)
+    q = linear(h, lw[p + "self_attn.q_proj.weight"]).view(T, c.local_heads, c.head_dim)
+    k = linear(h, lw[p + "self_attn.k_proj.weight"]).view(T, c.local_kv, c.head_dim)
+    v = linear(h, lw[p + "self_attn.v_proj.weight"]).view(T, c.local_kv, c.head_dim)
     inv = c.rope.inv_freq(int(pos.max()) + 1)
     q, k = rope(q, pos, inv), rope(k, pos, inv)
     if i in cache:
@@ -204,13 +233,13 @@ def attention(c, lw, p, h, pos, cache, i):
     mask = torch.arange(S)[None, :] > (S - T + torch.arange(T))[:, None]
     att = scores.masked_fill(mask[None], float("-inf")).softmax(-1)
     out = torch.einsum("hts,shd->thd", att, v).reshape(T, c.local_heads * c.head_dim)
-    return all_reduce(F.linear(out, lw[p + "self_attn.o_proj.weight"].float()), c)
+    return all_reduce(linear(out, lw[p + "self_attn.o_proj.weight"]), c)
 
 
 def mlp(c, lw, p, h):
-    g = F.linear(h, lw[p + "mlp.gate_proj.weight"].float())
-    u = F.linear(h, lw[p + "mlp.up_proj.weight"].float())
-    return all_reduce(F.linear(c.act(g) * u, lw[p + "mlp.down_proj.weight"].float()), c)
+    g = linear(h, lw[p + "mlp.gate_proj.weight"])
+    u = linear(h, lw[p + "mlp.up_proj.weight"])
+    return all_reduce(linear(c.act(g) * u, lw[p + "mlp.down_proj.weight"]), c)
 
 
 def forward(c, w, ids, pos, cache):
@@ -222,17 +251,22 @@ def forward(c, w, ids, pos, cache):
         x = x + mlp(c, lw, p, rms_norm(x, lw[p + "post_attention_layernorm.weight"], c.eps))
     x = rms_norm(x[-1:], w["model.norm.weight"], c.eps)
     head = w["model.embed_tokens.weight" if c.tied else "lm_head.weight"]
-    return F.linear(x, head.float())[0]
+    return linear(x, head)[0]
 
 
-def generate(c, w, prompt, n):
-    """Greedy: the n new ids and each step's logits."""
+def generate(c, w, prompt, n, progress=None):
+    """Greedy: the n new ids and each step's logits. progress: a file told
+    of each token once the generation has taken more than 2 s."""
     cache, ids, logits = {}, list(prompt), []
     step = torch.tensor(prompt)
     pos = torch.arange(len(prompt))
+    t0 = time.monotonic()
     with torch.no_grad():
-        for _ in range(n):
+        for k in range(n):
             lg = forward(c, w, step, pos, cache)
+            if progress is not None and time.monotonic() - t0 > 2:
+                print(f"llama.py: token {k + 1} of {n}, {time.monotonic() - t0:.1f} s so far", file=progress,
+                      flush=True)
             logits.append(lg)
             nxt = int(lg.argmax())
             ids.append(nxt)
@@ -289,7 +323,8 @@ def main():
             w = StreamWeights(src)
         else:
             w = DictWeights(m.state_dict(plan, rank, world))
-        ids, logits = generate(c, w, [int(x) for x in a.prompt_ids.split(",")], a.tokens)
+        ids, logits = generate(c, w, [int(x) for x in a.prompt_ids.split(",")], a.tokens,
+                               progress=sys.stderr if rank == 0 else None)
         if rank == 0:
             print("ids", ",".join(map(str, ids)))
             print("logits", digest(logits))
