@@ -50,6 +50,7 @@
 
 #include <xxhash.h>
 
+#include "clock.h"
 #include "fixture.h"
 #include "wsrv.h"
 
@@ -123,6 +124,8 @@ static int cache_model(void)
 	snprintf(tmp, sizeof(tmp), "%s.making", model_dir);
 	rm_rf(tmp);
 	rm_rf(model_dir);
+	fprintf(stderr, "real shape %s: making the model into %s, once (wsrv-mkmodel's progress follows)\n", S->name,
+		model_dir);
 	if (make_model_moe(tmp, S->preset, S->size, S->layers, S->shards, 7, S->experts, TOPK) < 0 ||
 	    rename(tmp, model_dir) < 0)
 		return -EIO;
@@ -149,11 +152,16 @@ static int group_setup(void)
 	if (r < 0 || why_not)
 		return r;
 	srv.ts.no_wait = 1;
+	/* Minutes of work: said as it goes (issue 70 item 6), a line a phase. */
+	fprintf(stderr, "real shape %s: wsrvd loads the model (%s)\n", S->name, model_dir);
 	if ((r = server_start_argv(&srv.ts, "m", model_dir,
 				   (const char *const[]){ "--metrics-listen", "127.0.0.1:0",
 							  "--allow-publish-uid", "0", NULL })) < 0)
 		return r;
-	return server_wait_ready(&srv.ts, 600);
+	double t0 = mono_now();
+	r = server_wait_ready(&srv.ts, 600);
+	fprintf(stderr, "real shape %s: served after %.1f s; the cases follow\n", S->name, mono_now() - t0);
+	return r;
 }
 
 static void group_teardown(void)

@@ -87,6 +87,20 @@ static void sizes_say_what_they_mean(void **st)
 	assert_int_equal(v, 4096);
 	assert_int_equal(parse_size("512B", &v), 0);
 	assert_int_equal(v, 512);
+	/* Issue 69 item 5: a fraction at T or P wrapped past nine digits
+	 * (0.50000000T read as 168.40 GiB); read exactly now, rounded down
+	 * to a byte, or refused past 19 digits. */
+	assert_int_equal(parse_size("0.50000000T", &v), 0);
+	assert_int_equal(v, 1ull << 39);
+	assert_int_equal(parse_size("0.25000P", &v), 0);
+	assert_int_equal(v, 1ull << 48);
+	assert_int_equal(parse_size("1.99999999T", &v), 0);
+	assert_int_equal(v, (1ull << 40) + (uint64_t)(((unsigned __int128)99999999 << 40) / 100000000));
+	assert_int_equal(parse_size("0.9999999999999999999P", &v), 0); /* 19 digits */
+	assert_int_equal(v, (uint64_t)(((unsigned __int128)9999999999999999999ull << 50) / 10000000000000000000ull));
+	assert_int_equal(parse_size("0.1K", &v), 0);
+	assert_int_equal(v, 102); /* 102.4, rounded down */
+	assert_int_equal(parse_size("0.99999999999999999999P", &v), -EINVAL); /* 20 digits */
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (parse_size(bad[i], &v) != -EINVAL)
 			fail_msg("'%s' was taken as a size", bad[i]);

@@ -9,11 +9,15 @@
 #include <string.h>
 #include <strings.h>
 
-/* The fraction ".ddd" at p scaled by 2^shift, rounded down, into *add;
- * *end past it. -EINVAL for digits a byte count cannot take. */
+/* The fraction ".ddd" at p scaled by 2^shift into *add, read exactly and
+ * rounded down to a whole byte; *end past it. At most 19 digits (more is
+ * refused, never cut: -EINVAL), so that digits times 2^50 (P) fit in 128
+ * bits: the 64-bit sum wrapped past nine digits at T and P (issue 69 item
+ * 5: 0.50000000T read as 168.40 GiB). */
 static int fraction(const char *p, unsigned shift, uint64_t *add, const char **end)
 {
-	uint64_t num = 0, den = 1;
+	unsigned __int128 num = 0, den = 1;
+	unsigned digits = 0;
 
 	*add = 0;
 	*end = p;
@@ -22,14 +26,14 @@ static int fraction(const char *p, unsigned shift, uint64_t *add, const char **e
 	p++;
 	if (!isdigit((unsigned char)*p))
 		return -EINVAL;
-	for (; isdigit((unsigned char)*p); p++)
-		if (den < 1000000000ULL) { /* nine digits are more than any suffix needs */
-			num = num * 10 + (uint64_t)(*p - '0');
-			den *= 10;
-		}
+	for (; isdigit((unsigned char)*p); p++) {
+		if (++digits > 19)
+			return -EINVAL;
+		num = num * 10 + (unsigned)(*p - '0');
+		den *= 10;
+	}
 	*end = p;
-	/* num < den <= 1e9 and shift <= 40: num << shift fits in 64 bits. */
-	*add = (num << shift) / den;
+	*add = (uint64_t)((num << shift) / den); /* < 2^shift: it fits */
 	return 0;
 }
 

@@ -93,17 +93,22 @@ def test_documented_install_offline(tmp_path):
     assert where.startswith(str(venv)) and version == meson_version(), where
 
 
-def test_meson_installs_where_python_looks():
+def test_meson_installs_where_python_looks(tmp_path):
     """meson install puts wsrv/ in a folder on the configured python's
     path (it went to PREFIX/lib/python3/dist-packages, which is not; and
-    for a venv's python, to a folder under PREFIX that it never reads)."""
+    for a venv's python, to a folder under PREFIX that it never reads).
+    Asked of a release setup of this tree with this build's python: a
+    build with the tests' seams installs nothing (tools/install-check)."""
     import json
 
     build = os.path.dirname(os.path.dirname(os.path.realpath(os.environ["WSRV_LIB"])))
-    out = run("meson", "introspect", build, "--installed").stdout
     opts = json.loads(run("meson", "introspect", build, "--buildoptions").stdout)
     configured = next((o["value"] for o in opts if o["name"] == "python"), "")
     python = configured if os.access(configured, os.X_OK) else sys.executable
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    scratch = str(tmp_path / "release")
+    run("meson", "setup", scratch, root, "-Dbuildtype=release", "-Dtests=disabled", "-Dpython=" + python)
+    out = run("meson", "introspect", scratch, "--installed").stdout
     init = [dst for dst in json.loads(out).values() if dst.endswith("/wsrv/__init__.py")]
     assert len(init) == 1, init
     pkg_dir = os.path.dirname(os.path.dirname(init[0]))
