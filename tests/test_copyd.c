@@ -162,8 +162,34 @@ static long long model_bytes(json_t *o)
 	return n;
 }
 
+/* The value of a series in wsrvd's /metrics (-1: absent). */
+static double metric(const char *series)
+{
+	char *body = NULL, *p;
+	double v = -1;
+
+	assert_int_equal(http_get(server_metrics_port(&ts), "/metrics", &body), 200);
+	if ((p = strstr(body, series)) && p[strlen(series)] == ' ')
+		v = strtod(p + strlen(series) + 1, NULL);
+	free(body);
+	return v;
+}
+
+/* The series once it reads at least want: wsrvd's listener serves a
+ * snapshot the loop renders (the last value after 30 s without it). */
+static double metric_at_least(const char *series, double want)
+{
+	double v = -1;
+
+	for (int i = 0; i < 300 && (v = metric(series)) < want; i++)
+		sleep_ms(100);
+	return v;
+}
+
 /* A private copy and a shared region's fill, both by the service: no
- * byte locked here, every byte exact, the model locked once there. */
+ * byte locked here, every byte exact, the model locked once there; wsrvd's
+ * metrics say so from the streams' reports (the first case: nothing else
+ * has reported yet). */
 static void bytes_exact_through_the_service(void **st)
 {
 	struct copyd_proc p = { 0 };
@@ -184,6 +210,10 @@ static void bytes_exact_through_the_service(void **st)
 	assert_int_equal(stat_of(o, "registered_bytes"), model_bytes(o));
 	assert_true(stat_of(o, "imports") >= 2);
 	json_decref(o);
+	assert_true(metric_at_least("wsrv_stream_service_copied_bytes_total{model=\"m\"}",
+				    (double)(a.service_bytes + b.service_bytes)) >= (double)(a.service_bytes + b.service_bytes));
+	assert_true(metric("wsrv_stream_locked_bytes_total{model=\"m\"}") == 0);
+	assert_true(metric("wsrv_stream_service_fallbacks_total{model=\"m\"}") == 0);
 	service_done(&p);
 }
 
@@ -634,6 +664,9 @@ static void no_service_falls_back(void **st)
 	assert_int_equal(s.service_fallbacks, 1);
 	assert_int_equal(s.service_bytes, 0);
 	assert_true(s.register_bytes > 0);
+	assert_true(metric_at_least("wsrv_stream_service_fallbacks_total{model=\"m\"}", 1) >= 1);
+	assert_true(metric_at_least("wsrv_stream_locked_bytes_total{model=\"m\"}", (double)s.register_bytes) >=
+		    (double)s.register_bytes);
 	setenv("WSRV_COPYD", "off", 1);
 	s = worker(0, WSRV_SHARE_OFF);
 	assert_int_equal(s.service_fallbacks, 0);
@@ -645,7 +678,7 @@ static int setup(void **st)
 	model_dir = test_tmpdir("copyd-model");
 	/* 2 layers of llama-mini, 64 MiB: small, every byte checked. */
 	if (!model_dir || make_model(model_dir, "llama-mini", 64 << 20, 2, 2, 1) < 0 ||
-	    server_start(&ts, "m", model_dir, NULL) < 0)
+	    server_start(&ts, "m", model_dir, "--metrics-listen", "127.0.0.1:0", NULL) < 0)
 		return -1;
 	return 0;
 }

@@ -517,6 +517,9 @@ int stream_send_report(struct wsrv_stream *s, bool closed)
 	rp.slots = st.slots;
 	rp.device_bytes = st.device_bytes;
 	rp.shared_bytes = st.shared_bytes;
+	rp.service_bytes = st.service_bytes;
+	rp.register_bytes = st.register_bytes;
+	rp.service_fallbacks = st.service_fallbacks;
 	rp.share_role = s->sh.role == WSRV_SHARE_WRITER ? WSRV__REGION_ROLE__REGION_WRITER
 		      : s->sh.role == WSRV_SHARE_READER ? WSRV__REGION_ROLE__REGION_READER
 		      : WSRV__REGION_ROLE__REGION_ROLE_NONE;
@@ -530,8 +533,10 @@ int stream_send_report(struct wsrv_stream *s, bool closed)
 	q.body_case = WSRV__REQUEST__BODY_REPORT_STREAM;
 	q.report_stream = &rp;
 	ret = cl_call(s->m->c, &q, &r, fds, 0, &n);
-	if (ret < 0)
+	if (ret < 0) {
+		cl_debug("stream %u: its report was not taken: %s", s->id, wsrv_last_error());
 		return ret;
+	}
 	wsrv__response__free_unpacked(r, NULL);
 	return 0;
 }

@@ -178,6 +178,9 @@ WSRV_EXPORT void wsrv_stream_close(struct wsrv_stream *s)
 	stream_harvest(s, true);
 	if (s->d && s->slots && cl_connected(s->m->c))
 		stream_send_report(s, true); /* a server that is gone does not mind */
+	else
+		cl_debug("stream %u: closed without a last report (%s)", s->id,
+			 !s->d ? "no device" : !s->slots ? "no slots" : "the server is gone");
 	if (s->trace_path && s->d) {
 		struct wsrv_stream_stats st;
 		stream_stats_fill(s, &st);

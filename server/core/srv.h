@@ -62,6 +62,9 @@ struct srv_config {
 struct stream_sum {
 	uint64_t bytes;             /* copied to devices */
 	double copy_seconds, wait_seconds;
+	uint64_t service_bytes;     /* copied by the copy service */
+	uint64_t register_bytes;    /* page-locked by the workers themselves */
+	uint64_t service_fallbacks;
 };
 
 struct srv_model {
@@ -135,6 +138,7 @@ struct stream_report {
 	int share_role;             /* a Wsrv__RegionRole: NONE when private */
 	uint32_t expert_slots;
 	uint64_t expert_hits, expert_misses;
+	uint64_t service_bytes, register_bytes, service_fallbacks; /* the copy service's part */
 };
 
 struct lease {

@@ -106,6 +106,9 @@ void srv_stream_fold(struct server *srv, const struct stream_report *x)
 	sum->bytes += x->bytes_copied;
 	sum->copy_seconds += x->copy_seconds;
 	sum->wait_seconds += x->wait_seconds;
+	sum->service_bytes += x->service_bytes;
+	sum->register_bytes += x->register_bytes;
+	sum->service_fallbacks += x->service_fallbacks;
 }
 
 

@@ -380,6 +380,9 @@ static void stream_totals(const struct server *srv, const char *name, struct str
 			t->bytes += x->bytes_copied;
 			t->copy_seconds += x->copy_seconds;
 			t->wait_seconds += x->wait_seconds;
+			t->service_bytes += x->service_bytes;
+			t->register_bytes += x->register_bytes;
+			t->service_fallbacks += x->service_fallbacks;
 			(*open)++;
 		}
 }
@@ -387,22 +390,28 @@ static void stream_totals(const struct server *srv, const char *name, struct str
 static void streams(FILE *f, const struct server *srv)
 {
 	static const char *const names[] = { "wsrv_streams", "wsrv_stream_copied_bytes_total",
-					     "wsrv_stream_copy_seconds_total", "wsrv_stream_wait_seconds_total" };
+					     "wsrv_stream_copy_seconds_total", "wsrv_stream_wait_seconds_total",
+					     "wsrv_stream_service_copied_bytes_total", "wsrv_stream_locked_bytes_total",
+					     "wsrv_stream_service_fallbacks_total" };
 	static const char *const helps[] = { "Workers' streams open now (as they reported), by model.",
 		"Bytes workers' streams copied to their devices, by model.",
 		"Seconds workers' streams spent copying, by model (rate of bytes over rate of this: the copy speed).",
-		"Seconds workers waited for a layer's copies, by model (what streaming did not hide)." };
+		"Seconds workers waited for a layer's copies, by model (what streaming did not hide).",
+		"Resident bytes the copy service (wsrv-copyd) copied into workers' devices, by model.",
+		"Bytes workers page-locked themselves to copy from (0 for what the copy service copied), by model.",
+		"Stream opens where the copy service was asked and did not copy (the worker copied by itself), by model." };
 	struct stream_sum t;
 	uint32_t open;
 
-	for (int g = 0; g < 4; g++) {
+	for (int g = 0; g < 7; g++) {
 		family(f, names[g], g ? "counter" : "gauge", helps[g]);
 		for (size_t i = 0; i <= srv->nmodels; i++) {
 			const char *name = i < srv->nmodels ? srv->models[i].name : NULL;
 			if (i < srv->nmodels && !first_of_name(srv, i))
 				continue;
 			stream_totals(srv, name, &t, &open);
-			double v[] = { open, (double)t.bytes, t.copy_seconds, t.wait_seconds };
+			double v[] = { open, (double)t.bytes, t.copy_seconds, t.wait_seconds, (double)t.service_bytes,
+				       (double)t.register_bytes, (double)t.service_fallbacks };
 			fprintf(f, "%s{model=\"", names[g]);
 			label(f, name ? name : "other");
 			fprintf(f, "\"} %.17g\n", v[g]);

@@ -83,6 +83,9 @@ static void *stream_reports(const struct server *srv, Wsrv__ClientStream ***out,
 			rp[k].expert_slots = x->expert_slots;
 			rp[k].expert_hits = x->expert_hits;
 			rp[k].expert_misses = x->expert_misses;
+			rp[k].service_bytes = x->service_bytes;
+			rp[k].register_bytes = x->register_bytes;
+			rp[k].service_fallbacks = x->service_fallbacks;
 			ptrs[k] = &cs[k];
 		}
 	*out = ptrs;

@@ -310,28 +310,9 @@ static int do_detach(struct server *srv, struct session *s, const Wsrv__Detach *
 	return 0;
 }
 
-/* Keeps a stream's counters (replacing its previous report) for Stats;
- * a closed one's last report goes into its model's totals. */
-static int do_report(struct server *srv, struct session *s, const Wsrv__StreamReport *rp, uint64_t seq,
-		     struct reply *r)
+/* A report's counters into x. */
+static void report_fill(struct stream_report *x, const Wsrv__StreamReport *rp)
 {
-	struct stream_report *x = NULL;
-
-	for (uint32_t i = 0; i < s->nstreams; i++)
-		if (s->streams[i].stream_id == rp->stream_id)
-			x = &s->streams[i];
-	if (rp->closed) {
-		if (x) {
-			srv_stream_fold(srv, x);
-			*x = s->streams[--s->nstreams];
-		}
-		srv_reply_ok(r, seq);
-		return 0;
-	}
-	if (!x && s->nstreams >= SRV_MAX_STREAMS)
-		return srv_reply_error(r, seq, ENOSPC, "at most %d open streams reported per client", SRV_MAX_STREAMS);
-	if (!x)
-		x = &s->streams[s->nstreams++];
 	utf8_copy(x->model, sizeof(x->model), rp->model ? rp->model : "");
 	x->stream_id = rp->stream_id;
 	x->slots = rp->slots;
@@ -348,6 +329,37 @@ static int do_report(struct server *srv, struct session *s, const Wsrv__StreamRe
 	x->expert_slots = rp->expert_slots;
 	x->expert_hits = rp->expert_hits;
 	x->expert_misses = rp->expert_misses;
+	x->service_bytes = rp->service_bytes;
+	x->register_bytes = rp->register_bytes;
+	x->service_fallbacks = rp->service_fallbacks;
+}
+
+/* Keeps a stream's counters (replacing its previous report) for Stats;
+ * a closed one's last report goes into its model's totals: the closing
+ * report's own counters, also for a stream that never reported before
+ * (only an earlier report used to be folded: a stream's bytes since it,
+ * or all of them when it had sent none, were lost). */
+static int do_report(struct server *srv, struct session *s, const Wsrv__StreamReport *rp, uint64_t seq,
+		     struct reply *r)
+{
+	struct stream_report *x = NULL, last;
+
+	for (uint32_t i = 0; i < s->nstreams; i++)
+		if (s->streams[i].stream_id == rp->stream_id)
+			x = &s->streams[i];
+	if (rp->closed) {
+		report_fill(&last, rp);
+		srv_stream_fold(srv, &last);
+		if (x)
+			*x = s->streams[--s->nstreams];
+		srv_reply_ok(r, seq);
+		return 0;
+	}
+	if (!x && s->nstreams >= SRV_MAX_STREAMS)
+		return srv_reply_error(r, seq, ENOSPC, "at most %d open streams reported per client", SRV_MAX_STREAMS);
+	if (!x)
+		x = &s->streams[s->nstreams++];
+	report_fill(x, rp);
 	srv_reply_ok(r, seq);
 	return 0;
 }
