@@ -369,6 +369,28 @@ static int map_req(int fd, const char *device, uint64_t len, int sendfd, uint32_
 	return r;
 }
 
+/* The manifest hash the service holds for generation gen of "m" (from
+ * --stats, once it holds it: --model m). */
+static uint64_t held_hash(const struct copyd_proc *p, uint64_t gen)
+{
+	for (int i = 0; i < 600; i++) {
+		json_t *o = service_stats(p), *ms = json_object_get(o, "models"), *m;
+		uint64_t h = 0;
+		size_t k;
+		json_array_foreach(ms, k, m)
+			if ((uint64_t)json_integer_value(json_object_get(m, "generation")) == gen)
+				h = strtoull(json_string_value(json_object_get(m, "manifest_hash")), NULL, 16);
+		json_decref(o);
+		if (h)
+			return h;
+		sleep_ms(100);
+	}
+	fail_msg("the service never held generation %llu", (unsigned long long)gen);
+	return 0;
+}
+
+static uint64_t the_hash; /* the case's: runs_req sends it */
+
 static int runs_req(int fd, uint32_t id, const char *model, uint64_t gen, Wsrv__CopyRun *runs, size_t n,
 		    uint64_t *bytes)
 {
@@ -383,6 +405,7 @@ static int runs_req(int fd, uint32_t id, const char *model, uint64_t gen, Wsrv__
 	m.buffer = id;
 	m.model = (char *)model;
 	m.generation = gen;
+	m.manifest_hash = the_hash;
 	m.n_runs = n;
 	m.runs = rp;
 	rq.body_case = WSRV__COPY_REQUEST__BODY_RUNS;
@@ -464,19 +487,20 @@ static uint64_t served(struct wsrv_client **cl, struct wsrv_model **m, struct ws
  * the service goes on serving. */
 static void bad_requests_refused(void **st)
 {
-	const char *extra[] = { "--max-buffers-per-process", "2", NULL };
+	const char *extra[] = { "--max-buffers-per-process", "2", "--model", "m", NULL };
 	struct copyd_proc p = { 0 };
 	struct wsrv_client *cl;
 	struct wsrv_model *m;
 	struct wsrv_tensor t;
 	struct alloc a, other;
-	uint32_t id = 0, id2, id3;
+	uint32_t id = 0, id2 = 0, id3 = 0;
 	uint64_t bytes = 0, gen;
 	int fd, mfd, pp[2];
 
 	setenv("FAKECUDA_DEVICES", "2", 1); /* the service's and this process's */
 	service(&p, extra);
 	gen = served(&cl, &m, &t);
+	the_hash = held_hash(&p, gen);
 	alloc_make(&a, 0, 2u << 20);
 	alloc_make(&other, 1, 2u << 20);
 	fd = raw_to(&p);
@@ -498,6 +522,9 @@ static void bad_requests_refused(void **st)
 	uint64_t w = t.size < 4096 ? t.size : 4096;
 	r.segment = t.segment, r.src_off = t.offset, r.width = w, r.height = 1, r.pitch = w, r.dst_off = 0;
 	assert_int_equal(runs_req(fd, id, "m", gen + 1, &r, 1, &bytes), -ESTALE);
+	the_hash ^= 1; /* the same generation, other bytes */
+	assert_int_equal(runs_req(fd, id, "m", gen, &r, 1, &bytes), -ESTALE);
+	the_hash ^= 1;
 	assert_true(runs_req(fd, id, "no-such-model", gen, &r, 1, &bytes) < 0);
 	assert_int_equal(runs_req(fd, id + 1000, "m", gen, &r, 1, &bytes), -ENOENT);
 	r.segment = 999;
@@ -585,13 +612,14 @@ static void reload_followed(void **st)
 	struct wsrv_tensor t;
 	struct alloc a;
 	uint64_t g1, g2 = 0, bytes;
-	uint32_t id;
+	uint32_t id = 0;
 	json_t *o;
 	int fd;
 
 	service(&p, extra);
 	g1 = served(&cl, &m, &t);
 	json_decref(stats_until(&p, gen_state, g1)); /* --model: held at start */
+	the_hash = held_hash(&p, g1);
 	alloc_make(&a, 0, 2u << 20);
 	fd = raw_to(&p);
 	assert_int_equal(map_req(fd, a.id, a.len, a.fd, &id), 0);
@@ -609,6 +637,7 @@ static void reload_followed(void **st)
 	o = stats_until(&p, gen_state, g2);
 	assert_true(gen_state(o, g1)); /* still held: the connection copied from it */
 	json_decref(o);
+	the_hash = held_hash(&p, g2);
 	assert_int_equal(runs_req(fd, id, "m", g2, &r, 1, &bytes), 0); /* moves to the new one */
 	json_decref(stats_until(&p, gen_state, g1 | 1ull << 63));
 	close(fd);
@@ -673,6 +702,39 @@ static void no_service_falls_back(void **st)
 	assert_true(s.register_bytes > 0);
 }
 
+/* A wsrvd started again numbers its generations from 1 again: the service
+ * tells the new bytes from the ones it holds by the manifest's hash (with
+ * the number alone it copied the old model's bytes as the new one's). The
+ * service lives through the restart. */
+static void wsrvd_started_again_with_other_bytes(void **st)
+{
+	char *a = test_tmpdir("copyd-a"), *b = test_tmpdir("copyd-b");
+	struct test_server shared = ts;
+	struct copyd_proc p = { 0 };
+	struct wsrv_stream_stats s;
+
+	assert_int_equal(make_model(a, "llama-mini", 16 << 20, 2, 1, 1), 0);
+	assert_int_equal(make_model(b, "llama-mini", 16 << 20, 2, 1, 2), 0); /* the same names, other bytes */
+	memset(&ts, 0, sizeof(ts));
+	assert_int_equal(server_start(&ts, "m", a, NULL), 0);
+	service(&p, NULL);
+	s = worker(0, WSRV_SHARE_OFF);
+	assert_int_equal(s.service_bytes, s.resident_bytes);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	assert_int_equal(server_restart(&ts, "m", b), 0);
+	s = worker(0, WSRV_SHARE_OFF); /* every byte checked against b's */
+	assert_int_equal(s.service_bytes, s.resident_bytes);
+	assert_int_equal(s.service_fallbacks, 0);
+	service_done(&p);
+	server_stop(&ts, SIGTERM);
+	rm_rf(ts.dir);
+	ts = shared;
+	rm_rf(a);
+	rm_rf(b);
+	free(a);
+	free(b);
+}
+
 static int setup(void **st)
 {
 	model_dir = test_tmpdir("copyd-model");
@@ -702,6 +764,7 @@ int main(void)
 		cmocka_unit_test(reload_followed),
 		cmocka_unit_test(second_device),
 		cmocka_unit_test(no_service_falls_back),
+		cmocka_unit_test(wsrvd_started_again_with_other_bytes),
 	};
 
 	return test_group_run(tests, setup, teardown);

@@ -152,7 +152,7 @@ int copy_map(struct copy_conn *c, const char *device, int fd, uint64_t len, uint
 	return 0;
 }
 
-int copy_runs_send(struct copy_conn *c, uint32_t buffer, const char *model, uint64_t gen,
+int copy_runs_send(struct copy_conn *c, uint32_t buffer, const char *model, uint64_t gen, uint64_t manifest_hash,
 		   const struct copy_run *runs, size_t n)
 {
 	Wsrv__CopyRuns m = WSRV__COPY_RUNS__INIT;
@@ -182,6 +182,7 @@ int copy_runs_send(struct copy_conn *c, uint32_t buffer, const char *model, uint
 	m.buffer = buffer;
 	m.model = (char *)model;
 	m.generation = gen;
+	m.manifest_hash = manifest_hash;
 	m.n_runs = n;
 	m.runs = rp;
 	rq.body_case = WSRV__COPY_REQUEST__BODY_RUNS;

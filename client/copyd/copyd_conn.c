@@ -122,6 +122,7 @@ static void fill_stats(struct copyd *cd, Wsrv__CopyStatsReply *s, Wsrv__CopyMode
 		mv[n].registered_bytes = e->registered_bytes;
 		mv[n].bytes = e->bytes;
 		mv[n].users = e->users;
+		mv[n].manifest_hash = e->manifest_hash;
 		s->registered_bytes += e->registered_bytes;
 		mp[n] = &mv[n];
 	}

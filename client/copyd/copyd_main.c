@@ -310,13 +310,21 @@ int main(int argc, char **argv)
 	return run(&cd);
 }
 
+static const char *hex16(uint64_t v, char *buf)
+{
+	snprintf(buf, 17, "%016llx", (unsigned long long)v);
+	return buf;
+}
+
 static json_t *models_json(const Wsrv__CopyStatsReply *s)
 {
 	json_t *a = json_array();
+	char hx[17];
 
 	for (size_t i = 0; i < s->n_models; i++)
-		json_array_append_new(a, json_pack("{s:s, s:I, s:I, s:I, s:i}", "name", s->models[i]->name,
+		json_array_append_new(a, json_pack("{s:s, s:I, s:s, s:I, s:I, s:i}", "name", s->models[i]->name,
 						   "generation", (json_int_t)s->models[i]->generation,
+						   "manifest_hash", hex16(s->models[i]->manifest_hash, hx),
 						   "bytes", (json_int_t)s->models[i]->bytes,
 						   "registered_bytes", (json_int_t)s->models[i]->registered_bytes,
 						   "users", (int)s->models[i]->users));

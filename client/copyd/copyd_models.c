@@ -135,6 +135,16 @@ static int attach(struct copyd *cd, const char *name, struct cd_model **out)
 	}
 	wsrv_model_generation(e->m, &mapped, &latest);
 	e->generation = mapped;
+	e->manifest_hash = e->m->manifest_hash;
+	/* What is held already (a request that named other bytes): kept,
+	 * its locks and all, the new attachment let go. */
+	if ((old = held(cd, name, true)) && old->generation == e->generation && old->manifest_hash == e->manifest_hash) {
+		wsrv_detach(e->m);
+		free(e->name);
+		free(e);
+		*out = old;
+		return 0;
+	}
 	e->nseg = e->m->nseg;
 	for (uint32_t g = 0; g < e->nseg; g++)
 		e->bytes += e->m->seg_len[g];
@@ -156,24 +166,24 @@ static int attach(struct copyd *cd, const char *name, struct cd_model **out)
 	return 0;
 }
 
-int cd_model_get(struct copyd *cd, const char *name, uint64_t gen, struct cd_model **out)
+int cd_model_get(struct copyd *cd, const char *name, uint64_t gen, uint64_t hash, struct cd_model **out)
 {
 	struct cd_model *e;
 	int r;
 
 	for (e = cd->models; e; e = e->next)
-		if (strcmp(e->name, name) == 0 && e->generation == gen) {
+		if (strcmp(e->name, name) == 0 && e->generation == gen && e->manifest_hash == hash) {
 			*out = e;
 			return 0;
 		}
-	if ((e = held(cd, name, true)) && e->generation > gen)
-		return cl_err(-ESTALE, "model %s generation %llu is no longer served (%llu is): attach again", name,
-			      (unsigned long long)gen, (unsigned long long)e->generation);
+	/* Another generation, or the same number with other bytes (a wsrvd
+	 * started again): what wsrvd serves now, attached. */
 	if ((r = attach(cd, name, &e)) < 0)
 		return r;
-	if (e->generation != gen)
-		return cl_err(-ESTALE, "model %s: wsrvd serves generation %llu, not %llu", name,
-			      (unsigned long long)e->generation, (unsigned long long)gen);
+	if (e->generation != gen || e->manifest_hash != hash)
+		return cl_err(-ESTALE, "model %s: wsrvd serves generation %llu (manifest %016llx), not %llu (%016llx): "
+			      "attach again", name, (unsigned long long)e->generation, (unsigned long long)e->manifest_hash,
+			      (unsigned long long)gen, (unsigned long long)hash);
 	*out = e;
 	return 0;
 }

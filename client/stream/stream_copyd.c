@@ -73,7 +73,8 @@ static int send_batch(struct batch *b)
 		return 0;
 	if (copy_runs_pending(b->c) == COPY_IN_FLIGHT && (r = wait_one(b)) < 0)
 		return r;
-	r = copy_runs_send(b->c, b->buffer, wsrv_model_name(b->s->m), b->s->m->generation, b->runs, b->n);
+	r = copy_runs_send(b->c, b->buffer, wsrv_model_name(b->s->m), b->s->m->generation, b->s->m->manifest_hash,
+			   b->runs, b->n);
 	b->requests++;
 	b->nruns += b->n;
 	b->n = 0;
