@@ -11,9 +11,8 @@
 
 /* The fraction ".ddd" at p scaled by 2^shift into *add, read exactly and
  * rounded down to a whole byte; *end past it. At most 19 digits (more is
- * refused, never cut: -EINVAL), so that digits times 2^50 (P) fit in 128
- * bits: the 64-bit sum wrapped past nine digits at T and P (issue 69 item
- * 5: 0.50000000T read as 168.40 GiB). */
+ * refused, never cut: -EINVAL), so that the digits times 2^50 (P) fit in
+ * 128 bits: in 64, the product wraps past nine digits at T and P. */
 static int fraction(const char *p, unsigned shift, uint64_t *add, const char **end)
 {
 	unsigned __int128 num = 0, den = 1;

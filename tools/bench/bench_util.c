@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* bench_util.c - a private wsrvd for benchmarks, and measurements. */
+#include "prog_path.h"
 #include "bench_util.h"
 
 #include <errno.h>
@@ -23,17 +24,8 @@
 const char *bench_wsrvd_path(void)
 {
 	static char p[PATH_MAX + 32];
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	struct stat st;
 
-	if (n > 0) {
-		self[n] = 0;
-		snprintf(p, sizeof(p), "%s/../server/daemon/wsrvd", dirname(self));
-		if (stat(p, &st) == 0)
-			return p;
-	}
-	return getenv("WSRVD") ? getenv("WSRVD") : "wsrvd";
+	return prog_path(p, sizeof(p), "../server/daemon/wsrvd", "WSRVD", "wsrvd");
 }
 
 int bench_server_reserve(struct bench_server *bs)

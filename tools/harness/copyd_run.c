@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* copyd_run.c - a wsrv-copyd started and waited for (copyd_run.h). */
 #include "copyd_run.h"
+#include "prog_path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,17 +23,8 @@
 const char *copyd_path(void)
 {
 	static char p[PATH_MAX + 32];
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	struct stat st;
 
-	if (n > 0) {
-		self[n] = 0;
-		snprintf(p, sizeof(p), "%s/../client/wsrv-copyd", dirname(self));
-		if (stat(p, &st) == 0)
-			return p;
-	}
-	return getenv("WSRV_COPYD_BIN") ? getenv("WSRV_COPYD_BIN") : "wsrv-copyd";
+	return prog_path(p, sizeof(p), "../client/wsrv-copyd", "WSRV_COPYD_BIN", "wsrv-copyd");
 }
 
 static bool accepts(const char *sock)
