@@ -37,15 +37,32 @@ static const char *analyze(void)
 	return NULL;
 }
 
+/* systemd-analyze verify of the unit file u (named name): exit 0 and
+ * nothing said of it; out and err go to F.dir[0]/verify-TAG.*. */
+static void verify(const char *u, const char *name, const char *tag)
+{
+	/* --man=no: the man pages are installed with the units, not here. */
+	const char *argv[] = { analyze(), "verify", "--man=no", u, NULL };
+	char out[512], err[512];
+	size_t n;
+	char *text;
+
+	snprintf(out, sizeof(out), "%s/verify-%s.out", F.dir[0], tag);
+	snprintf(err, sizeof(err), "%s/verify-%s.err", F.dir[0], tag);
+	int st = run_prog(argv, NULL, out, err, 0, 60);
+	text = (char *)read_file(err, &n);
+	if (st != 0 || (text && strstr(text, name)))
+		fail_msg("systemd-analyze verify %s: exit %d\n%s", u, st, text ? text : "");
+	free(text);
+}
+
 /* The unit, with each shipped drop-in in its wsrv.service.d, passes
  * systemd-analyze verify. */
 static void unit_and_drop_ins_verify(void **s)
 {
 	const char *unit = getenv("WSRV_UNIT"), *models = getenv("WSRV_UNIT_DROPIN");
 	const char *metrics = getenv("WSRV_UNIT_METRICS_DROPIN");
-	/* --man=no: wsrvd(8) is installed with the unit, not here. */
-	const char *argv[] = { analyze(), "verify", "--man=no", NULL, NULL };
-	char u[512], d[512], out[512], err[512];
+	char u[512], d[512];
 	size_t n;
 	char *text;
 
@@ -58,14 +75,7 @@ static void unit_and_drop_ins_verify(void **s)
 	assert_int_equal(mkdir(d, 0755), 0);
 	assert_int_equal(copy_file(models, pjoin(d, "models.conf"), 0644), 0);
 	assert_int_equal(copy_file(metrics, pjoin(d, "metrics.conf"), 0644), 0);
-	argv[3] = u;
-	snprintf(out, sizeof(out), "%s/verify.out", F.dir[0]);
-	snprintf(err, sizeof(err), "%s/verify.err", F.dir[0]);
-	int st = run_prog(argv, NULL, out, err, 0, 60);
-	text = (char *)read_file(err, &n);
-	if (st != 0 || (text && strstr(text, "wsrv.service")))
-		fail_msg("systemd-analyze verify %s: exit %d\n%s", u, st, text ? text : "");
-	free(text);
+	verify(u, "wsrv.service", "wsrv");
 	/* The unit names the wsrvd built here, and the models come from
 	 * $WSRV_ARGS, the listener from $WSRV_METRICS_ARGS. */
 	text = (char *)read_file(u, &n);
@@ -186,22 +196,14 @@ static void hardened_with_the_metrics_drop_in(void **s)
 static void copyd_unit_verifies(void **s)
 {
 	const char *unit = getenv("WSRV_COPYD_UNIT");
-	const char *argv[] = { analyze(), "verify", "--man=no", NULL, NULL };
-	char u[512], out[512], err[512];
+	char u[512];
 	size_t n;
 	char *text;
 
 	assert_non_null(unit);
 	snprintf(u, sizeof(u), "%s/wsrv-copyd.service", F.dir[0]);
 	assert_int_equal(copy_file(unit, u, 0644), 0);
-	argv[3] = u;
-	snprintf(out, sizeof(out), "%s/verify-copyd.out", F.dir[0]);
-	snprintf(err, sizeof(err), "%s/verify-copyd.err", F.dir[0]);
-	int st = run_prog(argv, NULL, out, err, 0, 60);
-	text = (char *)read_file(err, &n);
-	if (st != 0 || (text && strstr(text, "wsrv-copyd.service")))
-		fail_msg("systemd-analyze verify %s: exit %d\n%s", u, st, text ? text : "");
-	free(text);
+	verify(u, "wsrv-copyd.service", "copyd");
 	text = (char *)read_file(u, &n);
 	assert_non_null(text);
 	assert_non_null(strstr(text, "/client/wsrv-copyd --socket /run/wsrv-copyd/copyd.sock --wsrvd /run/wsrv/wsrv.sock "
