@@ -163,6 +163,9 @@ struct session {
 	uint64_t id;
 	int fd;
 	struct ucred cred;
+	uint64_t proc_ino;          /* the connecting process's pidfs inode, or 0 (srv_identity.h) */
+	int pidfd;                  /* its pidfd, kept only when its pid is not visible, or -1 */
+	bool proc_gone;             /* that process is gone: charged to its user */
 	enum session_state state;   /* its life (srv_life.h): greeting (no Hello
 	                             * yet), serving, closing (no more requests;
 	                             * freed when idle); changed by session_to */
@@ -275,17 +278,6 @@ struct reply {
 static inline uint64_t srv_tier_holder(const struct session *s, uint32_t attach_id)
 {
 	return ((uint64_t)(uintptr_t)s << 16) | (attach_id & 0xffff);
-}
-
-/* Whose share a session's holds count against (a disk tier's cache, device
- * regions): its process, over all its connections, so that a second
- * connection does not double a share. A process the server cannot see
- * (SO_PEERCRED's pid 0: another pid namespace's) is its connection alone.
- * Per process, not per uid: the workers of one deployment usually run as
- * one user, and each must get its own share. */
-static inline uint64_t srv_account(const struct session *s)
-{
-	return s->cred.pid > 0 ? (uint64_t)s->cred.pid : (1ull << 63) | s->id;
 }
 
 /* Handles one packet from s and fills r (r->buf must hold cfg.max_message

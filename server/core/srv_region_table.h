@@ -20,6 +20,7 @@ struct srv_region {
 	bool committed;
 	uint64_t writer;            /* the writer's session id (0: gone, after commit) */
 	uint32_t writer_pid;
+	uint32_t writer_uid;        /* whose part of the slots it counts in */
 	int fd;                     /* the handle, owned; -1 until committed */
 	uint32_t holders;
 	uint64_t waits;             /* RegionOpens answered REGION_WAIT */

@@ -6,6 +6,7 @@
 #include <errno.h>
 
 #include "srv_attachments.h"
+#include "srv_identity.h"
 #include "srv_models.h"
 #include "srv_reply.h"
 #include "tier.h"
@@ -87,18 +88,18 @@ static int pieces_release(const struct loaded_model *lm, uint64_t holder, const 
  * none: a piece still to be read answers EAGAIN (replied, 1: the answer a
  * client waits on, not its error) and the holds taken before it are let
  * go again. 0, 1, or the error replied. */
-static int pieces_take_tier(const struct loaded_model *lm, uint64_t holder, uint64_t account,
+static int pieces_take_tier(const struct loaded_model *lm, uint64_t holder, const struct tier_who *who,
 			    const Wsrv__AttachSegments *q, uint64_t seq, struct reply *r, uint32_t *given, size_t *ngiven)
 {
 	char msg[1024] = "";
 
 	if (q->partial) {
-		int rc = tier_take_some(lm->tier, holder, account, q->segments, q->n_segments, r->fd_room, r->fds,
+		int rc = tier_take_some(lm->tier, holder, who, q->segments, q->n_segments, r->fd_room, r->fds,
 					given, ngiven, msg, sizeof(msg));
 		return rc < 0 ? srv_reply_error(r, seq, -rc, "model %s: %s", lm->model->name, msg) : 0;
 	}
 	for (size_t i = 0; i < q->n_segments; i++) {
-		int rc = tier_take(lm->tier, holder, account, q->segments[i], &r->fds[*ngiven], msg, sizeof(msg));
+		int rc = tier_take(lm->tier, holder, who, q->segments[i], &r->fds[*ngiven], msg, sizeof(msg));
 		if (rc == 0) {
 			given[(*ngiven)++] = q->segments[i];
 			continue;
@@ -135,6 +136,7 @@ int pieces_handle(struct server *srv, struct session *s, const Wsrv__AttachSegme
 	Wsrv__Response resp = WSRV__RESPONSE__INIT;
 	Wsrv__SegmentsReply sr = WSRV__SEGMENTS_REPLY__INIT;
 	const struct srv_model *sm;
+	struct tier_who who = { 0 };
 	uint32_t given[WSRV_MAX_FDS];
 	size_t ngiven = 0;
 	int rc;
@@ -143,11 +145,12 @@ int pieces_handle(struct server *srv, struct session *s, const Wsrv__AttachSegme
 		return -EBADF;
 	if ((rc = pieces_check(srv, s, sm, q, seq, r)) != 0)
 		return rc;
+	if (sm->lm->tier && !q->release)
+		who = (struct tier_who){ srv_account(srv, s), s->cred.uid, srv_users_of(srv, (uint32_t)(sm - srv->models)) };
 	if (q->release)
 		rc = pieces_release(sm->lm, srv_tier_holder(s, q->attach_id), q, seq, r);
 	else if (sm->lm->tier)
-		rc = pieces_take_tier(sm->lm, srv_tier_holder(s, q->attach_id), srv_account(s), q, seq, r, given,
-				      &ngiven);
+		rc = pieces_take_tier(sm->lm, srv_tier_holder(s, q->attach_id), &who, q, seq, r, given, &ngiven);
 	else
 		pieces_take_loading(sm->lm, q, r, given, &ngiven);
 	if (rc != 0)

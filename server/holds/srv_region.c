@@ -15,6 +15,7 @@
 #include "memfd_util.h"
 #include "srv.h"
 #include "srv_attachments.h"
+#include "srv_identity.h"
 #include "srv_reply.h"
 #include "wsrv.pb-c.h"
 
@@ -56,22 +57,80 @@ static void region_settle(struct server *srv, struct srv_region *g)
 		region_drop(srv, g, g->committed ? "its last holder let go" : "its writer gave up before committing");
 }
 
-/* Room for one more region of `bytes`: evicts kept regions nobody holds,
- * oldest first, when the total limits need it. */
-static bool make_room(struct server *srv, uint64_t bytes)
+/* Whether a session of another process than g's writer's holds g: a
+ * worker that shares it. A region only its writer holds costs nobody
+ * anything to forget: the writer keeps its own memory, and no other
+ * worker maps it. */
+static bool shared_with_others(struct server *srv, const struct srv_region *g)
 {
+	struct session *w = NULL;
+	uint64_t wa = 0;
+
+	for (struct session *o = srv->sessions; o && !w; o = o->next)
+		if (o->id == g->writer)
+			w = o;
+	if (w)
+		wa = srv_account(srv, w);
+	for (struct session *o = srv->sessions; o; o = o->next)
+		for (uint32_t i = 0; i < o->nholds; i++)
+			if (o->holds[i] == g->id && (!w || srv_account(srv, o) != wa))
+				return true;
+	return false;
+}
+
+/* The regions uid has written that are in the table. */
+static uint32_t written_by(const struct server *srv, uint32_t uid)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < srv->regions.n; i++)
+		n += srv->regions.v[i].writer_uid == uid;
+	return n;
+}
+
+/* The region to forget so that s may open one, by rule: 0, a kept region
+ * nobody holds; 1, a committed one no worker but its writer's process
+ * holds; 2, when s's user has written fewer than its part of the slots
+ * (--max-regions over the users connected), a committed one of a user
+ * past its part. Each rule the oldest first; NULL when none. Forgetting
+ * takes nothing from a holder: each keeps what it mapped or imported. */
+static struct srv_region *victim(struct server *srv, const struct session *s, int rule)
+{
+	uint32_t part = srv->cfg.max_regions / srv_users(srv);
+	struct srv_region *old = NULL;
+
+	if (rule == 2 && written_by(srv, s->cred.uid) >= (part ? part : 1))
+		return NULL;
+	for (uint32_t i = 0; i < srv->regions.n; i++) {
+		struct srv_region *g = &srv->regions.v[i];
+		bool fits = rule == 0 ? !g->holders
+			  : rule == 1 ? g->committed && !shared_with_others(srv, g)
+				      : g->committed && g->writer_uid != s->cred.uid && written_by(srv, g->writer_uid) > part;
+		if (fits && (!old || g->created < old->created))
+			old = g;
+	}
+	return old;
+}
+
+/* Room for one more region of `bytes` for s: forgets regions (victim's
+ * rules, in turn) while the total limits need it. */
+static bool make_room(struct server *srv, const struct session *s, uint64_t bytes)
+{
+	static const char *const why[] = {
+		"room was needed for a new region",
+		"room was needed for a new region, and only its writer held it",
+		"room was needed for another user's region, and its writer's user held more than its part",
+	};
 	const struct srv_config *c = &srv->cfg;
 
 	while (srv->regions.n >= c->max_regions || srv->regions.bytes + bytes > c->max_region_bytes) {
-		struct srv_region *old = NULL;
-		for (uint32_t i = 0; i < srv->regions.n; i++) {
-			struct srv_region *g = &srv->regions.v[i];
-			if (!g->holders && (!old || g->created < old->created))
-				old = g;
-		}
-		if (!old)
+		struct srv_region *g = NULL;
+		int rule = 0;
+		while (rule < 3 && !(g = victim(srv, s, rule)))
+			rule++;
+		if (!g)
 			return false;
-		region_drop(srv, old, "room was needed for a new region");
+		region_drop(srv, g, why[rule]);
 	}
 	return true;
 }
@@ -89,12 +148,14 @@ static uint64_t session_region_bytes(const struct server *srv, const struct sess
 
 /* The regions s's process holds over all its connections (srv_account),
  * and their bytes. */
-static void process_regions(const struct server *srv, const struct session *s, uint32_t *n, uint64_t *bytes)
+static void process_regions(struct server *srv, struct session *s, uint32_t *n, uint64_t *bytes)
 {
+	uint64_t mine = srv_account(srv, s);
+
 	*n = 0;
 	*bytes = 0;
-	for (const struct session *o = srv->sessions; o; o = o->next)
-		if (srv_account(o) == srv_account(s)) {
+	for (struct session *o = srv->sessions; o; o = o->next)
+		if (srv_account(srv, o) == mine) {
 			*n += o->nholds;
 			*bytes += session_region_bytes(srv, o);
 		}
@@ -166,7 +227,7 @@ static int open_new(struct server *srv, struct session *s, uint32_t mi, const Ws
 {
 	struct srv_region *g;
 
-	if (!make_room(srv, q->bytes))
+	if (!make_room(srv, s, q->bytes))
 		return srv_reply_error(r, seq, ENOSPC, "the server holds %u device regions of %llu bytes; a new one of %llu bytes is over its limits (--max-regions %u, --max-region-bytes %llu)",
 				       srv->regions.n, (unsigned long long)srv->regions.bytes,
 				       (unsigned long long)q->bytes, srv->cfg.max_regions,
@@ -183,7 +244,7 @@ static int open_new(struct server *srv, struct session *s, uint32_t mi, const Ws
 	*g = (struct srv_region){ .id = ++srv->regions.next_id, .model = mi,
 				  .generation = srv->models[mi].generation, .kind = (int)q->kind,
 				  .fingerprint = q->fingerprint, .bytes = q->bytes, .writer = s->id,
-				  .writer_pid = (uint32_t)s->cred.pid, .fd = -1, .holders = 1,
+				  .writer_pid = (uint32_t)s->cred.pid, .writer_uid = s->cred.uid, .fd = -1, .holders = 1,
 				  .created = mono_now() };
 	snprintf(g->device, sizeof(g->device), "%s", q->device);
 	snprintf(g->model_name, sizeof(g->model_name), "%s", srv->models[mi].lm->model->name);

@@ -9,6 +9,7 @@
 #include "srv_loop.h"
 #include "srv_access.h"
 #include "srv_attachments.h"
+#include "srv_identity.h"
 #include "srv_region.h"
 #include "srv_takeover.h"
 
@@ -235,6 +236,7 @@ static void on_accept(struct loop *L, int fd)
 		return;
 	}
 	s->cred = cred;
+	srv_identity_init(s);
 	arm_recv(L, s);
 }
 

@@ -14,6 +14,7 @@
 #include "tier.h"
 #include "srv_publish.h"
 #include "srv_region.h"
+#include "srv_identity.h"
 #include "srv_models.h"
 #include "srv_takeover.h"
 
@@ -30,6 +31,7 @@ struct session *session_new(struct server *srv, int fd)
 		return NULL;
 	}
 	s->id = ++srv->next_session;
+	s->pidfd = -1;
 	s->fd = fd;
 	s->connected_at = mono_now();
 	s->next_lease = 1;
@@ -61,6 +63,7 @@ void session_free(struct server *srv, struct session *s)
 	for (uint32_t i = 0; i < s->nstreams; i++)
 		srv_stream_fold(srv, &s->streams[i]); /* the counters keep them */
 	session_release_all(srv, s);
+	srv_identity_free(s);
 	free(s->leases);
 	free(s->rbuf);
 	close(s->fd);

@@ -20,8 +20,8 @@ bool tier_on_disk(const struct tier *t, uint32_t g)
 }
 
 /* Records holder's hold of g (once per holder and segment), counted
- * against account's share. */
-static int hold_locked(struct tier *t, uint64_t holder, uint64_t account, uint32_t g)
+ * against who's shares. */
+static int hold_locked(struct tier *t, uint64_t holder, const struct tier_who *who, uint32_t g)
 {
 	for (size_t i = 0; i < t->nh; i++)
 		if (t->h[i].holder == holder && t->h[i].seg == g)
@@ -34,7 +34,7 @@ static int hold_locked(struct tier *t, uint64_t holder, uint64_t account, uint32
 		t->h = h;
 		t->caph = cap;
 	}
-	t->h[t->nh++] = (struct hold){ .holder = holder, .account = account, .seg = g };
+	t->h[t->nh++] = (struct hold){ .holder = holder, .account = who->account, .uid = who->uid, .seg = g };
 	t->s[g].holds++;
 	return 0;
 }
@@ -144,46 +144,94 @@ static void unhold_locked(struct tier *t, size_t i)
 	pthread_cond_broadcast(&t->cv);
 }
 
-/* Whether account (a worker's process, over all its connections),
- * taking g for holder (unless holder holds it already), goes past its
- * share of the cache (tier.h): -EDQUOT with a sentence, or 0. One pass
- * over the holds: a piece two of its connections hold counts for each
- * (a take of a piece the process holds already is never refused). */
-static int past_share_locked(const struct tier *t, uint64_t holder, uint64_t account, uint32_t g, char *msg,
+/* What who's process and who's user hold now: a piece two of the
+ * process's connections hold counts for each (a take of a piece the
+ * process holds already is never refused); the user's pieces count once
+ * however many of its processes hold them (workers of one user take the
+ * same layers). *has_g: the process holds g; *user_g: the user does. */
+static void held_locked(struct tier *t, const struct tier_who *who, uint32_t g, uint64_t *proc, uint64_t *user,
+			bool *has_g, bool *user_g)
+{
+	uint32_t mark = ++t->epoch;
+
+	*proc = *user = 0;
+	*has_g = *user_g = false;
+	for (size_t i = 0; i < t->nh; i++) {
+		const struct hold *h = &t->h[i];
+		if (h->uid == who->uid && t->s[h->seg].mark != mark) {
+			t->s[h->seg].mark = mark;
+			*user += t->s[h->seg].len;
+			*user_g |= h->seg == g;
+		}
+		if (h->account != who->account)
+			continue;
+		*has_g |= h->seg == g;
+		*proc += t->s[h->seg].len;
+	}
+}
+
+/* A user's part of the cache (tier.h): the cache over the users
+ * attached, never less than one piece; a user alone has no part but the
+ * budget (its takes wait for room as ever). */
+static uint64_t user_part(const struct tier *t, uint32_t users)
+{
+	uint64_t part = t->cache / (users ? users : 1);
+
+	return part > t->piece ? part : t->piece;
+}
+
+/* Whether who, taking g for holder (unless holder holds it already),
+ * goes past its process's share or its user's part of the cache
+ * (tier.h): -EDQUOT with a sentence, or 0. */
+static int past_share_locked(struct tier *t, uint64_t holder, const struct tier_who *who, uint32_t g, char *msg,
 			     size_t mlen)
 {
-	uint64_t held = 0;
-	bool has_g = false;
+	uint64_t proc, user, part = user_part(t, who->users);
+	bool has_g, user_g;
 	char a[32], b[32];
 
-	for (size_t i = 0; i < t->nh; i++) {
+	for (size_t i = 0; i < t->nh; i++)
 		if (t->h[i].holder == holder && t->h[i].seg == g)
 			return 0;
-		if (t->h[i].account != account)
-			continue;
-		if (t->h[i].seg == g)
-			has_g = true;
-		held += t->s[t->h[i].seg].len;
-	}
-	if (has_g || held + t->s[g].len <= t->share)
+	held_locked(t, who, g, &proc, &user, &has_g, &user_g);
+	if (has_g)
 		return 0;
-	snprintf(msg, mlen, "this worker's process holds %s of model %s's disk tier cache, and one process may hold %s "
-		 "(--memory-budget-share): let some go first (release, or detach what wsrv_model_wait mapped)",
-		 fmt_bytes(held, a, sizeof(a)), t->own.model->name, fmt_bytes(t->share, b, sizeof(b)));
-	return -EDQUOT;
+	if (proc + t->s[g].len > t->share) {
+		snprintf(msg, mlen, "this worker's process holds %s of model %s's disk tier cache, and one process may hold %s "
+			 "(--memory-budget-share): let some go first (release, or detach what wsrv_model_wait mapped)",
+			 fmt_bytes(proc, a, sizeof(a)), t->own.model->name, fmt_bytes(t->share, b, sizeof(b)));
+		return -EDQUOT;
+	}
+	if (who->users > 1 && !user_g && user + t->s[g].len > part) {
+		snprintf(msg, mlen, "uid %u's processes hold %s of model %s's disk tier cache, and with %u users attached "
+			 "one user may hold %s: let some go first (release, or detach what wsrv_model_wait mapped)",
+			 who->uid, fmt_bytes(user, a, sizeof(a)), t->own.model->name, who->users,
+			 fmt_bytes(part, b, sizeof(b)));
+		return -EDQUOT;
+	}
+	return 0;
+}
+
+void tier_reaccount(struct tier *t, uint64_t was, uint64_t now)
+{
+	pthread_mutex_lock(&t->mu);
+	for (size_t i = 0; i < t->nh; i++)
+		if (t->h[i].account == was)
+			t->h[i].account = now;
+	pthread_mutex_unlock(&t->mu);
 }
 
 /* tier_take under the lock; the readers are to be woken (*kick) when a
  * read was queued. layer: g is a segment, or a unit asked for with the
  * rest of its layer (experts one by one are asked for in no order, and
  * read nothing ahead). */
-static int take_locked(struct tier *t, uint64_t holder, uint64_t account, uint32_t g, int *fd, char *msg,
+static int take_locked(struct tier *t, uint64_t holder, const struct tier_who *who, uint32_t g, int *fd, char *msg,
 		       size_t len, bool layer, bool *kick)
 {
 	struct tier_seg *ts = &t->s[g];
 	int r = 0;
 
-	if (ts_tiered(ts) && (r = past_share_locked(t, holder, account, g, msg, len)) < 0)
+	if (ts_tiered(ts) && (r = past_share_locked(t, holder, who, g, msg, len)) < 0)
 		return r;
 	if (ts_tiered(ts))
 		place_locked(t, holder, g);
@@ -193,7 +241,7 @@ static int take_locked(struct tier *t, uint64_t holder, uint64_t account, uint32
 		r = ts->err;
 		snprintf(msg, len, "%s", ts->msg);
 		ts->err = 0; /* told once; the next request reads again */
-	} else if (ts->state == TS_CACHED && (r = hold_locked(t, holder, account, g)) == 0) {
+	} else if (ts->state == TS_CACHED && (r = hold_locked(t, holder, who, g)) == 0) {
 		enum tier_fresh was = ts->fresh;
 		ts->used = ++t->tick;
 		took_locked(ts, holder);
@@ -223,13 +271,13 @@ static int take_locked(struct tier *t, uint64_t holder, uint64_t account, uint32
 	return r;
 }
 
-int tier_take(struct tier *t, uint64_t holder, uint64_t account, uint32_t g, int *fd, char *msg, size_t len)
+int tier_take(struct tier *t, uint64_t holder, const struct tier_who *who, uint32_t g, int *fd, char *msg, size_t len)
 {
 	bool kick = false;
 	int r;
 
 	pthread_mutex_lock(&t->mu);
-	r = take_locked(t, holder, account, g, fd, msg, len, g < t->nseg, &kick);
+	r = take_locked(t, holder, who, g, fd, msg, len, g < t->nseg, &kick);
 	if (kick)
 		pthread_cond_broadcast(&t->cv);
 	tier_check_locked(t);
@@ -252,7 +300,7 @@ static bool whole_layer_locked(const struct tier *t, const uint32_t *g, size_t n
 	return 2 * k > t->s[seg].units;
 }
 
-int tier_take_some(struct tier *t, uint64_t holder, uint64_t account, const uint32_t *g, size_t n, size_t max,
+int tier_take_some(struct tier *t, uint64_t holder, const struct tier_who *who, const uint32_t *g, size_t n, size_t max,
 		   int *fds, uint32_t *given, size_t *ngiven, char *msg, size_t len)
 {
 	bool kick = false;
@@ -262,7 +310,7 @@ int tier_take_some(struct tier *t, uint64_t holder, uint64_t account, const uint
 	pthread_mutex_lock(&t->mu);
 	bool layer = whole_layer_locked(t, g, n);
 	for (size_t i = 0; i < n && *ngiven < max && r >= 0; i++)
-		if ((r = take_locked(t, holder, account, g[i], &fds[*ngiven], msg, len, layer || g[i] < t->nseg,
+		if ((r = take_locked(t, holder, who, g[i], &fds[*ngiven], msg, len, layer || g[i] < t->nseg,
 				     &kick)) == 0)
 			given[(*ngiven)++] = g[i];
 		else if (r == -EAGAIN)

@@ -63,8 +63,23 @@ int tier_create(const struct tier_model *tm, uint64_t budget, uint32_t share_pct
  * -EDQUOT at once, with a sentence, so that a worker that holds and sits
  * idle cannot starve the others, whatever the model's shape: a layer's
  * pieces on a MoE model can be more than the whole cache, so the floor is
- * one piece, and the share counts per process, over its connections. */
+ * one piece, and the share counts per process, over its connections.
+ * Beside other users attached to the model, a user's processes together
+ * hold at most the cache divided by the users attached now (never less
+ * than one piece): beside one other, half; so that however many processes
+ * or connections a user makes, no user keeps another from being served.
+ * A user alone is bounded by the budget only, as before: a host whose
+ * workers all run as one user loses nothing.
+ * Holds are never taken back: what a user took while alone stays until
+ * it lets go, and from then on it takes nothing past its part. */
 #define TIER_SHARE_PCT 50
+
+/* Whose share a take counts against. */
+struct tier_who {
+	uint64_t account;           /* the worker's process (srv_account) */
+	uint32_t uid;               /* its user */
+	uint32_t users;             /* users attached to the model now, at least 1 */
+};
 
 /* The first load is about to fill segment seg's first pages: a tiered
  * one's bytes (or a segment's units', whose pages go before its seal) are
@@ -91,19 +106,23 @@ uint32_t tier_segment_of(const struct tier *t, uint32_t g);
 bool tier_on_disk(const struct tier *t, uint32_t seg);
 
 /* The fd of segment or unit seg for holder (a session's attachment),
- * held for it and counted against account's share: 0; or
+ * held for it and counted against who's shares: 0; or
  * -EAGAIN (a read is queued; its tier word rises when done); or -EIO or
  * -ENOMEM with a sentence in msg (a failed read; a budget every byte of
  * which is held). The fd stays open while the hold lasts. Loop thread. */
-int tier_take(struct tier *t, uint64_t holder, uint64_t account, uint32_t seg, int *fd, char *msg, size_t len);
+int tier_take(struct tier *t, uint64_t holder, const struct tier_who *who, uint32_t seg, int *fd, char *msg, size_t len);
 
 /* tier_take of g[0..n) at once, for AttachSegments.partial: those in
  * memory are held and their fds (max at most) go to fds, their ids to
  * given[0..*ngiven); the others are queued to be read, together (the
  * readers wake once all are queued). 0, or a failure of one (-EIO with
  * msg...), and then none is held. */
-int tier_take_some(struct tier *t, uint64_t holder, uint64_t account, const uint32_t *g, size_t n, size_t max,
+int tier_take_some(struct tier *t, uint64_t holder, const struct tier_who *who, const uint32_t *g, size_t n, size_t max,
 		   int *fds, uint32_t *given, size_t *ngiven, char *msg, size_t len);
+
+/* Every hold counted against account `was` counts against `now` from
+ * here on (its process is gone: srv_identity.h). Loop thread. */
+void tier_reaccount(struct tier *t, uint64_t was, uint64_t now);
 
 /* holder lets segment seg go: 0, or -ENOENT when it held none. */
 int tier_release(struct tier *t, uint64_t holder, uint32_t seg);

@@ -129,6 +129,8 @@ static int set_share(struct tier *t, uint32_t share_pct)
 			piece = t->s[g].len > piece ? t->s[g].len : piece;
 	t->share = cache / 100 * (share_pct ? share_pct : TIER_SHARE_PCT);
 	t->share = t->share > piece ? t->share : piece;
+	t->cache = cache;
+	t->piece = piece;
 	return 0;
 }
 

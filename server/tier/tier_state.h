@@ -78,12 +78,14 @@ struct tier_seg {
 	uint8_t ntakers;        /* TAKERS + 1: more than TAKERS took it */
 	bool hot;
 	uint64_t used;          /* when last taken (a tick) */
+	uint32_t mark;          /* counted in this pass over the holds (tier.epoch) */
 };
 
 struct hold {
 	uint64_t holder;
 	uint64_t account;       /* whose share it counts against: the worker's
 	                         * process, over all its connections (tier.h) */
+	uint32_t uid;           /* and its user's */
 	uint32_t seg;
 };
 
@@ -111,6 +113,9 @@ struct tier {
 	uint64_t budget, resident, cached, reading_bytes, peak, tick;
 	uint64_t largest;           /* the largest tiered segment */
 	uint64_t share;             /* the most one worker may hold (tier.h, TIER_SHARE_PCT) */
+	uint64_t cache;             /* what the budget leaves for the cache */
+	uint64_t piece;             /* the largest piece (the least a share is) */
+	uint32_t epoch;             /* the last pass over the holds (tier_seg.mark) */
 	struct tier_seg *s;
 	uint32_t nseg;              /* the arena's segments */
 	uint32_t n;                 /* of s: the segments, then the units */
