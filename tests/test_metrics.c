@@ -369,10 +369,11 @@ static void loopback_is_one_address(void **st)
 			close(fds[i]);
 }
 
-/* In a child process until killed: 32 slow clients, 4 from each of
- * 127.0.0.2-9, each sending a header line every 0.5 s, and each, when
- * its connection is closed or refused, connecting again at once. */
-static pid_t slow_crowd(int port)
+/* In a child process until killed, as uid (0: ours): 32 slow clients,
+ * 4 from each of 127.0.0.2-9 (or with one_address, all from 127.0.0.1),
+ * each sending a header line every 0.5 s, and each, when its connection
+ * is closed or refused, connecting again at once. */
+static pid_t slow_crowd_as(int port, uid_t uid, bool one_address)
 {
 	pid_t pid = fork();
 
@@ -380,7 +381,10 @@ static pid_t slow_crowd(int port)
 	if (pid != 0)
 		return pid;
 	signal(SIGPIPE, SIG_IGN);
+	if (uid && (setgid(uid) < 0 || setuid(uid) < 0))
+		_exit(3);
 	int fds[32];
+#define connect_from(port, host) connect_from(port, one_address ? 1 : (host))
 	for (int i = 0; i < 32; i++)
 		fds[i] = connect_from(port, 2 + (unsigned)i / 4);
 	for (double next = 0;;) {
@@ -405,6 +409,12 @@ static pid_t slow_crowd(int port)
 		}
 		(void)poll(p, 32, 20);
 	}
+#undef connect_from
+}
+
+static pid_t slow_crowd(int port)
+{
+	return slow_crowd_as(port, 0, false);
 }
 
 /* Issue 60 item 12: with 32 slow connections from 127.0.0.2-9 that came
@@ -428,6 +438,30 @@ static void scrapes_answered_beside_a_slow_crowd(void **st)
 	assert_int_equal(waitpid(crowd, &st2, 0), crowd);
 	if (ok != 24)
 		fail_msg("%d of 24 scrapes answered beside 32 slow connections", ok);
+}
+
+/* Issue 69 item 4: the shipped drop-in binds 127.0.0.1, so the scraper
+ * and every local process share that address, and 32 slow connections
+ * of another user there shut a root scraper out (0 of 40 scrapes): the
+ * address was shunned, and its 4 slots were the crowd's. A loopback peer
+ * now counts as its user: every scrape is answered. */
+static void scrapes_answered_beside_a_local_users_crowd(void **st)
+{
+	pid_t crowd;
+	int ok = 0, st2;
+
+	if (geteuid() != 0)
+		skip(); /* the crowd needs another uid */
+	crowd = slow_crowd_as(metrics_port(), 65534, true);
+	sleep_ms(1000);
+	for (int i = 0; i < 24; i++) {
+		ok += get("/metrics", NULL) == 200;
+		sleep_ms(100);
+	}
+	kill(crowd, SIGKILL);
+	assert_int_equal(waitpid(crowd, &st2, 0), crowd);
+	if (ok != 24)
+		fail_msg("%d of 24 scrapes answered beside 32 slow connections of another user on 127.0.0.1", ok);
 }
 
 /* 7: issue 37 item 8: a Hello name that is not UTF-8 text reached the
@@ -557,6 +591,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(trickling_clients_starve_nobody),
 	cmocka_unit_test(loopback_is_one_address),
 	cmocka_unit_test(scrapes_answered_beside_a_slow_crowd),
+	cmocka_unit_test(scrapes_answered_beside_a_local_users_crowd),
 	cmocka_unit_test(non_text_names_refused),
 	cmocka_unit_test(restart_after_scrape),
 	cmocka_unit_test(scrape_counts_and_validates),

@@ -5,10 +5,11 @@
  * once, 4 from any one address, 5 s of silence before a connection is
  * dropped, and 10 s for a whole connection however busy it keeps (a
  * client trickling a header line every few seconds held a connection for
- * as long as it went on, and 16 of them kept /metrics from everyone:
- * 16 KiB for a request's headers (larger ones get MHD's 4xx), GET
- * and HEAD of /metrics only (405 and 404 otherwise), epoll (fds above 1024
- * are fine). */
+ * as long as it went on, and 16 of them kept /metrics from everyone).
+ * A loopback peer counts as its user (the kernel's socket diagnostics
+ * say whose its socket is), not as its address. 16 KiB for a request's
+ * headers (larger ones get MHD's 4xx), GET and HEAD of /metrics only (405
+ * and 404 otherwise), epoll (fds above 1024 are fine). */
 #include "srv_metrics.h"
 
 #include <arpa/inet.h>
@@ -27,6 +28,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "peer_uid.h"
 
 #define METRICS_CONNS 16          /* connections served at once */
 #define METRICS_SLOTS (2 * METRICS_CONNS) /* and closing ones, for room to evict: MHD's
@@ -94,6 +96,24 @@ static void addr_key(const struct sockaddr *sa, uint8_t key[17])
 		memcpy(key, &a->sin6_addr, 16);
 	}
 	key[16] = 2;
+}
+
+/* A loopback peer's user: in the place of its address in the per-address
+ * key, and beside its address in the exact one, so that one user's slow
+ * connections on 127.0.0.1 never shut out another user's scraper there
+ * (the limit and the shunning are that user's). Left as they were when
+ * its user cannot be found. */
+static void user_key(const struct srv_metrics *m, const struct sockaddr *sa, uint8_t key[17], uint8_t exact[17])
+{
+	uid_t uid;
+
+	if (key[16] != 1 || loopback_peer_uid(sa, m->port, &uid) < 0)
+		return;
+	memset(key, 0, 17);
+	memcpy(key, &uid, sizeof(uid));
+	key[16] = 3;
+	memcpy(exact, &uid, sizeof(uid)); /* over a loopback address's zeros */
+	exact[16] = 3;
 }
 
 /* The address itself, every loopback one apart: whom to shun. */
@@ -225,6 +245,7 @@ static enum MHD_Result policy(void *arg, const struct sockaddr *sa, socklen_t le
 	(void)len;
 	addr_key(sa, key);
 	addr_exact(sa, exact);
+	user_key(m, sa, key, exact);
 	pthread_mutex_lock(&m->conn_lock);
 	for (int i = 0; i < METRICS_SLOTS; i++)
 		if (m->conns[i].fd >= 0 && !m->conns[i].evicted) {

@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: MIT
+/* peer_uid.h - whose a loopback TCP connection is: the uid that owns the
+ * socket at its other end, from the kernel's socket diagnostics
+ * (NETLINK_SOCK_DIAG), so that local users sharing 127.0.0.1 are told
+ * apart (peer_uid.c). */
+#ifndef WSRV_PEER_UID_H
+#define WSRV_PEER_UID_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+/* The uid owning the TCP socket at peer (a loopback address and port,
+ * IPv4 or IPv6) connected to this host's port local_port: 0 with *uid,
+ * -ENOENT when there is none (not a local socket), or another negative
+ * errno. Blocking, bounded: one netlink dump filtered to the two ports. */
+int loopback_peer_uid(const struct sockaddr *peer, uint16_t local_port, uid_t *uid);
+
+#endif
