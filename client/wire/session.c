@@ -66,6 +66,54 @@ static int aim_at(int (*aim)(void *arg), void *arg)
 	return aim ? aim(arg) : 0;
 }
 
+/* Whether q may be sent again on a new connection after the old one
+ * went with q asked and unanswered: what it did (if anything) belonged
+ * to the old session, which the server ended with it (its attachments,
+ * leases, holds and regions' holds go), so asking again on the new one
+ * does it once. A request that changes the server's own state, beyond
+ * any session, would be done twice: a reload, a publish step, a
+ * take-over step; and a region's commit or a stream's report, whose
+ * session is gone, would be refused or counted twice. */
+static bool repeats(const Wsrv__Request *q)
+{
+	switch (q->body_case) {
+	case WSRV__REQUEST__BODY_LIST_MODELS:
+	case WSRV__REQUEST__BODY_ATTACH:
+	case WSRV__REQUEST__BODY_FETCH_LAYER:
+	case WSRV__REQUEST__BODY_RELEASE:
+	case WSRV__REQUEST__BODY_DETACH:
+	case WSRV__REQUEST__BODY_STATS:
+	case WSRV__REQUEST__BODY_REGION_OPEN:
+	case WSRV__REQUEST__BODY_REGION_CLOSE:
+	case WSRV__REQUEST__BODY_ATTACH_SEGMENTS:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Under c->lock: the call after the connection went (c->w closed; why:
+ * its sentence): connected again, the request is sent again unless it
+ * went out unanswered and does not repeat; then -ECONNRESET says the
+ * outcome is unknown. */
+static int call_again(struct wsrv_client *c, int (*aim)(void *arg), void *arg, Wsrv__Request *req, int send_fd,
+		      Wsrv__Response **resp, int *fds, int maxfds, int *nfds)
+{
+	bool asked = c->w.unanswered;
+	char why[256];
+	int ret;
+
+	snprintf(why, sizeof(why), "%s", wsrv_last_error());
+	if ((ret = again(c, why)) < 0)
+		return ret;
+	if (asked && !repeats(req))
+		return cl_err(-ECONNRESET, "%s after the request went out: whether the server did it is unknown, and it is not asked twice (see wsrvctl status)",
+			      why);
+	if ((ret = aim_at(aim, arg)) < 0)
+		return ret;
+	return wire_call(&c->w, req, send_fd, resp, fds, maxfds, nfds);
+}
+
 static int session_call(struct wsrv_client *c, int (*aim)(void *arg), void *arg, Wsrv__Request *req,
 		int send_fd, Wsrv__Response **resp, int *fds, int maxfds, int *nfds)
 {
@@ -73,14 +121,14 @@ static int session_call(struct wsrv_client *c, int (*aim)(void *arg), void *arg,
 
 	pthread_mutex_lock(&c->lock);
 	/* A server that went away (a restart, a hand-over) is connected to
-	 * again, once per call, and the request sent again there. */
+	 * again, once per call, and the request sent again there when that
+	 * cannot do it twice (repeats). */
 	if (c->w.fd < 0 && c->path[0])
 		ret = again(c, "not connected to the server");
 	if (ret == 0 && (ret = aim_at(aim, arg)) == 0)
 		ret = wire_call(&c->w, req, send_fd, resp, fds, maxfds, nfds);
-	if (ret == -ENOTCONN && c->path[0] && c->w.fd < 0 && (ret = again(c, wsrv_last_error())) == 0 &&
-	    (ret = aim_at(aim, arg)) == 0)
-		ret = wire_call(&c->w, req, send_fd, resp, fds, maxfds, nfds);
+	if (ret == -ENOTCONN && c->path[0] && c->w.fd < 0)
+		ret = call_again(c, aim, arg, req, send_fd, resp, fds, maxfds, nfds);
 	pthread_mutex_unlock(&c->lock);
 	return ret;
 }

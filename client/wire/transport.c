@@ -253,11 +253,14 @@ int wire_call(struct cl_wire *w, Wsrv__Request *req, int send_fd, Wsrv__Response
 	if (len > w->max_packet)
 		return cl_err(-EMSGSIZE, "request of %zu bytes is over the server's %u", len, w->max_packet);
 	wsrv__request__pack(req, w->buf);
+	w->unanswered = false;
 	ret = pkt_send(w->fd, w->buf, len, send_fd >= 0 ? &send_fd : NULL, send_fd >= 0);
-	if (ret < 0)
+	if (ret < 0) {
 		ret = lost(w, ret);
-	else
+	} else {
 		ret = recv_reply(w, req->seq, &r, fds, maxfds, &n);
+		w->unanswered = ret == -ENOTCONN || ret == -ETIMEDOUT;
+	}
 	if (ret == -ENOTCONN || ret == -ETIMEDOUT || ret == -EBADMSG || ret == -EACCES)
 		wire_close(w);
 	if (ret == 0 && r->body_case == WSRV__RESPONSE__BODY_ERROR) {

@@ -18,6 +18,8 @@ typedef void (*cl_event_fn)(void *user, const Wsrv__Event *ev);
 struct cl_wire {
 	int fd;                      /* -1 once closed */
 	bool goodbye;                /* the server said Goodbye (stopping or replaced) */
+	bool unanswered;             /* the last wire_call's request went out and
+	                              * its reply never came: done or not, unknown */
 	uint64_t seq;
 	uint32_t max_packet;
 	uint8_t *buf;                /* WSRV_MAX_PACKET bytes (owned) */

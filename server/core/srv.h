@@ -272,6 +272,7 @@ struct reply {
 	int owned_fd;
 	uint32_t fd_room;           /* fds this reply may carry (the client's budget) */
 	char msg[512];              /* the sentence of an Error reply, for the log */
+	bool drop;                  /* a test seam's: close the connection unanswered */
 };
 
 /* Who holds a disk tier's segment (tier.h): one attachment of a session. */

@@ -14,6 +14,7 @@
 #include "escape.h"
 #include "tier.h"
 #include "log.h"
+#include "test_seam.h"
 #include "pb_text.h"
 #include "utf8.h"
 #include "srv_attach.h"
@@ -411,6 +412,20 @@ static int handle(struct server *srv, struct session *s, const Wsrv__Request *q,
 	}
 }
 
+/* The tests' seam $WSRV_TEST_DROP_REPLY=K (a Request body number): the
+ * first request of kind K is done, and its connection closed instead of
+ * answered, as when a server goes between acting and replying. */
+static bool drop_seam(int kind)
+{
+	static bool dropped;
+	const char *v = test_seam("WSRV_TEST_DROP_REPLY");
+
+	if (!v || dropped || atoi(v) != kind)
+		return false;
+	dropped = true;
+	return true;
+}
+
 void srv_dispatch(struct server *srv, struct session *s, const uint8_t *pkt,
 		  size_t len, int fd, struct reply *r)
 {
@@ -422,6 +437,7 @@ void srv_dispatch(struct server *srv, struct session *s, const uint8_t *pkt,
 	r->nfds = 0;
 	r->len = 0;
 	r->owned_fd = -1;
+	r->drop = false;
 	r->fd_room = srv_fd_room(srv, s);
 	srv->requests++;
 	if (!q && !session_greeted(s)) {
@@ -443,6 +459,7 @@ void srv_dispatch(struct server *srv, struct session *s, const uint8_t *pkt,
 		rc = -EBADMSG;
 	} else {
 		rc = handle(srv, s, q, &fd, r);
+		r->drop = drop_seam(kind);
 		wsrv__request__free_unpacked(q, &pb_sized_allocator);
 	}
 	if (fd >= 0)

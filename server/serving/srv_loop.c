@@ -108,10 +108,11 @@ static void arm_recv(struct loop *L, struct session *s)
  * r->owned_fd, which the send takes (r->owned_fd becomes -1). */
 static void send_reply(struct loop *L, struct session *s, struct reply *r)
 {
-	struct send_op *op = malloc(sizeof(*op) + r->len);
+	struct send_op *op = r->drop ? NULL : malloc(sizeof(*op) + r->len);
 	struct io_uring_sqe *sqe;
 
-	if (!op) {
+	r->drop = false;
+	if (!op) { /* out of memory, or a test seam's drop (srv_dispatch.c) */
 		if (r->owned_fd >= 0)
 			close(r->owned_fd);
 		r->owned_fd = -1;
