@@ -76,7 +76,7 @@ static int attach_setup(struct wsrv_model *m, const int *fds, int nfds, const Ws
 	return ar->loading ? cl_ready_setup(m, fds, nfds, ar) : map_segments(m, fds, ar);
 }
 
-static void model_free(struct wsrv_model *m)
+static void attached_free(struct wsrv_model *m)
 {
 	unmap_all(m);
 	free(m->seg);
@@ -143,7 +143,7 @@ WSRV_EXPORT int wsrv_attach(struct wsrv_client *c, const char *model, struct wsr
 	pkt_close_fds(fds, nfds);
 	wsrv__response__free_unpacked(resp, NULL);
 	if (r < 0) {
-		model_free(m);
+		attached_free(m);
 		return r;
 	}
 	m->refs = 1;
@@ -194,7 +194,7 @@ static void model_detach(struct wsrv_model *m)
 	cl_model_unlink(m->c, m);
 	if (cl_connected(m->c) && !m->stale) /* a server that is gone has forgotten us anyway */
 		simple_call(m->c, m, &d.attach_id, &q);
-	model_free(m);
+	attached_free(m);
 }
 
 void cl_model_hold(struct wsrv_model *m)

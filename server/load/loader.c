@@ -502,7 +502,7 @@ static void pace(const struct loader *L)
  * file named by $WSRV_TEST_LOAD_HOLD exists, so that a test sees a load
  * in progress for as long as it needs (not for as long as a rate lasts
  * on a busy machine). Never in a packager's build (test_seam.h). */
-static void hold(const struct loader *L)
+static void seam_hold(const struct loader *L)
 {
 	const char *flag = test_seam("WSRV_TEST_LOAD_HOLD");
 
@@ -543,7 +543,7 @@ static int run_loop(struct loader *L, struct errinfo *e)
 		if (r < 0)
 			return r;
 		pace(L);
-		hold(L);
+		seam_hold(L);
 	}
 	return 0;
 }
