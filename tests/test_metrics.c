@@ -165,6 +165,8 @@ static void scrape_counts_and_validates(void **st)
 	free(body);
 }
 
+static int connect_from_other(int port);
+
 /* 2: bad HTTP gets its error, and neither scrapes nor clients notice a
  * client that sends nothing. */
 static void bad_requests_disturb_nothing(void **st)
@@ -187,8 +189,11 @@ static void bad_requests_disturb_nothing(void **st)
 	if (code != 0 && (code < 400 || code > 499))
 		fail_msg("a 64 KiB header got %d", code);
 	free(big);
-	/* A client that connects and says nothing. */
-	slow = tcp_connect_loopback(metrics_port());
+	/* A client that connects and says nothing, from another address than
+	 * the scrapes': one address that holds a silent connection is shunned
+	 * when a busy listener closes it for room, and a scraper sharing it
+	 * would be too (seen with the sanitizers and the cores busy). */
+	slow = connect_from_other(metrics_port());
 	assert_true(slow >= 0);
 	assert_int_equal(get("/metrics", &body), 200);
 	free(body);

@@ -14,21 +14,19 @@
 
 #include "wire.h"
 #include "dev_cuda.h"
+#include "sorted.h"
+
+static bool ends_by(const void *key, const void *elem)
+{
+	return ((const struct cu_reg *)elem)->b <= *(const uintptr_t *)key;
+}
 
 const struct cu_reg *cu_reg_at(const struct cuda_dev *c, uintptr_t p)
 {
-	size_t lo = 0, hi = c->nregs;
+	/* the first registration that ends past p: it holds p if it starts by it */
+	size_t i = sorted_first(&p, c->regs, c->nregs, sizeof(*c->regs), ends_by);
 
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (p < c->regs[mid].a)
-			hi = mid;
-		else if (p >= c->regs[mid].b)
-			lo = mid + 1;
-		else
-			return &c->regs[mid];
-	}
-	return NULL;
+	return i < c->nregs && c->regs[i].a <= p ? &c->regs[i] : NULL;
 }
 
 static int by_addr(const void *x, const void *y)

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include "attached.h"
+#include "sorted.h"
 
 #define UNIT_PAGE 4096u
 
@@ -23,19 +24,27 @@ static bool unit_ok(const struct wsrv_model *m, const struct rd_unit *u, const s
 	       (before->segment == u->segment && before->offset + before->length <= u->offset);
 }
 
+/* A place in a segment: what the units are searched by. */
+struct seg_at {
+	uint32_t seg;
+	uint64_t off;
+};
+
+/* Whether unit elem ends by the place key (units are in order). */
+static bool unit_ends_by(const void *key, const void *elem)
+{
+	const struct seg_at *k = key;
+	const struct rd_unit *u = elem;
+
+	return u->segment < k->seg || (u->segment == k->seg && u->offset + u->length <= k->off);
+}
+
 /* The unit holding [off, off + len) of segment seg, or -1. */
 static long unit_at(const struct wsrv_model *m, uint32_t seg, uint64_t off, uint64_t len)
 {
-	uint32_t lo = 0, hi = m->nunits;
+	struct seg_at k = { seg, off };
+	uint32_t lo = (uint32_t)sorted_first(&k, m->units, m->nunits, sizeof(*m->units), unit_ends_by);
 
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		const struct rd_unit *u = &m->units[mid];
-		if (u->segment < seg || (u->segment == seg && u->offset + u->length <= off))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	if (lo < m->nunits && m->units[lo].segment == seg && m->units[lo].offset <= off &&
 	    off + len <= m->units[lo].offset + m->units[lo].length)
 		return (long)lo;
@@ -109,20 +118,12 @@ void cl_piece_range(const struct wsrv_model *m, uint32_t p, uint8_t **addr, size
 	*off = 0; /* a unit's memfd holds its bytes alone */
 }
 
-/* The first unit of segment g (by bisection; units are in order), or
- * nunits. */
+/* The first unit of segment g (units are in order), or nunits. */
 static uint32_t first_unit(const struct wsrv_model *m, uint32_t g)
 {
-	uint32_t lo = 0, hi = m->nunits;
+	struct seg_at k = { g, 0 };
 
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (m->units[mid].segment < g)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return (uint32_t)sorted_first(&k, m->units, m->nunits, sizeof(*m->units), unit_ends_by);
 }
 
 uint64_t cl_units_left_out(const struct wsrv_model *m, uint32_t g)

@@ -19,6 +19,7 @@
 
 #include "stream_experts.h"
 #include "stream_internal.h"
+#include "sorted.h"
 #include "piece_door.h"
 
 #ifndef MADV_POPULATE_READ
@@ -131,18 +132,19 @@ static int lock_chunk(struct wsrv_stream *s, struct src_range *g, uint32_t k)
 
 /* The merged range of piece seg that holds address a, or NULL: a binary
  * search of s->srcs, sorted by (piece, start) and disjoint. */
+static bool starts_by(const void *key, const void *elem)
+{
+	const struct src_range *k = key, *g = elem;
+
+	return g->seg < k->seg || (g->seg == k->seg && g->a <= k->a);
+}
+
 static struct src_range *src_find(struct wsrv_stream *s, uint32_t seg, uintptr_t a)
 {
-	size_t lo = 0, hi = s->nsrcs;
+	struct src_range k = { .seg = seg, .a = a };
+	/* the first range past (seg, a) */
+	size_t lo = sorted_first(&k, s->srcs, s->nsrcs, sizeof(*s->srcs), starts_by);
 
-	while (lo < hi) { /* the first range past (seg, a) */
-		size_t mid = lo + (hi - lo) / 2;
-		const struct src_range *g = &s->srcs[mid];
-		if (g->seg < seg || (g->seg == seg && g->a <= a))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	if (!lo)
 		return NULL;
 	struct src_range *g = &s->srcs[lo - 1];

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "sorted.h"
 
 static int cmp_by_name(const void *a, const void *b, void *tensors)
 {
@@ -30,20 +31,23 @@ int model_name_index(struct model *m, struct errinfo *e)
 	return 0;
 }
 
+/* What model_find looks for: a name, among m's tensors. */
+struct name_key {
+	const struct model *m;
+	const char *name;
+};
+
+static int name_cmp(const void *key, const void *elem)
+{
+	const struct name_key *k = key;
+
+	return strcmp(k->name, k->m->tensors[*(const uint32_t *)elem].name);
+}
+
 const struct model_tensor *model_find(const struct model *m, const char *name)
 {
-	size_t lo = 0, hi = m->ntensors;
+	struct name_key k = { m, name };
+	long i = sorted_index(&k, m->by_name, m->ntensors, sizeof(*m->by_name), name_cmp);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		const struct model_tensor *t = &m->tensors[m->by_name[mid]];
-		int c = strcmp(name, t->name);
-		if (c == 0)
-			return t;
-		if (c < 0)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return NULL;
+	return i < 0 ? NULL : &m->tensors[m->by_name[i]];
 }

@@ -19,6 +19,7 @@
 #include "fullio.h"
 #include "hugemap.h"
 #include "memfd_util.h"
+#include "sorted.h"
 
 #define HUGE_2M (2u << 20)
 #define ARENA_POPULATE_CHUNK (64u << 20)
@@ -236,17 +237,17 @@ static int map_for_write(struct arena *a, struct arena_seg *s, const char *label
 
 /* Where [off, off + len) of s lies in its memfd (arena_compact): 1 and
  * *at; 0 inside a hole; -EINVAL across a hole's edge. */
+static bool hole_ends_by(const void *key, const void *elem)
+{
+	const struct arena_hole *h = elem;
+
+	return h->off + h->len <= *(const uint64_t *)key;
+}
+
 static int file_at(const struct arena_seg *s, uint64_t off, size_t len, uint64_t *at)
 {
-	uint32_t lo = 0, hi = s->nholes;
-
-	while (lo < hi) { /* the first hole that ends past off */
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (s->holes[mid].off + s->holes[mid].len <= off)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	/* the first hole that ends past off */
+	uint32_t lo = (uint32_t)sorted_first(&off, s->holes, s->nholes, sizeof(*s->holes), hole_ends_by);
 	uint64_t before = lo < s->nholes ? s->holes[lo].before : s->size - arena_seg_file_size(s);
 	if (lo < s->nholes && off + len > s->holes[lo].off)
 		return off >= s->holes[lo].off && off + len <= s->holes[lo].off + s->holes[lo].len ? 0 : -EINVAL;

@@ -10,6 +10,7 @@
 #include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -57,7 +58,11 @@ static void build(struct diag_req *q, int family, uint16_t sport, uint16_t dport
 	q->nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
 	q->r.sdiag_family = (uint8_t)family;
 	q->r.sdiag_protocol = IPPROTO_TCP;
-	q->r.idiag_states = ~0u;
+	/* Full sockets only: a TIME_WAIT one left by an earlier connection
+	 * from the same port (loopback reuses them at once) says uid 0, and
+	 * request sockets are the listener's side. */
+	q->r.idiag_states = (1u << TCP_ESTABLISHED) | (1u << TCP_SYN_SENT) | (1u << TCP_FIN_WAIT1) |
+			    (1u << TCP_FIN_WAIT2) | (1u << TCP_CLOSE_WAIT) | (1u << TCP_LAST_ACK) | (1u << TCP_CLOSING);
 	q->rta.rta_type = INET_DIAG_REQ_BYTECODE;
 	q->rta.rta_len = RTA_LENGTH(sizeof(q->bc));
 	q->bc[0] = (struct inet_diag_bc_op){ INET_DIAG_BC_S_EQ, 8, 16 + 4 };
@@ -66,7 +71,8 @@ static void build(struct diag_req *q, int family, uint16_t sport, uint16_t dport
 	q->bc[3] = (struct inet_diag_bc_op){ 0, 0, dport };
 }
 
-/* Reads the dump's replies: 0 with *uid when one is at addr. */
+/* Reads the dump's replies: 0 with *uid when the sockets at addr are
+ * one user's; -ENOTUNIQ when two users' are (nothing can be said). */
 static int read_dump(int fd, int family, const uint32_t addr[4], uid_t *uid)
 {
 	static __thread char buf[16384] __attribute__((aligned(8)));
@@ -84,10 +90,15 @@ static int read_dump(int fd, int family, const uint32_t addr[4], uid_t *uid)
 				return -EPROTO;
 			if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)))
 				continue;
-			if (memcmp(m->id.idiag_src, addr, family == AF_INET ? 4 : 16) == 0) {
-				*uid = m->idiag_uid;
+			/* An orphan (its process closed it; inode 0) says uid 0
+			 * whoever made it: it is nobody's. */
+			if (memcmp(m->id.idiag_src, addr, family == AF_INET ? 4 : 16) != 0 || !m->idiag_inode)
+				continue;
+			if (found == 0 && *uid != m->idiag_uid)
+				found = -ENOTUNIQ;
+			else if (found == -ENOENT)
 				found = 0;
-			}
+			*uid = m->idiag_uid;
 		}
 	}
 }

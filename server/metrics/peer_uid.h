@@ -12,8 +12,9 @@
 
 /* The uid owning the TCP socket at peer (a loopback address and port,
  * IPv4 or IPv6) connected to this host's port local_port: 0 with *uid,
- * -ENOENT when there is none (not a local socket), or another negative
- * errno. Blocking, bounded: one netlink dump filtered to the two ports. */
+ * -ENOENT when there is none (not a local socket, or one its process has
+ * closed already: an orphan tells no user), -ENOTUNIQ when two users'
+ * match, or another negative errno. Blocking, bounded: one netlink dump filtered to the two ports. */
 int loopback_peer_uid(const struct sockaddr *peer, uint16_t local_port, uid_t *uid);
 
 #endif

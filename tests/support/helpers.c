@@ -240,6 +240,40 @@ int server_metrics_port(const struct test_server *ts)
 }
 
 /* In the server's process, before exec: what the test asked of it. */
+static pid_t relayed;
+
+static void relay_signal(int sig)
+{
+	kill(relayed, sig);
+}
+
+/* In the server's process, made the first of a new pid namespace: the
+ * process that forked it stays outside as its relay (ts->pid), passing
+ * signals in and its exit status out. 0 in the server; the relay never
+ * returns. */
+static int enter_pidns(void)
+{
+	static const int sigs[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+	int st;
+
+	if (unshare(CLONE_NEWPID) < 0 || (relayed = fork()) < 0)
+		return 123;
+	if (relayed == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		signal(sigs[i], relay_signal);
+	while (waitpid(relayed, &st, 0) < 0)
+		if (errno != EINTR)
+			_exit(122);
+	if (WIFSIGNALED(st)) {
+		signal(WTERMSIG(st), SIG_DFL);
+		raise(WTERMSIG(st));
+	}
+	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 122);
+}
+
 static int in_server(void *arg)
 {
 	struct test_server *ts = arg;
@@ -262,6 +296,8 @@ static int in_server(void *arg)
 		return 126;
 	if (ts->netlab && netlab_enter(ts->netlab, ts->host) < 0)
 		return 125;
+	if (ts->pidns && enter_pidns() != 0)
+		return 123;
 	for (size_t k = 0; ts->env && ts->env[k]; k++)
 		putenv((char *)ts->env[k]);
 	if (ts->seccomp && (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||

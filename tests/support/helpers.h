@@ -98,6 +98,10 @@ struct test_server {
 	 * RestrictAddressFamilies= or SystemCallFilter= would make one). */
 	const struct sock_fprog *seccomp;
 	int no_wait;
+	/* Run it as the first process of a pid namespace of its own (a
+	 * container's, systemd's PrivatePIDs=): the clients' pids are 0 to it.
+	 * A relay outside passes signals in and its exit status out. */
+	bool pidns;
 	/* Set by the helpers when the test's arguments say
 	 * --serve-while-loading: server_wait_ready then does not wait for
 	 * the load (wsrvd serves while loading by default, and the other

@@ -2,6 +2,7 @@
 /* bench_routing.c - seeded routing traces: each token draws top-k distinct
  * experts, uniformly or with P(rank r) proportional to 1 / r^s. */
 #include "bench_routing.h"
+#include "sorted.h"
 
 #include <errno.h>
 #include <math.h>
@@ -59,21 +60,19 @@ int routing_init(struct routing *r, size_t layers, uint32_t experts, uint32_t to
 	return 0;
 }
 
+static bool cdf_below(const void *key, const void *elem)
+{
+	return *(const double *)elem < *(const double *)key;
+}
+
 static uint32_t draw(struct routing *r)
 {
 	double u = unit(&r->rng);
-	uint32_t lo = 0, hi = r->experts - 1;
 
 	if (!r->cdf)
 		return (uint32_t)(next(&r->rng) % r->experts);
-	while (lo < hi) {
-		uint32_t mid = (lo + hi) / 2;
-		if (r->cdf[mid] < u)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	/* the first expert whose cdf reaches u (the last one otherwise) */
+	return (uint32_t)sorted_first(&u, r->cdf, r->experts - 1, sizeof(*r->cdf), cdf_below);
 }
 
 size_t routing_step(struct routing *r, size_t l, unsigned batch, uint32_t *ids)
