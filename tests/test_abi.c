@@ -35,7 +35,7 @@ static void add(struct names *s, const char *name, size_t len)
 	s->v[s->n++] = strndup(name, len);
 }
 
-static int cmp(const void *a, const void *b)
+static int abi_cmp(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -57,7 +57,7 @@ static void collect(FILE *f, const char *re, struct names *out)
 		}
 	}
 	regfree(&rx);
-	qsort(out->v, out->n, sizeof(char *), cmp);
+	qsort(out->v, out->n, sizeof(char *), abi_cmp);
 }
 
 static void names_free(struct names *s)
@@ -121,14 +121,14 @@ static void versioned_as_in_map(struct names *lib)
 	for (size_t i = 0; i < seen.n; i++)
 		add(&map, seen.v[i], strlen(seen.v[i]));
 	names_free(&seen);
-	qsort(map.v, map.n, sizeof(char *), cmp);
+	qsort(map.v, map.n, sizeof(char *), abi_cmp);
 	same_names(lib, "libwsrv.so's exports", &map, "libwsrv.map's version nodes");
 	names_free(&map);
 	for (size_t i = 0; i < lib->n; i++)
 		add(&names, lib->v[i], strcspn(lib->v[i], "@"));
 	names_free(lib);
 	*lib = names;
-	qsort(lib->v, lib->n, sizeof(char *), cmp);
+	qsort(lib->v, lib->n, sizeof(char *), abi_cmp);
 }
 
 static void exports_are_the_header(void **st)

@@ -25,7 +25,7 @@ static struct fixture F = { .tag = "cli", .models = { { "" } } };
 static char out[1 << 20], err[1 << 16];
 static int run_limit_s = 120; /* each run, at most */
 
-static void slurp(const char *path, char *buf, size_t cap)
+static void cli_slurp(const char *path, char *buf, size_t cap)
 {
 	FILE *f = fopen(path, "re");
 	size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
@@ -37,7 +37,7 @@ static void slurp(const char *path, char *buf, size_t cap)
 
 /* Runs the program named by env var `prog` with args; returns its exit
  * status, with stdout and stderr in out and err. */
-static int run(const char *prog, ...)
+static int cli_run(const char *prog, ...)
 {
 	const char *argv[32];
 	char o[4096], e[4096];
@@ -54,8 +54,8 @@ static int run(const char *prog, ...)
 	snprintf(o, sizeof(o), "%s", pjoin(F.dir[0], "out"));
 	snprintf(e, sizeof(e), "%s", pjoin(F.dir[0], "err"));
 	status = run_prog(argv, NULL, o, e, 0, run_limit_s);
-	slurp(o, out, sizeof(out));
-	slurp(e, err, sizeof(err));
+	cli_slurp(o, out, sizeof(out));
+	cli_slurp(e, err, sizeof(err));
 	return status;
 }
 
@@ -66,15 +66,15 @@ static void inspect(void **s)
 	json_t *j;
 
 	snprintf(model, sizeof(model), "%s", pjoin(F.dir[0], "model")); /* pjoin's buffers rotate */
-	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "2M", "--shards", "2",
+	assert_int_equal(cli_run("WSRV_MKMODEL", "--preset", "tiny", "--size", "2M", "--shards", "2",
 			     "--out", model, NULL), 0);
-	assert_int_equal(run("WSRV_CTL", "inspect", model, NULL), 0);
+	assert_int_equal(cli_run("WSRV_CTL", "inspect", model, NULL), 0);
 	assert_non_null(strstr(out, "model.layers.0.self_attn.q_proj.weight"));
 	assert_non_null(strstr(out, ": valid"));
 	/* Counted as wsrvctl models counts them (issue 41: "10 groups"
 	 * beside LAYERS 9). */
 	assert_non_null(strstr(out, " layers + the global group, "));
-	assert_int_equal(run("WSRV_CTL", "--json", "inspect", model, NULL), 0);
+	assert_int_equal(cli_run("WSRV_CTL", "--json", "inspect", model, NULL), 0);
 	j = json_loads(out, 0, &je);
 	assert_non_null(j);
 	assert_true(json_is_true(json_object_get(j, "valid")));
@@ -84,25 +84,25 @@ static void inspect(void **s)
 	/* Invalid input: exit 1, the reason on stderr, nothing on stdout. */
 	assert_int_equal(st_write(pjoin(F.dir[0], "bad.safetensors"),
 		"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, NULL), 0);
-	assert_int_equal(run("WSRV_CTL", "inspect", pjoin(F.dir[0], "bad.safetensors"), NULL), 1);
+	assert_int_equal(cli_run("WSRV_CTL", "inspect", pjoin(F.dir[0], "bad.safetensors"), NULL), 1);
 	assert_non_null(strstr(err, "bad.safetensors: tensor 'w'"));
 	assert_non_null(strstr(err, "(TensorInvalidInfo)"));
 	assert_string_equal(out, "");
 	/* Usage errors: exit 2. */
-	assert_int_equal(run("WSRV_CTL", "inspect", NULL), 2);
-	assert_int_equal(run("WSRV_CTL", "frobnicate", NULL), 2);
-	assert_int_equal(run("WSRV_CTL", NULL), 2);
+	assert_int_equal(cli_run("WSRV_CTL", "inspect", NULL), 2);
+	assert_int_equal(cli_run("WSRV_CTL", "frobnicate", NULL), 2);
+	assert_int_equal(cli_run("WSRV_CTL", NULL), 2);
 	/* Issue 49 item 8: an option that changes nothing inspect shows was
 	 * accepted and ignored (--memory-budget, and --mem for it); every
 	 * command takes --help, exit 0; the help names WSRV_SOCKET and the
 	 * exit codes. */
-	assert_int_equal(run("WSRV_CTL", "inspect", model, "--queue-depth", "8", NULL), 2);
+	assert_int_equal(cli_run("WSRV_CTL", "inspect", model, "--queue-depth", "8", NULL), 2);
 	assert_non_null(strstr(err, "--queue-depth does not change what inspect shows"));
 	/* (--memory-budget does since item 9: the plan under it.) */
-	assert_int_equal(run("WSRV_CTL", "inspect", model, "--memory-budget", "1G", NULL), 0);
+	assert_int_equal(cli_run("WSRV_CTL", "inspect", model, "--memory-budget", "1G", NULL), 0);
 	assert_non_null(strstr(out, "it holds all of it: no disk tier"));
-	assert_int_equal(run("WSRV_CTL", "inspect", model, "--mem", "1G", NULL), 2);
-	assert_int_equal(run("WSRV_CTL", "reload", "--help", NULL), 0);
+	assert_int_equal(cli_run("WSRV_CTL", "inspect", model, "--mem", "1G", NULL), 2);
+	assert_int_equal(cli_run("WSRV_CTL", "reload", "--help", NULL), 0);
 	assert_non_null(strstr(out, "usage: wsrvctl"));
 	assert_non_null(strstr(out, "reload"));
 	/* Issue 61 item 8: each command's help lists its options (they were
@@ -113,11 +113,11 @@ static void inspect(void **s)
 					       { "verify", "--hold S" }, { "dump", "-o FILE" },
 					       { "plan", "--slots N" }, { "publish", "--from DIR" } };
 	for (size_t k = 0; k < sizeof(with) / sizeof(with[0]); k++) {
-		assert_int_equal(run("WSRV_CTL", with[k][0], "--help", NULL), 0);
+		assert_int_equal(cli_run("WSRV_CTL", with[k][0], "--help", NULL), 0);
 		if (!strstr(out, "options:\n") || !strstr(out, with[k][1]))
 			fail_msg("wsrvctl %s --help:\n%s", with[k][0], out);
 	}
-	assert_int_equal(run("WSRV_CTL", "--help", NULL), 0);
+	assert_int_equal(cli_run("WSRV_CTL", "--help", NULL), 0);
 	assert_non_null(strstr(out, "WSRV_SOCKET"));
 	assert_non_null(strstr(out, "exit status"));
 }
@@ -154,14 +154,14 @@ static void wsrvd_load_only(void **s)
 	json_error_t je;
 	json_t *j, *m;
 
-	assert_int_equal(run("WSRV_MKMODEL", "--preset", "llama-mini", "--size", "8M", "--out",
+	assert_int_equal(cli_run("WSRV_MKMODEL", "--preset", "llama-mini", "--size", "8M", "--out",
 			     model, NULL), 0);
 	snprintf(spec, sizeof(spec), "demo=%s", model);
-	assert_int_equal(run("WSRVD", "--load-only", "--model", spec, "--no-lock", "--hugepages", "off",
+	assert_int_equal(cli_run("WSRVD", "--load-only", "--model", spec, "--no-lock", "--hugepages", "off",
 			     NULL), 0);
 	assert_non_null(strstr(out, "sealed     yes"));
 	assert_non_null(strstr(err, "model demo loaded"));
-	assert_int_equal(run("WSRVD", "--load-only", "--json", "--model", spec, "--no-lock",
+	assert_int_equal(cli_run("WSRVD", "--load-only", "--json", "--model", spec, "--no-lock",
 			     "--hugepages", "off", NULL), 0);
 	j = json_loads(out, 0, &je);
 	assert_non_null(j);
@@ -172,32 +172,32 @@ static void wsrvd_load_only(void **s)
 	load_time_is_whole(m);
 	json_decref(j);
 	/* --verbose logs the phases. */
-	assert_int_equal(run("WSRVD", "--load-only", "--verbose", "--model", spec, "--lock", "off",
+	assert_int_equal(cli_run("WSRVD", "--load-only", "--verbose", "--model", spec, "--lock", "off",
 			     NULL), 0);
 	assert_non_null(strstr(err, "read"));
 	assert_non_null(strstr(err, "checksum"));
 	assert_non_null(strstr(out, "open     "));
-	assert_int_equal(run("WSRVD", "--load-only", "--model", spec, "--lock", "maybe", NULL), 2);
+	assert_int_equal(cli_run("WSRVD", "--load-only", "--model", spec, "--lock", "maybe", NULL), 2);
 	/* Every load option reaches wsrvd, the last in the table too: wsrvd
 	 * copied two fewer than there are (and no terminator), and
 	 * --layer-pattern was "unrecognized". */
-	assert_int_equal(run("WSRVD", "--load-only", "--model", spec, "--no-lock", "--layer-pattern",
+	assert_int_equal(cli_run("WSRVD", "--load-only", "--model", spec, "--no-lock", "--layer-pattern",
 			     "blocks.{N}.", "--max-segment", "64M", NULL), 0);
-	assert_int_equal(run("WSRV_BENCH", "load", "--model", spec + 5, "--repeat", "1", "--layer-pattern",
+	assert_int_equal(cli_run("WSRV_BENCH", "load", "--model", spec + 5, "--repeat", "1", "--layer-pattern",
 			     "blocks.{N}.", NULL), 0);
-	assert_int_equal(run("WSRVD", "--load-only", "--model", "x=/nonexistent", NULL), 1);
+	assert_int_equal(cli_run("WSRVD", "--load-only", "--model", "x=/nonexistent", NULL), 1);
 	assert_non_null(strstr(err, "/nonexistent"));
-	assert_int_equal(run("WSRVD", "--load-only", "--model", "nonsense", NULL), 2);
-	assert_int_equal(run("WSRVD", "--load-only", "--model", spec, "--hugepages", "maybe", NULL), 2);
+	assert_int_equal(cli_run("WSRVD", "--load-only", "--model", "nonsense", NULL), 2);
+	assert_int_equal(cli_run("WSRVD", "--load-only", "--model", spec, "--hugepages", "maybe", NULL), 2);
 	/* An unknown preset is a usage error, as the options' are (it was 1). */
-	assert_int_equal(run("WSRV_MKMODEL", "--preset", "gpt-9", "--size", "1M", "--out", model, NULL), 2);
+	assert_int_equal(cli_run("WSRV_MKMODEL", "--preset", "gpt-9", "--size", "1M", "--out", model, NULL), 2);
 	assert_non_null(strstr(err, "unknown preset 'gpt-9'"));
-	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", "", NULL), 2);
+	assert_int_equal(cli_run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", "", NULL), 2);
 	assert_non_null(strstr(err, "--out ''"));
 	/* wsrvctl: a wrong command is one line and the hint, not the usage. */
-	assert_int_equal(run("WSRV_CTL", "frobnicate", NULL), 2);
+	assert_int_equal(cli_run("WSRV_CTL", "frobnicate", NULL), 2);
 	assert_string_equal(err, "wsrvctl: unknown command 'frobnicate'\nsee wsrvctl --help\n");
-	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", NULL), 2);
+	assert_int_equal(cli_run("WSRV_MKMODEL", "--preset", "tiny", NULL), 2);
 }
 
 /* Issue 13, items 13-14: every bad argument is exit 2 and a sentence; no
@@ -208,51 +208,51 @@ static void bad_arguments(void **s)
 
 	snprintf(model, sizeof(model), "%s", pjoin(F.dir[0], "m3"));
 
-	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--shards",
+	assert_int_equal(cli_run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--shards",
 			     "4294967297", "--out", model, NULL), 2);
 	assert_non_null(strstr(err, "--shards '4294967297'"));
-	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--shards", "-1",
+	assert_int_equal(cli_run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--shards", "-1",
 			     "--out", model, NULL), 2);
-	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "0", "--out", model, NULL), 2);
+	assert_int_equal(cli_run("WSRV_MKMODEL", "--preset", "tiny", "--size", "0", "--out", model, NULL), 2);
 	assert_non_null(strstr(err, "--size '0'"));
-	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model,
+	assert_int_equal(cli_run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model,
 			     "extra", NULL), 2);
 	assert_non_null(strstr(err, "unexpected argument 'extra'"));
-	assert_int_equal(run("WSRV_CTL", "tensors", "m", "--layer", "abc", NULL), 2);
+	assert_int_equal(cli_run("WSRV_CTL", "tensors", "m", "--layer", "abc", NULL), 2);
 	assert_non_null(strstr(err, "--layer 'abc'"));
-	assert_int_equal(run("WSRV_CTL", "verify", "m", "--hold", "-5", NULL), 2);
-	assert_int_equal(run("WSRV_CTL", "dump", "m", "t", "--rank", "1", "--world", "2", "-o",
+	assert_int_equal(cli_run("WSRV_CTL", "verify", "m", "--hold", "-5", NULL), 2);
+	assert_int_equal(cli_run("WSRV_CTL", "dump", "m", "t", "--rank", "1", "--world", "2", "-o",
 			     pjoin(F.dir[0], "x"), NULL), 2);
 	assert_non_null(strstr(err, "need --plan"));
-	assert_int_equal(run("WSRV_CTL", "dump", "m", "t", "--plan", "p", "--rank", "abc", "-o",
+	assert_int_equal(cli_run("WSRV_CTL", "dump", "m", "t", "--plan", "p", "--rank", "abc", "-o",
 			     pjoin(F.dir[0], "x"), NULL), 2);
-	assert_int_equal(run("WSRV_CTL", "stats", "extra", NULL), 2);
-	assert_int_equal(run("WSRV_CTL", "models", "extra", NULL), 2);
-	assert_int_equal(run("WSRV_CTL", "stats", "--socket", NULL), 2);
+	assert_int_equal(cli_run("WSRV_CTL", "stats", "extra", NULL), 2);
+	assert_int_equal(cli_run("WSRV_CTL", "models", "extra", NULL), 2);
+	assert_int_equal(cli_run("WSRV_CTL", "stats", "--socket", NULL), 2);
 	assert_non_null(strstr(err, "--socket needs a PATH"));
-	assert_int_equal(run("WSRV_CTL", "plan", "m", "--rank", "x", NULL), 2);
+	assert_int_equal(cli_run("WSRV_CTL", "plan", "m", "--rank", "x", NULL), 2);
 	/* SIZE means a size: 64K is taken. */
-	if (run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL) != 0)
+	if (cli_run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL) != 0)
 		fail_msg("mkmodel: %s", err);
 	snprintf(spec, sizeof(spec), "m=%s", model);
-	assert_int_equal(run("WSRVD", "--load-only", "--no-lock", "--hugepages", "off", "--max-message",
+	assert_int_equal(cli_run("WSRVD", "--load-only", "--no-lock", "--hugepages", "off", "--max-message",
 			     "64K", "--model", spec, NULL), 0);
-	assert_int_equal(run("WSRVD", "--load-only", "--no-lock", "--model", spec, "stray", NULL), 2);
+	assert_int_equal(cli_run("WSRVD", "--load-only", "--no-lock", "--model", spec, "stray", NULL), 2);
 	assert_non_null(strstr(err, "unexpected argument 'stray'"));
 	/* wsrv-bench and the example worker: the same strict numbers. */
-	assert_int_equal(run("WSRV_BENCH", "pipeline", "--model", model, "--trace", "/nonexistent/t.json",
+	assert_int_equal(cli_run("WSRV_BENCH", "pipeline", "--model", model, "--trace", "/nonexistent/t.json",
 			     NULL), 2);
 	assert_non_null(strstr(err, "--trace /nonexistent/t.json"));
-	assert_int_equal(run("WSRV_BENCH", "fetch", "--model", model, "--clients", "abc", NULL), 2);
+	assert_int_equal(cli_run("WSRV_BENCH", "fetch", "--model", model, "--clients", "abc", NULL), 2);
 	assert_non_null(strstr(err, "--clients 'abc'"));
-	assert_int_equal(run("WSRV_BENCH", "share", "--model", model, "--clients", "2", "extra", NULL), 2);
-	assert_int_equal(run("WSRV_BENCH", "load", "--model", model, "--repeat", "0", NULL), 2);
-	assert_int_equal(run("WSRV_BENCH", "header", "--tensors", "5x", NULL), 2);
-	assert_int_equal(run("WSRV_BENCH", "pipeline", "--model", model, "--slots", "99", NULL), 2);
-	assert_int_equal(run("WSRV_WORKER", "--model", "m", "--rank", "abc", NULL), 2);
+	assert_int_equal(cli_run("WSRV_BENCH", "share", "--model", model, "--clients", "2", "extra", NULL), 2);
+	assert_int_equal(cli_run("WSRV_BENCH", "load", "--model", model, "--repeat", "0", NULL), 2);
+	assert_int_equal(cli_run("WSRV_BENCH", "header", "--tensors", "5x", NULL), 2);
+	assert_int_equal(cli_run("WSRV_BENCH", "pipeline", "--model", model, "--slots", "99", NULL), 2);
+	assert_int_equal(cli_run("WSRV_WORKER", "--model", "m", "--rank", "abc", NULL), 2);
 	assert_non_null(strstr(err, "--rank 'abc'"));
-	assert_int_equal(run("WSRV_WORKER", "--model", "m", "--passes", "-1", NULL), 2);
-	assert_int_equal(run("WSRV_WORKER", "--model", "m", "extra", NULL), 2);
+	assert_int_equal(cli_run("WSRV_WORKER", "--model", "m", "--passes", "-1", NULL), 2);
+	assert_int_equal(cli_run("WSRV_WORKER", "--model", "m", "extra", NULL), 2);
 }
 
 /* Every wsrvd option with a value, and values it must refuse before it
@@ -315,7 +315,7 @@ static void every_option_checked_first(void **s)
 
 	run_limit_s = 10; /* a value taken by mistake starts a server: killed */
 	snprintf(model, sizeof(model), "%s", pjoin(F.dir[0], "m4"));
-	if (run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL) != 0)
+	if (cli_run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL) != 0)
 		fail_msg("mkmodel: %s", err);
 	snprintf(spec, sizeof(spec), "m=%s", model);
 	snprintf(sock, sizeof(sock), "%s", pjoin(F.dir[0], "bad.sock"));
@@ -324,8 +324,8 @@ static void every_option_checked_first(void **s)
 		for (size_t k = 0; k < 6 && bad_values[i].bad[k]; k++) {
 			const char *o = bad_values[i].opt, *v = bad_values[i].bad[k];
 			int st = strcmp(o, "--socket") == 0
-				 ? run("WSRVD", "--no-lock", o, v, "--model", spec, NULL)
-				 : run("WSRVD", "--no-lock", "--socket", sock, "--model", spec, o, v, NULL);
+				 ? cli_run("WSRVD", "--no-lock", o, v, "--model", spec, NULL)
+				 : cli_run("WSRVD", "--no-lock", "--socket", sock, "--model", spec, o, v, NULL);
 
 			if (st != 2 || !strstr(err, o) || !one_line_then_hint(err))
 				bad += fprintf(stderr, "wsrvd %s '%s': exit %d, stderr:\n%s\n", o, v, st, err) > 0;
@@ -337,14 +337,14 @@ static void every_option_checked_first(void **s)
 		}
 	assert_int_equal(bad, 0);
 	/* A mistyped option: the hint, not the whole usage. */
-	assert_int_equal(run("WSRVD", "--modle", spec, NULL), 2);
+	assert_int_equal(cli_run("WSRVD", "--modle", spec, NULL), 2);
 	assert_true(one_line_then_hint(err));
 	/* Issue 49 item 3: getopt's own lines came in another format (the
 	 * binary's full path, no timestamp, no level); now every line is the
 	 * log's: "... wsrvd[PID] error: unknown option '--modle'". */
 	assert_non_null(strstr(err, "] error: unknown option '--modle'"));
 	assert_null(strstr(err, "unrecognized option"));
-	assert_int_equal(run("WSRVD", "--model", NULL), 2);
+	assert_int_equal(cli_run("WSRVD", "--model", NULL), 2);
 	assert_non_null(strstr(err, "] error: --model: a value is needed"));
 	for (const char *l = err; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l))
 		if (*l && *l != '\n' && !strstr(l, " wsrvd["))
@@ -360,25 +360,25 @@ static void small_things_seen(void **s)
 	char model[4096], spec[4200];
 
 	snprintf(model, sizeof(model), "%s", pjoin(F.dir[0], "new/parents/m5"));
-	if (run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL) != 0)
+	if (cli_run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL) != 0)
 		fail_msg("mkmodel into missing folders: %s", err);
 	assert_int_equal(access(pjoin(model, "config.json"), F_OK), 0);
 	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
-		assert_int_equal(run(progs[i], "--version", NULL), 0);
+		assert_int_equal(cli_run(progs[i], "--version", NULL), 0);
 		if (!strstr(out, "0.") || !strchr(out, '\n'))
 			fail_msg("%s --version: %s", progs[i], out);
 	}
-	assert_int_equal(run("WSRVD", "--help", NULL), 0);
+	assert_int_equal(cli_run("WSRVD", "--help", NULL), 0);
 	assert_null(strstr(out, "operations.md#")); /* an anchor the docs lack */
-	assert_int_equal(run("WSRV_BENCH", "--help", NULL), 0);
+	assert_int_equal(cli_run("WSRV_BENCH", "--help", NULL), 0);
 	assert_non_null(strstr(out, "usage: wsrv-bench"));
 	assert_non_null(strstr(out, "load --model"));
 	assert_string_equal(err, "");
 	/* wsrv-bench cold (issue 38): its arguments, and a run whose JSON
 	 * has the figures, one entry per worker on each side. */
-	assert_int_equal(run("WSRV_BENCH", "cold", "--model", model, "--workers", "0", NULL), 2);
-	assert_int_equal(run("WSRV_BENCH", "cold", "--model", model, "--device", "tpu", NULL), 2);
-	assert_int_equal(run("WSRV_BENCH", "cold", "--model", model, "--workers", "2", "--repeat", "1", "--json",
+	assert_int_equal(cli_run("WSRV_BENCH", "cold", "--model", model, "--workers", "0", NULL), 2);
+	assert_int_equal(cli_run("WSRV_BENCH", "cold", "--model", model, "--device", "tpu", NULL), 2);
+	assert_int_equal(cli_run("WSRV_BENCH", "cold", "--model", model, "--workers", "2", "--repeat", "1", "--json",
 			     NULL), 0);
 	json_t *cold = json_loads(out, 0, NULL);
 	assert_non_null(cold);
@@ -388,14 +388,14 @@ static void small_things_seen(void **s)
 	assert_true(json_integer_value(json_object_get(json_array_get(json_object_get(cold, "wsrv_workers"), 1),
 						       "copied_bytes")) > 0);
 	json_decref(cold);
-	assert_int_equal(run("WSRV_BENCH", "frobnicate", NULL), 2);
+	assert_int_equal(cli_run("WSRV_BENCH", "frobnicate", NULL), 2);
 	assert_string_equal(out, "");
 	assert_non_null(strstr(err, "no benchmark 'frobnicate'"));
 	assert_int_equal(server_start(&ts, "m", model, NULL), 0);
-	assert_int_equal(run("WSRV_CTL", "--socket", ts.sock, "tensors", "m", "--layer", "99", NULL), 1);
+	assert_int_equal(cli_run("WSRV_CTL", "--socket", ts.sock, "tensors", "m", "--layer", "99", NULL), 1);
 	assert_non_null(strstr(err, "has no layer 99"));
 	assert_string_equal(out, "");
-	assert_int_equal(run("WSRV_CTL", "--socket", ts.sock, "tensors", "m", "--layer", "-1", NULL), 0);
+	assert_int_equal(cli_run("WSRV_CTL", "--socket", ts.sock, "tensors", "m", "--layer", "-1", NULL), 0);
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
 	rm_rf(ts.dir);
 	snprintf(spec, sizeof(spec), "%s", pjoin(F.dir[0], "new"));
@@ -412,19 +412,19 @@ static void bench_runs_the_wsrvd_beside_it(void **s)
 	const char *env[] = { "WSRVD=/nonexistent/wsrvd", "PATH=/nonexistent", NULL };
 	char o[4096], e[4096];
 
-	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL), 0);
+	assert_int_equal(cli_run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL), 0);
 	snprintf(o, sizeof(o), "%s", pjoin(F.dir[0], "out"));
 	snprintf(e, sizeof(e), "%s", pjoin(F.dir[0], "err"));
 	assert_non_null(argv[0]);
 	if (run_prog(argv, env, o, e, 0, 120) != 0) {
-		slurp(e, err, sizeof(err));
+		cli_slurp(e, err, sizeof(err));
 		fail_msg("wsrv-bench resolve: %s", err);
 	}
-	slurp(o, out, sizeof(out));
+	cli_slurp(o, out, sizeof(out));
 	assert_non_null(strstr(out, "system calls made        0"));
 }
 
-static void write_text(const char *path, const char *text)
+static void cli_write_text(const char *path, const char *text)
 {
 	FILE *f = fopen(path, "we");
 
@@ -453,14 +453,14 @@ static void cold_from_pretrained_stand_in(void **s)
 	json_t *j, *hf;
 
 	(void)s;
-	assert_int_equal(run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL), 0);
+	assert_int_equal(cli_run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL), 0);
 	assert_int_equal(mkdir(fake, 0700), 0);
 	snprintf(path, sizeof(path), "%s/torch.py", fake);
-	write_text(path, "class cuda:\n    allocated = 0\n    is_available = staticmethod(lambda: True)\n"
+	cli_write_text(path, "class cuda:\n    allocated = 0\n    is_available = staticmethod(lambda: True)\n"
 		   "    synchronize = staticmethod(lambda: None)\n"
 		   "    memory_allocated = staticmethod(lambda: cuda.allocated)\n");
 	snprintf(path, sizeof(path), "%s/transformers.py", fake);
-	write_text(path, "import os, torch\nclass AutoModelForCausalLM:\n    @staticmethod\n"
+	cli_write_text(path, "import os, torch\nclass AutoModelForCausalLM:\n    @staticmethod\n"
 		   "    def from_pretrained(d, device_map=None, torch_dtype=None):\n"
 		   "        assert device_map == 'cuda'\n"
 		   "        for f in sorted(os.listdir(d)):\n"
@@ -468,7 +468,7 @@ static void cold_from_pretrained_stand_in(void **s)
 		   "                torch.cuda.allocated += len(open(os.path.join(d, f), 'rb').read())\n"
 		   "        return object()\n");
 	snprintf(path, sizeof(path), "%s/python", fake);
-	write_text(path, "#!/bin/sh\nexec python3 -S \"$@\"\n");
+	cli_write_text(path, "#!/bin/sh\nexec python3 -S \"$@\"\n");
 	assert_int_equal(chmod(path, 0755), 0);
 	snprintf(py, sizeof(py), "PYTHON=%s", path);
 	snprintf(pp, sizeof(pp), "PYTHONPATH=%s", fake);
@@ -476,10 +476,10 @@ static void cold_from_pretrained_stand_in(void **s)
 	snprintf(e, sizeof(e), "%s", pjoin(F.dir[0], "err"));
 	int rc = run_prog(argv, env, o, e, 0, 120);
 	if (rc != 0) {
-		slurp(e, out, sizeof(out));
+		cli_slurp(e, out, sizeof(out));
 		fail_msg("wsrv-bench cold --from-pretrained: exit %d: %s", rc, out);
 	}
-	slurp(o, out, sizeof(out));
+	cli_slurp(o, out, sizeof(out));
 	assert_non_null(j = json_loads(out, 0, NULL));
 	assert_non_null(hf = json_object_get(j, "from_pretrained"));
 	assert_true(json_real_value(json_object_get(hf, "all_ready_s")) > 0);
@@ -496,7 +496,7 @@ static void cold_from_pretrained_stand_in(void **s)
 	snprintf(path, sizeof(path), "%s/transformers.py", fake);
 	assert_int_equal(unlink(path), 0);
 	assert_int_equal(run_prog(argv, env, o, e, 0, 120), 0);
-	slurp(o, out, sizeof(out));
+	cli_slurp(o, out, sizeof(out));
 	assert_non_null(j = json_loads(out, 0, NULL));
 	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(j, "from_pretrained"), "skipped")),
 			       "transformers"));
@@ -521,25 +521,25 @@ static void help_and_no_stray_folder(void **s)
 	/* Copied: pjoin's buffers go round, and run() takes two each time
 	 * (this pointed at the err file by the mkmodel call). */
 	snprintf(model, sizeof(model), "%s", pjoin(F.dir[0], "attach-model"));
-	assert_int_equal(run("WSRV_BENCH", "load", "--help", NULL), 0);
+	assert_int_equal(cli_run("WSRV_BENCH", "load", "--help", NULL), 0);
 	assert_non_null(strstr(out, "usage: wsrv-bench load --model DIR"));
-	assert_int_equal(run("WSRV_BENCH", "pipeline", "-h", NULL), 0);
+	assert_int_equal(cli_run("WSRV_BENCH", "pipeline", "-h", NULL), 0);
 	assert_non_null(strstr(out, "usage: wsrv-bench pipeline"));
-	assert_int_equal(run("WSRV_WORKER", "--help", NULL), 0);
+	assert_int_equal(cli_run("WSRV_WORKER", "--help", NULL), 0);
 	assert_non_null(strstr(out, "usage: wsrv-worker"));
-	if (run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL) != 0)
+	if (cli_run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL) != 0)
 		fail_msg("wsrv-mkmodel: %s", err);
 	snprintf(workdir, sizeof(workdir), "%s", pjoin(F.dir[0], "unused-workdir"));
 	snprintf(spec, sizeof(spec), "%s", model);
-	assert_int_equal(run("WSRV_BENCH", "attach", "--model", spec, "--workdir", workdir, NULL), 0);
+	assert_int_equal(cli_run("WSRV_BENCH", "attach", "--model", spec, "--workdir", workdir, NULL), 0);
 	assert_int_equal(stat(workdir, &st), -1);
 	/* Issue 12: the figures the load and serve benchmarks must report. */
-	assert_int_equal(run("WSRV_BENCH", "serve", "--model", spec, "--workers", "2", "--repeat", "1",
+	assert_int_equal(cli_run("WSRV_BENCH", "serve", "--model", spec, "--workers", "2", "--repeat", "1",
 			     "--json", NULL), 0);
 	for (const char *const *k = (const char *const[]){ "\"serve_s\"", "\"mmap_peer_s\"",
 							  "\"odirect_s\"", "\"buffered_s\"", NULL }; *k; k++)
 		assert_non_null(strstr(out, *k));
-	assert_int_equal(run("WSRV_BENCH", "load", "--model", spec, "--repeat", "1", "--contend",
+	assert_int_equal(cli_run("WSRV_BENCH", "load", "--model", spec, "--repeat", "1", "--contend",
 			     "--json", NULL), 0);
 	assert_non_null(strstr(out, "\"cpu_s_per_gb\""));
 	assert_non_null(strstr(out, "\"contend\": true"));

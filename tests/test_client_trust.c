@@ -77,7 +77,7 @@ static int manifest_name_twice(void)
 	return fd;
 }
 
-static void reply(int c, Wsrv__Response *r, const int *fds, int n)
+static void client_trust_reply(int c, Wsrv__Response *r, const int *fds, int n)
 {
 	uint8_t buf[4096];
 	size_t len = wsrv__response__pack(r, buf);
@@ -118,7 +118,7 @@ static void answer_attach(int c, uint64_t seq, enum lie lie)
 	if (lie == GARBAGE) {
 		pkt_send(c, "\xff\xff\xff garbage", 12, fds, 2);
 	} else {
-		reply(c, &r, fds, nfds);
+		client_trust_reply(c, &r, fds, nfds);
 	}
 	close(fds[0]);
 	close(fds[1]);
@@ -139,7 +139,7 @@ static void answer_fetch(int c, uint64_t seq)
 	r.seq = seq;
 	r.body_case = WSRV__RESPONSE__BODY_FETCH;
 	r.fetch = &fr;
-	reply(c, &r, NULL, 0);
+	client_trust_reply(c, &r, NULL, 0);
 }
 
 /* Events, unasked, and never the reply: the client gives up after a
@@ -178,7 +178,7 @@ static void *fake(void *arg)
 			h.max_packet = WSRV_MAX_PACKET;
 			r.body_case = WSRV__RESPONSE__BODY_HELLO;
 			r.hello = &h;
-			reply(c, &r, NULL, 0);
+			client_trust_reply(c, &r, NULL, 0);
 		} else if (q->body_case == WSRV__REQUEST__BODY_ATTACH && lie == EVENT_FLOOD) {
 			flood(c);
 		} else if (q->body_case == WSRV__REQUEST__BODY_ATTACH) {
@@ -189,18 +189,18 @@ static void *fake(void *arg)
 			Wsrv__StatsReply st = WSRV__STATS_REPLY__INIT;
 			r.body_case = WSRV__RESPONSE__BODY_STATS;
 			r.stats = &st;
-			reply(c, &r, NULL, 0);
+			client_trust_reply(c, &r, NULL, 0);
 		} else if (q->body_case == WSRV__REQUEST__BODY_LIST_MODELS && lie == LIST_FAILS) {
 			Wsrv__Error e = WSRV__ERROR__INIT;
 			e.code = EIO;
 			e.message = "the list failed";
 			r.body_case = WSRV__RESPONSE__BODY_ERROR;
 			r.error = &e;
-			reply(c, &r, NULL, 0);
+			client_trust_reply(c, &r, NULL, 0);
 		} else {
 			r.body_case = WSRV__RESPONSE__BODY_OK;
 			r.ok = &ok;
-			reply(c, &r, NULL, 0);
+			client_trust_reply(c, &r, NULL, 0);
 		}
 		wsrv__request__free_unpacked(q, NULL);
 	}
@@ -208,7 +208,7 @@ static void *fake(void *arg)
 	return NULL;
 }
 
-static void expect(enum lie lie, int err, const char *needle)
+static void client_trust_expect(enum lie lie, int err, const char *needle)
 {
 	struct wsrv_client *c;
 	struct wsrv_model *m = NULL;
@@ -254,7 +254,7 @@ static void *goodbye_first(void *arg)
 		r.seq = q ? q->seq : 0;
 		r.body_case = WSRV__RESPONSE__BODY_GOODBYE;
 		r.goodbye = &g;
-		reply(c, &r, NULL, 0);
+		client_trust_reply(c, &r, NULL, 0);
 		if (q)
 			wsrv__request__free_unpacked(q, NULL);
 		close(c);
@@ -311,14 +311,14 @@ static void good_server_works(void **s)
 
 static void lies_are_errors(void **s)
 {
-	expect(UNSEALED, -EBADMSG, "not sealed");
-	expect(BAD_MAGIC, -EBADMSG, "bad manifest: manifest has no WSRVMAN magic");
-	expect(SHORT_SEGMENT, -EBADMSG, "promised");
-	expect(FEW_FDS, -EBADMSG, "fds for 1 segments");
-	expect(GARBAGE, -EBADMSG, "malformed reply");
-	expect(BAD_EXTENT, -EBADMSG, "disagrees with its manifest");
-	expect(EVENT_FLOOD, -EBADMSG, "events and no reply");
-	expect(NAME_TWICE, -EBADMSG, "lists a tensor name twice");
+	client_trust_expect(UNSEALED, -EBADMSG, "not sealed");
+	client_trust_expect(BAD_MAGIC, -EBADMSG, "bad manifest: manifest has no WSRVMAN magic");
+	client_trust_expect(SHORT_SEGMENT, -EBADMSG, "promised");
+	client_trust_expect(FEW_FDS, -EBADMSG, "fds for 1 segments");
+	client_trust_expect(GARBAGE, -EBADMSG, "malformed reply");
+	client_trust_expect(BAD_EXTENT, -EBADMSG, "disagrees with its manifest");
+	client_trust_expect(EVENT_FLOOD, -EBADMSG, "events and no reply");
+	client_trust_expect(NAME_TWICE, -EBADMSG, "lists a tensor name twice");
 }
 
 /* Issue 60 item 9: wsrvctl status leaked its stats object when the model
@@ -495,7 +495,7 @@ static void readiness_counts_read_once(void **s)
 	free(page);
 }
 
-static int setup(void **s)
+static int client_trust_setup(void **s)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	struct load_opts lo = { 0 };
@@ -517,7 +517,7 @@ static int setup(void **s)
 	return 0;
 }
 
-static int teardown(void **s)
+static int client_trust_teardown(void **s)
 {
 	close(lfd);
 	loaded_model_free(lm);
@@ -537,5 +537,5 @@ int main(void)
 		cmocka_unit_test(readiness_counts_read_once),
 		cmocka_unit_test(status_survives_a_failed_list),
 	};
-	return test_group_run(tests, setup, teardown);
+	return test_group_run(tests, client_trust_setup, client_trust_teardown);
 }

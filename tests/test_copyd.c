@@ -72,7 +72,7 @@ static void service_done(struct copyd_proc *p)
 }
 
 /* Every resident byte of s against the shared mapping, read back. */
-static void check_bytes(struct wsrv_model *m, struct wsrv_stream *s, int ordinal)
+static void copyd_check_bytes(struct wsrv_model *m, struct wsrv_stream *s, int ordinal)
 {
 	const struct cuda_api *cu;
 	const char *why;
@@ -101,7 +101,7 @@ static void check_bytes(struct wsrv_model *m, struct wsrv_stream *s, int ordinal
 
 /* A worker's resident stream on device ordinal, its bytes checked: its
  * stats. */
-static struct wsrv_stream_stats worker(int ordinal, unsigned share)
+static struct wsrv_stream_stats copyd_worker(int ordinal, unsigned share)
 {
 	struct wsrv_cuda_opts co = { .struct_size = sizeof(co), .device = ordinal };
 	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 1, .share = share };
@@ -119,7 +119,7 @@ static struct wsrv_stream_stats worker(int ordinal, unsigned share)
 	assert_int_equal(wsrv_plan_parse(resident_plan, strlen(resident_plan), &p), 0);
 	if (wsrv_stream_open(m, d, p, &so, &s) < 0)
 		fail_msg("wsrv_stream_open: %s", wsrv_last_error());
-	check_bytes(m, s, ordinal);
+	copyd_check_bytes(m, s, ordinal);
 	assert_int_equal(wsrv_stream_stats(s, &st), 0);
 	wsrv_stream_close(s);
 	wsrv_plan_free(p);
@@ -150,7 +150,7 @@ static long long stat_of(json_t *o, const char *k)
 }
 
 /* The bytes of the model's segments, as the service holds them. */
-static long long model_bytes(json_t *o)
+static long long copyd_model_bytes(json_t *o)
 {
 	json_t *ms = json_object_get(o, "models"), *m;
 	long long n = 0;
@@ -197,8 +197,8 @@ static void bytes_exact_through_the_service(void **st)
 	json_t *o;
 
 	service(&p, NULL);
-	a = worker(0, WSRV_SHARE_OFF);
-	b = worker(0, WSRV_SHARE_ON);
+	a = copyd_worker(0, WSRV_SHARE_OFF);
+	b = copyd_worker(0, WSRV_SHARE_ON);
 	assert_true(a.resident_bytes > 0);
 	assert_int_equal(a.service_bytes, a.resident_bytes);
 	assert_int_equal(b.service_bytes, b.resident_bytes);
@@ -207,7 +207,7 @@ static void bytes_exact_through_the_service(void **st)
 	assert_int_equal(fk("registrations", false), 0);
 	assert_int_equal(fk("pinned_peak", false), 0); /* not even a bounce buffer */
 	o = service_stats(&p);
-	assert_int_equal(stat_of(o, "registered_bytes"), model_bytes(o));
+	assert_int_equal(stat_of(o, "registered_bytes"), copyd_model_bytes(o));
 	assert_true(stat_of(o, "imports") >= 2);
 	json_decref(o);
 	assert_true(metric_at_least("wsrv_stream_service_copied_bytes_total{model=\"m\"}",
@@ -232,7 +232,7 @@ static void eight_workers_pin_once(void **st)
 	service(&p, NULL);
 	for (int i = 0; i < 8; i++) {
 		if ((kids[i] = fork()) == 0) {
-			struct wsrv_stream_stats s = worker(0, WSRV_SHARE_OFF);
+			struct wsrv_stream_stats s = copyd_worker(0, WSRV_SHARE_OFF);
 			_exit(s.register_bytes == 0 && s.service_bytes == s.resident_bytes && !s.service_fallbacks ? 0 : 9);
 		}
 		assert_true(kids[i] > 0);
@@ -246,7 +246,7 @@ static void eight_workers_pin_once(void **st)
 	const char *why;
 	const struct cuda_api *cu;
 	assert_int_equal(cuda_api_get(&cu, &why), 0); /* the ledger, opened here too */
-	long long peak = fk("ledger_peak", true), model = model_bytes(o);
+	long long peak = fk("ledger_peak", true), model = copyd_model_bytes(o);
 	assert_true(model > 0);
 	assert_true(peak >= model);                  /* the service's lock */
 	assert_true(peak * 10 <= model * 11);        /* at most 1.1x the model in all */
@@ -294,14 +294,14 @@ static void service_killed_mid_copy(void **st)
 	service(&p, NULL);
 	unsetenv("FAKECUDA_MBPS");
 	assert_int_equal(pthread_create(&t, NULL, kill_mid_copy, &k), 0);
-	s = worker(0, WSRV_SHARE_OFF);
+	s = copyd_worker(0, WSRV_SHARE_OFF);
 	pthread_join(t, NULL);
 	assert_int_equal(k.fired, 1);
 	assert_int_equal(s.service_fallbacks, 1);
 	assert_true(s.register_bytes > 0); /* it locked and copied by itself */
 	assert_int_equal(s.service_bytes, 0);
 	service(&p, NULL);
-	s = worker(0, WSRV_SHARE_OFF);
+	s = copyd_worker(0, WSRV_SHARE_OFF);
 	assert_int_equal(s.service_bytes, s.resident_bytes);
 	assert_int_equal(s.service_fallbacks, 0);
 	service_done(&p);
@@ -642,7 +642,7 @@ static void reload_followed(void **st)
 	json_decref(stats_until(&p, gen_state, g1 | 1ull << 63));
 	close(fd);
 	o = service_stats(&p);
-	assert_int_equal(stat_of(o, "registered_bytes"), model_bytes(o)); /* one generation locked */
+	assert_int_equal(stat_of(o, "registered_bytes"), copyd_model_bytes(o)); /* one generation locked */
 	json_decref(o);
 	alloc_free(&a);
 	wsrv_detach(m);
@@ -665,15 +665,15 @@ static void second_device(void **st)
 	setenv("FAKECUDA_DEVICES", "2", 1);
 	setenv("FAKECUDA_LEDGER", ledger, 1);
 	service(&p, NULL);
-	a = worker(1, WSRV_SHARE_OFF);
-	b = worker(0, WSRV_SHARE_OFF);
+	a = copyd_worker(1, WSRV_SHARE_OFF);
+	b = copyd_worker(0, WSRV_SHARE_OFF);
 	assert_int_equal(a.service_bytes, a.resident_bytes);
 	assert_int_equal(b.service_bytes, b.resident_bytes);
 	assert_int_equal(a.register_bytes + b.register_bytes, 0);
 	o = service_stats(&p);
 	assert_int_equal(json_array_size(json_object_get(o, "devices")), 2);
 	assert_int_equal(cuda_api_get(&cu, &why), 0);
-	assert_true(fk("ledger_peak", true) * 10 <= model_bytes(o) * 11);
+	assert_true(fk("ledger_peak", true) * 10 <= copyd_model_bytes(o) * 11);
 	json_decref(o);
 	service_done(&p);
 	unsetenv("FAKECUDA_DEVICES");
@@ -689,7 +689,7 @@ static void no_service_falls_back(void **st)
 
 	snprintf(sock, sizeof(sock), "%s/no-copyd.sock", ts.dir);
 	setenv("WSRV_COPYD", sock, 1);
-	s = worker(0, WSRV_SHARE_OFF);
+	s = copyd_worker(0, WSRV_SHARE_OFF);
 	assert_int_equal(s.service_fallbacks, 1);
 	assert_int_equal(s.service_bytes, 0);
 	assert_true(s.register_bytes > 0);
@@ -697,7 +697,7 @@ static void no_service_falls_back(void **st)
 	assert_true(metric_at_least("wsrv_stream_locked_bytes_total{model=\"m\"}", (double)s.register_bytes) >=
 		    (double)s.register_bytes);
 	setenv("WSRV_COPYD", "off", 1);
-	s = worker(0, WSRV_SHARE_OFF);
+	s = copyd_worker(0, WSRV_SHARE_OFF);
 	assert_int_equal(s.service_fallbacks, 0);
 	assert_true(s.register_bytes > 0);
 }
@@ -718,11 +718,11 @@ static void wsrvd_started_again_with_other_bytes(void **st)
 	memset(&ts, 0, sizeof(ts));
 	assert_int_equal(server_start(&ts, "m", a, NULL), 0);
 	service(&p, NULL);
-	s = worker(0, WSRV_SHARE_OFF);
+	s = copyd_worker(0, WSRV_SHARE_OFF);
 	assert_int_equal(s.service_bytes, s.resident_bytes);
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
 	assert_int_equal(server_restart(&ts, "m", b), 0);
-	s = worker(0, WSRV_SHARE_OFF); /* every byte checked against b's */
+	s = copyd_worker(0, WSRV_SHARE_OFF); /* every byte checked against b's */
 	assert_int_equal(s.service_bytes, s.resident_bytes);
 	assert_int_equal(s.service_fallbacks, 0);
 	service_done(&p);
@@ -735,7 +735,7 @@ static void wsrvd_started_again_with_other_bytes(void **st)
 	free(b);
 }
 
-static int setup(void **st)
+static int copyd_setup(void **st)
 {
 	model_dir = test_tmpdir("copyd-model");
 	/* 2 layers of llama-mini, 64 MiB: small, every byte checked. */
@@ -745,7 +745,7 @@ static int setup(void **st)
 	return 0;
 }
 
-static int teardown(void **st)
+static int copyd_teardown(void **st)
 {
 	server_stop(&ts, SIGTERM);
 	rm_rf(ts.dir);
@@ -767,5 +767,5 @@ int main(void)
 		cmocka_unit_test(wsrvd_started_again_with_other_bytes),
 	};
 
-	return test_group_run(tests, setup, teardown);
+	return test_group_run(tests, copyd_setup, copyd_teardown);
 }

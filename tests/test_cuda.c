@@ -51,7 +51,7 @@ static long long (*fk_live)(const char *);
 static void push(void) { assert_int_equal(cu->CtxPushCurrent(ctx), CUDA_SUCCESS); }
 static void pop(void) { CUcontext c; assert_int_equal(cu->CtxPopCurrent(&c), CUDA_SUCCESS); }
 
-static struct wsrv_device *open_dev(uint64_t chunk, bool with_compute)
+static struct wsrv_device *cuda_open_dev(uint64_t chunk, bool with_compute)
 {
 	struct wsrv_cuda_opts co = { .struct_size = sizeof(co), .device = 0,
 				     .compute_stream = with_compute ? compute : NULL,
@@ -65,7 +65,7 @@ static struct wsrv_device *open_dev(uint64_t chunk, bool with_compute)
 
 /* Reads n device bytes at p on the compute stream (ordered after the
  * gates) and waits for them. */
-static const void *read_back(const void *p, size_t n)
+static const void *cuda_read_back(const void *p, size_t n)
 {
 	assert_true(n <= PINNED);
 	push();
@@ -107,7 +107,7 @@ static void check_tensors(struct wsrv_stream *s, uint32_t first, uint32_t count,
 		if (!v.present || !v.bytes)
 			continue;
 		assert_int_equal(wsrv_stream_tensor_at(s, i, &d), 0);
-		check_view(&t, &v, read_back(d, v.bytes), rank, world);
+		check_view(&t, &v, cuda_read_back(d, v.bytes), rank, world);
 	}
 }
 
@@ -138,7 +138,7 @@ static const char tp_plan[] = "{\"tp_plan\": {\"layers.*.self_attn.q_proj\": \"c
 
 static void whole_layers(void **st)
 {
-	struct wsrv_device *d = open_dev(0, true);
+	struct wsrv_device *d = cuda_open_dev(0, true);
 
 	run_stream(d, NULL, 1, 0, 2);
 	run_stream(d, "{\"residency\": {\"layers.*.mlp.*\": \"resident\"}}", 1, 0, 1);
@@ -148,7 +148,7 @@ static void whole_layers(void **st)
 /* The rowwise o_proj slice is a 2-D copy: checked row by row. */
 static void tp_views_and_2d_copies(void **st)
 {
-	struct wsrv_device *d = open_dev(0, true);
+	struct wsrv_device *d = cuda_open_dev(0, true);
 	long long before = fk_get ? fk_get("copies_2d") : 0;
 
 	for (int r = 0; r < 2; r++)
@@ -165,7 +165,7 @@ static void everything_bounced(void **st)
 {
 	NEED_FAKE();
 	fk_set("ro_supported", 0);
-	struct wsrv_device *d = open_dev(0, true);
+	struct wsrv_device *d = cuda_open_dev(0, true);
 	run_stream(d, NULL, 1, 0, 1);
 	run_stream(d, tp_plan, 2, 1, 1);
 	wsrv_device_destroy(d);
@@ -177,7 +177,7 @@ static void everything_bounced(void **st)
 static void registered_in_chunks(void **st)
 {
 	NEED_FAKE();
-	struct wsrv_device *d = open_dev(3u << 20, true);
+	struct wsrv_device *d = cuda_open_dev(3u << 20, true);
 	struct wsrv_stream_opts o = { .struct_size = sizeof(o), .slots = 2 };
 	struct wsrv_stream_stats ss;
 	struct wsrv_stream *s;
@@ -203,7 +203,7 @@ static void registered_in_chunks(void **st)
 static void over_large_registration_is_caught(void **st)
 {
 	NEED_FAKE();
-	struct wsrv_device *d = open_dev(0, true);
+	struct wsrv_device *d = cuda_open_dev(0, true);
 
 	fk_set("max_register", 1 << 20);
 	fk_set("violations", 0);
@@ -227,7 +227,7 @@ static void caller_context_kept(void **st)
 		CUcontext want = with ? ctx : NULL;
 		if (with)
 			push();
-		d = open_dev(0, true);
+		d = cuda_open_dev(0, true);
 		assert_int_equal(cu->CtxGetCurrent(&cur), CUDA_SUCCESS);
 		assert_ptr_equal(cur, want);
 		assert_int_equal(wsrv_stream_open(m, d, NULL, &o, &s), 0);
@@ -247,7 +247,7 @@ static void caller_context_kept(void **st)
 static void failed_copy_is_an_error(void **st)
 {
 	NEED_FAKE();
-	struct wsrv_device *d = open_dev(0, true);
+	struct wsrv_device *d = cuda_open_dev(0, true);
 	struct wsrv_stream_opts o = { .struct_size = sizeof(o), .slots = 1 };
 	struct wsrv_stream *s;
 	struct wsrv_layer l;
@@ -275,7 +275,7 @@ static void injected_failures(void **st)
 	/* The private path: a shared region's failures fall back instead
 	 * (device_region_failures_fall_back). */
 	struct wsrv_stream_opts o = { .struct_size = sizeof(o), .slots = 2, .share = WSRV_SHARE_OFF };
-	struct wsrv_device *d = open_dev(0, true);
+	struct wsrv_device *d = cuda_open_dev(0, true);
 	struct wsrv_stream *s;
 	long long allocs = fk_live("allocations");
 
@@ -320,7 +320,7 @@ static void honest_stats(void **st)
 {
 	NEED_FAKE();
 	struct wsrv_stream_opts o = { .struct_size = sizeof(o), .slots = 2 };
-	struct wsrv_device *d = open_dev(0, true);
+	struct wsrv_device *d = cuda_open_dev(0, true);
 	struct wsrv_stream_stats ss;
 	struct wsrv_stream *s;
 
@@ -411,7 +411,7 @@ static void contracts_are_enforced(void **st)
 	free(pageable);
 }
 
-static int setup(void **st)
+static int cuda_setup(void **st)
 {
 	const char *why;
 
@@ -437,7 +437,7 @@ static int setup(void **st)
 	return e == CUDA_SUCCESS ? 0 : -1;
 }
 
-static int teardown(void **st)
+static int cuda_teardown(void **st)
 {
 	CUcontext c;
 
@@ -470,7 +470,7 @@ static int teardown(void **st)
 static void locked_as_copies_come(void **st)
 {
 	NEED_FAKE();
-	struct wsrv_device *d = open_dev(0, true);
+	struct wsrv_device *d = cuda_open_dev(0, true);
 	/* One slot: the model has two layers, and the open queues a slot's. */
 	struct wsrv_stream_opts o = { .struct_size = sizeof(o), .slots = 1 };
 	struct wsrv_stream_stats at_open, one, pass, again;
@@ -556,5 +556,5 @@ int main(int argc, char **argv)
 	/* In one process: the setup holds a CUDA context, which a forked
 	 * case could not use on a real driver. */
 	return test_group_main(&(struct test_group){ "cuda", tests, sizeof(tests) / sizeof(tests[0]),
-						      setup, teardown, NULL, NULL, true });
+						      cuda_setup, cuda_teardown, NULL, NULL, true });
 }

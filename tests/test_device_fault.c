@@ -18,9 +18,9 @@
 #include "fixture.h"
 #include "wsrv.h"
 
-static int aliases(void);
+static int device_fault_aliases(void);
 /* One wsrvd for every case, serving the model as "m", a client attached. */
-static struct fixture F = { .tag = "devfault", .serve = "m", .case_setup = aliases, .models = {
+static struct fixture F = { .tag = "devfault", .serve = "m", .case_setup = device_fault_aliases, .models = {
 	{ "tiny", 1 << 20, .layers = 3, .shards = 1, .seed = 5 } } };
 
 enum fault { OK, COPY_FAILS, WAIT_FAILS };
@@ -162,7 +162,7 @@ static void open_reports_a_failed_upload(void **st)
 	wsrv_device_destroy(&f->dev);
 }
 
-static int aliases(void)
+static int device_fault_aliases(void)
 {
 	cl = F.srv.cl;
 	m = F.srv.m;

@@ -39,7 +39,7 @@ static int start_slow(struct test_server *ts)
 
 /* Tensors of layer `layer` (WSRV_LAYER_ALL: every one) hash to the
  * checksums the server computed as it placed them. */
-static void check_layer(const struct wsrv_model *m, int32_t layer)
+static void early_check_layer(const struct wsrv_model *m, int32_t layer)
 {
 	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
 		struct wsrv_tensor t;
@@ -73,12 +73,12 @@ static void attach_while_loading(void **st)
 	/* Read in layer order: layer 0 came first, the last is still to come. */
 	assert_int_equal(wsrv_model_progress(ma, &placed, &total), 1);
 	assert_int_equal(wsrv_model_wait(ma, 5, 0), -ETIMEDOUT);
-	check_layer(ma, 0);
+	early_check_layer(ma, 0);
 	/* A lookup into a later layer waits for it. */
 	assert_int_equal(wsrv_model_wait(ma, WSRV_LAYER_ALL, 30000), 0);
 	assert_int_equal(wsrv_model_progress(ma, &placed, &total), 0);
 	assert_true(placed == total);
-	check_layer(ma, WSRV_LAYER_ALL);
+	early_check_layer(ma, WSRV_LAYER_ALL);
 	/* A client that attaches after the load sees the same bytes and
 	 * checksums, and the same generation. */
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &b), 0);
@@ -121,7 +121,7 @@ static void check_stream_layer(const struct wsrv_model *m, struct wsrv_stream *s
 	}
 }
 
-static struct wsrv_stream *open_stream(struct wsrv_model *m, struct wsrv_device *d, const char *json)
+static struct wsrv_stream *early_open_stream(struct wsrv_model *m, struct wsrv_device *d, const char *json)
 {
 	struct wsrv_stream_opts o = { .struct_size = sizeof(o), .slots = 2 };
 	struct wsrv_plan *p = NULL;
@@ -153,7 +153,7 @@ static void stream_while_loading(void **st)
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &a), 0);
 	assert_int_equal(wsrv_attach(a, "m", &m), 0);
 	assert_int_equal(dev_on_cuda() ? wsrv_device_cuda(NULL, &d) : wsrv_device_host(NULL, &d), 0);
-	s = open_stream(m, d, "{\"residency\": {\"*\": \"resident\", \"layers.*\": \"streamed\"}}");
+	s = early_open_stream(m, d, "{\"residency\": {\"*\": \"resident\", \"layers.*\": \"streamed\"}}");
 	assert_int_equal(wsrv_stream_acquire(s, 0), 0);
 	check_stream_layer(m, s, 0);
 	/* Layer 0 is held, and the last layers are still to come. */
@@ -193,7 +193,7 @@ static void stream_load_fails(void **st)
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &a), 0);
 	assert_int_equal(wsrv_attach(a, "m", &m), 0);
 	assert_int_equal(wsrv_device_host(NULL, &d), 0);
-	s = open_stream(m, d, "{\"residency\": {\"*\": \"streamed\"}}");
+	s = early_open_stream(m, d, "{\"residency\": {\"*\": \"streamed\"}}");
 	snprintf(shard, sizeof(shard), "%s/model-00002-of-00002.safetensors", F.dir[0]);
 	assert_int_equal(truncate(shard, 1 << 20), 0);
 	for (int32_t l = 0; l < 6 && r == 0; l++)
@@ -374,7 +374,7 @@ static void one_bad_model_of_two(void **st)
 		assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
 		assert_int_equal(wsrv_attach(c, "good", &m), 0);
 		assert_int_equal(wsrv_model_wait(m, WSRV_LAYER_ALL, 30000), 0);
-		check_layer(m, WSRV_LAYER_ALL);
+		early_check_layer(m, WSRV_LAYER_ALL);
 		wsrv_detach(m);
 		for (int i = 0; i < 300 && !listed_failed(c, "bad"); i++)
 			sleep_ms(20);
@@ -465,7 +465,7 @@ static void restart_mid_load_case_sig(bool slow_again, unsigned other_layers, in
 		if (r != 0)
 			fail_msg("the wait across the restart: %d, %s", r, wsrv_last_error());
 		assert_int_equal(wsrv_model_progress(m, NULL, NULL), 0);
-		check_layer(m, WSRV_LAYER_ALL);
+		early_check_layer(m, WSRV_LAYER_ALL);
 		assert_int_equal(wsrv_model_layer(m, 0, &l0b), 0);
 		assert_ptr_equal(l0b.data, l0.data);
 		assert_true(XXH3_64bits(l0b.data, l0b.length) == h0);

@@ -19,10 +19,10 @@
 #include "fixture.h"
 #include "wsrv.h"
 
-static int aliases(void);
+static int experts_aliases(void);
 /* deepseek-v3-mini: layer 0 dense, layers 1 and 2 with 16 experts each. */
 static struct fixture F = { .tag = "experts", .serve = "m", .device = true,
-			    .case_setup = aliases, .models = {
+			    .case_setup = experts_aliases, .models = {
 	{ "deepseek-v3-mini", 32 << 20, .layers = 3, .shards = 2, .seed = 5 } } };
 
 static struct wsrv_model *m;
@@ -53,7 +53,7 @@ static struct wsrv_stream *open_slots(unsigned slots)
 }
 
 /* Does tensor name belong to expert id of layer? */
-static bool of_expert(const char *name, int32_t layer, uint32_t id)
+static bool experts_of_expert(const char *name, int32_t layer, uint32_t id)
 {
 	char want[64];
 
@@ -63,7 +63,7 @@ static bool of_expert(const char *name, int32_t layer, uint32_t id)
 
 /* Every tensor of the experts (all 6: three weights, three scales) has the
  * shared mapping's bytes at its device address; returns how many. */
-static int check_experts(struct wsrv_stream *s, int32_t layer, const uint32_t *ids, size_t n)
+static int experts_check_experts(struct wsrv_stream *s, int32_t layer, const uint32_t *ids, size_t n)
 {
 	int seen = 0;
 
@@ -72,7 +72,7 @@ static int check_experts(struct wsrv_stream *s, int32_t layer, const uint32_t *i
 		void *d;
 		wsrv_model_tensor(m, i, &t);
 		for (size_t k = 0; k < n; k++) {
-			if (!of_expert(t.name, layer, ids[k]))
+			if (!experts_of_expert(t.name, layer, ids[k]))
 				continue;
 			assert_int_equal(wsrv_stream_residency(s, i), WSRV_EXPERTS_ON_DEMAND);
 			if (wsrv_stream_tensor_at(s, i, &d) < 0)
@@ -93,7 +93,7 @@ static uint64_t expert_bytes(int32_t layer, uint32_t id)
 	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
 		struct wsrv_tensor t;
 		wsrv_model_tensor(m, i, &t);
-		if (of_expert(t.name, layer, id))
+		if (experts_of_expert(t.name, layer, id))
 			b += t.size;
 	}
 	return b;
@@ -117,7 +117,7 @@ static void hits_and_misses(void **st)
 	assert_int_equal(wsrv_stream_acquire(s, 1), 0);
 	assert_int_equal(wsrv_stream_acquire_experts(s, 1, ids, 4, slot), 0);
 	assert_ptr_equal(slot[0], slot[3]);
-	assert_int_equal(check_experts(s, 1, ids, 3), 18);
+	assert_int_equal(experts_check_experts(s, 1, ids, 3), 18);
 	xstats(s, 1, &x);
 	assert_int_equal(x.acquires, 3);
 	assert_int_equal(x.misses, 3);
@@ -131,11 +131,11 @@ static void hits_and_misses(void **st)
 		struct wsrv_tensor t;
 		void *d;
 		wsrv_model_tensor(m, i, &t);
-		if (of_expert(t.name, 1, 3))
+		if (experts_of_expert(t.name, 1, 3))
 			assert_int_equal(wsrv_stream_tensor_at(s, i, &d), -EAGAIN);
 	}
 	assert_int_equal(wsrv_stream_acquire_experts(s, 1, ids, 3, NULL), 0);
-	assert_int_equal(check_experts(s, 1, ids, 3), 18);
+	assert_int_equal(experts_check_experts(s, 1, ids, 3), 18);
 	xstats(s, WSRV_LAYER_ALL, &x);
 	assert_int_equal(x.hits, 3);
 	assert_int_equal(x.misses, 3);
@@ -157,11 +157,11 @@ static size_t resident(struct wsrv_stream *s, int32_t layer, uint32_t *ids)
 	return n;
 }
 
-static void take(struct wsrv_stream *s, int32_t layer, const uint32_t *ids, size_t n)
+static void experts_take(struct wsrv_stream *s, int32_t layer, const uint32_t *ids, size_t n)
 {
 	if (wsrv_stream_acquire_experts(s, layer, ids, n, NULL) < 0)
 		fail_msg("acquire experts of layer %d: %s", layer, wsrv_last_error());
-	assert_int_equal(check_experts(s, layer, ids, n), 6 * (int)n);
+	assert_int_equal(experts_check_experts(s, layer, ids, n), 6 * (int)n);
 	assert_int_equal(wsrv_stream_release_experts(s, layer), 0);
 }
 
@@ -172,10 +172,10 @@ static void lru_and_pins(void **st)
 	uint32_t a[] = { 0, 1 }, b[] = { 2, 3 }, c[] = { 0 }, d[] = { 4 }, got[16];
 	struct wsrv_expert_stats x;
 
-	take(s, 1, a, 2);
-	take(s, 1, b, 2);
-	take(s, 1, c, 1);
-	take(s, 1, d, 1); /* 1 was the oldest */
+	experts_take(s, 1, a, 2);
+	experts_take(s, 1, b, 2);
+	experts_take(s, 1, c, 1);
+	experts_take(s, 1, d, 1); /* 1 was the oldest */
 	assert_int_equal(resident(s, 1, got), 4);
 	assert_int_equal(got[0], 0);
 	assert_int_equal(got[1], 2);
@@ -187,8 +187,8 @@ static void lru_and_pins(void **st)
 	uint32_t pin[] = { 2 };
 	assert_int_equal(wsrv_stream_pin_experts(s, 1, pin, 1, 1), 0);
 	for (uint32_t e = 5; e < 16; e++) {
-		take(s, 1, &e, 1);
-		take(s, 2, &e, 1);
+		experts_take(s, 1, &e, 1);
+		experts_take(s, 2, &e, 1);
 	}
 	assert_true(resident(s, 1, got) >= 1 && got[0] == 2);
 	xstats(s, WSRV_LAYER_ALL, &x);
@@ -214,11 +214,11 @@ static void too_many_held(void **st)
 	assert_int_equal(wsrv_stream_acquire_experts(s, 1, three, 3, NULL), 0);
 	assert_int_equal(wsrv_stream_acquire_experts(s, 2, two, 2, NULL), -ENOSPC);
 	assert_int_equal(wsrv_stream_acquire_experts(s, 2, two, 1, NULL), 0);
-	assert_int_equal(check_experts(s, 1, three, 3), 18);
-	assert_int_equal(check_experts(s, 2, two, 1), 6);
+	assert_int_equal(experts_check_experts(s, 1, three, 3), 18);
+	assert_int_equal(experts_check_experts(s, 2, two, 1), 6);
 	assert_int_equal(wsrv_stream_release_experts(s, 1), 0);
 	assert_int_equal(wsrv_stream_release_experts(s, 2), 0);
-	take(s, 2, five, 4);
+	experts_take(s, 2, five, 4);
 	wsrv_stream_close(s);
 }
 
@@ -232,7 +232,7 @@ static void prefetch_then_acquire(void **st)
 	assert_int_equal(wsrv_stream_prefetch_experts(s, 2, guess, 2), 0);
 	xstats(s, 2, &x);
 	assert_int_equal(x.prefetches, 2);
-	take(s, 2, real, 3);
+	experts_take(s, 2, real, 3);
 	xstats(s, 2, &x);
 	assert_int_equal(x.prefetch_hits, 2);
 	assert_int_equal(x.hits, 2);
@@ -255,7 +255,7 @@ static void adjacent_in_one_copy(void **st)
 	uint32_t ids[] = { 13, 11, 10, 12 };
 	struct wsrv_expert_stats x;
 
-	take(s, 1, ids, 4);
+	experts_take(s, 1, ids, 4);
 	xstats(s, 1, &x);
 	assert_int_equal(x.misses, 4);
 	assert_int_equal(x.copies, 1);
@@ -270,7 +270,7 @@ static void rank_owns_its_experts(void **st)
 	uint32_t mine[] = { 8, 15 }, theirs[] = { 3 };
 	struct wsrv_expert_stats x;
 
-	take(s, 1, mine, 2);
+	experts_take(s, 1, mine, 2);
 	assert_int_equal(wsrv_stream_acquire_experts(s, 1, theirs, 1, NULL), -ENOENT);
 	assert_non_null(strstr(wsrv_last_error(), "on this rank"));
 	xstats(s, 1, &x);
@@ -345,8 +345,8 @@ static void reported_to_server(void **st)
 	struct wsrv_stats *sts;
 	bool found = false;
 
-	take(s, 1, ids, 2);
-	take(s, 1, ids, 1);
+	experts_take(s, 1, ids, 2);
+	experts_take(s, 1, ids, 1);
 	xstats(s, WSRV_LAYER_ALL, &x);
 	assert_int_equal(wsrv_stream_report(s), 0);
 	assert_int_equal(wsrv_stats(F.srv.cl, &sts), 0);
@@ -363,7 +363,7 @@ static void reported_to_server(void **st)
 	wsrv_stream_close(s);
 }
 
-static int aliases(void)
+static int experts_aliases(void)
 {
 	m = F.srv.m;
 	dev = F.dev;

@@ -32,7 +32,7 @@ static struct fixture F = { .tag = "harden", .models = {
 	{ "tiny", 2 << 20, .layers = 2, .shards = 1, .seed = 5 }, { "" } } };
 static char text[1 << 16];
 
-static const char *slurp(const char *path)
+static const char *harden_slurp(const char *path)
 {
 	FILE *f = fopen(path, "re");
 	size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
@@ -56,7 +56,7 @@ static int wsrvd(unsigned nofile, const char *const *env, ...)
 	va_end(ap);
 	argv[n] = NULL;
 	st = run_prog(argv, env, pjoin(F.dir[1], "out"), pjoin(F.dir[1], "err"), nofile, 20);
-	slurp(pjoin(F.dir[1], "err"));
+	harden_slurp(pjoin(F.dir[1], "err"));
 	return st;
 }
 
@@ -167,7 +167,7 @@ static void refused_peers_cost_nothing(void **s)
 	wsrv_disconnect(c);
 	sleep_ms(11000); /* the rate limit's window: then the count of the rest */
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	for (const char *p = slurp(ts.log); (p = strstr(p, "refused a client")); p++)
+	for (const char *p = harden_slurp(ts.log); (p = strstr(p, "refused a client")); p++)
 		lines++;
 	assert_true(lines >= 1 && lines <= 5); /* rate-limited, not 50 */
 	assert_non_null(strstr(text, "more refusals not logged"));
@@ -269,7 +269,7 @@ static void allow_list_overflow_refused(void **s)
 	argv[n] = NULL;
 	st = run_prog(argv, NULL, pjoin(F.dir[1], "out"), pjoin(F.dir[1], "err"), 0, 20);
 	assert_int_equal(st, 2);
-	assert_non_null(strstr(slurp(pjoin(F.dir[1], "err")), "at most 32"));
+	assert_non_null(strstr(harden_slurp(pjoin(F.dir[1], "err")), "at most 32"));
 }
 
 /* 5: only a refused connection makes a socket stale. */
@@ -356,7 +356,7 @@ static void stop_while_loading_cleans_up(void **s)
 		sleep_ms(1);
 	assert_int_equal(kill(pid, SIGTERM), 0);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
-	slurp(pjoin(F.dir[1], "err"));
+	harden_slurp(pjoin(F.dir[1], "err"));
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
 	if (!strstr(text, "stopped by a signal while loading"))
@@ -494,7 +494,7 @@ static void log_injection_escaped(void **s)
 	assert_int_equal(raw_recv_code(fd, NULL, NULL), EBADMSG);
 	close(fd);
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
-	slurp(ts.log);
+	harden_slurp(ts.log);
 	assert_non_null(strstr(text, "evil\\n2026"));
 	assert_null(strstr(text, "\n2026-01-01 wsrvd[1]: forged"));
 	assert_null(strchr(text, 0x1b));

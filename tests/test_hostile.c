@@ -29,17 +29,17 @@
 #include "wsrv.h"
 #include "wsrv.pb-c.h"
 
-static int aliases(void);
+static int hostile_aliases(void);
 /* One wsrvd for every case (hello timeout 1 s), serving the model as "m",
  * and a good client attached that must keep working through every case. */
-static struct fixture F = { .tag = "hostile", .serve = "m", .case_setup = aliases,
+static struct fixture F = { .tag = "hostile", .serve = "m", .case_setup = hostile_aliases,
 			    .serve_args = { "--hello-timeout", "1", NULL }, .models = {
 	{ "tiny", 2 << 20, .layers = 2, .shards = 1, .seed = 5 } } };
 
 static struct wsrv_client *good;
 static struct wsrv_model *good_m;
 
-static int conn(void)
+static int hostile_conn(void)
 {
 	int fd = raw_connect(F.srv.ts.sock);
 
@@ -54,7 +54,7 @@ static void send_req(int fd, Wsrv__Request *q, const int *fds, int nfds)
 
 static int hello_raw(void)
 {
-	int fd = conn();
+	int fd = hostile_conn();
 
 	assert_int_equal(raw_hello(fd, NULL), 0);
 	assert_int_equal(raw_recv_code(fd, NULL, NULL), 0);
@@ -133,7 +133,7 @@ static void hello_first_and_silence(void **s)
 	Wsrv__Request q = WSRV__REQUEST__INIT;
 	Wsrv__Stats st = WSRV__STATS__INIT;
 	Wsrv__Hello h = WSRV__HELLO__INIT;
-	int fd = conn(), silent = conn();
+	int fd = hostile_conn(), silent = hostile_conn();
 
 	q.body_case = WSRV__REQUEST__BODY_STATS;
 	q.stats = &st;
@@ -141,7 +141,7 @@ static void hello_first_and_silence(void **s)
 	assert_int_equal(raw_recv_code(fd, NULL, NULL), EPROTO);
 	assert_int_equal(raw_recv_code(fd, NULL, NULL), -1); /* and closed */
 	close(fd);
-	fd = conn();
+	fd = hostile_conn();
 	h.protocol = 999;
 	q.body_case = WSRV__REQUEST__BODY_HELLO;
 	q.hello = &h;
@@ -161,7 +161,7 @@ static void many_connections(void **s)
 	int base = pid_fd_quiet(F.srv.ts.pid);
 
 	for (int i = 0; i < 2000; i++) {
-		int fd = conn();
+		int fd = hostile_conn();
 		if (i % 2)
 			assert_int_equal(raw_hello(fd, NULL), 0);
 		close(fd);
@@ -280,7 +280,7 @@ static void sighup_is_logged_not_fatal(void **s)
 	good_still_works();
 }
 
-static int aliases(void)
+static int hostile_aliases(void)
 {
 	good = F.srv.cl;
 	good_m = F.srv.m;

@@ -75,8 +75,8 @@ static void load_onto_huge_pages(void **s)
 	free(d);
 }
 
-static int setup(void **s) { fds_before = count_fds(); return 0; }
-static int teardown(void **s) { return fd_leak_check(fds_before); }
+static int hugepages_setup(void **s) { fds_before = count_fds(); return 0; }
+static int hugepages_teardown(void **s) { return fd_leak_check(fds_before); }
 
 int main(void)
 {
@@ -91,5 +91,5 @@ int main(void)
 			arena_free_huge_pages(), NEED_PAGES);
 		return 77;
 	}
-	return test_group_run(tests, setup, teardown);
+	return test_group_run(tests, hugepages_setup, hugepages_teardown);
 }

@@ -51,7 +51,7 @@ static struct fixture F = { .tag = "identity", .models = { { "llama-mini", 64 <<
 /* fork(), with the child given pid want when nonzero (root: the next
  * pid is set through ns_last_pid, and tried again when another process
  * took it first). The child's 0, or the child's pid. */
-static pid_t spawn(pid_t want)
+static pid_t identity_spawn(pid_t want)
 {
 	for (int i = 0; i < 100; i++) {
 		FILE *f = want ? fopen("/proc/sys/kernel/ns_last_pid", "w") : NULL;
@@ -84,7 +84,7 @@ static int child_connect_as(const char *sock, pid_t want)
 
 	assert_true(fd >= 0);
 	snprintf(a.sun_path, sizeof(a.sun_path), "%s", sock);
-	pid = spawn(want);
+	pid = identity_spawn(want);
 	if (pid == 0)
 		_exit(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 ? 0 : 1);
 	assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -99,7 +99,7 @@ static int child_connect(const char *sock)
 
 /* One reply: its error code (0: none), the region reply's role and id,
  * or an Attach reply's id; its fds closed. */
-static int reply(int fd, uint32_t *id, int *role)
+static int identity_reply(int fd, uint32_t *id, int *role)
 {
 	static uint8_t buf[WSRV_MAX_PACKET];
 	int fds[WSRV_MAX_FDS], n = 0, code;
@@ -130,19 +130,19 @@ static uint32_t greet(int fd)
 	uint32_t id = 0;
 
 	assert_int_equal(raw_hello(fd, "identity"), 0);
-	assert_int_equal(reply(fd, NULL, NULL), 0);
+	assert_int_equal(identity_reply(fd, NULL, NULL), 0);
 	a.model = "m";
 	a.while_loading = true;
 	q.body_case = WSRV__REQUEST__BODY_ATTACH;
 	q.attach = &a;
 	assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
-	assert_int_equal(reply(fd, &id, NULL), 0);
+	assert_int_equal(identity_reply(fd, &id, NULL), 0);
 	return id;
 }
 
 /* Takes segment seg through attachment id, asking again while it is read
  * (EAGAIN, up to 30 s): 0, or the refusal's code. */
-static int take(int fd, uint32_t id, uint32_t seg)
+static int identity_take(int fd, uint32_t id, uint32_t seg)
 {
 	for (int tries = 0; tries < 1500; tries++) {
 		Wsrv__Request q = WSRV__REQUEST__INIT;
@@ -154,7 +154,7 @@ static int take(int fd, uint32_t id, uint32_t seg)
 		q.body_case = WSRV__REQUEST__BODY_ATTACH_SEGMENTS;
 		q.attach_segments = &a;
 		assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
-		if ((code = reply(fd, NULL, NULL)) != EAGAIN)
+		if ((code = identity_reply(fd, NULL, NULL)) != EAGAIN)
 			return code;
 		sleep_ms(20);
 	}
@@ -167,13 +167,13 @@ static int take_until_refused(int fd, uint32_t id, uint32_t first, int *code)
 {
 	int n = 0;
 
-	while (first + (uint32_t)n <= 8 && (*code = take(fd, id, first + (uint32_t)n)) == 0)
+	while (first + (uint32_t)n <= 8 && (*code = identity_take(fd, id, first + (uint32_t)n)) == 0)
 		n++;
 	return n;
 }
 
 /* wsrvd with the test model under BUDGET, reachable by uid NOBODY too. */
-static void serve(struct test_server *ts, const char *a, const char *b)
+static void identity_serve(struct test_server *ts, const char *a, const char *b)
 {
 	assert_int_equal(server_start(ts, "m", F.dir[0], "--memory-budget", BUDGET, "--allow-uid", "65534",
 				      "--socket-mode", "0666", a, b, NULL), 0);
@@ -192,7 +192,7 @@ static void child_connections_are_one_account(void **st)
 	uint32_t ia, ib;
 
 	(void)st;
-	serve(&ts, NULL, NULL);
+	identity_serve(&ts, NULL, NULL);
 	a = child_connect(ts.sock);
 	b = child_connect(ts.sock);
 	ia = greet(a);
@@ -224,7 +224,7 @@ static pid_t holder_as(const char *sock, uid_t uid, pid_t want, uint32_t first, 
 	pid_t pid;
 
 	assert_int_equal(pipe2(rp, O_CLOEXEC), 0);
-	pid = spawn(want);
+	pid = identity_spawn(want);
 	if (pid == 0) {
 		struct wsrv_client *c;
 		struct wsrv_model *m;
@@ -265,13 +265,6 @@ static char said(int ready)
 	return c;
 }
 
-static int status_of(pid_t pid)
-{
-	int st;
-
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
 
 /* Item 1, a reused pid: the account was a bare pid number that outlived
  * its process, so a worker given a pid once used by a connection that
@@ -288,7 +281,7 @@ static void a_reused_pid_is_not_charged(void **st)
 	(void)st;
 	if (geteuid() != 0)
 		skip(); /* ns_last_pid is root's */
-	serve(&ts, NULL, NULL);
+	identity_serve(&ts, NULL, NULL);
 	assert_non_null(f = fopen("/proc/sys/kernel/ns_last_pid", "r"));
 	assert_int_equal(fscanf(f, "%d", &last), 1);
 	fclose(f);
@@ -303,7 +296,7 @@ static void a_reused_pid_is_not_charged(void **st)
 			 (int)p);
 	close(go[1]);
 	close(go[0]);
-	assert_int_equal(status_of(h), 0);
+	assert_int_equal(child_status(h), 0);
 	close(fd);
 	server_done(&ts);
 }
@@ -324,7 +317,7 @@ static void a_user_cannot_crowd_another_out(void **st)
 	if (geteuid() != 0)
 		skip(); /* needs another uid */
 	assert_int_equal(chmod(F.dir[0], 0755), 0);
-	serve(&ts, NULL, NULL);
+	identity_serve(&ts, NULL, NULL);
 	assert_int_equal(pipe2(go, O_CLOEXEC), 0);
 	/* The other user is attached first, holding nothing but layer 0. */
 	v = holder(ts.sock, NOBODY, 8, 0, &r[2]);
@@ -342,9 +335,9 @@ static void a_user_cannot_crowd_another_out(void **st)
 	assert_int_equal(close(go[1]), 0);
 	close(go[0]);
 	for (int i = 0; i < 2; i++)
-		assert_int_equal(status_of(h[i]), 0);
-	assert_int_equal(status_of(v), 0);
-	assert_int_equal(status_of(v2), 0);
+		assert_int_equal(child_status(h[i]), 0);
+	assert_int_equal(child_status(v), 0);
+	assert_int_equal(child_status(v2), 0);
 	server_done(&ts);
 }
 
@@ -363,7 +356,7 @@ static void server_in_its_own_pid_namespace(void **st)
 	(void)st;
 	if (geteuid() != 0)
 		skip(); /* a pid namespace needs CAP_SYS_ADMIN */
-	serve(&ts, NULL, NULL);
+	identity_serve(&ts, NULL, NULL);
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(wsrv_connect(ts.sock, NULL, &c[i]), 0);
 		assert_int_equal(wsrv_attach(c[i], "m", &m[i]), 0);
@@ -397,7 +390,7 @@ static int region_open(int fd, uint32_t id, uint64_t fp, int *role, uint32_t *ri
 	q.body_case = WSRV__REQUEST__BODY_REGION_OPEN;
 	q.region_open = &o;
 	assert_int_equal(raw_send(fd, &q, NULL, 0), 0);
-	return reply(fd, rid, role);
+	return identity_reply(fd, rid, role);
 }
 
 /* Commits region rid with a sealed memfd of 1 MiB. */
@@ -414,7 +407,7 @@ static void region_commit(int fd, uint32_t rid)
 	q.body_case = WSRV__REQUEST__BODY_REGION_COMMIT;
 	q.region_commit = &c;
 	assert_int_equal(raw_send(fd, &q, &m, 1), 0);
-	assert_int_equal(reply(fd, NULL, NULL), 0);
+	assert_int_equal(identity_reply(fd, NULL, NULL), 0);
 	close(m);
 }
 
@@ -451,7 +444,7 @@ static int newcomer_opens(const char *sock, uid_t uid, uint64_t fp)
 		int code = region_open(fd, greet(fd), fp, &role, &rid);
 		_exit(code ? (code & 0x7f) : role == WSRV__REGION_ROLE__REGION_WRITER ? 0 : 5);
 	}
-	return status_of(pid);
+	return child_status(pid);
 }
 
 /* Item 2: four connections made by children that exited, each with
@@ -502,7 +495,7 @@ static void a_user_cannot_hold_every_region(void **st)
 	if (geteuid() != 0)
 		skip(); /* needs another uid */
 	assert_int_equal(chmod(F.dir[0], 0755), 0);
-	serve(&ts, "--max-regions", "8");
+	identity_serve(&ts, "--max-regions", "8");
 	/* Two accounts of one user: this process, and a child's connection. */
 	fd[0] = raw_connect(ts.sock);
 	fd[1] = child_connect(ts.sock);

@@ -46,7 +46,7 @@ static struct load_opts opts(void)
 }
 
 /* Compares every tensor of lm with an independent pread of its file. */
-static void check_bytes(const struct loaded_model *lm)
+static void loader_check_bytes(const struct loaded_model *lm)
 {
 	const struct model *m = lm->model;
 
@@ -82,15 +82,15 @@ static void bytes_equal_files(void **s)
 	struct load_opts o = opts();
 	struct loaded_model *lm = load(F.dir[0], &o);
 
-	check_bytes(lm);
+	loader_check_bytes(lm);
 	assert_int_equal(lm->stats.tensor_bytes, lm->model->data_bytes);
 	loaded_model_free(lm);
 	lm = load(F.dir[1], &o);
-	check_bytes(lm);
+	loader_check_bytes(lm);
 	loaded_model_free(lm);
 	/* The reference fixture, whose tensors sit at unaligned offsets. */
 	lm = load(pjoin(fixtures_dir(), "overall.safetensors"), &o);
-	check_bytes(lm);
+	loader_check_bytes(lm);
 	assert_int_equal(lm->model->ntensors, 9);
 	loaded_model_free(lm);
 }
@@ -106,17 +106,17 @@ static void small_blocks_and_deep_queues(void **s)
 	o.loader.block_size = 4096;
 	o.loader.max_shards = 1;
 	lm = load(F.dir[0], &o);
-	check_bytes(lm);
+	loader_check_bytes(lm);
 	loaded_model_free(lm);
 	o.loader.queue_depth = 256;
 	o.loader.max_shards = 8;
 	lm = load(F.dir[1], &o);
-	check_bytes(lm);
+	loader_check_bytes(lm);
 	loaded_model_free(lm);
 	o.model.max_segment = 1 << 20;
 	lm = load(F.dir[0], &o);
 	assert_true(lm->arena->nseg > 1);
-	check_bytes(lm);
+	loader_check_bytes(lm);
 	loaded_model_free(lm);
 }
 
@@ -132,7 +132,7 @@ static void empty_and_scalar_tensors(void **s)
 		"\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]},"
 		"\"f\":{\"dtype\":\"F4\",\"shape\":[6],\"data_offsets\":[4,7]}}", 7, NULL), 0);
 	lm = load(p, &o);
-	check_bytes(lm);
+	loader_check_bytes(lm);
 	loaded_model_free(lm);
 	assert_int_equal(st_write(p, "{}", 0, NULL), 0);
 	lm = load(p, &o);
@@ -161,11 +161,11 @@ static void buffered_fallback(void **s)
 	lm = load(F.dir[0], &o);
 	loader_open_hook = NULL;
 	assert_int_equal(lm->stats.buffered_files, lm->model->nfiles);
-	check_bytes(lm);
+	loader_check_bytes(lm);
 	loaded_model_free(lm);
 	o.loader.read = READ_BUFFERED;
 	lm = load(F.dir[0], &o);
-	check_bytes(lm);
+	loader_check_bytes(lm);
 	loaded_model_free(lm);
 }
 
@@ -195,7 +195,7 @@ static void dontcache_reads(void **s)
 	o.loader.read = READ_DONTCACHE;
 	lm = load(F.dir[0], &o);
 	assert_int_equal(lm->stats.buffered_files, lm->model->nfiles);
-	check_bytes(lm);
+	loader_check_bytes(lm);
 	loaded_model_free(lm);
 	/* Three refused: the second used to fail the load, the shard having
 	 * already switched to plain reads when it came back. */
@@ -205,7 +205,7 @@ static void dontcache_reads(void **s)
 	lm = load(F.dir[0], &o);
 	loader_cqe_hook = NULL;
 	assert_int_equal(eopnotsupp_left, 0);
-	check_bytes(lm);
+	loader_check_bytes(lm);
 	loaded_model_free(lm);
 }
 
@@ -261,7 +261,7 @@ static void auto_reads_what_the_cache_holds(void **s)
 	lm = load(F.dir[0], &o);
 	assert_int_equal(lm->stats.cached_files, lm->model->nfiles);
 	assert_int_equal(lm->stats.buffered_files, lm->model->nfiles);
-	check_bytes(lm);
+	loader_check_bytes(lm);
 	cached_share(lm, 0, &k, &mc);
 	assert_true(k >= 0.9 && mc >= 0.9);
 	loaded_model_free(lm);
@@ -270,7 +270,7 @@ static void auto_reads_what_the_cache_holds(void **s)
 	lm = load(F.dir[0], &o);
 	assert_int_equal(lm->stats.cached_files, 0);
 	assert_int_equal(lm->stats.buffered_files, 0);
-	check_bytes(lm); /* reads the files: only after the load's choice */
+	loader_check_bytes(lm); /* reads the files: only after the load's choice */
 	cache_files(F.dir[0], false);
 	cached_share(lm, 0, &k, &mc);
 	assert_true(k < 0.1 && mc < 0.1);
@@ -318,7 +318,7 @@ static void auto_sees_the_cache_under_the_units_filter(void **s)
 	lm = load(F.dir[0], &o);
 	if (direct)
 		assert_int_equal(lm->stats.cached_files, lm->model->nfiles);
-	check_bytes(lm);
+	loader_check_bytes(lm);
 	loaded_model_free(lm);
 }
 
@@ -350,7 +350,7 @@ static void buffers_pinned_as_used(void **s)
 	o.loader.queue_depth = 2;
 	o.loader.max_shards = 1;
 	lm = load(F.dir[0], &o);
-	check_bytes(lm);
+	loader_check_bytes(lm);
 	assert_int_equal(lm->stats.pool_bytes, 8 * LOADER_DEFAULT_BLOCK);
 	assert_true(lm->stats.pinned_bytes > 0);
 	assert_true(lm->stats.pinned_bytes <= 3 * LOADER_DEFAULT_BLOCK);
@@ -434,7 +434,7 @@ static void einval_read_falls_back(void **s)
 	assert_int_equal(model_load("m", F.dir[0], &o, &lm, &e), 0);
 	loader_cqe_hook = NULL;
 	assert_true(lm->stats.buffered_files >= 1);
-	check_bytes(lm);
+	loader_check_bytes(lm);
 	loaded_model_free(lm);
 }
 
@@ -485,7 +485,7 @@ static void einval_on_many_reads_in_flight(void **s)
 	if (model_load("m", F.dir[0], &o, &lm, &e) < 0)
 		fail_msg("%s", e.msg);
 	loader_cqe_hook = NULL;
-	check_bytes(lm);
+	loader_check_bytes(lm);
 	loaded_model_free(lm);
 }
 
@@ -681,7 +681,7 @@ static void layer_order_and_segments_while_loading(void **s)
 	assert_true(lm->ready.h->placed_bytes == lm->model->data_bytes);
 	for (size_t i = 0; i < lm->model->ntensors; i++)
 		assert_true(lm->ready.xxh3[i] == lm->model->tensors[i].xxh3);
-	check_bytes(lm);
+	loader_check_bytes(lm);
 	loaded_model_free(lm);
 	rm_rf(d);
 	free(d);
@@ -699,7 +699,7 @@ static void loads_from_tmpfs(void **s)
 		skip();
 	assert_int_equal(make_model(d, "tiny", 2 << 20, 2, 1, 3), 0);
 	lm = load(d, &o);
-	check_bytes(lm);
+	loader_check_bytes(lm);
 	loaded_model_free(lm);
 	rm_rf(d);
 	free(d);

@@ -216,7 +216,7 @@ static void layer_names(void **s)
 
 /* Every layer one contiguous extent, global first, layers ascending, each
  * tensor aligned and inside its layer, nothing overlapping. */
-static void check_layout(const struct model *m, uint64_t align)
+static void model_check_layout(const struct model *m, uint64_t align)
 {
 	for (size_t i = 0; i < m->nlayers; i++) {
 		const struct model_layer *l = &m->layers[i];
@@ -257,11 +257,11 @@ static void layout_layer_major(void **s)
 		assert_int_equal(m->layers[i].count, 9);
 	}
 	assert_int_equal(m->nsegments, 1);
-	check_layout(m, MODEL_MIN_ALIGN);
+	model_check_layout(m, MODEL_MIN_ALIGN);
 	assert_non_null(m->config);
 	model_free(m);
 	assert_int_equal(model_open("m", d, &o, &m, &e), 0);
-	check_layout(m, 1024);
+	model_check_layout(m, 1024);
 	model_free(m);
 	o.tensor_align = 100;
 	assert_int_equal(model_open("m", d, &o, &m, &e), -EINVAL);
@@ -280,7 +280,7 @@ static void layout_segments(void **s)
 	assert_int_equal(make_model(d, "tiny", 4 << 20, 4, 1, 1), 0);
 	assert_int_equal(model_open("m", d, &o, &m, &e), 0);
 	assert_true(m->nsegments > 1);
-	check_layout(m, MODEL_MIN_ALIGN);
+	model_check_layout(m, MODEL_MIN_ALIGN);
 	for (uint32_t i = 0; i < m->nsegments; i++)
 		assert_true(m->seg_size[i] > 0);
 	model_free(m);

@@ -38,7 +38,7 @@ static struct {
 	int fds;
 } T;
 
-static int write_text(const char *path, const char *text)
+static int partial_write_text(const char *path, const char *text)
 {
 	FILE *f = fopen(path, "we");
 
@@ -48,7 +48,7 @@ static int write_text(const char *path, const char *text)
 	return fclose(f) == 0 ? 0 : -EIO;
 }
 
-static int setup(void **st)
+static int partial_setup(void **st)
 {
 	(void)st;
 	signal(SIGPIPE, SIG_IGN);
@@ -57,7 +57,7 @@ static int setup(void **st)
 		return -1;
 	snprintf(T.ds_plan, sizeof(T.ds_plan), "%s/ds.json", T.dir);
 	snprintf(T.llama_plan, sizeof(T.llama_plan), "%s/llama.json", T.dir);
-	if (write_text(T.ds_plan, DS_PLAN) < 0 || write_text(T.llama_plan, LLAMA_PLAN) < 0)
+	if (partial_write_text(T.ds_plan, DS_PLAN) < 0 || partial_write_text(T.llama_plan, LLAMA_PLAN) < 0)
 		return -1;
 	return 0;
 }
@@ -72,7 +72,7 @@ static int case_close(void)
 	return two_models_close(&T.full);
 }
 
-static int teardown(void **st)
+static int partial_teardown(void **st)
 {
 	(void)st;
 	two_models_stop(&T.full);
@@ -282,14 +282,6 @@ static void llama_stage_matches_whole(void **st)
 	pair_close(&p);
 }
 
-static int exit_status(pid_t pid)
-{
-	int st = 0;
-
-	if (waitpid(pid, &st, 0) != pid)
-		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
 
 /* Taken over (--take-over) with other ranks, the successor must not adopt
  * the memfds that hold the old ranks: it loads its own; with the same
@@ -306,7 +298,7 @@ static void takeover_with_other_ranks(void **st)
 	b = a;
 	assert_int_equal(server_restart_args(&b, "ds", T.full.dir_ds, "--take-over", "--plan", T.ds_plan,
 					     "--ranks", "0", "--world", "4", NULL), 0);
-	assert_int_equal(exit_status(a.pid), 0);
+	assert_int_equal(child_status(a.pid), 0);
 	held_of(&b, "ds", &h);
 	assert_false(h.adopted);
 	assert_int_equal(h.first, 0);
@@ -321,7 +313,7 @@ static void takeover_with_other_ranks(void **st)
 	c = b;
 	assert_int_equal(server_restart_args(&c, "ds", T.full.dir_ds, "--take-over", "--plan", T.ds_plan,
 					     "--ranks", "0", "--world", "4", NULL), 0);
-	assert_int_equal(exit_status(b.pid), 0);
+	assert_int_equal(child_status(b.pid), 0);
 	held_of(&c, "ds", &h);
 	assert_true(h.adopted);
 	assert_int_equal(h.last, 0);
@@ -393,7 +385,7 @@ static void bad_plan_fails_load(void **st)
 	snprintf(spec, sizeof(spec), "ds=%s", T.full.dir_ds);
 	snprintf(out, sizeof(out), "%s/bad.log", T.dir);
 	snprintf(plan, sizeof(plan), "%s/bad.json", T.dir);
-	assert_int_equal(write_text(plan, "{\"tp_plan\": {\"lm_head\": \"colwise\"}}"), 0);
+	assert_int_equal(partial_write_text(plan, "{\"tp_plan\": {\"lm_head\": \"colwise\"}}"), 0);
 	assert_int_equal(run_prog(argv, NULL, out, out, 0, 20), 1);
 	log = read_file(out, &len);
 	assert_non_null(log);
@@ -414,5 +406,5 @@ int main(void)
 	};
 
 	return test_group_main(&(struct test_group){ "partial", tests, sizeof(tests) / sizeof(tests[0]),
-						      setup, teardown, case_open, case_close, false });
+						      partial_setup, partial_teardown, case_open, case_close, false });
 }

@@ -189,7 +189,7 @@ static void rawc_close(struct raw *r)
 static char token_path[300];
 
 /* TOKEN in token_path (mode 600), and UCX pinned to TCP, as between hosts. */
-static void write_token(void)
+static void peer_auth_write_token(void)
 {
 	int fd;
 
@@ -207,7 +207,7 @@ static void serve_peers(struct served *sv, int *port)
 {
 	char listen[64];
 
-	write_token();
+	peer_auth_write_token();
 	*port = free_tcp_port();
 	assert_true(*port > 0);
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", *port);
@@ -400,7 +400,7 @@ static void outsider_closed_before_ucx(void **s)
 	int port;
 
 	(void)s;
-	write_token();
+	peer_auth_write_token();
 	port = free_tcp_port();
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
 	memset(&sv, 0, sizeof(sv));
@@ -575,7 +575,7 @@ static void filler_survives_garbage(void **s)
 	int lfd;
 
 	(void)s;
-	write_token();
+	peer_auth_write_token();
 	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
 	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);

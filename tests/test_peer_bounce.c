@@ -122,7 +122,7 @@ static void sums_in_any_order(void **s)
 }
 
 /* arena_read gives the written bytes; past the segment it is an error. */
-static void read_back(void **s)
+static void peer_bounce_read_back(void **s)
 {
 	uint8_t *bytes, got[8192];
 	struct arena *a = filled_arena(1u << 20, &bytes);
@@ -140,5 +140,5 @@ static void read_back(void **s)
 FIXTURE_MAIN(F,
 	cmocka_unit_test(pool_reuses_and_bounds),
 	cmocka_unit_test(sums_in_any_order),
-	cmocka_unit_test(read_back),
+	cmocka_unit_test(peer_bounce_read_back),
 )

@@ -58,7 +58,7 @@ static void fresh_ports(void)
 	netlab_ports(&T.nl);
 }
 
-static int write_token(char *path, const char *dir, const char *name, const char *tok)
+static int peers_write_token(char *path, const char *dir, const char *name, const char *tok)
 {
 	int fd;
 
@@ -69,7 +69,7 @@ static int write_token(char *path, const char *dir, const char *name, const char
 	return close(fd);
 }
 
-static int group_setup(void **state)
+static int peers_setup(void **state)
 {
 	char *d = test_tmpdir("peers");
 
@@ -83,9 +83,9 @@ static int group_setup(void **state)
 	snprintf(T.other, sizeof(T.other), "%s/other", d);
 	if (make_model(T.dir, "llama-mini", 24u << 20, 6, 2, 7) < 0 ||
 	    make_model(T.other, "llama-mini", 16u << 20, 4, 1, 8) < 0 ||
-	    write_token(T.token, d, "token", "the-fleet-token-0123456789\n") < 0 ||
-	    write_token(T.badtoken, d, "bad", "another-token-9876543210\n") < 0 ||
-	    write_token(T.stages, d, "stages.json", "{\"stages\": 2}") < 0)
+	    peers_write_token(T.token, d, "token", "the-fleet-token-0123456789\n") < 0 ||
+	    peers_write_token(T.badtoken, d, "bad", "another-token-9876543210\n") < 0 ||
+	    peers_write_token(T.stages, d, "stages.json", "{\"stages\": 2}") < 0)
 		return -1;
 	free(d);
 	netlab_up(&T.nl, NHOSTS, "wsrvt");
@@ -96,7 +96,7 @@ static int group_setup(void **state)
 	return 0;
 }
 
-static int group_teardown(void **state)
+static int peers_teardown(void **state)
 {
 	(void)state;
 	netlab_down(&T.nl);
@@ -137,7 +137,7 @@ static void host(struct test_server *ts, int i, const char *const *env, int wait
 
 /* Every tensor host ts serves equals the files' bytes, and its xxh3 (of
  * the held part, for a partial load: only that part is compared). */
-static void check_bytes(struct test_server *ts)
+static void peers_check_bytes(struct test_server *ts)
 {
 	struct wsrv_client *c;
 	struct wsrv_model *wm;
@@ -201,7 +201,7 @@ static void sources_of(struct test_server *ts, struct sources *out)
 	wsrv_disconnect(c);
 }
 
-static uint64_t model_bytes(void)
+static uint64_t peers_model_bytes(void)
 {
 	struct model *m;
 	struct errinfo e;
@@ -217,20 +217,20 @@ static uint64_t model_bytes(void)
  * in *s for further checks. */
 static void all_from_peers(struct test_server *ts, struct sources *s)
 {
-	check_bytes(ts);
+	peers_check_bytes(ts);
 	sources_of(ts, s);
 	assert_int_equal(s->disk, 0);
-	assert_int_equal(s->peers, model_bytes());
+	assert_int_equal(s->peers, peers_model_bytes());
 }
 
 /* ts serves the files' bytes and read every one of them from its files
  * (a peer refused it, or had nothing); its sources in *s. */
 static void all_from_files(struct test_server *ts, struct sources *s)
 {
-	check_bytes(ts);
+	peers_check_bytes(ts);
 	sources_of(ts, s);
 	assert_int_equal(s->peers, 0);
-	assert_int_equal(s->disk, model_bytes());
+	assert_int_equal(s->disk, peers_model_bytes());
 }
 
 /* next takes a's place with --take-over (serving peers as a did); a
@@ -272,9 +272,9 @@ static void test_fill_from_one(void **state)
 	all_from_peers(&b, &s);
 	assert_int_equal(s.checksum_failures + s.failures, 0);
 	sources_of(&a, &s);
-	assert_int_equal(s.served, model_bytes());
+	assert_int_equal(s.served, peers_model_bytes());
 	mapping_mem(a.pid, "wsrv:m:", NULL, &rss);
-	assert_true(rss - before < model_bytes() / 4);
+	assert_true(rss - before < peers_model_bytes() / 4);
 	assert_int_equal(server_stop(&b, SIGTERM), 0);
 	server_done(&a);
 	rm_rf(b.dir);
@@ -332,7 +332,7 @@ static void test_taken_over_serves(void **state)
 	host(&b, 1, NULL, true, "--fill-from", T.addr[0], NULL);
 	all_from_peers(&b, &s);
 	sources_of(&next, &s);
-	assert_int_equal(s.served, model_bytes());
+	assert_int_equal(s.served, peers_model_bytes());
 	assert_int_equal(server_stop(&b, SIGTERM), 0);
 	assert_int_equal(server_stop(&next, SIGTERM), 0);
 	rm_rf(a.dir);
@@ -345,7 +345,7 @@ static void test_fleet_of_three(void **state)
 {
 	struct test_server h[3];
 	char fleet[256], idx[3][4];
-	uint64_t disk = 0, total = model_bytes();
+	uint64_t disk = 0, total = peers_model_bytes();
 
 	(void)state;
 	fresh_ports();
@@ -358,7 +358,7 @@ static void test_fleet_of_three(void **state)
 		assert_int_equal(server_wait_ready(&h[i], 60), 0);
 	for (int i = 0; i < 3; i++) {
 		struct sources s;
-		check_bytes(&h[i]);
+		peers_check_bytes(&h[i]);
 		sources_of(&h[i], &s);
 		assert_int_equal(s.disk + s.peers, total);
 		assert_true(s.disk > 0 && s.disk < total);
@@ -409,19 +409,19 @@ static void test_partial_hosts(void **state)
 	     NULL);
 	host(&b, 1, NULL, true, "--fill-from", T.addr[0], "--plan", T.stages, "--ranks", "0", "--world", "2",
 	     NULL);
-	check_bytes(&b);
+	peers_check_bytes(&b);
 	sources_of(&b, &s);
 	held = s.peers;
 	assert_int_equal(s.disk, 0);
-	assert_true(held > 0 && held < model_bytes()); /* stage 0 of 2: its parts only */
+	assert_true(held > 0 && held < peers_model_bytes()); /* stage 0 of 2: its parts only */
 	assert_int_equal(s.checksum_failures + s.failures, 0);
 	sources_of(&a, &s);
 	assert_int_equal(s.disk, held);
 	host(&c, 2, NULL, true, "--fill-from", T.addr[0], NULL);
-	check_bytes(&c);
+	peers_check_bytes(&c);
 	sources_of(&c, &s);
 	assert_int_equal(s.peers, 0);
-	assert_int_equal(s.disk, model_bytes());
+	assert_int_equal(s.disk, peers_model_bytes());
 	assert_int_equal(s.failures, 1); /* laid out differently */
 	struct test_server *all[] = { &a, &b, &c };
 	for (int i = 0; i < 3; i++) {
@@ -450,7 +450,7 @@ static void test_fleet_partial(void **state)
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(server_wait_ready(&h[i], 60), 0);
 	for (int i = 0; i < 2; i++) {
-		check_bytes(&h[i]);
+		peers_check_bytes(&h[i]);
 		sources_of(&h[i], &s);
 		assert_true(s.disk > 0 && s.peers > 0);
 		assert_int_equal(s.checksum_failures + s.failures, 0);
@@ -459,7 +459,7 @@ static void test_fleet_partial(void **state)
 		assert_int_equal(s.disk + s.peers, held);
 		disk += s.disk;
 	}
-	assert_true(held < model_bytes()); /* stage 1 of 2 only */
+	assert_true(held < peers_model_bytes()); /* stage 1 of 2 only */
 	assert_int_equal(disk, held);
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(server_stop(&h[i], SIGTERM), 0);
@@ -490,9 +490,9 @@ static void test_peer_killed_mid_fill(void **state)
 	assert_int_equal(server_log_wait(&a, ": filling model m", 60), 0);
 	assert_int_equal(server_stop(&a, SIGKILL), 128 + SIGKILL);
 	assert_int_equal(server_wait_ready(&c, 60), 0);
-	check_bytes(&c);
+	peers_check_bytes(&c);
 	sources_of(&c, &s);
-	assert_int_equal(s.disk + s.peers, model_bytes());
+	assert_int_equal(s.disk + s.peers, peers_model_bytes());
 	assert_true(s.failures >= 1);
 	assert_int_equal(server_stop(&c, SIGTERM), 0);
 	assert_int_equal(server_stop(&b, SIGTERM), 0);
@@ -518,15 +518,15 @@ static void test_corrupt_peer(void **state)
 	host(&b, 1, NULL, true, "--peer-listen", T.addr[1], NULL);
 	snprintf(from, sizeof(from), "%s,%s", T.addr[0], T.addr[1]);
 	host(&c, 2, NULL, true, "--fill-from", from, NULL);
-	check_bytes(&c);
+	peers_check_bytes(&c);
 	sources_of(&c, &s);
 	assert_true(s.checksum_failures >= 1);
-	assert_int_equal(s.disk + s.peers, model_bytes());
+	assert_int_equal(s.disk + s.peers, peers_model_bytes());
 	host(&d, 3, NULL, true, "--fill-from", T.addr[0], NULL);
-	check_bytes(&d);
+	peers_check_bytes(&d);
 	sources_of(&d, &s);
 	assert_int_equal(s.peers, 0);
-	assert_int_equal(s.disk, model_bytes());
+	assert_int_equal(s.disk, peers_model_bytes());
 	assert_true(s.checksum_failures >= 1);
 	struct test_server *all[] = { &a, &b, &c, &d };
 	for (int i = 0; i < 4; i++) {
@@ -552,9 +552,9 @@ static void test_stalled_peer(void **state)
 	host(&b, 1, NULL, true, "--fill-from", T.addr[0], NULL);
 	/* The condition, not a time (issue 70 item 1): the stalled peer is
 	 * given up on by name, and every byte came from the files instead. */
-	check_bytes(&b);
+	peers_check_bytes(&b);
 	sources_of(&b, &s);
-	assert_int_equal(s.disk + s.peers, model_bytes());
+	assert_int_equal(s.disk + s.peers, peers_model_bytes());
 	assert_true(s.failures >= 1);
 	assert_true(server_log_has(&b, "sent no piece within 10 s"));
 	/* Issue 48 item 8: a timeout is not corruption. The tensors it had
@@ -586,10 +586,10 @@ static void test_refused(void **state)
 	assert_int_equal(server_start(&a, "m", T.dir, "--peer-allow", only, "--peer-token", T.token,
 				      "--peer-listen", T.addr[0], NULL), 0);
 	host(&b, 1, NULL, true, "--fill-from", T.addr[0], "--fill-wait", "2", NULL);
-	check_bytes(&b);
+	peers_check_bytes(&b);
 	sources_of(&b, &s);
 	assert_int_equal(s.peers, 0);
-	assert_int_equal(s.disk, model_bytes());
+	assert_int_equal(s.disk, peers_model_bytes());
 	assert_int_equal(s.failures, 1);
 	server_done(&a);
 	/* Allowed by address, the wrong token. */
@@ -628,10 +628,10 @@ static void test_other_layout_refused(void **state)
 	assert_int_equal(server_start(&a, "m", T.other, "--peer-allow", T.nl.net, "--peer-token", T.token,
 				      "--peer-listen", T.addr[0], NULL), 0);
 	host(&b, 1, NULL, true, "--fill-from", T.addr[0], NULL);
-	check_bytes(&b);
+	peers_check_bytes(&b);
 	sources_of(&b, &s);
 	assert_int_equal(s.peers, 0);
-	assert_int_equal(s.disk, model_bytes());
+	assert_int_equal(s.disk, peers_model_bytes());
 	assert_int_equal(s.failures, 1);
 	sources_of(&a, &s);
 	assert_true(s.refused >= 1);
@@ -816,5 +816,5 @@ int main(void)
 		cmocka_unit_test(test_published_adopted_not_served),
 	};
 
-	return test_group_run(tests, group_setup, group_teardown);
+	return test_group_run(tests, peers_setup, peers_teardown);
 }

@@ -36,7 +36,7 @@ static char *slurp_log(const struct test_server *ts)
 }
 
 /* wsrvctl ARGS... against ts, its stdout returned (the caller frees). */
-static char *ctl(const struct test_server *ts, const char *a, const char *b)
+static char *progress_ctl(const struct test_server *ts, const char *a, const char *b)
 {
 	const char *argv[] = { getenv("WSRV_CTL"), "--socket", ts->sock, a, b, NULL };
 	const char *out = pjoin(ts->dir, "ctl.out"), *err = pjoin(ts->dir, "ctl.err");
@@ -77,7 +77,7 @@ static unsigned count(const char *hay, const char *needle)
  * item 7: only --json models did). */
 static void check_json_status(const struct test_server *ts, bool loading)
 {
-	char *js = ctl(ts, "--json", "status");
+	char *js = progress_ctl(ts, "--json", "status");
 	json_t *j = json_loads(js, 0, NULL);
 	json_t *m = json_array_get(json_object_get(j, "models"), 0);
 	json_int_t placed = json_integer_value(json_object_get(m, "placed_bytes"));
@@ -93,8 +93,8 @@ static void check_json_status(const struct test_server *ts, bool loading)
 /* Mid-load: each view says loading, with the bytes placed so far. */
 static void check_loading(const struct test_server *ts)
 {
-	char *models = ctl(ts, "models", NULL), *status = ctl(ts, "status", NULL);
-	char *js = ctl(ts, "--json", "models"), *metrics;
+	char *models = progress_ctl(ts, "models", NULL), *status = progress_ctl(ts, "status", NULL);
+	char *js = progress_ctl(ts, "--json", "models"), *metrics;
 	json_t *j = json_loads(js, 0, NULL), *m = json_array_get(j, 0);
 
 	if (!strstr(models, "loading ") || !strstr(status, "loading: ") || !strstr(status, "placed ("))
@@ -124,7 +124,7 @@ static void check_loading(const struct test_server *ts)
 
 static void check_loaded(const struct test_server *ts)
 {
-	char *models = ctl(ts, "models", NULL), *log = slurp_log(ts), *metrics = scrape(ts);
+	char *models = progress_ctl(ts, "models", NULL), *log = slurp_log(ts), *metrics = scrape(ts);
 
 	if (!strstr(models, "ready") || !strstr(models, "load: loaded in") || strstr(models, "reload:"))
 		fail_msg("wsrvctl models once loaded:\n%s", models);
@@ -186,7 +186,7 @@ static void routine_clients_quiet(void **st)
 
 	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	for (int i = 0; i < 3; i++)
-		free(ctl(&ts, "status", NULL));
+		free(progress_ctl(&ts, "status", NULL));
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
 	wsrv_disconnect(c); /* the connection goes; the model is still held */

@@ -136,7 +136,7 @@ static int cache_model(void)
 	return 0;
 }
 
-static int group_setup(void)
+static int real_shape_setup(void)
 {
 	const char *want = getenv("WSRV_REAL_SHAPE") ? getenv("WSRV_REAL_SHAPE") : "kimi";
 	int r;
@@ -164,13 +164,13 @@ static int group_setup(void)
 	return r;
 }
 
-static void group_teardown(void)
+static void real_shape_teardown(void)
 {
 	if (!why_not && server_stop(&srv.ts, SIGTERM) == 0)
 		rm_rf(srv.ts.dir);
 }
 
-static struct fixture F = { .tag = "realshape", .setup = group_setup, .teardown = group_teardown };
+static struct fixture F = { .tag = "realshape", .setup = real_shape_setup, .teardown = real_shape_teardown };
 
 static struct wsrv_client *cl;
 static struct wsrv_model *m;
@@ -342,7 +342,7 @@ static void route(uint32_t k, uint32_t *ids)
 
 /* Every tensor of layer l's routed experts ids: the device bytes are the
  * mapping's (a host device: its memory is the process's). */
-static int check_experts(struct wsrv_stream *s, const struct wsrv_layer *l, const uint32_t *ids)
+static int real_shape_check_experts(struct wsrv_stream *s, const struct wsrv_layer *l, const uint32_t *ids)
 {
 	char want[64];
 	int seen = 0;
@@ -388,7 +388,7 @@ static void experts_every_layer(void **st)
 		route((uint32_t)li, ids);
 		int r = wsrv_stream_acquire_experts(s, l.index, ids, TOPK, NULL);
 		if (r == 0) {
-			assert_true(check_experts(s, &l, ids) >= TOPK * 3); /* three weights each, and scales */
+			assert_true(real_shape_check_experts(s, &l, ids) >= TOPK * 3); /* three weights each, and scales */
 			assert_int_equal(wsrv_stream_release_experts(s, l.index), 0);
 			moe++;
 		} else if (r != -ENOENT) { /* a dense layer, or the global group */
@@ -404,7 +404,7 @@ static void experts_every_layer(void **st)
 
 /* Runs wsrvctl with args, its standard output into out; returns its exit
  * status and how many lines it printed. */
-static int ctl(const char *out, size_t *lines, const char *const *args)
+static int real_shape_ctl(const char *out, size_t *lines, const char *const *args)
 {
 	const char *argv[12] = { getenv("WSRV_CTL") };
 	size_t n = 1, len;
@@ -431,16 +431,16 @@ static void ctl_at_this_count(void **st)
 
 	attach();
 	snprintf(out, sizeof(out), "%s", pjoin(srv.ts.dir, "ctl.out"));
-	assert_int_equal(ctl(out, &lines, (const char *const[]){ "--socket", srv.ts.sock, "models", NULL }), 0);
+	assert_int_equal(real_shape_ctl(out, &lines, (const char *const[]){ "--socket", srv.ts.sock, "models", NULL }), 0);
 	assert_true(lines >= 1);
-	assert_int_equal(ctl(out, &lines, (const char *const[]){ "--socket", srv.ts.sock, "tensors", "m", NULL }), 0);
+	assert_int_equal(real_shape_ctl(out, &lines, (const char *const[]){ "--socket", srv.ts.sock, "tensors", "m", NULL }), 0);
 	assert_true(lines >= S->tensors);
-	assert_int_equal(ctl(out, &lines, (const char *const[]){ "--socket", srv.ts.sock, "layers", "m", NULL }), 0);
+	assert_int_equal(real_shape_ctl(out, &lines, (const char *const[]){ "--socket", srv.ts.sock, "layers", "m", NULL }), 0);
 	assert_true(lines >= S->groups);
-	assert_int_equal(ctl(out, &lines, (const char *const[]){ "inspect", model_dir, NULL }), 0);
+	assert_int_equal(real_shape_ctl(out, &lines, (const char *const[]){ "inspect", model_dir, NULL }), 0);
 	assert_true(lines >= 1);
 	/* Every checksum in the shared mapping. */
-	assert_int_equal(ctl(out, &lines, (const char *const[]){ "--socket", srv.ts.sock, "verify", "m", NULL }), 0);
+	assert_int_equal(real_shape_ctl(out, &lines, (const char *const[]){ "--socket", srv.ts.sock, "verify", "m", NULL }), 0);
 	detach();
 }
 
@@ -661,7 +661,7 @@ static void reload_publish(const struct test_server *ts, const uint64_t *sums, s
 
 	snprintf(out, sizeof(out), "%s", pjoin(ts->dir, "ctl.out"));
 	double t0 = now_s();
-	g->reload = ctl(out, &lines, (const char *const[]){ "--socket", ts->sock, "reload", "m", NULL });
+	g->reload = real_shape_ctl(out, &lines, (const char *const[]){ "--socket", ts->sock, "reload", "m", NULL });
 	if (g->reload == 0)
 		g->reload = wait_latest(cl, m, 2, 600);
 	g->reload_s = now_s() - t0;
@@ -672,7 +672,7 @@ static void reload_publish(const struct test_server *ts, const uint64_t *sums, s
 		wsrv_detach(m2);
 	}
 	t0 = now_s();
-	g->publish = ctl(out, &lines, (const char *const[]){ "--socket", ts->sock, "publish", "m", "--from",
+	g->publish = real_shape_ctl(out, &lines, (const char *const[]){ "--socket", ts->sock, "publish", "m", "--from",
 							     model_dir, NULL });
 	g->publish_s = now_s() - t0;
 	if (wsrv_attach(cl, "m", &m2) == 0) {

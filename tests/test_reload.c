@@ -30,7 +30,7 @@
 static struct fixture F = { .tag = "reload", .models = { { "" } } };
 
 /* wsrvctl reload m; its exit status. */
-static int ctl_reload(const struct test_server *ts, const char *path)
+static int reload_ctl_reload(const struct test_server *ts, const char *path)
 {
 	const char *argv[] = { getenv("WSRV_CTL"), "--socket", ts->sock, "reload", "m",
 			       path ? "--path" : NULL, path, NULL };
@@ -87,7 +87,7 @@ static void reload_with_worker(void **st)
 	memcpy(before, t.data, t.size);
 	/* The same shapes, other bytes: a trainer's new weights. */
 	assert_int_equal(make_model(F.dir[0], "llama-mini", 8 << 20, 2, 1, 2), 0);
-	assert_int_equal(ctl_reload(&ts, NULL), 0);
+	assert_int_equal(reload_ctl_reload(&ts, NULL), 0);
 	/* Told: the connection is readable, the model has a newer generation. */
 	struct pollfd p = { wsrv_client_fd(a), POLLIN, 0 };
 	assert_int_equal(poll(&p, 1, 5000), 1);
@@ -131,7 +131,7 @@ static void reload_refused(void **st)
 
 	assert_int_equal(make_model(F.dir[0], "llama-mini", 8 << 20, 2, 1, 1), 0);
 	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
-	assert_int_equal(ctl_reload(&ts, "/nonexistent/model"), 1);
+	assert_int_equal(reload_ctl_reload(&ts, "/nonexistent/model"), 1);
 	char *err = (char *)read_file(pjoin(ts.dir, "ctl.err"), &len);
 	assert_non_null(err);
 	assert_non_null(strstr(err, "cannot reload m from /nonexistent/model"));
@@ -258,7 +258,7 @@ static void never_torn(void **st)
 	for (int i = 0; i < 4; i++) {
 		usleep(300000);
 		assert_int_equal(make_model(F.dir[0], "llama-mini", 8 << 20, 2, 1, (uint64_t)(10 + i)), 0);
-		assert_int_equal(ctl_reload(&ts, NULL), 0);
+		assert_int_equal(reload_ctl_reload(&ts, NULL), 0);
 	}
 	assert_int_equal(waitpid(w, &status, 0), w);
 	assert_true(WIFEXITED(status));
@@ -283,7 +283,7 @@ static void worker_follows(void **st)
 	}
 	usleep(500000);
 	assert_int_equal(make_model(F.dir[0], "llama-mini", 8 << 20, 2, 1, 7), 0);
-	assert_int_equal(ctl_reload(&ts, NULL), 0);
+	assert_int_equal(reload_ctl_reload(&ts, NULL), 0);
 	int status;
 	assert_int_equal(waitpid(w, &status, 0), w);
 	char *out = (char *)read_file(pjoin(ts.dir, "w.out"), &len);

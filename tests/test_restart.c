@@ -32,16 +32,6 @@
 static struct fixture F = { .tag = "restart", .models = {
 	{ "llama-mini", 16 << 20, .layers = 2, .shards = 2, .seed = 3 } } };
 
-/* Does the log say what, past its first `from` bytes (the servers before)? */
-static bool log_has(const struct test_server *ts, size_t from, const char *what)
-{
-	size_t len = 0;
-	char *t = (char *)read_file(ts->log, &len);
-	bool has = t && len >= from && strstr(t + from, what);
-
-	free(t);
-	return has;
-}
 
 static size_t log_size(const struct test_server *ts)
 {
@@ -118,8 +108,8 @@ static void restart_adopts(void **st)
 	assert_int_equal(wsrv_attach(c2, "m", &m2), 0);
 	fprintf(stderr, "restart: %.1f ms from the old server's exit to an attach answered\n",
 		(mono_now() - t0) * 1e3);
-	assert_true(log_has(&ts, mark, "model m adopted"));
-	assert_false(log_has(&ts, mark, "model m loaded"));
+	assert_true(file_has(ts.log, mark, "model m adopted"));
+	assert_false(file_has(ts.log, mark, "model m loaded"));
 	model_stats(ts.sock, &ms, &ss);
 	assert_true(ms.adopted);
 	assert_int_equal(ms.generation, 1);
@@ -172,7 +162,7 @@ static void changed_files_reload(void **st)
 	/* The same shapes, other bytes. */
 	assert_int_equal(make_model(mdir, "llama-mini", 8 << 20, 2, 1, 2), 0);
 	start_with_store(&ts, &s, NULL);
-	assert_true(log_has(&ts, 0, "not adopted (its files changed"));
+	assert_true(file_has(ts.log, 0, "not adopted (its files changed"));
 	model_stats(ts.sock, &ms, &ss);
 	assert_false(ms.adopted);
 	assert_int_equal(ms.generation, 2);
@@ -209,7 +199,7 @@ static void verify_and_partial_store(void **st)
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
 	fdstore_drain(&s, 200, false);
 	start_with_store(&ts, &s, "--verify-adopted");
-	assert_true(log_has(&ts, 0, "every checksum verified"));
+	assert_true(file_has(ts.log, 0, "every checksum verified"));
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
 	fdstore_drain(&s, 200, false);
 	fdstore_remove(&s, "wsrv-state");
@@ -252,13 +242,13 @@ static void adopted_locked(void **st)
 	fdstore_drain(&s, 200, false);
 	size_t mark = log_size(&ts);
 	start_with_store(&ts, &s, "--lock=on");
-	assert_true(log_has(&ts, mark, "model m adopted"));
+	assert_true(file_has(ts.log, mark, "model m adopted"));
 	assert_true(pid_locked_bytes(ts.pid) >= loaded);
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
 	fdstore_drain(&s, 200, false);
 	/* --lock off: adopted, and nothing locked. */
 	start_with_store(&ts, &s, "--lock=off");
-	assert_true(log_has(&ts, mark, "model m adopted"));
+	assert_true(file_has(ts.log, mark, "model m adopted"));
 	assert_true(pid_locked_bytes(ts.pid) < 1 << 20);
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
 	fdstore_close(&s);

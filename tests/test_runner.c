@@ -97,7 +97,7 @@ static int drain(void)
 
 /* Runs tests as an inner group: its exit status; *cases_ran says how many
  * of its cases ran. */
-static int run(const struct CMUnitTest *tests, size_t n, int (*setup)(void **), int *cases_ran)
+static int runner_run(const struct CMUnitTest *tests, size_t n, int (*setup)(void **), int *cases_ran)
 {
 	struct test_group g = { "inner", tests, n, setup, inner_teardown, case_setup, NULL, false };
 	int r;
@@ -121,7 +121,7 @@ static void bad_cases_fail_the_group(void **st)
 
 	setenv("WSRV_TEST_CASE_TIMEOUT", "1", 1);
 	fprintf(stderr, "-- an inner group: four cases fail on purpose --\n");
-	assert_int_equal(run(tests, 5, inner_setup, &n), 1);
+	assert_int_equal(runner_run(tests, 5, inner_setup, &n), 1);
 	unsetenv("WSRV_TEST_CASE_TIMEOUT");
 	assert_int_equal(n, 5);                /* every case ran, the last too */
 	assert_int_equal(inner_teardowns, 1);  /* and the teardown */
@@ -133,7 +133,7 @@ static void good_cases_pass(void **st)
 	const struct CMUnitTest tests[] = { cmocka_unit_test(passes), cmocka_unit_test(passes) };
 	int n;
 
-	assert_int_equal(run(tests, 2, inner_setup, &n), 0);
+	assert_int_equal(runner_run(tests, 2, inner_setup, &n), 0);
 	assert_int_equal(n, 2);
 	assert_int_equal(inner_teardowns, 1);
 }
@@ -143,7 +143,7 @@ static void failed_setup_runs_nothing(void **st)
 	const struct CMUnitTest tests[] = { cmocka_unit_test(passes) };
 	int n;
 
-	assert_int_equal(run(tests, 1, inner_setup_fails, &n), 1);
+	assert_int_equal(runner_run(tests, 1, inner_setup_fails, &n), 1);
 	assert_int_equal(n, 0);
 	assert_int_equal(inner_teardowns, 0);
 }

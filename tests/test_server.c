@@ -35,7 +35,7 @@ static struct fixture F = { .tag = "srv", .setup = files_open, .teardown = files
 
 static struct model *files; /* the model read from disk, for comparisons */
 
-static struct wsrv_client *conn(const struct test_server *ts)
+static struct wsrv_client *server_conn(const struct test_server *ts)
 {
 	struct wsrv_client *c = NULL;
 
@@ -133,7 +133,7 @@ static void threads_share_one_client(void **s)
 	void *bad;
 
 	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
-	c = conn(&ts);
+	c = server_conn(&ts);
 	for (int i = 0; i < THREADS; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, one_thread, c), 0);
 	for (int i = 0; i < THREADS; i++) {
@@ -162,7 +162,7 @@ static void lookup_leases_and_limits(void **s)
 	struct wsrv_tensor t;
 
 	assert_int_equal(server_start(&ts, "m", F.dir[0], "--max-leases", "2", NULL), 0);
-	c = conn(&ts);
+	c = server_conn(&ts);
 	assert_int_equal(wsrv_list_models(c, &ml), 0);
 	assert_int_equal(wsrv_model_list_count(ml), 1);
 	assert_int_equal(wsrv_model_list_at(ml, 0, &mi), 0);
@@ -207,7 +207,7 @@ static void lookup_leases_and_limits(void **s)
 static int wait_clean(const struct test_server *ts, int fd_baseline)
 {
 	for (int i = 0; i < 200; i++) {
-		struct wsrv_client *c = conn(ts);
+		struct wsrv_client *c = server_conn(ts);
 		struct wsrv_server_stats st;
 		int ok = server_counters(c, &st) == 0 && st.leases == 0 && st.attachments == 0 &&
 			 st.clients == 1;
@@ -246,7 +246,7 @@ static void client_killed_is_cleaned_up(void **s)
 	close(p[1]);
 	assert_int_equal(read(p[0], &ch, 1), 1);
 	close(p[0]);
-	struct wsrv_client *c = conn(&ts);
+	struct wsrv_client *c = server_conn(&ts);
 	struct wsrv_server_stats stt;
 	assert_int_equal(server_counters(c, &stt), 0);
 	assert_int_equal(stt.leases, 3);
@@ -267,7 +267,7 @@ static void server_killed_clients_read_on(void **s)
 	struct wsrv_lease l;
 
 	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
-	c = conn(&ts);
+	c = server_conn(&ts);
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
 	assert_int_equal(server_stop(&ts, SIGKILL), 128 + SIGKILL);
 	/* The mappings outlive the server. */
@@ -276,7 +276,7 @@ static void server_killed_clients_read_on(void **s)
 	assert_int_equal(server_counters(c, &(struct wsrv_server_stats){ 0 }), -ENOTCONN);
 	/* A restarted server (the stale socket replaced) takes clients again. */
 	assert_int_equal(server_restart(&ts, "m", F.dir[0]), 0);
-	c2 = conn(&ts);
+	c2 = server_conn(&ts);
 	assert_int_equal(wsrv_attach(c2, "m", &m2), 0);
 	assert_int_equal(compare_with_files(m2), 0);
 	assert_int_equal(wsrv_fetch_layer(m2, 0, &l), 0);
@@ -316,7 +316,7 @@ static void local_resolution_makes_no_syscalls(void **s)
 
 	assert_int_equal(count_syscalls(one_syscall, &p), 1);
 	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
-	c = conn(&ts);
+	c = server_conn(&ts);
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
 	assert_int_equal(count_syscalls(resolve_everything, m), 0);
 	wsrv_detach(m);
@@ -332,7 +332,7 @@ static void sigterm_says_goodbye(void **s)
 	struct stat sb;
 
 	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
-	c = conn(&ts);
+	c = server_conn(&ts);
 	kill(ts.pid, SIGTERM);
 	sleep_ms(200);
 	assert_int_equal(server_counters(c, &st), -ENOTCONN);
@@ -362,7 +362,7 @@ static void folios_as_chosen(void **s)
 		struct wsrv_client *c;
 
 		assert_int_equal(server_start(&ts, "m", F.dir[0], "--hugepages", "auto", "--folios", modes[k], NULL), 0);
-		c = conn(&ts);
+		c = server_conn(&ts);
 		for (int tries = 0;; tries++) { /* until it is loaded */
 			assert_int_equal(wsrv_list_models(c, &l), 0);
 			assert_int_equal(wsrv_model_list_at(l, 0, &mi), 0);
@@ -401,7 +401,7 @@ static void pages_say_how(void **s)
 		size_t len;
 
 		assert_int_equal(server_start(&ts, "m", F.dir[0], "--hugepages", modes[k], NULL), 0);
-		c = conn(&ts);
+		c = server_conn(&ts);
 		/* Folios are made behind the load where fresh ones are dear
 		 * (folio_probe.h): the note says so until they are. */
 		for (int tries = 0;; tries++) {
@@ -461,7 +461,7 @@ static void second_server_refused(void **s)
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 1);
 	/* The first still serves. */
-	wsrv_disconnect(conn(&ts));
+	wsrv_disconnect(server_conn(&ts));
 	server_done(&ts);
 }
 

@@ -212,7 +212,7 @@ static int open_streams(struct wsrv_model *m, struct wsrv_device *d, const struc
 
 /* The worker's body, in a child: report r on out, then hold everything
  * until a byte (or EOF) comes on go. */
-static int worker(const struct wopts *w, int out, int go)
+static int share_worker(const struct wopts *w, int out, int go)
 {
 	struct wres r = { .rc = -1, .dev_added = -1 };
 	uint64_t free0 = 0, free1 = 0, total;
@@ -261,7 +261,7 @@ struct child {
 	int out, go;
 };
 
-static struct child spawn(const struct wopts *w)
+static struct child share_spawn(const struct wopts *w)
 {
 	int o[2], g[2];
 	struct child ch;
@@ -278,7 +278,7 @@ static struct child spawn(const struct wopts *w)
 			signal(sigs[i], SIG_DFL);
 		close(o[0]);
 		close(g[1]);
-		_exit(worker(w, o[1], g[0]));
+		_exit(share_worker(w, o[1], g[0]));
 	}
 	close(o[1]);
 	close(g[0]);
@@ -393,7 +393,7 @@ static void n_workers_one_copy(void **st)
 	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	struct wopts w = { .sock = ts.sock, .try_write = true };
 	for (int i = 0; i < N; i++) {
-		ch[i] = spawn(&w);
+		ch[i] = share_spawn(&w);
 		report(&ch[i], &r[i]); /* one after another: the first writes */
 	}
 	for (int i = 0; i < N; i++) {
@@ -446,7 +446,7 @@ static void resident_plan_readers_lock_nothing(void **st)
 	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	struct wopts w = { .sock = ts.sock, .plan = whole };
 	for (int i = 0; i < 2; i++) {
-		ch[i] = spawn(&w);
+		ch[i] = share_spawn(&w);
 		report(&ch[i], &r[i]);
 	}
 	assert_int_equal(r[0].sh.role, WSRV_SHARE_WRITER);
@@ -482,7 +482,7 @@ static void different_keys_different_regions(void **st)
 	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	for (int i = 0; i < N; i++) {
 		w[i].sock = ts.sock;
-		ch[i] = spawn(&w[i]);
+		ch[i] = share_spawn(&w[i]);
 		report(&ch[i], &r[i]);
 		assert_int_equal(r[i].sh.role, WSRV_SHARE_WRITER);
 	}
@@ -512,12 +512,12 @@ static void writer_killed_mid_fill(void **st)
 	 * committed: it never waited.) The writer is killed as soon as the
 	 * second one waits, so the test is no slower. */
 	struct wopts ws = { .sock = ts.sock, .gbps = 0.002 }, wn = { .sock = ts.sock };
-	slow = spawn(&ws);
+	slow = share_spawn(&ws);
 	for (int i = 0; i < 500 && !(regions(ts.sock, &gi) && !gi.committed); i++)
 		sleep_ms(10);
 	assert_false(gi.committed);
 	assert_int_equal(gi.writer_pid, (uint32_t)slow.pid);
-	next = spawn(&wn);
+	next = share_spawn(&wn);
 	/* It asks, and is told to wait: ordered by the server's count, not by
 	 * a sleep (a release build's child took longer than 300 ms to ask, so
 	 * it became the writer without waiting; issue 27, 1b). */
@@ -548,7 +548,7 @@ static void limits_give_private_copies(void **st)
 
 	assert_int_equal(server_start(&ts, "m", F.dir[0], "--max-region-bytes", "1M", NULL), 0);
 	struct wopts w = { .sock = ts.sock };
-	a = spawn(&w);
+	a = share_spawn(&w);
 	report(&a, &ra);
 	assert_int_equal(ra.sh.role, WSRV_SHARE_PRIVATE);
 	assert_non_null(strstr(ra.note, "--max-region-bytes"));
@@ -558,18 +558,18 @@ static void limits_give_private_copies(void **st)
 
 	assert_int_equal(server_start(&ts, "m", F.dir[0], "--max-client-regions", "0", NULL), 0);
 	w.sock = ts.sock;
-	b = spawn(&w);
+	b = share_spawn(&w);
 	report(&b, &rb);
 	assert_int_equal(rb.sh.role, WSRV_SHARE_PRIVATE);
 	assert_non_null(strstr(rb.note, "--max-client-regions"));
 	assert_int_equal(finish(&b), 0);
 	/* Off by the plan, and by the options. */
 	struct wopts wp = { .sock = ts.sock, .plan = off }, wo = { .sock = ts.sock, .share = WSRV_SHARE_OFF };
-	c = spawn(&wp);
+	c = share_spawn(&wp);
 	report(&c, &rc);
 	assert_int_equal(rc.sh.role, WSRV_SHARE_PRIVATE);
 	assert_non_null(strstr(rc.note, "share_resident"));
-	d = spawn(&wo);
+	d = share_spawn(&wo);
 	report(&d, &rd);
 	assert_int_equal(rd.sh.role, WSRV_SHARE_PRIVATE);
 	assert_non_null(strstr(rd.note, "options"));
@@ -590,12 +590,12 @@ static void kept_regions_outlive_holders(void **st)
 
 	assert_int_equal(server_start(&ts, "m", F.dir[0], "--keep-device-regions", NULL), 0);
 	struct wopts w = { .sock = ts.sock };
-	a = spawn(&w);
+	a = share_spawn(&w);
 	report(&a, &ra);
 	assert_int_equal(finish(&a), 0);
 	assert_int_equal(regions(ts.sock, &gi), 1);
 	assert_int_equal(gi.holders, 0);
-	b = spawn(&w);
+	b = share_spawn(&w);
 	report(&b, &rb);
 	assert_int_equal(rb.sh.role, WSRV_SHARE_READER);
 	assert_int_equal(rb.sh.writer_pid, (uint32_t)a.pid);
@@ -617,7 +617,7 @@ static void unshareable_device_falls_back(void **st)
 	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
 	struct wopts w = { .sock = ts.sock };
 	fk_set("vmm_supported", 0);
-	a = spawn(&w);
+	a = share_spawn(&w);
 	report(&a, &ra);
 	fk_set("vmm_supported", 1);
 	assert_int_equal(ra.sh.role, WSRV_SHARE_PRIVATE);

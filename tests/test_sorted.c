@@ -17,7 +17,7 @@
 
 static struct fixture F = { .tag = "sorted" };
 
-static int cmp(const void *key, const void *elem)
+static int sorted_cmp(const void *key, const void *elem)
 {
 	return sorted_cmp_u64(*(const uint64_t *)key, *(const uint64_t *)elem);
 }
@@ -65,7 +65,7 @@ static void index_finds_what_a_scan_finds(void **st)
 			bool present = false;
 			for (size_t i = 0; i < n; i++)
 				present |= v[i] == key;
-			long at = sorted_index(&key, v, n, sizeof(*v), cmp);
+			long at = sorted_index(&key, v, n, sizeof(*v), sorted_cmp);
 			if (!present)
 				assert_int_equal(at, -1);
 			else

@@ -25,11 +25,11 @@
 #include "fixture.h"
 #include "wsrv.h"
 
-static int aliases(void);
+static int stream_aliases(void);
 /* One wsrvd for every case, serving the model as "m"; each case a client
  * attached and the test device. */
 static struct fixture F = { .tag = "stream", .serve = "m", .device = true,
-			    .case_setup = aliases, .models = {
+			    .case_setup = stream_aliases, .models = {
 	{ "tiny", 2 << 20, .layers = 4, .shards = 2, .seed = 3 } } };
 
 static struct wsrv_client *cl;
@@ -38,7 +38,7 @@ static struct wsrv_device *dev;
 
 /* Every tensor of an acquired layer (and every resident one) has the
  * shared mapping's bytes at its device address. */
-static void check_layer(struct wsrv_stream *s, int32_t layer)
+static void stream_check_layer(struct wsrv_stream *s, int32_t layer)
 {
 	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
 		struct wsrv_tensor t;
@@ -61,7 +61,7 @@ static void walk(struct wsrv_stream *s, int passes)
 			wsrv_model_layer_at(m, i, &l);
 			if (wsrv_stream_acquire(s, l.index) < 0)
 				fail_msg("acquire %d: %s", l.index, wsrv_last_error());
-			check_layer(s, l.index);
+			stream_check_layer(s, l.index);
 			assert_int_equal(wsrv_stream_release(s, l.index), 0);
 		}
 }
@@ -169,16 +169,16 @@ static void out_of_order_and_busy(void **st)
 	void *d;
 
 	assert_int_equal(wsrv_stream_acquire(s, 2), 0);
-	check_layer(s, 2);
+	stream_check_layer(s, 2);
 	assert_int_equal(wsrv_stream_acquire(s, 0), 0);   /* evicts the prefetched 3 */
-	check_layer(s, 0);
+	stream_check_layer(s, 0);
 	assert_int_equal(wsrv_stream_acquire(s, 1), -EBUSY); /* both slots held */
 	assert_int_equal(wsrv_stream_acquire(s, 2), -EBUSY); /* already acquired */
 	assert_int_equal(wsrv_stream_tensor(s, "model.layers.1.mlp.up_proj.weight", &d), -EAGAIN);
 	assert_int_equal(wsrv_stream_release(s, 2), 0);
 	assert_int_equal(wsrv_stream_release(s, 2), -EINVAL);
 	assert_int_equal(wsrv_stream_acquire(s, 1), 0);
-	check_layer(s, 1);
+	stream_check_layer(s, 1);
 	assert_int_equal(wsrv_stream_acquire(s, 77), -ENOENT);
 	assert_int_equal(wsrv_stream_tensor(s, "nope", &d), -ENOENT);
 	wsrv_stream_close(s); /* with layers acquired and copies in flight */
@@ -406,7 +406,7 @@ static void invalid_plans(void **st)
 
 /* The cases' client, model and device: the fixture's, and a device of the
  * backend the run asks for (dev_test_open). */
-static int aliases(void)
+static int stream_aliases(void)
 {
 	cl = F.srv.cl;
 	m = F.srv.m;

@@ -31,15 +31,6 @@ static struct fixture F = { .tag = "takeover", .models = {
 	/* Other bytes of the same shape: a reload's new generation. */
 	{ "llama-mini", 16 << 20, .layers = 2, .shards = 2, .seed = 9 } } };
 
-static bool log_has(const char *log, const char *what)
-{
-	size_t len;
-	char *t = (char *)read_file(log, &len);
-	bool has = t && strstr(t, what);
-
-	free(t);
-	return has;
-}
 
 /* A client's whole life: connect, attach, a layer, detach. 0 or errno. */
 static int one_client(const char *sock)
@@ -81,24 +72,6 @@ static pid_t hammer(const char *sock, int ms)
 	return pid;
 }
 
-/* Its exit status, waiting at most 30 s: a process that does not leave
- * (an old server whose take-over was abandoned) is killed and fails the
- * case, instead of holding the test until meson's timeout. */
-static int exit_status(pid_t pid)
-{
-	int st;
-	pid_t r;
-
-	for (int i = 0; i < 3000 && (r = waitpid(pid, &st, WNOHANG)) == 0; i++)
-		sleep_ms(10);
-	if (r == 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, &st, 0);
-		fail_msg("pid %d did not exit within 30 s", (int)pid);
-	}
-	assert_int_equal(r, pid);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
 
 static bool adopted(const char *sock)
 {
@@ -141,9 +114,9 @@ static void takeover_refuses_no_one(void **st)
 	pid_t h = hammer(a.sock, 1500);
 	sleep_ms(400);
 	start_successor(&a, &b, NULL);
-	assert_int_equal(exit_status(a.pid), 0); /* the old one leaves */
-	assert_int_equal(exit_status(h), 0);     /* and nobody was refused */
-	assert_true(log_has(a.log, "model m adopted"));
+	assert_int_equal(child_status(a.pid), 0); /* the old one leaves */
+	assert_int_equal(child_status(h), 0);     /* and nobody was refused */
+	assert_true(file_has(a.log, 0, "model m adopted"));
 	assert_true(adopted(b.sock));
 	assert_int_equal(wsrv_fetch_layer(m, 0, &l), 0); /* reconnected */
 	assert_int_equal(wsrv_release(m, l.id), 0);
@@ -170,7 +143,7 @@ static void modelless_client_reconnects(void **st)
 	assert_int_equal(server_start(&a, "m", F.dir[0], NULL), 0);
 	assert_int_equal(wsrv_connect(a.sock, NULL, &c), 0);
 	start_successor(&a, &b, NULL);
-	assert_int_equal(exit_status(a.pid), 0);
+	assert_int_equal(child_status(a.pid), 0);
 	assert_int_equal(wsrv_list_models(c, &ml), 0); /* connected again */
 	assert_int_equal(wsrv_model_list_count(ml), 1);
 	wsrv_model_list_free(ml);
@@ -194,14 +167,14 @@ static void successor_killed(void **st)
 	need_test_seams("WSRV_TEST_TAKEOVER_PAUSE_MS widens the take-over");
 	assert_int_equal(server_start(&a, "m", F.dir[0], NULL), 0);
 	start_successor(&a, &b, "3000");
-	for (int i = 0; i < 200 && !log_has(a.log, "is taking the server over"); i++)
+	for (int i = 0; i < 200 && !file_has(a.log, 0, "is taking the server over"); i++)
 		sleep_ms(10);
 	pid_t h = hammer(a.sock, 800);
 	kill(b.pid, SIGKILL);
-	assert_int_equal(exit_status(b.pid), 128 + SIGKILL);
-	assert_int_equal(exit_status(h), 0);
+	assert_int_equal(child_status(b.pid), 128 + SIGKILL);
+	assert_int_equal(child_status(h), 0);
 	assert_int_equal(one_client(a.sock), 0);
-	assert_true(log_has(a.log, "abandoned; serving on"));
+	assert_true(file_has(a.log, 0, "abandoned; serving on"));
 	assert_false(adopted(a.sock));
 	server_done(&a);
 }
@@ -215,14 +188,14 @@ static void old_killed(void **st)
 	need_test_seams("WSRV_TEST_TAKEOVER_PAUSE_MS widens the take-over");
 	assert_int_equal(server_start(&a, "m", F.dir[0], NULL), 0);
 	start_successor(&a, &b, "1000");
-	for (int i = 0; i < 200 && !log_has(a.log, "is taking the server over"); i++)
+	for (int i = 0; i < 200 && !file_has(a.log, 0, "is taking the server over"); i++)
 		sleep_ms(10);
 	kill(a.pid, SIGKILL);
-	assert_int_equal(exit_status(a.pid), 128 + SIGKILL);
+	assert_int_equal(child_status(a.pid), 128 + SIGKILL);
 	pid_t h = hammer(a.sock, 1500); /* waits in the backlog for the successor */
-	assert_int_equal(exit_status(h), 0);
+	assert_int_equal(child_status(h), 0);
 	assert_true(adopted(b.sock));
-	assert_true(log_has(a.log, "did not confirm"));
+	assert_true(file_has(a.log, 0, "did not confirm"));
 	assert_int_equal(server_stop(&b, SIGTERM), 0);
 	rm_rf(a.dir);
 }
@@ -233,7 +206,7 @@ static void nothing_to_take(void **st)
 	struct test_server a = { 0 };
 
 	assert_int_equal(server_start(&a, "m", F.dir[0], "--take-over", NULL), 0);
-	assert_true(log_has(a.log, "starting on its own"));
+	assert_true(file_has(a.log, 0, "starting on its own"));
 	assert_int_equal(one_client(a.sock), 0);
 	server_done(&a);
 }
@@ -253,11 +226,11 @@ static void metrics_port_taken_over(void **st)
 	assert_int_equal(http_get(port, "/metrics", NULL), 200);
 	b = a;
 	assert_int_equal(server_restart_args(&b, "m", F.dir[0], "--take-over", "--metrics-listen", listen, NULL), 0);
-	assert_int_equal(exit_status(a.pid), 0);
+	assert_int_equal(child_status(a.pid), 0);
 	assert_true(adopted(b.sock));
 	assert_int_equal(http_get(port, "/metrics", NULL), 200);
 	assert_true(server_start(&c, "m", F.dir[0], "--metrics-listen", listen, NULL) != 0);
-	assert_true(log_has(c.log, "--metrics-listen") && log_has(c.log, "the port is in use"));
+	assert_true(file_has(c.log, 0, "--metrics-listen") && file_has(c.log, 0, "the port is in use"));
 	assert_int_equal(server_stop(&b, SIGTERM), 0);
 	rm_rf(a.dir);
 	rm_rf(c.dir);
@@ -282,7 +255,7 @@ static void second_successor_refused(void **st)
 	assert_int_equal(raw_hello(fd, "second"), 0);
 	assert_int_equal(raw_recv_code(fd, NULL, NULL), 0);
 	start_successor(&a, &b, "3000");
-	for (int i = 0; i < 200 && !log_has(a.log, "is taking the server over"); i++)
+	for (int i = 0; i < 200 && !file_has(a.log, 0, "is taking the server over"); i++)
 		sleep_ms(10);
 	q.seq = 2;
 	q.body_case = WSRV__REQUEST__BODY_TAKE_OVER;
@@ -291,7 +264,7 @@ static void second_successor_refused(void **st)
 	assert_int_equal(raw_recv_code(fd, fds, &n), EBUSY);
 	assert_int_equal(n, 0);
 	close(fd);
-	assert_int_equal(exit_status(a.pid), 0);
+	assert_int_equal(child_status(a.pid), 0);
 	assert_true(adopted(b.sock));
 	assert_int_equal(server_stop(&b, SIGTERM), 0);
 	rm_rf(a.dir);
@@ -307,7 +280,7 @@ static void takeover_waits_for_load(void **st)
 				      "--queue-depth", "1", "--block-size", "256K", NULL), 0);
 	b = a;
 	assert_int_equal(server_restart_with(&b, "m", F.dir[0], "--take-over"), 0);
-	assert_int_equal(exit_status(a.pid), 0);
+	assert_int_equal(child_status(a.pid), 0);
 	assert_true(adopted(b.sock));
 	assert_int_equal(one_client(b.sock), 0);
 	assert_int_equal(server_stop(&b, SIGTERM), 0);
@@ -325,11 +298,11 @@ static void stopped_mid_takeover(void **st)
 	need_test_seams("WSRV_TEST_TAKEOVER_PAUSE_MS widens the take-over");
 	assert_int_equal(server_start(&a, "m", F.dir[0], NULL), 0);
 	start_successor(&a, &b, "1500");
-	for (int i = 0; i < 200 && !log_has(a.log, "is taking the server over"); i++)
+	for (int i = 0; i < 200 && !file_has(a.log, 0, "is taking the server over"); i++)
 		sleep_ms(10);
-	assert_true(log_has(a.log, "is taking the server over"));
+	assert_true(file_has(a.log, 0, "is taking the server over"));
 	kill(a.pid, SIGTERM);
-	assert_int_equal(exit_status(a.pid), 0);
+	assert_int_equal(child_status(a.pid), 0);
 	assert_int_equal(one_client(b.sock), 0);
 	assert_true(adopted(b.sock));
 	assert_int_equal(server_stop(&b, SIGTERM), 0);
@@ -350,7 +323,7 @@ static void successor_stalled(void **st)
 	assert_int_equal(server_start(&a, "m", F.dir[0], NULL), 0);
 	unsetenv("WSRV_TEST_TAKEOVER_DEADLINE_S");
 	start_successor(&a, &b, "1000");
-	for (int i = 0; i < 200 && !log_has(a.log, "is taking the server over"); i++)
+	for (int i = 0; i < 200 && !file_has(a.log, 0, "is taking the server over"); i++)
 		sleep_ms(10);
 	kill(b.pid, SIGSTOP);
 	/* Issue 48 item 9: a new client meanwhile is served at once (it
@@ -358,14 +331,14 @@ static void successor_stalled(void **st)
 	/* Served before the deadline passed (the condition, not a time:
 	 * issue 70 item 1): the old server has not yet said it gave up. */
 	assert_int_equal(one_client(a.sock), 0);
-	assert_false(log_has(a.log, "did not finish within"));
-	for (int i = 0; i < 600 && !log_has(a.log, "did not finish within"); i++)
+	assert_false(file_has(a.log, 0, "did not finish within"));
+	for (int i = 0; i < 600 && !file_has(a.log, 0, "did not finish within"); i++)
 		sleep_ms(10);
-	assert_true(log_has(a.log, "did not finish within 2 s; serving on"));
+	assert_true(file_has(a.log, 0, "did not finish within 2 s; serving on"));
 	assert_int_equal(one_client(a.sock), 0);
 	kill(b.pid, SIGCONT);
-	assert_int_equal(exit_status(b.pid), 1);
-	assert_true(log_has(a.log, "refused the hand-over"));
+	assert_int_equal(child_status(b.pid), 1);
+	assert_true(file_has(a.log, 0, "refused the hand-over"));
 	assert_int_equal(one_client(a.sock), 0);
 	assert_false(adopted(a.sock));
 	server_done(&a);
@@ -392,13 +365,13 @@ static void takeover_waits_for_publish(void **st)
 	b = a;
 	b.no_wait = 1;
 	assert_int_equal(server_restart_with(&b, "m", F.dir[0], "--take-over"), 0);
-	for (int i = 0; i < 500 && !log_has(a.log, "a producer is publishing"); i++)
+	for (int i = 0; i < 500 && !file_has(a.log, 0, "a producer is publishing"); i++)
 		sleep_ms(10);
-	assert_true(log_has(a.log, "a producer is publishing"));
+	assert_true(file_has(a.log, 0, "a producer is publishing"));
 	assert_int_equal(wsrv_publish_commit(p, &gen), 0);
 	assert_int_equal(gen, 2);
 	wsrv_disconnect(c);
-	assert_int_equal(exit_status(a.pid), 0);
+	assert_int_equal(child_status(a.pid), 0);
 	assert_true(adopted(b.sock));
 	struct wsrv_model *m;
 	struct wsrv_tensor t;
@@ -451,13 +424,13 @@ static void takeover_keeps_a_reload(void **st)
 	for (int i = 0; i < 300 && gen != 2; i++, sleep_ms(20))
 		v2 = first_bytes(a.sock, &gen);
 	assert_int_equal(gen, 2);
-	assert_true(log_has(a.log, "a restart without one loads"));
+	assert_true(file_has(a.log, 0, "a restart without one loads"));
 	start_successor(&a, &b, NULL); /* --model m=V1, as the unit says */
-	assert_int_equal(exit_status(a.pid), 0);
+	assert_int_equal(child_status(a.pid), 0);
 	assert_true(adopted(b.sock));
 	assert_true(first_bytes(b.sock, &gen) == v2);
 	assert_int_equal(gen, 2);
-	assert_true(log_has(a.log, "serving generation 2 from"));
+	assert_true(file_has(a.log, 0, "serving generation 2 from"));
 	assert_int_equal(server_stop(&b, SIGTERM), 0);
 	rm_rf(a.dir);
 }

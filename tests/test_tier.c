@@ -98,7 +98,7 @@ static const struct layer_sums *sums_of(int32_t layer)
 
 /* The run's device (WSRV_TEST_DEVICE: the host backend, or cuda over the
  * test driver) for model m, in this process. */
-static struct wsrv_device *open_dev(struct wsrv_model *m)
+static struct wsrv_device *tier_open_dev(struct wsrv_model *m)
 {
 	struct wsrv_device *d = NULL;
 
@@ -126,7 +126,7 @@ static int check_streamed(struct wsrv_stream *s, const struct layer_sums *ls)
 /* A worker: 3 passes, the layers in a random order each, one slot (so
  * every acquire but the first of a run of one reads the server's cache or
  * the disk). Exits 0 when every byte was right. */
-static int worker(const char *sock, unsigned seed)
+static int tier_worker(const char *sock, unsigned seed)
 {
 	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 1 };
 	struct wsrv_client *c;
@@ -179,7 +179,7 @@ static void run_workers(const char *sock)
 	for (int i = 0; i < WORKERS; i++) {
 		assert_true((pid[i] = fork()) >= 0);
 		if (pid[i] == 0)
-			_exit(worker(sock, 100 + (unsigned)i));
+			_exit(tier_worker(sock, 100 + (unsigned)i));
 	}
 	for (int i = 0; i < WORKERS; i++) {
 		assert_int_equal(waitpid(pid[i], &st, 0), pid[i]);
@@ -408,7 +408,7 @@ static void stream_across_a_restart(void **st)
 	take_sums(ts.sock);
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
-	d = open_dev(m);
+	d = tier_open_dev(m);
 	assert_int_equal(wsrv_stream_open(m, d, NULL, &so, &s), 0);
 	assert_int_equal(wsrv_stream_acquire(s, 6), 0);
 	assert_int_equal(check_streamed(s, sums_of(6)), 0);
@@ -477,21 +477,6 @@ static void read_errors_get_eio(void **st)
 	server_done(&ts);
 }
 
-/* Its exit status, waiting at most 30 s (then killed, and the case fails). */
-static int exit_status(pid_t pid)
-{
-	int st;
-	pid_t r;
-
-	for (int i = 0; i < 3000 && (r = waitpid(pid, &st, WNOHANG)) == 0; i++)
-		usleep(10000);
-	if (r == 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, &st, 0);
-		fail_msg("pid %d did not exit within 30 s", (int)pid);
-	}
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
 
 /* One pass of s over the 8 layers, every byte checked. */
 static void stream_pass(struct wsrv_stream *s)
@@ -505,7 +490,7 @@ static void stream_pass(struct wsrv_stream *s)
 }
 
 /* wsrvctl reload m on ts: its exit status. */
-static int ctl_reload(const struct test_server *ts)
+static int tier_ctl_reload(const struct test_server *ts)
 {
 	char out[400], err[400];
 	const char *argv[] = { getenv("WSRV_CTL"), "--socket", ts->sock, "reload", "m", NULL };
@@ -537,18 +522,18 @@ static void take_over_and_reload_under_budget(void **st)
 	take_sums(a.sock);
 	assert_int_equal(wsrv_connect(a.sock, NULL, &c), 0);
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
-	d = open_dev(m);
+	d = tier_open_dev(m);
 	assert_int_equal(wsrv_stream_open(m, d, NULL, &so, &s), 0);
 	assert_int_equal(wsrv_stream_acquire(s, 6), 0);
 	b = a;
 	assert_int_equal(server_restart_args(&b, "m", F.dir[0], "--memory-budget", BUDGET, "--take-over", NULL), 0);
-	assert_int_equal(exit_status(a.pid), 0); /* the old one left */
+	assert_int_equal(child_status(a.pid), 0); /* the old one left */
 	assert_true(server_log_has(&b, "model m has a disk tier: not handed over; the successor reads it again"));
 	assert_int_equal(check_streamed(s, sums_of(6)), 0); /* what it maps stays */
 	assert_int_equal(wsrv_stream_release(s, 6), 0); /* what the old one held: no error */
 	stream_pass(s);
 	/* The reload: a second generation under the same budget. */
-	assert_int_equal(ctl_reload(&b), 0);
+	assert_int_equal(tier_ctl_reload(&b), 0);
 	stream_pass(s);
 	assert_int_equal(wsrv_model_generation(m, &mapped, &latest), 0);
 	assert_true(latest > mapped);
@@ -651,7 +636,7 @@ static void hot_layer_survives_a_scan(void **st)
 		wsrv_detach(m);
 	}
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
-	d = open_dev(m);
+	d = tier_open_dev(m);
 	assert_int_equal(wsrv_stream_open(m, d, NULL, &so, &s), 0);
 	/* The scan: the layers after it (a read-ahead only goes forward). */
 	for (int32_t layer = 2; layer < 8; layer++) {
@@ -677,7 +662,7 @@ static void hot_layer_survives_a_scan(void **st)
 
 /* Every tensor of the experts ids of layer, at its device address, hashes
  * to the first load's checksum (the metadata needs no mapping). */
-static int check_experts(struct wsrv_model *m, struct wsrv_stream *s, int32_t layer, const uint32_t *ids, size_t n)
+static int tier_check_experts(struct wsrv_model *m, struct wsrv_stream *s, int32_t layer, const uint32_t *ids, size_t n)
 {
 	int seen = 0;
 
@@ -713,7 +698,7 @@ static void experts_passes(const char *plan)
 	assert_int_equal(server_start(&ts, "m", F.dir[1], "--memory-budget", "24M", NULL), 0);
 	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
-	d = open_dev(m);
+	d = tier_open_dev(m);
 	assert_int_equal(wsrv_plan_parse(plan, strlen(plan), &p), 0);
 	assert_int_equal(wsrv_stream_open(m, d, p, &so, &s), 0);
 	wsrv_plan_free(p);
@@ -725,7 +710,7 @@ static void experts_passes(const char *plan)
 			assert_int_equal(wsrv_stream_acquire(s, layer), 0);
 			if (layer > 0) {
 				assert_int_equal(wsrv_stream_acquire_experts(s, layer, ids, 2, NULL), 0);
-				assert_true(check_experts(m, s, layer, ids, 2) > 0);
+				assert_true(tier_check_experts(m, s, layer, ids, 2) > 0);
 				assert_int_equal(wsrv_stream_release_experts(s, layer), 0);
 			}
 			assert_int_equal(wsrv_stream_release(s, layer), 0);

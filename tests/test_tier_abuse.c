@@ -49,7 +49,7 @@ static struct fixture F = { .tag = "tierabuse", .models = {
 #define NOFILE 200 /* 38 of the server's own, 16 clients, 4 regions, 64 kept: 78 experts */
 
 /* wsrvd under NOFILE with room for 16 clients and 4 regions. */
-static void serve(struct test_server *ts)
+static void tier_abuse_serve(struct test_server *ts)
 {
 	ts->nofile = NOFILE;
 	assert_int_equal(server_start(ts, "m", F.dir[0], "--memory-budget", BUDGET, "--max-clients", "16",
@@ -85,7 +85,7 @@ static void unit_fds_bounded(void **st)
 	struct wsrv_model *m[12];
 
 	(void)st;
-	serve(&ts);
+	tier_abuse_serve(&ts);
 	assert_true(server_log_has(&ts, "192 routed experts"));
 	assert_true(server_log_has(&ts, "room for 78 of the disk tier's 192 routed experts"));
 	for (int pass = 0; pass < 2; pass++)
@@ -242,7 +242,7 @@ static void fds_read_only(void **st)
 	uint32_t attach_id = 0;
 
 	(void)st;
-	serve(&ts);
+	tier_abuse_serve(&ts);
 	fd = attach_raw(&ts, false, &attach_id, fds, &n);
 	assert_true(n >= 2);
 	check_read_only(fds, n);
@@ -365,7 +365,7 @@ static void holes_cannot_be_read_in(void **st)
 	uint32_t attach_id = 0;
 
 	(void)st;
-	serve(&ts);
+	tier_abuse_serve(&ts);
 	fd = attach_raw(&ts, false, &attach_id, fds, &n);
 	no_pages_grow(fds, n, "fd of the Attach");
 	n = take_units(fd, attach_id, UNIT0, 4, fds);
@@ -422,13 +422,6 @@ static pid_t other_process_takes(const char *sock, int32_t L)
 	return pid;
 }
 
-static int exit_status(pid_t pid)
-{
-	int st;
-
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
 
 /* Item 5 of issue 48: one worker that took two layers' experts (50 of
  * the cache's 67 MiB) and sat idle made every other worker's take of a
@@ -455,7 +448,7 @@ static void one_worker_cannot_hold_it_all(void **st)
 	assert_int_equal(wsrv_attach(a2, "m", &ma2), 0);
 	assert_int_equal(wsrv_model_wait(ma2, 2, 30000), -EDQUOT);
 	assert_non_null(strstr(wsrv_last_error(), "process"));
-	assert_int_equal(exit_status(other_process_takes(ts.sock, 3)), 0);
+	assert_int_equal(child_status(other_process_takes(ts.sock, 3)), 0);
 	wsrv_detach(ma2);
 	wsrv_disconnect(a2);
 	wsrv_detach(ma);
@@ -533,7 +526,7 @@ static void moe_share_is_a_fraction(void **st)
 		int n = take_units(fd2, id2, UNIT0 + 63, 1, got);
 		_exit(n == 1 ? 0 : 1);
 	}
-	assert_int_equal(exit_status(pid), 0);
+	assert_int_equal(child_status(pid), 0);
 	pkt_close_fds(kept, nkept);
 	close(fd);
 	server_done(&ts);

@@ -67,7 +67,7 @@ static uint64_t reads_settled(struct wsrv_client *c)
 }
 
 /* Whether tensor t is routed expert x of layer. */
-static bool of_expert(const struct wsrv_tensor *t, int32_t layer, uint32_t x)
+static bool tier_experts_of_expert(const struct wsrv_tensor *t, int32_t layer, uint32_t x)
 {
 	char want[64];
 
@@ -82,7 +82,7 @@ static int expert_tensors(struct wsrv_model *m, int32_t layer, uint32_t x)
 
 	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
 		struct wsrv_tensor t;
-		if (wsrv_model_tensor(m, i, &t) == 0 && of_expert(&t, layer, x))
+		if (wsrv_model_tensor(m, i, &t) == 0 && tier_experts_of_expert(&t, layer, x))
 			n++;
 	}
 	return n;
@@ -97,7 +97,7 @@ static uint64_t expert_pages(struct wsrv_model *m, int32_t layer, uint32_t x)
 	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
 		struct wsrv_tensor t;
 		assert_int_equal(wsrv_model_tensor(m, i, &t), 0);
-		if (!of_expert(&t, layer, x))
+		if (!tier_experts_of_expert(&t, layer, x))
 			continue;
 		lo = t.offset < lo ? t.offset : lo;
 		hi = t.offset + t.size > hi ? t.offset + t.size : hi;
@@ -108,7 +108,7 @@ static uint64_t expert_pages(struct wsrv_model *m, int32_t layer, uint32_t x)
 
 /* Every tensor of experts ids of layer, at its device address, hashes to
  * the first load's checksum: how many, or -EIO. */
-static int check_experts(struct wsrv_model *m, struct wsrv_stream *s, int32_t layer, const uint32_t *ids, size_t n)
+static int tier_experts_check_experts(struct wsrv_model *m, struct wsrv_stream *s, int32_t layer, const uint32_t *ids, size_t n)
 {
 	int seen = 0;
 
@@ -118,7 +118,7 @@ static int check_experts(struct wsrv_model *m, struct wsrv_stream *s, int32_t la
 		if (wsrv_model_tensor(m, i, &t) < 0)
 			return -EIO;
 		for (size_t k = 0; k < n; k++) {
-			if (!of_expert(&t, layer, ids[k]))
+			if (!tier_experts_of_expert(&t, layer, ids[k]))
 				continue;
 			if (wsrv_stream_tensor_at(s, i, &d) < 0 || dev_xxh3(d, t.size) != t.xxh3)
 				return -EIO;
@@ -130,7 +130,7 @@ static int check_experts(struct wsrv_model *m, struct wsrv_stream *s, int32_t la
 
 /* wsrvd serving the model under BUDGET, a client attached, the first
  * load done. */
-static void serve(struct test_server *ts, struct wsrv_client **c, struct wsrv_model **m)
+static void tier_experts_serve(struct test_server *ts, struct wsrv_client **c, struct wsrv_model **m)
 {
 	/* A layer's 16 experts (6 MiB) are more than half the cache (8.2
 	 * MiB): cases that map a layer whole give one worker all of it. */
@@ -150,7 +150,7 @@ static void unserve(struct test_server *ts, struct wsrv_client *c, struct wsrv_m
 	server_done(ts);
 }
 
-static struct wsrv_stream *open_stream(struct wsrv_model *m, struct wsrv_device *d)
+static struct wsrv_stream *tier_experts_open_stream(struct wsrv_model *m, struct wsrv_device *d)
 {
 	struct wsrv_stream_opts so = { .struct_size = sizeof(so) };
 	struct wsrv_stream *s = NULL;
@@ -179,18 +179,18 @@ static void an_expert_is_read_alone(void **st)
 	uint64_t before, want;
 
 	(void)st;
-	serve(&ts, &c, &m);
+	tier_experts_serve(&ts, &c, &m);
 	assert_true(server_log_has(&ts, "48 routed experts"));
 	want = expert_pages(m, L, 3) + expert_pages(m, L, 9);
 	assert_int_equal(dev_test_open(m, &d), 0);
-	assert_non_null(s = open_stream(m, d));
+	assert_non_null(s = tier_experts_open_stream(m, d));
 	assert_int_equal(wsrv_stream_acquire(s, L), 0);
 	before = reads_settled(c);
 	assert_int_equal(wsrv_stream_acquire_experts(s, L, ids, 2, NULL), 0);
 	assert_int_equal(tier_now(c).read_bytes - before, want);
 	/* Held while acquired (beside what the stream prefetches). */
 	assert_true(tier_now(c).held_bytes >= want);
-	assert_int_equal(check_experts(m, s, L, ids, 2), expert_tensors(m, L, 3) + expert_tensors(m, L, 9));
+	assert_int_equal(tier_experts_check_experts(m, s, L, ids, 2), expert_tensors(m, L, 3) + expert_tensors(m, L, 9));
 	assert_int_equal(wsrv_stream_release_experts(s, L), 0);
 	assert_int_equal(wsrv_stream_release(s, L), 0);
 	wsrv_stream_close(s);
@@ -226,7 +226,7 @@ static void lookups_and_wait(void **st)
 	size_t checked = 0;
 
 	(void)st;
-	serve(&ts, &c, &m);
+	tier_experts_serve(&ts, &c, &m);
 	assert_int_equal(wsrv_model_layer(m, 2, &l), 0);
 	assert_null(l.data);
 	for (size_t i = l.first; i < l.first + l.count; i++) {
@@ -262,7 +262,7 @@ static void lookups_and_wait(void **st)
 
 /* A worker: 12 tokens of 4 random experts in each MoE layer, every byte
  * checked. Exits 0 when each was right. */
-static int worker(const char *sock, unsigned seed)
+static int tier_experts_worker(const char *sock, unsigned seed)
 {
 	struct wsrv_client *c;
 	struct wsrv_model *m;
@@ -272,7 +272,7 @@ static int worker(const char *sock, unsigned seed)
 
 	srand(seed);
 	if (wsrv_connect(sock, NULL, &c) < 0 || wsrv_attach(c, "m", &m) < 0 || dev_test_open(m, &d) < 0 ||
-	    !(s = open_stream(m, d)))
+	    !(s = tier_experts_open_stream(m, d)))
 		return 2;
 	per = expert_tensors(m, 1, 0);
 	for (int token = 0; token < 12; token++)
@@ -283,7 +283,7 @@ static int worker(const char *sock, unsigned seed)
 			if (wsrv_stream_acquire(s, layer) < 0)
 				return 3;
 			if (layer > 0 && (wsrv_stream_acquire_experts(s, layer, ids, 4, NULL) < 0 ||
-					  check_experts(m, s, layer, ids, 4) != 4 * per ||
+					  tier_experts_check_experts(m, s, layer, ids, 4) != 4 * per ||
 					  wsrv_stream_release_experts(s, layer) < 0)) {
 				fprintf(stderr, "worker %u, layer %d: %s\n", seed, layer, wsrv_last_error());
 				return 4;
@@ -313,7 +313,7 @@ static void four_workers_random_experts(void **st)
 	for (int i = 0; i < WORKERS; i++) {
 		assert_true((pids[i] = fork()) >= 0);
 		if (pids[i] == 0)
-			_exit(worker(ts.sock, 11 + (unsigned)i));
+			_exit(tier_experts_worker(ts.sock, 11 + (unsigned)i));
 	}
 	for (int i = 0; i < WORKERS; i++) {
 		int stat;
@@ -386,11 +386,11 @@ static void changed_files_name_the_expert(void **st)
 	(void)st;
 	for (int i = 0; i < 2; i++)
 		snprintf(shard[i], sizeof(shard[i]), "%s/model-0000%d-of-00002.safetensors", F.dir[0], i + 1);
-	serve(&ts, &c, &m);
+	tier_experts_serve(&ts, &c, &m);
 	assert_int_equal(dev_test_open(m, &d), 0);
-	assert_non_null(s = open_stream(m, d));
+	assert_non_null(s = tier_experts_open_stream(m, d));
 	assert_int_equal(wsrv_stream_open(m, d, NULL, &one, &whole), 0); /* layer 0 in its slot */
-	assert_non_null(s2 = open_stream(m, d));
+	assert_non_null(s2 = tier_experts_open_stream(m, d));
 	assert_int_equal(wsrv_stream_acquire(s, 3), 0);
 	assert_int_equal(wsrv_stream_acquire_experts(s, 3, (uint32_t[]){ 3 }, 1, NULL), 0); /* cached */
 	assert_int_equal(wsrv_stream_release_experts(s, 3), 0);
@@ -427,7 +427,7 @@ static void changed_files_name_the_expert(void **st)
 	 * read again. */
 	if (wsrv_stream_acquire_experts(s, 3, ids, 1, NULL) < 0)
 		assert_int_equal(wsrv_stream_acquire_experts(s, 3, ids, 1, NULL), 0);
-	assert_int_equal(check_experts(m, s, 3, ids, 1), expert_tensors(m, 3, 9));
+	assert_int_equal(tier_experts_check_experts(m, s, 3, ids, 1), expert_tensors(m, 3, 9));
 	assert_int_equal(wsrv_stream_release_experts(s, 3), 0);
 	assert_int_equal(wsrv_stream_release(s, 3), 0);
 	assert_true(tier_now(c).failures >= 2);
@@ -453,13 +453,13 @@ static void experts_across_a_restart(void **st)
 	int per;
 
 	(void)st;
-	serve(&ts, &c, &m);
+	tier_experts_serve(&ts, &c, &m);
 	per = expert_tensors(m, 1, 0);
 	assert_int_equal(dev_test_open(m, &d), 0);
-	assert_non_null(s = open_stream(m, d));
+	assert_non_null(s = tier_experts_open_stream(m, d));
 	assert_int_equal(wsrv_stream_acquire(s, 2), 0);
 	assert_int_equal(wsrv_stream_acquire_experts(s, 2, ids, 3, NULL), 0);
-	assert_int_equal(check_experts(m, s, 2, ids, 3), 3 * per);
+	assert_int_equal(tier_experts_check_experts(m, s, 2, ids, 3), 3 * per);
 	assert_int_equal(server_stop(&ts, SIGKILL), 128 + SIGKILL);
 	assert_int_equal(server_restart_args(&ts, "m", F.dir[0], "--memory-budget", BUDGET, NULL), 0);
 	assert_int_equal(wsrv_stream_release_experts(s, 2), 0);
@@ -468,7 +468,7 @@ static void experts_across_a_restart(void **st)
 		uint32_t more[3] = { 1, 8, 15 };
 		assert_int_equal(wsrv_stream_acquire(s, layer), 0);
 		assert_int_equal(wsrv_stream_acquire_experts(s, layer, more, 3, NULL), 0);
-		assert_int_equal(check_experts(m, s, layer, more, 3), 3 * per);
+		assert_int_equal(tier_experts_check_experts(m, s, layer, more, 3), 3 * per);
 		assert_int_equal(wsrv_stream_release_experts(s, layer), 0);
 		assert_int_equal(wsrv_stream_release(s, layer), 0);
 	}

@@ -35,7 +35,7 @@ static const char DS_TP[] =
 /* What the test expects rank r of w to hold of t: the same rules, written
  * as plainly as possible. Returns bytes (and the data), or -1 when the
  * tensor is not in this rank's view. */
-static long expect(const struct wsrv_tensor *t, const char *strategy, int w, int r, int nkv,
+static long tp_expect(const struct wsrv_tensor *t, const char *strategy, int w, int r, int nkv,
 		   int experts, uint8_t *out)
 {
 	const uint8_t *src = t->data;
@@ -91,7 +91,7 @@ static const char *strategy_of(const char *name, bool ds)
 
 /* The layout says where the rank's bytes are in the shared mapping: its
  * rows, gathered, are the expected slice. */
-static void check_layout(struct wsrv_stream *s, size_t i, const struct wsrv_tensor *t,
+static void tp_check_layout(struct wsrv_stream *s, size_t i, const struct wsrv_tensor *t,
 			 const uint8_t *want, size_t n)
 {
 	struct wsrv_layout l;
@@ -134,7 +134,7 @@ static void check_rank(struct wsrv_model *m, bool ds, int w, int r, bool streame
 			/* A scale splits with its weight: the weight's strategy. */
 			snprintf(scale_of, sizeof(scale_of), "%s", t.name);
 			strat = strategy_of(scale_of, ds);
-			long n = expect(&t, strat, w, r, nkv, experts, want);
+			long n = tp_expect(&t, strat, w, r, nkv, experts, want);
 			assert_int_equal(wsrv_stream_view(s, i, &v), 0);
 			if (n < 0) {
 				assert_false(v.present);
@@ -146,7 +146,7 @@ static void check_rank(struct wsrv_model *m, bool ds, int w, int r, bool streame
 			if ((long)v.bytes != n || memcmp(d, want, (size_t)n) != 0)
 				fail_msg("W=%d r=%d %s (%s): device bytes differ from the expected slice (%llu vs %ld bytes)",
 					 w, r, t.name, strat ? strat : "whole", (unsigned long long)v.bytes, n);
-			check_layout(s, i, &t, want, (size_t)n);
+			tp_check_layout(s, i, &t, want, (size_t)n);
 		}
 		assert_int_equal(wsrv_stream_release(s, l.index), 0);
 	}

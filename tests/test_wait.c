@@ -57,13 +57,6 @@ static pid_t waiting_ctl(const char *sock, const char *out)
 	return pid;
 }
 
-static int status_of(pid_t pid)
-{
-	int st;
-
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
 
 /* Both started 2 s before the server: both served once it is up. */
 static void workers_wait_for_the_server(void **s)
@@ -77,8 +70,8 @@ static void workers_wait_for_the_server(void **s)
 	c = waiting_ctl(ts.sock, pjoin(F.dir[0], "ctl-wait.out"));
 	sleep_ms(2000);
 	assert_int_equal(server_restart(&ts, "m", F.dir[0]), 0);
-	assert_int_equal(status_of(w), 0);
-	assert_int_equal(status_of(c), 0);
+	assert_int_equal(child_status(w), 0);
+	assert_int_equal(child_status(c), 0);
 	server_done(&ts);
 }
 

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
-/* helpers.c - shared test helpers. */
+/* helpers.c - shared test helpers: temp dirs, files, models, processes,
+ * counters. Starting a server is server.c's; raw protocol, raw.c's; HTTP,
+ * http.c's. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -31,6 +33,7 @@
 #include <unistd.h>
 
 #include "mkmodel.h"
+#include "wsrv.h"
 #include "test_seam.h"
 #include "packet.h"
 #include "srv_stats.h"
@@ -163,32 +166,23 @@ uint8_t *read_file(const char *path, size_t *len)
 	return b;
 }
 
-bool server_log_has(const struct test_server *ts, const char *needle)
+bool file_has(const char *path, size_t from, const char *needle)
 {
-	size_t len;
-	uint8_t *b = read_file(ts->log, &len);
-	bool has = b && strstr((const char *)b, needle);
+	size_t len = 0;
+	uint8_t *b = read_file(path, &len);
+	bool has = b && len >= from && strstr((const char *)b + from, needle);
 
 	free(b);
 	return has;
 }
 
-int server_log_wait(const struct test_server *ts, const char *needle, int timeout_s)
+int child_status(pid_t pid)
 {
-	for (int i = 0; i < timeout_s * 50; i++) {
-		if (server_log_has(ts, needle))
-			return 0;
-		sleep_ms(20);
-	}
-	return server_log_has(ts, needle) ? 0 : -ETIMEDOUT;
-}
+	int st;
 
-void need_test_seams(const char *what)
-{
-	if (test_seams_built())
-		return;
-	fprintf(stderr, "[  SKIPPED ] this build has no test seams (-Dtest_seams): %s\n", what);
-	skip();
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 const char *fixtures_dir(void)
@@ -196,16 +190,6 @@ const char *fixtures_dir(void)
 	return WSRV_FIXTURES_DIR;
 }
 
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sched.h>
-#include <sys/wait.h>
-#include <time.h>
-
-#include "wsrvd_run.h"
-#include "fdstore_peer.h"
-#include "netlab.h"
-#include "wsrv.h"
 
 int copy_file(const char *from, const char *to, mode_t mode)
 {
@@ -225,247 +209,6 @@ int copy_file(const char *from, const char *to, mode_t mode)
 	if (out >= 0)
 		close(out);
 	return r;
-}
-
-int server_metrics_port(const struct test_server *ts)
-{
-	size_t n;
-	char *log = (char *)read_file(ts->log, &n), *p;
-	int port = -1;
-
-	if (log && (p = strstr(log, "metrics on port ")))
-		port = atoi(p + strlen("metrics on port "));
-	free(log);
-	return port;
-}
-
-/* In the server's process, before exec: what the test asked of it. */
-static pid_t relayed;
-
-static void relay_signal(int sig)
-{
-	kill(relayed, sig);
-}
-
-/* In the server's process, made the first of a new pid namespace: the
- * process that forked it stays outside as its relay (ts->pid), passing
- * signals in and its exit status out. 0 in the server; the relay never
- * returns. */
-static int enter_pidns(void)
-{
-	static const int sigs[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
-	int st;
-
-	if (unshare(CLONE_NEWPID) < 0 || (relayed = fork()) < 0)
-		return 123;
-	if (relayed == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		return 0;
-	}
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		signal(sigs[i], relay_signal);
-	while (waitpid(relayed, &st, 0) < 0)
-		if (errno != EINTR)
-			_exit(122);
-	if (WIFSIGNALED(st)) {
-		signal(WTERMSIG(st), SIG_DFL);
-		raise(WTERMSIG(st));
-	}
-	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 122);
-}
-
-static int in_server(void *arg)
-{
-	struct test_server *ts = arg;
-	int fd = open(ts->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-
-	if (fd >= 0)
-		dup2(fd, 2);
-	if (ts->nofile) {
-		struct rlimit rl = { ts->nofile, ts->nofile };
-		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-			return 126;
-	}
-	if (ts->uid && (chmod(ts->dir, 0777) < 0 || setgid(ts->gid) < 0 || setuid(ts->uid) < 0))
-		return 126;
-	/* Changing credentials cleared it: a server left behind held the
-	 * test runner's stdout, and meson waited for it until the timeout. */
-	if (ts->uid)
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (ts->store && fdstore_pass(ts->store) < 0)
-		return 126;
-	if (ts->netlab && netlab_enter(ts->netlab, ts->host) < 0)
-		return 125;
-	if (ts->pidns && enter_pidns() != 0)
-		return 123;
-	for (size_t k = 0; ts->env && ts->env[k]; k++)
-		putenv((char *)ts->env[k]);
-	if (ts->seccomp && (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-			    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ts->seccomp) < 0))
-		return 124;
-	return 0;
-}
-
-const struct sock_fprog *families_filter(const int *allowed, size_t n)
-{
-	static struct sock_filter f[24];
-	static struct sock_fprog prog;
-	size_t k = 0;
-
-	assert_true(n <= 16);
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
-	f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 1, 0);
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]));
-	for (size_t i = 0; i < n; i++) /* an allowed family: on to the ALLOW after the last */
-		f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)allowed[i],
-						      (uint8_t)(n - i), 0);
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EAFNOSUPPORT);
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-	prog = (struct sock_fprog){ .len = (unsigned short)k, .filter = f };
-	return &prog;
-}
-
-/* A server run as another uid may not reach the build tree (a clone
- * inside a folder only its owner enters: mktemp -d, a packager's build
- * root): it runs a copy of wsrvd in its own folder (ts->dir, which it is
- * given), removed with it. */
-static const char *wsrvd_for(struct test_server *ts, char *buf, size_t len)
-{
-	const char *src = getenv("WSRVD");
-
-	if (!ts->uid || !src)
-		return src;
-	snprintf(buf, len, "%s/wsrvd", ts->dir);
-	return copy_file(src, buf, 0755) == 0 ? buf : src;
-}
-
-static int spawn_argv(struct test_server *ts, const char *name, const char *model,
-		      const char *const *extra)
-{
-	const char *argv[40];
-	char spec[4200], exe[400];
-	int n = 0, r;
-
-	snprintf(spec, sizeof(spec), "%s=%s", name, model);
-	argv[n++] = wsrvd_for(ts, exe, sizeof(exe));
-	argv[n++] = "--socket";
-	argv[n++] = ts->sock;
-	argv[n++] = "--no-lock";
-	argv[n++] = "--hugepages";
-	argv[n++] = "off";
-	argv[n++] = "--model";
-	argv[n++] = spec;
-	ts->early = false;
-	for (size_t k = 0; n < 38 && extra && extra[k]; k++) {
-		ts->early = ts->early || strcmp(extra[k], "--serve-while-loading") == 0;
-		argv[n++] = extra[k];
-	}
-	argv[n] = NULL;
-	if ((r = wsrvd_spawn(argv, in_server, ts, &ts->pid)) < 0)
-		return r;
-	return ts->no_wait ? 0 : server_wait_ready(ts, 60);
-}
-
-void args_collect(va_list ap, const char **out, size_t max)
-{
-	size_t n = 0;
-
-	while (n + 1 < max && (out[n] = va_arg(ap, const char *)))
-		n++;
-	out[n] = NULL;
-}
-
-static int spawn(struct test_server *ts, const char *name, const char *model, va_list ap)
-{
-	const char *extra[32];
-
-	args_collect(ap, extra, 32);
-	return spawn_argv(ts, name, model, extra);
-}
-
-/* A server with a store pushes to it as it loads: keep taking what it
- * sends, or its sd_notify would block on a full queue. */
-static void drain_store(void *arg)
-{
-	struct test_server *ts = arg;
-
-	if (ts->store)
-		fdstore_drain_queued(ts->store);
-}
-
-int server_wait_ready(struct test_server *ts, int timeout_s)
-{
-	/* Ready when a client can say hello and, unless the test serves while
-	 * loading, every model is loaded. */
-	return wsrvd_wait_ready(ts->pid, ts->sock, ts->early, timeout_s, drain_store, ts);
-}
-
-int server_start(struct test_server *ts, const char *name, const char *model, ...)
-{
-	const char *extra[32];
-	va_list ap;
-
-	va_start(ap, model);
-	args_collect(ap, extra, 32);
-	va_end(ap);
-	return server_start_argv(ts, name, model, extra);
-}
-
-int server_start_argv(struct test_server *ts, const char *name, const char *model,
-		      const char *const *extra)
-{
-	char *d = test_tmpdir("srv");
-
-	if (!d)
-		return -ENOMEM;
-	snprintf(ts->dir, sizeof(ts->dir), "%s", d);
-	snprintf(ts->sock, sizeof(ts->sock), "%s/wsrv.sock", d);
-	snprintf(ts->log, sizeof(ts->log), "%s/wsrvd.log", d);
-	free(d);
-	return spawn_argv(ts, name, model, extra);
-}
-
-int server_restart(struct test_server *ts, const char *name, const char *model)
-{
-	return server_restart_args(ts, name, model, NULL);
-}
-
-int server_restart_with(struct test_server *ts, const char *name, const char *model, const char *arg)
-{
-	return server_restart_args(ts, name, model, arg, NULL);
-}
-
-int server_restart_args(struct test_server *ts, const char *name, const char *model, ...)
-{
-	va_list ap;
-	int r;
-
-	va_start(ap, model);
-	r = spawn(ts, name, model, ap);
-	va_end(ap);
-	return r;
-}
-
-int server_stop(struct test_server *ts, int sig)
-{
-	int st = 0;
-
-	if (ts->pid <= 0)
-		return -1;
-	kill(ts->pid, sig);
-	waitpid(ts->pid, &st, 0);
-	ts->pid = 0;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-void server_done(struct test_server *ts)
-{
-	int st = server_stop(ts, SIGTERM);
-
-	if (st != 0)
-		fail_msg("wsrvd exited with %d; its log is %s", st, ts->log);
-	rm_rf(ts->dir);
 }
 
 int pid_fd_count(pid_t pid)
@@ -574,73 +317,6 @@ void two_models_stop(struct two_models *f)
 	free(f->dir_ds);
 }
 
-int raw_connect(const char *path)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	struct timeval tv = { 5, 0 };
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		return -errno;
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		int r = -errno;
-		close(fd);
-		return r;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	return fd;
-}
-
-int raw_send(int fd, const void *q, const int *fds, int nfds)
-{
-	static uint8_t buf[WSRV_MAX_PACKET];
-	size_t n = wsrv__request__get_packed_size(q);
-
-	if (n > sizeof(buf))
-		return -EMSGSIZE;
-	wsrv__request__pack(q, buf);
-	return pkt_send(fd, buf, n, fds, nfds);
-}
-
-int raw_hello(int fd, const char *name)
-{
-	Wsrv__Request q = WSRV__REQUEST__INIT;
-	Wsrv__Hello h = WSRV__HELLO__INIT;
-
-	h.protocol = WSRV_PROTOCOL_VERSION;
-	h.client_name = (char *)(name ? name : "");
-	h.disk_tier = WSRV_DISK_TIER;
-	q.body_case = WSRV__REQUEST__BODY_HELLO;
-	q.hello = &h;
-	return raw_send(fd, &q, NULL, 0);
-}
-
-int raw_recv_code(int fd, int *keep, int *nkeep)
-{
-	static uint8_t buf[WSRV_MAX_PACKET];
-	int fds[WSRV_MAX_FDS], n = 0, code;
-	long len = pkt_recv(fd, buf, sizeof(buf), fds, WSRV_MAX_FDS, &n);
-	Wsrv__Response *r;
-
-	if (len <= 0)
-		return -1;
-	r = wsrv__response__unpack(NULL, (size_t)len, buf);
-	if (!r) {
-		pkt_close_fds(fds, n);
-		return -2;
-	}
-	code = r->body_case == WSRV__RESPONSE__BODY_ERROR ? r->error->code : 0;
-	wsrv__response__free_unpacked(r, NULL);
-	if (keep) {
-		memcpy(keep, fds, sizeof(int) * (size_t)n);
-		*nkeep = n;
-	} else {
-		pkt_close_fds(fds, n);
-	}
-	return code;
-}
-
 int run_prog(const char *const *argv, const char *const *env, const char *out,
 	     const char *err, unsigned nofile, int timeout_s)
 {
@@ -728,95 +404,4 @@ int tier_counters(struct wsrv_client *c, struct wsrv_tier_info *out)
 	r = wsrv_model_list_tier(l, 0, out);
 	wsrv_model_list_free(l);
 	return r;
-}
-
-int wsrvd_options_run(const char *spec, const char *const *args, const char *log)
-{
-	const char *argv[40] = { getenv("WSRVD"), "--load-only", "--model", spec };
-	int n = 4;
-
-	for (int k = 0; args && args[k] && n < 39; k++)
-		argv[n++] = args[k];
-	argv[n] = NULL;
-	return run_prog(argv, NULL, log, log, 0, 20);
-}
-
-int tcp_connect_loopback(int port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		close(fd);
-		fd = -1;
-	}
-	return fd;
-}
-
-/* Reads fd until EOF or 5 s of silence, into a NUL-ended buffer. */
-static char *read_answer(int fd)
-{
-	size_t cap = 1 << 16, got = 0;
-	char *buf = malloc(cap + 1), *n;
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	ssize_t r;
-
-	while (buf && poll(&p, 1, 5000) == 1 && (r = read(fd, buf + got, cap - got)) > 0) {
-		got += (size_t)r;
-		if (got == cap) {
-			if (!(n = realloc(buf, (cap *= 2) + 1)))
-				break;
-			buf = n;
-		}
-	}
-	if (buf)
-		buf[got] = 0;
-	return buf;
-}
-
-int http_request(int port, const char *req, size_t len, char **body)
-{
-	int fd = tcp_connect_loopback(port), status = 0;
-	char *buf, *b;
-	ssize_t n;
-
-	if (fd < 0)
-		return 0;
-	for (size_t off = 0; off < len; off += (size_t)n)
-		if ((n = send(fd, req + off, len - off, MSG_NOSIGNAL)) <= 0)
-			break; /* refused mid-way: the answer may still be there */
-	buf = read_answer(fd);
-	close(fd);
-	if (!buf)
-		return 0;
-	sscanf(buf, "HTTP/1.%*d %d", &status);
-	b = strstr(buf, "\r\n\r\n");
-	if (body)
-		*body = strdup(b ? b + 4 : "");
-	free(buf);
-	return status;
-}
-
-int http_get(int port, const char *path, char **body)
-{
-	char req[256];
-	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
-
-	return http_request(port, req, (size_t)n, body);
-}
-
-int free_tcp_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
 }

@@ -129,6 +129,11 @@ int server_restart_with(struct test_server *ts, const char *name, const char *mo
 int server_restart_args(struct test_server *ts, const char *name, const char *model, ...);
 /* Whether the server's log holds needle. */
 bool server_log_has(const struct test_server *ts, const char *needle);
+/* Whether the file at path holds needle past its first `from` bytes. */
+bool file_has(const char *path, size_t from, const char *needle);
+/* Waits for child pid: its exit status, 128 + the signal that killed it,
+ * or -1 when it is no child of this process. */
+int child_status(pid_t pid);
 /* Sends sig and reaps it; returns its exit status (128+sig if killed). */
 int server_stop(struct test_server *ts, int sig);
 /* Stops ts with SIGTERM, fails the case (naming the log) unless it exits
