@@ -24,6 +24,7 @@
 #include "copy_client.h"
 #include "copyd.h"
 #include "dev_serve.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "peer_allow.h"
 #include "wire.h"
@@ -31,21 +32,22 @@
 #define CD_POLL_MAX 1100
 #define CD_TICK_MS 200
 
-static const char *const state_names[CD_STATE_MAX] = { "starting", "serving", "draining", "stopped" };
-static const bool moves[CD_STATE_MAX][CD_STATE_MAX] = {
-	[CD_STARTING] = { [CD_SERVING] = true, [CD_STOPPED] = true },
-	[CD_SERVING] = { [CD_DRAINING] = true },
-	[CD_DRAINING] = { [CD_STOPPED] = true },
+static const char *const state_names[CD_STATE_MAX] = {
+	[CD_STARTING] = "starting", [CD_SERVING] = "serving", [CD_DRAINING] = "draining", [CD_STOPPED] = "stopped",
 };
+
+static const unsigned moves[CD_STATE_MAX] = {
+	[CD_STARTING] = LIFE_BIT(CD_SERVING) | LIFE_BIT(CD_STOPPED),
+	[CD_SERVING] = LIFE_BIT(CD_DRAINING),
+	[CD_DRAINING] = LIFE_BIT(CD_STOPPED),
+};
+
+static const struct lifecycle copyd_life = { "copy service", CD_STATE_MAX, state_names, moves };
 
 void cd_to(struct copyd *cd, enum cd_state to)
 {
-	if (to >= CD_STATE_MAX || !moves[cd->state][to]) {
-		log_err("copyd: no move from %s to %d", state_names[cd->state], (int)to);
-		abort();
-	}
-	log_debug("copyd: %s -> %s", state_names[cd->state], state_names[to]);
-	cd->state = to;
+	if (life_check(&copyd_life, 0, cd->state, to) == 0)
+		cd->state = to;
 }
 
 static void usage(FILE *f)

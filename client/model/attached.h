@@ -19,7 +19,7 @@
  *                RESERVED (a disk tier's, given back once unused)
  *   PS_PINNED    a disk tier's, waited on by a lookup: its pointers stay
  *                valid, so it stays mapped and held until detach; final */
-enum cl_piece_state { PS_RESERVED, PS_MAPPED, PS_PINNED, PS_MAX };
+enum cl_piece_state { PS_RESERVED, PS_MAPPED, PS_PINNED, CL_PIECE_STATE_MAX };
 
 /* Under the model's map_lock. */
 struct cl_piece_st {

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "lifecycle.h"
 #include "packet.h"
 #include "ready_verify.h"
 
@@ -58,20 +59,25 @@ int cl_pieces_ask(struct wsrv_model *m, const uint32_t *ids, size_t n, enum piec
 	return r;
 }
 
-/* The moves cl_piece_to allows: moves[from] has bit to set. */
-static const unsigned moves[PS_MAX] __attribute__((unused)) = {
-	[PS_RESERVED] = 1u << PS_MAPPED,
-	[PS_MAPPED] = 1u << PS_PINNED | 1u << PS_RESERVED,
+static const char *const names[CL_PIECE_STATE_MAX] = {
+	[PS_RESERVED] = "reserved", [PS_MAPPED] = "mapped", [PS_PINNED] = "pinned",
+};
+
+static const unsigned moves[CL_PIECE_STATE_MAX] = {
+	[PS_RESERVED] = LIFE_BIT(PS_MAPPED),
+	[PS_MAPPED] = LIFE_BIT(PS_PINNED) | LIFE_BIT(PS_RESERVED),
 	[PS_PINNED] = 0,
 };
+
+static const struct lifecycle piece_life = { "piece", CL_PIECE_STATE_MAX, names, moves };
 
 void cl_piece_to(struct wsrv_model *m, uint32_t g, enum cl_piece_state to)
 {
 	struct cl_piece_st *p = &m->pst[g];
 
-	assert(moves[p->st] & (1u << to));
 	assert(to != PS_RESERVED || p->use == 0);
-	p->st = to;
+	if (life_check(&piece_life, g, p->st, to) == 0)
+		p->st = to;
 }
 
 int cl_map_over(struct wsrv_model *m, uint32_t g, int fd)

@@ -2,8 +2,7 @@
 /* srv_life.c - the server's and its sessions' moves (srv_life.h). */
 #include "srv_life.h"
 
-#include <assert.h>
-
+#include "lifecycle.h"
 #include "srv.h"
 
 static const char *const life_names[SRV_LIFE_MAX] = {
@@ -11,37 +10,29 @@ static const char *const life_names[SRV_LIFE_MAX] = {
 	[SRV_STOPPING] = "stopping", [SRV_STOPPING_HANDED] = "stopping (handed over)",
 };
 
-/* (The move tables are read by assert alone: unused in a release build.) */
-__attribute__((unused)) static const bool life_moves[SRV_LIFE_MAX][SRV_LIFE_MAX] = {
-	[SRV_SERVING] = { [SRV_STOP_ASKED] = true, [SRV_HANDED_OVER] = true, [SRV_STOPPING] = true },
-	[SRV_STOP_ASKED] = { [SRV_HANDED_OVER] = true, [SRV_STOPPING] = true },
-	[SRV_HANDED_OVER] = { [SRV_STOPPING_HANDED] = true },
+static const unsigned life_moves[SRV_LIFE_MAX] = {
+	[SRV_SERVING] = LIFE_BIT(SRV_STOP_ASKED) | LIFE_BIT(SRV_HANDED_OVER) | LIFE_BIT(SRV_STOPPING),
+	[SRV_STOP_ASKED] = LIFE_BIT(SRV_HANDED_OVER) | LIFE_BIT(SRV_STOPPING),
+	[SRV_HANDED_OVER] = LIFE_BIT(SRV_STOPPING_HANDED),
 };
 
-static const char *const session_names[SS_STATE_MAX] = {
+static const struct lifecycle server_life = { "server", SRV_LIFE_MAX, life_names, life_moves };
+
+static const char *const session_names[SESSION_STATE_MAX] = {
 	[SS_GREETING] = "greeting", [SS_SERVING] = "serving", [SS_CLOSING] = "closing",
 };
 
-__attribute__((unused)) static const bool session_moves[SS_STATE_MAX][SS_STATE_MAX] = {
-	[SS_GREETING] = { [SS_SERVING] = true, [SS_CLOSING] = true },
-	[SS_SERVING] = { [SS_CLOSING] = true },
+static const unsigned session_moves[SESSION_STATE_MAX] = {
+	[SS_GREETING] = LIFE_BIT(SS_SERVING) | LIFE_BIT(SS_CLOSING),
+	[SS_SERVING] = LIFE_BIT(SS_CLOSING),
 };
 
-const char *srv_life_name(enum srv_life s)
-{
-	return (unsigned)s < SRV_LIFE_MAX ? life_names[s] : "(unknown)";
-}
-
-const char *session_state_name(enum session_state s)
-{
-	return (unsigned)s < SS_STATE_MAX ? session_names[s] : "(unknown)";
-}
+static const struct lifecycle session_life = { "client", SESSION_STATE_MAX, session_names, session_moves };
 
 void srv_life_to(struct server *srv, enum srv_life to)
 {
-	assert((unsigned)srv->life < SRV_LIFE_MAX && (unsigned)to < SRV_LIFE_MAX);
-	assert(life_moves[srv->life][to]);
-	srv->life = to;
+	if (life_check(&server_life, 0, srv->life, to) == 0)
+		srv->life = to;
 }
 
 void srv_ask_stop(struct server *srv)
@@ -52,9 +43,8 @@ void srv_ask_stop(struct server *srv)
 
 void session_to(struct session *s, enum session_state to)
 {
-	assert((unsigned)s->state < SS_STATE_MAX && (unsigned)to < SS_STATE_MAX);
-	assert(session_moves[s->state][to]);
-	s->state = to;
+	if (life_check(&session_life, s->id, s->state, to) == 0)
+		s->state = to;
 }
 
 void session_close(struct session *s)

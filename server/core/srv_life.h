@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* srv_life.h - the life of the server and of each of its sessions, as
- * state machines with their moves in one table each (srv_life.c), after
- * the disk tier's.
+ * state machines in the one pattern of every lifecycle (lifecycle.h):
+ * a table of moves and of names each, one setter each (srv_life.c).
  *
  * The server:
  *   SRV_SERVING        -> SRV_STOP_ASKED, SRV_HANDED_OVER, SRV_STOPPING
@@ -25,23 +25,19 @@
 #include <stdbool.h>
 
 enum srv_life { SRV_SERVING, SRV_STOP_ASKED, SRV_HANDED_OVER, SRV_STOPPING, SRV_STOPPING_HANDED, SRV_LIFE_MAX };
-enum session_state { SS_GREETING, SS_SERVING, SS_CLOSING, SS_STATE_MAX };
+enum session_state { SS_GREETING, SS_SERVING, SS_CLOSING, SESSION_STATE_MAX };
 
 struct server;
 struct session;
 
-/* The states' names, for logs. */
-const char *srv_life_name(enum srv_life s);
-const char *session_state_name(enum session_state s);
-
-/* The one place the server's life changes: asserts the move against the
- * table (debug and sanitizer builds). */
+/* The one place the server's life changes: a move its table refuses is
+ * logged and asserted, and not made; each move is logged at debug level. */
 void srv_life_to(struct server *srv, enum srv_life to);
 /* A stop is asked (a signal, a failed load): from SRV_SERVING only; later
  * it is one already. */
 void srv_ask_stop(struct server *srv);
 
-/* The one place a session's state changes, asserted the same way. */
+/* The one place a session's state changes, checked the same way. */
 void session_to(struct session *s, enum session_state to);
 /* s takes no more requests (idempotent). */
 void session_close(struct session *s);

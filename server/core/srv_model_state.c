@@ -5,39 +5,34 @@
 #include <assert.h>
 #include <stdbool.h>
 
+#include "lifecycle.h"
 #include "srv.h"
 
-static const char *const names[SM_STATE_MAX] = {
+static const char *const names[SRV_MODEL_STATE_MAX] = {
 	[SM_LOADING] = "loading", [SM_READY] = "ready", [SM_FAILED] = "failed",
 	[SM_RETIRED] = "retired", [SM_FREED] = "freed",
 };
 
-/* moves[from][to]: whether a generation may go from one to the other. */
-/* (Read by assert alone: unused in a release build.) */
-__attribute__((unused)) static const bool moves[SM_STATE_MAX][SM_STATE_MAX] = {
-	[SM_LOADING] = { [SM_READY] = true, [SM_FAILED] = true },
-	[SM_READY] = { [SM_RETIRED] = true },
-	[SM_FAILED] = { [SM_RETIRED] = true },
-	[SM_RETIRED] = { [SM_FREED] = true },
+static const unsigned moves[SRV_MODEL_STATE_MAX] = {
+	[SM_LOADING] = LIFE_BIT(SM_READY) | LIFE_BIT(SM_FAILED),
+	[SM_READY] = LIFE_BIT(SM_RETIRED),
+	[SM_FAILED] = LIFE_BIT(SM_RETIRED),
+	[SM_RETIRED] = LIFE_BIT(SM_FREED),
 };
 
-const char *srv_model_state_name(enum srv_model_state s)
-{
-	return (unsigned)s < SM_STATE_MAX ? names[s] : "(unknown)";
-}
+static const struct lifecycle generation_life = { "generation", SRV_MODEL_STATE_MAX, names, moves };
 
 void srv_model_to(struct srv_model *sm, enum srv_model_state to)
 {
-	assert((unsigned)sm->state < SM_STATE_MAX && (unsigned)to < SM_STATE_MAX);
-	assert(moves[sm->state][to]);
-	sm->state = to;
+	if (life_check(&generation_life, sm->generation, sm->state, to) == 0)
+		sm->state = to;
 	srv_model_check(sm);
 }
 
 #ifndef NDEBUG
 void srv_model_check(const struct srv_model *sm)
 {
-	assert((unsigned)sm->state < SM_STATE_MAX);
+	assert((unsigned)sm->state < SRV_MODEL_STATE_MAX);
 	assert((sm->state == SM_FREED) == (sm->lm == NULL));
 }
 #endif

@@ -20,16 +20,14 @@
 
 /* SM_READY first: a zeroed entry (a fuzzer's, a test's) is a loaded one, as it was
  * with the bools. */
-enum srv_model_state { SM_READY, SM_LOADING, SM_FAILED, SM_RETIRED, SM_FREED, SM_STATE_MAX };
-
-/* The state's name, for logs. */
-const char *srv_model_state_name(enum srv_model_state s);
+enum srv_model_state { SM_READY, SM_LOADING, SM_FAILED, SM_RETIRED, SM_FREED, SRV_MODEL_STATE_MAX };
 
 struct srv_model;
 
-/* The one place a generation's state changes: asserts, in debug and
- * sanitizer builds, that the move is one the table allows, then checks
- * the generation's invariant (srv_model_check). */
+/* The one place a generation's state changes: a move its table refuses is
+ * logged and asserted, and not made (lifecycle.h); each move is logged at
+ * debug level; then the generation's invariant is checked
+ * (srv_model_check). */
 void srv_model_to(struct srv_model *sm, enum srv_model_state to);
 
 /* What holds between the loop's calls (debug and sanitizer builds): a

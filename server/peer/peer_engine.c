@@ -23,6 +23,7 @@
 #include "peer_thread.h"
 #include "peer_ucx.h"
 #include "utf8.h"
+#include "lifecycle.h"
 #include "test_seam.h"
 
 struct ptab {
@@ -36,7 +37,7 @@ struct ptab {
  * them -> CS_REFUSING (a refusal sent: closed once it is out and
  * PEER_REFUSE_GRACE has passed) -> CS_CLOSING, or straight to CS_CLOSING.
  * Its moves: conn_to. */
-enum conn_state { CS_HELLO, CS_CHALLENGED, CS_SERVING, CS_REFUSING, CS_CLOSING, CS_MAX };
+enum conn_state { CS_HELLO, CS_CHALLENGED, CS_SERVING, CS_REFUSING, CS_CLOSING, CONN_STATE_MAX };
 
 struct conn {
 	ucp_ep_h ep;
@@ -155,19 +156,26 @@ static void install_pending(struct peer_engine *ps)
 	pthread_mutex_unlock(&ps->lock);
 }
 
-/* The moves conn_to allows: allowed[from] has bit to set. */
-static const unsigned conn_moves[CS_MAX] __attribute__((unused)) = {
-	[CS_HELLO] = 1u << CS_CHALLENGED | 1u << CS_REFUSING | 1u << CS_CLOSING,
-	[CS_CHALLENGED] = 1u << CS_SERVING | 1u << CS_REFUSING | 1u << CS_CLOSING,
-	[CS_SERVING] = 1u << CS_REFUSING | 1u << CS_CLOSING,
-	[CS_REFUSING] = 1u << CS_CLOSING,
+static const char *const conn_names[CONN_STATE_MAX] = {
+	[CS_HELLO] = "hello", [CS_CHALLENGED] = "challenged", [CS_SERVING] = "serving",
+	[CS_REFUSING] = "refusing", [CS_CLOSING] = "closing",
+};
+
+static const unsigned conn_moves[CONN_STATE_MAX] = {
+	[CS_HELLO] = LIFE_BIT(CS_CHALLENGED) | LIFE_BIT(CS_REFUSING) | LIFE_BIT(CS_CLOSING),
+	[CS_CHALLENGED] = LIFE_BIT(CS_SERVING) | LIFE_BIT(CS_REFUSING) | LIFE_BIT(CS_CLOSING),
+	[CS_SERVING] = LIFE_BIT(CS_REFUSING) | LIFE_BIT(CS_CLOSING),
+	[CS_REFUSING] = LIFE_BIT(CS_CLOSING),
 	[CS_CLOSING] = 0,
 };
 
+static const struct lifecycle conn_life = { "peer connection", CONN_STATE_MAX, conn_names, conn_moves };
+
+/* The one place a peer connection's state changes (lifecycle.h). */
 static void conn_to(struct conn *c, enum conn_state to)
 {
-	assert(conn_moves[c->st] & (1u << to));
-	c->st = to;
+	if (life_check(&conn_life, c->bytes, c->st, to) == 0)
+		c->st = to;
 }
 
 static struct conn *conn_of(struct peer_engine *ps, ucp_ep_h ep)

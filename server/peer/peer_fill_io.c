@@ -2,6 +2,8 @@
 /* peer_fill_io.c - the filling side's UCX connections and messages. */
 #include "peer_fill_io.h"
 
+#include "lifecycle.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -15,6 +17,47 @@
 
 static bool send_to(struct fio *f, size_t i, unsigned id, const void *hdr, size_t hlen,
 		    const void *data, size_t len);
+
+static const char *const fpeer_names[FPEER_STATE_MAX] = {
+	[FP_IDLE] = "idle", [FP_HELLO] = "hello sent", [FP_PROVED] = "proved",
+	[FP_READY] = "ready", [FP_DEAD] = "dead",
+};
+
+static const unsigned fpeer_moves[FPEER_STATE_MAX] = {
+	[FP_IDLE] = LIFE_BIT(FP_HELLO) | LIFE_BIT(FP_IDLE) | LIFE_BIT(FP_DEAD),
+	[FP_HELLO] = LIFE_BIT(FP_PROVED) | LIFE_BIT(FP_READY) | LIFE_BIT(FP_IDLE) | LIFE_BIT(FP_DEAD),
+	[FP_PROVED] = LIFE_BIT(FP_READY) | LIFE_BIT(FP_IDLE) | LIFE_BIT(FP_DEAD),
+	[FP_READY] = LIFE_BIT(FP_READY) | LIFE_BIT(FP_IDLE) | LIFE_BIT(FP_DEAD),
+	[FP_DEAD] = LIFE_BIT(FP_DEAD),
+};
+
+static const struct lifecycle fpeer_life = { "fill peer", FPEER_STATE_MAX, fpeer_names, fpeer_moves };
+
+/* The one place a fill peer's state changes. */
+static void fpeer_to(struct fio *f, struct fpeer *fp, enum fpeer_state to)
+{
+	if (life_check(&fpeer_life, (uint64_t)(fp - f->peers), fp->st, to) == 0)
+		fp->st = to;
+}
+
+static const char *const fslot_names[FSLOT_STATE_MAX] = {
+	[FS_FREE] = "free", [FS_WAIT] = "asked", [FS_RECV] = "receiving",
+};
+
+static const unsigned fslot_moves[FSLOT_STATE_MAX] = {
+	[FS_FREE] = LIFE_BIT(FS_WAIT),
+	[FS_WAIT] = LIFE_BIT(FS_RECV) | LIFE_BIT(FS_FREE),
+	[FS_RECV] = LIFE_BIT(FS_FREE),
+};
+
+static const struct lifecycle fslot_life = { "fill slot", FSLOT_STATE_MAX, fslot_names, fslot_moves };
+
+/* The one place a slot's state changes. */
+static void fslot_to(struct fslot *s, enum fslot_state to)
+{
+	if (life_check(&fslot_life, s->id & 0xffff, s->st, to) == 0)
+		s->st = to;
+}
 
 static struct fpeer *peer_of(struct fio *f, const ucp_am_recv_param_t *p, size_t *idx)
 {
@@ -67,7 +110,7 @@ static void take_table(struct fio *f, size_t i, const void *buf, size_t len)
 	memcpy(fp->tab, (const uint8_t *)buf + sizeof(*h), (size_t)h->ntensors * sizeof(struct peer_tstate));
 	if (fp->st == FP_PROVED)
 		log_info("peer %s: connected", fp->name);
-	fp->st = FP_READY;
+	fpeer_to(f, fp, FP_READY);
 }
 
 struct table_recv {
@@ -155,7 +198,7 @@ static ucs_status_t on_challenge(void *arg, const void *hdr, size_t hlen, void *
 		refuse(f, i, "no peer token to prove");
 		return UCS_OK;
 	}
-	fp->st = FP_PROVED;
+	fpeer_to(f, fp, FP_PROVED);
 	send_to(f, i, PEER_AM_PROOF, NULL, 0, &fp->proof, sizeof(fp->proof));
 	return UCS_OK;
 }
@@ -218,7 +261,7 @@ static ucs_status_t on_data(void *arg, const void *hdr, size_t hlen, void *data,
 		slot_done(f, s, land(f, s));
 		return UCS_OK;
 	}
-	s->st = FS_RECV;
+	fslot_to(s, FS_RECV);
 	rp.cb.recv_am = data_recv_done;
 	rp.user_data = s;
 	req = ucp_am_recv_data_nbx(f->worker, data, s->dst, len, &rp);
@@ -347,7 +390,7 @@ void fio_connect(struct fio *f, size_t i)
 	fp->auth = (struct peer_auth_ctx){ .layout = fp->hello.layout };
 	memcpy(fp->auth.filler_nonce, fp->hello.nonce, PEER_NONCE_LEN);
 	memcpy(fp->auth.model, fp->hello.model, sizeof(fp->auth.model));
-	fp->st = FP_HELLO;
+	fpeer_to(f, fp, FP_HELLO);
 	fp->asking = true;
 	fp->asked = mono_now();
 	send_to(f, i, PEER_AM_HELLO, NULL, 0, &fp->hello, sizeof(fp->hello));
@@ -378,7 +421,7 @@ static void kill_peer(struct fio *f, size_t i, const char *why, bool again_ok)
 		log_debug("peer %s: %s; trying again", fp->name, why);
 		if (why != fp->why)
 			snprintf(fp->why, sizeof(fp->why), "%s", why);
-		fp->st = FP_IDLE;
+		fpeer_to(f, fp, FP_IDLE);
 		fp->asking = false;
 		fp->next_try = mono_now() + 0.25;
 		fp->close_pending = fp->ep != NULL;
@@ -388,7 +431,7 @@ static void kill_peer(struct fio *f, size_t i, const char *why, bool again_ok)
 	fp->src->failures++;
 	if (why != fp->why)
 		snprintf(fp->why, sizeof(fp->why), "%s", why);
-	fp->st = FP_DEAD;
+	fpeer_to(f, fp, FP_DEAD);
 	fp->asking = false;
 	f->changed = true;
 	/* Gets not answered fail now; landing ones fail when the forced
@@ -429,7 +472,7 @@ int fio_get(struct fio *f, int peer, uint32_t tensor, uint64_t off, uint32_t len
 		return -EBUSY;
 	s = &f->slots[f->free_slots[--f->nfree]];
 	s->id += 1u << 16;
-	s->st = FS_WAIT;
+	fslot_to(s, FS_WAIT);
 	s->tensor = tensor;
 	s->off = off;
 	s->len = len;
@@ -451,7 +494,7 @@ void fio_release(struct fio *f, struct fslot *s)
 {
 	bounce_put(&f->bounce, s->buf);
 	s->buf = -1;
-	s->st = FS_FREE;
+	fslot_to(s, FS_FREE);
 	s->done = false;
 	f->free_slots[f->nfree++] = (uint32_t)(s - f->slots);
 }

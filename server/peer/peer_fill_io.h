@@ -23,10 +23,11 @@
 
 /* A peer's life on the filling side. FP_IDLE -> FP_HELLO (connected, our
  * Hello sent) -> FP_PROVED (its Challenge came, our Proof went) ->
- * FP_READY (its table came, with its proof checked); from any of them to
- * FP_IDLE again (not up yet: tried again until --fill-wait is up) or to
- * FP_DEAD (for good). */
-enum fpeer_state { FP_IDLE, FP_HELLO, FP_PROVED, FP_READY, FP_DEAD };
+ * FP_READY (its table came, with its proof checked; a later table keeps
+ * it there); from any of them to FP_IDLE again (not up yet: tried again
+ * until --fill-wait is up) or to FP_DEAD (for good). Its moves: fpeer_to
+ * (lifecycle.h). */
+enum fpeer_state { FP_IDLE, FP_HELLO, FP_PROVED, FP_READY, FP_DEAD, FPEER_STATE_MAX };
 
 struct fpeer {
 	char name[64];
@@ -49,7 +50,10 @@ struct fpeer {
 	char why[160];              /* why it is dead */
 };
 
-enum fslot_state { FS_FREE, FS_WAIT, FS_RECV };
+/* A Get's slot: FS_FREE -> FS_WAIT (asked) -> FS_RECV (its piece
+ * arriving) -> FS_FREE, or FS_WAIT -> FS_FREE (landed at once, or failed).
+ * Its moves: fslot_to (lifecycle.h). */
+enum fslot_state { FS_FREE, FS_WAIT, FS_RECV, FSLOT_STATE_MAX };
 
 struct fio;
 

@@ -57,13 +57,13 @@ static int choose(struct tier *t, struct errinfo *e)
 	t->resident = c.resident;
 	t->largest = c.largest;
 	for (uint32_t u = t->nseg; u < t->n; u++)
-		t->s[u].state = TS_LOADING;
+		ts_to(&t->s[u], TS_LOADING);
 	for (uint32_t g = 0; g < t->nseg; g++) {
 		if (state[g] == TIER_PARTS)
 			ready_page_tier_parts(t->own.ready, g);
 		if (state[g] != TIER_DISK)
 			continue;
-		t->s[g].state = TS_LOADING;
+		ts_to(&t->s[g], TS_LOADING);
 		arena_piece_cuttable(t->own.arena, g);
 		ready_page_tier_on_disk(t->own.ready, g);
 	}

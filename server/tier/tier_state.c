@@ -5,19 +5,28 @@
 
 #include <assert.h>
 
-/* The moves ts_to allows: allowed[from] has bit to set. */
-static const unsigned allowed[] __attribute__((unused)) = {
-	[TS_STAYS] = 0,
-	[TS_LOADING] = 1u << TS_FILLING | 1u << TS_CACHED | 1u << TS_ON_DISK,
-	[TS_FILLING] = 1u << TS_CACHED | 1u << TS_ON_DISK,
-	[TS_ON_DISK] = 1u << TS_READING | 1u << TS_ON_DISK,
-	[TS_READING] = 1u << TS_CACHED | 1u << TS_ON_DISK,
-	[TS_CACHED] = 1u << TS_ON_DISK,
+#include "lifecycle.h"
+
+static const char *const names[TIER_STATE_MAX] = {
+	[TS_STAYS] = "stays", [TS_LOADING] = "loading", [TS_FILLING] = "filling",
+	[TS_ON_DISK] = "on disk", [TS_READING] = "reading", [TS_CACHED] = "cached",
 };
+
+static const unsigned moves[TIER_STATE_MAX] = {
+	[TS_STAYS] = LIFE_BIT(TS_LOADING),
+	[TS_LOADING] = LIFE_BIT(TS_FILLING) | LIFE_BIT(TS_CACHED) | LIFE_BIT(TS_ON_DISK),
+	[TS_FILLING] = LIFE_BIT(TS_CACHED) | LIFE_BIT(TS_ON_DISK),
+	[TS_ON_DISK] = LIFE_BIT(TS_READING) | LIFE_BIT(TS_ON_DISK),
+	[TS_READING] = LIFE_BIT(TS_CACHED) | LIFE_BIT(TS_ON_DISK),
+	[TS_CACHED] = LIFE_BIT(TS_ON_DISK),
+};
+
+static const struct lifecycle piece_life = { "disk tier piece of segment", TIER_STATE_MAX, names, moves };
 
 void ts_to(struct tier_seg *ts, enum tier_state to)
 {
-	assert(allowed[ts->state] & 1u << to);
+	if (life_check(&piece_life, ts->seg, ts->state, to) < 0)
+		return;
 	ts->state = to;
 	if (to != TS_CACHED)
 		ts->fresh = FRESH_NO;

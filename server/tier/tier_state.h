@@ -29,9 +29,11 @@
 
 
 /* Where a piece's bytes are. Its transitions are written in one place,
- * ts_to (tier_state.c), which asserts them:
+ * ts_to (tier_state.c), which checks them (lifecycle.h):
  *
- *   TS_STAYS    not on the tier: in memory for good (the arena's); final
+ *   TS_STAYS    not on the tier: in memory for good (the arena's), every
+ *               piece's first state      -> LOADING (tier_start marks the
+ *               tiered ones); else final
  *   TS_LOADING  on the tier, the first load not past it yet (its
  *               checksums unknown: nothing reads it)   -> FILLING, CACHED, ON_DISK
  *   TS_FILLING  the first load fills it, its pages counted
@@ -43,7 +45,7 @@
  * The first load's pass takes a LOADING or FILLING piece to CACHED (kept
  * within the budget) or ON_DISK; a read takes it from ON_DISK through
  * READING to CACHED (or back, failed); eviction from CACHED to ON_DISK. */
-enum tier_state { TS_STAYS, TS_LOADING, TS_FILLING, TS_ON_DISK, TS_READING, TS_CACHED };
+enum tier_state { TS_STAYS, TS_LOADING, TS_FILLING, TS_ON_DISK, TS_READING, TS_CACHED, TIER_STATE_MAX };
 
 /* Whether, and why, a piece is in the read queue (t->q). */
 enum tier_queue { TQ_NONE, TQ_ASKED, TQ_AHEAD };
@@ -135,8 +137,9 @@ enum tier_said {
 	SAID_CUT = 1 << 2,          /* a failed memfd_cut */
 };
 
-/* Piece g goes to state to: the one place a piece's state changes, which
- * asserts that the move is one ts_to's table allows (tier_state.c). */
+/* Piece ts goes to state to: the one place a piece's state changes; a
+ * move its table refuses is logged, asserted and not made, and each move
+ * is logged at debug level (lifecycle.h). */
 void ts_to(struct tier_seg *ts, enum tier_state to);
 
 /* Whether piece ts lives on the disk tier (it may be cached now). */
