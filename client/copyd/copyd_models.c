@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attached.h"
+#include "model_door.h"
 #include "copyd.h"
 #include "log.h"
 #include "piece_door.h"
@@ -41,8 +41,8 @@ static int need_wsrvd(struct copyd *cd)
  * others borrow), once. 0 or <0 (nothing left locked). */
 static int lock_segment(struct copyd *cd, struct cd_model *e, uint32_t g)
 {
-	const uint8_t *p = e->m->seg[g];
-	size_t len = e->m->seg_len[g];
+	const uint8_t *p = cl_segment_base(e->m, g);
+	size_t len = cl_segment_len(e->m, g);
 	uint64_t added = 0, a;
 	int k, r = 0;
 
@@ -78,7 +78,7 @@ static void unlock_all(struct copyd *cd, struct cd_model *e)
 	/* The borrowers first: the first device's registration is the lock. */
 	for (uint32_t g = 0; g < e->nseg; g++)
 		for (int k = cd->ndev; g < e->nseg && e->registered[g] && k-- > 0;)
-			cd->dev[k].d->ops->unregister_host(cd->dev[k].d, e->m->seg[g], e->m->seg_len[g]);
+			cd->dev[k].d->ops->unregister_host(cd->dev[k].d, cl_segment_base(e->m, g), cl_segment_len(e->m, g));
 }
 
 static void model_free(struct copyd *cd, struct cd_model *e)
@@ -135,7 +135,7 @@ static int attach(struct copyd *cd, const char *name, struct cd_model **out)
 	}
 	wsrv_model_generation(e->m, &mapped, &latest);
 	e->generation = mapped;
-	e->manifest_hash = e->m->manifest_hash;
+	e->manifest_hash = cl_model_manifest_hash(e->m);
 	/* What is held already (a request that named other bytes): kept,
 	 * its locks and all, the new attachment let go. */
 	if ((old = held(cd, name, true)) && old->generation == e->generation && old->manifest_hash == e->manifest_hash) {
@@ -145,9 +145,9 @@ static int attach(struct copyd *cd, const char *name, struct cd_model **out)
 		*out = old;
 		return 0;
 	}
-	e->nseg = e->m->nseg;
+	e->nseg = cl_nsegments(e->m);
 	for (uint32_t g = 0; g < e->nseg; g++)
-		e->bytes += e->m->seg_len[g];
+		e->bytes += cl_segment_len(e->m, g);
 	if (!(e->registered = calloc(e->nseg + 1, sizeof(bool)))) {
 		wsrv_detach(e->m);
 		free(e->name);
@@ -201,7 +201,7 @@ int cd_model_segment(struct copyd *cd, struct cd_model *e, uint32_t seg, const u
 
 	if (seg >= e->nseg)
 		return cl_err(-ERANGE, "segment %u: model %s has %u", seg, e->name, e->nseg);
-	if (e->m->nunits)
+	if (cl_npieces(e->m) != cl_nsegments(e->m))
 		return cl_err(-EOPNOTSUPP, "model %s has a disk tier: its workers copy by themselves", e->name);
 	if (!e->registered[seg]) {
 		if ((r = cl_piece_kept_now(e->m, seg)) <= 0)
@@ -209,8 +209,8 @@ int cd_model_segment(struct copyd *cd, struct cd_model *e, uint32_t seg, const u
 		if ((r = lock_segment(cd, e, seg)) < 0)
 			return r;
 	}
-	*base = e->m->seg[seg];
-	*len = e->m->seg_len[seg];
+	*base = cl_segment_base(e->m, seg);
+	*len = cl_segment_len(e->m, seg);
 	return 0;
 }
 

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 /* attached.h - the model room: a model attached through a session, its
  * manifest and segments mapped, its names indexed, and (attached while
- * the server loads it) its readiness. The stream room stands on it. */
+ * the server loads it) its readiness. The model room's own: the stream
+ * room reads a model through model_door.h and piece_door.h. */
 #ifndef WSRV_CLIENT_ATTACHED_H
 #define WSRV_CLIENT_ATTACHED_H
 
 #include "manifest.h"
+#include "model_door.h"
 #include "name_index.h"
 #include "ready.h"
 #include "wire.h"
@@ -71,18 +73,6 @@ struct wsrv_model {
 	uint32_t *piece;             /* per tensor, owned; NULL without units */
 };
 
-/* The piece tensor i's bytes lie in: its unit, or its segment. */
-static inline uint32_t cl_piece(const struct wsrv_model *m, uint32_t i)
-{
-	return m->piece ? m->piece[i] : m->v.tensors[i].segment;
-}
-
-/* Segments, then units. */
-static inline uint32_t cl_npieces(const struct wsrv_model *m)
-{
-	return m->nseg + m->nunits;
-}
-
 /* The segment piece p lies in. */
 static inline uint32_t cl_piece_seg(const struct wsrv_model *m, uint32_t p)
 {
@@ -123,91 +113,6 @@ struct ready_gen {
 	bool *checked;
 };
 
-/* The newest readiness page's view (m->ready is not NULL). */
-static inline const struct rd_view *cl_rv(const struct wsrv_model *m)
-{
-	return &__atomic_load_n(&m->ready, __ATOMIC_ACQUIRE)->rv;
-}
-
-/* A model with a disk tier (--memory-budget): whether segment seg lives
- * on it (seg may be a piece, attached.h: a unit always does). Such a piece
- * is mapped only while something uses it (tier_take.h). */
-static inline bool cl_tiered(const struct wsrv_model *m, uint32_t seg)
-{
-	const struct rd_view *v = m->ready ? cl_rv(m) : NULL;
-	uint32_t w;
-
-	if (seg >= m->nseg)
-		return seg < cl_npieces(m);
-	w = v && v->tier ? __atomic_load_n(&v->tier[seg], __ATOMIC_ACQUIRE) : RD_TIER_RESIDENT;
-	return w != RD_TIER_RESIDENT && w != RD_TIER_PARTS;
-}
-
-/* A readiness word, read as the server wrote it. */
-static inline uint32_t cl_load_word(const uint32_t *w)
-{
-	return __atomic_load_n(w, __ATOMIC_ACQUIRE);
-}
-
-/* The model's tensors and layer groups, by index: reads of its manifest,
- * no waiting. */
-static inline uint32_t cl_ntensors(const struct wsrv_model *m)
-{
-	return m->v.h->ntensors;
-}
-
-static inline uint32_t cl_nlayers(const struct wsrv_model *m)
-{
-	return m->v.h->nlayers;
-}
-
-/* Tensor i's name (i in range). */
-static inline const char *cl_tensor_name(const struct wsrv_model *m, uint32_t i)
-{
-	return m->v.strings + m->v.tensors[i].name_off;
-}
-
-/* wsrv_model_tensor for i in range, without waiting: data points at the
- * reserved range until the piece arrives, and must not be read before
- * the piece door (piece_door.h) or a lookup's wait says so. */
-static inline void cl_tensor_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_tensor *o)
-{
-	const struct mf_tensor *t = &m->v.tensors[i];
-
-	CL_RESULT(o);
-	o->name = cl_tensor_name(m, i);
-	o->dtype = (int)t->dtype;
-	o->rank = t->rank;
-	o->shape = m->v.dims + t->dims_index;
-	o->layer = t->layer;
-	o->segment = t->segment;
-	o->offset = t->offset;
-	o->size = t->size;
-	/* Attached while loading, the manifest has 0: the page has it. */
-	o->xxh3 = m->ready ? __atomic_load_n(&cl_rv(m)->xxh3[i], __ATOMIC_RELAXED) : t->xxh3;
-	o->data = m->seg[t->segment] + t->offset;
-	o->held_offset = m->v.parts ? m->v.parts[i].offset : 0;
-	o->held_size = m->v.parts ? m->v.parts[i].length : t->size;
-}
-
-/* wsrv_model_layer_at for i in range, without waiting (as above). */
-static inline void cl_layer_at_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_layer *o)
-{
-	const struct mf_layer *l = &m->v.layers[i];
-
-	CL_RESULT(o);
-	o->index = l->index;
-	o->segment = l->segment;
-	o->offset = l->offset;
-	o->length = l->length;
-	o->bytes = l->bytes;
-	o->first = l->first;
-	o->count = l->count;
-	o->data = m->seg[l->segment] + l->offset;
-}
-
-/* wsrv_model_layer without waiting for the layer's bytes. (model_index.c) */
-int cl_layer_nowait(const struct wsrv_model *m, int32_t index, struct wsrv_layer *out);
 /* Maps a readiness page of len bytes from fd and checks it against m's
  * manifest: a new generation of it, owned by the caller, or NULL. */
 struct ready_gen *cl_ready_gen_map(struct wsrv_model *m, int fd, uint64_t len);
@@ -220,17 +125,6 @@ void cl_ready_gen_free(struct ready_gen *g);
  * -ESTALE, or -EBADMSG for a reply that does not add up. (ready_resume.c) */
 int cl_ready_resume(struct wsrv_model *m, const Wsrv__AttachReply *ar, int *fds, int n);
 
-/* model_call.c: a request that names model m by its attach id at *id:
- * the id the server sending it knows m by is written there before each
- * send (a reconnect gives m a new one); -ESTALE once m has other
- * weights. Otherwise as cl_call. */
-int cl_call_model(struct wsrv_model *m, uint32_t *id, Wsrv__Request *req, Wsrv__Response **resp,
-		  int *fds, int maxfds, int *nfds);
-/* A stream's hold on m (attach.c): m stays attached and mapped until the
- * last of its holders lets go, its caller's wsrv_detach included, in any
- * order (a garbage collector's finalizers come in any order). */
-void cl_model_hold(struct wsrv_model *m);
-void cl_model_drop(struct wsrv_model *m);
 /* Adds m to / removes m from c's models (takes c->lock); the first sets
  * the session's hooks (cl_replay, cl_note_event). (model_call.c) */
 void cl_model_link(struct wsrv_client *c, struct wsrv_model *m);
@@ -247,9 +141,5 @@ int cl_model_fresh(const struct wsrv_model *m);
  * negative errno with a sentence. (replay.c) */
 int cl_replay(struct wsrv_client *c);
 
-/* model_index.c: the index of the tensor named name; -ENOENT (no error
- * recorded); or -EBADMSG (recorded) when the manifest lists a name twice.
- * The first call builds the name index (m's, under its hash_lock). */
-int cl_find_index(const struct wsrv_model *m, const char *name);
 
 #endif

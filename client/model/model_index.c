@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "attached.h"
+#include "ready_read.h"
+#include "ready_wait.h"
 #include "sorted.h"
 
 static int build_hash(struct wsrv_model *m)
@@ -51,4 +53,39 @@ int cl_layer_nowait(const struct wsrv_model *m, int32_t index, struct wsrv_layer
 		return cl_err(-ENOENT, "model %s has no layer %d", m->name, index);
 	cl_layer_at_nowait(m, (uint32_t)i, out);
 	return 0;
+}
+
+void cl_tensor_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_tensor *o)
+{
+	const struct mf_tensor *t = &m->v.tensors[i];
+
+	CL_RESULT(o);
+	o->name = cl_tensor_name(m, i);
+	o->dtype = (int)t->dtype;
+	o->rank = t->rank;
+	o->shape = m->v.dims + t->dims_index;
+	o->layer = t->layer;
+	o->segment = t->segment;
+	o->offset = t->offset;
+	o->size = t->size;
+	/* Attached while loading, the manifest has 0: the page has it. */
+	o->xxh3 = m->ready ? cl_page_xxh3(m, i) : t->xxh3;
+	o->data = m->seg[t->segment] + t->offset;
+	o->held_offset = m->v.parts ? m->v.parts[i].offset : 0;
+	o->held_size = m->v.parts ? m->v.parts[i].length : t->size;
+}
+
+void cl_layer_at_nowait(const struct wsrv_model *m, uint32_t i, struct wsrv_layer *o)
+{
+	const struct mf_layer *l = &m->v.layers[i];
+
+	CL_RESULT(o);
+	o->index = l->index;
+	o->segment = l->segment;
+	o->offset = l->offset;
+	o->length = l->length;
+	o->bytes = l->bytes;
+	o->first = l->first;
+	o->count = l->count;
+	o->data = m->seg[l->segment] + l->offset;
 }

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "attached.h"
+#include "model_door.h"
 
 enum cl_piece_got {
 	PIECE_NOT_YET, /* not here (without wait: its load or read goes on) */

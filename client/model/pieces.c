@@ -10,6 +10,8 @@
 #include "lifecycle.h"
 #include "packet.h"
 #include "ready_verify.h"
+#include "ready_read.h"
+#include "ready_wait.h"
 
 /* Whether the reply's ids are some of ids[0..n), in order, each once. */
 static bool some_of(const uint32_t *got, size_t ngot, const uint32_t *ids, size_t n)

@@ -16,6 +16,7 @@
 
 #include "attached.h"
 #include "ready_wait.h"
+#include "ready_read.h"
 #include "pieces.h"
 #include "clock.h"
 #include "hugemap.h"
@@ -104,20 +105,12 @@ int cl_load_failed(const struct wsrv_model *m)
 	return cl_err(-EIO, "model %s failed to load at tensor %s: %s", m->name, name, msg);
 }
 
-#define WORD_MODEL UINT32_MAX
 
-/* The futex word of segment seg (or of the model: WORD_MODEL) on the
- * newest server's page. */
-static const uint32_t *word(const struct wsrv_model *m, uint32_t seg)
-{
-	const struct rd_view *v = cl_rv(m);
 
-	return seg == WORD_MODEL ? &v->h->state : &v->segments[seg];
-}
 
 uint32_t cl_word_now(const struct wsrv_model *m, uint32_t seg)
 {
-	return cl_load_word(word(m, seg));
+	return cl_load_word(cl_page_word(m, seg));
 }
 
 /* A server that died mid-load never finishes the page: when m's went
@@ -133,14 +126,14 @@ static int still_served(struct wsrv_model *m)
 	return r == 1 ? cl_model_fresh(m) : 0;
 }
 
-/* Waits for a word (seg, or WORD_MODEL) to leave RD_LOADING, up to
+/* Waits for a word (seg, or RD_WORD_MODEL) to leave RD_LOADING, up to
  * timeout_ms (< 0: for ever). */
 int cl_wait_word(struct wsrv_model *m, uint32_t seg, int timeout_ms)
 {
 	double left = timeout_ms < 0 ? -1 : timeout_ms / 1e3, t0 = mono_now();
 
 	for (;;) {
-		const uint32_t *w = word(m, seg);
+		const uint32_t *w = cl_page_word(m, seg);
 		uint32_t v = cl_load_word(w);
 		double slice = WAIT_SLICE_MS / 1e3;
 		int r;
@@ -156,7 +149,7 @@ int cl_wait_word(struct wsrv_model *m, uint32_t seg, int timeout_ms)
 		}
 		struct timespec ts = { (time_t)slice, (long)((slice - (double)(time_t)slice) * 1e9) };
 		syscall(SYS_futex, w, FUTEX_WAIT, RD_LOADING, &ts, NULL, 0);
-		if (cl_load_word(w) == RD_LOADING && w == word(m, seg) && (r = still_served(m)) < 0)
+		if (cl_load_word(w) == RD_LOADING && w == cl_page_word(m, seg) && (r = still_served(m)) < 0)
 			return r;
 	}
 }
@@ -192,7 +185,7 @@ static int fetch_ready(struct wsrv_model *m)
 	if ((r = map_carried(m)) < 0)
 		return r;
 	for (uint32_t i = 0; i < m->nseg && n < WSRV_MAX_FDS - 2; i++)
-		if (!cl_piece_here(&m->pst[i]) && cl_load_word(word(m, i)) == RD_READY && !cl_tiered(m, i))
+		if (!cl_piece_here(&m->pst[i]) && cl_load_word(cl_page_word(m, i)) == RD_READY && !cl_tiered(m, i))
 			want[n++] = i;
 	if (n == 0)
 		return 0;
@@ -218,7 +211,7 @@ static int map_ready(struct wsrv_model *m)
 	for (uint32_t i = 0; i < m->nseg; i++)
 		all = all && cl_piece_here(&m->pst[i]);
 	/* Units come and go: a model with them is never mapped whole. */
-	if (r == 0 && all && !m->nunits && cl_load_word(word(m, WORD_MODEL)) == RD_READY) {
+	if (r == 0 && all && !m->nunits && cl_load_word(cl_page_word(m, RD_WORD_MODEL)) == RD_READY) {
 		m->manifest_hash = cl_rv(m)->h->manifest_hash; /* the loaded model's identity */
 		__atomic_store_n(&m->loading, false, __ATOMIC_RELEASE);
 	}
@@ -278,7 +271,7 @@ int cl_piece_try_loading(struct wsrv_model *m, uint32_t seg)
 		return 1;
 	if (seg >= m->nseg)
 		return cl_err(-EINVAL, "no segment %u", seg);
-	v = cl_load_word(word(m, seg));
+	v = cl_load_word(cl_page_word(m, seg));
 	if (v == RD_FAILED)
 		return cl_load_failed(m);
 	if (v != RD_READY || cl_tiered(m, seg)) /* a tier's: asked for by its user */
@@ -304,18 +297,18 @@ int cl_ready_wait_all(struct wsrv_model *m, int timeout_ms)
 
 	while (r == 0 && __atomic_load_n(&m->loading, __ATOMIC_ACQUIRE)) {
 		uint32_t before;
-		if ((r = cl_wait_word(m, WORD_MODEL, timeout_ms)) < 0)
+		if ((r = cl_wait_word(m, RD_WORD_MODEL, timeout_ms)) < 0)
 			break;
 		before = count_mapped(m);
 		r = map_ready(m);
 		/* A disk tier's model is whole once loaded: its tiered segments
 		 * are mapped as they are needed, not now. */
-		if (r == 0 && cl_rv(m)->tier && cl_load_word(word(m, WORD_MODEL)) == RD_READY)
+		if (r == 0 && cl_rv(m)->tier && cl_load_word(cl_page_word(m, RD_WORD_MODEL)) == RD_READY)
 			return 0;
 		/* READY, yet nothing new mapped: a broken page. (A model word
 		 * back to LOADING is a new server's, after a restart.) */
 		if (r == 0 && __atomic_load_n(&m->loading, __ATOMIC_ACQUIRE) && count_mapped(m) == before &&
-		    cl_load_word(word(m, WORD_MODEL)) == RD_READY)
+		    cl_load_word(cl_page_word(m, RD_WORD_MODEL)) == RD_READY)
 			return cl_err(-EBADMSG, "the server says model %s is loaded but a segment is not ready",
 				      m->name);
 		if (timeout_ms >= 0 && mono_now() - t0 > timeout_ms / 1e3 + 60)

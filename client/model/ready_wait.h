@@ -8,6 +8,7 @@
 
 #include "attached.h"
 #include "pieces.h"
+#include "ready_read.h"
 
 /* Attach with a readiness page: fds[0] the manifest (mapped by the
  * caller), fds[1] the page, then ar->ready_segments' fds. */

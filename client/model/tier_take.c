@@ -16,22 +16,13 @@
 #include "attached.h"
 #include "packet.h"
 #include "pieces.h"
+#include "ready_read.h"
 #include "ready_wait.h"
 #include "tier_take.h"
 
 /* Pieces asked for in one request: every fd of a reply fits. */
 #define ASK_MAX (WSRV_MAX_FDS - 2)
 
-/* Piece g's tier word on the newest server's page, or NULL (a page with
- * no tier, or not these units). */
-static const uint32_t *tier_word(const struct wsrv_model *m, uint32_t g)
-{
-	const struct rd_view *v = cl_rv(m);
-
-	if (!v->tier || (g >= m->nseg && (!v->units || v->nunits != m->nunits)))
-		return NULL;
-	return &v->tier[g];
-}
 
 
 /* Maps the pieces a reply sent (got[0..n), fds), closing each fd. */
@@ -71,7 +62,7 @@ static int tier_need(struct wsrv_model *m, uint32_t seg, bool pin, bool wait)
 	while (!cl_piece_here(&m->pst[seg])) {
 		/* The newest server's word: after a restart, its page's (the
 		 * call below connects again when the server went away). */
-		const uint32_t *w = tier_word(m, seg);
+		const uint32_t *w = cl_tier_word(m, seg);
 		uint32_t seen = w ? cl_load_word(w) : 0;
 		if ((r = cl_pieces_ask(m, &seg, 1, PIECES_ALL, got, fd, &ngot)) == 0) {
 			r = map_got(m, got, fd, ngot);
@@ -114,7 +105,7 @@ static int ask_round(struct wsrv_model *m, const uint32_t *p, const bool *ok, si
 
 	for (size_t i = 0; i < n && k < ASK_MAX; i++)
 		if (ok[i] && !cl_piece_here(&m->pst[p[i]])) {
-			const uint32_t *wi = tier_word(m, p[i]);
+			const uint32_t *wi = cl_tier_word(m, p[i]);
 			was[k] = wi ? cl_load_word(wi) : 0;
 			ask[k++] = p[i];
 		}
@@ -135,7 +126,7 @@ static int ask_round(struct wsrv_model *m, const uint32_t *p, const bool *ok, si
 		return ask_round(m, p, ok, n, w, seen);
 	for (size_t i = 0; i < k; i++) /* one still read: its word rises when it is */
 		if (!cl_piece_here(&m->pst[ask[i]])) {
-			*w = tier_word(m, ask[i]);
+			*w = cl_tier_word(m, ask[i]);
 			*seen = was[i];
 			if (!*w)
 				return cl_err(-EAGAIN, "model %s: the server reads segment %u again, and its page has no word to wait on",

@@ -54,7 +54,7 @@ int region_call_open(struct wsrv_model *m, const struct dev_share_info *info, ui
 static int ok_call(struct wsrv_model *m, Wsrv__Request *q, int fd, const char *what)
 {
 	Wsrv__Response *r;
-	int fds[1], n = 0, ret = cl_call_fd(m->c, q, fd, &r, fds, 0, &n);
+	int fds[1], n = 0, ret = cl_call_fd(cl_model_client(m), q, fd, &r, fds, 0, &n);
 
 	if (ret < 0)
 		return ret;

@@ -3,7 +3,7 @@
 #ifndef WSRV_REGION_CALLS_H
 #define WSRV_REGION_CALLS_H
 
-#include "attached.h"
+#include "model_door.h"
 #include "device.h"
 
 struct region_answer {

@@ -242,7 +242,7 @@ WSRV_EXPORT int wsrv_stream_acquire(struct wsrv_stream *s, int32_t index)
 	if (!s->d)
 		return cl_err(-ENODEV, "this stream was opened without a device (a report)");
 	if (pos < 0)
-		return cl_err(-ENOENT, "model %s has no layer %d", s->m->name, index);
+		return cl_err(-ENOENT, "model %s has no layer %d", wsrv_model_name(s->m), index);
 	l = &s->layers[pos];
 	s->st.acquires++;
 	if (l->nstreamed == 0) {
@@ -285,7 +285,7 @@ WSRV_EXPORT int wsrv_stream_release(struct wsrv_stream *s, int32_t index)
 
 	CL_NEED(s);
 	if ((pos = find_pos(s, index)) < 0)
-		return cl_err(-ENOENT, "model %s has no layer %d", s->m->name, index);
+		return cl_err(-ENOENT, "model %s has no layer %d", wsrv_model_name(s->m), index);
 	l = &s->layers[pos];
 	stream_trace_add(s, index, 'x', s->acquire_t0, mono_now());
 	if (l->nstreamed == 0)
@@ -338,7 +338,7 @@ WSRV_EXPORT int wsrv_stream_tensor(struct wsrv_stream *s, const char *name, void
 	CL_NEED(name);
 	CL_NEED(dev);
 	if ((i = cl_find_index(s->m, name)) == -ENOENT)
-		return cl_err(-ENOENT, "model %s has no tensor '%s'", s->m->name, name);
+		return cl_err(-ENOENT, "model %s has no tensor '%s'", wsrv_model_name(s->m), name);
 	if (i < 0)
 		return i;
 	if (!s->d)
@@ -506,7 +506,7 @@ int stream_send_report(struct wsrv_stream *s, bool closed)
 	int fds[1], n, ret;
 
 	stream_stats_fill(s, &st);
-	rp.model = s->m->name;
+	rp.model = (char *)wsrv_model_name(s->m); /* protobuf-c: not written */
 	rp.stream_id = s->id;
 	rp.bytes_copied = st.bytes_copied;
 	rp.copy_seconds = st.copy_seconds;
@@ -532,7 +532,7 @@ int stream_send_report(struct wsrv_stream *s, bool closed)
 	rp.closed = closed;
 	q.body_case = WSRV__REQUEST__BODY_REPORT_STREAM;
 	q.report_stream = &rp;
-	ret = cl_call(s->m->c, &q, &r, fds, 0, &n);
+	ret = cl_call(cl_model_client(s->m), &q, &r, fds, 0, &n);
 	if (ret < 0) {
 		cl_debug("stream %u: its report was not taken: %s", s->id, wsrv_last_error());
 		return ret;

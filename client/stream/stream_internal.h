@@ -4,7 +4,7 @@
 #define WSRV_STREAM_INTERNAL_H
 
 #include "clock.h"
-#include "attached.h"
+#include "model_door.h"
 #include "piece_door.h"
 #include "device.h"
 #include "plan.h"

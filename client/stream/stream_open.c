@@ -176,7 +176,7 @@ WSRV_EXPORT void wsrv_stream_close(struct wsrv_stream *s)
 	 * (and take their times). Every fence a slot holds has its record
 	 * (load), so waiting for the records waits for every slot. */
 	stream_harvest(s, true);
-	if (s->d && s->slots && cl_connected(s->m->c))
+	if (s->d && s->slots && cl_connected(cl_model_client(s->m)))
 		stream_send_report(s, true); /* a server that is gone does not mind */
 	else
 		cl_debug("stream %u: closed without a last report (%s)", s->id,

@@ -163,7 +163,7 @@ int stream_place(struct wsrv_stream *s, const struct wsrv_plan *p, int rank, uns
 	if (!automatic)
 		return cl_err(-ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
-		int32_t layer = s->m->v.tensors[i].layer;
+		int32_t layer = cl_tensor_entry(s->m, i)->layer;
 		const struct plan_rule *rule = p ? plan_match(p, cl_tensor_name(s->m, (uint32_t)i)) : NULL;
 		if (s->views && !s->views[i].present) {
 			s->where[i] = WHERE_ABSENT; /* another rank's expert */

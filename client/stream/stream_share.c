@@ -165,7 +165,7 @@ void stream_share_close(struct wsrv_stream *s)
 	if (p && s->resident == p)
 		s->resident = NULL;
 	s->sh.mem = (struct dev_share){ .fd = -1 };
-	if (s->sh.region_id && cl_connected(s->m->c))
+	if (s->sh.region_id && cl_connected(cl_model_client(s->m)))
 		region_call_close(s->m, s->sh.region_id); /* a server that is gone does not mind */
 	s->sh.region_id = 0;
 	s->sh.role = WSRV_SHARE_PRIVATE;

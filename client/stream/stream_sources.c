@@ -43,13 +43,13 @@ static bool src_of(const struct wsrv_stream *s, uint32_t i, uint32_t *seg, uintp
 {
 	struct tp_view tmp;
 	const struct tp_view *v = tp_view_at(s->m, s->views, i, &tmp);
-	const struct mf_tensor *t = &s->m->v.tensors[i];
+	const struct mf_tensor *t = cl_tensor_entry(s->m, i);
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), p;
 
 	if (s->where[i] == WHERE_ABSENT || !v->bytes ||
 	    (s->where[i] == WHERE_RESIDENT && s->sh.role == WSRV_SHARE_READER))
 		return false;
-	p = (uintptr_t)(s->m->seg[t->segment] + t->offset) + v->src_off;
+	p = (uintptr_t)(cl_segment_base(s->m, t->segment) + t->offset) + v->src_off;
 	*seg = cl_piece(s->m, i);
 	*a = p & ~(pg - 1);
 	*b = (p + (v->height - 1) * v->pitch + v->width + pg - 1) & ~(pg - 1);
@@ -186,7 +186,7 @@ static void arrived(struct wsrv_stream *s, uint32_t seg, enum cl_piece_got got)
 
 int stream_register(struct wsrv_stream *s)
 {
-	uint32_t nseg = s->m->nseg;
+	uint32_t nseg = cl_nsegments(s->m);
 	int r;
 
 	if (!s->d)

@@ -15,7 +15,8 @@ static long tp_find(const void *ctx, const char *name)
  * the caller: *t (free) and *cfg (json_decref). */
 static int rules_model(const struct wsrv_model *m, struct rv_model *rm, struct rv_tensor **t, json_t **cfg)
 {
-	size_t n = m->v.h->ntensors, len;
+	const struct mf_view *mv = cl_model_view(m);
+	size_t n = mv->h->ntensors, len;
 	const char *c = wsrv_model_config(m, &len);
 
 	*cfg = c ? json_loadb(c, len, 0, NULL) : NULL;
@@ -23,9 +24,9 @@ static int rules_model(const struct wsrv_model *m, struct rv_model *rm, struct r
 	if (!*t)
 		return cl_err(-ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
-		const struct mf_tensor *x = &m->v.tensors[i];
-		(*t)[i] = (struct rv_tensor){ m->v.strings + x->name_off, x->dtype, x->rank,
-					     m->v.dims + x->dims_index, x->size, x->layer };
+		const struct mf_tensor *x = &mv->tensors[i];
+		(*t)[i] = (struct rv_tensor){ mv->strings + x->name_off, x->dtype, x->rank,
+					     mv->dims + x->dims_index, x->size, x->layer };
 	}
 	*rm = (struct rv_model){ *t, n, *cfg, tp_find, m };
 	return 0;
@@ -35,20 +36,21 @@ static int rules_model(const struct wsrv_model *m, struct rv_model *rm, struct r
  * views NULL: every tensor whole. */
 static int check_held(const struct wsrv_model *m, const struct tp_view *views, int rank, int world)
 {
-	const struct mf_header *h = m->v.h;
+	const struct mf_view *mv = cl_model_view(m);
+	const struct mf_header *h = mv->h;
 
-	if (!m->v.parts)
+	if (!mv->parts)
 		return 0;
 	for (size_t i = 0; i < h->ntensors; i++) {
 		const struct tp_view *v = views ? &views[i] : NULL;
-		const struct mf_part *p = &m->v.parts[i];
-		uint64_t bytes = v ? v->bytes : m->v.tensors[i].size, off = v ? v->src_off : 0;
+		const struct mf_part *p = &mv->parts[i];
+		uint64_t bytes = v ? v->bytes : mv->tensors[i].size, off = v ? v->src_off : 0;
 		uint64_t end = !v ? bytes : v->height ? off + (v->height - 1) * v->pitch + v->width : off;
 		if ((v && !v->present) || bytes == 0 || (off >= p->offset && end <= p->offset + p->length))
 			continue;
 		return cl_err(-ERANGE, "model %s: rank %d of %d is not held here: this server loaded ranks %u-%u of %u (tensor '%s' bytes %llu-%llu of it are not loaded)",
-			      m->name, rank, world, h->held_first, h->held_last, h->held_world,
-			      m->v.strings + m->v.tensors[i].name_off, (unsigned long long)off,
+			      wsrv_model_name(m), rank, world, h->held_first, h->held_last, h->held_world,
+			      cl_tensor_name(m, (uint32_t)i), (unsigned long long)off,
 			      (unsigned long long)end);
 	}
 	return 0;
@@ -71,7 +73,7 @@ int tp_resolve(const struct wsrv_model *m, const struct wsrv_plan *p, int rank, 
 	json_t *cfg = NULL;
 	int r;
 
-	if (!(*views = calloc(m->v.h->ntensors + 1, sizeof(**views))))
+	if (!(*views = calloc(cl_ntensors(m) + 1, sizeof(**views))))
 		return cl_err(-ENOMEM, "out of memory");
 	r = rules_model(m, &rm, &t, &cfg);
 	if (r == 0 && (r = rv_resolve(&rm, &rules, rank, world < 1 ? 1 : world, *views, &e)) < 0)

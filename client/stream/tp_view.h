@@ -5,7 +5,7 @@
 #ifndef WSRV_TP_VIEW_H
 #define WSRV_TP_VIEW_H
 
-#include "attached.h"
+#include "model_door.h"
 #include "plan.h"
 #include "rank_view.h"
 
@@ -27,7 +27,7 @@ static inline const struct tp_view *tp_view_at(const struct wsrv_model *m, const
 {
 	if (views)
 		return &views[i];
-	const struct mf_tensor *t = &m->v.tensors[i];
+	const struct mf_tensor *t = cl_tensor_entry(m, i);
 	tmp->present = true;
 	tmp->rank = t->rank;
 	tmp->src_off = 0;
@@ -39,7 +39,7 @@ static inline const struct tp_view *tp_view_at(const struct wsrv_model *m, const
 /* The bytes of view i. */
 static inline uint64_t tp_view_bytes(const struct wsrv_model *m, const struct tp_view *views, size_t i)
 {
-	return views ? views[i].bytes : m->v.tensors[i].size;
+	return views ? views[i].bytes : cl_tensor_entry(m, i)->size;
 }
 
 /* Whether view i is its whole tensor (of size bytes) in one run. */
@@ -51,7 +51,7 @@ static inline bool tp_view_whole(const struct tp_view *views, size_t i, uint64_t
 /* The shape of view i (its rank's entries), as long as m is attached. */
 static inline const uint64_t *tp_view_shape(const struct wsrv_model *m, const struct tp_view *views, size_t i)
 {
-	return views ? views[i].shape : m->v.dims + m->v.tensors[i].dims_index;
+	return views ? views[i].shape : cl_model_view(m)->dims + cl_tensor_entry(m, i)->dims_index;
 }
 
 #endif
