@@ -83,7 +83,8 @@ static int child_connect_as(const char *sock, pid_t want)
 	pid_t pid;
 
 	assert_true(fd >= 0);
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", sock);
+	assert_true(strlen(sock) < sizeof(a.sun_path));
+	memcpy(a.sun_path, sock, strlen(sock) + 1);
 	pid = identity_spawn(want);
 	if (pid == 0)
 		_exit(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 ? 0 : 1);
