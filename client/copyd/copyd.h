@@ -75,6 +75,8 @@ struct cd_buffer {
 struct cd_conn {
 	int fd;                          /* owned */
 	struct ucred cred;               /* at connect */
+	uint64_t process;                /* its process (peer_process_id): what
+	                                  * --max-buffers-per-process counts */
 	struct cd_buffer *bufs;          /* owned */
 	unsigned nbufs;
 	struct cd_model *model;          /* its last copy's (a user of it), or NULL */

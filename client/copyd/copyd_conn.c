@@ -81,6 +81,7 @@ void cd_accept(struct copyd *cd)
 	}
 	c->fd = fd;
 	c->cred = cr;
+	c->process = peer_process_id(fd, &cr);
 	c->next = cd->conns;
 	cd->conns = c;
 	cd->nconns++;

@@ -18,15 +18,16 @@
 
 #define CD_MODEL_NAME_MAX 255
 
-/* Buffers of a process (its pid at connect), and of a user, now. */
-static void count_buffers(const struct copyd *cd, const struct ucred *who, unsigned *proc, unsigned *user)
+/* Buffers of who's process (peer_process_id: a fork that connects and
+ * exits, or a reused pid, makes no new one), and of its user, now. */
+static void count_buffers(const struct copyd *cd, const struct cd_conn *who, unsigned *proc, unsigned *user)
 {
 	*proc = *user = 0;
 	for (const struct cd_conn *c = cd->conns; c; c = c->next) {
-		if (c->cred.uid != who->uid)
+		if (c->cred.uid != who->cred.uid)
 			continue;
 		*user += c->nbufs;
-		*proc += c->cred.pid == who->pid ? c->nbufs : 0;
+		*proc += c->process == who->process ? c->nbufs : 0;
 	}
 }
 
@@ -52,7 +53,7 @@ static int map_allowed(const struct copyd *cd, const struct cd_conn *c, const Ws
 	if (!m->len || m->len % cd->dev[k].info.granule)
 		return cl_err(-EINVAL, "a buffer of %llu bytes: a multiple of %zu (the device's granularity)",
 			      (unsigned long long)m->len, cd->dev[k].info.granule);
-	count_buffers(cd, &c->cred, &proc, &user);
+	count_buffers(cd, c, &proc, &user);
 	if (proc >= cd->cfg.max_buffers_per_process)
 		return cl_err(-EMFILE, "process %d holds %u buffers here (--max-buffers-per-process)", (int)c->cred.pid,
 			      proc);

@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: MIT
-/* peer_allow.c - who may use a daemon's socket (peer_allow.h). */
+/* peer_allow.c - who may use a daemon's socket, and which process a peer
+ * is (peer_allow.h). */
 #include "peer_allow.h"
 
 #include <errno.h>
 #include <grp.h>
+#include <poll.h>
 #include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* A number from 0 to UINT32_MAX - 1 (-1 is "no change" to chown), all of s. */
 static int id_number(const char *s, uint32_t *out)
@@ -94,4 +98,26 @@ bool peer_allowed(int fd, const struct ucred *c, const uid_t *uids, size_t nuids
 	if (listed(c->gid, gids, ngids))
 		return true;
 	return ngids > 0 && groups_allowed(fd, gids, ngids);
+}
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+
+uint64_t peer_process_id(int fd, const struct ucred *c)
+{
+	socklen_t len = sizeof(int);
+	struct stat st;
+	int pidfd = -1;
+	uint64_t id = (1ull << 63) | c->uid;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0 || pidfd < 0)
+		return errno == ENOPROTOOPT && c->pid > 0 ? (uint64_t)c->pid : id;
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+	/* Readable: the process has exited (a child that connected and left
+	 * its socket to its parent): its user's. */
+	if (fstat(pidfd, &st) == 0 && poll(&p, 1, 0) == 0)
+		id = (1ull << 62) | (uint64_t)st.st_ino;
+	close(pidfd);
+	return id;
 }

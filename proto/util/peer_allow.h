@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -21,5 +22,12 @@ int peer_gid_arg(const char *opt, const char *arg, gid_t *out, char *err, size_t
  * of the peer's first 256 supplementary groups? */
 bool peer_allowed(int fd, const struct ucred *c, const uid_t *uids, size_t nuids, const gid_t *gids,
 		  size_t ngids);
+
+/* The process that connected the peer on fd, as an identity a reused pid
+ * or another pid namespace cannot confuse: its pidfs inode (SO_PEERPIDFD,
+ * Linux 6.5+), with bit 62 set; its pid (c->pid) where the kernel has no
+ * SO_PEERPIDFD; or, for a process gone already or invisible, its user's
+ * (bit 63 and the uid): what a per-process limit counts. */
+uint64_t peer_process_id(int fd, const struct ucred *c);
 
 #endif
