@@ -104,20 +104,38 @@ bool peer_allowed(int fd, const struct ucred *c, const uid_t *uids, size_t nuids
 #define SO_PEERPIDFD 77
 #endif
 
-uint64_t peer_process_id(int fd, const struct ucred *c)
+bool pidfd_exited(int pidfd)
+{
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP | POLLERR));
+}
+
+int peer_pidfd(int fd, uint64_t *ino)
 {
 	socklen_t len = sizeof(int);
 	struct stat st;
 	int pidfd = -1;
-	uint64_t id = (1ull << 63) | c->uid;
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0 || pidfd < 0)
-		return errno == ENOPROTOOPT && c->pid > 0 ? (uint64_t)c->pid : id;
-	struct pollfd p = { .fd = pidfd, .events = POLLIN };
-	/* Readable: the process has exited (a child that connected and left
-	 * its socket to its parent): its user's. */
-	if (fstat(pidfd, &st) == 0 && poll(&p, 1, 0) == 0)
-		id = (1ull << 62) | (uint64_t)st.st_ino;
-	close(pidfd);
-	return id;
+		return errno == ENOPROTOOPT ? -ENOPROTOOPT : -ESRCH;
+	if (fstat(pidfd, &st) < 0 || pidfd_exited(pidfd)) {
+		close(pidfd);
+		return -ESRCH;
+	}
+	*ino = (uint64_t)st.st_ino;
+	return pidfd;
+}
+
+uint64_t peer_process_id(int fd, const struct ucred *c)
+{
+	uint64_t ino = 0;
+	int pidfd = peer_pidfd(fd, &ino);
+
+	if (pidfd >= 0) {
+		close(pidfd);
+		return (1ull << 62) | ino;
+	}
+	/* Gone, or a kernel that cannot say: its pid while it has one. */
+	return pidfd == -ENOPROTOOPT && c->pid > 0 ? (uint64_t)c->pid : (1ull << 63) | c->uid;
 }

@@ -23,6 +23,16 @@ int peer_gid_arg(const char *opt, const char *arg, gid_t *out, char *err, size_t
 bool peer_allowed(int fd, const struct ucred *c, const uid_t *uids, size_t nuids, const gid_t *gids,
 		  size_t ngids);
 
+/* The pidfd of the process that connected the peer on fd (SO_PEERPIDFD;
+ * the caller's to close), with its pidfs inode, unique for the boot and
+ * in any pid namespace, in *ino: >= 0; or -ESRCH when that process has
+ * exited or is gone, -ENOPROTOOPT on a kernel without SO_PEERPIDFD (before
+ * 6.5), or another negative errno. */
+int peer_pidfd(int fd, uint64_t *ino);
+
+/* Whether pidfd's process has exited (its pidfd is readable then). */
+bool pidfd_exited(int pidfd);
+
 /* The process that connected the peer on fd, as an identity a reused pid
  * or another pid namespace cannot confuse: its pidfs inode (SO_PEERPIDFD,
  * Linux 6.5+), with bit 62 set; its pid (c->pid) where the kernel has no

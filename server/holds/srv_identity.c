@@ -4,20 +4,15 @@
 #include "srv_identity.h"
 
 #include <errno.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "peer_allow.h"
 #include "srv.h"
 #include "srv_attachments.h"
 #include "tier.h"
-
-#ifndef SO_PEERPIDFD
-#define SO_PEERPIDFD 77
-#endif
 
 #define ACCOUNT_PROCESS (1ull << 62)   /* | its pidfs inode */
 #define ACCOUNT_USER (1ull << 63)      /* | its uid: its orphaned connections */
@@ -27,33 +22,20 @@ static int pidfd_of(pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-/* Whether pidfd's process has exited (its pidfd is readable then). */
-static bool exited(int pidfd)
-{
-	struct pollfd p = { .fd = pidfd, .events = POLLIN };
-
-	return poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP | POLLERR));
-}
-
 void srv_identity_init(struct session *s)
 {
-	struct stat st;
-	socklen_t len = sizeof(int);
-	int fd = -1;
+	int fd = peer_pidfd(s->fd, &s->proc_ino);
 
 	s->pidfd = -1;
-	if (getsockopt(s->fd, SOL_SOCKET, SO_PEERPIDFD, &fd, &len) < 0 || fd < 0) {
-		/* Gone before it was accepted (ESRCH, EINVAL), or a kernel
-		 * without SO_PEERPIDFD (ENOPROTOOPT): its pid is all there is. */
-		s->proc_gone = errno != ENOPROTOOPT || s->cred.pid <= 0;
+	if (fd < 0) {
+		/* Gone before it was accepted, or a kernel without SO_PEERPIDFD
+		 * (its pid is all there is, while it has one). */
+		s->proc_ino = 0;
+		s->proc_gone = fd != -ENOPROTOOPT || s->cred.pid <= 0;
 		return;
 	}
-	if (fstat(fd, &st) == 0 && !exited(fd))
-		s->proc_ino = (uint64_t)st.st_ino;
-	else
-		s->proc_gone = true;
-	if (s->cred.pid <= 0 && !s->proc_gone)
-		s->pidfd = fd;
+	if (s->cred.pid <= 0)
+		s->pidfd = fd; /* invisible: only its pidfd can tell when it goes */
 	else
 		close(fd);
 }
@@ -76,10 +58,10 @@ static bool creator_lives(const struct session *s)
 	if (!s->proc_ino)
 		return true; /* known by its pid alone (a kernel before 6.5) */
 	if (s->pidfd >= 0)
-		return !exited(s->pidfd);
+		return !pidfd_exited(s->pidfd);
 	if ((fd = pidfd_of(s->cred.pid)) < 0)
 		return false;
-	same = fstat(fd, &st) == 0 && (uint64_t)st.st_ino == s->proc_ino && !exited(fd);
+	same = fstat(fd, &st) == 0 && (uint64_t)st.st_ino == s->proc_ino && !pidfd_exited(fd);
 	close(fd);
 	return same;
 }
