@@ -127,6 +127,12 @@ bool arena_folios_complete(const struct arena *a)
 {
 	uint64_t chunks = 0;
 
+	/* Made after the load: complete once the sweep has said so (its
+	 * note), so that the page size and the note a client reads together
+	 * agree; the last folio came a moment before the note did, and a
+	 * client read 2 MiB pages beside "to be made now". */
+	if (arena_folios_now(a) == FOLIOS_AFTER && !__atomic_load_n(&a->pages_note, __ATOMIC_ACQUIRE))
+		return false;
 	for (uint32_t i = 0; i < a->nseg; i++)
 		chunks += a->seg[i].nchunks;
 	return chunks && __atomic_load_n(&a->folios_made, __ATOMIC_RELAXED) == chunks;

@@ -60,7 +60,9 @@ void arena_folio_note(struct arena *a);
 bool arena_folio_note_into(struct arena *a, char *buf, size_t len, const char *when);
 
 /* Whether every chunk of every segment is one folio: readers map 2 MiB
- * pages only. Safe while a sweep runs. */
+ * pages only. Folios made after the load count once the sweep's note is
+ * out, so that the page size and the pages note agree. Safe while a
+ * sweep runs. */
 bool arena_folios_complete(const struct arena *a);
 
 void arena_folio_free(struct arena *a);
