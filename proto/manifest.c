@@ -6,6 +6,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#define XXH_STATIC_LINKING_ONLY  /* XXH3_state_t on the stack */
+#include <xxhash.h>
 
 #include "dtype.h"
 
@@ -160,4 +162,30 @@ int manifest_check(const void *buf, size_t len, const uint64_t *seg_sizes,
 			return r;
 	*v = w;
 	return 0;
+}
+
+uint64_t manifest_identity(const struct mf_view *v)
+{
+	const uint8_t *b = (const uint8_t *)v->h;
+	size_t t0 = v->h->tensors_off, n = v->h->ntensors, rec = sizeof(struct mf_tensor);
+	size_t tn = t0 + n * rec;
+	struct mf_tensor chunk[256];
+	XXH3_state_t st;
+	uint64_t id;
+
+	if (!v->h->source_id)
+		return 0;
+	XXH3_64bits_reset(&st);
+	XXH3_64bits_update(&st, b, t0);
+	/* The records in chunks, their checksums zeroed. */
+	for (size_t i = 0; i < n; i += 256) {
+		size_t k = n - i < 256 ? n - i : 256;
+		memcpy(chunk, b + t0 + i * rec, k * rec);
+		for (size_t j = 0; j < k; j++)
+			chunk[j].xxh3 = 0;
+		XXH3_64bits_update(&st, chunk, k * rec);
+	}
+	XXH3_64bits_update(&st, b + tn, v->h->total_size - tn);
+	id = XXH3_64bits_digest(&st);
+	return id ? id : 1;
 }

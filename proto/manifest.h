@@ -106,6 +106,16 @@ struct mf_view {
 int manifest_check(const void *buf, size_t len, const uint64_t *seg_sizes,
 		   uint32_t nseg, struct mf_view *v, char *err, size_t errlen);
 
+/* The identity of the generation a validated manifest describes: an xxh3
+ * of every byte of it but the tensors' checksums, which a manifest sent
+ * while the model loads leaves 0. The same value from the attach on,
+ * loading or loaded, on every side that maps it; two loads that give it
+ * read the same files (source_id: their device, inode and times) or
+ * publish the same checksums into the same layout and held ranks. Never
+ * 0; 0 only when the manifest names no source (an older server's), which
+ * no identity matches. */
+uint64_t manifest_identity(const struct mf_view *v);
+
 /* Bytes a tensor of this dtype and shape takes; -1 on overflow or a size
  * that is not whole bytes. */
 int64_t manifest_tensor_bytes(uint32_t dtype, const uint64_t *shape, uint32_t rank);

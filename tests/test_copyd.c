@@ -13,6 +13,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
@@ -24,6 +25,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "copy.pb-c.h"
 #include "copyd_run.h"
@@ -91,7 +93,8 @@ static void copyd_check_bytes(struct wsrv_model *m, struct wsrv_stream *s, int o
 		assert_int_equal(wsrv_stream_tensor_at(s, i, &d), 0);
 		assert_non_null(got = malloc(t.size + 1));
 		assert_int_equal(cu->MemcpyDtoH(got, (CUdeviceptr)(uintptr_t)d, t.size), CUDA_SUCCESS);
-		if (memcmp(got, t.data, t.size) != 0)
+		/* A disk tier's piece is not mapped here: its checksum says. */
+		if (t.data ? memcmp(got, t.data, t.size) != 0 : XXH3_64bits(got, t.size) != t.xxh3)
 			fail_msg("%s: the device's bytes differ from the shared mapping", t.name);
 		free(got);
 	}
@@ -99,21 +102,17 @@ static void copyd_check_bytes(struct wsrv_model *m, struct wsrv_stream *s, int o
 	cu->PrimaryCtxRelease(dev);
 }
 
-/* A worker's resident stream on device ordinal, its bytes checked: its
+/* A resident stream of m on device ordinal, its bytes checked: its
  * stats. */
-static struct wsrv_stream_stats copyd_worker(int ordinal, unsigned share)
+static struct wsrv_stream_stats copyd_stream(struct wsrv_model *m, int ordinal, unsigned share)
 {
 	struct wsrv_cuda_opts co = { .struct_size = sizeof(co), .device = ordinal };
 	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 1, .share = share };
 	struct wsrv_stream_stats st = { .struct_size = sizeof(st) };
-	struct wsrv_client *cl;
-	struct wsrv_model *m;
 	struct wsrv_device *d;
 	struct wsrv_plan *p;
 	struct wsrv_stream *s;
 
-	assert_int_equal(wsrv_connect(ts.sock, NULL, &cl), 0);
-	assert_int_equal(wsrv_attach(cl, "m", &m), 0);
 	if (wsrv_device_cuda(&co, &d) < 0)
 		fail_msg("wsrv_device_cuda %d: %s", ordinal, wsrv_last_error());
 	assert_int_equal(wsrv_plan_parse(resident_plan, strlen(resident_plan), &p), 0);
@@ -124,6 +123,20 @@ static struct wsrv_stream_stats copyd_worker(int ordinal, unsigned share)
 	wsrv_stream_close(s);
 	wsrv_plan_free(p);
 	wsrv_device_destroy(d);
+	return st;
+}
+
+/* A worker's resident stream on device ordinal, its bytes checked: its
+ * stats. */
+static struct wsrv_stream_stats copyd_worker(int ordinal, unsigned share)
+{
+	struct wsrv_stream_stats st;
+	struct wsrv_client *cl;
+	struct wsrv_model *m;
+
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &cl), 0);
+	assert_int_equal(wsrv_attach(cl, "m", &m), 0);
+	st = copyd_stream(m, ordinal, share);
 	wsrv_detach(m);
 	wsrv_disconnect(cl);
 	return st;
@@ -340,7 +353,7 @@ static int ask(int fd, Wsrv__CopyRequest *rq, int sendfd, Wsrv__CopyResponse **o
 	if (n <= 0)
 		return -ECONNRESET;
 	assert_non_null(rs = wsrv__copy_response__unpack(NULL, (size_t)n, buf));
-	r = rs->body_case == WSRV__COPY_RESPONSE__BODY_ERROR ? -rs->error->errno_value : 0;
+	r = rs->body_case == WSRV__COPY_RESPONSE__BODY_ERROR ? -rs->error->code : 0;
 	if (r < 0)
 		assert_true(rs->error->message && strlen(rs->error->message) > 10); /* a sentence */
 	if (out && r == 0)
@@ -379,7 +392,7 @@ static uint64_t held_hash(const struct copyd_proc *p, uint64_t gen)
 		size_t k;
 		json_array_foreach(ms, k, m)
 			if ((uint64_t)json_integer_value(json_object_get(m, "generation")) == gen)
-				h = strtoull(json_string_value(json_object_get(m, "manifest_hash")), NULL, 16);
+				h = strtoull(json_string_value(json_object_get(m, "identity")), NULL, 16);
 		json_decref(o);
 		if (h)
 			return h;
@@ -405,7 +418,7 @@ static int runs_req(int fd, uint32_t id, const char *model, uint64_t gen, Wsrv__
 	m.buffer = id;
 	m.model = (char *)model;
 	m.generation = gen;
-	m.manifest_hash = the_hash;
+	m.identity = the_hash;
 	m.n_runs = n;
 	m.runs = rp;
 	rq.body_case = WSRV__COPY_REQUEST__BODY_RUNS;
@@ -735,6 +748,104 @@ static void wsrvd_started_again_with_other_bytes(void **st)
 	free(b);
 }
 
+/* Holds every load at half way while on ($WSRV_TEST_LOAD_HOLD names the
+ * flag file). */
+static void hold_loads(const char *flag, bool on)
+{
+	int fd;
+
+	if (!on) {
+		assert_int_equal(unlink(flag), 0);
+		return;
+	}
+	assert_true((fd = open(flag, O_CREAT | O_WRONLY | O_CLOEXEC, 0600)) >= 0);
+	close(fd);
+}
+
+/* The service attached while the first wsrvd loaded; that wsrvd stopped
+ * and started again over other bytes of the same shape; a worker attached
+ * while the new one loads. Each side names the generation it holds by its
+ * identity from the attach on (before, a model attached while loading
+ * named itself by a manifest hash of 0 on both sides, and the service
+ * copied the old wsrvd's bytes as the new one's: every byte is checked
+ * against the new model's). */
+static void attached_while_loading_across_a_restart(void **st)
+{
+	const char *extra[] = { "--model", "m", NULL };
+	char *a = test_tmpdir("copyd-la"), *b = test_tmpdir("copyd-lb"), flag[320];
+	struct test_server shared = ts;
+	struct copyd_proc p = { 0 };
+	struct wsrv_stream_stats s;
+	struct wsrv_client *cl;
+	struct wsrv_model *m;
+
+	need_test_seams("WSRV_TEST_LOAD_HOLD holds the loads");
+	assert_int_equal(make_model(a, "llama-mini", 16 << 20, 2, 1, 1), 0);
+	assert_int_equal(make_model(b, "llama-mini", 16 << 20, 2, 1, 2), 0);
+	snprintf(flag, sizeof(flag), "%s/hold", a);
+	hold_loads(flag, true);
+	setenv("WSRV_TEST_LOAD_HOLD", flag, 1);
+	memset(&ts, 0, sizeof(ts));
+	assert_int_equal(server_start(&ts, "m", a, "--serve-while-loading", NULL), 0);
+	service(&p, extra); /* held from the start, while a loads */
+	hold_loads(flag, false);
+	json_decref(stats_until(&p, gen_state, 1));
+	assert_int_equal(server_stop(&ts, SIGKILL), 128 + SIGKILL);
+	hold_loads(flag, true);
+	assert_int_equal(server_restart_args(&ts, "m", b, "--serve-while-loading", NULL), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &cl), 0);
+	assert_int_equal(wsrv_attach(cl, "m", &m), 0);
+	assert_int_equal(wsrv_model_progress(m, NULL, NULL), 1); /* attached while loading */
+	hold_loads(flag, false);
+	s = copyd_stream(m, 0, WSRV_SHARE_OFF); /* every byte against b's */
+	assert_int_equal(s.service_bytes, s.resident_bytes);
+	assert_int_equal(s.service_fallbacks, 0);
+	wsrv_detach(m);
+	wsrv_disconnect(cl);
+	unsetenv("WSRV_TEST_LOAD_HOLD");
+	service_done(&p);
+	server_stop(&ts, SIGTERM);
+	rm_rf(ts.dir);
+	ts = shared;
+	rm_rf(a);
+	rm_rf(b);
+	free(a);
+	free(b);
+}
+
+/* A dense model with a disk tier (--memory-budget) is not sent to the
+ * service, whose locks would outlive the tier's pieces: the worker copies
+ * by itself, exactly, counting no fallback, and the service is asked
+ * nothing (before, only a model with expert units counted as tiered). */
+static void dense_tier_copied_by_the_worker(void **st)
+{
+	char *d = test_tmpdir("copyd-tier");
+	struct test_server shared = ts;
+	struct copyd_proc p = { 0 };
+	struct wsrv_stream_stats s;
+	json_t *o;
+
+	assert_int_equal(make_model(d, "llama-mini", 16 << 20, 8, 2, 5), 0);
+	memset(&ts, 0, sizeof(ts));
+	assert_int_equal(server_start(&ts, "m", d, "--memory-budget", "12M", NULL), 0);
+	service(&p, NULL);
+	s = copyd_worker(0, WSRV_SHARE_OFF);
+	assert_true(s.resident_bytes > 0);
+	assert_int_equal(s.service_bytes, 0);
+	assert_int_equal(s.service_fallbacks, 0);
+	o = service_stats(&p);
+	assert_int_equal(stat_of(o, "imports"), 0); /* no buffer mapped, */
+	assert_int_equal(stat_of(o, "copies"), 0);  /* no run copied, */
+	assert_int_equal(stat_of(o, "registered_bytes"), 0); /* nothing locked */
+	json_decref(o);
+	service_done(&p);
+	server_stop(&ts, SIGTERM);
+	rm_rf(ts.dir);
+	ts = shared;
+	rm_rf(d);
+	free(d);
+}
+
 static int copyd_setup(void **st)
 {
 	model_dir = test_tmpdir("copyd-model");
@@ -765,6 +876,8 @@ int main(void)
 		cmocka_unit_test(second_device),
 		cmocka_unit_test(no_service_falls_back),
 		cmocka_unit_test(wsrvd_started_again_with_other_bytes),
+		cmocka_unit_test(attached_while_loading_across_a_restart),
+		cmocka_unit_test(dense_tier_copied_by_the_worker),
 	};
 
 	return test_group_run(tests, copyd_setup, copyd_teardown);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/prctl.h>
 #include <linux/filter.h>
@@ -23,6 +24,7 @@
 
 #include "fixture.h"
 #include "xxh3_stream.h"
+#include "manifest.h"
 #include "model_load.h"
 #include "page_cached.h"
 
@@ -687,6 +689,61 @@ static void layer_order_and_segments_while_loading(void **s)
 	free(d);
 }
 
+/* The identity of the manifest in fd (size bytes, over lm's segments). */
+static uint64_t identity_of(const struct loaded_model *lm, int fd, uint64_t size)
+{
+	uint64_t sizes[MF_MAX_SEGMENTS];
+	struct mf_view v;
+	char err[200];
+	uint64_t id;
+	void *p;
+
+	for (uint32_t i = 0; i < lm->arena->nseg; i++)
+		sizes[i] = lm->arena->seg[i].size;
+	assert_true((p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0)) != MAP_FAILED);
+	if (manifest_check(p, size, sizes, lm->arena->nseg, &v, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	id = manifest_identity(&v);
+	munmap(p, size);
+	return id;
+}
+
+/* A generation's identity is known from the attach on: the layout a
+ * client attached while loading maps (checksums 0) and the manifest of
+ * the model loaded (checksums set) name it alike; another load of other
+ * files of the same shape names another (before, a loading model named
+ * itself by a manifest hash of 0, and the copy service took a previous
+ * wsrvd's bytes for the new one's). */
+static void identity_from_the_attach_on(void **s)
+{
+	char *a = test_tmpdir("lident-a"), *b = test_tmpdir("lident-b");
+	struct load_opts o = opts();
+	struct loaded_model *la, *lb;
+	struct errinfo e;
+	uint64_t ida, idb;
+
+	assert_int_equal(make_model(a, "llama-mini", 4 << 20, 2, 1, 1), 0);
+	assert_int_equal(make_model(b, "llama-mini", 4 << 20, 2, 1, 2), 0);
+	o.loading_segments = 3;
+	assert_int_equal(model_load_begin("m", a, &o, &la, &e), 0);
+	ida = identity_of(la, la->layout_fd, la->layout_size);
+	assert_true(ida != 0);
+	if (model_load_finish(la, &o, &e) < 0)
+		fail_msg("%s", e.msg);
+	assert_true(identity_of(la, la->manifest_fd, la->manifest_size) == ida);
+	o = opts();
+	o.loading_segments = 3;
+	assert_int_equal(model_load_begin("m", b, &o, &lb, &e), 0);
+	idb = identity_of(lb, lb->layout_fd, lb->layout_size);
+	assert_true(idb != 0 && idb != ida);
+	loaded_model_free(lb);
+	loaded_model_free(la);
+	rm_rf(a);
+	rm_rf(b);
+	free(a);
+	free(b);
+}
+
 /* tmpfs takes O_DIRECT on some kernels and refuses it on others; either way
  * the bytes arrive. */
 static void loads_from_tmpfs(void **s)
@@ -724,4 +781,5 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(file_changed_under_it),
 	cmocka_unit_test(loads_from_tmpfs),
 	cmocka_unit_test(layer_order_and_segments_while_loading),
+	cmocka_unit_test(identity_from_the_attach_on),
 )

@@ -107,7 +107,7 @@ static int recv_answer(struct copy_conn *c, uint64_t seq, Wsrv__CopyResponse **o
 		return cl_err(-EPROTO, "copy service at %s: a malformed answer", c->path);
 	}
 	if (rs->body_case == WSRV__COPY_RESPONSE__BODY_ERROR) {
-		int e = rs->error->errno_value > 0 && rs->error->errno_value < 4096 ? rs->error->errno_value : EIO;
+		int e = rs->error->code > 0 && rs->error->code < 4096 ? rs->error->code : EIO;
 		cl_err(-e, "copy service: %s", rs->error->message ? rs->error->message : "refused");
 		wsrv__copy_response__free_unpacked(rs, NULL);
 		return -e;
@@ -152,7 +152,7 @@ int copy_map(struct copy_conn *c, const char *device, int fd, uint64_t len, uint
 	return 0;
 }
 
-int copy_runs_send(struct copy_conn *c, uint32_t buffer, const char *model, uint64_t gen, uint64_t manifest_hash,
+int copy_runs_send(struct copy_conn *c, uint32_t buffer, const char *model, uint64_t gen, uint64_t identity,
 		   const struct copy_run *runs, size_t n)
 {
 	Wsrv__CopyRuns m = WSRV__COPY_RUNS__INIT;
@@ -182,7 +182,7 @@ int copy_runs_send(struct copy_conn *c, uint32_t buffer, const char *model, uint
 	m.buffer = buffer;
 	m.model = (char *)model;
 	m.generation = gen;
-	m.manifest_hash = manifest_hash;
+	m.identity = identity;
 	m.n_runs = n;
 	m.runs = rp;
 	rq.body_case = WSRV__COPY_REQUEST__BODY_RUNS;

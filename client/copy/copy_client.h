@@ -45,11 +45,11 @@ void copy_close(struct copy_conn *c);
  * named device; fd stays the caller's). 0 and *buffer, or <0. */
 int copy_map(struct copy_conn *c, const char *device, int fd, uint64_t len, uint32_t *buffer);
 /* Asks for runs[0..n) (n <= WSRV_COPY_RUNS_MAX) of generation gen of
- * model (its manifest's hash: the identity of its bytes) to be copied into
+ * model (identity: what its bytes are, cl_model_identity) to be copied into
  * buffer, without waiting: at most
  * COPY_IN_FLIGHT such requests unanswered (the service answers them in
  * order, each once its bytes have landed). 0 or <0. */
-int copy_runs_send(struct copy_conn *c, uint32_t buffer, const char *model, uint64_t gen, uint64_t manifest_hash,
+int copy_runs_send(struct copy_conn *c, uint32_t buffer, const char *model, uint64_t gen, uint64_t identity,
 		   const struct copy_run *runs, size_t n);
 /* Waits for the oldest unanswered one: 0 and *bytes, or <0 (some may
  * have landed: the caller copies them again). */

@@ -54,7 +54,7 @@ struct cd_device {
 /* A generation of a model the service holds, registered on every device. */
 struct cd_model {
 	char *name;
-	uint64_t generation, manifest_hash; /* the bytes' identity */
+	uint64_t generation, identity;    /* what the bytes are (cl_model_identity) */
 	struct wsrv_model *m;            /* owned: wsrv_detach */
 	uint32_t nseg;
 	bool *registered;                /* per segment */
@@ -103,12 +103,12 @@ struct copyd {
 void cd_to(struct copyd *cd, enum cd_state to);
 
 /* Models (copyd_models.c). */
-/* The held generation gen of model name whose manifest hashes to hash
- * (the bytes' identity: a wsrvd started again numbers generations from 1
- * again), attached now if it is the one wsrvd serves: 0 and *out, or
- * -ESTALE (other bytes are served), -ENOENT, -EHOSTDOWN (no wsrvd), with a
- * sentence. */
-int cd_model_get(struct copyd *cd, const char *name, uint64_t gen, uint64_t hash, struct cd_model **out);
+/* The held generation gen of model name whose identity is id (what the
+ * bytes are: a wsrvd started again numbers generations from 1 again),
+ * attached now if it is the one wsrvd serves: 0 and *out, or -ESTALE
+ * (other bytes are served, or id is 0), -ENOENT, -EHOSTDOWN (no wsrvd),
+ * with a sentence. */
+int cd_model_get(struct copyd *cd, const char *name, uint64_t gen, uint64_t id, struct cd_model **out);
 /* Attaches and locks what is loaded of name's current generation now
  * (--model). 0 or <0 with a sentence. */
 int cd_model_hold(struct copyd *cd, const char *name);

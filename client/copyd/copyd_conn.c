@@ -44,7 +44,7 @@ static void refuse(struct copyd *cd, int fd, const struct ucred *cr, int err, co
 	Wsrv__CopyResponse rs = WSRV__COPY_RESPONSE__INIT;
 	uint8_t buf[512];
 
-	e.errno_value = err;
+	e.code = err;
 	e.message = (char *)why;
 	rs.body_case = WSRV__COPY_RESPONSE__BODY_ERROR;
 	rs.error = &e;
@@ -123,7 +123,7 @@ static void fill_stats(struct copyd *cd, Wsrv__CopyStatsReply *s, Wsrv__CopyMode
 		mv[n].registered_bytes = e->registered_bytes;
 		mv[n].bytes = e->bytes;
 		mv[n].users = e->users;
-		mv[n].manifest_hash = e->manifest_hash;
+		mv[n].identity = e->identity;
 		s->registered_bytes += e->registered_bytes;
 		mp[n] = &mv[n];
 	}
@@ -186,7 +186,7 @@ static bool answer(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyRequest 
 	if (fd >= 0)
 		close(fd); /* imported, or refused: the service keeps no worker's fd */
 	if (r < 0) {
-		er.errno_value = -r;
+		er.code = -r;
 		er.message = (char *)wsrv_last_error();
 		rs.body_case = WSRV__COPY_RESPONSE__BODY_ERROR, rs.error = &er;
 		cd->refused++;

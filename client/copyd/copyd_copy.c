@@ -194,7 +194,7 @@ int cd_copy(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyRuns *rq, uint6
 		return cl_err(-EINVAL, "a model name of 1 to %d bytes", CD_MODEL_NAME_MAX);
 	if (rq->n_runs > WSRV_COPY_RUNS_MAX)
 		return cl_err(-E2BIG, "%zu runs in one request: %u at most", rq->n_runs, WSRV_COPY_RUNS_MAX);
-	if ((r = cd_model_get(cd, rq->model, rq->generation, rq->manifest_hash, &e)) < 0)
+	if ((r = cd_model_get(cd, rq->model, rq->generation, rq->identity, &e)) < 0)
 		return r;
 	cd_model_use(cd, &c->model, e);
 	log_debug("process %d: copying %zu runs of %s generation %llu", (int)c->cred.pid, rq->n_runs, e->name,

@@ -326,7 +326,7 @@ static json_t *models_json(const Wsrv__CopyStatsReply *s)
 	for (size_t i = 0; i < s->n_models; i++)
 		json_array_append_new(a, json_pack("{s:s, s:I, s:s, s:I, s:I, s:i}", "name", s->models[i]->name,
 						   "generation", (json_int_t)s->models[i]->generation,
-						   "manifest_hash", hex16(s->models[i]->manifest_hash, hx),
+						   "identity", hex16(s->models[i]->identity, hx),
 						   "bytes", (json_int_t)s->models[i]->bytes,
 						   "registered_bytes", (json_int_t)s->models[i]->registered_bytes,
 						   "users", (int)s->models[i]->users));

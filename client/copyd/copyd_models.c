@@ -135,10 +135,10 @@ static int attach(struct copyd *cd, const char *name, struct cd_model **out)
 	}
 	wsrv_model_generation(e->m, &mapped, &latest);
 	e->generation = mapped;
-	e->manifest_hash = cl_model_manifest_hash(e->m);
+	e->identity = cl_model_identity(e->m);
 	/* What is held already (a request that named other bytes): kept,
 	 * its locks and all, the new attachment let go. */
-	if ((old = held(cd, name, true)) && old->generation == e->generation && old->manifest_hash == e->manifest_hash) {
+	if ((old = held(cd, name, true)) && old->generation == e->generation && old->identity == e->identity) {
 		wsrv_detach(e->m);
 		free(e->name);
 		free(e);
@@ -166,13 +166,18 @@ static int attach(struct copyd *cd, const char *name, struct cd_model **out)
 	return 0;
 }
 
-int cd_model_get(struct copyd *cd, const char *name, uint64_t gen, uint64_t hash, struct cd_model **out)
+int cd_model_get(struct copyd *cd, const char *name, uint64_t gen, uint64_t id, struct cd_model **out)
 {
 	struct cd_model *e;
 	int r;
 
+	/* 0 names no bytes (a worker of an older library, or a manifest
+	 * from a server that names no source): nothing matches it. */
+	if (!id)
+		return cl_err(-ESTALE, "model %s: the request names generation %llu by no identity; "
+			      "the service copies only bytes it can name", name, (unsigned long long)gen);
 	for (e = cd->models; e; e = e->next)
-		if (strcmp(e->name, name) == 0 && e->generation == gen && e->manifest_hash == hash) {
+		if (strcmp(e->name, name) == 0 && e->generation == gen && e->identity == id) {
 			*out = e;
 			return 0;
 		}
@@ -180,10 +185,10 @@ int cd_model_get(struct copyd *cd, const char *name, uint64_t gen, uint64_t hash
 	 * started again): what wsrvd serves now, attached. */
 	if ((r = attach(cd, name, &e)) < 0)
 		return r;
-	if (e->generation != gen || e->manifest_hash != hash)
-		return cl_err(-ESTALE, "model %s: wsrvd serves generation %llu (manifest %016llx), not %llu (%016llx): "
-			      "attach again", name, (unsigned long long)e->generation, (unsigned long long)e->manifest_hash,
-			      (unsigned long long)gen, (unsigned long long)hash);
+	if (e->generation != gen || e->identity != id)
+		return cl_err(-ESTALE, "model %s: wsrvd serves generation %llu (identity %016llx), not %llu (%016llx): "
+			      "attach again", name, (unsigned long long)e->generation, (unsigned long long)e->identity,
+			      (unsigned long long)gen, (unsigned long long)id);
 	*out = e;
 	return 0;
 }
@@ -201,7 +206,7 @@ int cd_model_segment(struct copyd *cd, struct cd_model *e, uint32_t seg, const u
 
 	if (seg >= e->nseg)
 		return cl_err(-ERANGE, "segment %u: model %s has %u", seg, e->name, e->nseg);
-	if (cl_npieces(e->m) != cl_nsegments(e->m))
+	if (cl_model_tiered(e->m))
 		return cl_err(-EOPNOTSUPP, "model %s has a disk tier: its workers copy by themselves", e->name);
 	if (!e->registered[seg]) {
 		if ((r = cl_piece_kept_now(e->m, seg)) <= 0)

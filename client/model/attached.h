@@ -42,7 +42,10 @@ struct wsrv_model {
 	                              * and each open stream's; the last detaches */
 	struct wsrv_model *next;     /* in c->models, under c->lock */
 	uint32_t attach_id;          /* the current server's id for m, under c->lock */
-	uint64_t generation, manifest_hash; /* what was attached */
+	uint64_t generation, manifest_hash; /* what was attached (the hash 0
+	                                     * while it loads) */
+	uint64_t identity;                  /* manifest_identity: known from the
+	                                     * attach on */
 	uint64_t latest;             /* the newest generation announced (Event) */
 	bool stale;                  /* the server has another generation now */
 	char *name;

@@ -67,7 +67,14 @@ uint64_t cl_model_generation(const struct wsrv_model *m)
 	return m->generation;
 }
 
-uint64_t cl_model_manifest_hash(const struct wsrv_model *m)
+uint64_t cl_model_identity(const struct wsrv_model *m)
 {
-	return m->manifest_hash;
+	return m->identity;
+}
+
+bool cl_model_tiered(const struct wsrv_model *m)
+{
+	const struct ready_gen *g = __atomic_load_n(&m->ready, __ATOMIC_ACQUIRE);
+
+	return g && g->rv.tier;
 }

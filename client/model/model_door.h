@@ -55,11 +55,16 @@ uint32_t cl_piece(const struct wsrv_model *m, uint32_t i);
 const uint8_t *cl_segment_base(const struct wsrv_model *m, uint32_t g);
 size_t cl_segment_len(const struct wsrv_model *m, uint32_t g);
 
-/* Its session, its generation and the manifest's hash (what it was
- * attached as). */
+/* Its session, its generation and the generation's identity (what it
+ * was attached as: manifest_identity, the same from the attach on whether
+ * the model loaded then or not; 0 from a server whose manifest names no
+ * source, which nothing may match). */
 struct wsrv_client *cl_model_client(const struct wsrv_model *m);
 uint64_t cl_model_generation(const struct wsrv_model *m);
-uint64_t cl_model_manifest_hash(const struct wsrv_model *m);
+uint64_t cl_model_identity(const struct wsrv_model *m);
+/* Whether the model has a disk tier (wsrvd --memory-budget): some of its
+ * pieces come and go, dense or with expert units. */
+bool cl_model_tiered(const struct wsrv_model *m);
 
 /* A request that names model m by its attach id at *id: the id the server
  * sending it knows m by is written there before each send (a reconnect

@@ -73,7 +73,7 @@ static int send_batch(struct batch *b)
 		return 0;
 	if (copy_runs_pending(b->c) == COPY_IN_FLIGHT && (r = wait_one(b)) < 0)
 		return r;
-	r = copy_runs_send(b->c, b->buffer, wsrv_model_name(b->s->m), cl_model_generation(b->s->m), cl_model_manifest_hash(b->s->m),
+	r = copy_runs_send(b->c, b->buffer, wsrv_model_name(b->s->m), cl_model_generation(b->s->m), cl_model_identity(b->s->m),
 			   b->runs, b->n);
 	b->requests++;
 	b->nruns += b->n;
@@ -149,7 +149,7 @@ static const char *unusable(const struct wsrv_stream *s, const struct dev_share_
 {
 	if (info->kind != WSRV__REGION_KIND__REGION_CUDA)
 		return "the device is not a GPU";
-	if (cl_npieces(s->m) != cl_nsegments(s->m))
+	if (cl_model_tiered(s->m))
 		return "the model has a disk tier, whose pieces come and go";
 	return NULL;
 }
