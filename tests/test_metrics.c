@@ -546,6 +546,7 @@ static void one_publish(const char *sock)
 
 	assert_int_equal(wsrv_connect(sock, NULL, &c), 0);
 	assert_int_equal(wsrv_publish_begin(c, "m", &p), 0);
+	assert_int_equal(publish_fill(c, p, "m", 0x22), 0);
 	assert_int_equal(wsrv_publish_commit(p, &gen), 0);
 	wsrv_disconnect(c);
 }

@@ -153,6 +153,21 @@ static void write_pattern(struct wsrv_publish *p, const struct wsrv_tensor *t, s
 	free(b);
 }
 
+/* Fills every tensor of p (a publish of c's model m) with the pattern of
+ * salt, by wsrv_publish_write. */
+static void write_all(struct wsrv_client *c, struct wsrv_publish *p, int salt)
+{
+	struct wsrv_model *m;
+	struct wsrv_tensor t;
+
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
+		assert_int_equal(wsrv_model_tensor(m, i, &t), 0);
+		write_pattern(p, &t, i, salt);
+	}
+	wsrv_detach(m);
+}
+
 /* 1b: a producer that writes by wsrv_publish_write instead of through
  * pointers publishes the same: every byte, checksummed by the server;
  * writes past a tensor's end, to a name the model lacks, or after the
@@ -185,6 +200,78 @@ static void written_bytes_reach_workers(void **st)
 	wsrv_detach(m);
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
 	assert_int_equal(holds(m, 9), 0);
+	wsrv_detach(m);
+	wsrv_disconnect(c);
+	server_done(&ts);
+}
+
+/* The generation the server serves m as now. */
+static uint64_t served_generation(struct wsrv_client *c)
+{
+	struct wsrv_model *m;
+	uint64_t gen = 0;
+
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	wsrv_model_generation(m, &gen, NULL);
+	wsrv_detach(m);
+	return gen;
+}
+
+/* Issue 79 item 1: an empty publish committed a generation of zeros, and
+ * one that wrote 3 bytes of a tensor committed it. A commit refuses,
+ * naming them, the tensors never written whole, and the publish stays
+ * open to be finished; what went through pointers the server checks by
+ * the page, and refuses too. */
+static void unwritten_tensors_refused(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *c;
+	struct wsrv_model *m;
+	struct wsrv_publish *p;
+	struct wsrv_tensor t;
+	uint8_t three[3] = { 1, 1, 1 };
+	char want[200];
+	uint64_t gen = 0, size;
+	void *d;
+	size_t n;
+
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-publish-uid", uid_arg, NULL), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	n = wsrv_model_tensor_count(m);
+	assert_int_equal(wsrv_publish_begin(c, "m", &p), 0);
+	assert_int_equal(wsrv_publish_commit(p, &gen), -ENODATA); /* nothing written */
+	snprintf(want, sizeof(want), "%zu tensors were never written whole", n);
+	if (!strstr(wsrv_last_error(), want))
+		fail_msg("the refusal: %s", wsrv_last_error());
+	for (size_t i = 0; i + 1 < n; i++) {
+		assert_int_equal(wsrv_model_tensor(m, i, &t), 0);
+		write_pattern(p, &t, i, 4);
+	}
+	assert_int_equal(wsrv_model_tensor(m, n - 1, &t), 0);
+	assert_int_equal(wsrv_publish_write(p, t.name, 0, three, 3), 0);
+	assert_int_equal(wsrv_publish_commit(p, &gen), -ENODATA); /* 3 bytes of the last */
+	snprintf(want, sizeof(want), "1 tensor was never written whole: %s (3 of %llu bytes)", t.name,
+		 (unsigned long long)t.size);
+	if (!strstr(wsrv_last_error(), want))
+		fail_msg("the refusal: %s", wsrv_last_error());
+	write_pattern(p, &t, n - 1, 4); /* the rest: the publish was kept open */
+	assert_int_equal(wsrv_publish_commit(p, &gen), 0);
+	assert_int_equal(gen, 2);
+	wsrv_detach(m);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	assert_int_equal(holds(m, 4), 0);
+	/* Every pointer taken, nothing written through them: the server sees
+	 * pages nothing wrote, and publishes nothing. */
+	assert_int_equal(wsrv_publish_begin(c, "m", &p), 0);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(wsrv_model_tensor(m, i, &t), 0);
+		assert_int_equal(wsrv_publish_tensor(p, t.name, &d, &size), 0);
+	}
+	assert_int_equal(wsrv_publish_commit(p, &gen), -EIO);
+	if (!strstr(wsrv_last_error(), "never written whole"))
+		fail_msg("the server's refusal: %s", wsrv_last_error());
+	assert_int_equal(served_generation(c), 2);
 	wsrv_detach(m);
 	wsrv_disconnect(c);
 	server_done(&ts);
@@ -383,6 +470,7 @@ static void kept_reserved_after_commit(void **st)
 	assert_int_equal(wsrv_publish_segment(p, n, &other, &olen), -ENOENT);
 	perms_at(addr[0], perms);
 	assert_string_equal(perms, "rw-s");
+	write_all(c, p, 3);
 	assert_int_equal(wsrv_publish_commit(p, &gen), 0);
 	assert_int_equal(gen, 2);
 	for (uint32_t i = 0; i < n; i++) {
@@ -455,8 +543,10 @@ static void pinned_page_blocks_nobody(void **st)
 	if (pid == 0) {
 		int r;
 		close(sig[0]);
-		if (wsrv_connect(ts.sock, NULL, &c) < 0 || wsrv_publish_begin(c, "m", &p) < 0 ||
-		    wsrv_publish_tensor(p, "lm_head.weight", &d, &size) < 0 || pipe(pfd) < 0)
+		if (wsrv_connect(ts.sock, NULL, &c) < 0 || wsrv_publish_begin(c, "m", &p) < 0)
+			_exit(10);
+		write_all(c, p, 2);
+		if (wsrv_publish_tensor(p, "lm_head.weight", &d, &size) < 0 || pipe(pfd) < 0)
 			_exit(10);
 		memset(d, 7, 4096);
 		iov = (struct iovec){ .iov_base = d, .iov_len = 4096 };
@@ -587,6 +677,7 @@ static int uid_arg_set(void)
 FIXTURE_MAIN(F,
 	cmocka_unit_test(published_bytes_reach_workers),
 	cmocka_unit_test(written_bytes_reach_workers),
+	cmocka_unit_test(unwritten_tensors_refused),
 	cmocka_unit_test(never_a_mix),
 	cmocka_unit_test(one_clock_for_a_publish),
 	cmocka_unit_test(killed_producer),

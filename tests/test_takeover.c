@@ -360,6 +360,7 @@ static void takeover_waits_for_publish(void **st)
 	assert_int_equal(server_start(&a, "m", F.dir[0], "--allow-publish-uid", uid, NULL), 0);
 	assert_int_equal(wsrv_connect(a.sock, NULL, &c), 0);
 	assert_int_equal(wsrv_publish_begin(c, "m", &p), 0);
+	assert_int_equal(publish_fill(c, p, "m", 0x11), 0);
 	assert_int_equal(wsrv_publish_tensor(p, "lm_head.weight", &d, &size), 0);
 	memset(d, 0x3c, size);
 	b = a;

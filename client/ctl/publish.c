@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "fullio.h"
 #include "packet.h"
+#include "publish_cover.h"
 
 struct wsrv_publish {
 	struct wsrv_client *c;      /* holds a reference */
@@ -33,6 +34,7 @@ struct wsrv_publish {
 	size_t seg_len[WSRV_MAX_FDS];
 	int fd[WSRV_MAX_FDS];       /* the segments' memfds, for write; owned until commit or abort */
 	bool keep_reserved;         /* wsrv_publish_keep_reserved */
+	struct pub_cover *cover;    /* what was written of each tensor, owned */
 };
 
 /* Drops the segment's writable mapping (the server's F_SEAL_WRITE needs
@@ -61,6 +63,8 @@ static void unmap(struct wsrv_publish *p)
 	if (p->manifest)
 		munmap(p->manifest, p->manifest_len);
 	name_index_free(&p->names);
+	pub_cover_free(p->cover);
+	p->cover = NULL;
 	p->nseg = 0;
 	p->manifest = NULL;
 }
@@ -108,6 +112,8 @@ static int map_all(struct wsrv_publish *p, int *fds, int n, const Wsrv__PublishR
 	int r = name_index_build(&p->names, &p->v, &dup);
 	if (r == -EEXIST)
 		return cl_err(-EBADMSG, "the server sent a layout that lists tensor %u's name twice", dup);
+	if (r == 0)
+		r = pub_cover_new(p->v.h->ntensors, &p->cover);
 	return r < 0 ? cl_err(r, "out of memory") : 0;
 }
 
@@ -152,7 +158,8 @@ WSRV_EXPORT int wsrv_publish_begin(struct wsrv_client *c, const char *model, str
 	return 0;
 }
 
-/* Tensor name of p's layout, or NULL with the error set in *r. */
+/* Tensor name of p's layout (its index in *r), or NULL with the error
+ * set in *r. */
 static const struct mf_tensor *find_tensor(struct wsrv_publish *p, const char *name, int *r)
 {
 	int i;
@@ -165,6 +172,7 @@ static const struct mf_tensor *find_tensor(struct wsrv_publish *p, const char *n
 		*r = cl_err(-ENOENT, "model %s has no tensor '%s'", p->model, name);
 		return NULL;
 	}
+	*r = i;
 	return &p->v.tensors[i];
 }
 
@@ -177,8 +185,10 @@ WSRV_EXPORT int wsrv_publish_tensor(struct wsrv_publish *p, const char *name, vo
 	CL_NEED(name);
 	if (!(t = find_tensor(p, name, &r)))
 		return r;
-	if (data)
+	if (data) {
 		*data = p->seg[t->segment] + t->offset;
+		pub_cover_pointed(p->cover, (uint32_t)r); /* its writes are the server's to see */
+	}
 	if (size)
 		*size = t->size;
 	return 0;
@@ -188,6 +198,7 @@ WSRV_EXPORT int wsrv_publish_write(struct wsrv_publish *p, const char *name, uin
 				   const void *src, uint64_t len)
 {
 	const struct mf_tensor *t;
+	uint32_t i;
 	int r = 0;
 
 	CL_NEED(p);
@@ -198,9 +209,14 @@ WSRV_EXPORT int wsrv_publish_write(struct wsrv_publish *p, const char *name, uin
 	if (offset > t->size || len > t->size - offset)
 		return cl_err(-ERANGE, "tensor '%s' is %llu bytes: %llu bytes at %llu do not fit", name,
 			      (unsigned long long)t->size, (unsigned long long)len, (unsigned long long)offset);
+	i = (uint32_t)r;
 	/* In pieces pwrite_full finishes: a call writes at most about 2 GiB. */
 	r = pwrite_full(p->fd[t->segment], src, (size_t)len, t->offset + offset);
-	return r < 0 ? cl_err(r, "writing tensor '%s': %s", name, strerror(-r)) : 0;
+	if (r < 0)
+		return cl_err(r, "writing tensor '%s': %s", name, strerror(-r));
+	if (pub_cover_add(p->cover, i, offset, len) < 0)
+		return cl_err(-ENOMEM, "out of memory recording what tensor '%s' holds", name);
+	return 0;
 }
 
 /* Waits until the model's current generation is want (0), or the server
@@ -248,6 +264,45 @@ WSRV_EXPORT int wsrv_publish_segment(const struct wsrv_publish *p, uint32_t i, v
 	return 0;
 }
 
+/* The bytes of tensor i a publish must write: its held part. */
+static void held_range(const struct wsrv_publish *p, uint32_t i, uint64_t *from, uint64_t *to)
+{
+	*from = p->v.parts ? p->v.parts[i].offset : 0;
+	*to = p->v.parts ? *from + p->v.parts[i].length : p->v.tensors[i].size;
+}
+
+/* -ENODATA, naming them, when tensors were never written whole by
+ * wsrv_publish_write and never handed out by pointer (whose pages the
+ * server checks); else 0. */
+static int check_written(struct wsrv_publish *p)
+{
+	char names[320] = "";
+	size_t used = 0, missing = 0, named = 0;
+
+	for (uint32_t i = 0; i < p->v.h->ntensors; i++) {
+		uint64_t from, to, got;
+		held_range(p, i, &from, &to);
+		if (to == from || pub_cover_was_pointed(p->cover, i) ||
+		    (got = pub_cover_bytes(p->cover, i, from, to)) == to - from)
+			continue;
+		if (named < 4 && used < sizeof(names) - 1) {
+			int n = snprintf(names + used, sizeof(names) - used, "%s%.80s (%llu of %llu bytes)",
+					 named ? ", " : "", p->v.strings + p->v.tensors[i].name_off,
+					 (unsigned long long)got, (unsigned long long)(to - from));
+			used += n > 0 ? (size_t)n : 0;
+			used = used < sizeof(names) ? used : sizeof(names) - 1;
+			named++;
+		}
+		missing++;
+	}
+	if (!missing)
+		return 0;
+	return cl_err(-ENODATA, "publish of model %s refused: %zu tensor%s never written whole: %s%s; "
+		      "write %s and commit again, or abort",
+		      p->model, missing, missing == 1 ? " was" : "s were", names,
+		      missing > named ? ", ..." : "", missing == 1 ? "it" : "them");
+}
+
 WSRV_EXPORT int wsrv_publish_commit(struct wsrv_publish *p, uint64_t *generation)
 {
 	Wsrv__Request q = WSRV__REQUEST__INIT;
@@ -256,6 +311,8 @@ WSRV_EXPORT int wsrv_publish_commit(struct wsrv_publish *p, uint64_t *generation
 	int ret;
 
 	CL_NEED(p);
+	if (p->manifest && (ret = check_written(p)) < 0)
+		return ret; /* p stays open */
 	unmap(p); /* no writable mapping may remain: the server seals F_SEAL_WRITE */
 	cm.publish_id = p->id;
 	q.body_case = WSRV__REQUEST__BODY_PUBLISH_COMMIT;

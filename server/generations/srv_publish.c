@@ -278,6 +278,40 @@ static int seal_all(struct publish *p, struct errinfo *e)
 	return 0;
 }
 
+/* Whether some page of tensor t's held bytes in fd was never written (a
+ * hole: a fresh memfd's pages exist only once something wrote them, by
+ * write(2) or through a mapping). */
+static bool has_hole(int fd, const struct model_tensor *t)
+{
+	uint64_t from = t->offset + t->part_off, to = from + t->part_len;
+	off_t h;
+
+	if (t->part_len == 0)
+		return false;
+	h = lseek(fd, (off_t)(from & ~4095ULL), SEEK_HOLE);
+	return h >= 0 && (uint64_t)h < to;
+}
+
+/* -ENODATA, naming them, when a tensor has a page nothing wrote: a
+ * producer that never wrote it whole (the library refuses what it can
+ * see by the byte: this is what went through pointers). Sealed already:
+ * nothing can change the answer. */
+static int check_written(const struct publish *p, struct errinfo *e)
+{
+	size_t missing = 0;
+	const char *first = NULL;
+
+	for (size_t i = 0; i < p->m->ntensors; i++)
+		if (has_hole(p->seg[p->m->tensors[i].segment], &p->m->tensors[i])) {
+			first = first ? first : p->m->tensors[i].name;
+			missing++;
+		}
+	if (!missing)
+		return 0;
+	return err_set(e, -ENODATA, "%zu tensor%s never written whole (%s%s): nothing published",
+		       missing, missing == 1 ? " was" : "s were", esc(first), missing > 1 ? " and more" : "");
+}
+
 /* On the job's thread: the sealed segments become an arena (locked as
  * the server's loads are), checksummed, with its manifest. */
 static int publish_work(void *arg, const char *name, const char *path, const struct load_opts *o,
@@ -290,7 +324,7 @@ static int publish_work(void *arg, const char *name, const char *path, const str
 
 	if (!lm)
 		return err_set(e, -ENOMEM, "out of memory");
-	if ((r = seal_all(p, e)) < 0) {
+	if ((r = seal_all(p, e)) < 0 || (r = check_written(p, e)) < 0) {
 		free(lm);
 		return r;
 	}

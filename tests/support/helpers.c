@@ -405,3 +405,29 @@ int tier_counters(struct wsrv_client *c, struct wsrv_tier_info *out)
 	wsrv_model_list_free(l);
 	return r;
 }
+
+int publish_fill(struct wsrv_client *c, struct wsrv_publish *p, const char *model, uint8_t v)
+{
+	struct wsrv_model *m;
+	struct wsrv_tensor t;
+	uint8_t *b = NULL;
+	int r;
+
+	if ((r = wsrv_attach(c, model, &m)) < 0)
+		return r;
+	for (size_t i = 0; r == 0 && i < wsrv_model_tensor_count(m); i++) {
+		if ((r = wsrv_model_tensor(m, i, &t)) < 0)
+			break;
+		uint8_t *nb = realloc(b, t.size + 1);
+		if (!nb) {
+			r = -ENOMEM;
+			break;
+		}
+		b = nb;
+		memset(b, v, t.size);
+		r = wsrv_publish_write(p, t.name, 0, b, t.size);
+	}
+	free(b);
+	wsrv_detach(m);
+	return r;
+}

@@ -58,6 +58,13 @@ int st_write(const char *path, const char *header, size_t dlen, const void *data
 /* A header from a printf format, for st_build. Static buffer. */
 const char *hdr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+struct wsrv_client;
+struct wsrv_publish;
+/* Writes byte v over every tensor of p, a publish of model on c (by
+ * wsrv_publish_write): a publish whose commit is not refused for bytes
+ * never written. 0 or a negative errno. */
+int publish_fill(struct wsrv_client *c, struct wsrv_publish *p, const char *model, uint8_t v);
+
 /* Writes a model with tools/mkmodel into dir. Returns 0 or negative errno. */
 int make_model(const char *dir, const char *preset, uint64_t size, unsigned layers,
 	       unsigned shards, uint64_t seed);

@@ -136,8 +136,11 @@ int ctl_publish(const struct ctl_ctx *c, int argc, char **argv)
 		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
 	else if ((r = fill(p, m)) < 0)
 		wsrv_publish_abort(p);
-	else if ((r = wsrv_publish_commit(p, &gen)) < 0)
+	else if ((r = wsrv_publish_commit(p, &gen)) < 0) {
 		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
+		if (r == -ENODATA) /* refused, still open: tensors the files lack */
+			wsrv_publish_abort(p);
+	}
 	if (r == 0)
 		printf("generation %" PRIu64 " of %s published: %s in %.2f s\n", gen, esc(argv[optind]),
 		       fmt_bytes(m->data_bytes, b, sizeof(b)), mono_now() - t0);

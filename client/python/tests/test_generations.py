@@ -3,6 +3,7 @@
 client, the old Model keeps its bytes, and attaching again gives the new
 generation (the switch between passes)."""
 
+import errno
 import os
 import select
 import subprocess
@@ -121,6 +122,9 @@ def test_publish_tensors_die_with_their_publish(tmp_path):
             kept = p[name]
             view = kept[0]
             kept.copy_(want)
+            for n in trainer:
+                if n != name:
+                    p.write(n, trainer[n].torch())
             addr = kept.data_ptr()
             assert p.commit() == 2
             for use in (lambda: kept.fill_(1), lambda: view.add_(1), lambda: kept.sum(),
@@ -142,10 +146,47 @@ def test_publish_tensors_die_with_their_publish(tmp_path):
             except ValueError:
                 pass
             with trainer.publish() as r:
-                r[name].copy_(want * 2)
+                for n in trainer:
+                    r.write(n, trainer[n].torch() * 2 if n == name else trainer[n].torch())
             assert r.generation == 3
             with t.attach("m") as m3:
                 assert torch.equal(m3[name].torch(), want * 2)
+            trainer.close()
+    finally:
+        srv.stop()
+
+
+def test_unwritten_tensors_refused(tmp_path):
+    """Issue 79 item 1: `with m.publish() as p: pass` committed a
+    generation of zeros, and writing 3 bytes of a 512-byte tensor committed
+    it. The commit refuses, naming the tensors never written whole; a
+    refused commit leaves the publish open to finish, and the with block
+    aborts it; nothing is published either way."""
+    d = _mkmodel(tmp_path / "m", "llama-mini", "8M", 2)
+    srv = Server(tmp_path, {"m": d}, extra=["--allow-publish-uid", str(os.getuid())])
+    norm = "model.norm.weight"
+    try:
+        with wsrv.connect(srv.sock, name="trainer") as t:
+            trainer = t.attach("m")
+            with pytest.raises(wsrv.WsrvError) as e:
+                with trainer.publish():
+                    pass
+            assert e.value.errno == errno.ENODATA
+            assert f"{len(list(trainer))} tensors were never written whole" in e.value.message
+            size = trainer[norm].torch().numel() * trainer[norm].torch().element_size()
+            p = trainer.publish()
+            for n in trainer:
+                if n != norm:
+                    p.write(n, trainer[n].torch())
+            p.write(norm, b"\x01" * 3)
+            with pytest.raises(wsrv.WsrvError) as e:
+                p.commit()
+            assert f"1 tensor was never written whole: {norm} (3 of {size} bytes)" in e.value.message
+            p.write(norm, trainer[norm].torch() * 0 + 1)  # the rest: the publish stayed open
+            assert p.commit() == 2
+            with t.attach("m") as m2:
+                assert m2.generation == 2
+                assert torch.equal(m2[norm].torch(), torch.ones_like(trainer[norm].torch()))
             trainer.close()
     finally:
         srv.stop()

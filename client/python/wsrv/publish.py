@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ctypes
+import errno
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 import numpy as np
@@ -120,7 +121,9 @@ class Publish:
     and returns its generation once it serves; `abort()` drops it. As a
     context manager it commits, or aborts on an exception. The tensors it
     hands out are unusable after commit and abort (ValueError), and their
-    memory is never reused under them."""
+    memory is never reused under them. Every tensor must be written whole
+    before the commit: one never written is refused by name, so a new
+    generation never serves bytes nobody wrote."""
 
     def __init__(self, model: AttachedModel) -> None:
         self.model = model
@@ -165,12 +168,18 @@ class Publish:
         return p
 
     def commit(self) -> int:
-        """Publishes; the new generation's number once it serves."""
+        """Publishes; the new generation's number once it serves. Tensors
+        never written whole are refused by name (WsrvError, errno
+        ENODATA) and the publish stays open: write them and commit again,
+        or abort. The server refuses too (EIO) a tensor with a page
+        nothing wrote through p[name]; the publish is gone then."""
         gen = ctypes.c_uint64()
-        p = self._close()
-        if not p:
+        if not self._p:
             raise ValueError("the publish is committed or aborted")
-        check(lib.wsrv_publish_commit(p, ctypes.byref(gen)), f"publish {self.model.name}")
+        rc = lib.wsrv_publish_commit(self._p, ctypes.byref(gen))
+        if rc != -errno.ENODATA:
+            self._close()  # libwsrv freed it
+        check(rc, f"publish {self.model.name}")
         return gen.value
 
     def abort(self) -> None:
@@ -184,7 +193,11 @@ class Publish:
 
     def __exit__(self, exc: Optional[type[BaseException]], *rest: object) -> None:
         if exc is None and self._p:
-            self.generation = self.commit()
+            try:
+                self.generation = self.commit()
+            except BaseException:
+                self.abort()  # refused: nothing published, nothing left open
+                raise
         else:
             self.abort()
 
