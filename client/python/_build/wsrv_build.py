@@ -18,6 +18,9 @@ NAME = "wsrv"
 SUMMARY = ("Attach to wsrvd's shared model weights: zero-copy numpy and torch views, layer streams, "
            "transformers models in one call")
 TAG = "py3-none-any"
+# Entry points: vLLM's plugin loader runs wsrv.vllm.register in every
+# process of an engine, which registers --load-format wsrv.
+ENTRY_POINTS = "[vllm.general_plugins]\nwsrv = wsrv.vllm:register\n"
 
 
 def _version():
@@ -56,13 +59,20 @@ def _record_line(arc, data):
     return f"{arc},sha256={digest},{len(data)}\n"
 
 
+def _dist_info():
+    """(name of the dist-info folder, [(file in it, bytes)])."""
+    return f"{NAME}-{_version()}.dist-info", [
+        ("METADATA", _metadata().encode()),
+        ("WHEEL", f"Wheel-Version: 1.0\nGenerator: wsrv_build\nRoot-Is-Purelib: true\nTag: {TAG}\n".encode()),
+        ("top_level.txt", f"{NAME}\n".encode()),
+        ("entry_points.txt", ENTRY_POINTS.encode())]
+
+
 def _wheel(directory, files):
     """A wheel of files ((arc, bytes) pairs) and the dist-info."""
-    dist = f"{NAME}-{_version()}.dist-info"
+    dist, info = _dist_info()
     name = f"{NAME}-{_version()}-{TAG}.whl"
-    meta = [(f"{dist}/METADATA", _metadata().encode()),
-            (f"{dist}/WHEEL", f"Wheel-Version: 1.0\nGenerator: wsrv_build\nRoot-Is-Purelib: true\nTag: {TAG}\n".encode()),
-            (f"{dist}/top_level.txt", f"{NAME}\n".encode())]
+    meta = [(f"{dist}/{f}", data) for f, data in info]
     record = ""
     with zipfile.ZipFile(os.path.join(directory, name), "w", zipfile.ZIP_DEFLATED) as z:
         for arc, data in list(files) + meta:
@@ -87,6 +97,17 @@ def get_requires_for_build_sdist(config_settings=None):
 
 def get_requires_for_build_editable(config_settings=None):
     return []
+
+
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    """The dist-info alone (PEP 517); meson install puts the same one next
+    to the package, so an installed wsrv is vLLM's plugin too."""
+    dist, info = _dist_info()
+    os.makedirs(os.path.join(metadata_directory, dist), exist_ok=True)
+    for f, data in info:
+        with open(os.path.join(metadata_directory, dist, f), "wb") as out:
+            out.write(data)
+    return dist
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
