@@ -93,12 +93,15 @@ def test_documented_install_offline(tmp_path):
     assert where.startswith(str(venv)) and version == meson_version(), where
 
 
-def test_meson_installs_where_python_looks(tmp_path):
+def test_meson_installs_where_python_looks(tmp_path, server):
     """meson install puts wsrv/ in a folder on the configured python's
     path (it went to PREFIX/lib/python3/dist-packages, which is not; and
     for a venv's python, to a folder under PREFIX that it never reads).
     Asked of a release setup of this tree with this build's python: a
-    build with the tests' seams installs nothing (tools/install-check)."""
+    build with the tests' seams installs nothing (tools/install-check).
+    Installed under DESTDIR, the package imports and attaches a model
+    (issue 79 item 2: a hand-kept list lacked _bulk.py, and the import
+    failed), and its dist-info names vLLM's entry point."""
     import json
 
     build = os.path.dirname(os.path.dirname(os.path.realpath(os.environ["WSRV_LIB"])))
@@ -109,12 +112,22 @@ def test_meson_installs_where_python_looks(tmp_path):
     scratch = str(tmp_path / "release")
     run("meson", "setup", scratch, root, "-Dbuildtype=release", "-Dtests=disabled", "-Dpython=" + python)
     out = run("meson", "introspect", scratch, "--installed").stdout
-    init = [dst for dst in json.loads(out).values() if dst.endswith("/wsrv/__init__.py")]
-    assert len(init) == 1, init
-    pkg_dir = os.path.dirname(os.path.dirname(init[0]))
+    pkg = [dst for dst in json.loads(out).values() if dst.endswith("/wsrv")]
+    assert len(pkg) == 1, pkg
+    pkg_dir = os.path.dirname(pkg[0])
     path = run(python, "-c", "import sys; print(chr(10).join(sys.path))").stdout.split()
     assert pkg_dir in path, (pkg_dir, path)
-    assert os.path.join(os.path.dirname(init[0]), "py.typed") in json.loads(out).values()
+    dest = str(tmp_path / "dest")
+    run("meson", "compile", "-C", scratch, "wsrv-dist-info")
+    run("meson", "install", "-C", scratch, "--no-rebuild", "--tags", "python-runtime", "--destdir", dest)
+    site = dest + pkg_dir
+    assert os.path.exists(os.path.join(site, "wsrv", "py.typed"))
+    probe = ("import sys, wsrv, importlib.metadata as md; assert wsrv.__file__.startswith(sys.argv[1]), wsrv.__file__; "
+             "m = wsrv.connect(sys.argv[2]).attach('llama'); print(m['model.norm.weight'].nbytes); "
+             "print([e.value for e in md.entry_points(group='vllm.general_plugins') if e.name == 'wsrv'])")
+    r = run(python, "-c", probe, site, server.sock, cwd=str(tmp_path),
+            env=clean_env(PYTHONPATH=site, WSRV_LIB=os.environ["WSRV_LIB"]))
+    assert r.stdout.split("\n")[0].isdigit() and "wsrv.vllm:register" in r.stdout, r.stdout
 
 
 def test_wheel_installs_and_imports(tmp_path):
