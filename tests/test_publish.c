@@ -10,6 +10,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -273,6 +274,87 @@ static void unwritten_tensors_refused(void **st)
 		fail_msg("the server's refusal: %s", wsrv_last_error());
 	assert_int_equal(served_generation(c), 2);
 	wsrv_detach(m);
+	wsrv_disconnect(c);
+	server_done(&ts);
+}
+
+/* The memfds of generation gen's segments wsrvd holds: published ones
+ * ("wsrv:m:published:N"), or all of model m's. */
+static int count_segment_fds(pid_t pid, bool published)
+{
+	char dir[64], path[400], link[256];
+	struct dirent *d;
+	DIR *dp;
+	int n = 0;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	assert_non_null(dp = opendir(dir));
+	while ((d = readdir(dp))) {
+		ssize_t k;
+		snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
+		if ((k = readlink(path, link, sizeof(link) - 1)) <= 0)
+			continue;
+		link[k] = 0;
+		n += published ? strncmp(link, "/memfd:wsrv:m:published:", 24) == 0 : strncmp(link, "/memfd:wsrv:m:", 14) == 0;
+	}
+	closedir(dp);
+	return n;
+}
+
+/* Issue 76 item 3: a trainer that changes some tensors publishes from the
+ * current generation (wsrv_publish_keep_current): what it does not write
+ * keeps the current bytes, byte for byte, a tensor written in part
+ * included; the segments it never wrote are the current generation's own
+ * memfds (no copy, no memory); the commit asks for no other tensor. */
+static void publish_from_current(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_client *c;
+	struct wsrv_model *old, *m;
+	struct wsrv_publish *p;
+	struct wsrv_tensor a, b, t, u;
+	uint8_t three[3] = { 0xa5, 0xa5, 0xa5 };
+	uint64_t gen = 0;
+	size_t n;
+
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-publish-uid", uid_arg, NULL), 0);
+	assert_int_equal(wsrv_connect(ts.sock, NULL, &c), 0);
+	assert_int_equal(wsrv_attach(c, "m", &old), 0);
+	n = wsrv_model_tensor_count(old);
+	assert_int_equal(wsrv_model_find(old, "model.norm.weight", &a), 0);
+	assert_int_equal(wsrv_model_find(old, "model.layers.0.mlp.down_proj.weight", &b), 0);
+	assert_int_equal(wsrv_publish_begin(c, "m", &p), 0);
+	assert_int_equal(wsrv_publish_keep_current(p), 0);
+	assert_int_equal(wsrv_publish_write(p, a.name, 5, three, 3), 0); /* 3 bytes in a tensor's middle */
+	uint8_t *whole = malloc(b.size);
+	assert_non_null(whole);
+	memset(whole, 0x3c, b.size);
+	assert_int_equal(wsrv_publish_write(p, b.name, 0, whole, b.size), 0); /* one tensor whole */
+	assert_int_equal(wsrv_publish_commit(p, &gen), 0);
+	assert_int_equal(gen, 2);
+	assert_int_equal(wsrv_attach(c, "m", &m), 0);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(wsrv_model_tensor(old, i, &t), 0);
+		assert_int_equal(wsrv_model_find(m, t.name, &u), 0);
+		assert_int_equal(u.size, t.size);
+		if (strcmp(t.name, b.name) == 0) {
+			assert_memory_equal(u.data, whole, u.size);
+		} else if (strcmp(t.name, a.name) == 0) {
+			assert_memory_equal(u.data, t.data, 5);
+			assert_memory_equal((const uint8_t *)u.data + 5, three, 3);
+			assert_memory_equal((const uint8_t *)u.data + 8, (const uint8_t *)t.data + 8, t.size - 8);
+		} else if (memcmp(u.data, t.data, t.size) != 0 || u.xxh3 != t.xxh3) {
+			fail_msg("%s changed, and nothing wrote it", t.name);
+		}
+	}
+	/* Two tensors written, in two segments at most: the others are the
+	 * current generation's memfds, shared. */
+	int published = count_segment_fds(ts.pid, true);
+	if (published < 1 || published > 2)
+		fail_msg("%d segments of the new generation are copies", published);
+	free(whole);
+	wsrv_detach(m);
+	wsrv_detach(old);
 	wsrv_disconnect(c);
 	server_done(&ts);
 }
@@ -678,6 +760,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(published_bytes_reach_workers),
 	cmocka_unit_test(written_bytes_reach_workers),
 	cmocka_unit_test(unwritten_tensors_refused),
+	cmocka_unit_test(publish_from_current),
 	cmocka_unit_test(never_a_mix),
 	cmocka_unit_test(one_clock_for_a_publish),
 	cmocka_unit_test(killed_producer),

@@ -4,6 +4,7 @@
  * current generation; commit unmaps them and asks the server to seal,
  * checksum and publish, then waits until the generation serves. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,11 @@ struct wsrv_publish {
 	int fd[WSRV_MAX_FDS];       /* the segments' memfds, for write; owned until commit or abort */
 	bool keep_reserved;         /* wsrv_publish_keep_reserved */
 	struct pub_cover *cover;    /* what was written of each tensor, owned */
+	/* wsrv_publish_keep_current: the generation this one follows,
+	 * attached (owned), and where each of its segments is mapped. */
+	struct wsrv_model *base;
+	const uint8_t *base_seg[WSRV_MAX_FDS];
+	pthread_mutex_t fill_lock;  /* a page's fill from base, then its write */
 };
 
 /* Drops the segment's writable mapping (the server's F_SEAL_WRITE needs
@@ -72,6 +78,9 @@ static void unmap(struct wsrv_publish *p)
 static void publish_free(struct wsrv_publish *p)
 {
 	unmap(p);
+	if (p->base)
+		wsrv_detach(p->base);
+	pthread_mutex_destroy(&p->fill_lock);
 	free(p->model);
 	cl_unref(p->c);
 	free(p);
@@ -142,6 +151,7 @@ WSRV_EXPORT int wsrv_publish_begin(struct wsrv_client *c, const char *model, str
 	c->refs++;
 	pthread_mutex_unlock(&c->lock);
 	p->c = c;
+	pthread_mutex_init(&p->fill_lock, NULL);
 	for (uint32_t i = 0; i < WSRV_MAX_FDS; i++)
 		p->fd[i] = -1;
 	p->model = strdup(model);
@@ -176,6 +186,79 @@ static const struct mf_tensor *find_tensor(struct wsrv_publish *p, const char *n
 	return &p->v.tensors[i];
 }
 
+/* Fills the pages of segment g that [lo, hi) touches and nothing wrote
+ * yet with the current generation's bytes (wsrv_publish_keep_current).
+ * Under fill_lock: two writers of distinct ranges that share an edge page
+ * fill it once, before either writes into it. 0 or <0. */
+static int fill_pages(struct wsrv_publish *p, uint32_t g, uint64_t lo, uint64_t hi)
+{
+	uint64_t end = (hi + 4095) & ~4095ULL;
+	off_t h = (off_t)(lo & ~4095ULL), d;
+	int r = 0;
+
+	end = end < p->seg_len[g] ? end : p->seg_len[g];
+	pthread_mutex_lock(&p->fill_lock);
+	while (r == 0 && (h = lseek(p->fd[g], h, SEEK_HOLE)) >= 0 && (uint64_t)h < end) {
+		d = lseek(p->fd[g], h, SEEK_DATA);
+		uint64_t stop = d < 0 || (uint64_t)d > end ? end : (uint64_t)d;
+		r = pwrite_full(p->fd[g], p->base_seg[g] + h, stop - (uint64_t)h, (uint64_t)h);
+		h = (off_t)stop;
+	}
+	if (r == 0 && h < 0 && errno != ENXIO)
+		r = -errno;
+	pthread_mutex_unlock(&p->fill_lock);
+	return r < 0 ? cl_err(r, "filling segment %u from the current generation: %s", g, strerror(-r)) : 0;
+}
+
+/* The pages a write of [lo, hi) of segment g covers only in part: filled
+ * from the current generation first, so that their other bytes stay. */
+static int fill_edges(struct wsrv_publish *p, uint32_t g, uint64_t lo, uint64_t hi)
+{
+	int r = 0;
+
+	if (lo & 4095)
+		r = fill_pages(p, g, lo, lo + 1);
+	if (r == 0 && (hi & 4095))
+		r = fill_pages(p, g, hi - 1, hi);
+	return r;
+}
+
+WSRV_EXPORT int wsrv_publish_keep_current(struct wsrv_publish *p)
+{
+	struct wsrv_tensor t = { .struct_size = sizeof(t) };
+	uint64_t gen = 0;
+	int r;
+
+	CL_NEED(p);
+	if (!p->manifest)
+		return cl_err(-EINVAL, "the publish is committed or aborted");
+	if (p->base)
+		return 0;
+	if ((r = wsrv_attach(p->c, p->model, &p->base)) < 0)
+		return r;
+	wsrv_model_generation(p->base, &gen, NULL);
+	for (uint32_t i = 0; r == 0 && gen + 1 == p->generation && i < p->v.h->ntensors; i++) {
+		const struct mf_tensor *pt = &p->v.tensors[i];
+		if ((r = wsrv_model_find(p->base, p->v.strings + pt->name_off, &t)) < 0)
+			break;
+		if (t.segment != pt->segment || t.offset != pt->offset || t.size != pt->size || !t.data) {
+			r = -ESTALE;
+			break;
+		}
+		p->base_seg[t.segment] = (const uint8_t *)t.data - t.offset;
+	}
+	if (r == 0 && gen + 1 != p->generation)
+		r = -ESTALE;
+	if (r < 0) {
+		wsrv_detach(p->base);
+		p->base = NULL;
+		return cl_err(r, "model %s: this publish follows generation %llu, and the current one (%llu) is %s",
+			      p->model, (unsigned long long)p->generation - 1, (unsigned long long)gen,
+			      r == -ESTALE ? "not laid out as it" : "not readable here");
+	}
+	return 0;
+}
+
 WSRV_EXPORT int wsrv_publish_tensor(struct wsrv_publish *p, const char *name, void **data, uint64_t *size)
 {
 	const struct mf_tensor *t;
@@ -186,8 +269,12 @@ WSRV_EXPORT int wsrv_publish_tensor(struct wsrv_publish *p, const char *name, vo
 	if (!(t = find_tensor(p, name, &r)))
 		return r;
 	if (data) {
+		/* On the current bytes, the producer's stores land on what it
+		 * changes: the tensor's pages nothing wrote are filled first. */
+		if (p->base && (r = fill_pages(p, t->segment, t->offset, t->offset + t->size)) < 0)
+			return r;
 		*data = p->seg[t->segment] + t->offset;
-		pub_cover_pointed(p->cover, (uint32_t)r); /* its writes are the server's to see */
+		pub_cover_pointed(p->cover, (uint32_t)(t - p->v.tensors)); /* its writes are the server's to see */
 	}
 	if (size)
 		*size = t->size;
@@ -210,6 +297,8 @@ WSRV_EXPORT int wsrv_publish_write(struct wsrv_publish *p, const char *name, uin
 		return cl_err(-ERANGE, "tensor '%s' is %llu bytes: %llu bytes at %llu do not fit", name,
 			      (unsigned long long)t->size, (unsigned long long)len, (unsigned long long)offset);
 	i = (uint32_t)r;
+	if (p->base && len && (r = fill_edges(p, t->segment, t->offset + offset, t->offset + offset + len)) < 0)
+		return r;
 	/* In pieces pwrite_full finishes: a call writes at most about 2 GiB. */
 	r = pwrite_full(p->fd[t->segment], src, (size_t)len, t->offset + offset);
 	if (r < 0)
@@ -311,10 +400,11 @@ WSRV_EXPORT int wsrv_publish_commit(struct wsrv_publish *p, uint64_t *generation
 	int ret;
 
 	CL_NEED(p);
-	if (p->manifest && (ret = check_written(p)) < 0)
+	if (p->manifest && !p->base && (ret = check_written(p)) < 0)
 		return ret; /* p stays open */
 	unmap(p); /* no writable mapping may remain: the server seals F_SEAL_WRITE */
 	cm.publish_id = p->id;
+	cm.base_current = p->base != NULL;
 	q.body_case = WSRV__REQUEST__BODY_PUBLISH_COMMIT;
 	q.publish_commit = &cm;
 	ret = cl_query(p->c, &q, WSRV__RESPONSE__BODY_OK, &r, "PublishCommit");

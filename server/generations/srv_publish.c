@@ -20,6 +20,7 @@
 
 #include "checksum_pass.h"
 #include "escape.h"
+#include "fullio.h"
 #include "log.h"
 #include "manifest_write.h"
 #include "memfd_util.h"
@@ -43,6 +44,11 @@ struct publish {
 	uint64_t layout_size;
 	pid_t pid;
 	double t0;                  /* PublishBegin (mono_now): the producer's clock starts there too */
+	bool base;                  /* PublishCommit.base_current */
+	const struct loaded_model *cur; /* the generation it follows: current
+	                             * until this publish ends (no reload runs
+	                             * beside a publish) */
+	bool shared[WSRV_MAX_FDS];  /* base: segment i is cur's memfd */
 };
 
 static bool may_publish(const struct server *srv, const struct session *s)
@@ -174,6 +180,7 @@ int publish_begin(struct server *srv, struct session *s, const Wsrv__PublishBegi
 		publish_free(p);
 		return -EINVAL;
 	}
+	p->cur = srv->models[mi].lm;
 	p->session = s->id;
 	p->pid = s->cred.pid;
 	p->t0 = mono_now();
@@ -216,6 +223,7 @@ int publish_commit(struct server *srv, struct session *s, const Wsrv__PublishCom
 	}
 	snprintf(srv->models[p->model].reload, sizeof(srv->models[p->model].reload),
 		 "publishing generation %llu", (unsigned long long)srv->models[p->model].generation + 1);
+	p->base = q->base_current;
 	p->session = 0; /* the thread has it now */
 	log_info("publish %u committed; sealing and checksumming", p->id);
 	srv_reply_ok(r, seq);
@@ -268,6 +276,8 @@ static void published_ids(struct model *m)
 static int seal_all(struct publish *p, struct errinfo *e)
 {
 	for (uint32_t i = 0; i < p->nseg; i++) {
+		if (p->shared[i])
+			continue; /* the current generation's, sealed already */
 		int r = memfd_seal(p->seg[i], PUBLISH_SEALS);
 		if (r == -EBUSY)
 			return err_set(e, r, "cannot seal segment %u: it is still mapped writable, or a page of it is "
@@ -312,6 +322,51 @@ static int check_written(const struct publish *p, struct errinfo *e)
 		       missing, missing == 1 ? " was" : "s were", esc(first), missing > 1 ? " and more" : "");
 }
 
+/* Copies segment i's pages nothing wrote (holes) below len from the
+ * current generation's bytes. */
+static int fill_holes(struct publish *p, uint32_t i, uint64_t len, struct errinfo *e)
+{
+	const uint8_t *src = p->cur->arena->seg[i].ro;
+	off_t h = 0, d;
+
+	while ((uint64_t)(h = lseek(p->seg[i], h, SEEK_HOLE)) < len) {
+		d = lseek(p->seg[i], h, SEEK_DATA);
+		uint64_t end = d < 0 || (uint64_t)d > len ? len : (uint64_t)d;
+		int r = pwrite_full(p->seg[i], src + h, end - (uint64_t)h, (uint64_t)h);
+		if (r < 0)
+			return err_set(e, r, "cannot copy the current generation's bytes into segment %u: %s", i,
+				       strerror(-r));
+		h = (off_t)end;
+	}
+	/* ENXIO: at the end of the memfd, nothing left to fill. */
+	return h < 0 && errno != ENXIO ? err_set(e, -errno, "segment %u: %s", i, strerror(errno)) : 0;
+}
+
+/* base_current: a segment nothing wrote becomes the current generation's
+ * own memfd (shared: no copy, no memory); one something wrote gets the
+ * current bytes in the pages nothing wrote. The producer's write(2)s and
+ * stores are done (it committed; its library unmapped). */
+static int from_current(struct publish *p, struct errinfo *e)
+{
+	for (uint32_t i = 0; i < p->nseg; i++) {
+		uint64_t len = (p->m->seg_size[i] + 4095) & ~4095ULL;
+		const struct arena_seg *cs = &p->cur->arena->seg[i];
+		int r, fd;
+		if (cs->size < len || !cs->ro)
+			return err_set(e, -ESTALE, "segment %u of the current generation is not this layout's", i);
+		if (lseek(p->seg[i], 0, SEEK_DATA) < 0 && errno == ENXIO) {
+			if ((fd = fcntl(cs->fd, F_DUPFD_CLOEXEC, 0)) < 0)
+				return err_set(e, -errno, "cannot share segment %u: %s", i, strerror(errno));
+			close(p->seg[i]);
+			p->seg[i] = fd;
+			p->shared[i] = true;
+		} else if ((r = fill_holes(p, i, len, e)) < 0) {
+			return r;
+		}
+	}
+	return 0;
+}
+
 /* On the job's thread: the sealed segments become an arena (locked as
  * the server's loads are), checksummed, with its manifest. */
 static int publish_work(void *arg, const char *name, const char *path, const struct load_opts *o,
@@ -324,7 +379,8 @@ static int publish_work(void *arg, const char *name, const char *path, const str
 
 	if (!lm)
 		return err_set(e, -ENOMEM, "out of memory");
-	if ((r = seal_all(p, e)) < 0 || (r = check_written(p, e)) < 0) {
+	if ((p->base && (r = from_current(p, e)) < 0) || (r = seal_all(p, e)) < 0 ||
+	    (!p->base && (r = check_written(p, e)) < 0)) {
 		free(lm);
 		return r;
 	}

@@ -192,6 +192,29 @@ def test_unwritten_tensors_refused(tmp_path):
         srv.stop()
 
 
+def test_publish_from_the_current_generation(tmp_path):
+    """Issue 76 item 3: a trainer that changed one tensor writes it alone
+    (publish(base="current")); every other tensor keeps its bytes."""
+    d = _mkmodel(tmp_path / "m", "llama-mini", "8M", 2)
+    srv = Server(tmp_path, {"m": d}, extra=["--allow-publish-uid", str(os.getuid())])
+    norm = "model.norm.weight"
+    try:
+        with wsrv.connect(srv.sock, name="trainer") as t:
+            trainer = t.attach("m")
+            old = {n: trainer[n].torch().clone() for n in trainer}
+            with trainer.publish(base="current") as p:
+                p[norm].copy_(old[norm] * 2)
+            assert p.generation == 2
+            with pytest.raises(ValueError):
+                trainer.publish(base="previous")
+            trainer.close()
+            with t.attach("m") as m2:
+                for n, x in old.items():
+                    assert torch.equal(m2[n].torch(), x * 2 if n == norm else x), n
+    finally:
+        srv.stop()
+
+
 def test_publish_refused_without_permission(tmp_path):
     d = _mkmodel(tmp_path / "m", "llama-mini", "8M", 2)
     srv = Server(tmp_path, {"m": d})

@@ -158,6 +158,7 @@ _PROTOS = {
     "wsrv_publish_keep_reserved": (ctypes.c_int, [vptr]),
     "wsrv_publish_segment": (ctypes.c_int, [vptr, u32, P(vptr), P(u64)]),
     "wsrv_publish_write": (ctypes.c_int, [vptr, charp, u64, vptr, u64]),
+    "wsrv_publish_keep_current": (ctypes.c_int, [vptr]),
 }
 
 

@@ -269,11 +269,13 @@ class Model(Mapping[str, Tensor]):
                 out.copied.add(nm)
         return out
 
-    def publish(self) -> Publish:
+    def publish(self, base: Optional[str] = None) -> Publish:
         """A new generation of this model from this process's bytes (a
         trainer's): see wsrv.Publish. The server must allow this user
-        (--allow-publish-uid/gid)."""
-        return Publish(self)
+        (--allow-publish-uid/gid). base="current": it starts from the
+        current generation's bytes, and only what is written differs (a
+        trainer that changed some tensors writes those)."""
+        return Publish(self, base)
 
     def stream(self, device: str = "host", plan: Union[Plan, PlanSpec, None] = None, slots: int = 2,
                rank: int = 0, world: int = 1, **kw: Any) -> Stream:

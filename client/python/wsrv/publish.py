@@ -123,9 +123,14 @@ class Publish:
     hands out are unusable after commit and abort (ValueError), and their
     memory is never reused under them. Every tensor must be written whole
     before the commit: one never written is refused by name, so a new
-    generation never serves bytes nobody wrote."""
+    generation never serves bytes nobody wrote; unless base="current",
+    where what is not written keeps the current generation's bytes (a
+    segment nothing wrote is shared with it, neither copied nor held
+    twice)."""
 
-    def __init__(self, model: AttachedModel) -> None:
+    def __init__(self, model: AttachedModel, base: Optional[str] = None) -> None:
+        if base not in (None, "current"):
+            raise ValueError(f"base={base!r}: a publish starts from nothing (None) or from \"current\"")
         self.model = model
         self.generation: Optional[int] = None  # set by the with block's commit
         self._p: Optional[ctypes.c_void_p] = ctypes.c_void_p()
@@ -133,6 +138,11 @@ class Publish:
               f"publish {model.name}")
         check(lib.wsrv_publish_keep_reserved(self._p), f"publish {model.name}")
         self._ranges = _Ranges(self._p)
+        if base == "current":
+            rc = lib.wsrv_publish_keep_current(self._p)
+            if rc < 0:
+                self.abort()
+                check(rc, f"publish {model.name} from the current generation")
 
     def __getitem__(self, name: str) -> torch.Tensor:
         if not self._p:
