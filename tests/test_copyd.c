@@ -748,6 +748,84 @@ static void wsrvd_started_again_with_other_bytes(void **st)
 	free(b);
 }
 
+/* Connections to p's socket that never send: queued in its backlog until
+ * connect() says it is full (at most max). Their fds in fds; the count. */
+static int fill_backlog(const struct copyd_proc *p, int *fds, int max)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int n = 0;
+
+	assert_true(strlen(p->sock) < sizeof(a.sun_path));
+	memcpy(a.sun_path, p->sock, strlen(p->sock) + 1);
+	while (n < max) {
+		int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		assert_true(fd >= 0);
+		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+			assert_int_equal(errno, EAGAIN);
+			close(fd);
+			break;
+		}
+		fds[n++] = fd;
+	}
+	return n;
+}
+
+/* Issue 75 item 2: a worker beside a stopped service (SIGSTOP) waited for
+ * ever in connect() once the backlog was full, and 122 s for an answer
+ * once in. Both waits are bounded by the work ($WSRV_COPYD_TIMEOUT_S, the
+ * base, set short here): the worker falls back and copies every byte
+ * itself, exactly, either way. */
+static void stopped_service_falls_back(void **st)
+{
+	struct copyd_proc p = { 0 };
+	struct wsrv_stream_stats s;
+	int fds[512], n;
+
+	service(&p, NULL);
+	assert_int_equal(kill(p.pid, SIGSTOP), 0);
+	setenv("WSRV_COPYD_TIMEOUT_S", "2", 1);
+	s = copyd_worker(0, WSRV_SHARE_OFF); /* in the backlog; its map never answered */
+	assert_int_equal(s.service_fallbacks, 1);
+	assert_int_equal(s.service_bytes, 0);
+	n = fill_backlog(&p, fds, 512);
+	assert_true(n > 0 && n < 512);
+	s = copyd_worker(0, WSRV_SHARE_OFF); /* no room to connect */
+	assert_int_equal(s.service_fallbacks, 1);
+	assert_int_equal(s.service_bytes, 0);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	unsetenv("WSRV_COPYD_TIMEOUT_S");
+	assert_int_equal(kill(p.pid, SIGCONT), 0);
+	service_done(&p);
+}
+
+/* Issue 75 item 5: a second wsrv-copyd started on the first one's socket
+ * took it over (it unlinked the path and bound it again), and the first,
+ * still running, was left unreachable. The second is refused, saying
+ * why, and the first serves on. */
+static void second_service_refused(void **st)
+{
+	struct copyd_proc a = { 0 }, b = { 0 };
+	char blog[320];
+	json_t *o;
+
+	service(&a, NULL);
+	snprintf(blog, sizeof(blog), "%s/copyd-second-%d.log", ts.dir, test_case_index());
+	/* Started: the socket accepts (the first one's, at least). */
+	assert_int_equal(copyd_start(&b, a.sock, ts.sock, blog, NULL), 0);
+	for (int i = 0; i < 1200 && !file_has(blog, 0, "another wsrv-copyd holds") && !file_has(blog, 0, "serving on");
+	     i++)
+		sleep_ms(50);
+	if (!file_has(blog, 0, "another wsrv-copyd holds"))
+		fail_msg("the second service did not refuse the socket (its log: %s)", blog);
+	assert_true(copyd_stop(&b, SIGTERM) != 0);
+	o = service_stats(&a); /* the first still answers on its socket */
+	assert_true(json_is_object(o));
+	json_decref(o);
+	assert_int_equal(copyd_worker(0, WSRV_SHARE_OFF).service_fallbacks, 0);
+	service_done(&a);
+}
+
 /* Holds every load at half way while on ($WSRV_TEST_LOAD_HOLD names the
  * flag file). */
 static void hold_loads(const char *flag, bool on)
@@ -878,6 +956,8 @@ int main(void)
 		cmocka_unit_test(wsrvd_started_again_with_other_bytes),
 		cmocka_unit_test(attached_while_loading_across_a_restart),
 		cmocka_unit_test(dense_tier_copied_by_the_worker),
+		cmocka_unit_test(stopped_service_falls_back),
+		cmocka_unit_test(second_service_refused),
 	};
 
 	return test_group_run(tests, copyd_setup, copyd_teardown);

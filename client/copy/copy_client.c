@@ -1,30 +1,69 @@
 // SPDX-License-Identifier: MIT
 /* copy_client.c - a worker's side of the copy service (copy_client.h). */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "copy.pb-c.h"
 #include "copy_client.h"
 #include "packet.h"
 #include "wire.h"
 
-/* The longest the service may take to answer: a copy of a whole model
- * at the pinned rate takes seconds; a service that hangs is left. */
-#define COPY_REPLY_TIMEOUT_S 120
+/* How long a worker waits for the service, bounded by what the work can
+ * take, then copies by itself (a stopped or stuck service costs it this,
+ * never more): an answer that copies nothing (a map, an unmap) within the
+ * base ($WSRV_COPYD_TIMEOUT_S, default 30 s); a copy within the base plus
+ * its bytes, and those of the copies queued before it, at 1 GB/s (a
+ * link runs at 25 to 55 GB/s). A connect is retried while the service's
+ * backlog is full, for at most CONNECT_S. A wait longer than NOTE_S says
+ * on stderr, once, what it waits for. */
+#define BASE_S 30.0
+#define FLOOR_RATE 1e9
+#define CONNECT_S 5.0
+#define NOTE_S 3.0
 
 struct copy_conn {
 	int fd;                      /* owned */
 	uint64_t seq;
 	uint64_t sent[COPY_IN_FLIGHT]; /* the CopyRuns not answered yet, */
+	uint64_t sent_bytes[COPY_IN_FLIGHT]; /* and the bytes each copies, */
 	uint64_t nsent, nwaited;     /* oldest first */
 	char path[108];
 };
+
+static double base_s(void)
+{
+	const char *e = getenv("WSRV_COPYD_TIMEOUT_S");
+	double v = e ? strtod(e, NULL) : 0;
+
+	return v > 0 ? v : BASE_S;
+}
+
+/* connect() that does not wait for room in a full backlog for ever: it
+ * is tried again every 20 ms for CONNECT_S. 0 or -errno. */
+static int connect_bounded(int fd, const struct sockaddr_un *a)
+{
+	double t0 = mono_now();
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	while (connect(fd, (const struct sockaddr *)a, sizeof(*a)) < 0) {
+		if (errno != EAGAIN || mono_now() - t0 > CONNECT_S)
+			return errno == EAGAIN ? -ETIMEDOUT : -errno;
+		nanosleep(&(struct timespec){ 0, 20 * 1000 * 1000 }, NULL);
+	}
+	return fcntl(fd, F_SETFL, fl) < 0 ? -errno : 0;
+}
 
 const char *copy_service_path(void)
 {
@@ -38,7 +77,7 @@ const char *copy_service_path(void)
 int copy_connect(const char *path, struct copy_conn **out)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	struct timeval tv = { COPY_REPLY_TIMEOUT_S, 0 };
+	struct timeval tv = { (time_t)base_s(), 0 };
 	struct copy_conn *c;
 	int fd, e;
 
@@ -47,13 +86,14 @@ int copy_connect(const char *path, struct copy_conn **out)
 	strcpy(a.sun_path, path);
 	if ((fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) < 0)
 		return cl_err(-errno, "copy service: socket: %s", strerror(errno));
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		e = errno;
+	if ((e = connect_bounded(fd, &a)) < 0) {
 		close(fd);
-		return cl_err(-e, "copy service at %s: %s", path,
-			      e == ENOENT ? "not running (no socket)" : strerror(e));
+		return cl_err(e, "copy service at %s: %s", path,
+			      e == -ENOENT ? "not running (no socket)"
+			      : e == -ETIMEDOUT ? "not accepting connections (its backlog stayed full)" : strerror(-e));
 	}
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	/* A send into a service that stopped reading fails too. */
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (!(c = calloc(1, sizeof(*c)))) {
 		close(fd);
 		return cl_err(-ENOMEM, "out of memory");
@@ -88,15 +128,44 @@ static int send_req(struct copy_conn *c, Wsrv__CopyRequest *rq, int fd)
 	return 0;
 }
 
-/* Reads the answer to request seq: 0 and *out (the caller frees it), or
- * <0. An Error is returned as its errno. */
-static int recv_answer(struct copy_conn *c, uint64_t seq, Wsrv__CopyResponse **out)
+/* Waits until an answer can be read, for at most limit seconds (what the
+ * work can take), saying once on stderr past NOTE_S what it waits for.
+ * 0 or -ETIMEDOUT with a sentence. */
+static int wait_answer(struct copy_conn *c, double limit, uint64_t bytes)
+{
+	static bool said;
+	double t0 = mono_now(), left;
+	struct pollfd p = { .fd = c->fd, .events = POLLIN };
+
+	while ((left = limit - (mono_now() - t0)) > 0) {
+		double slice = left < 1 ? left : 1;
+		if (poll(&p, 1, (int)(slice * 1000) + 1) > 0)
+			return 0;
+		if (!said && mono_now() - t0 > NOTE_S) {
+			said = true;
+			fprintf(stderr, "libwsrv: waiting for the copy service at %s to answer (%.1f MB to copy); "
+				"this process copies by itself if it has not in %.0f s\n", c->path, (double)bytes / 1e6,
+				limit);
+		}
+	}
+	return cl_err(-ETIMEDOUT, "copy service at %s: no answer in %.0f s (%.1f MB to copy: stopped or stuck)",
+		      c->path, limit, (double)bytes / 1e6);
+}
+
+/* Reads the answer to request seq, waiting at most limit seconds: 0 and
+ * *out (the caller frees it), or <0. An Error is returned as its errno. */
+static int recv_answer(struct copy_conn *c, uint64_t seq, double limit, uint64_t bytes,
+		       Wsrv__CopyResponse **out)
 {
 	uint8_t buf[WSRV_MAX_PACKET];
 	int nfds = 0, junk[1];
 	Wsrv__CopyResponse *rs;
-	long n = pkt_recv(c->fd, buf, sizeof(buf), junk, 1, &nfds);
+	long n;
+	int r;
 
+	if ((r = wait_answer(c, limit, bytes)) < 0)
+		return r;
+	n = pkt_recv(c->fd, buf, sizeof(buf), junk, 1, &nfds);
 	pkt_close_fds(junk, nfds); /* the service sends none */
 	if (n <= 0)
 		return cl_err(n == 0 || n == -ECONNRESET ? -ECONNRESET : (int)n,
@@ -121,7 +190,7 @@ static int call(struct copy_conn *c, Wsrv__CopyRequest *rq, int fd, Wsrv__CopyRe
 {
 	int r = send_req(c, rq, fd);
 
-	return r < 0 ? r : recv_answer(c, rq->seq, out);
+	return r < 0 ? r : recv_answer(c, rq->seq, base_s(), 0, out);
 }
 
 /* The response's body is the one asked for, else -EPROTO. */
@@ -158,6 +227,7 @@ int copy_runs_send(struct copy_conn *c, uint32_t buffer, const char *model, uint
 	Wsrv__CopyRuns m = WSRV__COPY_RUNS__INIT;
 	Wsrv__CopyRequest rq = WSRV__COPY_REQUEST__INIT;
 	Wsrv__CopyRun *rv, **rp;
+	uint64_t bytes = 0;
 	int r;
 
 	if (n > WSRV_COPY_RUNS_MAX)
@@ -178,6 +248,7 @@ int copy_runs_send(struct copy_conn *c, uint32_t buffer, const char *model, uint
 		rv[i].pitch = runs[i].pitch;
 		rv[i].dst_off = runs[i].dst_off;
 		rp[i] = &rv[i];
+		bytes += runs[i].width * runs[i].height;
 	}
 	m.buffer = buffer;
 	m.model = (char *)model;
@@ -190,19 +261,28 @@ int copy_runs_send(struct copy_conn *c, uint32_t buffer, const char *model, uint
 	r = send_req(c, &rq, -1);
 	free(rv);
 	free(rp);
-	if (r == 0)
+	if (r == 0) {
+		c->sent_bytes[c->nsent % COPY_IN_FLIGHT] = bytes;
 		c->sent[c->nsent++ % COPY_IN_FLIGHT] = rq.seq;
+	}
 	return r;
 }
 
 int copy_runs_wait(struct copy_conn *c, uint64_t *bytes)
 {
 	Wsrv__CopyResponse *rs;
+	uint64_t queued = 0, first;
 	int r;
 
 	if (c->nwaited == c->nsent)
 		return cl_err(-EINVAL, "copy service: no request to wait for");
-	r = recv_answer(c, c->sent[c->nwaited++ % COPY_IN_FLIGHT], &rs);
+	/* Bounded, generously, by every byte queued: the service copies in
+	 * order, and may be copying others' first. */
+	for (uint64_t k = c->nwaited; k < c->nsent; k++)
+		queued += c->sent_bytes[k % COPY_IN_FLIGHT];
+	first = c->sent_bytes[c->nwaited % COPY_IN_FLIGHT];
+	r = recv_answer(c, c->sent[c->nwaited++ % COPY_IN_FLIGHT], base_s() + (double)queued / FLOOR_RATE, first,
+			&rs);
 	if (r < 0 || (r = expect(c, rs, WSRV__COPY_RESPONSE__BODY_DONE)) < 0)
 		return r;
 	*bytes = rs->done->bytes;

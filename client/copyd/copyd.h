@@ -86,7 +86,7 @@ struct cd_conn {
 struct copyd {
 	struct cd_config cfg;
 	enum cd_state state;
-	int listen_fd;
+	int listen_fd, lock_fd;          /* owned (listen_claim) */
 	struct cd_device dev[CD_MAX_DEVICES];
 	int ndev;
 	struct wsrv_client *wsrvd;       /* NULL while unreachable */

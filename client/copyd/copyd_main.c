@@ -25,6 +25,7 @@
 #include "copyd.h"
 #include "dev_serve.h"
 #include "lifecycle.h"
+#include "listen_socket.h"
 #include "log.h"
 #include "peer_allow.h"
 #include "wire.h"
@@ -196,28 +197,18 @@ static int open_devices(struct copyd *cd)
 	return cd->ndev ? 0 : -ENODEV;
 }
 
+/* The socket, claimed as wsrvd claims its own (listen_socket.h): a lock
+ * file keeps a second service off it, a live socket is never replaced, a
+ * dead one's is, the mode is set before bind. */
 static int listen_on(struct copyd *cd)
 {
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	const char *path = cd->cfg.socket;
-	int fd;
+	struct errinfo e;
+	int r = listen_claim(cd->cfg.socket, "wsrv-copyd", cd->cfg.socket_mode, cd->cfg.socket_gid, &cd->listen_fd,
+			     &cd->lock_fd, &e);
 
-	if (strlen(path) >= sizeof(a.sun_path))
-		return log_err("--socket %s: too long for a Unix socket", path), -ENAMETOOLONG;
-	strcpy(a.sun_path, path);
-	if ((fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
-		return -errno;
-	unlink(path); /* a socket left by a service that died */
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || chmod(path, cd->cfg.socket_mode) < 0 ||
-	    (cd->cfg.socket_gid != (gid_t)-1 && chown(path, (uid_t)-1, cd->cfg.socket_gid) < 0) ||
-	    listen(fd, 128) < 0) {
-		int e = errno;
-		log_err("--socket %s: %s", path, strerror(e));
-		close(fd);
-		return -e;
-	}
-	cd->listen_fd = fd;
-	return 0;
+	if (r < 0)
+		log_err("%s", e.msg);
+	return r;
 }
 
 static void preload(struct copyd *cd)
@@ -287,8 +278,7 @@ static int run(struct copyd *cd)
 		round_once(cd, sfd);
 	while (cd->conns)
 		cd_conn_close(cd, cd->conns);
-	close(cd->listen_fd);
-	unlink(cd->cfg.socket);
+	listen_release(cd->cfg.socket, cd->listen_fd, cd->lock_fd);
 	cd_models_free(cd);
 	for (int k = cd->ndev; k-- > 0;)
 		wsrv_device_destroy(cd->dev[k].d);
@@ -308,7 +298,7 @@ int main(int argc, char **argv)
 		return r > 0 ? 0 : 2;
 	if (stats)
 		return print_stats(cd.cfg.socket);
-	cd.listen_fd = -1;
+	cd.listen_fd = cd.lock_fd = -1;
 	return run(&cd);
 }
 

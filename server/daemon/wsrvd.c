@@ -33,7 +33,7 @@
 #include "srv_region.h"
 #include "srv_successor.h"
 #include "sockpath.h"
-#include "srv_socket.h"
+#include "listen_socket.h"
 #include "utf8.h"
 #include "wsrvd_options.h"
 #include "test_seam.h"
@@ -164,7 +164,7 @@ static int confirm_takeover(int tconn)
 	return -1;
 }
 
-/* The listening socket: claimed (srv_listen), or with --take-over received
+/* The listening socket: claimed (listen_claim), or with --take-over received
  * from the running server with everything it serves (into h; *tconn is the
  * connection to confirm on). No server to take over: claimed as usual. */
 static int claim(struct args *a, struct server *srv, struct handover *h, int *lfd, int *lock,
@@ -194,7 +194,7 @@ static int claim(struct args *a, struct server *srv, struct handover *h, int *lf
 		log_info("%s; starting on its own", e.msg);
 		*tconn = -1;
 	}
-	if ((r = srv_listen(srv->cfg.socket_path, srv->cfg.socket_mode, srv->cfg.socket_gid, lfd, lock, &e)) < 0)
+	if ((r = listen_claim(srv->cfg.socket_path, "wsrvd", srv->cfg.socket_mode, srv->cfg.socket_gid, lfd, lock, &e)) < 0)
 		log_err("%s", e.msg);
 	return r;
 }
@@ -490,7 +490,7 @@ static int give_up(struct server *srv, struct start *st)
 		close(st->lock);
 		close(st->tconn);
 	} else {
-		srv_unlisten(srv->cfg.socket_path, st->lfd, st->lock);
+		listen_release(srv->cfg.socket_path, st->lfd, st->lock);
 	}
 	for (size_t i = 0; status == 0 && i < srv->nmodels; i++)
 		if (srv_model_loading(&srv->models[i]))

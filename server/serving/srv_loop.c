@@ -28,7 +28,7 @@
 #include "srv_refuse.h"
 #include "srv_early.h"
 #include "srv_reload.h"
-#include "srv_socket.h"
+#include "listen_socket.h"
 #include "srv_reply.h"
 #include "srv_stats.h"
 #include "wsrv.pb-c.h"
@@ -421,7 +421,7 @@ static void stop(struct loop *L)
 		close(L->lfd);
 		close(L->lock);
 	} else {
-		srv_unlisten(srv->cfg.socket_path, L->lfd, L->lock);
+		listen_release(srv->cfg.socket_path, L->lfd, L->lock);
 	}
 	L->lfd = L->lock = srv->lfd = srv->lock = -1;
 	for (s = srv->sessions; s; s = next) {
@@ -645,7 +645,7 @@ static void teardown(struct loop *L)
 	srv->reload_efd = -1;
 	if (srv->sessions)
 		log_warn("%u clients did not finish closing", srv->nsessions);
-	srv_unlisten(srv->cfg.socket_path, L->lfd, L->lock);
+	listen_release(srv->cfg.socket_path, L->lfd, L->lock);
 	if (L->sigfd >= 0)
 		close(L->sigfd);
 	if (L->reserve_fd >= 0)
@@ -659,7 +659,7 @@ int srv_run(struct server *srv, int lfd, int lock, struct errinfo *e)
 	int r = loop_setup(&L, srv, lfd, lock, e);
 
 	if (r < 0) {
-		srv_unlisten(srv->cfg.socket_path, lfd, lock);
+		listen_release(srv->cfg.socket_path, lfd, lock);
 		if (L.sigfd >= 0)
 			close(L.sigfd);
 		if (srv->reload_efd >= 0)

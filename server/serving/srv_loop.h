@@ -6,7 +6,7 @@
 #include "errinfo.h"
 #include "srv.h"
 
-/* Serves srv on the listening socket lfd (from srv_listen, with its lock
+/* Serves srv on the listening socket lfd (from listen_claim, with its lock
  * fd; both are owned by srv_run from here on) until SIGINT or SIGTERM: then
  * stops accepting, says Goodbye to every client, and returns 0 once they are
  * gone (or after two seconds). SIGINT and SIGTERM are blocked in the calling

@@ -76,8 +76,8 @@ class Wsrvd:
 class Engine:
     """engine.py in a process of its own, its first report read."""
 
-    def __init__(self, model_dir, sock=None, name=None):
-        args = [sys.executable, os.path.join(HERE, "engine.py"), model_dir]
+    def __init__(self, model_dir, sock=None, name=None, script="engine.py"):
+        args = [sys.executable, os.path.join(HERE, script), model_dir]
         if sock:
             args += ["--socket", sock, "--model", name]
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -141,11 +141,18 @@ def models(tmp_path_factory):
     srv.stop()
 
 
-def test_wsrv_loader_gives_the_default_loaders_tokens(models):
+@pytest.fixture(scope="module")
+def fresh(models):
+    """vLLM's default loader over each model's files: its first report
+    (tokens, start to first token), made once."""
+    return {k: tokens_of(models[k]) for k in ("a", "b")}
+
+
+def test_wsrv_loader_gives_the_default_loaders_tokens(models, fresh):
     """From a directory with config.json alone, every weight from wsrvd:
     the greedy tokens of 24 steps for 3 prompts equal those of vLLM's own
     loader over the same files."""
-    default = tokens_of(models["a"])
+    default = fresh["a"]
     served = tokens_of(models["a_config"], models["sock"], "m")
     assert served["tokens"] == default["tokens"]
     assert len(served["tokens"]) == 3 and all(len(t) == 24 for t in served["tokens"])
@@ -252,12 +259,12 @@ with wsrv.connect({sock!r}, name="trainer") as c, c.attach("m") as m:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
 
 
-def test_a_publish_updates_a_running_engine(models):
+def test_a_publish_updates_a_running_engine(models, fresh):
     """A trainer publishes other weights; wsrv_update moves the running
     engine to them in place: its tokens are a fresh engine's on the new
     files (the long prompt's prefix cache is dropped with it). A publish
     cut off before its commit moves nothing."""
-    fresh_b = tokens_of(models["b"])
+    fresh_b = fresh["b"]
     e = Engine(models["a_config"], models["sock"], "m")
     try:
         before = e.first["tokens"]
@@ -276,3 +283,22 @@ def test_a_publish_updates_a_running_engine(models):
         print(f"update of a running engine: {up['seconds']:.3f} s")
     finally:
         e.close()
+
+
+def test_a_request_running_during_an_update_finishes_on_its_weights(models, fresh):
+    """An AsyncLLM (what vllm serve runs), updated with update_async while
+    a request runs: the request finishes on the weights it began with (its
+    tokens are the old generation's), and the next requests run on the new
+    ones. (Runs after the update test: wsrvd serves b's bytes as
+    generation 2, and a's are published as 3.)"""
+    e = Engine(models["a_config"], models["sock"], "m", script="engine_async.py")
+    try:
+        assert e.first["before"] == 2
+        done = publish_from(models["sock"], models["a"])  # generation 3, while the engine serves 2
+        assert done.returncode == 0, done.stderr
+        report = e.ask("go")
+    finally:
+        e.close()
+    assert report["generations"] == [3], report
+    assert report["inflight"] == fresh["b"]["tokens"][2]
+    assert report["after"] == fresh["a"]["tokens"]

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-/* srv_socket.c - binding the socket path safely. */
-#include "srv_socket.h"
+/* listen_socket.c - claiming a daemon's socket path safely
+ * (listen_socket.h). */
+#include "listen_socket.h"
 
 #include "sockpath.h"
 
@@ -54,7 +55,7 @@ static int probe(const char *path, const struct sockaddr_un *a, struct errinfo *
 		       path, strerror(r));
 }
 
-static int take_lock(const char *path, int *lock, struct errinfo *e)
+static int take_lock(const char *path, const char *who, int *lock, struct errinfo *e)
 {
 	char lp[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
 	struct stat st;
@@ -80,24 +81,37 @@ static int take_lock(const char *path, int *lock, struct errinfo *e)
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		close(fd);
-		return err_set(e, -EADDRINUSE, "another wsrvd holds %s; not starting a second one", lp);
+		return err_set(e, -EADDRINUSE, "another %s holds %s; not starting a second one", who, lp);
 	}
 	*lock = fd;
 	return 0;
 }
 
-int srv_listen(const char *path, mode_t mode, gid_t gid, int *sock, int *lock, struct errinfo *e)
+/* A folder directly under /run that path needs (/run/wsrv), made. */
+static void run_folder(const char *path)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	const char *slash = strrchr(path, '/');
+
+	if (strncmp(path, "/run/", 5) != 0 || !slash || slash == path + 4 || memchr(path + 5, '/', (size_t)(slash - path - 5)))
+		return;
+	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	mkdir(dir, 0755);
+}
+
+int listen_claim(const char *path, const char *who, mode_t mode, gid_t gid, int *sock, int *lock,
+		 struct errinfo *e)
 {
 	struct sockaddr_un a;
 	int fd, lk = -1, r;
 	mode_t old;
 
 	r = fill_addr(path, &a, e);
-	if (r == 0 && strncmp(path, "/run/wsrv/", 10) == 0)
-		mkdir("/run/wsrv", 0755);
-	if (r < 0 || (r = take_lock(path, &lk, e)) < 0)
+	if (r == 0)
+		run_folder(path);
+	if (r < 0 || (r = take_lock(path, who, &lk, e)) < 0)
 		return r;
-	/* With the lock ours, no wsrvd serves there: a socket that still
+	/* With the lock ours, no daemon of ours serves there: a socket that still
 	 * takes connections is a killed one's, which the kernel lets go a few
 	 * milliseconds after the process is gone (the last reference is its
 	 * io_uring's pending accept). A restart right after a crash waits
@@ -105,7 +119,7 @@ int srv_listen(const char *path, mode_t mode, gid_t gid, int *sock, int *lock, s
 	for (int i = 0; (r = probe(path, &a, e)) == 1 && i < 100; i++)
 		usleep(10 * 1000);
 	if (r == 1)
-		r = err_set(e, -EADDRINUSE, "a wsrvd is already serving on %s; not starting a second one", path);
+		r = err_set(e, -EADDRINUSE, "a %s is already serving on %s; not starting a second one", who, path);
 	if (r < 0) {
 		close(lk);
 		return r;
@@ -136,7 +150,7 @@ int srv_listen(const char *path, mode_t mode, gid_t gid, int *sock, int *lock, s
 	return 0;
 }
 
-void srv_unlisten(const char *path, int sock, int lock)
+void listen_release(const char *path, int sock, int lock)
 {
 	char lp[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
 
@@ -145,7 +159,7 @@ void srv_unlisten(const char *path, int sock, int lock)
 		close(sock);
 	}
 	/* The lock file goes while we still hold it, after the socket: a
-	 * server starting now either finds it locked, or creates a new one
+	 * daemon starting now either finds it locked, or creates a new one
 	 * and finds no socket of ours. */
 	if (lock >= 0) {
 		snprintf(lp, sizeof(lp), "%s.lock", path);
