@@ -211,6 +211,8 @@ static void copyd_unit_verifies(void **s)
 	assert_non_null(strstr(text, "\nUser=wsrv-copyd\n"));
 	assert_non_null(strstr(text, "\nDevicePolicy=closed\n"));
 	assert_null(strstr(text, "PrivateDevices=yes"));
+	/* No GPU to serve (exit 69) is not restarted on (issue 75 item 7). */
+	assert_non_null(strstr(text, "\nRestartPreventExitStatus=2 69\n"));
 	free(text);
 }
 

@@ -24,6 +24,9 @@
 #include "wsrv.h"
 
 #define CD_MAX_DEVICES 16
+/* The exit status when there is no GPU to serve (EX_UNAVAILABLE): the
+ * unit's RestartPreventExitStatus names it. */
+#define CD_EXIT_NO_DEVICE 69
 #define CD_MAX_ALLOW 32
 
 /* The service's lifecycle (copyd_main.c, cd_to): STARTING (devices

@@ -263,7 +263,17 @@ static int run(struct copyd *cd)
 	signal(SIGPIPE, SIG_IGN);
 	if ((sfd = signalfd(-1, &stop, SFD_CLOEXEC)) < 0)
 		return 1;
-	if ((r = open_devices(cd)) < 0 || (r = listen_on(cd)) < 0) {
+	/* No device to serve (no CUDA driver here, no GPU): a restart
+	 * would find none either, so the exit status says so, and the unit
+	 * does not restart on it (RestartPreventExitStatus). */
+	if ((r = open_devices(cd)) < 0) {
+		log_err("no GPU to serve here: exiting (status %d, which the unit does not restart on); workers copy "
+			"by themselves", CD_EXIT_NO_DEVICE);
+		cd_to(cd, CD_STOPPED);
+		close(sfd);
+		return CD_EXIT_NO_DEVICE;
+	}
+	if ((r = listen_on(cd)) < 0) {
 		cd_to(cd, CD_STOPPED);
 		close(sfd);
 		return 1;
