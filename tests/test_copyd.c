@@ -853,6 +853,61 @@ static void no_driver_exits_for_good(void **st)
 	assert_int_equal(access(sock, F_OK), -1); /* never listened */
 }
 
+/* A connection a child process made (and was answered on), handed to this
+ * process over sp, the child gone: its fd. */
+static int child_made_connection(const struct copyd_proc *p, int sp[2])
+{
+	int fd = -1, n = 0, st;
+	char b;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		Wsrv__CopyStats m = WSRV__COPY_STATS__INIT;
+		Wsrv__CopyRequest rq = WSRV__COPY_REQUEST__INIT;
+		int c = raw_to(p);
+		rq.body_case = WSRV__COPY_REQUEST__BODY_STATS;
+		rq.stats = &m;
+		/* Answered: the service let it in while this process lived. */
+		_exit(ask(c, &rq, -1, NULL) == 0 && pkt_send(sp[1], "c", 1, &c, 1) == 0 ? 0 : 1);
+	}
+	assert_true(pkt_recv(sp[0], &b, 1, &fd, 1, &n) == 1 && n == 1);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	return fd;
+}
+
+/* Issue 75 item 4: the service counted a process by the one that called
+ * connect(): a child that connects, is answered and exits gave its parent
+ * a new "process" each time (12 buffers over 3 child-made connections
+ * against --max-buffers-per-process 4). A process gone is its user's
+ * orphans now, one account for all of them, asked when a buffer is
+ * mapped, as wsrvd counts its shares. */
+static void children_make_no_new_process(void **st)
+{
+	const char *extra[] = { "--max-buffers-per-process", "4", NULL };
+	struct copyd_proc p = { 0 };
+	struct alloc a;
+	int sp[2], conns[3], got = 0;
+	uint32_t id;
+
+	service(&p, extra);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
+	for (int i = 0; i < 3; i++)
+		conns[i] = child_made_connection(&p, sp);
+	alloc_make(&a, 0, 2u << 20);
+	for (int i = 0; i < 3; i++)
+		for (int k = 0; k < 4; k++)
+			got += map_req(conns[i], a.id, a.len, a.fd, &id) == 0;
+	assert_int_equal(got, 4);
+	for (int i = 0; i < 3; i++)
+		close(conns[i]);
+	close(sp[0]);
+	close(sp[1]);
+	alloc_free(&a);
+	service_done(&p);
+}
+
 /* Holds every load at half way while on ($WSRV_TEST_LOAD_HOLD names the
  * flag file). */
 static void hold_loads(const char *flag, bool on)
@@ -986,6 +1041,7 @@ int main(void)
 		cmocka_unit_test(stopped_service_falls_back),
 		cmocka_unit_test(second_service_refused),
 		cmocka_unit_test(no_driver_exits_for_good),
+		cmocka_unit_test(children_make_no_new_process),
 	};
 
 	return test_group_run(tests, copyd_setup, copyd_teardown);

@@ -78,8 +78,9 @@ struct cd_buffer {
 struct cd_conn {
 	int fd;                          /* owned */
 	struct ucred cred;               /* at connect */
-	uint64_t process;                /* its process (peer_process_id): what
+	uint64_t process;                /* its process (peer_process_held): what
 	                                  * --max-buffers-per-process counts */
+	int pidfd;                       /* owned, or -1: is it alive (peer_account) */
 	struct cd_buffer *bufs;          /* owned */
 	unsigned nbufs;
 	struct cd_model *model;          /* its last copy's (a user of it), or NULL */

@@ -57,7 +57,8 @@ static void refuse(struct copyd *cd, int fd, const struct ucred *cr, int err, co
 	close(fd);
 }
 
-void cd_accept(struct copyd *cd)
+/* One waiting connection, let in or turned away: false when none waits. */
+static bool accept_one(struct copyd *cd)
 {
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
@@ -66,26 +67,35 @@ void cd_accept(struct copyd *cd)
 	int fd = accept4(cd->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
 	if (fd < 0)
-		return;
+		return errno != EAGAIN && errno != EWOULDBLOCK && errno != EMFILE && errno != ENFILE;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {
 		close(fd);
-		return;
+		return true;
 	}
 	if ((why = refusal(cd, fd, &cr))) {
 		refuse(cd, fd, &cr, EACCES, why);
-		return;
+		return true;
 	}
 	if (!(c = calloc(1, sizeof(*c)))) {
 		refuse(cd, fd, &cr, ENOMEM, "out of memory");
-		return;
+		return true;
 	}
 	c->fd = fd;
 	c->cred = cr;
-	c->process = peer_process_id(fd, &cr);
+	c->process = peer_process_held(fd, &cr, &c->pidfd);
 	c->next = cd->conns;
 	cd->conns = c;
 	cd->nconns++;
 	log_debug("process %d (uid %u) connected", (int)cr.pid, (unsigned)cr.uid);
+	return true;
+}
+
+void cd_accept(struct copyd *cd)
+{
+	/* Every connection waiting, not one a round: a crowd queued in the
+	 * backlog is let in (or turned away, with its reason) at once. */
+	for (int i = 0; i < 1024 && accept_one(cd); i++)
+		;
 }
 
 void cd_conn_close(struct copyd *cd, struct cd_conn *c)
@@ -97,6 +107,8 @@ void cd_conn_close(struct copyd *cd, struct cd_conn *c)
 		}
 	cd_buffers_free(cd, c);
 	cd_model_use(cd, &c->model, NULL);
+	if (c->pidfd >= 0)
+		close(c->pidfd);
 	close(c->fd);
 	cd->nconns--;
 	free(c);

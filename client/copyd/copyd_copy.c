@@ -14,20 +14,25 @@
 #include "copyd.h"
 #include "dev_serve.h"
 #include "log.h"
+#include "peer_allow.h"
 #include "wire.h"
 
 #define CD_MODEL_NAME_MAX 255
 
-/* Buffers of who's process (peer_process_id: a fork that connects and
- * exits, or a reused pid, makes no new one), and of its user, now. */
+/* Buffers of who's account, and of its user, now: its process while it
+ * lives (a reused pid makes no new one), else its user's orphans, one
+ * account (a child that connected and left makes no new process). Asked
+ * when needed, as wsrvd asks. */
 static void count_buffers(const struct copyd *cd, const struct cd_conn *who, unsigned *proc, unsigned *user)
 {
+	uint64_t mine = peer_account(who->pidfd, who->process, who->cred.uid);
+
 	*proc = *user = 0;
 	for (const struct cd_conn *c = cd->conns; c; c = c->next) {
 		if (c->cred.uid != who->cred.uid)
 			continue;
 		*user += c->nbufs;
-		*proc += c->process == who->process ? c->nbufs : 0;
+		*proc += peer_account(c->pidfd, c->process, c->cred.uid) == mine ? c->nbufs : 0;
 	}
 }
 

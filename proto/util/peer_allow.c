@@ -127,15 +127,29 @@ int peer_pidfd(int fd, uint64_t *ino)
 	return pidfd;
 }
 
-uint64_t peer_process_id(int fd, const struct ucred *c)
+uint64_t peer_process_held(int fd, const struct ucred *c, int *pidfd)
 {
 	uint64_t ino = 0;
-	int pidfd = peer_pidfd(fd, &ino);
+	int p = peer_pidfd(fd, &ino);
 
-	if (pidfd >= 0) {
-		close(pidfd);
+	*pidfd = p >= 0 ? p : -1;
+	if (p >= 0)
 		return (1ull << 62) | ino;
-	}
 	/* Gone, or a kernel that cannot say: its pid while it has one. */
-	return pidfd == -ENOPROTOOPT && c->pid > 0 ? (uint64_t)c->pid : (1ull << 63) | c->uid;
+	return p == -ENOPROTOOPT && c->pid > 0 ? (uint64_t)c->pid : (1ull << 63) | c->uid;
+}
+
+uint64_t peer_process_id(int fd, const struct ucred *c)
+{
+	int pidfd;
+	uint64_t id = peer_process_held(fd, c, &pidfd);
+
+	if (pidfd >= 0)
+		close(pidfd);
+	return id;
+}
+
+uint64_t peer_account(int pidfd, uint64_t process, uid_t uid)
+{
+	return pidfd >= 0 && pidfd_exited(pidfd) ? (1ull << 63) | uid : process;
 }

@@ -39,5 +39,13 @@ bool pidfd_exited(int pidfd);
  * SO_PEERPIDFD; or, for a process gone already or invisible, its user's
  * (bit 63 and the uid): what a per-process limit counts. */
 uint64_t peer_process_id(int fd, const struct ucred *c);
+/* The same, and in *pidfd the process's pidfd (the caller's to close),
+ * or -1 where there is none, for peer_account to ask again later. */
+uint64_t peer_process_held(int fd, const struct ucred *c, int *pidfd);
+/* The account a connection's shares are charged to now: its process
+ * (process, from peer_process_held) while that lives, else its user's
+ * orphans, one account for all of them (a child that connected and left
+ * makes no new process), as wsrvd's shares are (srv_identity.c). */
+uint64_t peer_account(int pidfd, uint64_t process, uid_t uid);
 
 #endif
