@@ -183,8 +183,8 @@ def _load() -> ctypes.CDLL:
         lib = ctypes.CDLL(path)
     except OSError as e:
         raise ImportError(f"wsrv: cannot load libwsrv ({path}): {e}. The package needs the C "
-                          "library: install it from the wsrv tree (meson setup build && ninja -C build "
-                          "install && ldconfig), or set WSRV_LIB to its path "
+                          "library: install it from the wsrv tree (meson setup build-release -Dbuildtype=release && "
+                          "ninja -C build-release install && ldconfig), or set WSRV_LIB to its path "
                           "(a build tree's build/client/libwsrv.so.1)") from None
     for name, (res, args) in _PROTOS.items():
         f = getattr(lib, name)
