@@ -10,7 +10,9 @@
  *   copyd_models.c   the models: attached by name, registered once,
  *                    generations followed, the old dropped when unused
  *   copyd_conn.c     workers: trust, limits, requests and replies
- *   copyd_copy.c     buffers mapped and runs checked and copied */
+ *   copyd_copy.c     buffers mapped, runs checked and queued as a job
+ *   copyd_sched.c    the jobs copied a slice at a time, turn by turn:
+ *                    the user, then the connection, served longest ago */
 #ifndef WSRV_COPYD_H
 #define WSRV_COPYD_H
 
@@ -67,6 +69,28 @@ struct cd_model {
 	struct cd_model *next;
 };
 
+/* A copy job's run, checked: height rows of width bytes, pitch apart
+ * from src, packed at dst_off of the job's buffer. */
+struct cd_run {
+	const uint8_t *src;
+	uint64_t width, height, pitch, dst_off;
+};
+
+/* A CopyRuns accepted and not yet done (copyd_sched.c). */
+struct cd_job {
+	uint64_t seq;                    /* the request's: its CopyDone answers it */
+	struct cd_buffer *buf;           /* its connection's (cd_unmap refuses one
+	                                  * a job uses) */
+	struct cd_model *model;          /* a user of it while the job lives */
+	struct cd_run *run;              /* owned */
+	size_t nrun, at;                 /* runs, and the one under way, */
+	uint64_t row, col;               /* and where in it */
+	uint64_t bytes;                  /* copied so far */
+	unsigned waited;                 /* other connections' slices run meanwhile */
+	double t0;                       /* its arrival */
+	struct cd_job *next;
+};
+
 /* A worker's buffer, mapped writable on one device. */
 struct cd_buffer {
 	uint32_t id;
@@ -84,7 +108,16 @@ struct cd_conn {
 	struct cd_buffer *bufs;          /* owned */
 	unsigned nbufs;
 	struct cd_model *model;          /* its last copy's (a user of it), or NULL */
+	struct cd_job *jobs;             /* owned, oldest first: copied in order */
+	unsigned njobs;
+	uint64_t turn;                   /* the scheduler's tick of its last slice */
 	struct cd_conn *next;
+};
+
+/* A user's last turn (copyd_sched.c). */
+struct cd_user {
+	uid_t uid;
+	uint64_t turn;
 };
 
 struct copyd {
@@ -97,6 +130,10 @@ struct copyd {
 	struct cd_model *models;
 	struct cd_conn *conns;
 	unsigned nconns;
+	struct cd_user *users;           /* owned: each user's last turn */
+	size_t nusers, users_cap;
+	uint64_t tick;                   /* slices run */
+	unsigned njobs;                  /* queued, every connection's */
 	uint32_t next_buffer;
 	/* counters (CopyStatsReply) */
 	uint64_t copies, copied_bytes, requests, refused, imports;
@@ -136,8 +173,31 @@ void cd_conn_close(struct copyd *cd, struct cd_conn *c);
 /* Buffers and copies (copyd_copy.c): 0 or a negative errno with a
  * sentence, answered as an error. */
 int cd_map(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyMap *m, int fd, uint32_t *id);
+/* -EBUSY while a job of c copies into it. */
 int cd_unmap(struct copyd *cd, struct cd_conn *c, uint32_t id);
-int cd_copy(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyRuns *rq, uint64_t *bytes, double *secs);
+/* Checks rq and queues it as a job of c, answered by cd_schedule once its
+ * bytes have landed: 0 (no answer now), or <0 with a sentence (answered
+ * as an error now). */
+int cd_copy(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyRuns *rq, uint64_t seq);
 void cd_buffers_free(struct copyd *cd, struct cd_conn *c);
+
+/* Jobs (copyd_sched.c). At most CD_JOBS_PER_CONN queued on a connection
+ * (a worker keeps 4 in flight), each copied CD_SLICE_BYTES at a time. */
+#define CD_JOBS_PER_CONN 8u
+#define CD_SLICE_BYTES ((uint64_t)64 << 20)
+/* Appends job (owned from here) to c's queue. */
+void cd_job_add(struct copyd *cd, struct cd_conn *c, struct cd_job *job);
+/* One slice on each device that has a job for it, the user then the
+ * connection served longest ago first, copied side by side and waited
+ * for; the jobs that finish are answered. */
+void cd_schedule(struct copyd *cd);
+/* c's jobs dropped (its connection ends, the service stops). */
+void cd_jobs_free(struct copyd *cd, struct cd_conn *c);
+/* Whether a job of c copies into b. */
+bool cd_job_uses(const struct cd_conn *c, const struct cd_buffer *b);
+
+/* Answers (copyd_conn.c): false when the worker does not take it. */
+bool cd_reply_done(struct cd_conn *c, uint64_t seq, uint64_t bytes, double secs, unsigned waited);
+bool cd_reply_error(struct copyd *cd, struct cd_conn *c, uint64_t seq, int r);
 
 #endif

@@ -105,6 +105,7 @@ void cd_conn_close(struct copyd *cd, struct cd_conn *c)
 			*p = c->next;
 			break;
 		}
+	cd_jobs_free(cd, c); /* before the buffers they copy into */
 	cd_buffers_free(cd, c);
 	cd_model_use(cd, &c->model, NULL);
 	if (c->pidfd >= 0)
@@ -166,10 +167,8 @@ static bool answer(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyRequest 
 {
 	Wsrv__CopyResponse rs = WSRV__COPY_RESPONSE__INIT;
 	Wsrv__CopyMapReply mr = WSRV__COPY_MAP_REPLY__INIT;
-	Wsrv__CopyDone dn = WSRV__COPY_DONE__INIT;
 	Wsrv__CopyOk ok = WSRV__COPY_OK__INIT;
 	Wsrv__CopyStatsReply st = WSRV__COPY_STATS_REPLY__INIT;
-	Wsrv__CopyError er = WSRV__COPY_ERROR__INIT;
 	Wsrv__CopyModel mv[CD_STATS_MODELS], *mp[CD_STATS_MODELS];
 	char *devs[CD_MAX_DEVICES];
 	int r = 0;
@@ -181,8 +180,12 @@ static bool answer(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyRequest 
 			rs.body_case = WSRV__COPY_RESPONSE__BODY_MAP, rs.map = &mr;
 		break;
 	case WSRV__COPY_REQUEST__BODY_RUNS:
-		if ((r = cd_copy(cd, c, rq->runs, &dn.bytes, &dn.seconds)) == 0)
-			rs.body_case = WSRV__COPY_RESPONSE__BODY_DONE, rs.done = &dn;
+		/* Queued: answered once its bytes have landed (cd_schedule). */
+		if ((r = cd_copy(cd, c, rq->runs, rq->seq)) == 0) {
+			if (fd >= 0)
+				close(fd);
+			return true;
+		}
 		break;
 	case WSRV__COPY_REQUEST__BODY_UNMAP:
 		if ((r = cd_unmap(cd, c, rq->unmap->buffer)) == 0)
@@ -197,13 +200,35 @@ static bool answer(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyRequest 
 	}
 	if (fd >= 0)
 		close(fd); /* imported, or refused: the service keeps no worker's fd */
-	if (r < 0) {
-		er.code = -r;
-		er.message = (char *)wsrv_last_error();
-		rs.body_case = WSRV__COPY_RESPONSE__BODY_ERROR, rs.error = &er;
-		cd->refused++;
-		log_debug("process %d: %s", (int)c->cred.pid, er.message);
-	}
+	if (r < 0)
+		return cd_reply_error(cd, c, rq->seq, r);
+	return reply(c, &rs);
+}
+
+bool cd_reply_error(struct copyd *cd, struct cd_conn *c, uint64_t seq, int r)
+{
+	Wsrv__CopyResponse rs = WSRV__COPY_RESPONSE__INIT;
+	Wsrv__CopyError er = WSRV__COPY_ERROR__INIT;
+
+	rs.seq = seq;
+	er.code = -r;
+	er.message = (char *)wsrv_last_error();
+	rs.body_case = WSRV__COPY_RESPONSE__BODY_ERROR, rs.error = &er;
+	cd->refused++;
+	log_debug("process %d: %s", (int)c->cred.pid, er.message);
+	return reply(c, &rs);
+}
+
+bool cd_reply_done(struct cd_conn *c, uint64_t seq, uint64_t bytes, double secs, unsigned waited)
+{
+	Wsrv__CopyResponse rs = WSRV__COPY_RESPONSE__INIT;
+	Wsrv__CopyDone dn = WSRV__COPY_DONE__INIT;
+
+	rs.seq = seq;
+	dn.bytes = bytes;
+	dn.seconds = secs;
+	dn.waited_slices = waited;
+	rs.body_case = WSRV__COPY_RESPONSE__BODY_DONE, rs.done = &dn;
 	return reply(c, &rs);
 }
 

@@ -119,6 +119,8 @@ int cd_unmap(struct copyd *cd, struct cd_conn *c, uint32_t id)
 
 	if (!p)
 		return cl_err(-ENOENT, "buffer %u is not mapped on this connection", id);
+	if (cd_job_uses(c, *p))
+		return cl_err(-EBUSY, "buffer %u has copies queued: wait for their answers", id);
 	buffer_free(cd, c, p);
 	return 0;
 }
@@ -162,57 +164,46 @@ static int check_run(struct copyd *cd, struct cd_model *e, const struct cd_buffe
 	return 0;
 }
 
-/* Queues every run (checked already) and waits for the last. */
-static int queue_all(struct copyd *cd, const struct cd_buffer *b, const Wsrv__CopyRuns *rq, const uint8_t **src,
-		     uint64_t *bytes)
-{
-	struct wsrv_device *d = cd->dev[b->device].d;
-	int64_t last = 0, f = 0;
-	int r;
-
-	for (size_t i = 0; i < rq->n_runs; i++) {
-		const Wsrv__CopyRun *x = rq->runs[i];
-		f = d->ops->copy2d(d, (uint8_t *)b->mem.ptr + x->dst_off, src[i], x->width, x->height,
-				   x->height > 1 ? x->pitch : x->width, NULL);
-		if (f < 0)
-			break;
-		last = f > 0 ? f : last;
-		*bytes += x->width * x->height;
-	}
-	/* Waited for even after a failure: nothing of it may land later. */
-	r = last > 0 ? d->ops->wait(d, last) : 0;
-	return f < 0 ? (int)f : r;
-}
-
-int cd_copy(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyRuns *rq, uint64_t *bytes, double *secs)
+int cd_copy(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyRuns *rq, uint64_t seq)
 {
 	struct cd_buffer **p = buffer_slot(c, rq->buffer);
-	const uint8_t **src;
 	struct cd_model *e;
-	double t0 = mono_now();
+	struct cd_job *job;
 	int r;
 
-	*bytes = 0;
 	if (!p)
 		return cl_err(-ENOENT, "buffer %u is not mapped on this connection", rq->buffer);
 	if (!rq->model || !*rq->model || strlen(rq->model) > CD_MODEL_NAME_MAX)
 		return cl_err(-EINVAL, "a model name of 1 to %d bytes", CD_MODEL_NAME_MAX);
 	if (rq->n_runs > WSRV_COPY_RUNS_MAX)
 		return cl_err(-E2BIG, "%zu runs in one request: %u at most", rq->n_runs, WSRV_COPY_RUNS_MAX);
+	if (c->njobs >= CD_JOBS_PER_CONN)
+		return cl_err(-EBUSY, "%u copies are queued on this connection already: wait for one", c->njobs);
 	if ((r = cd_model_get(cd, rq->model, rq->generation, rq->identity, &e)) < 0)
 		return r;
 	cd_model_use(cd, &c->model, e);
-	log_debug("process %d: copying %zu runs of %s generation %llu", (int)c->cred.pid, rq->n_runs, e->name,
-		  (unsigned long long)e->generation);
-	if (!(src = calloc(rq->n_runs + 1, sizeof(*src))))
+	if (!(job = calloc(1, sizeof(*job))) || !(job->run = calloc(rq->n_runs + 1, sizeof(*job->run)))) {
+		free(job);
 		return cl_err(-ENOMEM, "out of memory");
-	for (size_t i = 0; i < rq->n_runs && r == 0; i++)
-		r = check_run(cd, e, *p, i, rq->runs[i], &src[i]);
-	if (r == 0 && (r = queue_all(cd, *p, rq, src, bytes)) == 0) {
-		cd->copies += rq->n_runs;
-		cd->copied_bytes += *bytes;
 	}
-	free(src);
-	*secs = mono_now() - t0;
-	return r;
+	for (size_t i = 0; i < rq->n_runs && r == 0; i++) {
+		const Wsrv__CopyRun *x = rq->runs[i];
+		r = check_run(cd, e, *p, i, x, &job->run[i].src);
+		job->run[i] = (struct cd_run){ job->run[i].src, x->width, x->height, x->height > 1 ? x->pitch : x->width,
+					       x->dst_off };
+	}
+	if (r < 0) {
+		free(job->run);
+		free(job);
+		return r;
+	}
+	log_debug("process %d: copying %zu runs of %s generation %llu (queued)", (int)c->cred.pid, rq->n_runs, e->name,
+		  (unsigned long long)e->generation);
+	job->seq = seq;
+	job->buf = *p;
+	job->nrun = rq->n_runs;
+	job->t0 = mono_now();
+	cd_model_use(cd, &job->model, e);
+	cd_job_add(cd, c, job);
+	return 0;
 }

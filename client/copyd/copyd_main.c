@@ -234,10 +234,14 @@ static void round_once(struct copyd *cd, int sfd)
 		cs[n] = c;
 		p[n++] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
 	}
-	if (poll(p, n, CD_TICK_MS) < 0 && errno != EINTR)
+	/* Copies queued: look at the sockets without waiting, between slices. */
+	if (poll(p, n, cd->njobs ? 0 : CD_TICK_MS) < 0 && errno != EINTR)
 		return;
 	if (p[0].revents & POLLIN) {
-		log_info("stopping: the request under way has finished");
+		if (cd->njobs)
+			log_info("stopping: %u copies queued are not done (their workers copy by themselves)", cd->njobs);
+		else
+			log_info("stopping");
 		cd_to(cd, CD_DRAINING);
 		return;
 	}
@@ -246,6 +250,7 @@ static void round_once(struct copyd *cd, int sfd)
 			cd_conn_close(cd, cs[i]);
 	if (p[1].revents & POLLIN)
 		cd_accept(cd);
+	cd_schedule(cd);
 	cd_models_tick(cd);
 }
 
@@ -290,6 +295,7 @@ static int run(struct copyd *cd)
 		cd_conn_close(cd, cd->conns);
 	listen_release(cd->cfg.socket, cd->listen_fd, cd->lock_fd);
 	cd_models_free(cd);
+	free(cd->users);
 	for (int k = cd->ndev; k-- > 0;)
 		wsrv_device_destroy(cd->dev[k].d);
 	cd_to(cd, CD_STOPPED);
