@@ -12,7 +12,8 @@
  *   copyd_conn.c     workers: trust, limits, requests and replies
  *   copyd_copy.c     buffers mapped, runs checked and queued as a job
  *   copyd_sched.c    the jobs copied a slice at a time, turn by turn:
- *                    the user, then the connection, served longest ago */
+ *                    the user, then the connection, served longest ago
+ *   copyd_reply.c    the answers */
 #ifndef WSRV_COPYD_H
 #define WSRV_COPYD_H
 
@@ -196,7 +197,8 @@ void cd_jobs_free(struct copyd *cd, struct cd_conn *c);
 /* Whether a job of c copies into b. */
 bool cd_job_uses(const struct cd_conn *c, const struct cd_buffer *b);
 
-/* Answers (copyd_conn.c): false when the worker does not take it. */
+/* Answers (copyd_reply.c): false when the worker does not take it. */
+bool cd_reply(struct cd_conn *c, Wsrv__CopyResponse *rs);
 bool cd_reply_done(struct cd_conn *c, uint64_t seq, uint64_t bytes, double secs, unsigned waited);
 bool cd_reply_error(struct copyd *cd, struct cd_conn *c, uint64_t seq, int r);
 

@@ -148,18 +148,6 @@ static void fill_stats(struct copyd *cd, Wsrv__CopyStatsReply *s, Wsrv__CopyMode
 	s->devices = devs;
 }
 
-/* Sends rs: false when the worker does not take it (it is dropped). */
-static bool reply(struct cd_conn *c, Wsrv__CopyResponse *rs)
-{
-	uint8_t buf[WSRV_MAX_PACKET];
-	size_t len = wsrv__copy_response__get_packed_size(rs);
-
-	if (len > sizeof(buf))
-		return false;
-	wsrv__copy_response__pack(rs, buf);
-	return pkt_send(c->fd, buf, len, NULL, 0) == 0;
-}
-
 #define CD_STATS_MODELS 64
 
 /* Answers rq (fd: its one fd, or -1; taken): false to close. */
@@ -202,34 +190,7 @@ static bool answer(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyRequest 
 		close(fd); /* imported, or refused: the service keeps no worker's fd */
 	if (r < 0)
 		return cd_reply_error(cd, c, rq->seq, r);
-	return reply(c, &rs);
-}
-
-bool cd_reply_error(struct copyd *cd, struct cd_conn *c, uint64_t seq, int r)
-{
-	Wsrv__CopyResponse rs = WSRV__COPY_RESPONSE__INIT;
-	Wsrv__CopyError er = WSRV__COPY_ERROR__INIT;
-
-	rs.seq = seq;
-	er.code = -r;
-	er.message = (char *)wsrv_last_error();
-	rs.body_case = WSRV__COPY_RESPONSE__BODY_ERROR, rs.error = &er;
-	cd->refused++;
-	log_debug("process %d: %s", (int)c->cred.pid, er.message);
-	return reply(c, &rs);
-}
-
-bool cd_reply_done(struct cd_conn *c, uint64_t seq, uint64_t bytes, double secs, unsigned waited)
-{
-	Wsrv__CopyResponse rs = WSRV__COPY_RESPONSE__INIT;
-	Wsrv__CopyDone dn = WSRV__COPY_DONE__INIT;
-
-	rs.seq = seq;
-	dn.bytes = bytes;
-	dn.seconds = secs;
-	dn.waited_slices = waited;
-	rs.body_case = WSRV__COPY_RESPONSE__BODY_DONE, rs.done = &dn;
-	return reply(c, &rs);
+	return cd_reply(c, &rs);
 }
 
 bool cd_serve(struct copyd *cd, struct cd_conn *c)
