@@ -1000,6 +1000,64 @@ static void a_crowd_holds_up_nobody(void **st)
 	service_done(&p);
 }
 
+/* Issue 75 item 9: the service copied one request at a time, so a copy
+ * to one GPU waited for a copy to another. Two workers, each on its own
+ * device of the test driver, each queueing copies of many slices: the
+ * service copies to both devices in the same steps, each device's slice
+ * queued before either is waited for. */
+static void two_devices_side_by_side(void **st)
+{
+	const char *extra[] = { "--model", "m", NULL };
+	struct copyd_proc p = { 0 };
+	struct wsrv_client *cl;
+	struct wsrv_model *m;
+	struct wsrv_tensor t;
+	struct wsrv_layer l = { .struct_size = sizeof(l) };
+	struct alloc a0, a1;
+	Wsrv__CopyRun runs[40];
+	uint64_t g, bytes = 0, span;
+	uint32_t id0, id1;
+	int f0, f1;
+	json_t *o;
+
+	setenv("FAKECUDA_DEVICES", "2", 1);
+	g = served(&cl, &m, &t);
+	assert_int_equal(wsrv_model_layer_at(m, 0, &l), 0);
+	service(&p, extra);
+	json_decref(stats_until(&p, gen_state, g));
+	the_hash = held_hash(&p, g);
+	span = (l.length + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
+	alloc_make(&a0, 0, span);
+	alloc_make(&a1, 1, span);
+	f0 = raw_to(&p);
+	f1 = raw_to(&p);
+	assert_int_equal(map_req(f0, a0.id, a0.len, a0.fd, &id0), 0);
+	assert_int_equal(map_req(f1, a1.id, a1.len, a1.fd, &id1), 0);
+	for (size_t i = 0; i < 40; i++) {
+		runs[i] = (Wsrv__CopyRun)WSRV__COPY_RUN__INIT;
+		runs[i].segment = l.segment, runs[i].src_off = l.offset, runs[i].width = l.length;
+		runs[i].height = 1, runs[i].pitch = l.length;
+	}
+	send_runs(f0, id0, "m", g, runs, 40);
+	send_runs(f1, id1, "m", g, runs, 40);
+	assert_int_equal(recv_done(f0, &bytes, NULL), 0);
+	assert_int_equal(bytes, 40 * l.length);
+	assert_int_equal(recv_done(f1, &bytes, NULL), 0);
+	assert_int_equal(bytes, 40 * l.length);
+	o = service_stats(&p);
+	if (stat_of(o, "side_by_side") < 1)
+		fail_msg("no step copied to both devices (%lld slices)", stat_of(o, "slices"));
+	json_decref(o);
+	close(f0);
+	close(f1);
+	alloc_free(&a1);
+	alloc_free(&a0);
+	wsrv_detach(m);
+	wsrv_disconnect(cl);
+	service_done(&p);
+	unsetenv("FAKECUDA_DEVICES");
+}
+
 /* Holds every load at half way while on ($WSRV_TEST_LOAD_HOLD names the
  * flag file). */
 static void hold_loads(const char *flag, bool on)
@@ -1135,6 +1193,7 @@ int main(void)
 		cmocka_unit_test(no_driver_exits_for_good),
 		cmocka_unit_test(children_make_no_new_process),
 		cmocka_unit_test(a_crowd_holds_up_nobody),
+		cmocka_unit_test(two_devices_side_by_side),
 	};
 
 	return test_group_run(tests, copyd_setup, copyd_teardown);

@@ -138,6 +138,7 @@ struct copyd {
 	uint32_t next_buffer;
 	/* counters (CopyStatsReply) */
 	uint64_t copies, copied_bytes, requests, refused, imports;
+	uint64_t slices, side_by_side;   /* slices copied; steps with two devices' or more */
 	double import_seconds;
 };
 

@@ -127,6 +127,8 @@ static void fill_stats(struct copyd *cd, Wsrv__CopyStatsReply *s, Wsrv__CopyMode
 	s->clients = cd->nconns;
 	s->import_seconds = cd->import_seconds;
 	s->imports = cd->imports;
+	s->slices = cd->slices;
+	s->side_by_side = cd->side_by_side;
 	for (const struct cd_conn *c = cd->conns; c; c = c->next)
 		s->buffers += c->nbufs;
 	for (struct cd_model *e = cd->models; e && n < cap; e = e->next, n++) {

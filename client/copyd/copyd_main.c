@@ -356,11 +356,12 @@ static int print_stats(const char *path)
 	devs = json_array();
 	for (size_t i = 0; i < s->n_devices; i++)
 		json_array_append_new(devs, json_string(s->devices[i]));
-	o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:i, s:i, s:I, s:f, s:o, s:o}",
+	o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:i, s:i, s:I, s:f, s:I, s:I, s:o, s:o}",
 		      "registered_bytes", (json_int_t)s->registered_bytes, "copies", (json_int_t)s->copies,
 		      "copied_bytes", (json_int_t)s->copied_bytes, "requests", (json_int_t)s->requests,
 		      "refused", (json_int_t)s->refused, "clients", (int)s->clients, "buffers", (int)s->buffers,
 		      "imports", (json_int_t)s->imports, "import_seconds", s->import_seconds,
+		      "slices", (json_int_t)s->slices, "side_by_side", (json_int_t)s->side_by_side,
 		      "models", models_json(s), "devices", devs);
 	json_dumpf(o, stdout, JSON_INDENT(2));
 	putchar('\n');

@@ -193,6 +193,8 @@ void cd_schedule(struct copyd *cd)
 			u->turn = cd->tick;
 		taken[n++] = c;
 	}
+	cd->slices += (uint64_t)n;
+	cd->side_by_side += n > 1;
 	count_waits(cd, t, n);
 	/* Every device's slice queued first, then each waited for: copies to
 	 * two GPUs run side by side. Waited for even after a failure: nothing
