@@ -263,6 +263,26 @@ static int rv_place(struct ctx *c, const struct rv_rules *r, int rank, int world
 	return 0;
 }
 
+/* A tp_plan pattern that matches no tensor of m is a mistake (a typo in
+ * a module path gave unsharded shapes with no word): refused, named.
+ * Each pattern is tried on the tensors until one matches. */
+static int every_pattern_matches(const json_t *tp, const struct rv_model *m, struct errinfo *e)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach((json_t *)tp, k, v) {
+		size_t i = 0;
+		while (i < m->n && !tensor_pattern_match(k, m->tensors[i].name))
+			i++;
+		if (i == m->n)
+			return err_set(e, -EINVAL, "plan: tp_plan pattern \"%.128s\" matches no tensor of the model (a "
+				       "pattern is a module path such as model.layers.*.self_attn.q_proj, \"*\" one "
+				       "component)", k);
+	}
+	return 0;
+}
+
 int rv_resolve(const struct rv_model *m, const struct rv_rules *r, int rank, int world,
 	       struct tp_view *views, struct errinfo *e)
 {
@@ -279,6 +299,8 @@ int rv_resolve(const struct rv_model *m, const struct rv_rules *r, int rank, int
 	c.experts = config_int(m->config, "n_routed_experts");
 	if (c.experts <= 0)
 		c.experts = config_int(m->config, "num_local_experts");
+	if (c.tp && (k = every_pattern_matches(c.tp, m, e)) < 0)
+		return k;
 	for (size_t i = 0; i < m->n; i++) {
 		const struct rv_tensor *t = &m->tensors[i];
 		const json_t *rule = c.tp ? rule_for(c.tp, t->name) : NULL;
@@ -319,13 +341,62 @@ bad:
 	return err_set(e, -EINVAL, "config.json: quantization_config.weight_block_size must be two whole numbers from 1 to 2^20");
 }
 
+/* The keys a plan may have (plan.c reads the others); a typo is refused,
+ * not taken as no rule (issue 79 item 5: "tp_plann" sharded nothing). */
+static const char *const plan_keys[] = { "residency", "budget", "tp_plan", "stages", "share_resident",
+					 "expert_cache" };
+
+/* Letters that differ between a and b, when they are about as long: a
+ * typo's distance (substitutions, one letter more or less). */
+static size_t near(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), d = 0, i = 0, j = 0;
+
+	while (i < la && j < lb && d < 3) {
+		if (a[i] == b[j]) {
+			i++, j++;
+		} else {
+			d++;
+			if (la > lb) i++;
+			else if (lb > la) j++;
+			else i++, j++;
+		}
+	}
+	return d + (la - i) + (lb - j);
+}
+
+static int known_keys(const json_t *root, struct errinfo *e)
+{
+	const char *k, *best;
+	json_t *v;
+
+	json_object_foreach((json_t *)root, k, v) {
+		size_t i, bd = 99;
+		for (i = 0; i < sizeof(plan_keys) / sizeof(plan_keys[0]) && strcmp(k, plan_keys[i]) != 0; i++)
+			;
+		if (i < sizeof(plan_keys) / sizeof(plan_keys[0]))
+			continue;
+		best = NULL;
+		for (i = 0; i < sizeof(plan_keys) / sizeof(plan_keys[0]); i++)
+			if (near(k, plan_keys[i]) < bd)
+				bd = near(k, plan_keys[i]), best = plan_keys[i];
+		return err_set(e, -EINVAL, "plan: unknown key \"%.64s\"%s%s%s (a plan has residency, budget, tp_plan, "
+			       "stages, share_resident, expert_cache)", k, bd <= 2 ? "; did you mean \"" : "",
+			       bd <= 2 ? best : "", bd <= 2 ? "\"?" : "");
+	}
+	return 0;
+}
+
 int rv_rules_from_plan(const json_t *root, struct rv_rules *out, struct errinfo *e)
 {
 	const json_t *tp = json_object_get(root, "tp_plan"), *st = json_object_get(root, "stages");
+	int r;
 
 	memset(out, 0, sizeof(*out));
 	if (!json_is_object(root))
 		return err_set(e, -EINVAL, "plan: not a JSON object");
+	if ((r = known_keys(root, e)) < 0)
+		return r;
 	if (tp && !json_is_object(tp))
 		return err_set(e, -EINVAL, "plan: \"tp_plan\" must map patterns to strategies");
 	if (st && (!json_is_integer(st) || json_integer_value(st) < 1 ||

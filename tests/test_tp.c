@@ -192,6 +192,12 @@ static void errors(void **st)
 		{ "llama", "{\"stages\": 0}", 2, "\"stages\" is a whole number" },
 		{ "llama", "{\"stages\": 2}", 3, "a world of 3 does not cut into 2 stages" },
 		{ "llama", "{\"stages\": 64}", 64, "do not cut into 64 stages" },
+		/* Issue 79 item 5: a typo'd key, and a pattern that matches
+		 * nothing, gave unsharded shapes with no word. */
+		{ "llama", "{\"tp_plann\": {\"layers.*.mlp.up_proj\": \"colwise\"}}", 2,
+		  "unknown key \"tp_plann\"; did you mean \"tp_plan\"?" },
+		{ "llama", "{\"tp_plan\": {\"layers.*.self_atn.q_proj\": \"colwise\"}}", 2,
+		  "tp_plan pattern \"layers.*.self_atn.q_proj\" matches no tensor" },
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

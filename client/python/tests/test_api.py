@@ -46,6 +46,13 @@ def test_errors_carry_errno_and_sentence(server, client, tmp_path):
         assert e.value.errno == errno.EINVAL and "divide" in e.value.message
         with pytest.raises(wsrv.WsrvError):
             m.state_dict({"residency": {"x": "nowhere"}})
+        # Issue 79 item 5: a typo'd key, a pattern matching nothing.
+        with pytest.raises(wsrv.WsrvError) as e:
+            m.state_dict({"tp_plann": {"layers.*.self_attn.q_proj": "colwise"}}, rank=0, world=2)
+        assert 'did you mean "tp_plan"' in e.value.message
+        with pytest.raises(wsrv.WsrvError) as e:
+            m.state_dict({"tp_plan": {"layers.*.self_atn.q_proj": "colwise"}}, rank=0, world=2)
+        assert "matches no tensor" in e.value.message
 
 
 def test_mapping_layers_config(server, client):
