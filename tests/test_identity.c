@@ -518,6 +518,39 @@ static void a_user_cannot_hold_every_region(void **st)
 	server_done(&ts);
 }
 
+/* Issue 75 item 10: a user took every slot with regions it opened as
+ * their writer and never committed (they last --region-fill-timeout, and
+ * can be opened again at once): the rules that free a slot took only
+ * committed ones, and another user's worker got ENOSPC. A region being
+ * filled by a user past its part of the slots gives its slot now too. */
+static void uncommitted_regions_give_their_slots(void **st)
+{
+	struct test_server ts = { 0 };
+	int fd[2], role = 0;
+	uint32_t id[2], rid;
+
+	(void)st;
+	if (geteuid() != 0)
+		skip(); /* needs another uid */
+	assert_int_equal(chmod(F.dir[0], 0755), 0);
+	identity_serve(&ts, "--max-regions", "8");
+	fd[0] = raw_connect(ts.sock);
+	fd[1] = child_connect(ts.sock);
+	for (int i = 0; i < 2; i++) {
+		assert_true(fd[i] >= 0);
+		id[i] = greet(fd[i]);
+		for (uint64_t k = 0; k < 4; k++) { /* opened as writer, never committed */
+			assert_int_equal(region_open(fd[i], id[i], 400 + 10 * (uint64_t)i + k, &role, &rid), 0);
+			assert_int_equal(role, WSRV__REGION_ROLE__REGION_WRITER);
+		}
+	}
+	assert_int_equal(newcomer_opens(ts.sock, NOBODY, 500), 0);
+	assert_true(server_log_has(&ts, "held more than its part"));
+	for (int i = 0; i < 2; i++)
+		close(fd[i]);
+	server_done(&ts);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(child_connections_are_one_account),
 	cmocka_unit_test(a_reused_pid_is_not_charged),
@@ -525,4 +558,5 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(server_in_its_own_pid_namespace),
 	cmocka_unit_test(orphan_regions_give_their_slots),
 	cmocka_unit_test(a_user_cannot_hold_every_region),
+	cmocka_unit_test(uncommitted_regions_give_their_slots),
 )

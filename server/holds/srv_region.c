@@ -91,9 +91,12 @@ static uint32_t written_by(const struct server *srv, uint32_t uid)
 /* The region to forget so that s may open one, by rule: 0, a kept region
  * nobody holds; 1, a committed one no worker but its writer's process
  * holds; 2, when s's user has written fewer than its part of the slots
- * (--max-regions over the users connected), a committed one of a user
- * past its part. Each rule the oldest first; NULL when none. Forgetting
- * takes nothing from a holder: each keeps what it mapped or imported. */
+ * (--max-regions over the users connected), one of a user past its part,
+ * committed or still being filled (regions opened and never committed
+ * held every slot for --region-fill-timeout, and were opened again at
+ * once). Each rule the oldest first; NULL when none. Forgetting takes
+ * nothing from a holder: each keeps what it mapped or imported, and a
+ * writer whose region went copies privately. */
 static struct srv_region *victim(struct server *srv, const struct session *s, int rule)
 {
 	uint32_t part = srv->cfg.max_regions / srv_users(srv);
@@ -105,7 +108,7 @@ static struct srv_region *victim(struct server *srv, const struct session *s, in
 		struct srv_region *g = &srv->regions.v[i];
 		bool fits = rule == 0 ? !g->holders
 			  : rule == 1 ? g->committed && !shared_with_others(srv, g)
-				      : g->committed && g->writer_uid != s->cred.uid && written_by(srv, g->writer_uid) > part;
+				      : g->writer_uid != s->cred.uid && written_by(srv, g->writer_uid) > part;
 		if (fits && (!old || g->created < old->created))
 			old = g;
 	}
