@@ -922,7 +922,7 @@ static void children_make_no_new_process(void **st)
 	struct copyd_proc p = { 0 };
 	struct alloc a;
 	int sp[2], conns[3], got = 0;
-	uint32_t id;
+	uint32_t id = 0;
 
 	service(&p, extra);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
@@ -959,7 +959,7 @@ static void a_crowd_holds_up_nobody(void **st)
 	struct alloc big, small;
 	Wsrv__CopyRun crowd[100], one = WSRV__COPY_RUN__INIT;
 	uint64_t g, bytes = 0, span;
-	uint32_t ida, idb;
+	uint32_t ida = 0, idb = 0;
 	unsigned waited = 99;
 	int fa, fb;
 
@@ -1016,7 +1016,7 @@ static void two_devices_side_by_side(void **st)
 	struct alloc a0, a1;
 	Wsrv__CopyRun runs[40];
 	uint64_t g, bytes = 0, span;
-	uint32_t id0, id1;
+	uint32_t id0 = 0, id1 = 0;
 	int f0, f1;
 	json_t *o;
 
