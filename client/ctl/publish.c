@@ -188,24 +188,31 @@ static const struct mf_tensor *find_tensor(struct wsrv_publish *p, const char *n
 
 /* Fills the pages of segment g that [lo, hi) touches and nothing wrote
  * yet with the current generation's bytes (wsrv_publish_keep_current).
- * Under fill_lock: two writers of distinct ranges that share an edge page
- * fill it once, before either writes into it. 0 or <0. */
+ * Page by page with SEEK_DATA, which finds a page written at once and
+ * skips a run of holes in one step (SEEK_HOLE would walk every written
+ * page after it). Under fill_lock: two writers of distinct ranges that
+ * share an edge page fill it once, before either writes into it. 0 or
+ * <0. */
 static int fill_pages(struct wsrv_publish *p, uint32_t g, uint64_t lo, uint64_t hi)
 {
-	uint64_t end = (hi + 4095) & ~4095ULL;
-	off_t h = (off_t)(lo & ~4095ULL), d;
+	uint64_t end = (hi + 4095) & ~4095ULL, at = lo & ~4095ULL;
 	int r = 0;
 
 	end = end < p->seg_len[g] ? end : p->seg_len[g];
 	pthread_mutex_lock(&p->fill_lock);
-	while (r == 0 && (h = lseek(p->fd[g], h, SEEK_HOLE)) >= 0 && (uint64_t)h < end) {
-		d = lseek(p->fd[g], h, SEEK_DATA);
-		uint64_t stop = d < 0 || (uint64_t)d > end ? end : (uint64_t)d;
-		r = pwrite_full(p->fd[g], p->base_seg[g] + h, stop - (uint64_t)h, (uint64_t)h);
-		h = (off_t)stop;
+	while (r == 0 && at < end) {
+		off_t d = lseek(p->fd[g], (off_t)at, SEEK_DATA);
+		uint64_t data = d >= 0 ? (uint64_t)d : end; /* ENXIO: no data after */
+		if (d < 0 && errno != ENXIO) {
+			r = -errno;
+		} else if (data > at) { /* holes up to the next page written */
+			uint64_t stop = data < end ? data : end;
+			r = pwrite_full(p->fd[g], p->base_seg[g] + at, stop - at, at);
+			at = stop;
+		} else {
+			at += 4096;
+		}
 	}
-	if (r == 0 && h < 0 && errno != ENXIO)
-		r = -errno;
 	pthread_mutex_unlock(&p->fill_lock);
 	return r < 0 ? cl_err(r, "filling segment %u from the current generation: %s", g, strerror(-r)) : 0;
 }

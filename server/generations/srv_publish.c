@@ -288,18 +288,52 @@ static int seal_all(struct publish *p, struct errinfo *e)
 	return 0;
 }
 
-/* Whether some page of tensor t's held bytes in fd was never written (a
- * hole: a fresh memfd's pages exist only once something wrote them, by
- * write(2) or through a mapping). */
-static bool has_hole(int fd, const struct model_tensor *t)
-{
-	uint64_t from = t->offset + t->part_off, to = from + t->part_len;
-	off_t h;
+/* A memfd's runs of pages nothing wrote (holes: a fresh memfd's page
+ * exists only once something wrote it, by write(2) or through a mapping),
+ * found in one pass over it: SEEK_HOLE walks the pages written, so asking
+ * it once per tensor cost each tensor the rest of its segment (a Kimi-K2
+ * shape's publish ran past two minutes). */
+struct holes {
+	uint64_t (*v)[2];           /* [start, end), in order; owned */
+	size_t n, cap;
+};
 
-	if (t->part_len == 0)
-		return false;
-	h = lseek(fd, (off_t)(from & ~4095ULL), SEEK_HOLE);
-	return h >= 0 && (uint64_t)h < to;
+static int holes_find(int fd, uint64_t len, struct holes *h)
+{
+	off_t at = 0, d;
+
+	h->n = 0;
+	while ((at = lseek(fd, at, SEEK_HOLE)) >= 0 && (uint64_t)at < len) {
+		d = lseek(fd, at, SEEK_DATA);
+		uint64_t end = d < 0 || (uint64_t)d > len ? len : (uint64_t)d;
+		if (h->n == h->cap) {
+			size_t cap = h->cap ? h->cap * 2 : 64;
+			uint64_t (*v)[2] = realloc(h->v, cap * sizeof(*v));
+			if (!v)
+				return -ENOMEM;
+			h->v = v;
+			h->cap = cap;
+		}
+		h->v[h->n][0] = (uint64_t)at;
+		h->v[h->n++][1] = end;
+		at = (off_t)end;
+	}
+	return at < 0 && errno != ENXIO ? -errno : 0;
+}
+
+/* Whether bytes [from, to) meet a hole (holes in order). */
+static bool meets_hole(const struct holes *h, uint64_t from, uint64_t to)
+{
+	size_t lo = 0, hi = h->n;
+
+	while (lo < hi) { /* the first hole that ends past from */
+		size_t mid = (lo + hi) / 2;
+		if (h->v[mid][1] <= from)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < h->n && h->v[lo][0] < to;
 }
 
 /* -ENODATA, naming them, when a tensor has a page nothing wrote: a
@@ -308,14 +342,26 @@ static bool has_hole(int fd, const struct model_tensor *t)
  * nothing can change the answer. */
 static int check_written(const struct publish *p, struct errinfo *e)
 {
+	struct holes h = { 0 };
 	size_t missing = 0;
 	const char *first = NULL;
+	int r = 0;
 
-	for (size_t i = 0; i < p->m->ntensors; i++)
-		if (has_hole(p->seg[p->m->tensors[i].segment], &p->m->tensors[i])) {
-			first = first ? first : p->m->tensors[i].name;
-			missing++;
+	for (uint32_t g = 0; g < p->nseg && r == 0; g++) {
+		if ((r = holes_find(p->seg[g], (p->m->seg_size[g] + 4095) & ~4095ULL, &h)) < 0)
+			break;
+		for (size_t i = 0; h.n && i < p->m->ntensors; i++) {
+			const struct model_tensor *t = &p->m->tensors[i];
+			uint64_t from = t->offset + t->part_off;
+			if (t->segment == g && t->part_len && meets_hole(&h, from, from + t->part_len)) {
+				first = first ? first : t->name;
+				missing++;
+			}
 		}
+	}
+	free(h.v);
+	if (r < 0)
+		return err_set(e, r, "cannot read which pages were written: %s", strerror(-r));
 	if (!missing)
 		return 0;
 	return err_set(e, -ENODATA, "%zu tensor%s never written whole (%s%s): nothing published",
