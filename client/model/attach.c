@@ -139,8 +139,6 @@ WSRV_EXPORT int wsrv_attach(struct wsrv_client *c, const char *model, struct wsr
 	m->generation = m->latest = resp->attach->generation;
 	m->manifest_hash = resp->attach->manifest_hash;
 	r = attach_setup(m, fds, nfds, resp->attach);
-	if (r == 0)
-		m->identity = manifest_identity(&m->v);
 	/* The mappings keep the memory; the fds are not needed any more. */
 	pkt_close_fds(fds, nfds);
 	wsrv__response__free_unpacked(resp, NULL);

@@ -44,8 +44,10 @@ struct wsrv_model {
 	uint32_t attach_id;          /* the current server's id for m, under c->lock */
 	uint64_t generation, manifest_hash; /* what was attached (the hash 0
 	                                     * while it loads) */
-	uint64_t identity;                  /* manifest_identity: known from the
-	                                     * attach on */
+	uint64_t identity;                  /* manifest_identity, made on first
+	                                     * use (cl_model_identity; atomic):
+	                                     * hashing a 139,583-tensor manifest
+	                                     * costs an attach 1 ms */
 	uint64_t latest;             /* the newest generation announced (Event) */
 	bool stale;                  /* the server has another generation now */
 	char *name;

@@ -69,7 +69,14 @@ uint64_t cl_model_generation(const struct wsrv_model *m)
 
 uint64_t cl_model_identity(const struct wsrv_model *m)
 {
-	return m->identity;
+	uint64_t id = __atomic_load_n(&m->identity, __ATOMIC_RELAXED);
+
+	/* Made from the manifest mapped at the attach, which never changes:
+	 * two threads asking at once make the same value. 0 stays 0 (no
+	 * source: asked again each time, and matches nothing). */
+	if (!id && (id = manifest_identity(&m->v)))
+		__atomic_store_n(&((struct wsrv_model *)m)->identity, id, __ATOMIC_RELAXED);
+	return id;
 }
 
 bool cl_model_tiered(const struct wsrv_model *m)
