@@ -341,8 +341,8 @@ bad:
 	return err_set(e, -EINVAL, "config.json: quantization_config.weight_block_size must be two whole numbers from 1 to 2^20");
 }
 
-/* The keys a plan may have (plan.c reads the others); a typo is refused,
- * not taken as no rule (issue 79 item 5: "tp_plann" sharded nothing). */
+/* The keys a plan may have (plan.c reads the others): a key with a typo
+ * is refused, not taken as no rule, which would shard nothing. */
 static const char *const plan_keys[] = { "residency", "budget", "tp_plan", "stages", "share_resident",
 					 "expert_cache" };
 
