@@ -263,9 +263,31 @@ static int rv_place(struct ctx *c, const struct rv_rules *r, int rank, int world
 	return 0;
 }
 
-/* A tp_plan pattern that matches no tensor of m is a mistake (a typo in
- * a module path gave unsharded shapes with no word): refused, named.
- * Each pattern is tried on the tensors until one matches. */
+/* Whether pat names tensor name's module or a module above it (Hugging
+ * Face's tp_plans name modules too: "layers.*.mlp": "gather"). */
+static bool names_a_module(const char *pat, const char *name)
+{
+	char buf[512];
+	size_t n = strlen(name);
+	char *dot;
+
+	if (tensor_pattern_match(pat, name))
+		return true;
+	if (n >= sizeof(buf))
+		return false;
+	memcpy(buf, name, n + 1);
+	while ((dot = strrchr(buf, '.'))) {
+		*dot = 0;
+		if (tensor_pattern_match(pat, buf))
+			return true;
+	}
+	return false;
+}
+
+/* A tp_plan pattern that names no module of m, neither a tensor's nor
+ * one above tensors, is a mistake (a typo in a module path gave
+ * unsharded shapes with no word): refused, named. Each pattern is tried
+ * on the tensors until one matches. */
 static int every_pattern_matches(const json_t *tp, const struct rv_model *m, struct errinfo *e)
 {
 	const char *k;
@@ -273,12 +295,12 @@ static int every_pattern_matches(const json_t *tp, const struct rv_model *m, str
 
 	json_object_foreach((json_t *)tp, k, v) {
 		size_t i = 0;
-		while (i < m->n && !tensor_pattern_match(k, m->tensors[i].name))
+		while (i < m->n && !names_a_module(k, m->tensors[i].name))
 			i++;
 		if (i == m->n)
-			return err_set(e, -EINVAL, "plan: tp_plan pattern \"%.128s\" matches no tensor of the model (a "
-				       "pattern is a module path such as model.layers.*.self_attn.q_proj, \"*\" one "
-				       "component)", k);
+			return err_set(e, -EINVAL, "plan: tp_plan pattern \"%.128s\" matches no tensor or module of the "
+				       "model (a pattern is a module path such as model.layers.*.self_attn.q_proj, \"*\" "
+				       "one component)", k);
 	}
 	return 0;
 }
