@@ -941,6 +941,38 @@ static void children_make_no_new_process(void **st)
 	service_done(&p);
 }
 
+/* A service holding "m" (--model m), locked whole, and layer 0 of the
+ * served generation in *l: its generation (the_hash set to its identity). */
+static uint64_t service_holding(struct copyd_proc *p, struct wsrv_client **cl, struct wsrv_model **m,
+				struct wsrv_layer *l)
+{
+	const char *extra[] = { "--model", "m", NULL };
+	struct wsrv_tensor t;
+	uint64_t g = served(cl, m, &t);
+
+	assert_int_equal(wsrv_model_layer_at(*m, 0, l), 0);
+	service(p, extra);
+	json_decref(stats_until(p, gen_state, g));
+	the_hash = held_hash(p, g);
+	return g;
+}
+
+/* n runs, each layer l's whole extent (one row). */
+static void extent_runs(Wsrv__CopyRun *runs, size_t n, const struct wsrv_layer *l)
+{
+	for (size_t i = 0; i < n; i++) {
+		runs[i] = (Wsrv__CopyRun)WSRV__COPY_RUN__INIT;
+		runs[i].segment = l->segment, runs[i].src_off = l->offset, runs[i].width = l->length;
+		runs[i].height = 1, runs[i].pitch = l->length;
+	}
+}
+
+/* len rounded up to the test driver's 2 MiB granularity. */
+static uint64_t granules(uint64_t len)
+{
+	return (len + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
+}
+
 /* Issue 75 item 3: the service copied one request at a time, each up to
  * 800 runs of a whole segment: another worker's 1 MiB copy waited for all
  * of it (2.3 s behind a crowd at the H200's rate; 15-150 s at the seeds'
@@ -950,36 +982,25 @@ static void children_make_no_new_process(void **st)
  * being copied, and the crowd's bytes all land. */
 static void a_crowd_holds_up_nobody(void **st)
 {
-	const char *extra[] = { "--model", "m", NULL };
 	struct copyd_proc p = { 0 };
 	struct wsrv_client *cl;
 	struct wsrv_model *m;
-	struct wsrv_tensor t;
 	struct wsrv_layer l = { .struct_size = sizeof(l) };
 	struct alloc big, small;
 	Wsrv__CopyRun crowd[100], one = WSRV__COPY_RUN__INIT;
-	uint64_t g, bytes = 0, span;
+	uint64_t g, bytes = 0;
 	uint32_t ida = 0, idb = 0;
 	unsigned waited = 99;
 	int fa, fb;
 
-	g = served(&cl, &m, &t);
-	assert_int_equal(wsrv_model_layer_at(m, 0, &l), 0);
-	service(&p, extra);
-	json_decref(stats_until(&p, gen_state, g));
-	the_hash = held_hash(&p, g);
-	span = (l.length + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
-	alloc_make(&big, 0, span);
+	g = service_holding(&p, &cl, &m, &l);
+	alloc_make(&big, 0, granules(l.length));
 	alloc_make(&small, 0, 2u << 20);
 	fa = raw_to(&p);
 	fb = raw_to(&p);
 	assert_int_equal(map_req(fa, big.id, big.len, big.fd, &ida), 0);
 	assert_int_equal(map_req(fb, small.id, small.len, small.fd, &idb), 0);
-	for (size_t i = 0; i < 100; i++) { /* a whole layer's extent, 100 times over: many slices */
-		crowd[i] = (Wsrv__CopyRun)WSRV__COPY_RUN__INIT;
-		crowd[i].segment = l.segment, crowd[i].src_off = l.offset, crowd[i].width = l.length;
-		crowd[i].height = 1, crowd[i].pitch = l.length;
-	}
+	extent_runs(crowd, 100, &l); /* a whole layer's extent, 100 times over: many slices */
 	one.segment = l.segment, one.src_off = l.offset, one.width = 1u << 20, one.height = 1, one.pitch = 1u << 20;
 	assert_true(l.length >= (1u << 20) && 100 * l.length > 2 * (64u << 20));
 	send_runs(fa, ida, "m", g, crowd, 100);
@@ -1007,37 +1028,26 @@ static void a_crowd_holds_up_nobody(void **st)
  * queued before either is waited for. */
 static void two_devices_side_by_side(void **st)
 {
-	const char *extra[] = { "--model", "m", NULL };
 	struct copyd_proc p = { 0 };
 	struct wsrv_client *cl;
 	struct wsrv_model *m;
-	struct wsrv_tensor t;
 	struct wsrv_layer l = { .struct_size = sizeof(l) };
 	struct alloc a0, a1;
 	Wsrv__CopyRun runs[40];
-	uint64_t g, bytes = 0, span;
+	uint64_t g, bytes = 0;
 	uint32_t id0 = 0, id1 = 0;
 	int f0, f1;
 	json_t *o;
 
 	setenv("FAKECUDA_DEVICES", "2", 1);
-	g = served(&cl, &m, &t);
-	assert_int_equal(wsrv_model_layer_at(m, 0, &l), 0);
-	service(&p, extra);
-	json_decref(stats_until(&p, gen_state, g));
-	the_hash = held_hash(&p, g);
-	span = (l.length + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
-	alloc_make(&a0, 0, span);
-	alloc_make(&a1, 1, span);
+	g = service_holding(&p, &cl, &m, &l);
+	alloc_make(&a0, 0, granules(l.length));
+	alloc_make(&a1, 1, granules(l.length));
 	f0 = raw_to(&p);
 	f1 = raw_to(&p);
 	assert_int_equal(map_req(f0, a0.id, a0.len, a0.fd, &id0), 0);
 	assert_int_equal(map_req(f1, a1.id, a1.len, a1.fd, &id1), 0);
-	for (size_t i = 0; i < 40; i++) {
-		runs[i] = (Wsrv__CopyRun)WSRV__COPY_RUN__INIT;
-		runs[i].segment = l.segment, runs[i].src_off = l.offset, runs[i].width = l.length;
-		runs[i].height = 1, runs[i].pitch = l.length;
-	}
+	extent_runs(runs, 40, &l);
 	send_runs(f0, id0, "m", g, runs, 40);
 	send_runs(f1, id1, "m", g, runs, 40);
 	assert_int_equal(recv_done(f0, &bytes, NULL), 0);

@@ -188,9 +188,10 @@ int cd_copy(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyRuns *rq, uint6
 	}
 	for (size_t i = 0; i < rq->n_runs && r == 0; i++) {
 		const Wsrv__CopyRun *x = rq->runs[i];
-		r = check_run(cd, e, *p, i, x, &job->run[i].src);
-		job->run[i] = (struct cd_run){ job->run[i].src, x->width, x->height, x->height > 1 ? x->pitch : x->width,
-					       x->dst_off };
+		struct cd_run *run = &job->run[i];
+		r = check_run(cd, e, *p, i, x, &run->src);
+		run->width = x->width, run->height = x->height, run->dst_off = x->dst_off;
+		run->pitch = x->height > 1 ? x->pitch : x->width;
 	}
 	if (r < 0) {
 		free(job->run);

@@ -58,12 +58,33 @@ bool cd_job_uses(const struct cd_conn *c, const struct cd_buffer *b)
 	return false;
 }
 
-/* The user's entry (made on first sight): NULL only when out of memory. */
+/* Whether a connection of uid is open now. */
+static bool connected(const struct copyd *cd, uid_t uid)
+{
+	for (const struct cd_conn *c = cd->conns; c; c = c->next)
+		if (c->cred.uid == uid)
+			return true;
+	return false;
+}
+
+/* The user's entry, made on first sight with the current tick (a user
+ * new, or back after its connections went, comes after those waiting
+ * since, never before them). The table holds connected users only: the
+ * others' entries go when it is full, so it stays within --max-clients.
+ * NULL only when out of memory. */
 static struct cd_user *user_of(struct copyd *cd, uid_t uid)
 {
+	size_t kept = 0;
+
 	for (size_t i = 0; i < cd->nusers; i++)
 		if (cd->users[i].uid == uid)
 			return &cd->users[i];
+	if (cd->nusers == cd->users_cap) {
+		for (size_t i = 0; i < cd->nusers; i++)
+			if (connected(cd, cd->users[i].uid))
+				cd->users[kept++] = cd->users[i];
+		cd->nusers = kept;
+	}
 	if (cd->nusers == cd->users_cap) {
 		size_t cap = cd->users_cap ? cd->users_cap * 2 : 16;
 		struct cd_user *u = realloc(cd->users, cap * sizeof(*u));
@@ -72,7 +93,7 @@ static struct cd_user *user_of(struct copyd *cd, uid_t uid)
 		cd->users = u;
 		cd->users_cap = cap;
 	}
-	cd->users[cd->nusers] = (struct cd_user){ uid, 0 };
+	cd->users[cd->nusers] = (struct cd_user){ uid, cd->tick };
 	return &cd->users[cd->nusers++];
 }
 

@@ -181,14 +181,14 @@ def pss_of_wsrv_mappings(pid):
 
 
 def descendants(pid):
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
+    out, pending = [], [pid]
+    while pending:
+        p = pending.pop()
         out.append(p)
         for t in os.listdir(f"/proc/{p}/task"):
             try:
                 with open(f"/proc/{p}/task/{t}/children") as f:
-                    todo += [int(c) for c in f.read().split()]
+                    pending += [int(c) for c in f.read().split()]
             except OSError:
                 pass
     return out
