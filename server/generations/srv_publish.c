@@ -373,19 +373,14 @@ static int check_written(const struct publish *p, struct errinfo *e)
 static int fill_holes(struct publish *p, uint32_t i, uint64_t len, struct errinfo *e)
 {
 	const uint8_t *src = p->cur->arena->seg[i].ro;
-	off_t h = 0, d;
+	struct holes h = { 0 };
+	int r = holes_find(p->seg[i], len, &h);
 
-	while ((uint64_t)(h = lseek(p->seg[i], h, SEEK_HOLE)) < len) {
-		d = lseek(p->seg[i], h, SEEK_DATA);
-		uint64_t end = d < 0 || (uint64_t)d > len ? len : (uint64_t)d;
-		int r = pwrite_full(p->seg[i], src + h, end - (uint64_t)h, (uint64_t)h);
-		if (r < 0)
-			return err_set(e, r, "cannot copy the current generation's bytes into segment %u: %s", i,
-				       strerror(-r));
-		h = (off_t)end;
-	}
-	/* ENXIO: at the end of the memfd, nothing left to fill. */
-	return h < 0 && errno != ENXIO ? err_set(e, -errno, "segment %u: %s", i, strerror(errno)) : 0;
+	for (size_t k = 0; r == 0 && k < h.n; k++)
+		r = pwrite_full(p->seg[i], src + h.v[k][0], h.v[k][1] - h.v[k][0], h.v[k][0]);
+	free(h.v);
+	return r < 0 ? err_set(e, r, "cannot copy the current generation's bytes into segment %u: %s", i, strerror(-r))
+		     : 0;
 }
 
 /* base_current: a segment nothing wrote becomes the current generation's
