@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -289,11 +290,19 @@ static void restart_after_scrape(void **st)
 
 /* A TCP connection to the metrics port from 127.0.0.<host> (another
  * address than the scrapes', which come from 127.0.0.1), or -1. */
+/* Where a case's clients connect when not to loopback (host order; 0:
+ * 127.0.0.1): the case runs in a process of its own. */
+static uint32_t clients_to;
+
 static int connect_from(int port, unsigned host)
 {
 	struct sockaddr_in me = { .sin_family = AF_INET }, to = { .sin_family = AF_INET,
 								  .sin_port = htons((uint16_t)port) };
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd;
+
+	if (clients_to)
+		return tcp_connect_to(clients_to, port); /* from the same address */
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	me.sin_addr.s_addr = htonl(0x7f000000 | host);
 	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -431,18 +440,23 @@ static pid_t slow_crowd(int port)
  * and every scrape is answered. */
 /* 24 scrapes, a tenth of a second apart, beside crowd (a slow_crowd
  * process, killed after): how many were answered. */
-static int scrapes_beside(pid_t crowd)
+static int scrapes_beside_at(uint32_t addr, int port, pid_t crowd)
 {
 	int ok = 0;
 
 	sleep_ms(1000);
 	for (int i = 0; i < 24; i++) {
-		ok += get("/metrics", NULL) == 200;
+		ok += http_get_to(addr, port, "/metrics", NULL) == 200;
 		sleep_ms(100);
 	}
 	kill(crowd, SIGKILL);
 	assert_int_equal(child_status(crowd), 128 + SIGKILL);
 	return ok;
+}
+
+static int scrapes_beside(pid_t crowd)
+{
+	return scrapes_beside_at(INADDR_LOOPBACK, metrics_port(), crowd);
 }
 
 static void scrapes_answered_beside_a_slow_crowd(void **st)
@@ -467,6 +481,34 @@ static void scrapes_answered_beside_a_local_users_crowd(void **st)
 	ok = scrapes_beside(slow_crowd_as(metrics_port(), 65534, true));
 	if (ok != 24)
 		fail_msg("%d of 24 scrapes answered beside 32 slow connections of another user on 127.0.0.1", ok);
+}
+
+/* Issue 75 item 10: with the listener bound to 0.0.0.0 (as operations.md
+ * suggests for a remote scraper), a local peer on the host's own address
+ * counted as that address, not as its user: 40 slow connections of uid
+ * 65534 there left a root scraper on the same address 0 of 20 scrapes. A
+ * peer is local when its socket is in this host's table, whatever its
+ * address. Here in a network namespace of the case's own whose lo has
+ * 10.77.0.1 too: an address of this host that is not a loopback one. */
+#define HOSTS_ADDRESS 0x0a4d0001u /* 10.77.0.1 */
+static void scrapes_answered_beside_a_local_users_crowd_on_the_hosts_address(void **st)
+{
+	struct test_server ts = { 0 };
+	int port, ok;
+
+	if (geteuid() != 0)
+		skip(); /* the crowd needs another uid, the namespace root */
+	assert_int_equal(unshare(CLONE_NEWNET), 0);
+	assert_int_equal(system("ip link set lo up && ip addr add 10.77.0.1/32 dev lo"), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--metrics-listen", "0.0.0.0:0", NULL), 0);
+	assert_true((port = server_metrics_port(&ts)) > 0);
+	assert_int_equal(http_get_to(HOSTS_ADDRESS, port, "/metrics", NULL), 200);
+	clients_to = HOSTS_ADDRESS;
+	ok = scrapes_beside_at(HOSTS_ADDRESS, port, slow_crowd_as(port, 65534, true));
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+	if (ok != 24)
+		fail_msg("%d of 24 scrapes answered beside 32 slow connections of another user on 10.77.0.1", ok);
 }
 
 /* 7: issue 37 item 8: a Hello name that is not UTF-8 text reached the
@@ -598,6 +640,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(loopback_is_one_address),
 	cmocka_unit_test(scrapes_answered_beside_a_slow_crowd),
 	cmocka_unit_test(scrapes_answered_beside_a_local_users_crowd),
+	cmocka_unit_test(scrapes_answered_beside_a_local_users_crowd_on_the_hosts_address),
 	cmocka_unit_test(non_text_names_refused),
 	cmocka_unit_test(restart_after_scrape),
 	cmocka_unit_test(scrape_counts_and_validates),

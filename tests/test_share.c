@@ -58,6 +58,7 @@ struct wopts {
 	int rank, world;
 	uint32_t share;
 	bool try_write;             /* check that the region cannot be written */
+	const char *stderr_path;    /* its stderr into this file (NULL: the test's) */
 };
 
 /* What it reports. */
@@ -278,6 +279,12 @@ static struct child share_spawn(const struct wopts *w)
 			signal(sigs[i], SIG_DFL);
 		close(o[0]);
 		close(g[1]);
+		if (w->stderr_path) { /* the fd, not the stream: _exit flushes no buffer */
+			int e = open(w->stderr_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+			if (e < 0 || dup2(e, 2) < 0)
+				_exit(3);
+			close(e);
+		}
 		_exit(share_worker(w, o[1], g[0]));
 	}
 	close(o[1]);
@@ -535,6 +542,47 @@ static void writer_killed_mid_fill(void **st)
 	assert_true(gi.committed);
 	assert_int_equal(finish(&next), 0);
 	assert_int_equal(regions(ts.sock, NULL), 0);
+	server_done(&ts);
+}
+
+/* Issue 75 item 2: a writer that hangs mid-fill (stopped, not dead: its
+ * region stays) kept every reader waiting the default share_timeout_ms of
+ * 60 s, saying nothing, before it copied by itself. The default is now
+ * what the fill can take, 10 s plus the region's bytes at 1 GB/s: the
+ * reader says on stderr whom it waits for and for how long at most, and
+ * then keeps a private copy, bit-exact. */
+static void hung_writer_bounds_the_wait(void **st)
+{
+	struct test_server ts = { 0 };
+	struct wsrv_region_info gi = { 0 };
+	struct child slow, next;
+	struct wres r;
+	char err[512], *said;
+
+	if (on_cuda && !fk_set)
+		skip(); /* a fill slow enough to stop is the test driver's "mbps" knob */
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
+	snprintf(err, sizeof(err), "%s/reader.err", ts.dir);
+	struct wopts ws = { .sock = ts.sock, .gbps = 0.002 }, wn = { .sock = ts.sock, .stderr_path = err };
+	slow = share_spawn(&ws);
+	for (int i = 0; i < 500 && !(regions(ts.sock, &gi) && !gi.committed); i++)
+		sleep_ms(10);
+	assert_false(gi.committed);
+	assert_int_equal(kill(slow.pid, SIGSTOP), 0);
+	next = share_spawn(&wn);
+	report(&next, &r);
+	assert_int_equal(r.sh.role, WSRV_SHARE_PRIVATE);
+	if (!strstr(r.note, "gave up after"))
+		fail_msg("the reader's note: %s", r.note);
+	assert_int_equal(finish(&next), 0);
+	size_t len;
+	said = (char *)read_file(err, &len);
+	assert_non_null(said);
+	if (!strstr(said, "waits for process") || !strstr(said, " 10 s at most"))
+		fail_msg("the reader's stderr: %s", said);
+	free(said);
+	kill(slow.pid, SIGKILL);
+	assert_int_equal(finish(&slow), 128 + SIGKILL);
 	server_done(&ts);
 }
 
@@ -837,6 +885,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(resident_plan_readers_lock_nothing),
 	cmocka_unit_test(different_keys_different_regions),
 	cmocka_unit_test(writer_killed_mid_fill),
+	cmocka_unit_test(hung_writer_bounds_the_wait),
 	cmocka_unit_test(limits_give_private_copies),
 	cmocka_unit_test(kept_regions_outlive_holders),
 	cmocka_unit_test(unshareable_device_falls_back),

@@ -71,7 +71,14 @@ struct trace_ev {
 	double t0, t1;
 };
 
-#define SHARE_TIMEOUT_MS 60000      /* default wait for another worker's fill */
+/* A reader's default wait for another worker's fill: what the fill can
+ * take, SHARE_BASE_S plus the region's bytes at SHARE_FLOOR_RATE (the
+ * copy service's floor, client/copy/copy_client.c), so that a hung writer
+ * costs a small region's readers seconds, not a minute; said on stderr
+ * once past SHARE_NOTE_S. */
+#define SHARE_BASE_S 10.0
+#define SHARE_FLOOR_RATE 1e9
+#define SHARE_NOTE_S 3.0
 
 /* The resident tensors' device region, when shared (stream_share.c). */
 struct stream_share {

@@ -139,7 +139,7 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 	s->world = so.world > 1 ? so.world : 1;
 	s->sh.mem.fd = -1;
 	s->svc_mem.fd = -1;
-	s->sh.timeout_ms = so.share_timeout_ms ? so.share_timeout_ms : SHARE_TIMEOUT_MS;
+	s->sh.timeout_ms = so.share_timeout_ms; /* 0: what the fill can take (stream_share.c) */
 	s->sh.wanted = so.share == WSRV_SHARE_ON || (so.share == WSRV_SHARE_DEFAULT && !(p && p->no_share));
 	if (!s->sh.wanted)
 		snprintf(s->sh.note, sizeof(s->sh.note), "sharing is off (%s)",

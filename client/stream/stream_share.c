@@ -82,11 +82,22 @@ static void take_reader(struct wsrv_stream *s, const struct region_answer *a)
 	s->resident = s->sh.mem.ptr;
 }
 
-/* Asks until it is the writer, a reader, or out of time. */
+/* How long a reader waits for the writer's fill: the stream's
+ * share_timeout_ms, else what the fill can take (SHARE_BASE_S). */
+static double wait_limit_s(const struct wsrv_stream *s)
+{
+	if (s->sh.timeout_ms)
+		return s->sh.timeout_ms / 1e3;
+	return SHARE_BASE_S + (double)region_len(s) / SHARE_FLOOR_RATE;
+}
+
+/* Asks until it is the writer, a reader, or out of time; says once on
+ * stderr, past SHARE_NOTE_S, whom it waits for. */
 static void negotiate(struct wsrv_stream *s, uint64_t fp)
 {
-	double t0 = mono_now(), limit = s->sh.timeout_ms / 1e3;
+	double t0 = mono_now(), limit = wait_limit_s(s);
 	unsigned pause = 1;
+	bool said = false;
 	struct region_answer a;
 
 	for (;;) {
@@ -108,6 +119,12 @@ static void negotiate(struct wsrv_stream *s, uint64_t fp)
 			note(s, "gave up after %.1f s waiting for process %u to fill the shared region",
 			     mono_now() - t0, a.writer_pid);
 			break;
+		}
+		if (!said && mono_now() - t0 > SHARE_NOTE_S) {
+			fprintf(stderr, "libwsrv: stream %u waits for process %u to fill the shared device region "
+				"(%.1f MB), %.0f s at most, then copies by itself\n",
+				s->id, a.writer_pid, region_len(s) / 1e6, limit);
+			said = true;
 		}
 		nap(pause);
 		pause = pause < 32 ? pause * 2 : 50;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* peer_uid.c - the uid at the other end of a loopback connection
+/* peer_uid.c - the uid at the other end of a local connection
  * (peer_uid.h): a sock_diag dump of TCP sockets whose source port is the
  * peer's and whose destination port is ours, matched on the address. */
 #include "peer_uid.h"
@@ -103,7 +103,7 @@ static int read_dump(int fd, int family, const uint32_t addr[4], uid_t *uid)
 	}
 }
 
-int loopback_peer_uid(const struct sockaddr *peer, uint16_t local_port, uid_t *uid)
+int local_peer_uid(const struct sockaddr *peer, uint16_t local_port, uid_t *uid)
 {
 	struct sockaddr_nl k = { .nl_family = AF_NETLINK };
 	struct timeval tv = { .tv_sec = 1 };

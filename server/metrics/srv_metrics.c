@@ -6,7 +6,8 @@
  * dropped, and 10 s for a whole connection however busy it keeps (a
  * client trickling a header line every few seconds held a connection for
  * as long as it went on, and 16 of them kept /metrics from everyone).
- * A loopback peer counts as its user (the kernel's socket diagnostics
+ * A local peer (loopback, or the host's own address on a listener bound
+ * to 0.0.0.0 or [::]) counts as its user (the kernel's socket diagnostics
  * say whose its socket is), not as its address. 16 KiB for a request's
  * headers (larger ones get MHD's 4xx), GET and HEAD of /metrics only (405
  * and 404 otherwise), epoll (fds above 1024 are fine). */
@@ -98,16 +99,18 @@ static void addr_key(const struct sockaddr *sa, uint8_t key[17])
 	key[16] = 2;
 }
 
-/* A loopback peer's user: in the place of its address in the per-address
+/* A local peer's user: in the place of its address in the per-address
  * key, and beside its address in the exact one, so that one user's slow
- * connections on 127.0.0.1 never shut out another user's scraper there
- * (the limit and the shunning are that user's). Left as they were when
- * its user cannot be found. */
+ * connections on 127.0.0.1, or on the host's own address when the
+ * listener is bound to 0.0.0.0 or [::], never shut out another user's
+ * scraper there (the limit and the shunning are that user's). A peer is
+ * local when its socket is in this host's table, whatever its address: a
+ * remote one's never is. Left as they were when its user cannot be found. */
 static void user_key(const struct srv_metrics *m, const struct sockaddr *sa, uint8_t key[17], uint8_t exact[17])
 {
 	uid_t uid;
 
-	if (key[16] != 1 || loopback_peer_uid(sa, m->port, &uid) < 0)
+	if (local_peer_uid(sa, m->port, &uid) < 0)
 		return;
 	memset(key, 0, 17);
 	memcpy(key, &uid, sizeof(uid));

@@ -32,6 +32,9 @@ int free_tcp_port(void);
 /* A TCP connection to 127.0.0.1:port, or -1. */
 int tcp_connect_loopback(int port);
 
+/* A TCP connection to the IPv4 address addr (host order):port, or -1. */
+int tcp_connect_to(uint32_t addr, int port);
+
 /* Sends an HTTP request (len bytes) to 127.0.0.1:port and reads the answer
  * until the server closes or 5 s pass: the status code (0: none), and the
  * body in *body when body is not NULL (the caller frees it). */
@@ -39,6 +42,9 @@ int http_request(int port, const char *req, size_t len, char **body);
 
 /* GET path with Connection: close (http_request). */
 int http_get(int port, const char *path, char **body);
+
+/* http_get to the IPv4 address addr (host order) instead of 127.0.0.1. */
+int http_get_to(uint32_t addr, int port, const char *path, char **body);
 
 
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* http.c - HTTP over loopback TCP for the metrics tests: a connection,
+/* http.c - HTTP over TCP (loopback, or an address of a test's own
+ * network namespace) for the metrics tests: a connection,
  * a request and its status and body, a free port. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,10 +32,15 @@
 
 int tcp_connect_loopback(int port)
 {
+	return tcp_connect_to(INADDR_LOOPBACK, port);
+}
+
+int tcp_connect_to(uint32_t addr, int port)
+{
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a.sin_addr.s_addr = htonl(addr);
 	if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
 		close(fd);
 		fd = -1;
@@ -63,9 +69,9 @@ static char *read_answer(int fd)
 	return buf;
 }
 
-int http_request(int port, const char *req, size_t len, char **body)
+static int http_request_to(uint32_t addr, int port, const char *req, size_t len, char **body)
 {
-	int fd = tcp_connect_loopback(port), status = 0;
+	int fd = tcp_connect_to(addr, port), status = 0;
 	char *buf, *b;
 	ssize_t n;
 
@@ -86,12 +92,22 @@ int http_request(int port, const char *req, size_t len, char **body)
 	return status;
 }
 
-int http_get(int port, const char *path, char **body)
+int http_request(int port, const char *req, size_t len, char **body)
+{
+	return http_request_to(INADDR_LOOPBACK, port, req, len, body);
+}
+
+int http_get_to(uint32_t addr, int port, const char *path, char **body)
 {
 	char req[256];
 	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
 
-	return http_request(port, req, (size_t)n, body);
+	return http_request_to(addr, port, req, (size_t)n, body);
+}
+
+int http_get(int port, const char *path, char **body)
+{
+	return http_get_to(INADDR_LOOPBACK, port, path, body);
 }
 
 int free_tcp_port(void)
