@@ -3,6 +3,7 @@
 #include "packet.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -40,6 +41,25 @@ void pkt_close_fds(const int *fds, int n)
 	for (int i = 0; i < n; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
+}
+
+void pkt_drain_close(int fd)
+{
+	uint8_t buf[512];
+	char ctrl[CMSG_SPACE(sizeof(int) * 8)];
+	int fds[8], n;
+
+	for (int i = 0; i < PKT_DRAIN_MAX; i++) {
+		struct iovec iov = { buf, sizeof(buf) };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+				      .msg_control = ctrl, .msg_controllen = sizeof(ctrl) };
+		if (recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) < 0)
+			break;
+		pkt_take_fds(&msg, fds, 8, &n);
+		pkt_close_fds(fds, n);
+	}
+	shutdown(fd, SHUT_RDWR);
+	close(fd);
 }
 
 int pkt_take_fds(struct msghdr *msg, int *fds, int max, int *n)

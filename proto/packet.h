@@ -31,4 +31,13 @@ int pkt_take_fds(struct msghdr *msg, int *fds, int max, int *n);
 /* Closes n fds, skipping -1s; fds may be NULL when n is 0. */
 void pkt_close_fds(const int *fds, int n);
 
+/* A refused connection's end, for both daemons after their Error packet:
+ * reads and drops the few packets the client sent already (closing any
+ * fds they carry; PKT_DRAIN_MAX at most, without waiting: a peer cannot
+ * keep the caller here), so that closing does not reset the connection
+ * and lose the reason, then shuts fd down and closes it (owned from the
+ * call on). */
+#define PKT_DRAIN_MAX 4
+void pkt_drain_close(int fd);
+
 #endif

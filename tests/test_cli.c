@@ -346,6 +346,17 @@ static void every_option_checked_first(void **s)
 	assert_null(strstr(err, "unrecognized option"));
 	assert_int_equal(cli_run("WSRVD", "--model", NULL), 2);
 	assert_non_null(strstr(err, "] error: --model: a value is needed"));
+	/* Issue 79 item 5: getopt took an unambiguous prefix as the option
+	 * (--hugepage ran as --hugepages) and called an ambiguous one
+	 * unknown (--max) without saying what it could mean. Only whole names
+	 * are options now, and the sentence names the candidates. */
+	assert_int_equal(cli_run("WSRVD", "--no-lock", "--socket", sock, "--model", spec, "--hugepage", "off", NULL), 2);
+	assert_non_null(strstr(err, "unknown option '--hugepage': did you mean --hugepages?"));
+	assert_int_equal(access(sock, F_OK), -1);
+	assert_int_equal(cli_run("WSRVD", "--no-lock", "--socket", sock, "--model", spec, "--max=4", NULL), 2);
+	assert_non_null(strstr(err, "unknown option '--max': did you mean --max-clients, --max-leases"));
+	assert_int_equal(cli_run("WSRVD", "--no-lock", "--socket", sock, "--model", spec, "--socket-mode", "0600",
+				 "--load-only", "--model=x=/nonexistent", "--", NULL) != 2 || !strstr(err, "unknown"), 1);
 	for (const char *l = err; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l))
 		if (*l && *l != '\n' && !strstr(l, " wsrvd["))
 			fail_msg("a line not in the log's format: %s", l);

@@ -348,6 +348,9 @@ static void send_rq(int fd, Wsrv__CopyRequest *rq, int sendfd)
 	assert_int_equal(pkt_send(fd, buf, len, sendfd >= 0 ? &sendfd : NULL, sendfd >= 0), 0);
 }
 
+/* The last refusal's sentence (recv_rs). */
+static char last_error[512];
+
 /* The next answer: its errno as -errno, 0 for any other answer (into *out
  * when asked), -ECONNRESET when closed. */
 static int recv_rs(int fd, Wsrv__CopyResponse **out)
@@ -362,8 +365,10 @@ static int recv_rs(int fd, Wsrv__CopyResponse **out)
 		return -ECONNRESET;
 	assert_non_null(rs = wsrv__copy_response__unpack(NULL, (size_t)n, buf));
 	r = rs->body_case == WSRV__COPY_RESPONSE__BODY_ERROR ? -rs->error->code : 0;
-	if (r < 0)
+	if (r < 0) {
 		assert_true(rs->error->message && strlen(rs->error->message) > 10); /* a sentence */
+		snprintf(last_error, sizeof(last_error), "%s", rs->error->message);
+	}
 	if (out && r == 0)
 		*out = rs;
 	else
@@ -558,6 +563,11 @@ static void bad_requests_refused(void **st)
 	assert_int_equal(pipe(pp), 0);
 	assert_int_equal(map_req(fd, a.id, a.len, pp[0], &id), -EBADF);        /* not even a file */
 	assert_int_equal(map_req(fd, "cuda:GPU-nope", a.len, a.fd, &id), -ENODEV);
+	/* A worker's text goes into the sentence escaped: a newline or an
+	 * escape sequence of its own forges nothing where the sentence lands. */
+	assert_int_equal(map_req(fd, "cuda:x\n\x1b[2Jforged", a.len, a.fd, &id), -ENODEV);
+	if (strpbrk(last_error, "\n\x1b") || !strstr(last_error, "cuda:x\\n\\x1b[2Jforged"))
+		fail_msg("the refusal: %s", last_error);
 	assert_int_equal(map_req(fd, a.id, 4096, a.fd, &id), -EINVAL);         /* not granular */
 	assert_int_equal(map_req(fd, a.id, 4u << 20, a.fd, &id), -EINVAL);     /* larger than it is */
 	assert_int_equal(map_req(fd, a.id, other.len, other.fd, &id), -EXDEV); /* device 1's, said 0's */
@@ -863,6 +873,45 @@ static void second_service_refused(void **st)
 	json_decref(o);
 	assert_int_equal(copyd_worker(0, WSRV_SHARE_OFF).service_fallbacks, 0);
 	service_done(&a);
+}
+
+/* Issue 75 item 6: a refused connection was closed at once, and a client
+ * that had sent its request already read ECONNRESET instead of the
+ * reason. The service drains as wsrvd does (pkt_drain_close, one copy for
+ * both): the client reads the refusal's sentence. */
+static void refusal_read_not_reset(void **st)
+{
+	const char *extra[] = { "--max-clients", "1", NULL };
+	struct copyd_proc p = { 0 };
+	Wsrv__CopyRequest rq = WSRV__COPY_REQUEST__INIT;
+	Wsrv__CopyStats stats = WSRV__COPY_STATS__INIT;
+	Wsrv__CopyResponse *rs = NULL;
+	int first, second;
+
+	service(&p, extra);
+	rq.body_case = WSRV__COPY_REQUEST__BODY_STATS;
+	rq.stats = &stats;
+	/* Let in, the one slot taken (the start's probe may hold it a moment). */
+	for (int i = 0;; i++) {
+		first = raw_to(&p);
+		if (ask(first, &rq, -1, &rs) == 0)
+			break;
+		close(first);
+		assert_true(i < 200);
+		sleep_ms(50);
+	}
+	wsrv__copy_response__free_unpacked(rs, NULL);
+	/* The second asks before the service looks at it: stopped meanwhile. */
+	assert_int_equal(kill(p.pid, SIGSTOP), 0);
+	second = raw_to(&p);
+	send_rq(second, &rq, -1);
+	assert_int_equal(kill(p.pid, SIGCONT), 0);
+	assert_int_equal(recv_rs(second, NULL), -EACCES);
+	if (!strstr(last_error, "--max-clients"))
+		fail_msg("the refusal: %s", last_error);
+	close(second);
+	close(first);
+	service_done(&p);
 }
 
 /* Issue 75 item 7: on a host without a CUDA driver the service exited 1,
@@ -1200,6 +1249,7 @@ int main(void)
 		cmocka_unit_test(dense_tier_copied_by_the_worker),
 		cmocka_unit_test(stopped_service_falls_back),
 		cmocka_unit_test(second_service_refused),
+		cmocka_unit_test(refusal_read_not_reset),
 		cmocka_unit_test(no_driver_exits_for_good),
 		cmocka_unit_test(children_make_no_new_process),
 		cmocka_unit_test(a_crowd_holds_up_nobody),

@@ -16,6 +16,7 @@
 #include "copy.pb-c.h"
 #include "copy_client.h"
 #include "packet.h"
+#include "sockpath.h"
 #include "wire.h"
 
 /* How long a worker waits for the service, bounded by what the work can
@@ -79,10 +80,11 @@ int copy_connect(const char *path, struct copy_conn **out)
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	struct timeval tv = { (time_t)base_s(), 0 };
 	struct copy_conn *c;
+	char err[256];
 	int fd, e;
 
-	if (strlen(path) >= sizeof(a.sun_path))
-		return cl_err(-ENAMETOOLONG, "copy service: the socket path %s is too long", path);
+	if ((e = sockpath_check(path, err, sizeof(err))) < 0) /* wsrvd's clients' rule */
+		return cl_err(e, "copy service: %s", err);
 	strcpy(a.sun_path, path);
 	if ((fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) < 0)
 		return cl_err(-errno, "copy service: socket: %s", strerror(errno));

@@ -57,6 +57,11 @@ struct cd_device {
 	struct dev_share_info info;      /* its id (the workers name it) and granule */
 };
 
+/* A held generation's lifecycle (lifecycle.h, copyd_models.c): current
+ * until a newer generation of its model is held, then retired, and freed
+ * once no connection's last copy came from it. */
+enum cd_model_state { CDM_CURRENT, CDM_RETIRED, CDM_STATE_MAX };
+
 /* A generation of a model the service holds, registered on every device. */
 struct cd_model {
 	char *name;
@@ -66,7 +71,7 @@ struct cd_model {
 	bool *registered;                /* per segment */
 	uint64_t registered_bytes, bytes;
 	unsigned users;                  /* connections whose last copy came from it */
-	bool retired;                    /* a newer generation is held */
+	enum cd_model_state state;       /* cd_model_to() sets it */
 	struct cd_model *next;
 };
 

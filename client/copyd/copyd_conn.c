@@ -37,7 +37,7 @@ static const char *refusal(const struct copyd *cd, int fd, const struct ucred *c
 	return NULL;
 }
 
-/* A refused peer gets one Error packet, then the close. */
+/* A refused peer gets one Error packet, then the close that drains. */
 static void refuse(struct copyd *cd, int fd, const struct ucred *cr, int err, const char *why)
 {
 	Wsrv__CopyError e = WSRV__COPY_ERROR__INIT;
@@ -54,7 +54,7 @@ static void refuse(struct copyd *cd, int fd, const struct ucred *cr, int err, co
 	}
 	log_info("refused process %d (uid %u): %s", (int)cr->pid, (unsigned)cr->uid, why);
 	cd->refused++;
-	close(fd);
+	pkt_drain_close(fd); /* as wsrvd's: the client reads the reason, not a reset */
 }
 
 /* One waiting connection, let in or turned away: false when none waits. */

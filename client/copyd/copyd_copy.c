@@ -13,6 +13,7 @@
 #include "copy_client.h"
 #include "copyd.h"
 #include "dev_serve.h"
+#include "escape.h"
 #include "log.h"
 #include "peer_allow.h"
 #include "wire.h"
@@ -54,7 +55,7 @@ static int map_allowed(const struct copyd *cd, const struct cd_conn *c, const Ws
 	if (fd < 0)
 		return cl_err(-EBADF, "a CopyMap comes with its buffer's fd");
 	if (k < 0)
-		return cl_err(-ENODEV, "device %s is not one this service serves", m->device ? m->device : "(none)");
+		return cl_err(-ENODEV, "device %s is not one this service serves", esc(m->device ? m->device : "(none)"));
 	if (!m->len || m->len % cd->dev[k].info.granule)
 		return cl_err(-EINVAL, "a buffer of %llu bytes: a multiple of %zu (the device's granularity)",
 			      (unsigned long long)m->len, cd->dev[k].info.granule);

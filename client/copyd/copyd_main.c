@@ -26,6 +26,7 @@
 #include "dev_serve.h"
 #include "lifecycle.h"
 #include "listen_socket.h"
+#include "cliopt.h"
 #include "log.h"
 #include "peer_allow.h"
 #include "wire.h"
@@ -49,26 +50,6 @@ void cd_to(struct copyd *cd, enum cd_state to)
 {
 	if (life_check(&copyd_life, 0, cd->state, to) == 0)
 		cd->state = to;
-}
-
-static void usage(FILE *f)
-{
-	fprintf(f, "usage: wsrv-copyd [options]\n"
-		"  --socket PATH                  where workers connect (default %s)\n"
-		"  --wsrvd PATH                   wsrvd's socket (default: libwsrv's)\n"
-		"  --device N                     a GPU to serve, by ordinal; repeated (default: every one)\n"
-		"  --model NAME                   held and page-locked at start; repeated (others when first asked)\n"
-		"  --allow-uid USER               may connect (root and the service's own user always may)\n"
-		"  --allow-gid GROUP              members may connect\n"
-		"  --socket-mode MODE             0600, 0660 (default) or 0666\n"
-		"  --socket-group GROUP           the socket's group\n"
-		"  --max-clients N                connections in all (default 1024)\n"
-		"  --max-connections-per-uid N    (default 64)\n"
-		"  --max-buffers-per-process N    buffers mapped at once (default 4)\n"
-		"  --max-buffers-per-uid N        (default 64)\n"
-		"  --stats                        print a running service's counters as JSON, and exit\n"
-		"  --quiet | --verbose            less or more in the log\n"
-		"  --version | --help\n", WSRV_COPYD_SOCKET);
 }
 
 static int add_uid(struct cd_config *c, const char *arg)
@@ -95,18 +76,34 @@ static int add_gid(struct cd_config *c, const char *opt, const char *arg, gid_t 
 enum { O_SOCKET = 256, O_WSRVD, O_DEVICE, O_MODEL, O_ALLOW_UID, O_ALLOW_GID, O_MODE, O_GROUP, O_MAXC,
        O_MAXCU, O_MAXBP, O_MAXBU, O_STATS, O_QUIET, O_VERBOSE, O_VERSION, O_HELP };
 
-static const struct option long_opts[] = {
-	{ "socket", required_argument, NULL, O_SOCKET }, { "wsrvd", required_argument, NULL, O_WSRVD },
-	{ "device", required_argument, NULL, O_DEVICE }, { "model", required_argument, NULL, O_MODEL },
-	{ "allow-uid", required_argument, NULL, O_ALLOW_UID }, { "allow-gid", required_argument, NULL, O_ALLOW_GID },
-	{ "socket-mode", required_argument, NULL, O_MODE }, { "socket-group", required_argument, NULL, O_GROUP },
-	{ "max-clients", required_argument, NULL, O_MAXC },
-	{ "max-connections-per-uid", required_argument, NULL, O_MAXCU },
-	{ "max-buffers-per-process", required_argument, NULL, O_MAXBP },
-	{ "max-buffers-per-uid", required_argument, NULL, O_MAXBU }, { "stats", no_argument, NULL, O_STATS },
-	{ "quiet", no_argument, NULL, O_QUIET }, { "verbose", no_argument, NULL, O_VERBOSE },
-	{ "version", no_argument, NULL, O_VERSION }, { "help", no_argument, NULL, O_HELP }, { 0 },
+/* Its options, in --help's order: getopt's list and --help come from
+ * here (cliopt.h, as wsrvd's), and the man page's check from --help. */
+static const struct cli_opt copyd_opts[] = {
+	{ "socket", "PATH", O_SOCKET, "where workers connect (default " WSRV_COPYD_SOCKET ")" },
+	{ "wsrvd", "PATH", O_WSRVD, "wsrvd's socket (default: libwsrv's)" },
+	{ "device", "N", O_DEVICE, "a GPU to serve, by ordinal; repeated (default: every one)" },
+	{ "model", "NAME", O_MODEL, "held and page-locked at start; repeated (others when\nfirst asked)" },
+	{ "allow-uid", "USER", O_ALLOW_UID, "may connect (root and the service's own user always may)" },
+	{ "allow-gid", "GROUP", O_ALLOW_GID, "members may connect" },
+	{ "socket-mode", "MODE", O_MODE, "0600, 0660 (default) or 0666" },
+	{ "socket-group", "GROUP", O_GROUP, "the socket's group" },
+	{ "max-clients", "N", O_MAXC, "connections in all (default 1024)" },
+	{ "max-connections-per-uid", "N", O_MAXCU, "(default 64)" },
+	{ "max-buffers-per-process", "N", O_MAXBP, "buffers mapped at once (default 4)" },
+	{ "max-buffers-per-uid", "N", O_MAXBU, "(default 64)" },
+	{ "stats", NULL, O_STATS, "print a running service's counters as JSON, and exit" },
+	{ "quiet", NULL, O_QUIET, "log less" },
+	{ "verbose", NULL, O_VERBOSE, "log more" },
+	{ "version", NULL, O_VERSION, "the version" },
+	{ "help", NULL, O_HELP, "this text" },
 };
+#define NOPTS (sizeof(copyd_opts) / sizeof(copyd_opts[0]))
+
+static void usage(FILE *f)
+{
+	fputs("usage: wsrv-copyd [options]\n", f);
+	cliopt_usage(f, copyd_opts, NOPTS);
+}
 
 /* One option: 0, 1 to exit 0 (help, version), <0 to exit 2. */
 static int option(struct cd_config *c, int o, const char *arg, bool *stats)
@@ -152,11 +149,17 @@ static int option(struct cd_config *c, int o, const char *arg, bool *stats)
 
 static int parse(int argc, char **argv, struct cd_config *c, bool *stats)
 {
+	struct option long_opts[NOPTS + 1] = { 0 };
 	int o, r;
 
 	*c = (struct cd_config){ .socket = WSRV_COPYD_SOCKET, .socket_mode = 0660, .socket_gid = (gid_t)-1,
 				 .max_clients = 1024, .max_conns_per_uid = 64, .max_buffers_per_process = 4,
 				 .max_buffers_per_uid = 64 };
+	char err[512];
+
+	cliopt_getopt(copyd_opts, NOPTS, long_opts);
+	if (cliopt_exact(argc, argv, long_opts, err, sizeof(err)) < 0)
+		return log_err("%s", err), -EINVAL;
 	while ((o = getopt_long(argc, argv, "", long_opts, NULL)) != -1)
 		if ((r = option(c, o, optarg, stats)) != 0)
 			return r;

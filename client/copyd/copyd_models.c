@@ -10,6 +10,8 @@
 
 #include "model_door.h"
 #include "copyd.h"
+#include "escape.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "piece_door.h"
 #include "wire.h"
@@ -92,12 +94,26 @@ static void model_free(struct copyd *cd, struct cd_model *e)
 	free(e);
 }
 
+static const char *const cdm_names[CDM_STATE_MAX] = { "current", "retired" };
+static const unsigned cdm_moves[CDM_STATE_MAX] = {
+	[CDM_CURRENT] = LIFE_BIT(CDM_RETIRED),
+	[CDM_RETIRED] = 0,
+};
+static const struct lifecycle cdm_life = { "held generation", CDM_STATE_MAX, cdm_names, cdm_moves };
+
+/* The one setter of a held generation's state. */
+static void cd_model_to(struct cd_model *e, enum cd_model_state to)
+{
+	if (life_check(&cdm_life, e->generation, e->state, to) == 0)
+		e->state = to;
+}
+
 /* Unlinks and frees the retired models nobody copies from. */
 static void reap(struct copyd *cd)
 {
 	for (struct cd_model **p = &cd->models; *p;) {
 		struct cd_model *e = *p;
-		if (e->retired && !e->users) {
+		if (e->state == CDM_RETIRED && !e->users) {
 			*p = e->next;
 			model_free(cd, e);
 		} else {
@@ -109,7 +125,7 @@ static void reap(struct copyd *cd)
 static struct cd_model *held(struct copyd *cd, const char *name, bool current_only)
 {
 	for (struct cd_model *e = cd->models; e; e = e->next)
-		if (strcmp(e->name, name) == 0 && (!current_only || !e->retired))
+		if (strcmp(e->name, name) == 0 && (!current_only || e->state == CDM_CURRENT))
 			return e;
 	return NULL;
 }
@@ -155,7 +171,7 @@ static int attach(struct copyd *cd, const char *name, struct cd_model **out)
 		return cl_err(-ENOMEM, "out of memory");
 	}
 	if ((old = held(cd, name, true)))
-		old->retired = true;
+		cd_model_to(old, CDM_RETIRED);
 	e->next = cd->models;
 	cd->models = e;
 	lock_ready(cd, e);
@@ -175,7 +191,7 @@ int cd_model_get(struct copyd *cd, const char *name, uint64_t gen, uint64_t id, 
 	 * from a server that names no source): nothing matches it. */
 	if (!id)
 		return cl_err(-ESTALE, "model %s: the request names generation %llu by no identity; "
-			      "the service copies only bytes it can name", name, (unsigned long long)gen);
+			      "the service copies only bytes it can name", esc(name), (unsigned long long)gen);
 	for (e = cd->models; e; e = e->next)
 		if (strcmp(e->name, name) == 0 && e->generation == gen && e->identity == id) {
 			*out = e;
@@ -187,7 +203,7 @@ int cd_model_get(struct copyd *cd, const char *name, uint64_t gen, uint64_t id, 
 		return r;
 	if (e->generation != gen || e->identity != id)
 		return cl_err(-ESTALE, "model %s: wsrvd serves generation %llu (identity %016llx), not %llu (%016llx): "
-			      "attach again", name, (unsigned long long)e->generation, (unsigned long long)e->identity,
+			      "attach again", esc(name), (unsigned long long)e->generation, (unsigned long long)e->identity,
 			      (unsigned long long)gen, (unsigned long long)id);
 	*out = e;
 	return 0;
@@ -239,7 +255,7 @@ static void follow(struct copyd *cd)
 	uint64_t mapped, latest;
 
 	for (e = cd->models; e; e = e->next) {
-		if (e->retired || wsrv_model_generation(e->m, &mapped, &latest) < 0 || latest <= mapped)
+		if (e->state != CDM_CURRENT || wsrv_model_generation(e->m, &mapped, &latest) < 0 || latest <= mapped)
 			continue;
 		if (attach(cd, e->name, &n) < 0)
 			log_warn("model %s: generation %llu could not be held: %s", e->name, (unsigned long long)latest,
@@ -256,7 +272,7 @@ void cd_models_tick(struct copyd *cd)
 		wsrv_client_poll_events(cd->wsrvd);
 	follow(cd);
 	for (struct cd_model *e = cd->models; e; e = e->next)
-		if (!e->retired)
+		if (e->state == CDM_CURRENT)
 			lock_ready(cd, e);
 }
 

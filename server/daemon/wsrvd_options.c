@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* wsrvd_options.c - wsrvd's command line. Its own options are one table
- * (wsrvd_opts): getopt's list and --help are made from it, and the man
+ * (wsrvd_opts): getopt's list and --help are made from it (cliopt.h, as
+ * wsrv-copyd's), and the man
  * page's test (tools/man/check-pages) holds docs/man/man8/wsrvd.8 to that
  * --help. The load options (load_args.c) and the peer options
  * (srv_peers.c) come from their rooms. */
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cliopt.h"
 #include "escape.h"
 #include "log.h"
 #include "sockpath.h"
@@ -27,18 +29,8 @@ enum { O_MODEL = 1, O_VERIFY_ADOPTED, O_TAKE_OVER, O_LOAD_ONLY, O_JSON, O_QUIET,
        O_KEEP_REGIONS, O_REGION_FILL_TIMEOUT, O_REFUSE_OWN_UID, O_PUBLISH_UID, O_PUBLISH_GID, O_METRICS_LISTEN,
        O_SERVE_EARLY, O_SERVE_LATE, O_REQUIRE_ALL, O_SOCKET_MODE, O_SOCKET_GROUP };
 
-/* One of wsrvd's own options: its name, its argument's name (NULL: it
- * takes none), its getopt code and its --help text (lines after the first
- * are indented under it). */
-struct wsrvd_opt {
-	const char *name;
-	const char *arg;
-	int code;
-	const char *help;
-};
-
 /* In --help's order. */
-static const struct wsrvd_opt wsrvd_opts[] = {
+static const struct cli_opt wsrvd_opts[] = {
 	{ "model", "NAME=PATH", O_MODEL, "a .safetensors file or a Hugging Face model directory;\n"
 	  "NAME=PATH,budget=SIZE gives it a memory budget of its own\n(--memory-budget)" },
 	{ "socket", "PATH", O_SOCKET, "default $WSRV_SOCKET, else $XDG_RUNTIME_DIR/wsrv.sock,\n"
@@ -92,23 +84,10 @@ static const struct wsrvd_opt wsrvd_opts[] = {
 };
 #define NOPTS (sizeof(wsrvd_opts) / sizeof(wsrvd_opts[0]))
 
-/* Help's column: a lead wider than this puts the text two spaces after. */
-#define HELP_COL 28
-
 static void usage(FILE *f)
 {
 	fputs("usage: wsrvd --model NAME=PATH [--model NAME=PATH ...] [options]\n", f);
-	for (size_t i = 0; i < NOPTS; i++) {
-		const struct wsrvd_opt *o = &wsrvd_opts[i];
-		int n = fprintf(f, "  --%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
-		fprintf(f, "%*s", n < HELP_COL ? HELP_COL - n : 2, "");
-		for (const char *h = o->help, *nl; *h; h = nl ? nl + 1 : h + strlen(h)) {
-			nl = strchr(h, '\n');
-			fprintf(f, "%.*s\n", nl ? (int)(nl - h) : (int)strlen(h), h);
-			if (nl)
-				fprintf(f, "%*s", HELP_COL, "");
-		}
-	}
+	cliopt_usage(f, wsrvd_opts, NOPTS);
 	fprintf(f, "%s%s", load_options_help, peer_options_help);
 }
 
@@ -117,10 +96,7 @@ static void usage(FILE *f)
  * LOAD_OPTIONS_COUNT + PEER_OPTIONS_COUNT + 1 entries. */
 static void long_options(struct option *out)
 {
-	for (size_t i = 0; i < NOPTS; i++)
-		out[i] = (struct option){ wsrvd_opts[i].name,
-					  wsrvd_opts[i].arg ? required_argument : no_argument, NULL,
-					  wsrvd_opts[i].code };
+	cliopt_getopt(wsrvd_opts, NOPTS, out);
 	memcpy(out + NOPTS, load_long_options, LOAD_OPTIONS_COUNT * sizeof(struct option));
 	memcpy(out + NOPTS + LOAD_OPTIONS_COUNT, peer_long_options,
 	       (PEER_OPTIONS_COUNT + 1) * sizeof(struct option));
@@ -321,6 +297,10 @@ int wsrvd_parse(int argc, char **argv, struct args *a)
 	int c, r;
 
 	long_options(all);
+	if (cliopt_exact(argc, argv, all, e.msg, sizeof(e.msg)) < 0) {
+		log_err("%s", e.msg);
+		return -EINVAL;
+	}
 	opterr = 0; /* getopt's own lines have another format: ours, below */
 	while ((c = getopt_long(argc, argv, ":", all, NULL)) != -1) {
 		if (c == '?' || c == ':') {
