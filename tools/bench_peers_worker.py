@@ -228,9 +228,14 @@ def tensorizer_make(model, out):
     from safetensors.torch import load_file
     from tensorizer import TensorSerializer
 
-    s = TensorSerializer(out)
+    sd = {}
     for f in files_of(model):
-        s.write_state_dict(load_file(f))
+        sd.update(load_file(f))      # views of the files' pages: no copy
+    s = TensorSerializer(out)
+    try:
+        s.write_state_dict(sd)
+    except RuntimeError as e:        # its file keeps 256 KiB for the tensors' index
+        sys.exit("%s (%d tensors)" % (e, len(sd)))
     s.close()
 
 
