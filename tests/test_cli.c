@@ -362,6 +362,66 @@ static void every_option_checked_first(void **s)
 			fail_msg("a line not in the log's format: %s", l);
 }
 
+/* The README's C example, compiled as it stands: from ```c to ```. */
+static void readme_example(const char *src)
+{
+	size_t len;
+	char *readme = (char *)read_file(pjoin(getenv("WSRV_SOURCE_ROOT"), "README.md"), &len), *a, *b;
+	FILE *f;
+
+	assert_non_null(readme);
+	assert_non_null(a = strstr(readme, "```c\n"));
+	assert_non_null(b = strstr(a + 5, "```"));
+	assert_non_null(f = fopen(src, "we"));
+	fwrite(a + 5, 1, (size_t)(b - a - 5), f);
+	fclose(f);
+	free(readme);
+}
+
+/* Issue 79 item 10: the README's C example went on after a failed connect
+ * (onto a NULL model) and exited 0. It compiles as written, exits 1 with
+ * the reason where no server is, and 0 with a tensor where one serves its
+ * model. */
+static void readme_c_example_runs(void **s)
+{
+	static const char cc[] = "/usr/bin/cc";
+	struct test_server ts = { 0 };
+	char src[4200], exe[4200], inc[4200], libdir[4200], rpath[4300], model[4200];
+	const char *lib = getenv("WSRV_LIB"), *nowhere[] = { "WSRV_SOCKET=/nonexistent/wsrv.sock", NULL };
+
+	if (access(cc, X_OK) != 0)
+		skip(); /* no C compiler on this machine */
+	snprintf(src, sizeof(src), "%s", pjoin(F.dir[0], "readme.c"));
+	snprintf(exe, sizeof(exe), "%s", pjoin(F.dir[0], "readme"));
+	snprintf(inc, sizeof(inc), "-I%s", getenv("WSRV_HEADER"));
+	*strrchr(inc, '/') = 0;
+	snprintf(libdir, sizeof(libdir), "%s", lib);
+	*strrchr(libdir, '/') = 0;
+	snprintf(rpath, sizeof(rpath), "-Wl,-rpath,%s", libdir);
+	readme_example(src);
+	/* A sanitizer build's libwsrv needs its runtime in the program too. */
+	const char *san = getenv("WSRV_SANITIZE");
+	char fsan[64] = "-Wall";
+	if (san && *san && strcmp(san, "none") != 0)
+		snprintf(fsan, sizeof(fsan), "-fsanitize=%s", san);
+	const char *build[] = { cc, "-std=gnu17", "-Wall", "-Werror", fsan, inc, src, lib, rpath, "-o", exe, NULL };
+	if (run_prog(build, NULL, pjoin(F.dir[0], "cc.out"), pjoin(F.dir[0], "cc.err"), 0, run_limit_s) != 0)
+		fail_msg("the README's C example does not compile (%s)", pjoin(F.dir[0], "cc.err"));
+	const char *run[] = { exe, NULL };
+	assert_int_equal(run_prog(run, nowhere, pjoin(F.dir[0], "ex.out"), pjoin(F.dir[0], "ex.err"), 0, run_limit_s), 1);
+	snprintf(model, sizeof(model), "%s", pjoin(F.dir[0], "demo"));
+	assert_int_equal(cli_run("WSRV_MKMODEL", "--preset", "llama-mini", "--size", "4M", "--out", model, NULL), 0);
+	assert_int_equal(server_start(&ts, "demo", model, NULL), 0);
+	char env_sock[4300];
+	snprintf(env_sock, sizeof(env_sock), "WSRV_SOCKET=%s", ts.sock);
+	const char *served[] = { env_sock, NULL };
+	assert_int_equal(run_prog(run, served, pjoin(F.dir[0], "ex.out"), pjoin(F.dir[0], "ex.err"), 0, run_limit_s), 0);
+	cli_slurp(pjoin(F.dir[0], "ex.out"), out, sizeof(out));
+	assert_non_null(strstr(out, " bytes at 0x"));
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
 /* Issue 41's small things: --out's missing parents made, --version
  * everywhere, wsrv-bench --help on stdout, a layer a model lacks refused. */
 static void small_things_seen(void **s)
@@ -374,6 +434,11 @@ static void small_things_seen(void **s)
 	if (cli_run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", model, NULL) != 0)
 		fail_msg("mkmodel into missing folders: %s", err);
 	assert_int_equal(access(pjoin(model, "config.json"), F_OK), 0);
+	/* Issue 79 item 10: "2GB" was refused without the forms that work. */
+	assert_int_equal(cli_run("WSRV_MKMODEL", "--preset", "tiny", "--size", "2GB", "--out", pjoin(F.dir[0], "gb"), NULL),
+			 2);
+	if (!strstr(err, "such as 512M, 1.5G or 2GiB") || !strstr(err, "KB, MB, GB are not taken"))
+		fail_msg("--size 2GB: %s", err);
 	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
 		assert_int_equal(cli_run(progs[i], "--version", NULL), 0);
 		if (!strstr(out, "0.") || !strchr(out, '\n'))
@@ -407,6 +472,41 @@ static void small_things_seen(void **s)
 	assert_non_null(strstr(err, "has no layer 99"));
 	assert_string_equal(out, "");
 	assert_int_equal(cli_run("WSRV_CTL", "--socket", ts.sock, "tensors", "m", "--layer", "-1", NULL), 0);
+	/* Issue 79 item 10: dump -o - wrote a file named "-"; now standard
+	 * output gets the same bytes as a file does. */
+	{
+		const char *q = "model.layers.0.self_attn.q_proj.weight";
+		char dumped[4200];
+		size_t a_len, b_len;
+		uint8_t *a, *b;
+
+		snprintf(dumped, sizeof(dumped), "%s", pjoin(F.dir[0], "dumped"));
+		assert_int_equal(cli_run("WSRV_CTL", "--socket", ts.sock, "dump", "m", q, "-o", dumped, NULL), 0);
+		assert_int_equal(cli_run("WSRV_CTL", "--socket", ts.sock, "dump", "m", q, "-o", "-", NULL), 0);
+		assert_non_null(a = read_file(dumped, &a_len));
+		assert_non_null(b = read_file(pjoin(F.dir[0], "out"), &b_len));
+		assert_true(a_len > 0 && a_len == b_len && memcmp(a, b, a_len) == 0);
+		assert_int_equal(access("-", F_OK), -1);
+		free(a);
+		free(b);
+	}
+	/* Issue 79 item 10: publish --from a missing folder named it twice. */
+	assert_int_equal(cli_run("WSRV_CTL", "--socket", ts.sock, "publish", "m", "--from", "/nonexistent/wsrv-x", NULL),
+			 1);
+	{
+		const char *first = strstr(err, "/nonexistent/wsrv-x");
+		if (!first || strstr(first + 1, "/nonexistent/wsrv-x"))
+			fail_msg("publish --from a missing folder: %s", err);
+	}
+	/* Issue 79 item 10: wsrv-worker without --model says it is needed. */
+	assert_int_equal(cli_run("WSRV_WORKER", NULL), 2);
+	assert_non_null(strstr(err, "--model NAME is required"));
+	/* Issue 79 item 10: a second wsrvd on the same socket is refused, and
+	 * the refusal says how to replace the running one. */
+	snprintf(spec, sizeof(spec), "m=%s", model);
+	assert_true(cli_run("WSRVD", "--socket", ts.sock, "--model", spec, NULL) != 0);
+	if (!strstr(err, "not starting a second one") || !strstr(err, "--take-over"))
+		fail_msg("a second wsrvd: %s", err);
 	assert_int_equal(server_stop(&ts, SIGTERM), 0);
 	rm_rf(ts.dir);
 	snprintf(spec, sizeof(spec), "%s", pjoin(F.dir[0], "new"));
@@ -558,6 +658,7 @@ static void help_and_no_stray_folder(void **s)
 
 FIXTURE_MAIN(F,
 	cmocka_unit_test(small_things_seen),
+	cmocka_unit_test(readme_c_example_runs),
 	cmocka_unit_test(every_option_checked_first),
 	cmocka_unit_test(inspect),
 	cmocka_unit_test(wsrvd_load_only),

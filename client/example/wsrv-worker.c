@@ -139,6 +139,10 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!model || optind != argc) {
+		if (!model)
+			fprintf(stderr, "wsrv-worker: --model NAME is required: the served model to run (wsrvctl models lists them)\n");
+		else
+			fprintf(stderr, "wsrv-worker: unexpected argument '%s'\n", argv[optind]);
 		fputs(usage, stderr);
 		return 2;
 	}

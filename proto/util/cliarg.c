@@ -44,8 +44,10 @@ uint64_t cliarg_size(const char *prog, const char *opt, const char *s, uint64_t 
 	uint64_t v;
 
 	if (!s || parse_size(s, &v) < 0 || v < lo || v > hi) {
-		fprintf(stderr, "%s: %s '%s': expected a size from %llu to %llu bytes (K, M, G, T suffixes)\n",
-			prog, opt, s ? s : "", (unsigned long long)lo, (unsigned long long)hi);
+		char a[32], b[32];
+		fprintf(stderr, "%s: %s '%s': expected a size from %s to %s, such as 512M, 1.5G or 2GiB "
+			"(K, M, G, T and KiB, MiB, GiB, TiB are powers of 1024; KB, MB, GB are not taken)\n",
+			prog, opt, s ? s : "", fmt_bytes(lo, a, sizeof(a)), fmt_bytes(hi, b, sizeof(b)));
 		exit(2);
 	}
 	return v;

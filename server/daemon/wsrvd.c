@@ -195,7 +195,8 @@ static int claim(struct args *a, struct server *srv, struct handover *h, int *lf
 		*tconn = -1;
 	}
 	if ((r = listen_claim(srv->cfg.socket_path, "wsrvd", srv->cfg.socket_mode, srv->cfg.socket_gid, lfd, lock, &e)) < 0)
-		log_err("%s", e.msg);
+		log_err("%s%s", e.msg, r == -EADDRINUSE ? " (wsrvd --take-over replaces the running one, keeping what it serves)"
+					    : "");
 	return r;
 }
 

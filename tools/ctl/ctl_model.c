@@ -228,6 +228,31 @@ int ctl_verify(const struct ctl_ctx *c, int argc, char **argv)
 	return bad ? 1 : 0;
 }
 
+/* len bytes into the file outp, or onto standard output for "-" (a pipe
+ * takes them in parts): 0, or <0 having said why. */
+static int write_out(const char *outp, const void *src, size_t len)
+{
+	bool out = strcmp(outp, "-") == 0;
+	int fd = out ? STDOUT_FILENO : open(outp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	const char *p = src;
+	int r = fd < 0 ? -errno : 0;
+
+	for (size_t done = 0; r == 0 && done < len;) {
+		ssize_t n = write(fd, p + done, len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			r = n < 0 ? -errno : -EIO;
+		else
+			done += (size_t)n;
+	}
+	if (fd >= 0 && !out && close(fd) < 0 && r == 0)
+		r = -errno;
+	if (r < 0)
+		fprintf(stderr, "wsrvctl: %s: %s\n", out ? "standard output" : outp, strerror(-r));
+	return r;
+}
+
 /* The bytes of tensor name as rank of world sees them under plan_path:
  * through a stream on the host device, as a worker would have them. */
 static int dump_view(struct wsrv_model *m, const char *name, const char *plan_path, int rank,
@@ -240,7 +265,7 @@ static int dump_view(struct wsrv_model *m, const char *name, const char *plan_pa
 	struct wsrv_tensor t;
 	struct wsrv_view v = { 0 };
 	void *dev;
-	int fd, r = 1;
+	int r = 1;
 
 	if (wsrv_model_find(m, name, &t) < 0 || wsrv_plan_load(plan_path, &p) < 0 ||
 	    wsrv_device_host(NULL, &d) < 0 || wsrv_stream_open(m, d, p, &so, &s) < 0 ||
@@ -256,11 +281,7 @@ static int dump_view(struct wsrv_model *m, const char *name, const char *plan_pa
 				break;
 			}
 		}
-		fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (fd < 0 || write(fd, dev, v.bytes) != (ssize_t)v.bytes || close(fd) < 0)
-			fprintf(stderr, "wsrvctl: %s: %s\n", outp, strerror(errno));
-		else
-			r = 0;
+		r = write_out(outp, dev, v.bytes) < 0 ? 1 : 0;
 	}
 	wsrv_stream_close(s);
 	wsrv_device_destroy(d);
@@ -274,7 +295,7 @@ int ctl_dump(const struct ctl_ctx *c, int argc, char **argv)
 	struct wsrv_client *cl;
 	struct wsrv_model *m;
 	struct wsrv_tensor t;
-	int fd, r = 0, rank = 0, world = 1;
+	int r = 0, rank = 0, world = 1;
 	bool tp = false;
 
 	for (int i = 3; i + 1 < argc; i += 2) {
@@ -290,7 +311,7 @@ int ctl_dump(const struct ctl_ctx *c, int argc, char **argv)
 			outp = NULL, i = argc;
 	}
 	if (argc < 5 || argc % 2 == 0 || !outp || world < 1 || rank < 0 || rank >= world) {
-		fprintf(stderr, "usage: wsrvctl dump MODEL TENSOR [--plan FILE --rank R --world W] -o FILE\n");
+		fprintf(stderr, "usage: wsrvctl dump MODEL TENSOR [--plan FILE --rank R --world W] -o FILE (-: stdout)\n");
 		return 2;
 	}
 	if (tp && !plan) {
@@ -310,9 +331,7 @@ int ctl_dump(const struct ctl_ctx *c, int argc, char **argv)
 		fprintf(stderr, "wsrvctl: dump: this server loaded only bytes %llu-%llu of %s (a partial load); dump a rank's view with --plan --rank --world\n",
 			(unsigned long long)t.held_offset, (unsigned long long)(t.held_offset + t.held_size), argv[2]);
 		r = 1;
-	} else if ((fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0 ||
-		   write(fd, t.data, t.size) != (ssize_t)t.size || close(fd) < 0) {
-		fprintf(stderr, "wsrvctl: %s: %s\n", outp, strerror(errno));
+	} else if (write_out(outp, t.data, t.size) < 0) {
 		r = 1;
 	}
 	wsrv_detach(m);

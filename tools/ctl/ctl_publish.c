@@ -123,7 +123,8 @@ int ctl_publish(const struct ctl_ctx *c, int argc, char **argv)
 		return 2;
 	}
 	if (model_open(argv[optind], from, NULL, &m, &e) < 0) {
-		fprintf(stderr, "wsrvctl: %s: %s\n", esc(from), e.msg);
+		/* e.msg names the path that failed already: not twice */
+		fprintf(stderr, "wsrvctl: publish --from: %s\n", e.msg);
 		return 1;
 	}
 	if (ctl_connect(c, &cl)) {

@@ -37,7 +37,7 @@ static const struct ctl_command served[] = {
 	{ "verify", ctl_verify, "verify MODEL [--hold S]  check every checksum in the shared mapping",
 	  "  MODEL                 a model the server serves\n"
 	  "  --hold S              keep the attachment S seconds after\n" },
-	{ "dump", ctl_dump, "dump MODEL TENSOR [--plan F --rank R --world W] -o FILE  the bytes as a worker (rank) sees them",
+	{ "dump", ctl_dump, "dump MODEL TENSOR [--plan F --rank R --world W] -o FILE  the bytes as a worker (rank) sees them (-o -: stdout)",
 	  "  MODEL TENSOR          the tensor, by name\n"
 	  "  -o FILE               where its bytes go\n"
 	  "  --plan F              a plan (JSON) that shards it; with\n"
