@@ -14,6 +14,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <jansson.h>
 #include <poll.h>
 #include <pthread.h>
@@ -992,10 +993,9 @@ static void children_make_no_new_process(void **st)
 
 /* A service holding "m" (--model m), locked whole, and layer 0 of the
  * served generation in *l: its generation (the_hash set to its identity). */
-static uint64_t service_holding(struct copyd_proc *p, struct wsrv_client **cl, struct wsrv_model **m,
-				struct wsrv_layer *l)
+static uint64_t service_holding_with(struct copyd_proc *p, const char *const *extra, struct wsrv_client **cl,
+				     struct wsrv_model **m, struct wsrv_layer *l)
 {
-	const char *extra[] = { "--model", "m", NULL };
 	struct wsrv_tensor t;
 	uint64_t g = served(cl, m, &t);
 
@@ -1004,6 +1004,14 @@ static uint64_t service_holding(struct copyd_proc *p, struct wsrv_client **cl, s
 	json_decref(stats_until(p, gen_state, g));
 	the_hash = held_hash(p, g);
 	return g;
+}
+
+static uint64_t service_holding(struct copyd_proc *p, struct wsrv_client **cl, struct wsrv_model **m,
+				struct wsrv_layer *l)
+{
+	const char *extra[] = { "--model", "m", NULL };
+
+	return service_holding_with(p, extra, cl, m, l);
 }
 
 /* n runs, each layer l's whole extent (one row). */
@@ -1065,6 +1073,105 @@ static void a_crowd_holds_up_nobody(void **st)
 	close(fb);
 	alloc_free(&small);
 	alloc_free(&big);
+	wsrv_detach(m);
+	wsrv_disconnect(cl);
+	service_done(&p);
+}
+
+#define CROWD_CONNS 16
+
+/* The crowd of another_users_crowd_holds_up_nobody, in a child as uid
+ * 65534: CROWD_CONNS connections, each mapping a buffer and asking 100
+ * runs of layer l's whole extent; a byte on ready once all are asked,
+ * then every answer read once go has a byte. No cmocka here: its exit
+ * status says how it went (0: every crowd copy done, whole). */
+static int crowd_as_nobody(const struct copyd_proc *p, const struct wsrv_layer *l, uint64_t g, int ready, int go)
+{
+	static Wsrv__CopyRun runs[100];
+	int fds[CROWD_CONNS];
+	struct alloc big;
+	uint32_t id;
+	uint64_t bytes;
+	char b;
+
+	if (setgid(65534) < 0 || setuid(65534) < 0)
+		return 3;
+	alloc_make(&big, 0, granules(l->length));
+	extent_runs(runs, 100, l);
+	for (int i = 0; i < CROWD_CONNS; i++) {
+		fds[i] = raw_to(p);
+		if (map_req(fds[i], big.id, big.len, big.fd, &id) < 0)
+			return 4;
+		send_runs(fds[i], id, "m", g, runs, 100);
+	}
+	if (write(ready, "r", 1) != 1 || read(go, &b, 1) != 1)
+		return 5;
+	for (int i = 0; i < CROWD_CONNS; i++)
+		if (recv_done(fds[i], &bytes, NULL) < 0 || bytes != 100 * l->length)
+			return 6;
+	return 0;
+}
+
+/* Issue 75 item 3, by user: 16 connections of another user, each asking
+ * copies of many slices, hold each of this user's 1 MiB copies up by one
+ * slice at most: turns go to each user in turn, then within a user to
+ * each connection (taken by connection alone, a copy of a connection
+ * served lately waits for one slice of each of the 16). */
+static void another_users_crowd_holds_up_nobody(void **st)
+{
+	const char *extra[] = { "--model", "m", "--allow-uid", "65534", "--socket-mode", "0666",
+				"--max-buffers-per-process", "16", NULL };
+	struct copyd_proc p = { 0 };
+	struct wsrv_client *cl;
+	struct wsrv_model *m;
+	struct wsrv_layer l = { .struct_size = sizeof(l) };
+	Wsrv__CopyRun one = WSRV__COPY_RUN__INIT;
+	struct alloc small;
+	int ready[2], go[2], fb;
+	uint32_t idb = 0;
+	uint64_t g, bytes = 0;
+	unsigned waited = 99;
+	pid_t crowd;
+	char b;
+
+	if (geteuid() != 0)
+		skip(); /* the crowd is another user */
+	assert_int_equal(chmod(ts.dir, 0711), 0); /* the other user reaches the socket */
+	g = service_holding_with(&p, extra, &cl, &m, &l);
+	assert_true(100 * l.length > 2 * (64u << 20));
+	assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(go, O_CLOEXEC), 0);
+	assert_true((crowd = fork()) >= 0);
+	if (crowd == 0) { /* the other ends closed: a case that fails ends the crowd too */
+		close(ready[0]);
+		close(go[1]);
+		_exit(crowd_as_nobody(&p, &l, g, ready[1], go[0]));
+	}
+	if (read(ready[0], &b, 1) != 1)
+		fail_msg("the crowd ended before asking (status %d)", child_status(crowd));
+	alloc_make(&small, 0, 2u << 20);
+	fb = raw_to(&p);
+	assert_int_equal(map_req(fb, small.id, small.len, small.fd, &idb), 0);
+	one.segment = l.segment, one.src_off = l.offset, one.width = 1u << 20, one.height = 1, one.pitch = 1u << 20;
+	/* Copies one after the other: from the second on, this connection was
+	 * served more lately than every one of the crowd's, and only its
+	 * user's turn puts it ahead of them. */
+	for (int k = 0; k < 4; k++) {
+		send_runs(fb, idb, "m", g, &one, 1);
+		assert_int_equal(recv_done(fb, &bytes, &waited), 0);
+		assert_int_equal(bytes, 1u << 20);
+		if (waited > 1)
+			fail_msg("this user's 1 MiB copy %d waited %u slices beside another user's %d connections", k,
+				 waited, CROWD_CONNS);
+	}
+	assert_int_equal(write(go[1], "g", 1), 1);
+	assert_int_equal(child_status(crowd), 0);
+	for (int i = 0; i < 2; i++) {
+		close(ready[i]);
+		close(go[i]);
+	}
+	close(fb);
+	alloc_free(&small);
 	wsrv_detach(m);
 	wsrv_disconnect(cl);
 	service_done(&p);
@@ -1250,6 +1357,7 @@ int main(void)
 		cmocka_unit_test(stopped_service_falls_back),
 		cmocka_unit_test(second_service_refused),
 		cmocka_unit_test(refusal_read_not_reset),
+		cmocka_unit_test(another_users_crowd_holds_up_nobody),
 		cmocka_unit_test(no_driver_exits_for_good),
 		cmocka_unit_test(children_make_no_new_process),
 		cmocka_unit_test(a_crowd_holds_up_nobody),
