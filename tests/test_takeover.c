@@ -436,6 +436,24 @@ static void takeover_keeps_a_reload(void **st)
 	rm_rf(a.dir);
 }
 
+/* Issue 79 item 5: a take-over with another --model list stopped serving
+ * the old server's other models, and no line said so. Each is named. */
+static void takeover_says_what_it_drops(void **st)
+{
+	struct test_server a = { 0 }, b;
+	char spec[4200];
+
+	snprintf(spec, sizeof(spec), "x=%s", F.dir[1]);
+	assert_int_equal(server_start(&a, "m", F.dir[0], "--model", spec, NULL), 0);
+	start_successor(&a, &b, NULL); /* --model m only */
+	assert_int_equal(child_status(a.pid), 0);
+	if (!file_has(a.log, 0, "model x, served by the server this one replaces, is not in this one's --model list"))
+		fail_msg("the successor does not say it dropped model x (log %s)", a.log);
+	assert_false(file_has(a.log, 0, "model m, served by the server this one replaces"));
+	assert_int_equal(server_stop(&b, SIGTERM), 0);
+	rm_rf(a.dir);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(stopped_mid_takeover),
 	cmocka_unit_test(successor_stalled),
@@ -449,4 +467,5 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(second_successor_refused),
 	cmocka_unit_test(takeover_waits_for_load),
 	cmocka_unit_test(takeover_keeps_a_reload),
+	cmocka_unit_test(takeover_says_what_it_drops),
 )

@@ -501,7 +501,7 @@ static int give_up(struct server *srv, struct start *st)
 }
 
 /* Step 4: the take-over confirmed, then the loop until a stop. */
-static int run(struct server *srv, struct start *st)
+static int run(const struct args *a, struct server *srv, struct start *st)
 {
 	struct errinfo e;
 
@@ -512,6 +512,7 @@ static int run(struct server *srv, struct start *st)
 	}
 	srv->started_wall = st->h.started;
 	handover_store(srv, &st->h);
+	handover_say_dropped(&st->h, a->names, a->nmodels);
 	handover_done(&st->h); /* what was not adopted is closed now */
 	if (srv_run(srv, st->lfd, st->lock, &e) < 0) {
 		log_err("%s", e.msg);
@@ -549,7 +550,7 @@ static int serve(struct args *a)
 		status = 1;
 	} else {
 		srv_reach_check(srv.cfg.socket_path, &srv.cfg);
-		status = get_ready(a, &srv, &st) < 0 ? give_up(&srv, &st) : run(&srv, &st);
+		status = get_ready(a, &srv, &st) < 0 ? give_up(&srv, &st) : run(a, &srv, &st);
 	}
 	finish(a, &srv, &st);
 	return status;

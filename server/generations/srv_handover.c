@@ -151,6 +151,22 @@ int handover_model(const struct handover *h, const char *name, uint64_t *generat
 	return -1;
 }
 
+void handover_say_dropped(const struct handover *h, const char *const *names, int n)
+{
+	json_t *models = h->state ? json_object_get(h->state, "models") : NULL, *m;
+	size_t i;
+
+	json_array_foreach(models, i, m) {
+		const char *name = json_string_value(json_object_get(m, "name"));
+		int k = 0;
+		while (name && k < n && strcmp(names[k], name) != 0)
+			k++;
+		if (name && k == n)
+			log_warn("model %s, served by the server this one replaces, is not in this one's --model list: "
+				 "it is served no more (name it with --model to keep it)", esc(name));
+	}
+}
+
 void handover_done(struct handover *h)
 {
 	for (size_t i = 0; i < h->n; i++)

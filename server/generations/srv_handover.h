@@ -46,6 +46,10 @@ int handover_take(struct handover *h, const char *name);
  * its own command line names. */
 int handover_model(const struct handover *h, const char *name, uint64_t *generation, uint32_t *nseg,
 		   uint64_t *files, const char **path);
+/* Says, once each in a warning, which of the predecessor's models are
+ * not among names[0..n): a take-over or restart with another --model list
+ * serves them no more, and their memory goes with the hand-over's. */
+void handover_say_dropped(const struct handover *h, const char *const *names, int n);
 /* Closes what nobody took. */
 void handover_done(struct handover *h);
 
