@@ -148,6 +148,25 @@ static void reload_refused(void **st)
 	server_done(&ts);
 }
 
+/* Issue 79 item 5: a reload with --path took a model with other tensors
+ * (93 in place of 84) without a word. The server's log names the
+ * difference, with a tensor of each side; the reload goes on. */
+static void reload_other_tensors_said(void **st)
+{
+	struct test_server ts = { 0 };
+	char other[4200];
+
+	snprintf(other, sizeof(other), "%s-three-layers", F.dir[0]);
+	assert_int_equal(make_model(F.dir[0], "llama-mini", 8 << 20, 2, 1, 1), 0);
+	assert_int_equal(make_model(other, "llama-mini", 8 << 20, 3, 1, 2), 0);
+	assert_int_equal(server_start(&ts, "m", F.dir[0], NULL), 0);
+	assert_int_equal(reload_ctl_reload(&ts, other), 0);
+	if (!file_has(ts.log, 0, "the reload's files at") || !file_has(ts.log, 0, "of theirs it lacks (model.layers.2."))
+		fail_msg("the log does not say the reload's files hold other tensors (%s)", ts.log);
+	server_done(&ts);
+	rm_rf(other);
+}
+
 /* Issue 61 item 9: wsrvctl reload m --timeout 1 over a reload that took
  * longer printed the server's "loading generation 2 from DIR" and exited
  * 1, never saying that it had stopped waiting, and --timeout 0 failed at
@@ -298,6 +317,7 @@ static void worker_follows(void **st)
 FIXTURE_MAIN(F,
 	cmocka_unit_test(reload_with_worker),
 	cmocka_unit_test(reload_refused),
+	cmocka_unit_test(reload_other_tensors_said),
 	cmocka_unit_test(reload_all_models),
 	cmocka_unit_test(reload_wait_runs_out),
 	cmocka_unit_test(never_torn),
