@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "fixture.h"
+#include "wsrv.h"
 
 /* dir[0]: scratch. */
 static struct fixture F = { .tag = "cli", .models = { { "" } } };
@@ -472,6 +473,10 @@ static void small_things_seen(void **s)
 	assert_non_null(strstr(err, "has no layer 99"));
 	assert_string_equal(out, "");
 	assert_int_equal(cli_run("WSRV_CTL", "--socket", ts.sock, "tensors", "m", "--layer", "-1", NULL), 0);
+	/* Issue 79 item 6: the columns wsrvctl(1) promises: segment, offset, checksum. */
+	assert_non_null(strstr(out, "SEGMENT"));
+	assert_non_null(strstr(out, "OFFSET"));
+	assert_non_null(strstr(out, "XXH3"));
 	/* Issue 79 item 10: dump -o - wrote a file named "-"; now standard
 	 * output gets the same bytes as a file does. */
 	{
@@ -624,6 +629,34 @@ static void cold_from_pretrained_stand_in(void **s)
 /* Issue 12: `wsrv-bench SUB --help` and `wsrv-worker --help` said
  * "unrecognized option"; `wsrv-bench attach --model DIR` made the folder for
  * generated models it did not use. */
+/* Issue 79 item 6: a root wsrvd whose socket is directly under /run
+ * (the default /run/wsrv/wsrv.sock) made the folder and left it behind
+ * when it stopped. It goes, when nothing else is in it. */
+static void run_folder_goes_with_the_server(void **s)
+{
+	struct test_server ts = { .no_wait = true }; /* it answers on sock, not its own */
+	struct wsrv_client *c = NULL;
+	char dir[64], sock[96], spec[4200];
+	struct stat st;
+
+	if (geteuid() != 0)
+		skip(); /* /run is root's */
+	snprintf(dir, sizeof(dir), "/run/wsrv-test-%d", (int)getpid());
+	snprintf(sock, sizeof(sock), "%s/wsrv.sock", dir);
+	snprintf(spec, sizeof(spec), "%s", pjoin(F.dir[0], "run-model"));
+	assert_int_equal(cli_run("WSRV_MKMODEL", "--preset", "tiny", "--size", "1M", "--out", spec, NULL), 0);
+	rmdir(dir);
+	assert_int_equal(server_start(&ts, "m", spec, "--socket", sock, NULL), 0);
+	for (int i = 0; i < 1200 && wsrv_connect(sock, NULL, &c) < 0; i++)
+		sleep_ms(50);
+	assert_non_null(c);
+	wsrv_disconnect(c);
+	assert_int_equal(stat(dir, &st), 0);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	assert_int_equal(stat(dir, &st), -1);
+	rm_rf(ts.dir);
+}
+
 static void help_and_no_stray_folder(void **s)
 {
 	char model[4096], workdir[4096], spec[4200];
@@ -659,6 +692,7 @@ static void help_and_no_stray_folder(void **s)
 FIXTURE_MAIN(F,
 	cmocka_unit_test(small_things_seen),
 	cmocka_unit_test(readme_c_example_runs),
+	cmocka_unit_test(run_folder_goes_with_the_server),
 	cmocka_unit_test(every_option_checked_first),
 	cmocka_unit_test(inspect),
 	cmocka_unit_test(wsrvd_load_only),

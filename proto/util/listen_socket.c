@@ -6,6 +6,7 @@
 #include "sockpath.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,16 +88,25 @@ static int take_lock(const char *path, const char *who, int *lock, struct errinf
 	return 0;
 }
 
-/* A folder directly under /run that path needs (/run/wsrv), made. */
-static void run_folder(const char *path)
+/* The folder directly under /run that path is in (/run/wsrv) into dir:
+ * true, or false when path is elsewhere. */
+static bool run_folder_of(const char *path, char *dir, size_t cap)
 {
-	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	const char *slash = strrchr(path, '/');
 
 	if (strncmp(path, "/run/", 5) != 0 || !slash || slash == path + 4 || memchr(path + 5, '/', (size_t)(slash - path - 5)))
-		return;
-	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-	mkdir(dir, 0755);
+		return false;
+	snprintf(dir, cap, "%.*s", (int)(slash - path), path);
+	return true;
+}
+
+/* That folder, made when missing. */
+static void run_folder(const char *path)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+
+	if (run_folder_of(path, dir, sizeof(dir)))
+		mkdir(dir, 0755);
 }
 
 int listen_claim(const char *path, const char *who, mode_t mode, gid_t gid, int *sock, int *lock,
@@ -166,4 +176,10 @@ void listen_release(const char *path, int sock, int lock)
 		unlink(lp);
 		close(lock);
 	}
+	/* The folder under /run that listen_claim may have made goes too, if
+	 * nothing else is in it (a root wsrvd without --socket left /run/wsrv
+	 * behind; a unit's RuntimeDirectory= is systemd's to remove, and an
+	 * rmdir of it, empty, changes nothing it relies on). */
+	if (sock >= 0 && run_folder_of(path, lp, sizeof(lp)))
+		(void)rmdir(lp);
 }

@@ -18,7 +18,8 @@
 int listen_claim(const char *path, const char *who, mode_t mode, gid_t gid, int *sock, int *lock,
 		 struct errinfo *e);
 
-/* Removes the socket file, then the lock file, and closes both fds. */
+/* Removes the socket file, then the lock file, and closes both fds; then
+ * the folder directly under /run the socket was in, when it is empty. */
 void listen_release(const char *path, int sock, int lock);
 
 #endif

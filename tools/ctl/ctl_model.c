@@ -101,7 +101,8 @@ int ctl_tensors(const struct ctl_ctx *c, int argc, char **argv)
 		return 1;
 	}
 	if (!c->json)
-		printf("%-60s %-8s %-20s %6s %12s\n", "TENSOR", "DTYPE", "SHAPE", "LAYER", "BYTES");
+		printf("%-60s %-8s %-20s %6s %12s %7s %12s %16s\n", "TENSOR", "DTYPE", "SHAPE", "LAYER", "BYTES",
+		       "SEGMENT", "OFFSET", "XXH3");
 	for (size_t i = 0; i < wsrv_model_tensor_count(m); i++) {
 		struct wsrv_tensor t;
 		wsrv_model_tensor(m, i, &t);
@@ -114,12 +115,13 @@ int ctl_tensors(const struct ctl_ctx *c, int argc, char **argv)
 			for (uint32_t d = 0; d < t.rank; d++)
 				json_array_append_new(dims, json_integer((json_int_t)t.shape[d]));
 			snprintf(sum, sizeof(sum), "%016" PRIx64, t.xxh3);
-			json_array_append_new(a, json_pack("{s:o, s:s, s:o, s:i, s:I, s:s}", "name", ctl_peer_str(t.name),
-				"dtype", wsrv_dtype_name(t.dtype), "shape", dims, "layer", t.layer,
-				"bytes", (json_int_t)t.size, "xxh3", sum));
+			json_array_append_new(a, json_pack("{s:o, s:s, s:o, s:i, s:I, s:i, s:I, s:s}", "name",
+				ctl_peer_str(t.name), "dtype", wsrv_dtype_name(t.dtype), "shape", dims, "layer", t.layer,
+				"bytes", (json_int_t)t.size, "segment", (int)t.segment, "offset", (json_int_t)t.offset,
+				"xxh3", sum));
 		} else
-			printf("%-60s %-8s %-20s %6d %12" PRIu64 "\n", esc(t.name), wsrv_dtype_name(t.dtype), shape,
-			       t.layer, t.size);
+			printf("%-60s %-8s %-20s %6d %12" PRIu64 " %7u %12" PRIu64 " %016" PRIx64 "\n", esc(t.name),
+			       wsrv_dtype_name(t.dtype), shape, t.layer, t.size, t.segment, t.offset, t.xxh3);
 	}
 	return close_listing(c, a, cl, m);
 }
