@@ -1090,8 +1090,8 @@ static int crowd_as_nobody(const struct copyd_proc *p, const struct wsrv_layer *
 	static Wsrv__CopyRun runs[100];
 	int fds[CROWD_CONNS];
 	struct alloc big;
-	uint32_t id;
-	uint64_t bytes;
+	uint32_t id = 0;
+	uint64_t bytes = 0;
 	char b;
 
 	if (setgid(65534) < 0 || setuid(65534) < 0)
