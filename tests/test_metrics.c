@@ -426,11 +426,6 @@ static pid_t slow_crowd_as(int port, uid_t uid, bool one_address)
 #undef connect_from
 }
 
-static pid_t slow_crowd(int port)
-{
-	return slow_crowd_as(port, 0, false);
-}
-
 /* Issue 60 item 12: with 32 slow connections from 127.0.0.2-9 that came
  * back at once whenever closed, a scraper on 127.0.0.1 got 40 of 64
  * scrapes: the churn kept every loopback slot younger than the 0.1 s
@@ -461,8 +456,16 @@ static int scrapes_beside(pid_t crowd)
 
 static void scrapes_answered_beside_a_slow_crowd(void **st)
 {
-	int ok = scrapes_beside(slow_crowd(metrics_port()));
+	/* Another party's crowd: since issue 69 a local peer counts as its
+	 * user, and the limits are per user (a scraper shares its fate with
+	 * its own user's slow connections, docs/operations.md). A crowd of
+	 * this test's own user was the scraper's own, and now and then a
+	 * busy sanitizer run answered 22 or 23 of its 24 scrapes. */
+	int ok;
 
+	if (geteuid() != 0)
+		skip(); /* the crowd needs another uid */
+	ok = scrapes_beside(slow_crowd_as(metrics_port(), 65534, false));
 	if (ok != 24)
 		fail_msg("%d of 24 scrapes answered beside 32 slow connections", ok);
 }

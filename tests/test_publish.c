@@ -308,7 +308,12 @@ static int count_segment_fds(pid_t pid, bool published)
  * memfds (no copy, no memory); the commit asks for no other tensor. */
 static void publish_from_current(void **st)
 {
-	struct test_server ts = { 0 };
+	/* The commit's handler held a moment after the job's thread starts
+	 * (a build with the seams): the thread reads whether the publish is
+	 * from the current generation first. It was set after the start, and
+	 * now and then the thread refused the tensors nothing wrote. */
+	static const char *const env[] = { "WSRV_TEST_PUBLISH_COMMIT_PAUSE_MS=300", NULL };
+	struct test_server ts = { .env = env };
 	struct wsrv_client *c;
 	struct wsrv_model *old, *m;
 	struct wsrv_publish *p;

@@ -22,6 +22,7 @@
 #include "escape.h"
 #include "fullio.h"
 #include "log.h"
+#include "test_seam.h"
 #include "manifest_write.h"
 #include "memfd_util.h"
 #include "model_adopt.h"
@@ -214,6 +215,11 @@ int publish_commit(struct server *srv, struct session *s, const Wsrv__PublishCom
 
 	if (!p)
 		return -EPERM;
+	/* Before the job's thread starts, which reads it: set after, a thread
+	 * that ran first took a publish from the current generation for one
+	 * from nothing, and refused the tensors it had not written ("20
+	 * tensors were never written whole"), now and then. */
+	p->base = q->base_current;
 	/* Sealed on the job's thread (publish_work): with a page pinned (by
 	 * vmsplice, or I/O in flight), F_SEAL_WRITE waits for the pin, and
 	 * on the loop that wait would stall every client. */
@@ -221,9 +227,11 @@ int publish_commit(struct server *srv, struct session *s, const Wsrv__PublishCom
 		srv_reply_error(r, seq, -ret, "cannot start publishing: %s", strerror(-ret));
 		return ret;
 	}
+	const char *pause = test_seam("WSRV_TEST_PUBLISH_COMMIT_PAUSE_MS"); /* tests: the thread first */
+	if (pause)
+		usleep((useconds_t)atoi(pause) * 1000);
 	snprintf(srv->models[p->model].reload, sizeof(srv->models[p->model].reload),
 		 "publishing generation %llu", (unsigned long long)srv->models[p->model].generation + 1);
-	p->base = q->base_current;
 	p->session = 0; /* the thread has it now */
 	log_info("publish %u committed; sealing and checksumming", p->id);
 	srv_reply_ok(r, seq);
