@@ -176,10 +176,9 @@ void listen_release(const char *path, int sock, int lock)
 		unlink(lp);
 		close(lock);
 	}
-	/* The folder under /run that listen_claim may have made goes too, if
-	 * nothing else is in it (a root wsrvd without --socket left /run/wsrv
-	 * behind; a unit's RuntimeDirectory= is systemd's to remove, and an
-	 * rmdir of it, empty, changes nothing it relies on). */
+	/* The folder under /run that listen_claim may have made goes too,
+	 * when nothing else is in it (a unit's RuntimeDirectory= is systemd's
+	 * to remove; an rmdir of it, empty, changes nothing it relies on). */
 	if (sock >= 0 && run_folder_of(path, lp, sizeof(lp)))
 		(void)rmdir(lp);
 }

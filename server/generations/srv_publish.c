@@ -215,10 +215,7 @@ int publish_commit(struct server *srv, struct session *s, const Wsrv__PublishCom
 
 	if (!p)
 		return -EPERM;
-	/* Before the job's thread starts, which reads it: set after, a thread
-	 * that ran first took a publish from the current generation for one
-	 * from nothing, and refused the tensors it had not written ("20
-	 * tensors were never written whole"), now and then. */
+	/* Set before the job's thread starts: publish_work reads it there. */
 	p->base = q->base_current;
 	/* Sealed on the job's thread (publish_work): with a page pinned (by
 	 * vmsplice, or I/O in flight), F_SEAL_WRITE waits for the pin, and

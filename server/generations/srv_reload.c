@@ -135,8 +135,7 @@ static size_t lacking(const struct model *a, const struct model *b, const char *
 }
 
 /* Says in the log when the reload's files hold other tensors than the
- * generation served (a reload with --path took 93 in place of 84 without
- * a word): workers taking the new generation will see them. */
+ * generation served: workers taking the new generation will see them. */
 static void say_other_tensors(const struct srv_model *sm, const struct model *next)
 {
 	const struct model *cur = sm->lm->model;
