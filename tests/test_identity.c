@@ -482,6 +482,23 @@ static void orphan_regions_give_their_slots(void **st)
 	server_done(&ts);
 }
 
+/* A wsrvd with 8 region slots (--max-regions), and two accounts of one
+ * user on it, greeted: this process's connection and a child's (fd, id).
+ * Root only: the newcomer the cases let in is another uid. */
+static void two_accounts(struct test_server *ts, int fd[2], uint32_t id[2])
+{
+	if (geteuid() != 0)
+		skip(); /* needs another uid */
+	assert_int_equal(chmod(F.dir[0], 0755), 0);
+	identity_serve(ts, "--max-regions", "8");
+	fd[0] = raw_connect(ts->sock);
+	fd[1] = child_connect(ts->sock);
+	for (int i = 0; i < 2; i++) {
+		assert_true(fd[i] >= 0);
+		id[i] = greet(fd[i]);
+	}
+}
+
 /* Item 2, a user's part: two processes of one user fill every slot and
  * each reads the other's regions, so that every region is shared. A
  * newcomer of another user was refused (ENOSPC); the user past its part
@@ -493,18 +510,9 @@ static void a_user_cannot_hold_every_region(void **st)
 	uint32_t id[2], rid;
 
 	(void)st;
-	if (geteuid() != 0)
-		skip(); /* needs another uid */
-	assert_int_equal(chmod(F.dir[0], 0755), 0);
-	identity_serve(&ts, "--max-regions", "8");
-	/* Two accounts of one user: this process, and a child's connection. */
-	fd[0] = raw_connect(ts.sock);
-	fd[1] = child_connect(ts.sock);
-	for (int i = 0; i < 2; i++) {
-		assert_true(fd[i] >= 0);
-		id[i] = greet(fd[i]);
+	two_accounts(&ts, fd, id);
+	for (int i = 0; i < 2; i++)
 		assert_int_equal(fill_regions(fd[i], id[i], 200 + 10 * (uint64_t)i, 4, &code), 4);
-	}
 	/* Each account reads the other's. */
 	for (int i = 0; i < 2; i++)
 		for (uint64_t k = 0; k < 4; k++) {
@@ -530,15 +538,8 @@ static void uncommitted_regions_give_their_slots(void **st)
 	uint32_t id[2], rid;
 
 	(void)st;
-	if (geteuid() != 0)
-		skip(); /* needs another uid */
-	assert_int_equal(chmod(F.dir[0], 0755), 0);
-	identity_serve(&ts, "--max-regions", "8");
-	fd[0] = raw_connect(ts.sock);
-	fd[1] = child_connect(ts.sock);
+	two_accounts(&ts, fd, id);
 	for (int i = 0; i < 2; i++) {
-		assert_true(fd[i] >= 0);
-		id[i] = greet(fd[i]);
 		for (uint64_t k = 0; k < 4; k++) { /* opened as writer, never committed */
 			assert_int_equal(region_open(fd[i], id[i], 400 + 10 * (uint64_t)i + k, &role, &rid), 0);
 			assert_int_equal(role, WSRV__REGION_ROLE__REGION_WRITER);
