@@ -338,15 +338,16 @@ static int raw_to(const struct copyd_proc *p)
 	return fd;
 }
 
-/* Sends rq (with sendfd unless -1). */
-static void send_rq(int fd, Wsrv__CopyRequest *rq, int sendfd)
+/* Sends rq (with sendfd unless -1): 0 or pkt_send's -errno (-EPIPE: the
+ * service closed the connection, a refusal waiting in it). */
+static int send_rq(int fd, Wsrv__CopyRequest *rq, int sendfd)
 {
 	uint8_t buf[WSRV_MAX_PACKET];
 	size_t len = wsrv__copy_request__get_packed_size(rq);
 
 	assert_true(len <= sizeof(buf));
 	wsrv__copy_request__pack(rq, buf);
-	assert_int_equal(pkt_send(fd, buf, len, sendfd >= 0 ? &sendfd : NULL, sendfd >= 0), 0);
+	return pkt_send(fd, buf, len, sendfd >= 0 ? &sendfd : NULL, sendfd >= 0);
 }
 
 /* The last refusal's sentence (recv_rs). */
@@ -377,11 +378,13 @@ static int recv_rs(int fd, Wsrv__CopyResponse **out)
 	return r;
 }
 
-/* Sends rq and reads its answer (recv_rs). */
+/* Sends rq and reads its answer (recv_rs; a failed send is its
+ * -errno). */
 static int ask(int fd, Wsrv__CopyRequest *rq, int sendfd, Wsrv__CopyResponse **out)
 {
-	send_rq(fd, rq, sendfd);
-	return recv_rs(fd, out);
+	int r = send_rq(fd, rq, sendfd);
+
+	return r < 0 ? r : recv_rs(fd, out);
 }
 
 static int map_req(int fd, const char *device, uint64_t len, int sendfd, uint32_t *id)
@@ -444,7 +447,7 @@ static void send_runs(int fd, uint32_t id, const char *model, uint64_t gen, Wsrv
 	m.runs = rp;
 	rq.body_case = WSRV__COPY_REQUEST__BODY_RUNS;
 	rq.runs = &m;
-	send_rq(fd, &rq, -1);
+	assert_int_equal(send_rq(fd, &rq, -1), 0);
 	free(rp);
 }
 
@@ -832,7 +835,7 @@ static void stopped_service_falls_back(void **st)
 	 * process may have by default. This case's own process. */
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
 	service(&p, NULL);
-	assert_int_equal(kill(p.pid, SIGSTOP), 0);
+	assert_int_equal(pid_stop(p.pid), 0);
 	setenv("WSRV_COPYD_TIMEOUT_S", "2", 1);
 	s = copyd_worker(0, WSRV_SHARE_OFF); /* in the backlog; its map never answered */
 	assert_int_equal(s.service_fallbacks, 1);
@@ -876,6 +879,29 @@ static void second_service_refused(void **st)
 	service_done(&a);
 }
 
+/* The one slot of a service started with --max-clients 1, taken by a
+ * connection of this process: its fd. */
+static int take_the_slot(struct copyd_proc *p)
+{
+	Wsrv__CopyRequest rq = WSRV__COPY_REQUEST__INIT;
+	Wsrv__CopyStats stats = WSRV__COPY_STATS__INIT;
+	Wsrv__CopyResponse *rs = NULL;
+	int fd;
+
+	rq.body_case = WSRV__COPY_REQUEST__BODY_STATS;
+	rq.stats = &stats;
+	for (int i = 0;; i++) { /* the start's probe may hold it a moment */
+		fd = raw_to(p);
+		if (ask(fd, &rq, -1, &rs) == 0)
+			break;
+		close(fd);
+		assert_true(i < 200);
+		sleep_ms(50);
+	}
+	wsrv__copy_response__free_unpacked(rs, NULL);
+	return fd;
+}
+
 /* Issue 75 item 6: a refused connection was closed at once, and a client
  * that had sent its request already read ECONNRESET instead of the
  * reason. The service drains as wsrvd does (pkt_drain_close, one copy for
@@ -886,26 +912,17 @@ static void refusal_read_not_reset(void **st)
 	struct copyd_proc p = { 0 };
 	Wsrv__CopyRequest rq = WSRV__COPY_REQUEST__INIT;
 	Wsrv__CopyStats stats = WSRV__COPY_STATS__INIT;
-	Wsrv__CopyResponse *rs = NULL;
 	int first, second;
 
 	service(&p, extra);
+	first = take_the_slot(&p);
 	rq.body_case = WSRV__COPY_REQUEST__BODY_STATS;
 	rq.stats = &stats;
-	/* Let in, the one slot taken (the start's probe may hold it a moment). */
-	for (int i = 0;; i++) {
-		first = raw_to(&p);
-		if (ask(first, &rq, -1, &rs) == 0)
-			break;
-		close(first);
-		assert_true(i < 200);
-		sleep_ms(50);
-	}
-	wsrv__copy_response__free_unpacked(rs, NULL);
-	/* The second asks before the service looks at it: stopped meanwhile. */
-	assert_int_equal(kill(p.pid, SIGSTOP), 0);
+	/* The second asks before the service looks at it: stopped meanwhile
+	 * (every thread of it, or it may still take the connection in). */
+	assert_int_equal(pid_stop(p.pid), 0);
 	second = raw_to(&p);
-	send_rq(second, &rq, -1);
+	assert_int_equal(send_rq(second, &rq, -1), 0);
 	assert_int_equal(kill(p.pid, SIGCONT), 0);
 	assert_int_equal(recv_rs(second, NULL), -EACCES);
 	if (!strstr(last_error, "--max-clients"))
@@ -913,6 +930,73 @@ static void refusal_read_not_reset(void **st)
 	close(second);
 	close(first);
 	service_done(&p);
+}
+
+/* A worker's resident stream, its stderr (what libwsrv says) into said:
+ * its stats. */
+static struct wsrv_stream_stats worker_saying(char *said, size_t len)
+{
+	char path[320];
+	struct wsrv_stream_stats st;
+	int keep = dup(2), f;
+	FILE *in;
+	size_t n = 0;
+
+	snprintf(path, sizeof(path), "%s/worker-%d.err", ts.dir, test_case_index());
+	f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(keep >= 0 && f >= 0);
+	fflush(stderr);
+	dup2(f, 2);
+	close(f);
+	st = copyd_worker(0, WSRV_SHARE_OFF);
+	fflush(stderr);
+	dup2(keep, 2);
+	close(keep);
+	assert_non_null(in = fopen(path, "re"));
+	n = fread(said, 1, len - 1, in);
+	said[n] = 0;
+	fclose(in);
+	return st;
+}
+
+/* A worker the service turns away (--max-clients) says why it copies by
+ * itself: the service's sentence. It said "a malformed answer" when the
+ * refusal came after its request (the refusal answers no request: seq
+ * 0), and "sending: Broken pipe" when it came before (the service had
+ * closed the connection; the reason waited unread). The second case
+ * holds the worker between its connect and its request (a seam), so the
+ * refusal comes first. */
+static void refused_worker_says_why(bool before)
+{
+	const char *extra[] = { "--max-clients", "1", NULL };
+	struct copyd_proc p = { 0 };
+	struct wsrv_stream_stats st;
+	char said[2048];
+	int slot;
+
+	if (before)
+		need_test_seams("WSRV_TEST_COPY_CONNECTED_PAUSE_MS holds the worker after its connect");
+	service(&p, extra);
+	slot = take_the_slot(&p);
+	if (before)
+		setenv("WSRV_TEST_COPY_CONNECTED_PAUSE_MS", "1000", 1);
+	st = worker_saying(said, sizeof(said));
+	unsetenv("WSRV_TEST_COPY_CONNECTED_PAUSE_MS");
+	assert_int_equal(st.service_fallbacks, 1);
+	if (!strstr(said, "too many connections (--max-clients)"))
+		fail_msg("the worker's line: %s", said);
+	close(slot);
+	service_done(&p);
+}
+
+static void refused_after_request_says_why(void **st)
+{
+	refused_worker_says_why(false);
+}
+
+static void refused_before_request_says_why(void **st)
+{
+	refused_worker_says_why(true);
 }
 
 /* Issue 75 item 7: on a host without a CUDA driver the service exited 1,
@@ -1357,6 +1441,8 @@ int main(void)
 		cmocka_unit_test(stopped_service_falls_back),
 		cmocka_unit_test(second_service_refused),
 		cmocka_unit_test(refusal_read_not_reset),
+		cmocka_unit_test(refused_after_request_says_why),
+		cmocka_unit_test(refused_before_request_says_why),
 		cmocka_unit_test(another_users_crowd_holds_up_nobody),
 		cmocka_unit_test(no_driver_exits_for_good),
 		cmocka_unit_test(children_make_no_new_process),

@@ -568,7 +568,7 @@ static void hung_writer_bounds_the_wait(void **st)
 	for (int i = 0; i < 500 && !(regions(ts.sock, &gi) && !gi.committed); i++)
 		sleep_ms(10);
 	assert_false(gi.committed);
-	assert_int_equal(kill(slow.pid, SIGSTOP), 0);
+	assert_int_equal(pid_stop(slow.pid), 0);
 	next = share_spawn(&wn);
 	report(&next, &r);
 	assert_int_equal(r.sh.role, WSRV_SHARE_PRIVATE);

@@ -325,7 +325,7 @@ static void successor_stalled(void **st)
 	start_successor(&a, &b, "1000");
 	for (int i = 0; i < 200 && !file_has(a.log, 0, "is taking the server over"); i++)
 		sleep_ms(10);
-	kill(b.pid, SIGSTOP);
+	assert_int_equal(pid_stop(b.pid), 0);
 	/* Issue 48 item 9: a new client meanwhile is served at once (it
 	 * waited for the deadline in the backlog before). */
 	/* Served before the deadline passed (the condition, not a time:

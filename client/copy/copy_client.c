@@ -17,6 +17,7 @@
 #include "copy_client.h"
 #include "packet.h"
 #include "sockpath.h"
+#include "test_seam.h"
 #include "wire.h"
 
 /* How long a worker waits for the service, bounded by what the work can
@@ -75,6 +76,17 @@ const char *copy_service_path(void)
 	return *p && strcmp(p, "off") != 0 ? p : NULL;
 }
 
+/* The tests' seam: a pause between the connect and the first request,
+ * in which the service can refuse the connection and close it. */
+static void connected_pause(void)
+{
+	const char *ms = test_seam("WSRV_TEST_COPY_CONNECTED_PAUSE_MS");
+	long v = ms ? strtol(ms, NULL, 10) : 0;
+
+	if (v > 0)
+		nanosleep(&(struct timespec){ v / 1000, v % 1000 * 1000000 }, NULL);
+}
+
 int copy_connect(const char *path, struct copy_conn **out)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
@@ -96,6 +108,7 @@ int copy_connect(const char *path, struct copy_conn **out)
 	}
 	/* A send into a service that stopped reading fails too. */
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	connected_pause();
 	if (!(c = calloc(1, sizeof(*c)))) {
 		close(fd);
 		return cl_err(-ENOMEM, "out of memory");
@@ -114,6 +127,37 @@ void copy_close(struct copy_conn *c)
 	free(c);
 }
 
+/* An Error answer as its errno, with the service's sentence. */
+static int error_code(const Wsrv__CopyResponse *rs)
+{
+	int e = rs->error->code > 0 && rs->error->code < 4096 ? rs->error->code : EIO;
+
+	return cl_err(-e, "copy service: %s", rs->error->message ? rs->error->message : "refused");
+}
+
+/* After a send failed with err: the service may have refused this
+ * connection (and closed it) before the request went, its reason waiting
+ * to be read. That reason's errno, or err with a sentence. */
+static int send_failed(struct copy_conn *c, int err)
+{
+	uint8_t buf[WSRV_MAX_PACKET];
+	int nfds = 0, junk[1];
+	long n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_PEEK);
+	Wsrv__CopyResponse *rs;
+
+	if (n > 0 && (n = pkt_recv(c->fd, buf, sizeof(buf), junk, 1, &nfds)) > 0) {
+		pkt_close_fds(junk, nfds);
+		rs = wsrv__copy_response__unpack(NULL, (size_t)n, buf);
+		if (rs && rs->body_case == WSRV__COPY_RESPONSE__BODY_ERROR) {
+			int e = error_code(rs);
+			wsrv__copy_response__free_unpacked(rs, NULL);
+			return e;
+		}
+		wsrv__copy_response__free_unpacked(rs, NULL);
+	}
+	return cl_err(err, "copy service at %s: sending: %s", c->path, strerror(-err));
+}
+
 /* Sends rq (with fd, or -1) as the next request: 0 or <0. */
 static int send_req(struct copy_conn *c, Wsrv__CopyRequest *rq, int fd)
 {
@@ -126,7 +170,7 @@ static int send_req(struct copy_conn *c, Wsrv__CopyRequest *rq, int fd)
 		return cl_err(-EMSGSIZE, "copy service: a request of %zu bytes", len);
 	wsrv__copy_request__pack(rq, buf);
 	if ((r = pkt_send(c->fd, buf, len, fd >= 0 ? &fd : NULL, fd >= 0)) < 0)
-		return cl_err(r, "copy service at %s: sending: %s", c->path, strerror(-r));
+		return send_failed(c, r);
 	return 0;
 }
 
@@ -173,15 +217,17 @@ static int recv_answer(struct copy_conn *c, uint64_t seq, double limit, uint64_t
 		return cl_err(n == 0 || n == -ECONNRESET ? -ECONNRESET : (int)n,
 			      "copy service at %s: %s", c->path,
 			      n == -EAGAIN ? "no answer in time" : "gone before it answered");
-	if (!(rs = wsrv__copy_response__unpack(NULL, (size_t)n, buf)) || rs->seq != seq) {
+	rs = wsrv__copy_response__unpack(NULL, (size_t)n, buf);
+	/* An Error of seq 0 answers no request: the service refused the
+	 * connection as it let it in (copyd_conn.c). */
+	if (rs && rs->body_case == WSRV__COPY_RESPONSE__BODY_ERROR && (rs->seq == seq || rs->seq == 0)) {
+		int e = error_code(rs);
+		wsrv__copy_response__free_unpacked(rs, NULL);
+		return e;
+	}
+	if (!rs || rs->seq != seq) {
 		wsrv__copy_response__free_unpacked(rs, NULL);
 		return cl_err(-EPROTO, "copy service at %s: a malformed answer", c->path);
-	}
-	if (rs->body_case == WSRV__COPY_RESPONSE__BODY_ERROR) {
-		int e = rs->error->code > 0 && rs->error->code < 4096 ? rs->error->code : EIO;
-		cl_err(-e, "copy service: %s", rs->error->message ? rs->error->message : "refused");
-		wsrv__copy_response__free_unpacked(rs, NULL);
-		return -e;
 	}
 	*out = rs;
 	return 0;

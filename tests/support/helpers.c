@@ -263,6 +263,50 @@ void sleep_ms(int ms)
 	nanosleep(&t, NULL);
 }
 
+/* Whether every thread of pid is stopped: 1, 0, or a negative errno. */
+static int pid_all_stopped(pid_t pid)
+{
+	char path[64];
+	DIR *d;
+	struct dirent *e;
+	int stopped = 1;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	while ((e = readdir(d)) && stopped == 1) {
+		char stat[400], buf[512], *p;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(stat, sizeof(stat), "%s/%s/stat", path, e->d_name);
+		f = fopen(stat, "re");
+		if (!f)
+			continue; /* a thread that just exited */
+		p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+		fclose(f);
+		if (p && p[1] == ' ' && p[2] != 'T' && p[2] != 't')
+			stopped = 0;
+	}
+	closedir(d);
+	return stopped;
+}
+
+int pid_stop(pid_t pid)
+{
+	if (kill(pid, SIGSTOP) < 0)
+		return -errno;
+	for (int i = 0; i < 1000; i++) {
+		int r = pid_all_stopped(pid);
+		if (r != 0)
+			return r < 0 ? r : 0;
+		sleep_ms(10);
+	}
+	return -ETIMEDOUT;
+}
+
 int pid_fd_quiet(pid_t pid)
 {
 	int a = pid_fd_count(pid), same = 0;

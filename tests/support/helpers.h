@@ -157,6 +157,11 @@ void server_done(struct test_server *ts);
 long long pid_locked_bytes(pid_t pid);
 /* Sleeps ms milliseconds. */
 void sleep_ms(int ms);
+/* Sends pid SIGSTOP and returns once every thread of it is stopped ('T'
+ * in /proc/PID/task/TID/stat): kill(2) returns before the stop, and a
+ * process on another core may run on a moment (accept a connection, say).
+ * 0, or -ETIMEDOUT after 10 s, or kill's -errno. */
+int pid_stop(pid_t pid);
 /* A seccomp filter that refuses socket(2) of any address family but the
  * n in allowed with EAFNOSUPPORT, as systemd's RestrictAddressFamilies=
  * does. Static storage: one filter at a time. */
