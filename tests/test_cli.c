@@ -126,6 +126,60 @@ static void inspect(void **s)
 /* Issue 12: the load time covered only the read loop. It covers headers
  * through the published manifest, the phases add up to no more than it, and
  * the read-buffer pool of a small model is no larger than the model. */
+/* The tensors of a --json listing (inspect's or wsrvctl tensors'), by
+ * name: "segment/offset" strings in an object. */
+static json_t *placements(json_t *tensors)
+{
+	json_t *o = json_object(), *t;
+	size_t i;
+	char at[64];
+
+	json_array_foreach(tensors, i, t) {
+		snprintf(at, sizeof(at), "%lld/%lld", (long long)json_integer_value(json_object_get(t, "segment")),
+			 (long long)json_integer_value(json_object_get(t, "offset")));
+		json_object_set_new(o, json_string_value(json_object_get(t, "name")), json_string(at));
+	}
+	return o;
+}
+
+/* Issue 79 item 6: inspect showed 1 segment where wsrvd lays the same
+ * model out in 11 (it serves while loading by default, in runs of
+ * layers). Every tensor's segment and offset in inspect's listing are
+ * the ones wsrvd serves it at; --serve-when-loaded is the one-run
+ * layout. */
+static void inspect_lays_out_as_wsrvd(void **s)
+{
+	struct test_server ts = { 0 };
+	char model[4096];
+	json_t *mine, *served, *j;
+
+	snprintf(model, sizeof(model), "%s", pjoin(F.dir[0], "m-layout"));
+	assert_int_equal(cli_run("WSRV_MKMODEL", "--preset", "tiny", "--size", "8M", "--layers", "12", "--out", model,
+				 NULL), 0);
+	assert_int_equal(cli_run("WSRV_CTL", "--json", "inspect", model, NULL), 0);
+	assert_non_null(j = json_loads(out, 0, NULL));
+	mine = placements(json_object_get(j, "tensors"));
+	assert_true(json_integer_value(json_object_get(j, "segments")) > 1);
+	json_decref(j);
+	assert_int_equal(server_start(&ts, "m", model, NULL), 0);
+	assert_int_equal(cli_run("WSRV_CTL", "--socket", ts.sock, "--json", "tensors", "m", NULL), 0);
+	assert_non_null(j = json_loads(out, 0, NULL));
+	served = placements(json_object_get(j, "tensors") ? json_object_get(j, "tensors") : j);
+	json_decref(j);
+	assert_true(json_object_size(served) > 10);
+	if (!json_equal(mine, served)) {
+		char *a = json_dumps(mine, JSON_SORT_KEYS), *b = json_dumps(served, JSON_SORT_KEYS);
+		fail_msg("inspect: %.600s\nwsrvd:   %.600s", a, b);
+	}
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+	json_decref(mine);
+	json_decref(served);
+	assert_int_equal(cli_run("WSRV_CTL", "inspect", model, "--serve-when-loaded", NULL), 0);
+	assert_non_null(strstr(out, ", 1 segment: valid"));
+	assert_int_equal(cli_run("WSRV_CTL", "inspect", model, "--serve-when-loaded", "--memory-budget", "1G", NULL), 2);
+}
+
 static void load_time_is_whole(json_t *m)
 {
 	json_t *ph = json_object_get(m, "phases");
@@ -695,6 +749,7 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(run_folder_goes_with_the_server),
 	cmocka_unit_test(every_option_checked_first),
 	cmocka_unit_test(inspect),
+	cmocka_unit_test(inspect_lays_out_as_wsrvd),
 	cmocka_unit_test(wsrvd_load_only),
 	cmocka_unit_test(bad_arguments),
 	cmocka_unit_test(bench_runs_the_wsrvd_beside_it),

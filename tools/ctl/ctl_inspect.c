@@ -51,9 +51,9 @@ static void print_table(const struct model *m)
 		printf("%-8s %8u %14" PRIu64 " %8u %14" PRIu64 "\n", layer, l->count, l->bytes,
 		       l->segment, l->offset);
 	}
-	printf("\n%zu tensors, %zu layers%s, %s in %zu file%s: valid\n", m->ntensors, numbered,
+	printf("\n%zu tensors, %zu layers%s, %s in %zu file%s, %u segment%s: valid\n", m->ntensors, numbered,
 	       m->nlayers > numbered ? " + the global group" : "", fmt_bytes(m->data_bytes, b, sizeof(b)),
-	       m->nfiles, m->nfiles == 1 ? "" : "s");
+	       m->nfiles, m->nfiles == 1 ? "" : "s", m->nsegments, m->nsegments == 1 ? "" : "s");
 	if (m->held) {
 		char h[32];
 		printf("ranks %u-%u of %u (%u stage%s) load %s of the model's %s (%.1f%%)\n", m->held->first,
@@ -93,9 +93,9 @@ static json_t *inspect_json(const struct model *m)
 			"segment", (int)l->segment, "offset", (json_int_t)l->offset,
 			"length", (json_int_t)l->length));
 	}
-	root = json_pack("{s:s, s:b, s:I, s:I, s:o, s:o}", "path", m->path, "valid", 1,
+	root = json_pack("{s:s, s:b, s:I, s:I, s:i, s:o, s:o}", "path", m->path, "valid", 1,
 			 "files", (json_int_t)m->nfiles, "tensor_bytes", (json_int_t)m->data_bytes,
-			 "tensors", ts, "layers", ls);
+			 "segments", (int)m->nsegments, "tensors", ts, "layers", ls);
 	if (m->held)
 		json_object_set_new(root, "held", model_held_json(m->held));
 	if (m->config)
@@ -116,24 +116,41 @@ static bool lays_out(const char *name)
 	return false;
 }
 
+/* wsrvd's load options and inspect's own: --serve-when-loaded. */
+#define OPT_SERVE_LATE 0x1001
+static struct option inspect_options[LOAD_OPTIONS_COUNT + 2];
+
+static const struct option *options(void)
+{
+	memcpy(inspect_options, load_long_options, sizeof(struct option) * LOAD_OPTIONS_COUNT);
+	inspect_options[LOAD_OPTIONS_COUNT] = (struct option){ "serve-when-loaded", no_argument, NULL, OPT_SERVE_LATE };
+	return inspect_options;
+}
+
 int ctl_inspect(const struct ctl_ctx *c, int argc, char **argv)
 {
+	const struct option *opts = options();
 	struct load_opts lo = { 0 };
 	struct model *m;
 	struct errinfo e;
+	bool whole = false;
 	int opt, r, li = 0;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "", load_long_options, &li)) != -1) {
+	while ((opt = getopt_long(argc, argv, "", opts, &li)) != -1) {
 		if (opt == '?' || opt == ':') { /* getopt said why (a missing argument too) */
 			fprintf(stderr, "see wsrvctl inspect --help\n");
 			load_args_free(&lo);
 			return 2;
 		}
-		if (!lays_out(load_long_options[li].name)) {
+		if (opt == OPT_SERVE_LATE) {
+			whole = true;
+			continue;
+		}
+		if (!lays_out(opts[li].name)) {
 			fprintf(stderr, "wsrvctl inspect: --%s does not change what inspect shows (it takes "
-				"--layer-pattern, --plan, --ranks, --world, --align, --max-segment, --memory-budget)\n",
-				load_long_options[li].name);
+				"--layer-pattern, --plan, --ranks, --world, --align, --max-segment, --memory-budget, "
+				"--serve-when-loaded)\n", opts[li].name);
 			load_args_free(&lo);
 			return 2;
 		}
@@ -152,11 +169,20 @@ int ctl_inspect(const struct ctl_ctx *c, int argc, char **argv)
 		load_args_free(&lo);
 		return 2;
 	}
-	/* A budget lays out as wsrvd does under one: each routed expert on
-	 * pages of its own. */
+	/* As wsrvd lays it out: by default it serves while loading, in
+	 * LOAD_EARLY_SEGMENTS runs of layers (fewer only for an unprivileged
+	 * wsrvd whose RLIMIT_NOFILE is low: it says so); with
+	 * --serve-when-loaded (or peers) whole. A budget lays out each routed
+	 * expert on pages of its own, and always serves while loading. */
 	uint64_t budget = lo.memory_budget;
 	lo.model.expert_pages = budget != 0;
-	if (budget && !lo.model.layer_segments) /* a budget serves while loading: its segments */
+	if (whole && budget) {
+		fprintf(stderr, "wsrvctl inspect: --memory-budget serves while loading: not with --serve-when-loaded "
+			"(as wsrvd refuses it)\n");
+		load_args_free(&lo);
+		return 2;
+	}
+	if (!whole)
 		lo.model.layer_segments = LOAD_EARLY_SEGMENTS;
 	r = model_open("inspect", argv[optind], &lo.model, &m, &e);
 	load_args_free(&lo);
