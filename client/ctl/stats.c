@@ -81,6 +81,7 @@ WSRV_EXPORT int wsrv_stats_server(const struct wsrv_stats *s, struct wsrv_server
 	out->first_started_unix = st->first_started_unix;
 	out->max_clients = st->max_clients;
 	out->max_clients_fitted = st->max_clients_fitted;
+	out->declined = st->declined;
 	return 0;
 }
 

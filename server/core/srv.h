@@ -174,7 +174,8 @@ struct session {
 	bool cancel_armed;          /* s is not freed before its cancel completes */
 	uint32_t pending_sends;
 	uint32_t fds_unread;        /* fds sent since the client last had nothing unread */
-	uint32_t errors;
+	uint32_t errors;            /* requests that were wrong (cfg.max_errors) */
+	uint32_t declined;          /* requests turned away for now (srv_declined) */
 	double connected_at;
 	char name[65];
 	/* attachments: attach_model[i] is the model index + 1 of attach id i+1 */
@@ -205,6 +206,7 @@ struct server {
 	double started;             /* mono_now() at start */
 	double started_wall;        /* unix seconds of the first start (adoption keeps it) */
 	uint64_t requests, errors, clients_total, refused;
+	uint64_t declined;          /* requests turned away for now (srv_declined) */
 	uint32_t fd_budget;         /* fds a client may have unread: 4 Attach replies */
 	bool clients_fitted;        /* cfg.max_clients lowered to fit RLIMIT_NOFILE */
 	struct srv_regions regions;

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* srv_counters.c - counting requests and fetch times (srv_counters.h). */
+#include <errno.h>
+
 #include "srv_counters.h"
 
 /* Buckets from 10e-6 s: a fetch answered from memory is that fast. */
@@ -7,12 +9,19 @@ const double srv_fetch_bounds[SRV_FETCH_BUCKETS] = {
 	10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 5e-3, 25e-3, 100e-3,
 };
 
-void srv_count_request(struct srv_counters *c, int kind, bool ok)
+bool srv_declined(int rc)
+{
+	return rc == -EDQUOT || rc == -EAGAIN || rc == -ETIMEDOUT || rc == -EBUSY || rc == -ENOSPC;
+}
+
+void srv_count_request(struct srv_counters *c, int kind, enum srv_req_result result)
 {
 	int k = kind > 0 && kind < SRV_REQ_KINDS ? kind : 0;
 
-	if (ok)
+	if (result == SRV_REQ_OK)
 		c->req_ok[k]++;
+	else if (result == SRV_REQ_DECLINED)
+		c->req_declined[k]++;
 	else
 		c->req_err[k]++;
 }

@@ -31,7 +31,7 @@ enum srv_outcome {
 extern const double srv_fetch_bounds[SRV_FETCH_BUCKETS];
 
 struct srv_counters {
-	uint64_t req_ok[SRV_REQ_KINDS], req_err[SRV_REQ_KINDS];
+	uint64_t req_ok[SRV_REQ_KINDS], req_declined[SRV_REQ_KINDS], req_err[SRV_REQ_KINDS];
 	uint64_t refused[SRV_REFUSALS];
 	uint64_t outcomes[SRV_OUTCOMES];
 	uint64_t fetch_bucket[SRV_FETCH_BUCKETS + 1]; /* not cumulative; the last is +Inf */
@@ -39,8 +39,20 @@ struct srv_counters {
 	double fetch_sum;
 };
 
+/* A request's result: served; turned away for now, the client to ask
+ * again (srv_declined); or an error. */
+enum srv_req_result { SRV_REQ_OK, SRV_REQ_DECLINED, SRV_REQ_ERROR };
+
+/* Whether a handler's -errno turns a request away for now rather than
+ * says it was wrong: a quota (EDQUOT), a model still loading or a take
+ * asked to wait (EAGAIN), a wait that ran out (ETIMEDOUT), something busy
+ * (EBUSY), no room (ENOSPC). A well-behaved client meets these and asks
+ * again; they are neither errors to an operator nor counted against the
+ * client's max_errors (srv_config). */
+bool srv_declined(int rc);
+
 /* Counts one request of kind (its body case) and result. */
-void srv_count_request(struct srv_counters *c, int kind, bool ok);
+void srv_count_request(struct srv_counters *c, int kind, enum srv_req_result result);
 
 /* Counts one fetch that took seconds. */
 void srv_count_fetch(struct srv_counters *c, double seconds);

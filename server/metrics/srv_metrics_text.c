@@ -92,7 +92,7 @@ static void sessions(FILE *f, const struct server *srv)
 
 static void requests(FILE *f, const struct srv_counters *c)
 {
-	family(f, "wsrv_requests_total", "counter", "Requests by type (the protocol's Request field; invalid: not a Request) and result.");
+	family(f, "wsrv_requests_total", "counter", "Requests by type (the protocol's Request field; invalid: not a Request) and result (declined: turned away for now, to be asked again: a quota, a model still loading, a wait that ran out).");
 	for (int k = 0; k < SRV_REQ_KINDS; k++) {
 		const ProtobufCFieldDescriptor *d = k ? protobuf_c_message_descriptor_get_field(
 			&wsrv__request__descriptor, (unsigned)k) : NULL;
@@ -100,6 +100,9 @@ static void requests(FILE *f, const struct srv_counters *c)
 		if (c->req_ok[k])
 			fprintf(f, "wsrv_requests_total{type=\"%s\",result=\"ok\"} %llu\n", type,
 				(unsigned long long)c->req_ok[k]);
+		if (c->req_declined[k])
+			fprintf(f, "wsrv_requests_total{type=\"%s\",result=\"declined\"} %llu\n", type,
+				(unsigned long long)c->req_declined[k]);
 		if (c->req_err[k])
 			fprintf(f, "wsrv_requests_total{type=\"%s\",result=\"error\"} %llu\n", type,
 				(unsigned long long)c->req_err[k]);

@@ -185,6 +185,7 @@ int srv_stats_reply(struct server *srv, uint64_t seq, struct reply *r)
 	st.leases = leases;
 	st.requests = srv->requests;
 	st.errors = srv->errors;
+	st.declined = srv->declined;
 	st.clients_total = srv->clients_total;
 	st.rss_bytes = srv_rss_bytes();
 	st.open_fds = (uint32_t)srv_count_fds();

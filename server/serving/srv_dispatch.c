@@ -464,8 +464,16 @@ void srv_dispatch(struct server *srv, struct session *s, const uint8_t *pkt,
 	}
 	if (fd >= 0)
 		close(fd);
-	srv_count_request(&srv->count, kind, rc >= 0);
-	if (rc < 0) {
+	srv_count_request(&srv->count, kind, rc >= 0 ? SRV_REQ_OK : srv_declined(rc) ? SRV_REQ_DECLINED : SRV_REQ_ERROR);
+	if (rc < 0 && srv_declined(rc)) {
+		srv->declined++;
+		if (++s->declined == 1)
+			log_info("client %llu (pid %d, uid %d) turned away for now: %s (asked again is not an error; "
+				 "further ones are logged at debug level)",
+				 (unsigned long long)s->id, (int)s->cred.pid, (int)s->cred.uid, esc(r->msg));
+		else
+			log_debug("client %llu turned away for now: %s", (unsigned long long)s->id, esc(r->msg));
+	} else if (rc < 0) {
 		srv->errors++;
 		if (++s->errors == 1)
 			log_warn("client %llu (pid %d, uid %d): %s (further errors of this client are logged at debug level)",

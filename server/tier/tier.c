@@ -188,7 +188,7 @@ static int past_share_locked(struct tier *t, uint64_t holder, const struct tier_
 {
 	uint64_t proc, user, part = user_part(t, who->users);
 	bool has_g, user_g;
-	char a[32], b[32];
+	char a[32], b[32], ask[32];
 
 	for (size_t i = 0; i < t->nh; i++)
 		if (t->h[i].holder == holder && t->h[i].seg == g)
@@ -196,16 +196,19 @@ static int past_share_locked(struct tier *t, uint64_t holder, const struct tier_
 	held_locked(t, who, g, &proc, &user, &has_g, &user_g);
 	if (has_g)
 		return 0;
+	fmt_bytes(t->s[g].len, ask, sizeof(ask));
 	if (proc + t->s[g].len > t->share) {
-		snprintf(msg, mlen, "this worker's process holds %s of model %s's disk tier cache, and one process may hold %s "
-			 "(--memory-budget-share): let some go first (release, or detach what wsrv_model_wait mapped)",
-			 fmt_bytes(proc, a, sizeof(a)), t->own.model->name, fmt_bytes(t->share, b, sizeof(b)));
+		snprintf(msg, mlen, "this worker's process holds %s of model %s's disk tier cache and asks for %s more, and one "
+			 "process may hold %s (--memory-budget-share): let some go first (release, or detach what "
+			 "wsrv_model_wait mapped)",
+			 fmt_bytes(proc, a, sizeof(a)), t->own.model->name, ask, fmt_bytes(t->share, b, sizeof(b)));
 		return -EDQUOT;
 	}
 	if (who->users > 1 && !user_g && user + t->s[g].len > part) {
-		snprintf(msg, mlen, "uid %u's processes hold %s of model %s's disk tier cache, and with %u users attached "
-			 "one user may hold %s: let some go first (release, or detach what wsrv_model_wait mapped)",
-			 who->uid, fmt_bytes(user, a, sizeof(a)), t->own.model->name, who->users,
+		snprintf(msg, mlen, "uid %u's processes hold %s of model %s's disk tier cache and ask for %s more, and with "
+			 "%u users attached one user may hold %s: let some go first (release, or detach what "
+			 "wsrv_model_wait mapped)",
+			 who->uid, fmt_bytes(user, a, sizeof(a)), t->own.model->name, ask, who->users,
 			 fmt_bytes(part, b, sizeof(b)));
 		return -EDQUOT;
 	}

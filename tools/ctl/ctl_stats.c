@@ -143,13 +143,14 @@ static json_t *stats_json(const struct wsrv_stats *s, const struct wsrv_model_li
 	}
 	wsrv_stats_server(s, &v);
 	wsrv_stats_peers(s, &ps);
-	return json_pack("{s:o, s:f, s:f, s:f, s:i, s:i, s:b, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:o, s:o, s:o, s:{s:i, s:I, s:I}}",
+	return json_pack("{s:o, s:f, s:f, s:f, s:i, s:i, s:b, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:o, s:o, s:o, s:{s:i, s:I, s:I}}",
 		"server_version", ctl_peer_str(v.server_version), "uptime_seconds", v.uptime_seconds,
 		"started_unix", v.started_unix, "first_started_unix", v.first_started_unix,
 		"clients", (int)v.clients, "max_clients", (int)v.max_clients,
 		"max_clients_fitted", (int)v.max_clients_fitted, "attachments", (int)v.attachments,
 		"leases", (json_int_t)v.leases, "requests", (json_int_t)v.requests,
-		"errors", (json_int_t)v.errors, "clients_total", (json_int_t)v.clients_total,
+		"errors", (json_int_t)v.errors, "declined", (json_int_t)v.declined,
+		"clients_total", (json_int_t)v.clients_total,
 		"arena_bytes", (json_int_t)v.arena_bytes, "rss_bytes", (json_int_t)v.rss_bytes,
 		"open_fds", (int)v.open_fds, "models", models, "streams", streams_json(s),
 		"regions", regions_json(s), "peers", "connections", (int)ps.connections,
@@ -263,8 +264,10 @@ static void print_stats(const struct wsrv_stats *s, const struct wsrv_model_list
 	putchar('\n');
 	printf("memory     %s of arenas, %s resident in the server\n",
 	       fmt_bytes(v.arena_bytes, b1, sizeof(b1)), fmt_bytes(v.rss_bytes, b2, sizeof(b2)));
-	printf("requests   %" PRIu64 " (%" PRIu64 " errors); %u attachments, %" PRIu64 " leases, %u open fds\n",
-	       v.requests, v.errors, v.attachments, v.leases, v.open_fds);
+	printf("requests   %" PRIu64 " (%" PRIu64 " errors", v.requests, v.errors);
+	if (v.declined) /* a quota or a wait, asked again: not an error */
+		printf(", %" PRIu64 " turned away for now and asked again", v.declined);
+	printf("); %u attachments, %" PRIu64 " leases, %u open fds\n", v.attachments, v.leases, v.open_fds);
 	for (size_t i = 0; wsrv_stats_model(s, i, &m) == 0; i++) {
 		struct wsrv_model_info mi;
 		struct wsrv_generation g;

@@ -48,7 +48,7 @@ ServerStats = _struct("ServerStats", [
     ("uptime_seconds", dbl), ("leases", u64), ("requests", u64), ("errors", u64),
     ("clients_total", u64), ("arena_bytes", u64), ("rss_bytes", u64), ("started_unix", dbl),
     ("first_started_unix", dbl), ("max_clients", u32), ("max_clients_fitted", u32),
-    ("reserved", u64 * 1)])
+    ("declined", u64)])
 ModelStats = _struct("ModelStats", [
     ("attached", u32), ("name", charp), ("fetches", u64), ("leases", u64), ("arena_bytes", u64),
     ("generation", u64), ("adopted", i32), ("reserved32", u32), ("disk_bytes", u64),
