@@ -10,6 +10,7 @@
 
 #include <fcntl.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,7 +201,70 @@ static void routine_clients_quiet(void **st)
 	rm_rf(ts.dir);
 }
 
+/* A program run in a thread of this test (run_prog): its argv and
+ * exit status. */
+struct bg_prog {
+	pthread_t t;
+	const char *argv[8];
+	char out[300], err[300];
+	int status;
+};
+
+static void *bg_run(void *arg)
+{
+	struct bg_prog *b = arg;
+
+	b->status = run_prog(b->argv, NULL, b->out, b->err, 0, 600);
+	return NULL;
+}
+
+/* Issue 79 item 9: wsrv-worker sat 8.5-13 s silent before its first
+ * line. A step of it that runs past 2 s says on stderr what it is (the
+ * ticker). The load is held half way, so the worker's pass waits for
+ * as long as the test looks; then it is let go and the worker ends
+ * well. */
+static void worker_says_what_it_waits_for(void **st)
+{
+	struct test_server ts = { 0 };
+	struct bg_prog w = { .status = -1 };
+	char flag[200], sock_arg[300];
+	const char *said = NULL;
+	size_t n;
+	int fd;
+
+	need_test_seams("WSRV_TEST_LOAD_HOLD holds the load");
+	snprintf(flag, sizeof(flag), "/tmp/wsrv-test-progress-worker-%d", (int)getpid());
+	assert_true((fd = open(flag, O_CREAT | O_WRONLY | O_CLOEXEC, 0600)) >= 0);
+	close(fd);
+	setenv("WSRV_TEST_LOAD_HOLD", flag, 1);
+	assert_int_equal(server_start_argv(&ts, "m", F.dir[0], slow), 0);
+	unsetenv("WSRV_TEST_LOAD_HOLD");
+	snprintf(sock_arg, sizeof(sock_arg), "%s", ts.sock);
+	snprintf(w.out, sizeof(w.out), "%s", pjoin(ts.dir, "worker.out"));
+	snprintf(w.err, sizeof(w.err), "%s", pjoin(ts.dir, "worker.err"));
+	w.argv[0] = getenv("WSRV_WORKER");
+	w.argv[1] = "--socket";
+	w.argv[2] = sock_arg;
+	w.argv[3] = "--model";
+	w.argv[4] = "m";
+	assert_non_null(w.argv[0]);
+	assert_int_equal(pthread_create(&w.t, NULL, bg_run, &w), 0);
+	for (int i = 0; i < 6000 && !file_has(w.err, 0, "wsrv-worker: "); i++)
+		sleep_ms(20);
+	assert_int_equal(unlink(flag), 0);
+	assert_int_equal(pthread_join(w.t, NULL), 0);
+	assert_int_equal(w.status, 0);
+	assert_non_null(said = (char *)read_file(w.err, &n));
+	if (!strstr(said, " s)\n") || (!strstr(said, ", layer ") && !strstr(said, "placing") &&
+					 !strstr(said, "attaching")))
+		fail_msg("the worker's stderr while the load was held: %s", said);
+	free((void *)said);
+	assert_int_equal(server_stop(&ts, SIGTERM), 0);
+	rm_rf(ts.dir);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(progress_while_loading),
 	cmocka_unit_test(routine_clients_quiet),
+	cmocka_unit_test(worker_says_what_it_waits_for),
 )

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "ticker.h"
+
 #define ACT 1024
 #define LANES 8
 
@@ -258,6 +260,8 @@ static int passes_over(struct wsrv_client *c, const char *model, struct wsrv_mod
 		for (size_t i = 0; i < wsrv_model_layer_count(m) && r == 0; i++) {
 			struct wsrv_layer l;
 			wsrv_model_layer_at(m, i, &l);
+			ticker_update("%spass %d of %d, layer %zu of %zu", s ? "" : "the direct mapping's ", p + 1, passes,
+				      i + 1, wsrv_model_layer_count(m));
 			if (s && (r = wsrv_stream_acquire(s, l.index)) < 0)
 				break;
 			r = s ? layer_pass(m, s, &l, blk, act) : direct_layer(c, model, m, &l, blk, act);

@@ -16,6 +16,7 @@
 
 #include "cliarg.h"
 #include "forward.h"
+#include "ticker.h"
 #include "wsrv.h"
 
 #define P "wsrv-worker"
@@ -154,10 +155,14 @@ int main(int argc, char **argv)
 	}
 	if (plan_path && wsrv_plan_load(plan_path, &plan) < 0)
 		return fail("plan");
+	ticker_start("wsrv-worker"); /* a step past 2 s says what it is */
+	ticker_step("connecting to wsrvd and attaching %s", model);
 	if (wsrv_connect(sock, &co, &c) < 0 || wsrv_attach(c, model, &m) < 0)
 		return fail("attach");
+	ticker_step("opening the stream: placing the resident tensors of %s", model);
 	if (wsrv_device_host(&ho, &d) < 0 || wsrv_stream_open(m, d, plan, &so, &s) < 0)
 		return fail("stream");
+	ticker_step("computing over %s", model);
 	/* Following, each pass starts afresh (on whichever generation), and
 	 * --check compares the last one. */
 	int per = follow ? 1 : passes;
@@ -189,6 +194,7 @@ int main(int argc, char **argv)
 		s = NULL;
 	}
 	struct wsrv_client *dc = NULL;
+	ticker_step("checking: the same pass over the direct mapping");
 	if (check && wsrv_connect(sock, &co, &dc) < 0)
 		return fail("connect for --check");
 	if (check && forward_pass_direct(dc, model, m, per, &direct) < 0) {
@@ -201,6 +207,7 @@ int main(int argc, char **argv)
 		printf("worker %d: the same pass over the direct mapping: %016" PRIx64 " (%s)\n", (int)getpid(),
 		       direct, direct == digest ? "bit-identical" : "DIFFERENT");
 	fflush(stdout);
+	ticker_stop();
 	if (hold)
 		hold_on(hold);
 	wsrv_stream_close(s);

@@ -38,6 +38,7 @@
 #include "bench_util.h"
 #include "cliarg.h"
 #include "progress.h"
+#include "ticker.h"
 #include "wsrv.h"
 
 #define MAX_WORKERS CREW_MAX
@@ -141,16 +142,22 @@ static void both_sides(const char *path, const char *const *extra, const struct 
 	for (int k = 0; k < 2; k++) {
 		drop_cache(f);
 		bench_memory_state(st, f->bytes + f->bytes / 4);
-		if (k == i % 2)
+		if (k == i % 2) {
+			ticker_step("serve: run %d, memory %s: wsrvd loads the files and %d workers touch every page", i,
+				    bench_memory_state_name(st), n);
 			*sv = serve(path, n, extra);
-		else
+		} else {
+			ticker_step("serve: run %d, memory %s: %d processes map the files and touch every page", i,
+				    bench_memory_state_name(st), n);
 			*pe = mmap_peer(f, n);
+		}
 	}
 }
 
 static int serve_one_round(const char *path, const char *const *extra, const struct files *f, int n,
 		     struct result *r, int i)
 {
+	ticker_step("serve: run %d: reading the files with O_DIRECT, then buffered (the baselines)", i);
 	drop_cache(f);
 	r->odirect[i] = raw_odirect(f, LOADER_DEFAULT_QD, LOADER_DEFAULT_BLOCK, LOADER_DEFAULT_SHARDS);
 	drop_cache(f);

@@ -6,6 +6,7 @@
 
 #include "bench.h"
 #include "log.h"
+#include "ticker.h"
 
 static const struct {
 	const char *name;
@@ -103,7 +104,13 @@ int main(int argc, char **argv)
 				printf("usage: wsrv-bench %s\n", benches[i].help);
 				return 0;
 			}
-			return benches[i].run(argc - 1, argv + 1);
+			/* A benchmark silent past 2 s says it runs (its steps may
+			 * say more: ticker.h). */
+			ticker_start("wsrv-bench");
+			ticker_step("%s: measuring", benches[i].name);
+			int r = benches[i].run(argc - 1, argv + 1);
+			ticker_stop();
+			return r;
 		}
 	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
 		printf("wsrv-bench %s\n", WSRV_VERSION_STRING);

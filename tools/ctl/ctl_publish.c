@@ -17,6 +17,7 @@
 #include "escape.h"
 #include "fullio.h"
 #include "model.h"
+#include "ticker.h"
 #include "units.h"
 #include "wsrv.h"
 
@@ -81,9 +82,11 @@ static int fill(struct wsrv_publish *p, const struct model *m)
 		return -ENOMEM;
 	}
 	r = open_all(m, fds);
+	ticker_step("publishing: copying the files' tensors into the server");
 	for (size_t i = 0; r == 0 && i < m->ntensors; i++) {
 		const struct model_tensor *t = &m->tensors[i];
 		uint64_t size = 0;
+		ticker_update("publishing: copying the files' tensors into the server, %zu of %zu", i + 1, m->ntensors);
 		if ((r = wsrv_publish_tensor(p, t->name, NULL, &size)) < 0) {
 			fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
 			break;
@@ -122,6 +125,7 @@ int ctl_publish(const struct ctl_ctx *c, int argc, char **argv)
 		fprintf(stderr, "usage: wsrvctl publish MODEL --from DIR\n");
 		return 2;
 	}
+	ticker_step("reading the headers of the files in %s", from);
 	if (model_open(argv[optind], from, NULL, &m, &e) < 0) {
 		/* e.msg names the path that failed already: not twice */
 		fprintf(stderr, "wsrvctl: publish --from: %s\n", e.msg);
@@ -131,17 +135,20 @@ int ctl_publish(const struct ctl_ctx *c, int argc, char **argv)
 		model_free(m);
 		return 1;
 	}
+	ticker_step("publishing: opening a new generation of %s", esc(argv[optind]));
 	double t0 = mono_now();
 	int r = wsrv_publish_begin(cl, argv[optind], &p);
 	if (r < 0)
 		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
 	else if ((r = fill(p, m)) < 0)
 		wsrv_publish_abort(p);
-	else if ((r = wsrv_publish_commit(p, &gen)) < 0) {
+	else if (ticker_step("committing: the server seals and checks the new generation"),
+		 (r = wsrv_publish_commit(p, &gen)) < 0) {
 		fprintf(stderr, "wsrvctl: %s\n", wsrv_last_error());
 		if (r == -ENODATA) /* refused, still open: tensors the files lack */
 			wsrv_publish_abort(p);
 	}
+	ticker_step(NULL);
 	if (r == 0)
 		printf("generation %" PRIu64 " of %s published: %s in %.2f s\n", gen, esc(argv[optind]),
 		       fmt_bytes(m->data_bytes, b, sizeof(b)), mono_now() - t0);

@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "ctl.h"
 #include "escape.h"
+#include "ticker.h"
 #include "wsrv.h"
 
 /* The current generation of model name and its reload note; 0 if none. */
@@ -57,13 +58,16 @@ static int reload_one(struct wsrv_client *cl, const char *name, const char *path
 		printf("not waiting for it (--timeout 0): wsrvctl models shows how it goes\n");
 		return 0;
 	}
+	ticker_step("waiting for %s's new generation", esc(name));
 	for (double t0 = mono_now(); mono_now() - t0 < timeout;) {
 		struct timespec ts = { 0, 50000000 };
 		now = current(cl, name, note, sizeof(note));
+		ticker_update("waiting for %s's new generation: %s", esc(name), note[0] ? esc(note) : "no word yet");
 		if (now != before || strstr(note, "failed"))
 			break;
 		nanosleep(&ts, NULL);
 	}
+	ticker_step(NULL);
 	if (now != before) {
 		printf("generation %" PRIu64 " of %s serves new attaches (%s); attached workers were told\n", now,
 		       esc(name), esc(note));

@@ -9,6 +9,7 @@
 
 #include "ctl.h"
 #include "sockpath.h"
+#include "ticker.h"
 
 static const struct ctl_command offline[] = {
 	{ "inspect", ctl_inspect, "inspect PATH          validate a file or model directory offline",
@@ -170,7 +171,12 @@ int main(int argc, char **argv)
 				return command_help(cmd);
 			if (t == 1 && !socket_fits(&c))
 				return 2;
-			return cmd->run(&c, argc - 1, argv + 1);
+			/* A long step (a publish, a reload's wait) says what it
+			 * is past 2 s; the quick commands set none. */
+			ticker_start("wsrvctl");
+			int r = cmd->run(&c, argc - 1, argv + 1);
+			ticker_stop();
+			return r;
 		}
 	fprintf(stderr, "wsrvctl: unknown command '%s'\nsee wsrvctl --help\n", argv[1]);
 	return 2;
