@@ -721,6 +721,29 @@ static void ctl_publish_from_files(void **st)
 	free(other);
 }
 
+/* Issue 79 item 10: a published generation was served on 4 KiB pages
+ * where the loaded one had 2 MiB folios, its NUMA word "as adopted". It
+ * gets its folios as a load's do, and names the nodes its pages are on. */
+static void published_pages_as_loaded(void **st)
+{
+	struct test_server ts = { 0 };
+	char numa[128];
+	uint64_t loaded, published;
+
+	/* (The tests' servers run with --hugepages off; this one as a
+	 * host's does.) */
+	assert_int_equal(server_start(&ts, "m", F.dir[0], "--allow-publish-uid", uid_arg, "--hugepages", "auto", NULL),
+			 0);
+	loaded = model_pages_settled(ts.sock, numa, sizeof(numa));
+	const char *argv[] = { getenv("WSRV_CTL"), "--socket", ts.sock, "publish", "m", "--from", F.dir[0], NULL };
+	assert_int_equal(run_prog(argv, NULL, pjoin(ts.dir, "out"), pjoin(ts.dir, "err"), 0, 60), 0);
+	published = model_pages_settled(ts.sock, numa, sizeof(numa));
+	assert_int_equal(published, loaded);
+	if (strstr(numa, "as adopted") || !strstr(numa, "node"))
+		fail_msg("the published generation's NUMA word: %s", numa);
+	server_done(&ts);
+}
+
 /* 6: with --lock on a published generation is locked as the loaded one is
  * (it never was: published segments were adopted unlocked). */
 static void published_locked(void **st)
@@ -774,5 +797,6 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(kept_reserved_after_commit),
 	cmocka_unit_test(pinned_page_blocks_nobody),
 	cmocka_unit_test(ctl_publish_from_files),
+	cmocka_unit_test(published_pages_as_loaded),
 	cmocka_unit_test(published_locked),
 )

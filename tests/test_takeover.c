@@ -458,6 +458,32 @@ static void takeover_says_what_it_drops(void **st)
 	rm_rf(a.dir);
 }
 
+/* Issue 79 item 10: after a take-over of a model on 2 MiB folios,
+ * wsrvctl models said 4 KiB pages and NUMA "as adopted" (the successor
+ * took the manifest's base page size and had no placement of its own).
+ * The successor's pages are what readers map (its sweep keeps each
+ * folio), and its NUMA word names the nodes its pages are on. */
+static void takeover_keeps_the_page_size(void **st)
+{
+	struct test_server a = { 0 }, b;
+	char numa[128];
+	uint64_t before, after;
+
+	/* (The tests' servers run with --hugepages off; these two as a
+	 * host's do.) */
+	assert_int_equal(server_start(&a, "m", F.dir[0], "--hugepages", "auto", NULL), 0);
+	before = model_pages_settled(a.sock, numa, sizeof(numa));
+	b = a;
+	assert_int_equal(server_restart_args(&b, "m", F.dir[0], "--take-over", "--hugepages", "auto", NULL), 0);
+	assert_int_equal(child_status(a.pid), 0);
+	after = model_pages_settled(b.sock, numa, sizeof(numa));
+	assert_int_equal(after, before);
+	if (strstr(numa, "as adopted") || !strstr(numa, "node"))
+		fail_msg("the successor's NUMA word: %s", numa);
+	assert_int_equal(server_stop(&b, SIGTERM), 0);
+	rm_rf(a.dir);
+}
+
 FIXTURE_MAIN(F,
 	cmocka_unit_test(stopped_mid_takeover),
 	cmocka_unit_test(successor_stalled),
@@ -472,4 +498,5 @@ FIXTURE_MAIN(F,
 	cmocka_unit_test(takeover_waits_for_load),
 	cmocka_unit_test(takeover_keeps_a_reload),
 	cmocka_unit_test(takeover_says_what_it_drops),
+	cmocka_unit_test(takeover_keeps_the_page_size),
 )

@@ -465,6 +465,7 @@ static int publish_work(void *arg, const char *name, const char *path, const str
 		loaded_model_free(lm);
 		return r;
 	}
+	model_adopted_folios(lm, o, " once published"); /* written in 4 KiB pages: folios as a load's */
 	*out = lm;
 	return 0;
 }

@@ -529,6 +529,28 @@ static int lock_adopted(struct arena *a, struct errinfo *e)
 	return 0;
 }
 
+/* An adopted arena's NUMA word: no policy of this server's placed it, so
+ * the nodes its pages are on, sampled (arena_placement). */
+static void adopted_placement(struct arena *a)
+{
+	uint64_t counts[NUMA_MAX_NODES];
+	char list[64] = "";
+	size_t n = 0;
+	int nodes = 0;
+
+	if (arena_placement(a, counts) > 0)
+		for (int i = 0; i < NUMA_MAX_NODES && n < sizeof(list); i++)
+			if (counts[i]) {
+				n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%d", n ? "," : "", i);
+				nodes++;
+			}
+	if (nodes)
+		snprintf(a->numa.desc, sizeof(a->numa.desc), "node%s %s (where its pages were)", nodes > 1 ? "s" : "",
+			 list);
+	else
+		snprintf(a->numa.desc, sizeof(a->numa.desc), "where its pages were");
+}
+
 int arena_adopt(uint32_t nseg, const int *fds, const uint64_t *sizes, uint64_t page_size,
 		enum lock_mode lock, struct arena **out, struct errinfo *e)
 {
@@ -542,7 +564,6 @@ int arena_adopt(uint32_t nseg, const int *fds, const uint64_t *sizes, uint64_t p
 	a->nseg = nseg;
 	a->page_size = page_size;
 	a->sealed = true;
-	snprintf(a->numa.desc, sizeof(a->numa.desc), "as adopted");
 	choose_lock(a, lock);
 	for (uint32_t i = 0; i < nseg; i++)
 		a->seg[i].fd = -1;
@@ -571,6 +592,7 @@ int arena_adopt(uint32_t nseg, const int *fds, const uint64_t *sizes, uint64_t p
 		a->seg[i].fd = fds[i];
 		(void)memfd_readers_only(&a->seg[i].fd);
 	}
+	adopted_placement(a);
 	*out = a;
 	return 0;
 }

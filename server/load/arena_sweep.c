@@ -18,6 +18,7 @@
 struct sweep {
 	struct arena *a;
 	char label[128];
+	const char *when;          /* in the note: " after the load" */
 };
 
 static bool stopping(const struct arena *a)
@@ -51,7 +52,7 @@ static void *sweep_main(void *arg)
 
 	for (uint32_t i = 0; i < a->nseg && !stopping(a); i++)
 		sweep_seg(a, i);
-	if (arena_folio_note_into(a, a->sweep_note, sizeof(a->sweep_note), " after the load")) {
+	if (arena_folio_note_into(a, a->sweep_note, sizeof(a->sweep_note), w->when)) {
 		__atomic_store_n(&a->pages_note, a->sweep_note, __ATOMIC_RELEASE);
 		log_info("model %s: %s, in %.3f s%s", w->label, a->sweep_note, mono_now() - t0,
 			 __atomic_load_n(&a->sweep, __ATOMIC_RELAXED) == SWEEP_STOPPING ? " (stopped early)" : "");
@@ -60,7 +61,7 @@ static void *sweep_main(void *arg)
 	return NULL;
 }
 
-int arena_sweep_start(struct arena *a, const char *label)
+static int sweep_start(struct arena *a, const char *label, const char *when)
 {
 	struct sweep *w;
 	pthread_t th;
@@ -73,6 +74,7 @@ int arena_sweep_start(struct arena *a, const char *label)
 	if (!(w = calloc(1, sizeof(*w))))
 		return -ENOMEM;
 	w->a = a;
+	w->when = when;
 	snprintf(w->label, sizeof(w->label), "%s", label);
 	if ((r = pthread_create(&th, NULL, sweep_main, w)) != 0) {
 		free(w);
@@ -81,6 +83,27 @@ int arena_sweep_start(struct arena *a, const char *label)
 	a->sweep_th = th;
 	a->sweep = SWEEP_RUNNING;
 	return 0;
+}
+
+int arena_sweep_start(struct arena *a, const char *label)
+{
+	return sweep_start(a, label, " after the load");
+}
+
+int arena_sweep_adopted(struct arena *a, const char *label, const char *when)
+{
+	char why[160];
+	int r;
+
+	if (a->page_size != 4096 || !arena_folio_possible(why, sizeof(why)))
+		return 0; /* huge pages already, or none to be had: as it was */
+	if ((r = arena_folio_init(a)) < 0)
+		return r;
+	__atomic_store_n(&a->folios, FOLIOS_AFTER, __ATOMIC_RELAXED);
+	snprintf(a->hugepage_note, sizeof(a->hugepage_note),
+		 "2 MiB folios to come: each whole 2 MiB chunk made one (or kept one) by MADV_COLLAPSE%s; "
+		 "4 KiB pages until then", when);
+	return sweep_start(a, label, when);
 }
 
 void arena_sweep_wait(struct arena *a)

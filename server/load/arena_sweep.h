@@ -32,6 +32,14 @@ struct arena;
  * most once (-EALREADY). */
 int arena_sweep_start(struct arena *a, const char *label);
 
+/* The same for an adopted arena of 4 KiB pages (a predecessor's, whose
+ * chunks are mostly folios already: the collapse of one costs next to
+ * nothing; or a publish's, written in 4 KiB pages), where the kernel
+ * makes folios: the page size and the note readers see then say what
+ * they map, not 4 KiB. when (static) says when in its note: " on
+ * adoption". 0 (nothing to do, or started) or -errno. */
+int arena_sweep_adopted(struct arena *a, const char *label, const char *when);
+
 /* Stops a running sweep at its next chunk and waits for it; no-op if
  * none runs. */
 void arena_sweep_stop(struct arena *a);

@@ -14,9 +14,12 @@
 #define XXH_STATIC_LINKING_ONLY  /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
+#include "arena_sweep.h"
 #include "checksum_pass.h"
 #include "clock.h"
+#include "log.h"
 #include "manifest.h"
+#include "tier_plan.h"
 
 uint64_t model_files_identity(const struct model *m)
 {
@@ -190,6 +193,14 @@ static int adopt_steps(struct loaded_model *lm, const char *name, const char *pa
 	return r;
 }
 
+void model_adopted_folios(struct loaded_model *lm, const struct load_opts *o, const char *when)
+{
+	if (o->arena.hugepages == HUGEPAGES_OFF || tier_wanted(lm->model, o->memory_budget))
+		return;
+	if (arena_sweep_adopted(lm->arena, lm->model->name, when) < 0)
+		log_warn("model %s: no thread to make 2 MiB folios; it keeps 4 KiB pages", lm->model->name);
+}
+
 int model_adopt(const char *name, const char *path, const struct load_opts *o,
 		const struct adopt_fds *f, bool check_bytes, struct loaded_model **out,
 		struct errinfo *e)
@@ -208,6 +219,7 @@ int model_adopt(const char *name, const char *path, const struct load_opts *o,
 		loaded_model_free(lm);
 		return r;
 	}
+	model_adopted_folios(lm, o, " on adoption");
 	lm->manifest_fd = f->manifest;
 	lm->adopted = true;
 	lm->total_seconds = mono_now() - t0;

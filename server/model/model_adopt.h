@@ -36,6 +36,12 @@ int model_open_like(const char *name, const char *path, const struct model_opts 
 int model_match_manifest(struct model *m, int manifest_fd, uint32_t nseg, const uint64_t *seg_sizes,
 			 struct errinfo *e);
 
+/* An adopted model's 2 MiB folios, made (or kept) by a sweep of its own
+ * (arena_sweep_adopted): a take-over's and a publish's generations map
+ * as a load's do. A model with a disk tier keeps 4 KiB pages, as does
+ * one under --hugepages off. when: for the note (static). */
+void model_adopted_folios(struct loaded_model *lm, const struct load_opts *o, const char *when);
+
 /* Builds *out around f: takes f's fds on success (they are the caller's on
  * failure). check_bytes: every tensor's xxh3 is computed again and compared
  * (O(size); otherwise only sizes, seals and the layout are checked, O(1) in

@@ -263,6 +263,36 @@ void sleep_ms(int ms)
 	nanosleep(&t, NULL);
 }
 
+uint64_t model_pages_settled(const char *sock, char *numa, size_t len)
+{
+	struct wsrv_client *c;
+	struct wsrv_model_list *l;
+	struct wsrv_model_info mi = { .struct_size = sizeof(mi) };
+	uint64_t page = 0;
+
+	if (wsrv_connect(sock, NULL, &c) < 0)
+		return 0;
+	for (int i = 0; i < 600; i++) {
+		bool settled;
+		if (wsrv_list_models(c, &l) < 0)
+			break;
+		if (wsrv_model_list_at(l, 0, &mi) < 0) {
+			wsrv_model_list_free(l);
+			break;
+		}
+		settled = !mi.loading && mi.pages && !strstr(mi.pages, "to come") &&
+			  (strstr(mi.pages, "chunks") || !strstr(mi.pages, "MADV_COLLAPSE"));
+		page = mi.page_size;
+		snprintf(numa, len, "%s", mi.numa ? mi.numa : "");
+		wsrv_model_list_free(l);
+		if (settled)
+			break;
+		sleep_ms(50);
+	}
+	wsrv_disconnect(c);
+	return page;
+}
+
 /* Whether every thread of pid is stopped: 1, 0, or a negative errno. */
 static int pid_all_stopped(pid_t pid)
 {

@@ -181,6 +181,11 @@ int pid_fd_target(pid_t pid, int fd, char *buf, size_t len);
  * server still closing a connection, such as the start's own readiness
  * check, is not counted as a baseline); at most 2 s. */
 int pid_fd_quiet(pid_t pid);
+/* The first model's page size and NUMA word (into numa) from the server
+ * on sock, once its pages have settled: loaded, and no folios still to
+ * come (a note that counts the chunks made, when it makes them); at most
+ * 30 s, then as they are. */
+uint64_t model_pages_settled(const char *sock, char *numa, size_t len);
 
 /* Raw protocol, for tests that play a client libwsrv would never be. */
 struct ProtobufCMessage;
