@@ -22,6 +22,7 @@
  * stream; --compute cpu makes it a busy loop on a host core instead.
  * --moe gives the MoE figures instead (bench_tier_moe.c). */
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -250,7 +251,11 @@ static double hidden(const struct files *f, const struct tier_figs *g)
 	double read_s = (double)g->hid_read * g->odirect_s / (double)f->bytes;
 	double exposed = g->hid_s - g->hid_compute_s;
 
-	return read_s > 0 ? 1 - (exposed > 0 ? exposed : 0) / read_s : 0;
+	/* Reading that took longer than the pass's time beyond its compute
+	 * hid nothing: 0, not below. */
+	double h = read_s > 0 ? 1 - (exposed > 0 ? exposed : 0) / read_s : NAN;
+
+	return h < 0 ? 0 : h;
 }
 
 static void tier_print(const struct tier_cfg *c, const struct files *f, const struct tier_figs *g, bool json)
@@ -276,21 +281,28 @@ static void tier_print(const struct tier_cfg *c, const struct files *f, const st
 		json_decref(o);
 		return;
 	}
-	printf("model %.2f GB, budget %.2f GB, %.2f GB not resident; %d workers\n", (double)f->bytes / 1e9,
-	       (double)c->budget / 1e9, (double)g->not_resident / 1e9, c->workers);
-	printf("  1 worker's pass   %7.3f s, %.2f GB read from disk (%.2fx the bytes not resident; bar 1.1), "
-	       "%.2fx the time at the O_DIRECT rate (bar 1.25)\n", g->one_s, (double)g->one_read / 1e9, r1,
-	       g->one_s / want_one);
-	printf("  %d workers' pass  %7.3f s, %.2f GB read from disk (%.2fx; bar 1.1), %.2fx the time at the "
-	       "O_DIRECT rate (bar 1.25)\n", c->workers, g->n_s, (double)g->n_read / 1e9, rn, g->n_s / want_n);
+	printf("model %.2f GB, budget %.2f GB (%.2f GB of it resident: what always stays; the rest the cache), "
+	       "%.2f GB on disk only; %d workers\n", (double)f->bytes / 1e9, (double)c->budget / 1e9,
+	       (double)(f->tensor_bytes - g->not_resident) / 1e9, (double)g->not_resident / 1e9, c->workers);
+	if (!g->not_resident) {
+		printf("  the budget holds the whole model: nothing is read from disk, no bar applies\n");
+		return;
+	}
+	printf("  1 worker's pass   %7.3f s, %.2f GB read from disk (%.2fx the bytes on disk only; bar 1.1: %s), "
+	       "%.2fx the time at the O_DIRECT rate (bar 1.25: %s)\n", g->one_s, (double)g->one_read / 1e9, r1,
+	       bench_at_most(r1, 1.1), g->one_s / want_one, bench_at_most(g->one_s / want_one, 1.25));
+	printf("  %d workers' pass  %7.3f s, %.2f GB read from disk (%.2fx; bar 1.1: %s), %.2fx the time at the "
+	       "O_DIRECT rate (bar 1.25: %s)\n", c->workers, g->n_s, (double)g->n_read / 1e9, rn, bench_at_most(rn, 1.1),
+	       g->n_s / want_n, bench_at_most(g->n_s / want_n, 1.25));
 	printf("  raw O_DIRECT read of the files %7.3f s (%.2f GB/s)\n", g->odirect_s, rate / 1e9);
 	printf("  1 worker computing each layer (on %s) for its bytes' time at that rate, 2 passes after a "
-	       "first: %.3f s, compute %.3f s; %.2f of the read time hidden (bar 0.9)\n", c->compute_cpu ? "a host core" : "the device",
-	       g->hid_s, g->hid_compute_s, hidden(f, g));
+	       "first: %.3f s, compute %.3f s; %.2f of the read time hidden (bar 0.9: %s)\n",
+	       c->compute_cpu ? "a host core" : "the device", g->hid_s, g->hid_compute_s, hidden(f, g),
+	       bench_at_least(hidden(f, g), 0.9));
 	if (g->peer_n_s > 0)
 		printf("  page-cache peer in a %.2f GB memory cgroup: 1 process %.3f s, %d processes %.3f s; "
-		       "wsrv's %d-worker pass is %.2fx it (bar 0.5)\n", (double)c->budget / 1e9, g->peer_one_s,
-		       c->workers, g->peer_n_s, c->workers, g->n_s / g->peer_n_s);
+		       "wsrv's %d-worker pass is %.2fx it (bar 0.5: %s)\n", (double)c->budget / 1e9, g->peer_one_s,
+		       c->workers, g->peer_n_s, c->workers, g->n_s / g->peer_n_s, bench_at_most(g->n_s / g->peer_n_s, 0.5));
 	else
 		printf("  page-cache peer: not run (no cgroup v1 memory controller at " CGROUP_V1 ", or not root)\n");
 }

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -102,6 +103,39 @@ static bool early_asked(const struct bench_server *bs)
 	return false;
 }
 
+/* In wsrvd's child: its stderr into the log beside its socket (arg), so
+ * that its lines never mix with the figures. */
+static int to_log(void *arg)
+{
+	int fd = open(arg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	if (fd < 0 || dup2(fd, 2) < 0)
+		return -errno;
+	close(fd);
+	return 0;
+}
+
+/* What wsrvd warned of, said once it has stopped: how many warnings and
+ * errors, and the first. The log then goes with the directory. */
+static void say_log(const struct bench_server *bs, const char *log)
+{
+	char line[600], first[600] = "";
+	unsigned n = 0;
+	FILE *f = fopen(log, "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, " warn: ") || strstr(line, " error: "))
+			if (n++ == 0)
+				snprintf(first, sizeof(first), "%s", line);
+	if (f)
+		fclose(f);
+	if (n)
+		fprintf(stderr, "wsrv-bench: the wsrvd it ran logged %u warning%s or error%s; the first: %s", n,
+			n == 1 ? "" : "s", n == 1 ? "" : "s", first);
+	unlink(log);
+	(void)bs;
+}
+
 int bench_server_launch(struct bench_server *bs, const char *const *specs, size_t n)
 {
 	const char *argv[80];
@@ -124,7 +158,8 @@ int bench_server_launch(struct bench_server *bs, const char *const *specs, size_
 	/* Models may take a while to load; wsrvd serves while loading by
 	 * default: a bench that did not ask for that starts once every model
 	 * is loaded. */
-	if ((r = wsrvd_spawn(argv, NULL, NULL, &bs->pid)) < 0)
+	snprintf(bs->log, sizeof(bs->log), "%s/wsrvd.log", bs->dir);
+	if ((r = wsrvd_spawn(argv, to_log, bs->log, &bs->pid)) < 0)
 		return r;
 	return wsrvd_wait_ready(bs->pid, bs->sock, early_asked(bs), 120, NULL, NULL);
 }
@@ -137,6 +172,9 @@ void bench_server_stop(struct bench_server *bs)
 		kill(bs->pid, SIGTERM);
 		waitpid(bs->pid, NULL, 0);
 	}
+	if (bs->log[0])
+		say_log(bs, bs->log);
+	bs->log[0] = 0;
 	snprintf(lock, sizeof(lock), "%s.lock", bs->sock);
 	unlink(lock);
 	rmdir(bs->dir);
@@ -225,4 +263,14 @@ struct wsrv_device *bench_open_device(bool cuda)
 	if ((cuda ? wsrv_device_cuda(NULL, &d) : wsrv_device_host(NULL, &d)) < 0)
 		return NULL;
 	return d;
+}
+
+const char *bench_at_most(double v, double bar)
+{
+	return !isfinite(v) ? "n/a" : v <= bar ? "OK" : "SHORT";
+}
+
+const char *bench_at_least(double v, double bar)
+{
+	return !isfinite(v) ? "n/a" : v >= bar ? "OK" : "SHORT";
 }

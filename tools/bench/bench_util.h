@@ -19,6 +19,7 @@ struct bench_server {
 	char sock[200];
 	const char *extra[4];       /* more wsrvd arguments, NULL-terminated (or none) */
 	bool at_ready;              /* start returns at ready, its folios maybe still to come */
+	char log[160];              /* wsrvd's stderr, in dir; its warnings said at the stop */
 };
 
 /* Waits (at most 120 s) until the server has settled: every model in the
@@ -71,5 +72,10 @@ int bench_resident_plan(struct wsrv_plan **out);
 struct wsrv_tier_info;
 /* The first model's disk tier counters on the server at sock: 0 or -errno. */
 int tier_now(const char *sock, struct wsrv_tier_info *t);
+
+/* A figure against its bar: "OK" or "SHORT" (at most bar; at least bar),
+ * "n/a" when the figure could not be made (NaN or infinite). */
+const char *bench_at_most(double v, double bar);
+const char *bench_at_least(double v, double bar);
 
 #endif
