@@ -107,13 +107,18 @@ bool arena_folio_note_into(struct arena *a, char *buf, size_t len, const char *w
 {
 	uint64_t made = __atomic_load_n(&a->folios_made, __ATOMIC_RELAXED);
 	uint64_t failed = __atomic_load_n(&a->folios_failed, __ATOMIC_RELAXED);
+	uint64_t chunks = 0;
 
 	if (!a->seg || (!made && !failed))
 		return false;
+	for (uint32_t i = 0; i < a->nseg; i++)
+		chunks += a->seg[i].nchunks;
+	if (chunks < made + failed)
+		chunks = made + failed;
 	snprintf(buf, len,
 		 "2 MiB folios by MADV_COLLAPSE%s: %" PRIu64 " of %" PRIu64 " chunks%s%s (no huge-page pool; "
 		 "with one, hugetlb pages are used: docs/operations.md, Huge pages)",
-		 when, made, made + failed, failed ? ", the rest in 4 KiB pages" : "",
+		 when, made, chunks, made < chunks ? ", the rest in 4 KiB pages" : "",
 		 arena_folios_now(a) != FOLIOS_NONE ? "" : " (the kernel refused the collapse)");
 	return true;
 }

@@ -27,6 +27,16 @@ static bool stopping(const struct arena *a)
 	       arena_folios_now(a) == FOLIOS_NONE;
 }
 
+/* Whether a chunk was never tried (the sweep stopped before it). */
+static bool untried(const struct arena *a)
+{
+	for (uint32_t i = 0; i < a->nseg; i++)
+		for (uint64_t c = 0; c < a->seg[i].nchunks; c++)
+			if (!__atomic_load_n(&a->seg[i].folio_tried[c], __ATOMIC_ACQUIRE))
+				return true;
+	return false;
+}
+
 /* Every chunk of segment seg, one by one, until told to stop: made one
  * folio, then read once through the server's mapping (arena_folio_warm). */
 static void sweep_seg(struct arena *a, uint32_t seg)
@@ -54,8 +64,10 @@ static void *sweep_main(void *arg)
 		sweep_seg(a, i);
 	if (arena_folio_note_into(a, a->sweep_note, sizeof(a->sweep_note), w->when)) {
 		__atomic_store_n(&a->pages_note, a->sweep_note, __ATOMIC_RELEASE);
+		/* Stopped early only when a chunk was left untried (a stop that
+		 * came after the last one stopped nothing). */
 		log_info("model %s: %s, in %.3f s%s", w->label, a->sweep_note, mono_now() - t0,
-			 __atomic_load_n(&a->sweep, __ATOMIC_RELAXED) == SWEEP_STOPPING ? " (stopped early)" : "");
+			 untried(a) ? " (stopped early)" : "");
 	}
 	free(w);
 	return NULL;

@@ -196,16 +196,17 @@ static void sd_print(bool json, int n, const struct sd_result *sh, const struct 
 	}
 	printf("%d workers, %.1f MiB resident each (%d filled the region, %d mapped it)\n", n,
 	       (double)sh->resident / 1048576, sh->writers, sh->readers);
-	printf("  device bytes, shared:  %9.1f MiB (region PSS %.1f MiB + slots %.1f MiB; bar <= %.1f MiB)\n",
+	printf("  device bytes, shared:  %9.1f MiB (region PSS %.1f MiB + slots %.1f MiB; bar <= %.1f MiB: %s)\n",
 	       (double)sh->device_bytes / 1048576, (double)sh->region_pss / 1048576,
-	       (double)sh->private_sum / 1048576, bar_bytes / 1048576);
+	       (double)sh->private_sum / 1048576, bar_bytes / 1048576,
+	       bench_at_most((double)sh->device_bytes, bar_bytes));
 	printf("  device bytes, private: %9.1f MiB   %.2fx shared\n", (double)pv->device_bytes / 1048576,
 	       (double)pv->device_bytes / (double)sh->device_bytes);
 	if (sh->used >= 0 && pv->used > 0)
 		printf("  device memory taken (cuMemGetInfo): shared %.1f MiB, private %.1f MiB = %.2fx\n",
 		       (double)sh->used / 1048576, (double)pv->used / 1048576, (double)pv->used / (double)sh->used);
-	printf("  stream open: first %.1f ms, later (median) %.1f ms = %.3fx (bar <= 0.1x); private %.1f ms\n",
-	       sh->first_ms, sh->later_ms, ratio, pv->later_ms);
+	printf("  stream open: first %.1f ms, later (median) %.1f ms = %.3fx (bar <= 0.1x: %s); private %.1f ms\n",
+	       sh->first_ms, sh->later_ms, ratio, bench_at_most(ratio, 0.1), pv->later_ms);
 }
 
 int bench_share_device(int argc, char **argv)

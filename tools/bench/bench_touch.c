@@ -275,9 +275,9 @@ static void touch_report(const struct files *f, int n, const struct summary s[4]
 	print_row(what, &s[1]);
 	snprintf(what, sizeof(what), "page-cache mmap, %d at once", n);
 	print_row(what, &s[3]);
-	printf("  wsrv's first pass runs at %.2fx the page cache's speed alone, %.2fx with %d (bar 0.9);\n"
-	       "  its page tables are %.3f%% of the bytes mapped (bar 0.05%%)\n", speed1, speedn, n,
-	       100 * pte);
+	printf("  wsrv's first pass runs at %.2fx the page cache's speed alone, %.2fx with %d (bar 0.9: %s);\n"
+	       "  its page tables are %.3f%% of the bytes mapped (bar 0.05%%: %s)\n", speed1, speedn, n,
+	       bench_at_least(speed1 < speedn ? speed1 : speedn, 0.9), 100 * pte, bench_at_most(100 * pte, 0.05));
 	if (cpu >= 0)
 		printf("  the server's CPU over its start, load and folios: %.2f CPU-s/GB\n", cpu / ((double)f->bytes / 1e9));
 }
