@@ -193,6 +193,12 @@ static void hugepages_too_few(void **s)
 	assert_int_equal(arena_create("test", 1, &size, &o, &a, &e), -ENOMEM);
 	assert_non_null(strstr(e.msg, "--hugepages on"));
 	assert_non_null(strstr(e.msg, "nr_hugepages"));
+	/* Issue 79 item 4: the advice was "echo N > ...": a command with a
+	 * placeholder. It names the number. */
+	char want[96];
+	snprintf(want, sizeof(want), "sysctl -w vm.nr_overcommit_hugepages=%ld,", (freep < 0 ? 0 : freep) + 1);
+	if (!strstr(e.msg, want))
+		fail_msg("the advice: %s", e.msg);
 	assert_null(a);
 	o.hugepages = HUGEPAGES_AUTO;
 	assert_int_equal(arena_create("test", 1, &size, &o, &a, &e), 0);

@@ -423,7 +423,7 @@ static void pages_say_how(void **s)
 			assert_int_equal(mi.page_size, 2u << 20);
 		}
 		else if (mi.page_size == 4096) /* shmem_enabled deny: 4 KiB, and what to set */
-			assert_non_null(strstr(mi.pages, "sysctl vm.nr_overcommit_hugepages"));
+			assert_non_null(strstr(mi.pages, "sysctl -w vm.nr_overcommit_hugepages="));
 		else
 			assert_non_null(strstr(mi.pages, "2 MiB huge pages"));
 		snprintf(out, sizeof(out), "%s/status.out", ts.dir);

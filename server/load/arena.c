@@ -93,8 +93,10 @@ static int choose_pages(struct arena *a, const struct arena_opts *o, struct erri
 	}
 	if (o->hugepages == HUGEPAGES_ON)
 		return err_set(e, -ENOMEM,
-			       "--hugepages on: the arena needs %" PRIu64 " 2 MiB huge pages but %ld are to be had; reserve more (echo N > /proc/sys/vm/nr_hugepages) or allow surplus ones (echo N > /proc/sys/vm/nr_overcommit_hugepages)",
-			       need, freep < 0 ? 0 : freep);
+			       "--hugepages on: the arena needs %" PRIu64 " 2 MiB huge pages but %ld are to be had; allow "
+			       "that many surplus ones (sysctl -w vm.nr_overcommit_hugepages=%" PRIu64 ", as root) or reserve "
+			       "%" PRIu64 " more (vm.nr_hugepages)",
+			       need, freep < 0 ? 0 : freep, need, need - (uint64_t)(freep < 0 ? 0 : freep));
 	/* With folios, arena_folio_note replaces this once a chunk is made. */
 	if (o->no_folios)
 		snprintf(why, sizeof(why), "a disk tier reads into 4 KiB pages");
@@ -107,9 +109,9 @@ static int choose_pages(struct arena *a, const struct arena_opts *o, struct erri
 	}
 	snprintf(a->hugepage_note, sizeof(a->hugepage_note),
 		 "4 KiB pages (auto: %s; %" PRIu64 " 2 MiB huge pages needed, %ld to be had; for 2 MiB pages "
-		 "allow %" PRIu64 " more: sysctl vm.nr_overcommit_hugepages or vm.nr_hugepages, then "
+		 "allow them as surplus: sysctl -w vm.nr_overcommit_hugepages=%" PRIu64 " as root, then "
 		 "restart; docs/operations.md, Huge pages)",
-		 why, need, freep < 0 ? 0 : freep, need - (uint64_t)(freep < 0 ? 0 : freep));
+		 why, need, freep < 0 ? 0 : freep, need);
 	return 0;
 }
 
