@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include "errinfo.h"
 #include "copy.pb-c.h"
 #include "device.h"
 #include "wsrv.h"
@@ -156,13 +157,15 @@ void cd_to(struct copyd *cd, enum cd_state to);
  * attached now if it is the one wsrvd serves: 0 and *out, or -ESTALE
  * (other bytes are served, or id is 0), -ENOENT, -EHOSTDOWN (no wsrvd),
  * with a sentence. */
-int cd_model_get(struct copyd *cd, const char *name, uint64_t gen, uint64_t id, struct cd_model **out);
+int cd_model_get(struct copyd *cd, const char *name, uint64_t gen, uint64_t id, struct cd_model **out,
+		 struct errinfo *err);
 /* Attaches and locks what is loaded of name's current generation now
  * (--model). 0 or <0 with a sentence. */
-int cd_model_hold(struct copyd *cd, const char *name);
+int cd_model_hold(struct copyd *cd, const char *name, struct errinfo *err);
 /* Segment seg of e, loaded and registered: 0 and its bytes, or
  * -EAGAIN (not loaded yet), -ERANGE, with a sentence. */
-int cd_model_segment(struct copyd *cd, struct cd_model *e, uint32_t seg, const uint8_t **base, size_t *len);
+int cd_model_segment(struct copyd *cd, struct cd_model *e, uint32_t seg, const uint8_t **base, size_t *len,
+		     struct errinfo *err);
 /* Connection users of e: one more, one less (a retired one unused goes). */
 void cd_model_use(struct copyd *cd, struct cd_model **slot, struct cd_model *e);
 /* Events from wsrvd (a new generation: attached and registered), and the
@@ -179,13 +182,13 @@ void cd_conn_close(struct copyd *cd, struct cd_conn *c);
 
 /* Buffers and copies (copyd_copy.c): 0 or a negative errno with a
  * sentence, answered as an error. */
-int cd_map(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyMap *m, int fd, uint32_t *id);
+int cd_map(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyMap *m, int fd, uint32_t *id, struct errinfo *err);
 /* -EBUSY while a job of c copies into it. */
-int cd_unmap(struct copyd *cd, struct cd_conn *c, uint32_t id);
+int cd_unmap(struct copyd *cd, struct cd_conn *c, uint32_t id, struct errinfo *err);
 /* Checks rq and queues it as a job of c, answered by cd_schedule once its
  * bytes have landed: 0 (no answer now), or <0 with a sentence (answered
  * as an error now). */
-int cd_copy(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyRuns *rq, uint64_t seq);
+int cd_copy(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyRuns *rq, uint64_t seq, struct errinfo *err);
 void cd_buffers_free(struct copyd *cd, struct cd_conn *c);
 
 /* Jobs (copyd_sched.c). At most CD_JOBS_PER_CONN queued on a connection
@@ -206,6 +209,6 @@ bool cd_job_uses(const struct cd_conn *c, const struct cd_buffer *b);
 /* Answers (copyd_reply.c): false when the worker does not take it. */
 bool cd_reply(struct cd_conn *c, Wsrv__CopyResponse *rs);
 bool cd_reply_done(struct cd_conn *c, uint64_t seq, uint64_t bytes, double secs, unsigned waited);
-bool cd_reply_error(struct copyd *cd, struct cd_conn *c, uint64_t seq, int r);
+bool cd_reply_error(struct copyd *cd, struct cd_conn *c, uint64_t seq, int r, const struct errinfo *err);
 
 #endif

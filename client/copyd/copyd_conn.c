@@ -161,24 +161,25 @@ static bool answer(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyRequest 
 	Wsrv__CopyStatsReply st = WSRV__COPY_STATS_REPLY__INIT;
 	Wsrv__CopyModel mv[CD_STATS_MODELS], *mp[CD_STATS_MODELS];
 	char *devs[CD_MAX_DEVICES];
+	struct errinfo err;
 	int r = 0;
 
 	rs.seq = rq->seq;
 	switch (rq->body_case) {
 	case WSRV__COPY_REQUEST__BODY_MAP:
-		if ((r = cd_map(cd, c, rq->map, fd, &mr.buffer)) == 0)
+		if ((r = cd_map(cd, c, rq->map, fd, &mr.buffer, &err)) == 0)
 			rs.body_case = WSRV__COPY_RESPONSE__BODY_MAP, rs.map = &mr;
 		break;
 	case WSRV__COPY_REQUEST__BODY_RUNS:
 		/* Queued: answered once its bytes have landed (cd_schedule). */
-		if ((r = cd_copy(cd, c, rq->runs, rq->seq)) == 0) {
+		if ((r = cd_copy(cd, c, rq->runs, rq->seq, &err)) == 0) {
 			if (fd >= 0)
 				close(fd);
 			return true;
 		}
 		break;
 	case WSRV__COPY_REQUEST__BODY_UNMAP:
-		if ((r = cd_unmap(cd, c, rq->unmap->buffer)) == 0)
+		if ((r = cd_unmap(cd, c, rq->unmap->buffer, &err)) == 0)
 			rs.body_case = WSRV__COPY_RESPONSE__BODY_OK, rs.ok = &ok;
 		break;
 	case WSRV__COPY_REQUEST__BODY_STATS:
@@ -186,12 +187,12 @@ static bool answer(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyRequest 
 		rs.body_case = WSRV__COPY_RESPONSE__BODY_STATS, rs.stats = &st;
 		break;
 	default:
-		r = cl_err(-EPROTO, "an empty request");
+		r = err_set(&err, -EPROTO, "an empty request");
 	}
 	if (fd >= 0)
 		close(fd); /* imported, or refused: the service keeps no worker's fd */
 	if (r < 0)
-		return cd_reply_error(cd, c, rq->seq, r);
+		return cd_reply_error(cd, c, rq->seq, r, &err);
 	return cd_reply(c, &rs);
 }
 

@@ -5,6 +5,7 @@
  * the buffer. Copies come from the service's page-locked mapping, on the
  * buffer's device, and are waited for before the answer. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -46,44 +47,45 @@ static int device_named(const struct copyd *cd, const char *id)
 }
 
 /* The request's shape and the limits: 0, or <0 with a sentence. */
-static int map_allowed(const struct copyd *cd, const struct cd_conn *c, const Wsrv__CopyMap *m, int fd, int k)
+static int map_allowed(const struct copyd *cd, const struct cd_conn *c, const Wsrv__CopyMap *m, int fd, int k,
+		       struct errinfo *err)
 {
 	unsigned proc, user;
 
 	if (m->protocol != WSRV_COPY_PROTOCOL)
-		return cl_err(-EPROTO, "copy protocol %u: this service speaks %u", m->protocol, WSRV_COPY_PROTOCOL);
+		return err_set(err, -EPROTO, "copy protocol %u: this service speaks %u", m->protocol, WSRV_COPY_PROTOCOL);
 	if (fd < 0)
-		return cl_err(-EBADF, "a CopyMap comes with its buffer's fd");
+		return err_set(err, -EBADF, "a CopyMap comes with its buffer's fd");
 	if (k < 0)
-		return cl_err(-ENODEV, "device %s is not one this service serves", esc(m->device ? m->device : "(none)"));
+		return err_set(err, -ENODEV, "device %s is not one this service serves", esc(m->device ? m->device : "(none)"));
 	if (!m->len || m->len % cd->dev[k].info.granule)
-		return cl_err(-EINVAL, "a buffer of %llu bytes: a multiple of %zu (the device's granularity)",
+		return err_set(err, -EINVAL, "a buffer of %llu bytes: a multiple of %zu (the device's granularity)",
 			      (unsigned long long)m->len, cd->dev[k].info.granule);
 	count_buffers(cd, c, &proc, &user);
 	if (proc >= cd->cfg.max_buffers_per_process)
-		return cl_err(-EMFILE, "process %d holds %u buffers here (--max-buffers-per-process)", (int)c->cred.pid,
+		return err_set(err, -EMFILE, "process %d holds %u buffers here (--max-buffers-per-process)", (int)c->cred.pid,
 			      proc);
 	if (user >= cd->cfg.max_buffers_per_uid)
-		return cl_err(-EDQUOT, "user %u holds %u buffers here (--max-buffers-per-uid)", (unsigned)c->cred.uid,
+		return err_set(err, -EDQUOT, "user %u holds %u buffers here (--max-buffers-per-uid)", (unsigned)c->cred.uid,
 			      user);
 	return 0;
 }
 
-int cd_map(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyMap *m, int fd, uint32_t *id)
+int cd_map(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyMap *m, int fd, uint32_t *id, struct errinfo *err)
 {
 	int k = device_named(cd, m->device);
 	struct cd_buffer *b;
 	double t0;
 	int r;
 
-	if ((r = map_allowed(cd, c, m, fd, k)) < 0)
+	if ((r = map_allowed(cd, c, m, fd, k, err)) < 0)
 		return r;
 	if (!(b = calloc(1, sizeof(*b))))
-		return cl_err(-ENOMEM, "out of memory");
+		return err_set(err, -ENOMEM, "out of memory");
 	t0 = mono_now();
 	if ((r = dev_serve_import(cd->dev[k].d, fd, m->len, &b->mem)) < 0) {
 		free(b);
-		return r;
+		return err_set(err, r, "%s", wsrv_last_error()); /* the device room says why */
 	}
 	cd->import_seconds += mono_now() - t0;
 	cd->imports++;
@@ -114,14 +116,14 @@ static void buffer_free(struct copyd *cd, struct cd_conn *c, struct cd_buffer **
 	free(b);
 }
 
-int cd_unmap(struct copyd *cd, struct cd_conn *c, uint32_t id)
+int cd_unmap(struct copyd *cd, struct cd_conn *c, uint32_t id, struct errinfo *err)
 {
 	struct cd_buffer **p = buffer_slot(c, id);
 
 	if (!p)
-		return cl_err(-ENOENT, "buffer %u is not mapped on this connection", id);
+		return err_set(err, -ENOENT, "buffer %u is not mapped on this connection", id);
 	if (cd_job_uses(c, *p))
-		return cl_err(-EBUSY, "buffer %u has copies queued: wait for their answers", id);
+		return err_set(err, -EBUSY, "buffer %u has copies queued: wait for their answers", id);
 	buffer_free(cd, c, p);
 	return 0;
 }
@@ -141,7 +143,7 @@ static bool fits(uint64_t off, uint64_t len, uint64_t limit)
 /* Run i checked against the generation (its segment loaded, locked) and
  * the buffer; *src its first byte. 0 or <0 with a sentence. */
 static int check_run(struct copyd *cd, struct cd_model *e, const struct cd_buffer *b, size_t i,
-		     const Wsrv__CopyRun *x, const uint8_t **src)
+		     const Wsrv__CopyRun *x, const uint8_t **src, struct errinfo *err)
 {
 	const uint8_t *base;
 	size_t seglen;
@@ -150,22 +152,26 @@ static int check_run(struct copyd *cd, struct cd_model *e, const struct cd_buffe
 
 	if (!x->width || !x->height || (x->height > 1 && x->pitch < x->width) ||
 	    x->height > UINT64_MAX / (x->pitch ? x->pitch : 1) || x->width > UINT64_MAX / x->height)
-		return cl_err(-EINVAL, "run %zu: %llu rows of %llu bytes, %llu apart: not a copy", i,
+		return err_set(err, -EINVAL, "run %zu: %llu rows of %llu bytes, %llu apart: not a copy", i,
 			      (unsigned long long)x->height, (unsigned long long)x->width, (unsigned long long)x->pitch);
-	if ((r = cd_model_segment(cd, e, x->segment, &base, &seglen)) < 0)
-		return cl_wrap(r, "run %zu", i);
+	if ((r = cd_model_segment(cd, e, x->segment, &base, &seglen, err)) < 0) {
+		char run[32];
+		snprintf(run, sizeof(run), "run %zu", i);
+		err_prefix(err, run);
+		return r;
+	}
 	span = (x->height - 1) * x->pitch + x->width;
 	if (!fits(x->src_off, span, seglen))
-		return cl_err(-ERANGE, "run %zu: bytes %llu to %llu of segment %u, which has %zu", i,
+		return err_set(err, -ERANGE, "run %zu: bytes %llu to %llu of segment %u, which has %zu", i,
 			      (unsigned long long)x->src_off, (unsigned long long)(x->src_off + span), x->segment, seglen);
 	if (!fits(x->dst_off, x->width * x->height, b->mem.len))
-		return cl_err(-ERANGE, "run %zu: %llu bytes at %llu of a buffer of %zu", i,
+		return err_set(err, -ERANGE, "run %zu: %llu bytes at %llu of a buffer of %zu", i,
 			      (unsigned long long)(x->width * x->height), (unsigned long long)x->dst_off, b->mem.len);
 	*src = base + x->src_off;
 	return 0;
 }
 
-int cd_copy(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyRuns *rq, uint64_t seq)
+int cd_copy(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyRuns *rq, uint64_t seq, struct errinfo *err)
 {
 	struct cd_buffer **p = buffer_slot(c, rq->buffer);
 	struct cd_model *e;
@@ -173,24 +179,24 @@ int cd_copy(struct copyd *cd, struct cd_conn *c, const Wsrv__CopyRuns *rq, uint6
 	int r;
 
 	if (!p)
-		return cl_err(-ENOENT, "buffer %u is not mapped on this connection", rq->buffer);
+		return err_set(err, -ENOENT, "buffer %u is not mapped on this connection", rq->buffer);
 	if (!rq->model || !*rq->model || strlen(rq->model) > CD_MODEL_NAME_MAX)
-		return cl_err(-EINVAL, "a model name of 1 to %d bytes", CD_MODEL_NAME_MAX);
+		return err_set(err, -EINVAL, "a model name of 1 to %d bytes", CD_MODEL_NAME_MAX);
 	if (rq->n_runs > WSRV_COPY_RUNS_MAX)
-		return cl_err(-E2BIG, "%zu runs in one request: %u at most", rq->n_runs, WSRV_COPY_RUNS_MAX);
+		return err_set(err, -E2BIG, "%zu runs in one request: %u at most", rq->n_runs, WSRV_COPY_RUNS_MAX);
 	if (c->njobs >= CD_JOBS_PER_CONN)
-		return cl_err(-EBUSY, "%u copies are queued on this connection already: wait for one", c->njobs);
-	if ((r = cd_model_get(cd, rq->model, rq->generation, rq->identity, &e)) < 0)
+		return err_set(err, -EBUSY, "%u copies are queued on this connection already: wait for one", c->njobs);
+	if ((r = cd_model_get(cd, rq->model, rq->generation, rq->identity, &e, err)) < 0)
 		return r;
 	cd_model_use(cd, &c->model, e);
 	if (!(job = calloc(1, sizeof(*job))) || !(job->run = calloc(rq->n_runs + 1, sizeof(*job->run)))) {
 		free(job);
-		return cl_err(-ENOMEM, "out of memory");
+		return err_set(err, -ENOMEM, "out of memory");
 	}
 	for (size_t i = 0; i < rq->n_runs && r == 0; i++) {
 		const Wsrv__CopyRun *x = rq->runs[i];
 		struct cd_run *run = &job->run[i];
-		r = check_run(cd, e, *p, i, x, &run->src);
+		r = check_run(cd, e, *p, i, x, &run->src, err);
 		run->width = x->width, run->height = x->height, run->dst_off = x->dst_off;
 		run->pitch = x->height > 1 ? x->pitch : x->width;
 	}

@@ -216,9 +216,11 @@ static int listen_on(struct copyd *cd)
 
 static void preload(struct copyd *cd)
 {
+	struct errinfo err;
+
 	for (unsigned i = 0; i < cd->cfg.npreload; i++) {
-		if (cd_model_hold(cd, cd->cfg.preload[i]) < 0)
-			log_warn("--model %s: %s (held when a worker first asks)", cd->cfg.preload[i], wsrv_last_error());
+		if (cd_model_hold(cd, cd->cfg.preload[i], &err) < 0)
+			log_warn("--model %s: %s (held when a worker first asks)", cd->cfg.preload[i], err.msg);
 	}
 }
 

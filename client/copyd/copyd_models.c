@@ -24,7 +24,7 @@ int cd_wsrvd_fd(struct copyd *cd)
 }
 
 /* wsrvd, connected when it was not: 0 or -EHOSTDOWN with a sentence. */
-static int need_wsrvd(struct copyd *cd)
+static int need_wsrvd(struct copyd *cd, struct errinfo *err)
 {
 	struct wsrv_connect_opts o = { .struct_size = sizeof(o), .timeout_ms = 30000,
 				       .client_name = "wsrv-copyd" };
@@ -33,7 +33,7 @@ static int need_wsrvd(struct copyd *cd)
 		return 0;
 	if (wsrv_connect(cd->cfg.wsrvd, &o, &cd->wsrvd) < 0) {
 		cd->wsrvd = NULL;
-		return cl_err(-EHOSTDOWN, "wsrvd is not reachable: %s", wsrv_last_error());
+		return err_set(err, -EHOSTDOWN, "wsrvd is not reachable: %s", wsrv_last_error());
 	}
 	log_info("connected to wsrvd at %s", cd->cfg.wsrvd ? cd->cfg.wsrvd : wsrv_default_socket());
 	return 0;
@@ -41,7 +41,7 @@ static int need_wsrvd(struct copyd *cd)
 
 /* Locks segment g of e on every device (the first locks, portable; the
  * others borrow), once. 0 or <0 (nothing left locked). */
-static int lock_segment(struct copyd *cd, struct cd_model *e, uint32_t g)
+static int lock_segment(struct copyd *cd, struct cd_model *e, uint32_t g, struct errinfo *err)
 {
 	const uint8_t *p = cl_segment_base(e->m, g);
 	size_t len = cl_segment_len(e->m, g);
@@ -56,6 +56,7 @@ static int lock_segment(struct copyd *cd, struct cd_model *e, uint32_t g)
 		added += a;
 	}
 	if (r < 0) {
+		err_set(err, r, "%s", wsrv_last_error()); /* the device room says why */
 		while (--k > 0)
 			cd->dev[k - 1].d->ops->unregister_host(cd->dev[k - 1].d, p, len);
 		return r;
@@ -70,9 +71,11 @@ static int lock_segment(struct copyd *cd, struct cd_model *e, uint32_t g)
 /* Every segment of e that is loaded now, locked. */
 static void lock_ready(struct copyd *cd, struct cd_model *e)
 {
+	struct errinfo err;
+
 	for (uint32_t g = 0; g < e->nseg; g++)
-		if (!e->registered[g] && cl_piece_kept_now(e->m, g) == 1 && lock_segment(cd, e, g) < 0)
-			log_warn("model %s: segment %u could not be page-locked: %s", e->name, g, wsrv_last_error());
+		if (!e->registered[g] && cl_piece_kept_now(e->m, g) == 1 && lock_segment(cd, e, g, &err) < 0)
+			log_warn("model %s: segment %u could not be page-locked: %s", e->name, g, err.msg);
 }
 
 static void unlock_all(struct copyd *cd, struct cd_model *e)
@@ -132,22 +135,22 @@ static struct cd_model *held(struct copyd *cd, const char *name, bool current_on
 
 /* Attaches name's current generation and locks what is loaded of it; the
  * one held before is retired. 0 and *out, or <0. */
-static int attach(struct copyd *cd, const char *name, struct cd_model **out)
+static int attach(struct copyd *cd, const char *name, struct cd_model **out, struct errinfo *err)
 {
 	struct cd_model *e, *old;
 	uint64_t mapped = 0, latest = 0;
 	int r;
 
-	if ((r = need_wsrvd(cd)) < 0)
+	if ((r = need_wsrvd(cd, err)) < 0)
 		return r;
 	if (!(e = calloc(1, sizeof(*e))) || !(e->name = strdup(name))) {
 		free(e);
-		return cl_err(-ENOMEM, "out of memory");
+		return err_set(err, -ENOMEM, "out of memory");
 	}
 	if ((r = wsrv_attach(cd->wsrvd, name, &e->m)) < 0) {
 		free(e->name);
 		free(e);
-		return r;
+		return err_set(err, r, "%s", wsrv_last_error()); /* libwsrv says why */
 	}
 	wsrv_model_generation(e->m, &mapped, &latest);
 	e->generation = mapped;
@@ -168,7 +171,7 @@ static int attach(struct copyd *cd, const char *name, struct cd_model **out)
 		wsrv_detach(e->m);
 		free(e->name);
 		free(e);
-		return cl_err(-ENOMEM, "out of memory");
+		return err_set(err, -ENOMEM, "out of memory");
 	}
 	if ((old = held(cd, name, true)))
 		cd_model_to(old, CDM_RETIRED);
@@ -182,7 +185,8 @@ static int attach(struct copyd *cd, const char *name, struct cd_model **out)
 	return 0;
 }
 
-int cd_model_get(struct copyd *cd, const char *name, uint64_t gen, uint64_t id, struct cd_model **out)
+int cd_model_get(struct copyd *cd, const char *name, uint64_t gen, uint64_t id, struct cd_model **out,
+		 struct errinfo *err)
 {
 	struct cd_model *e;
 	int r;
@@ -190,7 +194,7 @@ int cd_model_get(struct copyd *cd, const char *name, uint64_t gen, uint64_t id, 
 	/* 0 names no bytes (a worker of an older library, or a manifest
 	 * from a server that names no source): nothing matches it. */
 	if (!id)
-		return cl_err(-ESTALE, "model %s: the request names generation %llu by no identity; "
+		return err_set(err, -ESTALE, "model %s: the request names generation %llu by no identity; "
 			      "the service copies only bytes it can name", esc(name), (unsigned long long)gen);
 	for (e = cd->models; e; e = e->next)
 		if (strcmp(e->name, name) == 0 && e->generation == gen && e->identity == id) {
@@ -199,35 +203,38 @@ int cd_model_get(struct copyd *cd, const char *name, uint64_t gen, uint64_t id, 
 		}
 	/* Another generation, or the same number with other bytes (a wsrvd
 	 * started again): what wsrvd serves now, attached. */
-	if ((r = attach(cd, name, &e)) < 0)
+	if ((r = attach(cd, name, &e, err)) < 0)
 		return r;
 	if (e->generation != gen || e->identity != id)
-		return cl_err(-ESTALE, "model %s: wsrvd serves generation %llu (identity %016llx), not %llu (%016llx): "
+		return err_set(err, -ESTALE, "model %s: wsrvd serves generation %llu (identity %016llx), not %llu (%016llx): "
 			      "attach again", esc(name), (unsigned long long)e->generation, (unsigned long long)e->identity,
 			      (unsigned long long)gen, (unsigned long long)id);
 	*out = e;
 	return 0;
 }
 
-int cd_model_hold(struct copyd *cd, const char *name)
+int cd_model_hold(struct copyd *cd, const char *name, struct errinfo *err)
 {
 	struct cd_model *e;
 
-	return attach(cd, name, &e);
+	return attach(cd, name, &e, err);
 }
 
-int cd_model_segment(struct copyd *cd, struct cd_model *e, uint32_t seg, const uint8_t **base, size_t *len)
+int cd_model_segment(struct copyd *cd, struct cd_model *e, uint32_t seg, const uint8_t **base, size_t *len,
+		     struct errinfo *err)
 {
 	int r;
 
 	if (seg >= e->nseg)
-		return cl_err(-ERANGE, "segment %u: model %s has %u", seg, e->name, e->nseg);
+		return err_set(err, -ERANGE, "segment %u: model %s has %u", seg, e->name, e->nseg);
 	if (cl_model_tiered(e->m))
-		return cl_err(-EOPNOTSUPP, "model %s has a disk tier: its workers copy by themselves", e->name);
+		return err_set(err, -EOPNOTSUPP, "model %s has a disk tier: its workers copy by themselves", e->name);
 	if (!e->registered[seg]) {
-		if ((r = cl_piece_kept_now(e->m, seg)) <= 0)
-			return r < 0 ? r : cl_err(-EAGAIN, "model %s: segment %u is not loaded yet", e->name, seg);
-		if ((r = lock_segment(cd, e, seg)) < 0)
+		if ((r = cl_piece_kept_now(e->m, seg)) < 0)
+			return err_set(err, r, "model %s: segment %u: %s", e->name, seg, wsrv_last_error());
+		if (r == 0)
+			return err_set(err, -EAGAIN, "model %s: segment %u is not loaded yet", e->name, seg);
+		if ((r = lock_segment(cd, e, seg, err)) < 0)
 			return r;
 	}
 	*base = cl_segment_base(e->m, seg);
@@ -253,13 +260,14 @@ static void follow(struct copyd *cd)
 {
 	struct cd_model *e, *n;
 	uint64_t mapped, latest;
+	struct errinfo err;
 
 	for (e = cd->models; e; e = e->next) {
 		if (e->state != CDM_CURRENT || wsrv_model_generation(e->m, &mapped, &latest) < 0 || latest <= mapped)
 			continue;
-		if (attach(cd, e->name, &n) < 0)
+		if (attach(cd, e->name, &n, &err) < 0)
 			log_warn("model %s: generation %llu could not be held: %s", e->name, (unsigned long long)latest,
-				 wsrv_last_error());
+				 err.msg);
 		return; /* the list changed: the next tick goes on */
 	}
 }

@@ -21,14 +21,14 @@ bool cd_reply(struct cd_conn *c, Wsrv__CopyResponse *rs)
 	return pkt_send(c->fd, buf, len, NULL, 0) == 0;
 }
 
-bool cd_reply_error(struct copyd *cd, struct cd_conn *c, uint64_t seq, int r)
+bool cd_reply_error(struct copyd *cd, struct cd_conn *c, uint64_t seq, int r, const struct errinfo *err)
 {
 	Wsrv__CopyResponse rs = WSRV__COPY_RESPONSE__INIT;
 	Wsrv__CopyError er = WSRV__COPY_ERROR__INIT;
 
 	rs.seq = seq;
 	er.code = -r;
-	er.message = (char *)wsrv_last_error();
+	er.message = (char *)err->msg;
 	rs.body_case = WSRV__COPY_RESPONSE__BODY_ERROR, rs.error = &er;
 	cd->refused++;
 	log_debug("process %d: %s", (int)c->cred.pid, er.message);

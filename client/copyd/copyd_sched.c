@@ -165,13 +165,16 @@ struct turn {
 	uint64_t bytes;
 };
 
-/* Answers and drops c's oldest job, done (r 0) or failed. */
+/* Answers and drops c's oldest job, done (r 0) or failed (r < 0, the
+ * device's errno: said as a copy's failure). */
 static void finish(struct copyd *cd, struct cd_conn *c, int r)
 {
 	struct cd_job *job = c->jobs;
+	struct errinfo err;
 
 	if (r < 0) {
-		cd_reply_error(cd, c, job->seq, r);
+		err_set(&err, r, "copying: %s", strerror(-r));
+		cd_reply_error(cd, c, job->seq, r, &err);
 	} else {
 		cd->copies += job->nrun;
 		cd->copied_bytes += job->bytes;
@@ -226,6 +229,6 @@ void cd_schedule(struct copyd *cd)
 		int w = t[i].fence > 0 ? d->ops->wait(d, t[i].fence) : 0, r = t[i].r < 0 ? t[i].r : w;
 		job->bytes += t[i].bytes;
 		if (r < 0 || job->at == job->nrun)
-			finish(cd, t[i].c, r < 0 ? cl_err(r, "copying: %s", strerror(-r)) : 0);
+			finish(cd, t[i].c, r);
 	}
 }
