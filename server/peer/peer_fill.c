@@ -17,13 +17,29 @@
 #include <xxhash.h>
 
 #include "clock.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "peer_fill_io.h"
 #include "peer_fill_sum.h"
 #include "peer_table.h"
 #include "units.h"
 
-enum tstate { T_NEED, T_FETCH, T_DONE, T_DISK, T_OWN };
+/* A tensor's way into this host (lifecycle.h): it starts needed, or
+ * this host's own to read (T_OWN), or done (it has no bytes); a needed
+ * one is fetched from a peer, or given to the files (T_DISK); a fetch
+ * ends done, needed again (a piece failed, a wrong checksum: another
+ * try), or given to the files. T_OWN, T_DISK and T_DONE are where it
+ * ends in the fill (the files' reads follow it). */
+enum tstate { T_NEED, T_FETCH, T_DONE, T_DISK, T_OWN, T_STATE_MAX };
+static const char *const t_names[T_STATE_MAX] = { "needed", "fetching", "done", "to the files", "own" };
+static const unsigned t_moves[T_STATE_MAX] = {
+	[T_NEED] = LIFE_BIT(T_FETCH) | LIFE_BIT(T_DISK) | LIFE_BIT(T_DONE) | LIFE_BIT(T_OWN),
+	[T_FETCH] = LIFE_BIT(T_NEED) | LIFE_BIT(T_DISK) | LIFE_BIT(T_DONE),
+	[T_DONE] = 0,
+	[T_DISK] = 0,
+	[T_OWN] = 0,
+};
+static const struct lifecycle t_life = { "peer fill's tensor", T_STATE_MAX, t_names, t_moves };
 
 struct fill {
 	const struct peer_fill_cfg *cfg;
@@ -104,6 +120,13 @@ static int alloc_state(struct fill *F, struct errinfo *e)
 	return 0;
 }
 
+/* The one setter of tensor i's state. */
+static void t_to(struct fill *F, uint32_t i, enum tstate to)
+{
+	if (life_check(&t_life, i, F->st[i], to) == 0)
+		F->st[i] = (uint8_t)to;
+}
+
 /* Which tensors this host reads itself (T_OWN), which it fetches. */
 static void assign(struct fill *F)
 {
@@ -118,13 +141,12 @@ static void assign(struct fill *F)
 		if (m->tensors[i].part_len == 0) {
 			F->m->tensors[i].xxh3 = XXH3_64bits("", 0);
 			peer_table_set_ready(F->tab, (uint32_t)i, F->m->tensors[i].xxh3);
-			F->st[i] = T_DONE;
+			t_to(F, (uint32_t)i, T_DONE);
 		} else if (own) {
-			F->st[i] = T_OWN;
+			t_to(F, (uint32_t)i, T_OWN);
 			peer_table_set_coming(F->tab, (uint32_t)i);
 		} else {
-			F->st[i] = T_NEED;
-			F->left++;
+			F->left++; /* T_NEED, as it starts */
 		}
 	}
 }
@@ -160,11 +182,11 @@ static void start_fetch(struct fill *F, uint32_t i, int p)
 	if (fill_sums_start(&F->sums, i) < 0) {
 		log_warn("peers: out of memory for %s's checksum; reading it from the files",
 			 F->m->tensors[i].name);
-		F->st[i] = T_DISK;
+		t_to(F, i, T_DISK);
 		F->left--;
 		return;
 	}
-	F->st[i] = T_FETCH;
+	t_to(F, i, T_FETCH);
 	F->from[i] = p;
 	F->next_off[i] = 0;
 	F->bad[i] = 0;
@@ -198,7 +220,7 @@ static void decide(struct fill *F, uint32_t i)
 	if (best >= 0) {
 		start_fetch(F, i, best);
 	} else if (!wait) {
-		F->st[i] = T_DISK;
+		t_to(F, i, T_DISK);
 		F->left--;
 	}
 }
@@ -227,12 +249,13 @@ static void maybe_finish(struct fill *F, uint32_t i)
 		return;
 	fp->assigned -= t->part_len;
 	F->io.changed = true;
-	F->st[i] = T_NEED;
-	if (F->bad[i])
+	if (F->bad[i]) {
+		t_to(F, i, T_NEED);
 		return;
+	}
 	if (fill_sums_end(&F->sums, i, t->segment, t->offset + t->part_off, t->part_len, &h, &e) < 0) {
 		log_warn("peers: %s; reading %s from the files", e.msg, t->name);
-		F->st[i] = T_DISK;
+		t_to(F, i, T_DISK);
 		F->left--;
 		return;
 	}
@@ -241,12 +264,13 @@ static void maybe_finish(struct fill *F, uint32_t i)
 		F->excl[i] |= 1ull << F->from[i];
 		log_warn("peer %s: tensor %s came with the wrong checksum (%016llx, not %016llx); fetching it again",
 			 fp->name, t->name, (unsigned long long)h, (unsigned long long)fp->tab[i].xxh3);
+		t_to(F, i, T_NEED);
 		return;
 	}
 	F->m->tensors[i].xxh3 = h;
 	peer_table_set_ready(F->tab, i, h);
 	fp->src->bytes += t->part_len;
-	F->st[i] = T_DONE;
+	t_to(F, i, T_DONE);
 	F->left--;
 }
 
@@ -604,7 +628,7 @@ static int fill_outcome(struct fill *F, pid_t pid, int status, const struct fill
 		if (F->st[i] == T_DONE)
 			F->m->tensors[i].xxh3 = F->tab->xxh3[i];
 		else if (!whole && (F->st[i] == T_NEED || F->st[i] == T_FETCH))
-			F->st[i] = T_DISK;
+			t_to(F, (uint32_t)i, T_DISK);
 	}
 	if (!whole) {
 		log_warn("peers: the fill's process (pid %d) ended (%s %d); what it had not fetched and checked "
