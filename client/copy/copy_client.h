@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* copy_client.h - a worker's side of the copy service, wsrv-copyd
- * (proto/copy.proto; docs/design.md, "The copy service"): one connection,
+ * (proto/copy.proto; docs/design/copy-service.md, "The copy service"): one connection,
  * a buffer (an exported device allocation) mapped there, runs copied into
  * it from the model's pages the service holds page-locked, and unmapped.
  * Every call is synchronous; an error is a negative errno with a sentence

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* copyd.h - wsrv-copyd, the copy service (docs/design.md, "The copy
+/* copyd.h - wsrv-copyd, the copy service (docs/design/copy-service.md, "The copy
  * service"): one process per host that page-locks every served model's
  * pages once and copies them into workers' device memory on request, so
  * that no worker locks the weights it already shares. It is a client of

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
 /* stream_copyd.c - a stream's resident tensors copied by the copy service
- * (docs/design.md, "The copy service"): the worker allocates device
+ * (docs/design/copy-service.md, "The copy service"): the worker allocates device
  * memory it can export, hands it to wsrv-copyd with the runs to copy, and
  * waits for the answer. The service copies from the model's pages, which
  * it page-locked once for every worker: this process locks nothing for
  * the upload. Whatever goes wrong (no service, refused, gone mid-copy),
  * the caller copies by itself, as before the service; one line in the
  * log says why, once per process. Layers streamed during compute keep
- * the worker's own copies (design.md says what decides it). */
+ * the worker's own copies (docs/design/copy-service.md says what decides it). */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* stream_share.c - a stream's resident tensors in a device region shared
- * by the workers on one device (docs/design.md, "Device regions"). The
+ * by the workers on one device (docs/design/streams.md, "Device regions"). The
  * server brokers: the first worker to ask is the region's writer, fills it
  * and commits its handle; the others wait for the commit and map it
  * read-only. Whatever goes wrong, the stream keeps a private copy and says

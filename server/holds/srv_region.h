@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* srv_region.h - device regions: wsrvd as the broker of the workers' shared
- * device memory (docs/design.md, "Device regions").
+ * device memory (docs/design/streams.md, "Device regions").
  *
  * A region is one device copy of a rank's resident tensors. It is keyed by
  * the model and its generation, the device's identity, the handle kind, the

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* fake_cost.c - what the test driver models beyond correctness, so that a
- * join on it is a prediction (docs/design.md, "The copy service"):
+ * join on it is a prediction (docs/design/copy-service.md, "The copy service"):
  *
  *   - costs, from the environment of every process that loads it:
  *     FAKECUDA_GBPS (copies; 55 on the H200; FAKECUDA_MBPS when slower), FAKECUDA_REG_MBPS
