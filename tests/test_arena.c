@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "arena.h"
+#include "arena_struct.h"
 #include "arena_folio.h"
 #include "arena_sweep.h"
 #include "folio_probe.h"

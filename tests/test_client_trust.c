@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "arena.h"
+#include "arena_struct.h"
 #include "helpers.h"
 #include "manifest.h"
 #include "model_load.h"

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "arena_struct.h"
 #include "model_load.h"
 
 #define NEED_PAGES 8

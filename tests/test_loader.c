@@ -25,6 +25,7 @@
 #include "fixture.h"
 #include "xxh3_stream.h"
 #include "manifest.h"
+#include "arena_struct.h"
 #include "model_load.h"
 #include "page_cached.h"
 

@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "arena.h"
+#include "arena_struct.h"
 #include "fixture.h"
 #include "peer_bounce.h"
 #include "peer_fill_sum.h"

@@ -261,7 +261,7 @@ static int add_early(struct args *a, struct server *srv, int i, uint64_t gen)
 		return unloaded(srv, a, i, e.msg);
 	}
 	log_info("model %s: laid out in %u segments; serving it while it loads", a->names[i],
-		 lm->arena->nseg);
+		 arena_nseg(lm->arena));
 	add_entry(srv, lm, gen, true, lo.memory_budget);
 	return 0;
 }
@@ -377,11 +377,11 @@ static int fd_limits(struct server *srv)
 	for (size_t i = 0; i < srv->nmodels; i++) {
 		/* Served to peers, a 4 KiB arena's memfds are held again by its
 		 * table (peer_table.h). */
-		in.own += 1 + (srv->peers ? 2 : 1) * srv->models[i].lm->arena->nseg;
-		if (1 + srv->models[i].lm->arena->nseg > per_attach)
-			per_attach = 1 + srv->models[i].lm->arena->nseg;
+		in.own += 1 + (srv->peers ? 2 : 1) * arena_nseg(srv->models[i].lm->arena);
+		if (1 + arena_nseg(srv->models[i].lm->arena) > per_attach)
+			per_attach = 1 + arena_nseg(srv->models[i].lm->arena);
 		in.units += tier_count(srv->models[i].lm->tier) -
-			    (srv->models[i].lm->tier ? srv->models[i].lm->arena->nseg : 0);
+			    (srv->models[i].lm->tier ? arena_nseg(srv->models[i].lm->arena) : 0);
 	}
 	srv->fd_budget = in.fd_budget = 4 * per_attach;
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {

@@ -197,7 +197,7 @@ int handover_state_fd(const struct server *srv, double started)
 		snprintf(files, sizeof(files), "%016llx", (unsigned long long)model_files_identity(lm->model));
 		json_array_append_new(models, json_pack("{s:s, s:s, s:I, s:i, s:s}", "name", lm->model->name,
 			"path", lm->model->path, "generation", (json_int_t)srv->models[i].generation,
-			"segments", (int)lm->arena->nseg, "files", files));
+			"segments", (int)arena_nseg(lm->arena), "files", files));
 	}
 	root = json_pack("{s:i, s:f, s:o}", "wsrv_state", 1, "started", started, "models", models);
 	text = root ? json_dumps(root, JSON_COMPACT) : NULL;
@@ -258,9 +258,9 @@ int handover_store(struct server *srv, const struct handover *h)
 		if (!srv_model_handed(&srv->models[i]))
 			continue;
 		r = push(lm->manifest_fd, "m%zu-manifest", j);
-		for (uint32_t k = 0; r >= 0 && k < lm->arena->nseg; k++)
-			r = push(lm->arena->seg[k].fd, "m%zu-seg%u", j, k);
-		pushed += 1 + lm->arena->nseg;
+		for (uint32_t k = 0; r >= 0 && k < arena_nseg(lm->arena); k++)
+			r = push(arena_seg_fd(lm->arena, k), "m%zu-seg%u", j, k);
+		pushed += 1 + arena_nseg(lm->arena);
 		j++;
 	}
 	/* The state last: a store without it holds nothing to adopt. */
@@ -273,7 +273,7 @@ int handover_store(struct server *srv, const struct handover *h)
 	for (size_t i = 0; i < srv->nmodels && srv->stored_models < SRV_STORED_MAX; i++)
 		if (srv_model_handed(&srv->models[i]))
 			srv->stored_segs[srv->stored_models++] =
-				srv->models[i].lm->arena->nseg;
+				arena_nseg(srv->models[i].lm->arena);
 	if (r < 0) {
 		log_warn("cannot push the models' memfds to the service manager's fd store: %s (a restart will reload them; FileDescriptorStoreMax= must be at least %zu)",
 			 strerror(-r), pushed + 1);

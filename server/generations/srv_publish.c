@@ -105,9 +105,9 @@ static int prepare(struct server *srv, uint32_t mi, struct publish *p, struct er
 	int r;
 
 	p->model = mi;
-	p->nseg = cur->arena->nseg;
+	p->nseg = arena_nseg(cur->arena);
 	for (uint32_t i = 0; i < p->nseg; i++)
-		sizes[i] = cur->arena->seg[i].size;
+		sizes[i] = arena_seg_size(cur->arena, i);
 	r = model_open_like(cur->model->name, cur->model->path, &srv->load->model, p->nseg, &p->m, e);
 	if (r == 0)
 		r = model_match_manifest(p->m, cur->manifest_fd, p->nseg, sizes, e);
@@ -169,7 +169,7 @@ int publish_begin(struct server *srv, struct session *s, const Wsrv__PublishBegi
 	if (srv->publish || srv->reload || !srv->load)
 		return srv_reply_error(r, seq, EBUSY, "%s", srv->publish ? "another producer is publishing; try again after it"
 							          : "a reload is under way; try again after it");
-	if (srv->models[mi].lm->arena->nseg + 1 > WSRV_MAX_FDS)
+	if (arena_nseg(srv->models[mi].lm->arena) + 1 > WSRV_MAX_FDS)
 		return srv_reply_error(r, seq, E2BIG, "the model has more segments than one reply carries");
 	if (!(p = calloc(1, sizeof(*p))))
 		return srv_reply_error(r, seq, ENOMEM, "out of memory");
@@ -377,7 +377,7 @@ static int check_written(const struct publish *p, struct errinfo *e)
  * current generation's bytes. */
 static int fill_holes(struct publish *p, uint32_t i, uint64_t len, struct errinfo *e)
 {
-	const uint8_t *src = p->cur->arena->seg[i].ro;
+	const uint8_t *src = arena_ptr(p->cur->arena, i, 0);
 	struct holes h = { 0 };
 	int r = holes_find(p->seg[i], len, &h);
 
@@ -396,12 +396,12 @@ static int from_current(struct publish *p, struct errinfo *e)
 {
 	for (uint32_t i = 0; i < p->nseg; i++) {
 		uint64_t len = (p->m->seg_size[i] + 4095) & ~4095ULL;
-		const struct arena_seg *cs = &p->cur->arena->seg[i];
+		const struct arena *cur = p->cur->arena;
 		int r, fd;
-		if (cs->size < len || !cs->ro)
+		if (arena_seg_size(cur, i) < len || !arena_ptr(cur, i, 0))
 			return err_set(e, -ESTALE, "segment %u of the current generation is not this layout's", i);
 		if (lseek(p->seg[i], 0, SEEK_DATA) < 0 && errno == ENXIO) {
-			if ((fd = fcntl(cs->fd, F_DUPFD_CLOEXEC, 0)) < 0)
+			if ((fd = fcntl(arena_seg_fd(cur, i), F_DUPFD_CLOEXEC, 0)) < 0)
 				return err_set(e, -errno, "cannot share segment %u: %s", i, strerror(errno));
 			close(p->seg[i]);
 			p->seg[i] = fd;
@@ -451,8 +451,8 @@ static int publish_work(void *arg, const char *name, const char *path, const str
 	lm->model = p->m;
 	p->m = NULL;
 	uint64_t sizes[WSRV_MAX_FDS];
-	for (uint32_t i = 0; i < lm->arena->nseg; i++)
-		sizes[i] = lm->arena->seg[i].size;
+	for (uint32_t i = 0; i < arena_nseg(lm->arena); i++)
+		sizes[i] = arena_seg_size(lm->arena, i);
 	r = manifest_create(lm->model, sizes, 4096, &lm->manifest_fd, &lm->manifest_size, e);
 	if (r == 0) {
 		void *mp = mmap(NULL, lm->manifest_size, PROT_READ, MAP_SHARED, lm->manifest_fd, 0);

@@ -52,9 +52,9 @@ static int takeover_fill(struct server *srv, struct reply *r, char names[][32])
 			continue; /* the successor reads a tiered model again */
 		snprintf(names[n], 32, "m%zu-manifest", j);
 		r->fds[n++] = lm->manifest_fd;
-		for (uint32_t k = 0; k < lm->arena->nseg; k++) {
+		for (uint32_t k = 0; k < arena_nseg(lm->arena); k++) {
 			snprintf(names[n], 32, "m%zu-seg%u", j, k);
-			r->fds[n++] = lm->arena->seg[k].fd;
+			r->fds[n++] = arena_seg_fd(lm->arena, k);
 		}
 		j++;
 	}
@@ -68,7 +68,7 @@ static int takeover_refuse(struct server *srv, struct session *s, uint64_t seq, 
 
 	for (size_t i = 0; i < srv->nmodels; i++)
 		if (srv_model_handed(&srv->models[i]))
-			need += 1 + srv->models[i].lm->arena->nseg;
+			need += 1 + arena_nseg(srv->models[i].lm->arena);
 	if (s->cred.uid != 0 && s->cred.uid != geteuid())
 		return srv_reply_error(r, seq, EPERM, "only root or the server's own user can take it over");
 	/* EBUSY is final (the successor gives up); EAGAIN asks it to come

@@ -16,10 +16,10 @@ static void loading_fds(const struct srv_model *sm, struct reply *r, Wsrv__Attac
 	r->fds[0] = lm->layout_fd;
 	r->fds[1] = lm->ready.fd;
 	r->nfds = 2;
-	for (uint32_t i = 0; i < lm->arena->nseg; i++)
+	for (uint32_t i = 0; i < arena_nseg(lm->arena); i++)
 		if ((uint32_t)r->nfds < room && ready_page_segment_ready(&lm->ready, i) && !tier_on_disk(lm->tier, i)) {
 			ready[ar->n_ready_segments++] = i;
-			r->fds[r->nfds++] = lm->arena->seg[i].fd;
+			r->fds[r->nfds++] = arena_seg_fd(lm->arena, i);
 		}
 	ar->manifest_size = lm->layout_size;
 	ar->loading = true;
@@ -31,9 +31,9 @@ static void loading_fds(const struct srv_model *sm, struct reply *r, Wsrv__Attac
 static void loaded_fds(const struct loaded_model *lm, struct reply *r, Wsrv__AttachReply *ar)
 {
 	r->fds[0] = lm->manifest_fd;
-	for (uint32_t i = 0; i < lm->arena->nseg; i++)
-		r->fds[i + 1] = lm->arena->seg[i].fd;
-	r->nfds = (int)lm->arena->nseg + 1;
+	for (uint32_t i = 0; i < arena_nseg(lm->arena); i++)
+		r->fds[i + 1] = arena_seg_fd(lm->arena, i);
+	r->nfds = (int)arena_nseg(lm->arena) + 1;
 	ar->manifest_size = lm->manifest_size;
 	ar->manifest_hash = lm->manifest_hash;
 }
@@ -46,8 +46,8 @@ int srv_attach_reply(struct server *srv, uint32_t mi, uint32_t attach_id, uint64
 	uint64_t sizes[WSRV_MAX_FDS];
 	uint32_t ready[WSRV_MAX_FDS];
 
-	for (uint32_t i = 0; i < sm->lm->arena->nseg; i++)
-		sizes[i] = sm->lm->arena->seg[i].size;
+	for (uint32_t i = 0; i < arena_nseg(sm->lm->arena); i++)
+		sizes[i] = arena_seg_size(sm->lm->arena, i);
 	/* A disk tier's model stays a loading one to its clients: they ask
 	 * for each tiered segment as they need it. */
 	if (srv_model_loading(sm) || sm->lm->tier)
@@ -56,7 +56,7 @@ int srv_attach_reply(struct server *srv, uint32_t mi, uint32_t attach_id, uint64
 		loaded_fds(sm->lm, r, &ar);
 	ar.attach_id = attach_id;
 	ar.generation = sm->generation;
-	ar.n_segment_sizes = sm->lm->arena->nseg;
+	ar.n_segment_sizes = arena_nseg(sm->lm->arena);
 	ar.segment_sizes = sizes;
 	resp.seq = seq;
 	resp.body_case = WSRV__RESPONSE__BODY_ATTACH;

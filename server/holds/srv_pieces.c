@@ -15,7 +15,7 @@
 /* The pieces of lm: its segments, then a disk tier's units. */
 static uint32_t piece_count(const struct loaded_model *lm)
 {
-	return lm->tier ? tier_count(lm->tier) : lm->arena->nseg;
+	return lm->tier ? tier_count(lm->tier) : arena_nseg(lm->arena);
 }
 
 /* The segment piece g lies in. */
@@ -125,7 +125,7 @@ static void pieces_take_loading(const struct loaded_model *lm, const Wsrv__Attac
 	size_t n = q->partial && q->n_segments > r->fd_room ? r->fd_room : q->n_segments;
 
 	for (size_t i = 0; i < n; i++) {
-		r->fds[i] = lm->arena->seg[q->segments[i]].fd;
+		r->fds[i] = arena_seg_fd(lm->arena, q->segments[i]);
 		given[(*ngiven)++] = q->segments[i];
 	}
 }

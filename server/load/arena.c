@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "arena_folio.h"
+#include "arena_struct.h"
 #include "arena_sweep.h"
 #include "fullio.h"
 #include "hugemap.h"

@@ -26,8 +26,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "arena_struct.h"
+#include <stdbool.h>
+
+#include "arena_types.h"
 #include "errinfo.h"
+
+/* The arena's state is its room's alone (arena_struct.h, server/load):
+ * other rooms see it through these calls. */
+struct arena;
 
 /* Creates nseg segments of sizes[i] bytes each, named "wsrv:<name>:<i>".
  * On success *out is owned by the caller (arena_free). */
@@ -63,13 +69,6 @@ int arena_populate_range(struct arena *a, uint32_t seg, uint64_t off, uint64_t l
  * any byte is written; filling by write only. 0 or -errno with e. */
 int arena_compact(struct arena *a, uint32_t seg, const struct arena_hole *holes, uint32_t n, struct errinfo *e);
 
-/* Bytes of segment s's memfd, and of its mapping: size, or less with
- * holes (arena_compact). */
-static inline size_t arena_seg_file_size(const struct arena_seg *s)
-{
-	return s->file_size ? s->file_size : s->size;
-}
-
 int arena_write(struct arena *a, uint32_t seg, uint64_t off, const void *src,
 		size_t len, struct errinfo *e);
 
@@ -98,17 +97,46 @@ int arena_seal_segment(struct arena *a, uint32_t seg, struct errinfo *e);
 
 /* What pages the arena has, a sentence (hugepage_note, or the sweep's
  * outcome once it has finished); safe from any thread. */
-static inline const char *arena_pages_note(const struct arena *a)
-{
-	const char *n = __atomic_load_n(&a->pages_note, __ATOMIC_ACQUIRE);
-	return n ? n : a->hugepage_note;
-}
+const char *arena_pages_note(const struct arena *a);
 
-/* Read-only address of (seg, off); only after arena_seal. */
-static inline const uint8_t *arena_ptr(const struct arena *a, uint32_t seg, uint64_t off)
-{
-	return a->seg[seg].ro + off;
-}
+/* Read-only address of (seg, off); only after arena_seal (or a
+ * segment's arena_seal_segment). */
+const uint8_t *arena_ptr(const struct arena *a, uint32_t seg, uint64_t off);
+
+/* Its segments: how many, each one's size (rounded up to the page size)
+ * and memfd (the arena's: a caller that hands it on dups it or sends it
+ * while the arena lives). */
+uint32_t arena_nseg(const struct arena *a);
+size_t arena_seg_size(const struct arena *a, uint32_t seg);
+int arena_seg_fd(const struct arena *a, uint32_t seg);
+/* Adopted segments' fds given back, on a failed adoption: the arena no
+ * longer closes them (arena_free), and they are the caller's again. */
+void arena_disown_fds(struct arena *a);
+
+/* Its page size: 4096, or a huge-page pool's (arena_hugetlb). */
+size_t arena_page_size(const struct arena *a);
+/* Whether its pages are a huge-page pool's (hugetlb: filled by mapping,
+ * since such memfds have no write()). */
+bool arena_hugetlb(const struct arena *a);
+/* Whether it is filled by write() into 4 KiB pages, not by mapping. */
+bool arena_fills_by_write(const struct arena *a);
+/* The folio policy now (enum arena_folios), from any thread; and the
+ * move from making folios at write to making them after the load (the
+ * sweep, arena_sweep.h), before the load begins. */
+int arena_folios_now(const struct arena *a);
+void arena_folios_after_load(struct arena *a);
+/* Chunks made 2 MiB folios so far, and those left in 4 KiB pages. */
+uint64_t arena_folios_made(const struct arena *a);
+uint64_t arena_folios_failed(const struct arena *a);
+/* Stops arena_populate early (from any thread). */
+void arena_stop_populate(struct arena *a);
+/* Words for people: the NUMA policy (or where an adopted arena's pages
+ * are), and whether it is locked and why. Whether it is locked. */
+const char *arena_numa_desc(const struct arena *a);
+const char *arena_lock_note(const struct arena *a);
+bool arena_locked(const struct arena *a);
+/* Whether every segment is sealed (arena_seal). */
+bool arena_sealed(const struct arena *a);
 
 /* Pages per NUMA node (counts[NUMA_MAX_NODES]) over a sample of every
  * segment's pages, read back with move_pages. Returns pages sampled or a

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "arena.h"
 #include "arena_struct.h"
 #include "hugemap.h"
 

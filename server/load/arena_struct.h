@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-/* arena_struct.h - an arena's state: its options, its segments and their
- * pieces, shared by its parts (arena.c, arena_folio.c, arena_sweep.c).
- * The calls that change it are arena.h's. */
+/* arena_struct.h - an arena's state: its segments and their pieces,
+ * shared by its parts (arena.c, arena_folio.c, arena_sweep.c,
+ * piece_read.c) and by no file outside server/load (tools/call-graph
+ * holds it): other rooms see an arena through arena.h's calls. */
 #ifndef WSRV_ARENA_STRUCT_H
 #define WSRV_ARENA_STRUCT_H
 
@@ -10,36 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arena_types.h"
 #include "numa_place.h"
-
-enum hugepages_mode { HUGEPAGES_AUTO = 0, HUGEPAGES_ON, HUGEPAGES_OFF };
-
-/* Whether the arena's pages are mlocked. Auto: when the machine has swap,
- * the only place shared memory can be paged out to (huge pages never are);
- * with none, a lock would cost CPU time and RLIMIT_MEMLOCK for nothing. */
-enum lock_mode { LOCK_AUTO = 0, LOCK_ON, LOCK_OFF };
-
-struct arena_opts {
-	enum numa_mode numa;
-	int numa_node;                 /* for NUMA_NODE */
-	enum hugepages_mode hugepages;
-	enum lock_mode lock;
-	bool no_folios;                /* 4 KiB pages even where 2 MiB folios could be made */
-	int folio_mode;                /* enum folio_mode (folio_probe.h): how a load makes them */
-};
-
-/* Part of a segment written to a memfd of its own (a disk tier's units
- * read together, tier_fetch.c): [off, off + len) goes to fd, its byte
- * off at the fd's offset 0 (the memfd holds the part alone). */
-struct arena_split {
-	uint64_t off, len;
-	int fd;                        /* the caller's */
-};
-
-struct arena_hole {
-	uint64_t off, len;
-	uint64_t before;               /* the bytes of the holes before this one */
-};
 
 struct arena_seg {
 	int fd;                        /* memfd, owned */
@@ -64,14 +37,6 @@ struct arena_seg {
 	uint8_t *folio_tried;          /* per whole 2 MiB chunk (arena_folio.h), owned */
 	uint64_t nchunks;
 };
-
-/* How 2 MiB folios come to an arena of 4 KiB pages filled by write
- * (arena_folio.h): none (a huge-page pool, a kernel that cannot, a disk
- * tier, or a collapse the kernel refused), each chunk made one as its
- * bytes are placed, or all of them by the sweep after the load
- * (arena_sweep.h). Atomic: a refused collapse turns them off from any
- * thread. */
-enum arena_folios { FOLIOS_NONE, FOLIOS_AT_WRITE, FOLIOS_AFTER };
 
 /* The sweep's thread: none, running (sweep_th), or asked to stop at its
  * next chunk. Atomic. */
@@ -98,24 +63,11 @@ struct arena {
 	char lock_note[96];            /* whether locked, and why */
 };
 
-/* Whether its pages are a huge-page pool's (hugetlb: filled by mapping,
- * since such memfds have no write()). */
-static inline bool arena_hugetlb(const struct arena *a)
+/* Bytes of segment s's memfd, and of its mapping: size, or less with
+ * holes (arena_compact). */
+static inline size_t arena_seg_file_size(const struct arena_seg *s)
 {
-	return a->page_size > 4096;
-}
-
-/* Whether it is filled by write() into 4 KiB pages (arena.h), not by
- * mapping (hugetlb). */
-static inline bool arena_fills_by_write(const struct arena *a)
-{
-	return !arena_hugetlb(a);
-}
-
-/* The folio policy now (enum arena_folios), from any thread. */
-static inline int arena_folios_now(const struct arena *a)
-{
-	return __atomic_load_n(&a->folios, __ATOMIC_RELAXED);
+	return s->file_size ? s->file_size : s->size;
 }
 
 #endif

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena.h"
 #include "arena_struct.h"
 #include "arena_folio.h"
 #include "hugemap.h"

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "arena.h"
 #include "arena_folio.h"
+#include "arena_struct.h"
 
 int piece_read(struct model *m, const struct arena *a, uint32_t g, struct piece *p, uint32_t n,
 	       const struct loader_opts *lo, struct loader_stats *st, struct errinfo *e)

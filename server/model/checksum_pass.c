@@ -7,7 +7,6 @@
 #include <sched.h>
 #include <xxhash.h>
 
-#include "arena_struct.h"
 
 #define PASS_THREADS 8
 
@@ -24,7 +23,7 @@ static void *run_main(void *arg)
 
 	for (size_t i = r->first; i < r->end; i++) {
 		const struct model_tensor *t = &r->m->tensors[i];
-		const uint8_t *p = r->a->seg[t->segment].ro + t->offset + t->part_off;
+		const uint8_t *p = arena_ptr(r->a, t->segment, t->offset + t->part_off);
 		r->sums[i] = XXH3_64bits(p, t->part_len);
 	}
 	return NULL;

@@ -214,8 +214,7 @@ int model_adopt(const char *name, const char *path, const struct load_opts *o,
 	r = adopt_steps(lm, name, path, o, f, check_bytes, e);
 	if (r < 0) {
 		if (lm->arena) /* the segment fds go back to the caller */
-			for (uint32_t i = 0; i < lm->arena->nseg; i++)
-				lm->arena->seg[i].fd = -1;
+			arena_disown_fds(lm->arena);
 		loaded_model_free(lm);
 		return r;
 	}

@@ -44,7 +44,7 @@ static int populate_held(const struct model *m, struct arena *a, struct errinfo 
 		const struct model_tensor *t = i < m->ntensors ? &m->tensors[i] : NULL;
 		if (t && t->part_len == 0)
 			continue;
-		if (t && end > off && t->segment == seg && t->offset + t->part_off <= end + a->page_size) {
+		if (t && end > off && t->segment == seg && t->offset + t->part_off <= end + arena_page_size(a)) {
 			end = t->offset + t->part_off + t->part_len;
 			continue;
 		}
@@ -88,7 +88,7 @@ static int fill_arena(struct loaded_model *lm, const struct load_opts *o,
 		populate_main(&job);
 	r = loader_run(lm->model, lm->arena, &o->loader, &lm->stats, e);
 	if (r < 0)
-		__atomic_store_n(&lm->arena->stop_populate, true, __ATOMIC_RELAXED);
+		arena_stop_populate(lm->arena);
 	if (threaded)
 		pthread_join(th, NULL);
 	lm->disk_bytes = lm->stats.tensor_bytes;
@@ -117,14 +117,14 @@ static int check_servable(const struct model *m, struct errinfo *e)
 /* The manifest of lm's model as its arena holds it. */
 static int write_manifest(struct loaded_model *lm, struct errinfo *e)
 {
-	uint64_t *sizes = calloc(lm->arena->nseg + 1, sizeof(*sizes));
+	uint64_t *sizes = calloc(arena_nseg(lm->arena) + 1, sizeof(*sizes));
 	int r;
 
 	if (!sizes)
 		return err_set(e, -ENOMEM, "out of memory");
-	for (uint32_t i = 0; i < lm->arena->nseg; i++)
-		sizes[i] = lm->arena->seg[i].size;
-	r = manifest_create(lm->model, sizes, lm->arena->page_size, &lm->manifest_fd,
+	for (uint32_t i = 0; i < arena_nseg(lm->arena); i++)
+		sizes[i] = arena_seg_size(lm->arena, i);
+	r = manifest_create(lm->model, sizes, arena_page_size(lm->arena), &lm->manifest_fd,
 			    &lm->manifest_size, e);
 	free(sizes);
 	if (r == 0) {
@@ -175,11 +175,11 @@ static int begin_steps(struct loaded_model *lm, const char *name, const char *pa
 		r = arena_create(name, lm->model->nsegments, lm->model->seg_size, &ao, &lm->arena, e);
 	/* Straight into 2 MiB folios where a fresh one is cheap; else 4 KiB
 	 * pages, made folios once loaded (folio_probe.h, arena_sweep.h). */
-	if (r == 0 && lm->arena->folios == FOLIOS_AT_WRITE) {
+	if (r == 0 && arena_folios_now(lm->arena) == FOLIOS_AT_WRITE) {
 		char why[256];
 		if (!folio_probe_direct((enum folio_mode)o->arena.folio_mode, why, sizeof(why)))
-			lm->arena->folios = FOLIOS_AFTER;
-		log_once_folios(lm->arena->folios == FOLIOS_AT_WRITE, why);
+			arena_folios_after_load(lm->arena);
+		log_once_folios(arena_folios_now(lm->arena) == FOLIOS_AT_WRITE, why);
 	}
 	ph->arena_s = mono_now() - t;
 	return r;
@@ -264,16 +264,16 @@ int model_load_begin(const char *name, const char *path, const struct load_opts 
 			 fmt_bytes(budget, b[0], 32), fmt_bytes(arena_bytes(lm->arena), b[1], 32));
 		budget = 0;
 	}
-	if (r == 0 && !(sizes = calloc(lm->arena->nseg + 1, sizeof(*sizes))))
+	if (r == 0 && !(sizes = calloc(arena_nseg(lm->arena) + 1, sizeof(*sizes))))
 		r = err_set(e, -ENOMEM, "out of memory");
-	for (uint32_t i = 0; r == 0 && i < lm->arena->nseg; i++)
-		sizes[i] = lm->arena->seg[i].size;
+	for (uint32_t i = 0; r == 0 && i < arena_nseg(lm->arena); i++)
+		sizes[i] = arena_seg_size(lm->arena, i);
 	if (r == 0) /* every checksum still 0 */
-		r = manifest_create(lm->model, sizes, lm->arena->page_size, &lm->layout_fd,
+		r = manifest_create(lm->model, sizes, arena_page_size(lm->arena), &lm->layout_fd,
 				    &lm->layout_size, e);
 	uint32_t nunits = r == 0 ? tier_units_count(lm->model, lm->arena, budget) : 0;
 	if (r == 0)
-		r = ready_page_create(name, lm->arena->nseg, (uint32_t)lm->model->ntensors,
+		r = ready_page_create(name, arena_nseg(lm->arena), (uint32_t)lm->model->ntensors,
 				      lm->model->data_bytes, budget != 0, nunits, &lm->ready, e);
 	if (r == 0 && nunits)
 		tier_units_find(lm->model, lm->ready.units, nunits);

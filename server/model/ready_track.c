@@ -12,7 +12,7 @@ int ready_track_init(struct ready_track *t, const struct model *m, struct arena 
 		     struct ready_page *page, const uint8_t *want, struct errinfo *e)
 {
 	*t = (struct ready_track){ .m = m, .a = a, .page = page };
-	t->left = calloc(a->nseg + 1, sizeof(*t->left));
+	t->left = calloc(arena_nseg(a) + 1, sizeof(*t->left));
 	t->placed = calloc(m->ntensors + 1, 1);
 	if (!t->left || !t->placed)
 		return err_set(e, -ENOMEM, "out of memory");
@@ -23,7 +23,7 @@ int ready_track_init(struct ready_track *t, const struct model *m, struct arena 
 		else
 			t->left[mt->segment]++;
 	}
-	for (uint32_t s = 0; s < a->nseg; s++) {
+	for (uint32_t s = 0; s < arena_nseg(a); s++) {
 		if (t->left[s])
 			continue;
 		int r = arena_seal_segment(a, s, e);

@@ -46,10 +46,10 @@ void report_loaded(FILE *out, const struct loaded_model *lm)
 		m->nlayers > numbered_layers(m) ? " + the global group" : "");
 	fprintf(out, "  bytes      %s of tensors in %s of arena (%u segment%s)\n",
 		fmt_bytes(m->data_bytes, b1, sizeof(b1)),
-		fmt_bytes(arena_bytes(a), b2, sizeof(b2)), a->nseg, a->nseg == 1 ? "" : "s");
-	fprintf(out, "  numa       %s; measured: %s\n", a->numa.desc, place);
-	fprintf(out, "  pages      %s, %s\n", arena_pages_note(a), a->lock_note);
-	fprintf(out, "  sealed     %s\n", a->sealed ? "yes (shrink, grow, write, seal)" : "no");
+		fmt_bytes(arena_bytes(a), b2, sizeof(b2)), arena_nseg(a), arena_nseg(a) == 1 ? "" : "s");
+	fprintf(out, "  numa       %s; measured: %s\n", arena_numa_desc(a), place);
+	fprintf(out, "  pages      %s, %s\n", arena_pages_note(a), arena_lock_note(a));
+	fprintf(out, "  sealed     %s\n", arena_sealed(a) ? "yes (shrink, grow, write, seal)" : "no");
 	fprintf(out, "  load       %.3f s, %s/s, headers through the published manifest\n",
 		lm->total_seconds, fmt_bytes((uint64_t)(gbps(lm) * 1e9), b1, sizeof(b1)));
 	fprintf(out, "    open     %.3f s (open, parse headers)\n", lm->phases.open_s);
@@ -86,8 +86,8 @@ void report_log_loaded(const struct loaded_model *lm)
 
 	log_info("model %s loaded: %zu tensors, %s in %.3f s (%s/s), %s, %s, %s",
 		 lm->model->name, lm->model->ntensors, fmt_bytes(lm->model->data_bytes, b, sizeof(b)),
-		 lm->total_seconds, fmt_bytes((uint64_t)(gbps(lm) * 1e9), r, sizeof(r)), lm->arena->numa.desc,
-		 arena_pages_note(lm->arena), lm->arena->lock_note);
+		 lm->total_seconds, fmt_bytes((uint64_t)(gbps(lm) * 1e9), r, sizeof(r)), arena_numa_desc(lm->arena),
+		 arena_pages_note(lm->arena), arena_lock_note(lm->arena));
 	if (lm->stats.cached_files)
 		log_info("model %s: %u of its %zu files were in the page cache and were read from it, not from the disk",
 			 lm->model->name, lm->stats.cached_files, lm->model->nfiles);
@@ -124,12 +124,12 @@ json_t *report_loaded_json(const struct loaded_model *lm)
 		"files", (json_int_t)m->nfiles, "tensors", (json_int_t)m->ntensors,
 		"layers", (json_int_t)numbered_layers(m),
 		"tensor_bytes", (json_int_t)m->data_bytes,
-		"arena_bytes", (json_int_t)arena_bytes(a), "segments", (json_int_t)a->nseg,
-		"numa_policy", a->numa.desc, "numa_pages_sampled", nodes,
-		"page_size", (json_int_t)a->page_size, "pages", arena_pages_note(a),
-		"folios", (json_int_t)a->folios_made, "folios_failed", (json_int_t)a->folios_failed,
-		"locked", a->locked, "lock", a->lock_note,
-		"sealed", a->sealed, "load_seconds", lm->total_seconds, "load_gbps", gbps(lm),
+		"arena_bytes", (json_int_t)arena_bytes(a), "segments", (json_int_t)arena_nseg(a),
+		"numa_policy", arena_numa_desc(a), "numa_pages_sampled", nodes,
+		"page_size", (json_int_t)arena_page_size(a), "pages", arena_pages_note(a),
+		"folios", (json_int_t)arena_folios_made(a), "folios_failed", (json_int_t)arena_folios_failed(a),
+		"locked", arena_locked(a), "lock", arena_lock_note(a),
+		"sealed", arena_sealed(a), "load_seconds", lm->total_seconds, "load_gbps", gbps(lm),
 		"phases", phases, "buffered_files", (json_int_t)lm->stats.buffered_files,
 		"cached_files", (json_int_t)lm->stats.cached_files,
 		"read_pool_bytes", (json_int_t)lm->stats.pool_bytes,

@@ -107,12 +107,12 @@ static int alloc_state(struct fill *F, struct errinfo *e)
 	F->bad = calloc(n, 1);
 	F->from = calloc(n, sizeof(*F->from));
 	F->active = calloc(n, sizeof(*F->active));
-	F->map = calloc(F->lm->arena->nseg + 1, sizeof(*F->map));
+	F->map = calloc(arena_nseg(F->lm->arena) + 1, sizeof(*F->map));
 	if (!F->st || !F->excl || !F->next_off || !F->busy || !F->bad || !F->from || !F->active || !F->map)
 		return err_set(e, -ENOMEM, "out of memory");
 	if (fill_sums_init(&F->sums, F->m->ntensors, F->lm->arena, e) < 0)
 		return -ENOMEM;
-	for (uint32_t s = 0; !arena_fills_by_write(F->lm->arena) && s < F->lm->arena->nseg; s++) {
+	for (uint32_t s = 0; !arena_fills_by_write(F->lm->arena) && s < arena_nseg(F->lm->arena); s++) {
 		int r = arena_fill_map(F->lm->arena, s, &F->map[s], e);
 		if (r < 0)
 			return r;

@@ -67,14 +67,14 @@ static void table_point(struct peer_table *t, const struct peer_table_head *h)
 
 static int hold_segments(struct peer_table *t, const struct arena *a, struct errinfo *e)
 {
-	t->nseg = a->nseg;
+	t->nseg = arena_nseg(a);
 	t->hugetlb = arena_hugetlb(a);
-	if (!(t->fd = malloc((a->nseg + 1) * sizeof(*t->fd))))
+	if (!(t->fd = malloc((arena_nseg(a) + 1) * sizeof(*t->fd))))
 		return err_set(e, -ENOMEM, "out of memory");
-	for (uint32_t i = 0; i < a->nseg; i++)
+	for (uint32_t i = 0; i < arena_nseg(a); i++)
 		t->fd[i] = -1;
-	for (uint32_t i = 0; i < a->nseg; i++)
-		if ((t->fd[i] = fcntl(a->seg[i].fd, F_DUPFD_CLOEXEC, 3)) < 0)
+	for (uint32_t i = 0; i < arena_nseg(a); i++)
+		if ((t->fd[i] = fcntl(arena_seg_fd(a, i), F_DUPFD_CLOEXEC, 3)) < 0)
 			return err_set(e, -errno, "peers: cannot hold segment %u: %s", i, strerror(errno));
 	return 0;
 }
@@ -96,7 +96,7 @@ int peer_table_create(const struct model *m, const struct arena *a, struct peer_
 	memcpy(h.name, t->name, sizeof(h.name));
 	h.layout = t->layout;
 	h.ntensors = t->ntensors;
-	h.nseg = a->nseg;
+	h.nseg = arena_nseg(a);
 	table_layout(&h, t->ntensors);
 	snprintf(label, sizeof(label), "wsrv:%s:peers", m->name);
 	if ((t->tfd = memfd_new_mapped(label, h.size, &t->tmap)) < 0) {

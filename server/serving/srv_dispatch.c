@@ -111,14 +111,14 @@ static void model_info(const struct server *srv, uint32_t idx, Wsrv__ModelInfo *
 	mi->arena_bytes = loaded_model_memory(lm);
 	mi->tensors = (uint32_t)lm->model->ntensors;
 	mi->layers = numbered;
-	mi->segments = lm->arena->nseg;
-	mi->page_size = lm->arena->page_size;
+	mi->segments = arena_nseg(lm->arena);
+	mi->page_size = arena_page_size(lm->arena);
 	/* Folios made of every 2 MiB chunk: readers map 2 MiB pages. */
 	if (arena_folios_complete(lm->arena) && !srv_model_loading(sm))
 		mi->page_size = 2u << 20;
 	if (lm->tier)
 		tier_info(lm->tier, mi);
-	mi->numa = (char *)lm->arena->numa.desc;
+	mi->numa = (char *)arena_numa_desc(lm->arena);
 	mi->pages = (char *)arena_pages_note(lm->arena);
 	mi->load_seconds = lm->total_seconds;
 	mi->attached = sm->attached;
@@ -222,11 +222,11 @@ static int do_attach(struct server *srv, struct session *s, const Wsrv__Attach *
 		return srv_reply_error(r, seq, EPROTONOSUPPORT,
 				       "model '%s' has a disk tier, which this client's libwsrv is too old to take (it lays out and seals its pieces otherwise): upgrade it",
 				       lm->model->name);
-	if ((srv_model_loading(&srv->models[mi]) || lm->tier ? 2 : lm->arena->nseg + 1) > r->fd_room)
+	if ((srv_model_loading(&srv->models[mi]) || lm->tier ? 2 : arena_nseg(lm->arena) + 1) > r->fd_room)
 		return srv_reply_error(r, seq, EAGAIN,
 				       "%u file descriptors sent to this client are still unread; read the replies first",
 				       s->fds_unread);
-	if (lm->arena->nseg + 1 > WSRV_MAX_FDS)
+	if (arena_nseg(lm->arena) + 1 > WSRV_MAX_FDS)
 		return srv_reply_error(r, seq, E2BIG, "model '%s' has more segments than one reply carries",
 				       lm->model->name);
 	if ((ret = attach_add(srv, s, (uint32_t)mi, &id)) < 0)

@@ -239,7 +239,7 @@ static int take_locked(struct tier *t, uint64_t holder, const struct tier_who *w
 	if (ts_tiered(ts))
 		place_locked(t, holder, g);
 	if (!ts_tiered(ts)) {
-		*fd = t->own.arena->seg[g].fd;
+		*fd = arena_seg_fd(t->own.arena, g);
 	} else if (ts->err) {
 		r = ts->err;
 		snprintf(msg, len, "%s", ts->msg);

@@ -30,7 +30,7 @@ void tier_drop_locked(struct tier *t, uint32_t g, bool cut)
 	ts->fd = -1;
 	ts->ro = NULL;
 	if (ro)
-		munmap((void *)ro, g < t->nseg ? t->own.arena->seg[g].size : ts->len);
+		munmap((void *)ro, g < t->nseg ? arena_seg_size(t->own.arena, g) : ts->len);
 	if (cut && fd >= 0 && (r = memfd_cut(fd)) < 0 && !(t->said & SAID_CUT)) {
 		t->said |= SAID_CUT;
 		log_warn("model %s: cannot cut an evicted piece of the disk tier (%s): a worker that still maps one keeps its memory",

@@ -78,7 +78,7 @@ static int describe(struct tier *t)
 	const struct ready_page *p = t->own.ready;
 	uint32_t nunits = p->units ? p->h->nunits : 0;
 
-	t->nseg = t->own.arena->nseg;
+	t->nseg = arena_nseg(t->own.arena);
 	t->n = t->nseg + nunits;
 	t->s = calloc(t->n, sizeof(*t->s));
 	t->q = calloc(t->n, sizeof(*t->q));
@@ -89,7 +89,7 @@ static int describe(struct tier *t)
 		ts->fd = -1;
 		ts->seg = g < t->nseg ? g : p->units[g - t->nseg].segment;
 		ts->off = g < t->nseg ? 0 : p->units[g - t->nseg].offset;
-		ts->len = g < t->nseg ? t->own.arena->seg[g].size : p->units[g - t->nseg].length;
+		ts->len = g < t->nseg ? arena_seg_size(t->own.arena, g) : p->units[g - t->nseg].length;
 		if (g >= t->nseg)
 			t->s[ts->seg].units++;
 	}

@@ -171,7 +171,7 @@ void tier_check_locked(const struct tier *t);
  * not in memory). */
 static inline int tier_piece_fd(const struct tier *t, uint32_t g)
 {
-	return g < t->nseg ? t->own.arena->seg[g].fd : t->s[g].fd;
+	return g < t->nseg ? arena_seg_fd(t->own.arena, g) : t->s[g].fd;
 }
 
 /* Bytes of segment or unit g. */

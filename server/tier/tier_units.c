@@ -47,9 +47,9 @@ uint32_t tier_units_count(const struct model *m, const struct arena *a, uint64_t
 {
 	uint64_t all = 0;
 
-	for (uint32_t g = 0; g < a->nseg; g++)
-		all += a->seg[g].size;
-	if (!budget || all <= budget || arena_hugetlb(a) || a->page_size != UNIT_PAGE)
+	for (uint32_t g = 0; g < arena_nseg(a); g++)
+		all += arena_seg_size(a, g);
+	if (!budget || all <= budget || arena_hugetlb(a) || arena_page_size(a) != UNIT_PAGE)
 		return 0;
 	return walk(m, NULL);
 }

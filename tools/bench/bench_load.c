@@ -105,8 +105,8 @@ static int timed_load(const char *path, const struct load_opts *lo, const struct
 	*cpu = (cpu_now() - c0) / ((double)f->bytes / 1e9);
 	*s = lm->total_seconds;
 	*loop_s = lm->stats.seconds;
-	*locked = lm->arena->locked;
-	*folios = lm->arena->folios_made > 0;
+	*locked = arena_locked(lm->arena);
+	*folios = arena_folios_made(lm->arena) > 0;
 	loaded_model_free(lm);
 	return 0;
 }
