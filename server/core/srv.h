@@ -14,7 +14,7 @@
 #include "srv_life.h"
 #include "srv_model_state.h"
 #include "clock.h"
-#include "model_load.h"
+#include "loaded_door.h"
 #include "packet.h"
 #include "srv_counters.h"
 #include "srv_region_table.h"

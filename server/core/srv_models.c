@@ -2,7 +2,7 @@
 /* srv_models.c - the server's model generations (srv_models.h). */
 #include "srv_models.h"
 
-#include "tier.h"
+#include "tier_door.h"
 #include "srv_reply.h"
 
 #include <errno.h>

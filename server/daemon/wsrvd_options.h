@@ -8,9 +8,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "load_args.h"
-#include "srv_peers.h"
-#include "srv.h"
+#include "loaded_door.h"
+#include "generations_door.h"
+#include "core_door.h"
 
 #define MAX_MODELS 64
 

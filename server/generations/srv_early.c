@@ -11,9 +11,9 @@
 
 #include "escape.h"
 #include "log.h"
-#include "report.h"
+#include "loaded_door.h"
 #include "srv_handover.h"
-#include "srv_models.h"
+#include "core_door.h"
 #include "wsrv.pb-c.h"
 #include "utf8.h"
 #include "test_seam.h"

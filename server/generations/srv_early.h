@@ -9,7 +9,7 @@
 #ifndef WSRV_SRV_EARLY_H
 #define WSRV_SRV_EARLY_H
 
-#include "srv.h"
+#include "core_door.h"
 
 /* Starts the thread that finishes every loading entry of srv, in order,
  * signalling srv->reload_efd after each. 0 or -errno. */

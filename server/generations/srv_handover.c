@@ -20,10 +20,9 @@
 
 #include "escape.h"
 #include "log.h"
-#include "srv_models.h"
+#include "core_door.h"
 #include "memfd_util.h"
-#include "model_adopt.h"
-#include "srv.h"
+#include "loaded_door.h"
 
 #ifdef HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>

@@ -8,9 +8,8 @@
 #include <getopt.h>
 #include <stdbool.h>
 
-#include "model_load.h"
-#include "peer_fill.h"
-#include "peer_serve.h"
+#include "loaded_door.h"
+#include "peer_door.h"
 
 #define PEER_OPT_BASE 0x2000
 #define PEER_OPTIONS_COUNT 7

@@ -18,17 +18,15 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "checksum_pass.h"
+#include "loaded_door.h"
 #include "escape.h"
 #include "fullio.h"
 #include "log.h"
 #include "test_seam.h"
-#include "manifest_write.h"
+#include "format_door.h"
 #include "memfd_util.h"
-#include "model_adopt.h"
-#include "srv_models.h"
+#include "core_door.h"
 #include "srv_reload.h"
-#include "srv_reply.h"
 #include "wsrv.pb-c.h"
 #include "utf8.h"
 

@@ -4,7 +4,7 @@
 #define WSRV_SRV_PUBLISH_H
 
 #include "errinfo.h"
-#include "srv.h"
+#include "core_door.h"
 
 struct publish;
 

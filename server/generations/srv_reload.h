@@ -3,8 +3,7 @@
 #ifndef WSRV_SRV_RELOAD_H
 #define WSRV_SRV_RELOAD_H
 
-#include "srv.h"
-#include "srv_counters.h"
+#include "core_door.h"
 
 struct reload_job;
 

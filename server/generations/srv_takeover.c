@@ -16,9 +16,8 @@
 
 #include "clock.h"
 #include "log.h"
-#include "srv_models.h"
+#include "core_door.h"
 #include "srv_handover.h"
-#include "srv_reply.h"
 #include "wsrv.pb-c.h"
 #include "test_seam.h"
 

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "srv.h"
+#include "core_door.h"
 
 /* TakeOver: everything, as fds, to a client of the server's user (or
  * root); the server goes on serving. 0 or the errno it replied with. */

@@ -2,8 +2,8 @@
 /* srv_attach.c - the Attach reply (srv_attach.h). */
 #include "srv_attach.h"
 
-#include "srv_reply.h"
-#include "tier.h"
+#include "core_door.h"
+#include "tier_door.h"
 #include "wsrv.pb-c.h"
 
 /* Loading: the layout and the readiness page, then the ready segments

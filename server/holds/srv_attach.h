@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "srv.h"
+#include "core_door.h"
 
 /* The reply to an Attach of entry mi (the session's slot attach_id is
  * taken): loaded, the manifest and every segment; loading, the layout and

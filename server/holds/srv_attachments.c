@@ -5,9 +5,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "srv_models.h"
-#include "srv_reply.h"
-#include "tier.h"
+#include "core_door.h"
+#include "tier_door.h"
 
 int attach_add(struct server *srv, struct session *s, uint32_t mi, uint32_t *id)
 {

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "srv.h"
+#include "core_door.h"
 
 /* A new attachment of s to model mi: its id in *id; 0, or -EMFILE (the
  * client's --max-attach) or -ENOMEM, with nothing changed. */

@@ -10,9 +10,9 @@
 
 #include "log.h"
 #include "peer_allow.h"
-#include "srv.h"
+#include "core_door.h"
 #include "srv_attachments.h"
-#include "tier.h"
+#include "tier_door.h"
 
 #define ACCOUNT_PROCESS (1ull << 62)   /* | its pidfs inode */
 #define ACCOUNT_USER (1ull << 63)      /* | its uid: its orphaned connections */

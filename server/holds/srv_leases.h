@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "srv.h"
+#include "core_door.h"
 
 /* A new lease of layer on s's attachment attach_id (to model mi): its id
  * in *id; 0, or -ENOSPC (the client's --max-leases) or -ENOMEM, with

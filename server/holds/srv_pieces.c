@@ -7,9 +7,8 @@
 
 #include "srv_attachments.h"
 #include "srv_identity.h"
-#include "srv_models.h"
-#include "srv_reply.h"
-#include "tier.h"
+#include "core_door.h"
+#include "tier_door.h"
 #include "wsrv.pb-c.h"
 
 /* The pieces of lm: its segments, then a disk tier's units. */

@@ -11,7 +11,7 @@
 #ifndef WSRV_SRV_PIECES_H
 #define WSRV_SRV_PIECES_H
 
-#include "srv.h"
+#include "core_door.h"
 
 /* AttachSegments: one of the three, after the checks every one shares. 0,
  * or the error replied (-EBADF: no such attachment). */

@@ -13,10 +13,9 @@
 #include "escape.h"
 #include "log.h"
 #include "memfd_util.h"
-#include "srv.h"
+#include "core_door.h"
 #include "srv_attachments.h"
 #include "srv_identity.h"
-#include "srv_reply.h"
 #include "wsrv.pb-c.h"
 
 /* Slack over the model's tensor bytes that a region may have: per-tensor

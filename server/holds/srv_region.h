@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "srv_region_table.h"
+#include "core_door.h"
 #include "wsrv.pb-c.h"
 
 struct server;

@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "file_open.h"
+#include "format_door.h"
 #include "loader_pool.h"
 #include "log.h"
 #include "page_cached.h"

@@ -17,7 +17,7 @@
 #include "arena.h"
 #include "errinfo.h"
 #include "progress.h"
-#include "model.h"
+#include "format_door.h"
 
 #define LOADER_DEFAULT_QD 64u
 #define LOADER_DEFAULT_BLOCK (1u << 20)

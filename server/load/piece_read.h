@@ -11,7 +11,7 @@
 #include "arena.h"
 #include "errinfo.h"
 #include "loader.h"
-#include "model.h"
+#include "format_door.h"
 
 /* One piece: [off, off + len) of the segment, read into fd (the caller's
  * fresh memfd of size bytes, mapped read-only at ro) from its offset 0. */

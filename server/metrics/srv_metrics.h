@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "errinfo.h"
-#include "srv.h"
+#include "core_door.h"
 
 struct srv_metrics;
 

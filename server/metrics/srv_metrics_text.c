@@ -4,7 +4,7 @@
  * Names follow Prometheus' conventions: the wsrv_ prefix, base units,
  * _total for counters, process_* for the process. */
 #include "srv_metrics.h"
-#include "tier.h"
+#include "tier_door.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -14,9 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "peer_serve.h"
-#include "srv_models.h"
-#include "srv_reload.h"
+#include "peer_door.h"
+#include "core_door.h"
+#include "generations_door.h"
 #include "srv_stats.h"
 #include "wsrv.pb-c.h"
 

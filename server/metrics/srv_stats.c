@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /* srv_stats.c - counting what the server holds. */
-#include "srv_region.h"
-#include "srv_reply.h"
+#include "holds_door.h"
+#include "core_door.h"
 #include "srv_stats.h"
 
-#include "peer_serve.h"
+#include "peer_door.h"
 
 #include <dirent.h>
 #include <errno.h>

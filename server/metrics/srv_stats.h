@@ -3,7 +3,7 @@
 #ifndef WSRV_SRV_STATS_H
 #define WSRV_SRV_STATS_H
 
-#include "srv.h"
+#include "core_door.h"
 
 
 int srv_stats_reply(struct server *srv, uint64_t seq, struct reply *r);

@@ -6,8 +6,8 @@
 
 #include <stdint.h>
 
-#include "arena.h"
-#include "model.h"
+#include "load_door.h"
+#include "format_door.h"
 
 /* sums[i] = xxh3-64 of tensor i's held bytes (t->part_off, t->part_len)
  * as a's read-only mapping holds them (sums: m->ntensors entries, the

@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "layer_name.h"
+#include "format_door.h"
 #include "units.h"
 
 enum {

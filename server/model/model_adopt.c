@@ -14,12 +14,12 @@
 #define XXH_STATIC_LINKING_ONLY  /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
-#include "arena_sweep.h"
+#include "load_door.h"
 #include "checksum_pass.h"
 #include "clock.h"
 #include "log.h"
 #include "manifest.h"
-#include "tier_plan.h"
+#include "tier_door.h"
 
 uint64_t model_files_identity(const struct model *m)
 {

@@ -11,14 +11,11 @@
 #include <sys/mman.h>
 #include <xxhash.h>
 
-#include "arena_sweep.h"
-#include "tier.h"
-#include "tier_plan.h"
-#include "tier_units.h"
-#include "folio_probe.h"
+#include "load_door.h"
+#include "tier_door.h"
 #include "log.h"
 #include "manifest.h"
-#include "manifest_write.h"
+#include "format_door.h"
 #include "packet.h"
 #include "progress.h"
 #include "ready_track.h"

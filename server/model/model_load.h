@@ -4,10 +4,8 @@
 #ifndef WSRV_MODEL_LOAD_H
 #define WSRV_MODEL_LOAD_H
 
-#include "arena.h"
-#include "loader.h"
-#include "model.h"
-#include "ready_page.h"
+#include "load_door.h"
+#include "format_door.h"
 
 struct loaded_model;
 struct load_opts;

@@ -2,7 +2,7 @@
 /* ready_track.c - segments sealed and marked ready as they fill. */
 #include "ready_track.h"
 
-#include "tier.h"
+#include "tier_door.h"
 
 #include <errno.h>
 #include <stdlib.h>

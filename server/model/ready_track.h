@@ -7,11 +7,9 @@
 
 #include <stdint.h>
 
-#include "arena.h"
+#include "load_door.h"
 #include "errinfo.h"
-#include "loader.h"
-#include "model.h"
-#include "ready_page.h"
+#include "format_door.h"
 
 struct tier;
 

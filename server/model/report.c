@@ -2,9 +2,9 @@
 /* report.c - describing a loaded model. */
 #include "report.h"
 
-#include "layer_name.h"
+#include "format_door.h"
 #include "log.h"
-#include "xxh3_stream.h"
+#include "load_door.h"
 #include "units.h"
 
 static size_t numbered_layers(const struct model *m)

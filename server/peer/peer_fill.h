@@ -20,7 +20,7 @@
 #ifndef WSRV_PEER_FILL_H
 #define WSRV_PEER_FILL_H
 
-#include "model_load.h"
+#include "loaded_door.h"
 #include "peer_serve.h"
 #include "peer_trust.h"
 

@@ -12,7 +12,7 @@
 #include <ucp/api/ucp.h>
 
 #include "errinfo.h"
-#include "model_load.h"
+#include "loaded_door.h"
 #include "peer_bounce.h"
 #include "peer_proto.h"
 

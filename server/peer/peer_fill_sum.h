@@ -11,9 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "arena.h"
+#include "load_door.h"
 #include "errinfo.h"
-#include "xxh3_stream.h"
 
 struct fill_sum {
 	struct xxh3_stream *st;     /* owned while the tensor is fetched */

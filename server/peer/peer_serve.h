@@ -20,9 +20,9 @@
 
 #include <stdint.h>
 
-#include "arena.h"
+#include "load_door.h"
 #include "errinfo.h"
-#include "model.h"
+#include "format_door.h"
 #include "peer_trust.h"
 
 #define PEER_MAX_TABLES 64

@@ -9,9 +9,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "arena.h"
+#include "load_door.h"
 #include "errinfo.h"
-#include "model.h"
+#include "format_door.h"
 #include "peer_proto.h"
 
 /* What a peer may ask for of one tensor: its held part (all of it unless

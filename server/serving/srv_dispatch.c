@@ -2,7 +2,7 @@
 /* srv_dispatch.c - one request in, one reply out. Pure with respect to I/O:
  * the event loop does the sending, so this is what the protocol fuzzer
  * drives. */
-#include "srv.h"
+#include "core_door.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -10,26 +10,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "arena_folio.h"
+#include "load_door.h"
 #include "escape.h"
-#include "tier.h"
+#include "tier_door.h"
 #include "log.h"
 #include "test_seam.h"
 #include "pb_text.h"
 #include "utf8.h"
-#include "srv_attach.h"
-#include "srv_attachments.h"
-#include "srv_leases.h"
+#include "holds_door.h"
 #include "sorted.h"
-#include "srv_region.h"
-#include "srv_reply.h"
-#include "srv_stats.h"
-#include "srv_publish.h"
-#include "srv_models.h"
-#include "srv_early.h"
-#include "srv_pieces.h"
-#include "srv_reload.h"
-#include "srv_takeover.h"
+#include "metrics_door.h"
+#include "generations_door.h"
 #include "wsrv.pb-c.h"
 
 

@@ -7,11 +7,9 @@
  * once no operation of it is in flight.
  */
 #include "srv_loop.h"
-#include "srv_access.h"
-#include "srv_attachments.h"
-#include "srv_identity.h"
-#include "srv_region.h"
-#include "srv_takeover.h"
+#include "core_door.h"
+#include "holds_door.h"
+#include "generations_door.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,13 +22,8 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "srv_metrics.h"
-#include "srv_refuse.h"
-#include "srv_early.h"
-#include "srv_reload.h"
+#include "metrics_door.h"
 #include "listen_socket.h"
-#include "srv_reply.h"
-#include "srv_stats.h"
 #include "wsrv.pb-c.h"
 
 #ifdef HAVE_SYSTEMD

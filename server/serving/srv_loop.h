@@ -4,7 +4,7 @@
 #define WSRV_SRV_LOOP_H
 
 #include "errinfo.h"
-#include "srv.h"
+#include "core_door.h"
 
 /* Serves srv on the listening socket lfd (from listen_claim, with its lock
  * fd; both are owned by srv_run from here on) until SIGINT or SIGTERM: then

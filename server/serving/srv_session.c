@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* srv_session.c - a client's session: its attachments and leases. */
-#include "srv_attachments.h"
-#include "srv_leases.h"
-#include "srv.h"
+#include "holds_door.h"
+#include "core_door.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -11,12 +10,8 @@
 #include <linux/sockios.h>
 
 #include "log.h"
-#include "tier.h"
-#include "srv_publish.h"
-#include "srv_region.h"
-#include "srv_identity.h"
-#include "srv_models.h"
-#include "srv_takeover.h"
+#include "tier_door.h"
+#include "generations_door.h"
 
 struct session *session_new(struct server *srv, int fd)
 {

@@ -40,7 +40,7 @@
 #include <stdint.h>
 
 #include "errinfo.h"
-#include "loader.h"
+#include "load_door.h"
 #include "tier_types.h"
 
 struct tier;

@@ -17,8 +17,7 @@
 #include <unistd.h>
 
 #include "hugemap.h"
-#include "loader.h"
-#include "piece_read.h"
+#include "load_door.h"
 #include "log.h"
 #include "memfd_util.h"
 #include "units.h"

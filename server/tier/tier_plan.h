@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "model.h"
+#include "format_door.h"
 #include "ready.h"
 
 /* A segment's fate under a budget. */

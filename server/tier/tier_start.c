@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "piece_read.h"
+#include "load_door.h"
 #include "log.h"
 #include "tier_plan.h"
 #include "units.h"

@@ -11,8 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "loader.h"
-#include "loader_pool.h"
+#include "load_door.h"
 #include "tier_types.h"
 
 #define ROOM_WAIT_S 10      /* how long a read waits for a hold to go */

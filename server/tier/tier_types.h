@@ -6,9 +6,8 @@
 
 #include <stdint.h>
 
-#include "arena.h"
-#include "model.h"
-#include "ready_page.h"
+#include "load_door.h"
+#include "format_door.h"
 
 /* What a tier works on, its owner's (a loaded model's): the model, the
  * arena its segments are in, its readiness page (the tier marks its

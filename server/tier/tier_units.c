@@ -2,7 +2,7 @@
 /* tier_units.c - a disk tier's units (tier_units.h). */
 #include "tier_units.h"
 
-#include "layer_name.h"
+#include "format_door.h"
 
 static uint64_t page_up(uint64_t v)
 {

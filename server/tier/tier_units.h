@@ -9,8 +9,8 @@
 
 #include <stdint.h>
 
-#include "arena.h"
-#include "model.h"
+#include "load_door.h"
+#include "format_door.h"
 #include "ready.h"
 
 #define UNIT_PAGE 4096u

@@ -24,7 +24,7 @@
 #include "bench.h"
 #include "bench_util.h"
 #include "mkmodel.h"
-#include "model.h"
+#include "format_door.h"
 #include "progress.h"
 #include "units.h"
 #include "wsrv.h"

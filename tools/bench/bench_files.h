@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "model_load.h"
+#include "loaded_door.h"
 
 struct files {
 	size_t n;

@@ -36,7 +36,7 @@
 #include "bench_util.h"
 #include "cliarg.h"
 #include "clock.h"
-#include "loader.h"
+#include "load_door.h"
 #include "wsrv.h"
 
 #define MAX_REPEAT 10

@@ -14,7 +14,7 @@
 #include "cliarg.h"
 #include "bench.h"
 #include "progress.h"
-#include "st_reader.h"
+#include "format_door.h"
 
 static uint8_t *build(size_t n, size_t *len)
 {

@@ -24,9 +24,9 @@
 
 #include "cliarg.h"
 #include "bench.h"
-#include "load_args.h"
+#include "loaded_door.h"
 #include "progress.h"
-#include "arena_folio.h"
+#include "load_door.h"
 #include "bench_files.h"
 #include "bench_load_warm.h"
 #include "hugemap.h"

@@ -22,7 +22,7 @@
 #include "cliarg.h"
 #include "bench.h"
 #include "bench_util.h"
-#include "model.h"
+#include "format_door.h"
 #include "wsrv.h"
 
 #define MAX_CLIENTS 64

@@ -44,7 +44,7 @@
 #include "bench_util.h"
 #include "cliarg.h"
 #include "clock.h"
-#include "loader.h"
+#include "load_door.h"
 #include "units.h"
 #include "wsrv.h"
 

@@ -11,10 +11,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "manifest_write.h"
+#include "format_door.h"
 #include "ready.h"
-#include "tier_plan.h"
-#include "tier_units.h"
+#include "tier_door.h"
 #include "units.h"
 
 static uint64_t page_up(uint64_t b)

@@ -6,7 +6,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "model.h"
+#include "format_door.h"
 
 /* Prints (or, with root, adds to the JSON root as "budget") what wsrvd
  * would keep of model m (laid out with expert_pages) under budget: 0, or

@@ -11,10 +11,8 @@
 #include "ctl.h"
 #include "ctl_budget.h"
 #include "escape.h"
-#include "layer_name.h"
-#include "load_args.h"
-#include "model.h"
-#include "model_load.h"
+#include "format_door.h"
+#include "loaded_door.h"
 #include "units.h"
 
 static void layer_str(int32_t l, char *buf, size_t len)

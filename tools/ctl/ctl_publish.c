@@ -16,7 +16,7 @@
 #include "ctl.h"
 #include "escape.h"
 #include "fullio.h"
-#include "model.h"
+#include "format_door.h"
 #include "ticker.h"
 #include "units.h"
 #include "wsrv.h"
