@@ -194,7 +194,7 @@ static void print_text(const struct cd_cfg *c, const struct cd_figs *f)
 	       f->old.register_s, f->old.open_s);
 	printf("  join, through the service           %7.3f s   %.2fx; bar context %.3f + 1.3 x pinned %.3f + 0.1 = %.3f s: %s\n",
 	       f->join_s, f->old_s > 0 ? f->join_s / f->old_s : 0, f->last.context_s, f->pinned_s, bar,
-	       f->join_s <= bar ? "met" : "SHORT");
+	       bench_at_most(f->join_s, bar));
 	printf("  %d at once, the slowest             %7.3f s   (%.2fx one)\n", c->workers, f->n8_s,
 	       f->join_s > 0 ? f->n8_s / f->join_s : 0);
 	printf("  page-locked by the workers: %llu bytes (last: %llu); by the service: %llu; pinned in all at the peak %.2fx the model\n",

@@ -172,7 +172,7 @@ static void join_print(const struct join_cfg *c, double join_s, double gbps, con
 	printf("  exec to ready                        %7.3f s\n", join_s);
 	printf("  %.1f MiB at the pinned rate %.2f GB/s %7.3f s   join is %.2fx this; bar 1.3x + 0.1 s = %.3f s: %s\n",
 	       (double)r->copied_bytes / 1048576.0, gbps, pinned_s, join_s / pinned_s, bar,
-	       join_s <= bar ? "met" : "SHORT");
+	       bench_at_most(join_s, bar));
 	printf("  last run: attach %.1f ms, open %.1f ms (locking %.1f ms, copy wait %.1f ms)\n", r->attach_s * 1e3,
 	       r->open_s * 1e3, r->register_s * 1e3, r->wait_s * 1e3);
 }

@@ -159,8 +159,9 @@ int bench_share(int argc, char **argv)
 		json_decref(o);
 	} else {
 		printf("model %.1f MiB, %d clients that each read every byte\n", model / 1048576, n);
-		printf("  wsrv: server + %d clients, total PSS   %8.1f MiB   %.3fx the model (bar: <= %.1f MiB)\n",
-		       n, (double)shared / 1048576, (double)shared / model, bar / 1048576);
+		printf("  wsrv: server + %d clients, total PSS   %8.1f MiB   %.3fx the model (bar: <= %.1f MiB: %s)\n",
+		       n, (double)shared / 1048576, (double)shared / model, bar / 1048576,
+		       bench_at_most((double)shared, bar));
 		printf("  baseline: %d private copies, total PSS %8.1f MiB   %.2fx wsrv\n", n,
 		       (double)priv / 1048576, (double)priv / (double)shared);
 	}
