@@ -68,6 +68,10 @@ static const struct entry vmm_entries[] = {
  * which device an imported allocation lies on (NULL: it trusts the map). */
 static const struct entry extra_entries[] = {
 	E(MemGetAllocationPropertiesFromHandle, "cuMemGetAllocationPropertiesFromHandle", NULL),
+	/* A layer shard's peer source: whether another device's memory can be
+	 * read, and the copy from it. */
+	E(DeviceCanAccessPeer, "cuDeviceCanAccessPeer", NULL),
+	E(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", NULL),
 };
 #undef E
 

@@ -156,6 +156,8 @@ struct cuda_api {
 	int has_vmm;                /* every one of them was found */
 	/* Optional, outside has_vmm (NULL when absent). */
 	CUresult (*MemGetAllocationPropertiesFromHandle)(struct cu_mem_prop *p, CUmemGenericAllocationHandle h);
+	CUresult (*DeviceCanAccessPeer)(int *can, CUdevice dev, CUdevice peer);
+	CUresult (*MemcpyDtoDAsync)(CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream s);
 };
 
 /* The driver, loaded and initialised once per process (cuInit(0)); *out

@@ -81,10 +81,23 @@ static struct cu_fence *take_fence(struct cuda_dev *c, int64_t fence)
 	return f;
 }
 
-static int64_t c_copy2d(struct wsrv_device *d, void *dst, const void *src, size_t width,
-			size_t height, size_t pitch, double *timing)
+/* Device to device on the copy stream: from memory this device reads
+ * (another device's, mapped through peer access). 0 or <0. */
+static int copy_dtod(struct cuda_dev *c, void *dst, const void *src, size_t len)
 {
-	struct cuda_dev *c = (struct cuda_dev *)d;
+	CUresult e;
+
+	if (!c->cu->MemcpyDtoDAsync)
+		return cl_err(-EOPNOTSUPP, "this driver has no cuMemcpyDtoDAsync");
+	e = c->cu->MemcpyDtoDAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, len, c->copy);
+	return e == CUDA_SUCCESS ? 0 : cu_fail(c, e, "cuMemcpyDtoDAsync");
+}
+
+/* Queues a copy (from the host, or from device memory when dtod) between
+ * two events, as the next fence. */
+static int64_t queue_copy(struct cuda_dev *c, void *dst, const void *src, size_t width, size_t height,
+			  size_t pitch, bool dtod, double *timing)
+{
 	struct cu_fence *f;
 	int64_t fence;
 	CUresult e;
@@ -98,7 +111,7 @@ static int64_t c_copy2d(struct wsrv_device *d, void *dst, const void *src, size_
 	    (e = c->cu->EventRecord(f->start, c->copy)) != CUDA_SUCCESS)
 		r = cu_fail(c, e, "cuEventRecord");
 	if (r == 0)
-		r = cu_copy_rows(c, dst, src, width, height, pitch);
+		r = dtod ? copy_dtod(c, dst, src, width) : cu_copy_rows(c, dst, src, width, height, pitch);
 	if (r == 0 && (e = c->cu->EventRecord(f->end, c->copy)) != CUDA_SUCCESS)
 		r = cu_fail(c, e, "cuEventRecord");
 	if (r == 0) {
@@ -111,9 +124,20 @@ static int64_t c_copy2d(struct wsrv_device *d, void *dst, const void *src, size_
 	return r < 0 ? r : fence;
 }
 
+static int64_t c_copy2d(struct wsrv_device *d, void *dst, const void *src, size_t width,
+			size_t height, size_t pitch, double *timing)
+{
+	return queue_copy((struct cuda_dev *)d, dst, src, width, height, pitch, false, timing);
+}
+
 static int64_t c_copy(struct wsrv_device *d, void *dst, const void *src, size_t len, double *timing)
 {
 	return c_copy2d(d, dst, src, len, 1, len, timing);
+}
+
+static int64_t c_copy_peer(struct wsrv_device *d, void *dst, const void *src, size_t len, double *timing)
+{
+	return queue_copy((struct cuda_dev *)d, dst, src, len, 1, len, true, timing);
 }
 
 /* A completed copy's times go where its caller asked. */
@@ -310,6 +334,7 @@ static void c_destroy(struct wsrv_device *d)
 
 static const struct device_ops cuda_ops = {
 	.name = "cuda", .alloc = c_alloc, .free = c_free, .copy = c_copy, .copy2d = c_copy2d,
+	.copy_peer = c_copy_peer,
 	.done = c_done, .wait = c_wait, .gate = c_gate, .gap = c_gap, .consumed = c_consumed,
 	.register_host = cu_register, .unregister_host = cu_unregister,
 	.share_info = cu_share_info, .share_create = cu_share_create, .share_seal = cu_share_seal,

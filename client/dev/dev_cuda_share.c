@@ -162,6 +162,27 @@ int cu_share_seal(struct wsrv_device *d, struct dev_share *sh)
 	return 0;
 }
 
+/* Under the lock, in the context: whether this device may read h, which
+ * may lie on another device (a layer shard's peer source): 0, or
+ * -EOPNOTSUPP with a sentence when it lies elsewhere and this device has
+ * no peer access to it. */
+static int readable_here(struct cuda_dev *c, CUmemGenericAllocationHandle h)
+{
+	struct cu_mem_prop p;
+	int can = 0;
+
+	if (!c->cu->MemGetAllocationPropertiesFromHandle ||
+	    c->cu->MemGetAllocationPropertiesFromHandle(&p, h) != CUDA_SUCCESS || p.location.id == c->device)
+		return 0; /* this device's own (or unknown: the map says) */
+	if (!c->cu->DeviceCanAccessPeer || c->cu->DeviceCanAccessPeer(&can, c->device, p.location.id) != CUDA_SUCCESS)
+		return cl_err(-EOPNOTSUPP, "device %d cannot tell whether it reads device %d's memory "
+			      "(no cuDeviceCanAccessPeer)", c->device, p.location.id);
+	if (!can)
+		return cl_err(-EOPNOTSUPP, "device %d has no peer access to device %d's memory", c->device,
+			      p.location.id);
+	return 0;
+}
+
 int cu_share_import(struct wsrv_device *d, int fd, size_t len, struct dev_share *sh)
 {
 	struct cuda_dev *c = (struct cuda_dev *)d;
@@ -169,11 +190,18 @@ int cu_share_import(struct wsrv_device *d, int fd, size_t len, struct dev_share 
 	CUdeviceptr ptr = 0;
 	const char *what = "cuMemImportFromShareableHandle";
 	CUresult e;
+	int r = 0;
 
 	pthread_mutex_lock(&c->lock);
 	cu_enter(c);
 	e = c->cu->MemImportFromShareableHandle(&h, (void *)(uintptr_t)fd,
 						CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	if (e == CUDA_SUCCESS && (r = readable_here(c, h)) < 0) {
+		c->cu->MemRelease(h);
+		cu_leave(c);
+		pthread_mutex_unlock(&c->lock);
+		return r;
+	}
 	if (e == CUDA_SUCCESS) {
 		what = "cuMemMap";
 		if ((e = map_handle(c, h, len, CU_MEM_ACCESS_FLAGS_PROT_READ, &ptr)) != CUDA_SUCCESS)

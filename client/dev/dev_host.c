@@ -226,7 +226,7 @@ static void h_share_free(struct wsrv_device *d, struct dev_share *sh)
 }
 
 static const struct device_ops host_ops = {
-	.name = "host", .alloc = h_alloc, .free = h_free, .copy = h_copy, .copy2d = h_copy2d,
+	.name = "host", .alloc = h_alloc, .free = h_free, .copy = h_copy, .copy2d = h_copy2d, .copy_peer = h_copy,
 	.done = h_done, .wait = h_wait, .share_info = h_share_info,
 	.share_create = h_share_create, .share_seal = h_share_seal,
 	.share_import = h_share_import, .share_free = h_share_free, .destroy = h_destroy,

@@ -45,6 +45,10 @@ struct device_ops {
 	 * in dst (cuMemcpy2DAsync's shape). */
 	int64_t (*copy2d)(struct wsrv_device *d, void *dst, const void *src, size_t width,
 			  size_t height, size_t pitch, double *timing);
+	/* The same from device memory mapped here (another device's, through
+	 * share_import with peer access: a layer shard's peer source). NULL:
+	 * the backend cannot. */
+	int64_t (*copy_peer)(struct wsrv_device *d, void *dst, const void *src, size_t len, double *timing);
 	/* Has every copy up to fence completed? 1 or 0. */
 	int (*done)(struct wsrv_device *d, int64_t fence);
 	/* Blocks until every copy up to fence has completed. */
@@ -75,7 +79,8 @@ struct device_ops {
 	 * the kind allows. share_import: maps a handle from the server
 	 * read-only (fd stays the caller's). share_free: unmaps, releases,
 	 * closes sh->fd if open. Each returns 0 or a negative errno with a
-	 * sentence; nothing is left behind on failure. */
+	 * sentence; nothing is left behind on failure. share_import of another
+	 * device's memory: -EOPNOTSUPP when this device cannot read it. */
 	int (*share_info)(struct wsrv_device *d, struct dev_share_info *out);
 	int (*share_create)(struct wsrv_device *d, size_t len, struct dev_share *sh);
 	int (*share_seal)(struct wsrv_device *d, struct dev_share *sh);

@@ -82,10 +82,10 @@ WSRV_EXPORT int wsrv_plan_add(struct wsrv_plan *p, const char *pattern, int resi
 	if (!pattern_ok(pattern))
 		return cl_err(-EINVAL, "plan: '%s' is not a pattern (dot-separated names, '*' for one whole component)",
 			      pattern);
-	if (residency < WSRV_STREAMED || residency > WSRV_EXPERTS_ON_DEMAND ||
+	if (residency < WSRV_STREAMED || residency > WSRV_LAYER_SHARD_PEER ||
 	    residency == WSRV_NOT_IN_VIEW)
 		return cl_err(-EINVAL, "plan: unknown residency %d for '%s'", residency, pattern);
-	if (residency == WSRV_LAYER_SHARD && (k < 1 || k > 1024))
+	if ((residency == WSRV_LAYER_SHARD || residency == WSRV_LAYER_SHARD_PEER) && (k < 1 || k > 1024))
 		return cl_err(-EINVAL, "plan: layer_shard for '%s' needs a group of 1 to 1024 workers", pattern);
 	if (p->nrules >= MAX_RULES)
 		return cl_err(-E2BIG, "plan: more than %d rules", MAX_RULES);
@@ -118,13 +118,36 @@ WSRV_EXPORT int wsrv_plan_set_expert_cache(struct wsrv_plan *p, uint32_t slots, 
 	return 0;
 }
 
-/* "resident", "streamed", "layer_shard:K" or {"layer_shard": K}. */
+/* "layer_shard:K" or "layer_shard:K:peer" (s past "layer_shard:"). */
+static int parse_shard(const char *pat, const char *s, int *res, unsigned *k)
+{
+	char *end;
+	unsigned long v = strtoul(s, &end, 10);
+
+	*k = (unsigned)v;
+	*res = WSRV_LAYER_SHARD;
+	if (end == s || (*end && strcmp(end, ":peer") != 0) || v > 1024)
+		return cl_err(-EINVAL, "plan: '%s': layer_shard:K or layer_shard:K:peer, K a group of 1 to 1024, "
+			      "not layer_shard:%s", pat, s);
+	if (*end)
+		*res = WSRV_LAYER_SHARD_PEER;
+	return 0;
+}
+
+/* "resident", "streamed", "layer_shard:K[:peer]" or {"layer_shard": K}
+ * with "source": "peer" or "host" (the default). */
 static int parse_residency(const char *pat, json_t *v, int *res, unsigned *k)
 {
 	const char *s = json_string_value(v);
 
 	if (json_is_object(v) && json_is_integer(json_object_get(v, "layer_shard"))) {
-		*res = WSRV_LAYER_SHARD;
+		const char *src = json_string_value(json_object_get(v, "source"));
+		if (json_object_get(v, "source") && (!src || (strcmp(src, "peer") && strcmp(src, "host"))))
+			return cl_err(-EINVAL, "plan: '%s': a layer shard's source is \"peer\" or \"host\"", pat);
+		if (json_object_size(v) > (json_object_get(v, "source") ? 2u : 1u))
+			return cl_err(-EINVAL, "plan: '%s': a layer shard is {\"layer_shard\": K, \"source\": "
+				      "\"peer\"|\"host\"}, nothing else", pat);
+		*res = src && strcmp(src, "peer") == 0 ? WSRV_LAYER_SHARD_PEER : WSRV_LAYER_SHARD;
 		*k = (unsigned)json_integer_value(json_object_get(v, "layer_shard"));
 		return 0;
 	}
@@ -134,12 +157,11 @@ static int parse_residency(const char *pat, json_t *v, int *res, unsigned *k)
 		*res = WSRV_EXPERTS_ON_DEMAND;
 	else if (s && strcmp(s, "streamed") == 0)
 		*res = WSRV_STREAMED;
-	else if (s && strncmp(s, "layer_shard:", 12) == 0 && s[12]) {
-		*res = WSRV_LAYER_SHARD;
-		*k = (unsigned)strtoul(s + 12, NULL, 10);
-	} else
-		return cl_err(-EINVAL, "plan: '%s': unknown residency %s (resident, streamed, layer_shard:K, experts_on_demand)",
-			      pat, s ? s : "(not a string)");
+	else if (s && strncmp(s, "layer_shard:", 12) == 0 && s[12])
+		return parse_shard(pat, s + 12, res, k);
+	else
+		return cl_err(-EINVAL, "plan: '%s': unknown residency %s (resident, streamed, layer_shard:K, "
+			      "layer_shard:K:peer, experts_on_demand)", pat, s ? s : "(not a string)");
 	return 0;
 }
 

@@ -7,18 +7,19 @@
 #include "packet.h"
 #include "region_calls.h"
 
-int region_call_open(struct wsrv_model *m, const struct dev_share_info *info, uint64_t fingerprint,
-		     uint64_t bytes, struct region_answer *out)
+int region_call_open(struct wsrv_model *m, const char *device, int kind, uint64_t fingerprint,
+		     uint64_t bytes, bool read_only, struct region_answer *out)
 {
 	Wsrv__Request q = WSRV__REQUEST__INIT;
 	Wsrv__RegionOpen ro = WSRV__REGION_OPEN__INIT;
 	Wsrv__Response *r;
 	int fds[1], n = 0, ret;
 
-	ro.device = (char *)info->id;
-	ro.kind = info->kind;
+	ro.device = (char *)device;
+	ro.kind = kind;
 	ro.fingerprint = fingerprint;
 	ro.bytes = bytes;
+	ro.read_only = read_only;
 	q.body_case = WSRV__REQUEST__BODY_REGION_OPEN;
 	q.region_open = &ro;
 	if ((ret = cl_call_model(m, &ro.attach_id, &q, &r, fds, 1, &n)) < 0)
@@ -30,7 +31,8 @@ int region_call_open(struct wsrv_model *m, const struct dev_share_info *info, ui
 		out->role = r->region->role;
 		out->id = r->region->region_id;
 		out->writer_pid = r->region->writer_pid;
-		if (r->region->bytes != bytes)
+		/* (A read-only WAIT for a region nobody opened names none.) */
+		if (r->region->bytes != bytes && !(read_only && r->region->role == WSRV__REGION_ROLE__REGION_WAIT))
 			ret = cl_err(-EBADMSG, "the server answered RegionOpen for %llu bytes with a region of %llu",
 				     (unsigned long long)bytes, (unsigned long long)r->region->bytes);
 		else if ((out->role == WSRV__REGION_ROLE__REGION_READER) != (n == 1))

@@ -51,7 +51,7 @@ static void take_copy(struct wsrv_stream *s, const struct copy_rec *c)
 	if (isnan(c->t_first[0]) || isnan(end))
 		return; /* the backend could not time it */
 	s->st.copy_seconds += end - c->t_first[0];
-	stream_trace_add(s, c->layer, 'c', c->t_first[0], end);
+	stream_trace_add(s, c->layer, c->peer ? 'p' : 'c', c->t_first[0], end);
 }
 
 /* Records in order of their fences, which complete in order. */
@@ -113,31 +113,64 @@ static struct copy_rec *new_rec(struct wsrv_stream *s, int32_t layer)
 	return c;
 }
 
+/* Whether some streamed tensor of layer l comes from a peer now. */
+static bool from_peer(struct wsrv_stream *s, const struct st_layer *l)
+{
+	for (uint32_t i = 0; s->peer.k && i < l->nstreamed; i++)
+		if (stream_peer_src(s, l->streamed[i]))
+			return true;
+	return false;
+}
+
+/* Queues streamed tensor k of layer l into slot memory mem: from its
+ * owner's device (a layer shard with a peer source) or host memory. */
+static int64_t copy_tensor(struct wsrv_stream *s, const struct st_layer *l, uint32_t k, void *mem, double *timing)
+{
+	struct tp_view tmp;
+	const struct tp_view *v = tp_view_at(s->m, s->views, l->streamed[k], &tmp);
+	const void *peer = stream_peer_src(s, l->streamed[k]);
+	uint8_t *dst = (uint8_t *)mem + l->slot_off[k];
+	struct wsrv_tensor t;
+
+	cl_tensor_nowait(s->m, l->streamed[k], &t);
+	if (peer) {
+		s->st.peer_bytes += v->width;
+		return s->d->ops->copy_peer(s->d, dst, peer, v->width, timing);
+	}
+	return s->d->ops->copy2d(s->d, dst, (const uint8_t *)t.data + v->src_off, v->width, v->height, v->pitch,
+				 timing);
+}
+
 /* Queues the copies of layer pos into slot k. The first copy records its
  * start, the last its end (one copy records both). On failure nothing of
  * the layer is in the slot, which stays free; copies queued before the
- * failure land in it harmlessly, and are still waited for. */
+ * failure land in it harmlessly, and are still waited for. A layer whose
+ * streamed tensors are one run goes in one copy, unless some come from a
+ * peer. */
 static int stream_load_layer(struct wsrv_stream *s, int pos, int k)
 {
 	struct st_layer *l = &s->layers[pos];
 	struct slot *sl = &s->slots[k];
-	uint32_t n = l->contiguous ? 1 : l->nstreamed;
+	bool one = l->contiguous && !from_peer(s, l);
+	uint32_t n = one ? 1 : l->nstreamed;
 	struct copy_rec *c = new_rec(s, l->index);
 	int64_t f = 0, last = 0;
 
 	c->single = n == 1;
+	c->peer = !one && s->peer.k;
+	/* What of a peer-sourced series comes from host memory this time. */
+	for (uint32_t i = 0; s->peer.k && i < l->nstreamed; i++)
+		if (s->peer.owner[l->streamed[i]] >= 0 && !stream_peer_src(s, l->streamed[i]))
+			s->st.peer_host_bytes += tp_view_bytes(s->m, s->views, l->streamed[i]);
 	for (uint32_t i = 0; i < n && f >= 0; i++) {
-		struct tp_view tmp;
-		const struct tp_view *v = tp_view_at(s->m, s->views, l->streamed[i], &tmp);
 		double *timing = i == 0 ? c->t_first : i + 1 == n ? c->t_last : NULL;
 		struct wsrv_tensor t;
-		cl_tensor_nowait(s->m, l->streamed[i], &t);
-		if (l->contiguous)
+		if (one) {
+			cl_tensor_nowait(s->m, l->streamed[i], &t);
 			f = s->d->ops->copy(s->d, sl->mem, t.data, l->slot_bytes, timing);
-		else
-			f = s->d->ops->copy2d(s->d, (uint8_t *)sl->mem + l->slot_off[i],
-					      (const uint8_t *)t.data + v->src_off, v->width, v->height,
-					      v->pitch, timing);
+		} else {
+			f = copy_tensor(s, l, i, sl->mem, timing);
+		}
 		if (f > 0)
 			last = f;
 	}
@@ -313,6 +346,10 @@ static int dev_addr(struct wsrv_stream *s, uint32_t i, void **dev)
 		*dev = (uint8_t *)s->resident + s->res_off[i];
 		return 0;
 	}
+	if (s->where[i] == WHERE_SHARD) {
+		*dev = stream_peer_addr(s, i);
+		return 0;
+	}
 	cl_tensor_nowait(s->m, (uint32_t)i, &t);
 	if (s->where[i] == WHERE_ABSENT)
 		return cl_err(-ENOENT, "tensor %s is not in rank %d's view", t.name, s->rank);
@@ -362,7 +399,7 @@ WSRV_EXPORT int wsrv_stream_residency(const struct wsrv_stream *s, size_t i)
 	CL_NEED(s);
 	if (i >= cl_ntensors(s->m))
 		return cl_err(-ERANGE, "tensor %zu out of range", i);
-	return s->where[i] == WHERE_RESIDENT ? WSRV_RESIDENT
+	return s->where[i] == WHERE_RESIDENT || s->where[i] == WHERE_SHARD ? WSRV_RESIDENT
 	     : s->where[i] == WHERE_STREAMED ? WSRV_STREAMED
 	     : s->where[i] == WHERE_EXPERT ? WSRV_EXPERTS_ON_DEMAND : WSRV_NOT_IN_VIEW;
 }

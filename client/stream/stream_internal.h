@@ -12,8 +12,9 @@
 #include "tp_view.h"
 
 /* WHERE_EXPERT: an expert on demand, in the expert cache when acquired
- * (stream_experts.h). */
-enum { WHERE_ABSENT = 0, WHERE_RESIDENT = 1, WHERE_STREAMED = 2, WHERE_EXPERT = 3 };
+ * (stream_experts.h). WHERE_SHARD: a layer shard's tensor this rank owns,
+ * in the region it exports to the others of its group (stream_peer.c). */
+enum { WHERE_ABSENT = 0, WHERE_RESIDENT = 1, WHERE_STREAMED = 2, WHERE_EXPERT = 3, WHERE_SHARD = 4 };
 
 struct st_layer {
 	int32_t index;
@@ -44,6 +45,7 @@ struct copy_rec {
 	int32_t layer;              /* the layer's index */
 	double t_first[2], t_last[2];
 	bool single;                /* one copy: t_first has both ends */
+	bool peer;                  /* some from a peer's device (the trace says so) */
 };
 
 /* A gate the consumer has yet to pass (device.h's gap). */
@@ -93,6 +95,25 @@ struct stream_share {
 	char note[200];             /* why private */
 };
 
+/* A layer shard's peer source (stream_peer.c): per owner rank of the
+ * group, its region of the tensors it owns, mapped here once it has
+ * committed it; per tensor, which owner holds it and where. */
+enum peer_state { PEER_WAIT = 0, PEER_MAPPED, PEER_HOST };
+struct stream_peer {
+	unsigned k;                 /* the group's size; 0: no peer source */
+	int16_t *owner;             /* per tensor: the rank whose region holds it; -1 */
+	uint64_t *off;              /* per tensor: its offset there */
+	uint64_t *bytes;            /* per owner [k]: its region's bytes (granules) */
+	struct dev_share *map;      /* per owner [k]: its region here (this rank's own: filled) */
+	uint32_t *region;           /* per owner [k]: the server's region id held; 0 */
+	uint8_t *state;             /* per owner [k]: enum peer_state */
+	struct dev_share_info info; /* the device's kind and granule */
+	double deadline;            /* until then an owner not there yet is waited for */
+	bool said;                  /* the one stderr line said */
+	bool own_private;           /* this rank's tensors in private memory
+	                             * (no region could be made: freed so) */
+};
+
 struct wsrv_stream {
 	struct wsrv_model *m;
 	struct wsrv_device *d;
@@ -134,6 +155,7 @@ struct wsrv_stream {
 	 * no host memory is page-locked here. */
 	struct dev_share svc_mem;
 	bool no_lock;
+	struct stream_peer peer;
 };
 
 /* Decides each tensor's residency (plan rules, layer_shard by rank, then
@@ -199,6 +221,24 @@ int stream_share_fill(struct wsrv_stream *s);
 void stream_share_close(struct wsrv_stream *s);
 /* Queues the resident tensors' copies into base and waits for them. */
 int stream_upload_into(struct wsrv_stream *s, uint8_t *base);
+/* The same for the tensors placed `where`, each at offs[i] from base. */
+int stream_upload_set(struct wsrv_stream *s, uint8_t *base, int where, const uint64_t *offs);
+
+/* A layer shard's peer source (stream_peer.c). stream_peer_layout: after
+ * placement, where each owner's tensors go in its region (every rank
+ * computes the same); -EINVAL with a sentence for a tensor split by
+ * tp_plan (the owner's copy is its own slice). stream_peer_open: this
+ * rank's region filled, sealed and offered through wsrvd, then the other
+ * owners' mapped, waiting a while for those not there yet.
+ * stream_peer_src: where a streamed tensor i is copied from on another
+ * device (NULL: host memory), trying again for an owner not mapped yet.
+ * stream_peer_addr: an owned tensor's device address. stream_peer_close:
+ * everything let go. */
+int stream_peer_layout(struct wsrv_stream *s, const struct wsrv_plan *p);
+int stream_peer_open(struct wsrv_stream *s);
+const void *stream_peer_src(struct wsrv_stream *s, uint32_t i);
+void *stream_peer_addr(const struct wsrv_stream *s, uint32_t i);
+void stream_peer_close(struct wsrv_stream *s);
 
 /* The resident tensors into mem (an exportable allocation: a region's
  * writer's, or the stream's own), copied by the copy service

@@ -83,6 +83,8 @@ static int alloc_slots(struct wsrv_stream *s, unsigned n)
 	s->st.slots = n;
 	s->st.slot_bytes = s->slot_size;
 	s->st.device_bytes = s->resident_bytes + (uint64_t)n * s->slot_size;
+	if (s->peer.k && (unsigned)s->rank < s->peer.k) /* this rank's layer shard */
+		s->st.device_bytes += s->peer.map[s->rank].len;
 	s->st.shared_bytes = s->sh.role ? s->resident_bytes : 0;
 	s->st.private_bytes = s->st.device_bytes - s->st.shared_bytes;
 	s->slots = calloc(n, sizeof(*s->slots));
@@ -153,8 +155,10 @@ WSRV_EXPORT int wsrv_stream_open(struct wsrv_model *m, struct wsrv_device *d,
 	else if ((r = alloc_layers(s)) == 0 &&
 		 (r = tp_resolve(m, p, s->rank, s->world, &s->views)) == 0 &&
 		 (r = stream_place(s, p, s->rank, slots)) == 0 &&
+		 (r = stream_peer_layout(s, p)) == 0 &&
 		 (r = share_and_register(s)) == 0 &&
 		 (r = upload_resident(s)) == 0 &&
+		 (r = stream_peer_open(s)) == 0 &&
 		 (r = alloc_slots(s, slots)) == 0)
 		r = xp_alloc(s);
 	if (r < 0) {
@@ -189,6 +193,7 @@ WSRV_EXPORT void wsrv_stream_close(struct wsrv_stream *s)
 	for (unsigned k = 0; s->d && s->slots && k < s->nslots; k++)
 		s->d->ops->free(s->d, s->slots[k].mem, s->slot_size);
 	xp_free(s);
+	stream_peer_close(s);
 	if (s->sh.mem.ptr || s->sh.region_id)
 		stream_share_close(s);
 	else if (s->svc_mem.ptr)

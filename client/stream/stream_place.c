@@ -20,9 +20,13 @@ static int where_for(const struct plan_rule *r, int32_t layer, int rank)
 		return WHERE_STREAMED;
 	if (r->residency == WSRV_EXPERTS_ON_DEMAND)
 		return WHERE_EXPERT;
-	/* layer_shard: this rank keeps the layers it owns, fetches the rest. */
-	if (layer < 0 || (unsigned)layer % r->k == (unsigned)rank)
+	/* layer_shard: this rank keeps the layers it owns, fetches the rest;
+	 * with a peer source it keeps them in a region the others read
+	 * (stream_peer.c). */
+	if (layer < 0)
 		return WHERE_RESIDENT;
+	if ((unsigned)layer % r->k == (unsigned)rank)
+		return r->residency == WSRV_LAYER_SHARD_PEER ? WHERE_SHARD : WHERE_RESIDENT;
 	return WHERE_STREAMED;
 }
 

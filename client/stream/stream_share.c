@@ -101,7 +101,7 @@ static void negotiate(struct wsrv_stream *s, uint64_t fp)
 	struct region_answer a;
 
 	for (;;) {
-		if (region_call_open(s->m, &s->sh.info, fp, region_len(s), &a) < 0) {
+		if (region_call_open(s->m, s->sh.info.id, s->sh.info.kind, fp, region_len(s), false, &a) < 0) {
 			note(s, "the server does not share this region: %s", wsrv_last_error());
 			break;
 		}

@@ -37,10 +37,11 @@ int stream_trace_write(const struct wsrv_stream *s, const char *path)
 		s->d->ops->name);
 	for (size_t i = 0; i < s->ntrace; i++) {
 		const struct trace_ev *e = &s->trace[i];
-		const char *what = e->kind == 'c' ? "copy" : e->kind == 'w' ? "wait" : "compute";
+		const char *what = e->kind == 'c' ? "copy" : e->kind == 'p' ? "peer copy" : e->kind == 'w' ? "wait"
+				 : "compute";
 		fprintf(f, ",\n{\"name\":\"%s L%d\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,"
 			   "\"ts\":%.3f,\"dur\":%.3f}",
-			what, e->layer, what, e->kind == 'c' ? 1 : 2, (e->t0 - s->opened) * 1e6,
+			what, e->layer, what, e->kind == 'c' || e->kind == 'p' ? 1 : 2, (e->t0 - s->opened) * 1e6,
 			(e->t1 - e->t0) * 1e6);
 	}
 	fprintf(f, "\n]}\n");

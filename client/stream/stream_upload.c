@@ -18,6 +18,7 @@
 struct up {
 	struct wsrv_stream *s;
 	uint8_t *base;
+	const uint64_t *offs;       /* each tensor's offset from base */
 	const uint8_t *src;         /* the pending run: its bytes, */
 	uint64_t dst, len;          /* where they go, how many */
 	int64_t last;               /* the last copy's fence */
@@ -53,7 +54,7 @@ static int up_tensor(struct up *u, size_t i, const uint8_t *src)
 {
 	struct tp_view tmp;
 	const struct tp_view *v = tp_view_at(u->s->m, u->s->views, i, &tmp);
-	uint64_t dst = u->s->res_off[i];
+	uint64_t dst = u->offs[i];
 	int r;
 
 	if (u->len && v->height == 1 && dst >= u->dst + u->len && src - u->src == (ptrdiff_t)(dst - u->dst) &&
@@ -73,8 +74,13 @@ static int up_tensor(struct up *u, size_t i, const uint8_t *src)
 
 int stream_upload_into(struct wsrv_stream *s, uint8_t *base)
 {
+	return stream_upload_set(s, base, WHERE_RESIDENT, s->res_off);
+}
+
+int stream_upload_set(struct wsrv_stream *s, uint8_t *base, int where, const uint64_t *offs)
+{
 	size_t n = cl_ntensors(s->m);
-	struct up u = { .s = s, .base = base };
+	struct up u = { .s = s, .base = base, .offs = offs };
 	uint32_t seg = UINT32_MAX;
 	int r = 0;
 
@@ -82,7 +88,7 @@ int stream_upload_into(struct wsrv_stream *s, uint8_t *base)
 		struct tp_view tmp;
 		const struct tp_view *v = tp_view_at(s->m, s->views, i, &tmp);
 		struct wsrv_tensor t;
-		if (s->where[i] != WHERE_RESIDENT || !v->bytes)
+		if (s->where[i] != where || !v->bytes)
 			continue;
 		cl_tensor_nowait(s->m, (uint32_t)i, &t);
 		/* A disk tier's segment goes once its resident tensors are

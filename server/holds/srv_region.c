@@ -274,8 +274,9 @@ int region_open(struct server *srv, struct session *s, const Wsrv__RegionOpen *q
 	for (uint32_t i = 0; i < srv->regions.n && !g; i++)
 		if (key_is(&srv->regions.v[i], mi, srv->models[mi].generation, q))
 			g = &srv->regions.v[i];
-	if (g && !g->committed) {
-		g->waits++;
+	if ((g && !g->committed) || (!g && q->read_only)) {
+		if (g)
+			g->waits++;
 		reply_region(r, seq, g, WSRV__REGION_ROLE__REGION_WAIT);
 		return 0;
 	}

@@ -50,6 +50,8 @@ struct fk_job {
 	CUhostFn fn;
 	void *arg;
 	uintptr_t base;             /* the destination allocation's first byte */
+	bool d2d;                   /* device to device: within one, unpaced; */
+	bool peer;                  /* from another device's memory: the link's rate */
 };
 
 struct CUstream_st {
@@ -62,7 +64,8 @@ struct CUstream_st {
 
 struct fk_alloc {
 	uintptr_t a, b;
-	int device;                 /* the device it lies on */
+	int device;                 /* the device that accesses it here */
+	int home;                   /* the device it lies on (another's: a peer mapping) */
 	bool vmm;                   /* a cuMemMap mapping (fake_vmm.c), not cuMemAlloc's */
 	bool readonly;              /* mapped with CU_MEM_ACCESS_FLAGS_PROT_READ */
 	uint64_t wr[FK_STREAMS], rd[FK_STREAMS];
@@ -93,6 +96,8 @@ struct fake {
 	long long ctx_ms, import_ms;  /* a first context, an import (fake_cost.c) */
 	long long sampled;          /* device memory keeps samples only */
 	long long devices;          /* FAKECUDA_DEVICES (1) */
+	long long p2p_gbps;         /* copies between devices: FAKECUDA_P2P_GBPS (0: unpaced) */
+	long long no_peer;          /* FAKECUDA_NO_PEER=1: no device reads another's memory */
 	/* failure injection: the (n+1)-th next call of a kind fails */
 	long long fail_alloc, fail_copy, fail_register, fail_alloc_host, fail_record;
 	/* observations (fakecuda_get) */
@@ -101,6 +106,8 @@ struct fake {
 	long long live_events;
 	long long pinned_bytes, pinned_peak;  /* registered + cuMemAllocHost's, here */
 	long long imports;
+	long long peer_copies, peer_bytes;  /* device to device, across devices */
+	long long h2d_bytes;        /* host to device */
 };
 
 extern struct fake fk;

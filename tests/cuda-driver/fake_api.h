@@ -10,6 +10,8 @@ CUresult cuCtxGetCurrent(CUcontext *c);
 CUresult cuCtxPopCurrent_v2(CUcontext *c);
 CUresult cuCtxPushCurrent_v2(CUcontext c);
 CUresult cuDeviceGet(CUdevice *d, int ordinal);
+CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer);
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream s);
 CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d);
 CUresult cuDeviceGetCount(int *n);
 CUresult cuDeviceGetName(char *name, int len, CUdevice d);

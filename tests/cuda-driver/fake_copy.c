@@ -82,6 +82,8 @@ static CUresult queue_copy(CUstream h, const struct shape *c, bool to_device, co
 			      .base = to_device ? a->a : (uintptr_t)c->dst };
 	fk.copies++;
 	fk.copies_2d += c->height > 1;
+	if (to_device)
+		fk.h2d_bytes += (long long)(c->width * c->height);
 	fk_enqueue(s, j);
 	pthread_mutex_unlock(&fk.lock);
 	return CUDA_SUCCESS;
@@ -112,6 +114,56 @@ CUresult cuMemcpy2DAsync_v2(const struct cu_memcpy2d *m, CUstream s)
 	c = (struct shape){ (char *)(uintptr_t)m->dstDevice, m->srcHost, m->WidthInBytes, m->Height,
 			    m->srcPitch, m->dstPitch };
 	return queue_copy(s, &c, true, "cuMemcpy2DAsync");
+}
+
+/* Device to device: dst on this context's device, src memory this device
+ * may read (its own, or another's mapped through peer access). Across
+ * devices it runs at the link's rate (FAKECUDA_P2P_GBPS). */
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream h)
+{
+	struct CUstream_st *s;
+	struct fk_alloc *da, *sa;
+	struct fk_job *j;
+
+	if (fk_need_ctx() != CUDA_SUCCESS)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (fk_fail_now(&fk.fail_copy))
+		return CUDA_ERROR_UNKNOWN;
+	if (!(j = calloc(1, sizeof(*j))))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_lock(&fk.lock);
+	s = fk_stream(h);
+	da = device_side((const char *)(uintptr_t)dst, len, "cuMemcpyDtoDAsync (destination)");
+	sa = device_side((const char *)(uintptr_t)src, len, "cuMemcpyDtoDAsync (source)");
+	if (!s || !da || !sa) {
+		pthread_mutex_unlock(&fk.lock);
+		free(j);
+		return s ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
+	}
+	if (da->device != fk_cur_device() || sa->device != fk_cur_device())
+		fk_violation("cuMemcpyDtoDAsync: memory device %d or %d may not access, from a context of device %d "
+			     "(another device's memory is read through a peer mapping)", da->device, sa->device,
+			     fk_cur_device());
+	if (da->readonly) {
+		fk.ro_writes++;
+		pthread_mutex_unlock(&fk.lock);
+		free(j);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	s->vc[s->idx]++;
+	fk_access(sa, s->idx, s->vc, s->vc[s->idx], false, "cuMemcpyDtoDAsync");
+	fk_access(da, s->idx, s->vc, s->vc[s->idx], true, "cuMemcpyDtoDAsync");
+	*j = (struct fk_job){ .op = OP_COPY, .dst = (char *)(uintptr_t)dst, .src = (const char *)(uintptr_t)src,
+			      .width = len, .height = 1, .spitch = len, .dpitch = len, .base = da->a,
+			      .d2d = true, .peer = sa->home != da->home };
+	fk.copies++;
+	if (j->peer) {
+		fk.peer_copies++;
+		fk.peer_bytes += (long long)len;
+	}
+	fk_enqueue(s, j);
+	pthread_mutex_unlock(&fk.lock);
+	return CUDA_SUCCESS;
 }
 
 /* Synchronous, on the host's behalf: ordered after what the host waited

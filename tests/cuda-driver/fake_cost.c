@@ -8,7 +8,9 @@
  *     a process; 250), FAKECUDA_IMPORT_MS (importing an exported
  *     allocation, each time);
  *   - FAKECUDA_DEVICES: how many devices (1 to FK_MAX_DEVICES), each with
- *     its own UUID and primary context;
+ *     its own UUID and primary context; FAKECUDA_P2P_GBPS, the link between
+ *     two of them (a copy from another device's memory), and
+ *     FAKECUDA_NO_PEER=1, devices that cannot read each other's;
  *   - pinned bytes (registered and cuMemAllocHost's), counted in this
  *     process and, with FAKECUDA_LEDGER=FILE, in every process that names
  *     the same file (now and at the peak);
@@ -78,6 +80,8 @@ void fk_costs_from_env(void)
 	fk.import_ms = env_ll("FAKECUDA_IMPORT_MS", fk.import_ms);
 	fk.sampled = env_ll("FAKECUDA_SAMPLED", fk.sampled);
 	fk.devices = env_ll("FAKECUDA_DEVICES", fk.devices);
+	fk.p2p_gbps = env_ll("FAKECUDA_P2P_GBPS", fk.p2p_gbps);
+	fk.no_peer = env_ll("FAKECUDA_NO_PEER", fk.no_peer);
 	if (fk.devices < 1 || fk.devices > FK_MAX_DEVICES)
 		fk.devices = 1;
 	if (l && *l && !ledger)

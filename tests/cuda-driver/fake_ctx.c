@@ -117,6 +117,18 @@ CUresult cuDeviceGetCount(int *n)
 	return CUDA_SUCCESS;
 }
 
+/* Two devices read each other's memory unless FAKECUDA_NO_PEER; a device
+ * is not its own peer (as the real driver answers). */
+CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer)
+{
+	if (!fk.inited)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!can || !valid_device(dev) || !valid_device(peer))
+		return CUDA_ERROR_INVALID_DEVICE;
+	*can = dev != peer && !fk.no_peer;
+	return CUDA_SUCCESS;
+}
+
 CUresult cuDeviceGet(CUdevice *d, int ordinal)
 {
 	if (!valid_device(ordinal))
@@ -228,6 +240,11 @@ static long long *knob(const char *name)
 		{ "pinned_bytes", offsetof(struct fake, pinned_bytes) },
 		{ "pinned_peak", offsetof(struct fake, pinned_peak) },
 		{ "imports", offsetof(struct fake, imports) },
+		{ "p2p_gbps", offsetof(struct fake, p2p_gbps) },
+		{ "no_peer", offsetof(struct fake, no_peer) },
+		{ "peer_copies", offsetof(struct fake, peer_copies) },
+		{ "peer_bytes", offsetof(struct fake, peer_bytes) },
+		{ "h2d_bytes", offsetof(struct fake, h2d_bytes) },
 	};
 
 	for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)

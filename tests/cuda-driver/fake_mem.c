@@ -76,7 +76,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *out, size_t len)
 	}
 	fk.allocs = n;
 	fk.allocs[fk.nallocs++] = (struct fk_alloc){ .a = (uintptr_t)p, .b = (uintptr_t)p + len,
-						     .device = fk_cur_device() };
+						     .device = fk_cur_device(), .home = fk_cur_device() };
 	pthread_mutex_unlock(&fk.lock);
 	*out = (CUdeviceptr)(uintptr_t)p;
 	return CUDA_SUCCESS;

@@ -19,9 +19,15 @@ void fk_host_learns(const uint64_t *vc)
 	merge(fk.host_vc, vc);
 }
 
-/* A copy that started at t0 ends no sooner than its bytes at the rate. */
-static void pace(double t0, size_t bytes)
+/* A copy that started at t0 ends no sooner than its bytes at the rate:
+ * the link between devices' for a peer copy, the host's otherwise. */
+static void pace(double t0, size_t bytes, bool d2d, bool peer)
 {
+	if (d2d) {
+		if (peer && fk.p2p_gbps > 0)
+			fk_sleep(t0 + (double)bytes / ((double)fk.p2p_gbps * 1e9) - fk_now());
+		return;
+	}
 	if (fk.gbps > 0 || fk.mbps > 0) {
 		double s = (double)bytes / (fk.gbps > 0 ? (double)fk.gbps * 1e9 : (double)fk.mbps * 1e6);
 		fk_sleep(t0 + s - fk_now());
@@ -35,7 +41,7 @@ static void run(struct fk_job *j)
 	switch (j->op) {
 	case OP_COPY:
 		fk_copy_rows(j->dst, j->src, j->width, j->height, j->spitch, j->dpitch, j->base);
-		pace(t0, j->width * j->height);
+		pace(t0, j->width * j->height, j->d2d, j->peer);
 		break;
 	case OP_HOSTFN:
 		j->fn(j->arg);

@@ -288,26 +288,28 @@ CUresult cuMemMap(CUdeviceptr p, size_t len, size_t off, CUmemGenericAllocationH
 	return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* Under fk.lock: the device allocation a mapping shows as, for copies. */
-static void set_alloc(uintptr_t a, uintptr_t b, bool readonly, int device)
+/* Under fk.lock: the device allocation a mapping shows as, for copies:
+ * accessed by device, lying on home. */
+static void set_alloc(uintptr_t a, uintptr_t b, bool readonly, int device, int home)
 {
 	struct fk_alloc *x = fk_alloc_at(a, b - a), *n;
 
 	if (x && x->a == a && x->b == b) {
 		x->readonly = readonly;
+		x->device = device;
 		return;
 	}
 	if (!(n = realloc(fk.allocs, (fk.nallocs + 1) * sizeof(*n))))
 		return;
 	fk.allocs = n;
-	fk.allocs[fk.nallocs++] = (struct fk_alloc){ .a = a, .b = b, .device = device, .vmm = true,
+	fk.allocs[fk.nallocs++] = (struct fk_alloc){ .a = a, .b = b, .device = device, .home = home, .vmm = true,
 						     .readonly = readonly };
 }
 
 CUresult cuMemSetAccess(CUdeviceptr p, size_t len, const struct cu_access_desc *d, size_t count)
 {
 	int prot, device = 0;
-	bool mapped = false;
+	bool mapped = false, peer = false;
 
 	if (!d || count != 1 || d->location.type != CU_MEM_LOCATION_TYPE_DEVICE || d->location.id < 0 ||
 	    d->location.id >= fk.devices ||
@@ -321,10 +323,18 @@ CUresult cuMemSetAccess(CUdeviceptr p, size_t len, const struct cu_access_desc *
 			mapped = true;
 			device = x ? x->device : 0;
 		}
+	/* Another device's memory: read only through peer access, as the
+	 * real driver grants it (an error, not a broken contract: the caller
+	 * asks cuDeviceCanAccessPeer first, or falls back on it). */
+	peer = mapped && d->location.id != device;
+	if (peer && fk.no_peer) {
+		pthread_mutex_unlock(&fk.lock);
+		return CUDA_ERROR_INVALID_DEVICE;
+	}
 	if (mapped) {
 		fk_sync_all(); /* copies queued into it land before its protection changes */
 		mprotect((void *)(uintptr_t)p, len, prot);
-		set_alloc(p, p + len, prot == PROT_READ, device);
+		set_alloc(p, p + len, prot == PROT_READ, d->location.id, device);
 	}
 	pthread_mutex_unlock(&fk.lock);
 	if (!mapped) {

@@ -70,7 +70,8 @@ StreamStats = _struct("StreamStats", [
     ("resident_bytes", u64), ("slot_bytes", u64), ("device_bytes", u64),
     ("pass_copy_bytes", u64), ("register_seconds", dbl), ("register_bytes", u64),
     ("shared_bytes", u64), ("private_bytes", u64), ("resident_copies", u64), ("service_bytes", u64),
-    ("service_fallbacks", u64), ("reserved", u64 * 3)])
+    ("service_fallbacks", u64), ("peer_bytes", u64), ("peer_host_bytes", u64),
+    ("reserved", u64 * 1)])
 View = _struct("View", [("present", i32), ("rank", u32), ("shape", u64p), ("bytes", u64),
                         ("reserved", u64 * 4)])
 Layout = _struct("Layout", [("offset", u64), ("row_bytes", u64), ("rows", u64),
