@@ -118,7 +118,8 @@ static bool trace_has(const char *path, const char *what)
 }
 
 /* Worker rank: opens its stream, says so (a byte on out), waits for the
- * go (a byte on go), makes `passes` passes, reports. */
+ * go (a byte on go), makes a pass, says so and waits for the go again,
+ * makes the rest of its `passes` passes, reports. */
 static int shard_worker(const char *sock, int rank, int passes, const char *trace, int out, int go)
 {
 	struct wsrv_stream_opts so = { .struct_size = sizeof(so), .slots = 2, .rank = rank, .world = K,
@@ -138,10 +139,19 @@ static int shard_worker(const char *sock, int rank, int passes, const char *trac
 	}
 	if (write(out, &b, 1) != 1 || read(go, &b, 1) != 1 || b != 'g')
 		return 2;
+	if (!s) {
+		b = 'p'; /* no pass to make: as if made */
+		if (write(out, &b, 1) != 1 || read(go, &b, 1) != 1)
+			return 2;
+	}
 	if (s) {
 		r.rc = 0;
-		for (int k = 0; k < passes && r.rc == 0; k++)
+		for (int k = 0; k < passes && r.rc == 0; k++) {
 			r.rc = pass(m, s, &r);
+			b = 'p';
+			if (k == 0 && (write(out, &b, 1) != 1 || read(go, &b, 1) != 1 || b != 'g'))
+				return 2;
+		}
 		r.st.struct_size = sizeof(r.st);
 		wsrv_stream_stats(s, &r.st);
 		if (fk_get)
@@ -186,13 +196,25 @@ static struct child spawn(const char *sock, int rank, int passes, const char *tr
 	return ch;
 }
 
-/* Waits for child's "opened" byte: 'o', or 'x' when it could not. */
+static void go(struct child *ch);
+
+/* Waits for child's next word: 'o' (opened), 'x' (it could not), 'p'
+ * (a first pass made). */
 static char opened(struct child *ch)
 {
 	char b = 0;
 
 	assert_int_equal(read(ch->out, &b, 1), 1);
 	return b;
+}
+
+/* Every child's first pass made, then the go for the rest. */
+static void after_first_pass(struct child *ch, int from, int n)
+{
+	for (int i = from; i < n; i++)
+		assert_int_equal(opened(&ch[i]), 'p');
+	for (int i = from; i < n; i++)
+		go(&ch[i]);
 }
 
 static void go(struct child *ch)
@@ -257,6 +279,7 @@ static void peer_source_exact_one_upload(void **st)
 		assert_int_equal(opened(&ch[i]), 'o');
 	for (int i = 0; i < K; i++)
 		go(&ch[i]);
+	after_first_pass(ch, 0, K);
 	for (int i = 0; i < K; i++)
 		report(&ch[i], &r[i]);
 	for (int i = 0; i < K; i++) {
@@ -283,8 +306,9 @@ static void peer_source_exact_one_upload(void **st)
 		(unsigned long long)all, (unsigned long long)r[1].st.peer_bytes, passes);
 }
 
-/* The owner of layers 0 and 4 killed once every worker has opened: the
- * others' passes stay exact (its region lives while they map it). */
+/* The owner of layers 0 and 4 killed once every worker has made a pass:
+ * the others' next passes stay exact (its region lives while they map
+ * it). */
 static void owner_killed_mid_pass(void **st)
 {
 	struct child ch[K];
@@ -295,6 +319,10 @@ static void owner_killed_mid_pass(void **st)
 		ch[i] = spawn(F.srv.ts.sock, i, 3, NULL);
 	for (int i = 0; i < K; i++)
 		assert_int_equal(opened(&ch[i]), 'o');
+	for (int i = 0; i < K; i++)
+		go(&ch[i]);
+	for (int i = 0; i < K; i++)
+		assert_int_equal(opened(&ch[i]), 'p');
 	assert_int_equal(kill(ch[0].pid, SIGKILL), 0);
 	assert_int_equal(waitpid(ch[0].pid, &status, 0), ch[0].pid);
 	close(ch[0].out);
@@ -326,6 +354,7 @@ static void no_peer_access_copies_from_host(void **st)
 		assert_int_equal(opened(&ch[i]), 'o');
 	for (int i = 0; i < K; i++)
 		go(&ch[i]);
+	after_first_pass(ch, 0, K);
 	for (int i = 0; i < K; i++) {
 		report(&ch[i], &r[i]);
 		assert_int_equal(r[i].st.peer_bytes, 0);
