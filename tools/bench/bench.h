@@ -15,6 +15,7 @@ int bench_serve(int argc, char **argv);
 int bench_touch(int argc, char **argv);
 int bench_first(int argc, char **argv);
 int bench_share_device(int argc, char **argv);
+int bench_layer_shard(int argc, char **argv);
 int bench_restart(int argc, char **argv);
 int bench_publish(int argc, char **argv);
 int bench_fleet(int argc, char **argv);

@@ -38,6 +38,11 @@ static const struct {
 	  "share-device --model DIR [--clients N] [--device host|cuda] [--plan FILE] [--slots D] [--json]\n"
 	  "      device bytes and stream-open times of N workers sharing one device copy of the\n"
 	  "      resident tensors vs N private copies" },
+	{ "layer-shard", bench_layer_shard,
+	  "layer-shard --model DIR [--workers 2..8] [--device host|cuda] [--passes N] [--compute-us US] [--json]\n"
+	  "      K workers on K devices over a layer-sharded series (o_proj, q_b_proj): each layer\n"
+	  "      from its owner's device vs from host memory, same run: host-to-device bytes, the\n"
+	  "      link's rate, the hidden fraction" },
 	{ "restart", bench_restart,
 	  "restart --model DIR [--repeat N] [--json]\n"
 	  "      a wsrvd restart that adopts its models from systemd's fd store (played by the\n"
