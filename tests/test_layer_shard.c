@@ -167,40 +167,31 @@ static int shard_worker(const char *sock, int rank, int passes, const char *trac
 	return write(out, &r, sizeof(r)) == (ssize_t)sizeof(r) ? 0 : 2;
 }
 
-struct child {
-	pid_t pid;
-	int out, go;
+
+struct job {
+	const char *sock, *trace;
+	int rank, passes;
 };
 
-static struct child spawn(const char *sock, int rank, int passes, const char *trace)
+static int shard_child(void *arg, int out, int go)
 {
-	int o[2], g[2];
-	struct child ch;
+	const struct job *j = arg;
 
-	assert_int_equal(pipe2(o, O_CLOEXEC), 0);
-	assert_int_equal(pipe2(g, O_CLOEXEC), 0);
-	ch.pid = fork();
-	assert_true(ch.pid >= 0);
-	if (ch.pid == 0) {
-		static const int sigs[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGSYS };
-		for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-			signal(sigs[i], SIG_DFL);
-		close(o[0]);
-		close(g[1]);
-		_exit(shard_worker(sock, rank, passes, trace, o[1], g[0]));
-	}
-	close(o[1]);
-	close(g[0]);
-	ch.out = o[0];
-	ch.go = g[1];
-	return ch;
+	return shard_worker(j->sock, j->rank, j->passes, j->trace, out, go);
 }
 
-static void go(struct child *ch);
+static struct test_child spawn(const char *sock, int rank, int passes, const char *trace)
+{
+	struct job j = { sock, trace, rank, passes };
+
+	return test_child_spawn(shard_child, &j);
+}
+
+static void go(struct test_child *ch);
 
 /* Waits for child's next word: 'o' (opened), 'x' (it could not), 'p'
  * (a first pass made). */
-static char opened(struct child *ch)
+static char opened(struct test_child *ch)
 {
 	char b = 0;
 
@@ -209,7 +200,7 @@ static char opened(struct child *ch)
 }
 
 /* Every child's first pass made, then the go for the rest. */
-static void after_first_pass(struct child *ch, int from, int n)
+static void after_first_pass(struct test_child *ch, int from, int n)
 {
 	for (int i = from; i < n; i++)
 		assert_int_equal(opened(&ch[i]), 'p');
@@ -217,12 +208,12 @@ static void after_first_pass(struct child *ch, int from, int n)
 		go(&ch[i]);
 }
 
-static void go(struct child *ch)
+static void go(struct test_child *ch)
 {
 	assert_int_equal(write(ch->go, "g", 1), 1);
 }
 
-static void report(struct child *ch, struct wres *r)
+static void report(struct test_child *ch, struct wres *r)
 {
 	ssize_t n = read(ch->out, r, sizeof(*r));
 	int st;
@@ -265,7 +256,7 @@ static void series_bytes(uint64_t *all, uint64_t *not_owned, int rank)
  * slots; the trace shows the peer copies. */
 static void peer_source_exact_one_upload(void **st)
 {
-	struct child ch[K];
+	struct test_child ch[K];
 	struct wres r[K];
 	char trace[K][300];
 	const int passes = 3;
@@ -311,7 +302,7 @@ static void peer_source_exact_one_upload(void **st)
  * it). */
 static void owner_killed_mid_pass(void **st)
 {
-	struct child ch[K];
+	struct test_child ch[K];
 	struct wres r[K];
 	int status;
 
@@ -341,7 +332,7 @@ static void owner_killed_mid_pass(void **st)
  * once on stderr. */
 static void no_peer_access_copies_from_host(void **st)
 {
-	struct child ch[K];
+	struct test_child ch[K];
 	struct wres r[K];
 
 	if (!on_cuda || !fk_get)

@@ -257,44 +257,27 @@ static int share_worker(const struct wopts *w, int out, int go)
 	return r.rc == 0 ? 0 : 1;
 }
 
-struct child {
-	pid_t pid;
-	int out, go;
-};
 
-static struct child share_spawn(const struct wopts *w)
+/* In the worker's process: its stderr where w says, then the worker. */
+static int share_child(void *arg, int out, int go)
 {
-	int o[2], g[2];
-	struct child ch;
+	const struct wopts *w = arg;
 
-	assert_int_equal(pipe2(o, O_CLOEXEC), 0);
-	assert_int_equal(pipe2(g, O_CLOEXEC), 0);
-	ch.pid = fork();
-	assert_true(ch.pid >= 0);
-	if (ch.pid == 0) {
-		/* cmocka's handlers would go on to the next case in the child:
-		 * a worker that faults dies of it, and its parent says so. */
-		static const int sigs[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGSYS };
-		for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-			signal(sigs[i], SIG_DFL);
-		close(o[0]);
-		close(g[1]);
-		if (w->stderr_path) { /* the fd, not the stream: _exit flushes no buffer */
-			int e = open(w->stderr_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-			if (e < 0 || dup2(e, 2) < 0)
-				_exit(3);
-			close(e);
-		}
-		_exit(share_worker(w, o[1], g[0]));
+	if (w->stderr_path) { /* the fd, not the stream: _exit flushes no buffer */
+		int e = open(w->stderr_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (e < 0 || dup2(e, 2) < 0)
+			return 3;
+		close(e);
 	}
-	close(o[1]);
-	close(g[0]);
-	ch.out = o[0];
-	ch.go = g[1];
-	return ch;
+	return share_worker(w, out, go);
 }
 
-static void report(struct child *ch, struct wres *r)
+static struct test_child share_spawn(const struct wopts *w)
+{
+	return test_child_spawn(share_child, (void *)w);
+}
+
+static void report(struct test_child *ch, struct wres *r)
 {
 	ssize_t n = read(ch->out, r, sizeof(*r));
 	int st;
@@ -308,7 +291,7 @@ static void report(struct child *ch, struct wres *r)
 }
 
 /* Lets the child close everything and exit; 0 when it passed. */
-static int finish(struct child *ch)
+static int finish(struct test_child *ch)
 {
 	int st;
 
@@ -391,7 +374,7 @@ static void n_workers_one_copy(void **st)
 {
 	enum { N = 4 };
 	struct test_server ts = { 0 };
-	struct child ch[N];
+	struct test_child ch[N];
 	struct wres r[N];
 	struct wsrv_region_info gi;
 	uint64_t pss = 0, rss = 0;
@@ -445,7 +428,7 @@ static void resident_plan_readers_lock_nothing(void **st)
 		"\"*.*.*\": \"resident\", \"*.*.*.*\": \"resident\", \"*.*.*.*.*\": \"resident\", "
 		"\"*.*.*.*.*.*\": \"resident\"}}";
 	struct test_server ts = { 0 };
-	struct child ch[2];
+	struct test_child ch[2];
 	struct wres r[2];
 
 	if (!on_cuda)
@@ -481,7 +464,7 @@ static void different_keys_different_regions(void **st)
 		{ .plan = tp, .rank = 0, .world = 4 },
 	};
 	enum { N = sizeof(w) / sizeof(w[0]) };
-	struct child ch[N];
+	struct test_child ch[N];
 	struct wres r[N];
 
 	if (on_cuda && !fk_set)
@@ -507,7 +490,7 @@ static void writer_killed_mid_fill(void **st)
 {
 	struct test_server ts = { 0 };
 	struct wsrv_region_info gi = { 0 };
-	struct child slow, next;
+	struct test_child slow, next;
 	struct wres r;
 
 	if (on_cuda && !fk_set)
@@ -555,7 +538,7 @@ static void hung_writer_bounds_the_wait(void **st)
 {
 	struct test_server ts = { 0 };
 	struct wsrv_region_info gi = { 0 };
-	struct child slow, next;
+	struct test_child slow, next;
 	struct wres r;
 	char err[512], *said;
 
@@ -591,7 +574,7 @@ static void limits_give_private_copies(void **st)
 {
 	static const char off[] = "{\"share_resident\": false}";
 	struct test_server ts = { 0 };
-	struct child a, b, c, d;
+	struct test_child a, b, c, d;
 	struct wres ra, rb, rc, rd;
 
 	assert_int_equal(server_start(&ts, "m", F.dir[0], "--max-region-bytes", "1M", NULL), 0);
@@ -633,7 +616,7 @@ static void kept_regions_outlive_holders(void **st)
 {
 	struct test_server ts = { 0 };
 	struct wsrv_region_info gi;
-	struct child a, b;
+	struct test_child a, b;
 	struct wres ra, rb;
 
 	assert_int_equal(server_start(&ts, "m", F.dir[0], "--keep-device-regions", NULL), 0);
@@ -657,7 +640,7 @@ static void kept_regions_outlive_holders(void **st)
 static void unshareable_device_falls_back(void **st)
 {
 	struct test_server ts = { 0 };
-	struct child a;
+	struct test_child a;
 	struct wres ra;
 
 	if (!on_cuda || !fk_set)

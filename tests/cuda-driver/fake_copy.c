@@ -41,19 +41,31 @@ static void host_side(const char *p, size_t len, bool written, bool async, const
 		fk_violation("%s: a write into read-only registered host memory %p", what, (const void *)p);
 }
 
+/* A copy's job, before it is checked: the context, the failure
+ * injection, the memory. NULL with *e set when it cannot be. */
+static struct fk_job *new_job(CUresult *e)
+{
+	struct fk_job *j;
+
+	*e = fk_need_ctx() != CUDA_SUCCESS ? CUDA_ERROR_INVALID_CONTEXT
+	   : fk_fail_now(&fk.fail_copy) ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+	if (*e != CUDA_SUCCESS)
+		return NULL;
+	if (!(j = calloc(1, sizeof(*j))))
+		*e = CUDA_ERROR_OUT_OF_MEMORY;
+	return j;
+}
+
 static CUresult queue_copy(CUstream h, const struct shape *c, bool to_device, const char *what)
 {
 	size_t dlen = extent(c->width, c->height, c->dpitch), slen = extent(c->width, c->height, c->spitch);
 	struct CUstream_st *s;
 	struct fk_alloc *a;
 	struct fk_job *j;
+	CUresult e;
 
-	if (fk_need_ctx() != CUDA_SUCCESS)
-		return CUDA_ERROR_INVALID_CONTEXT;
-	if (fk_fail_now(&fk.fail_copy))
-		return CUDA_ERROR_UNKNOWN;
-	if (!(j = calloc(1, sizeof(*j))))
-		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (!(j = new_job(&e)))
+		return e;
 	pthread_mutex_lock(&fk.lock);
 	s = fk_stream(h);
 	a = to_device ? device_side(c->dst, dlen, what) : device_side(c->src, slen, what);
@@ -124,13 +136,10 @@ CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t len, CUst
 	struct CUstream_st *s;
 	struct fk_alloc *da, *sa;
 	struct fk_job *j;
+	CUresult e;
 
-	if (fk_need_ctx() != CUDA_SUCCESS)
-		return CUDA_ERROR_INVALID_CONTEXT;
-	if (fk_fail_now(&fk.fail_copy))
-		return CUDA_ERROR_UNKNOWN;
-	if (!(j = calloc(1, sizeof(*j))))
-		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (!(j = new_job(&e)))
+		return e;
 	pthread_mutex_lock(&fk.lock);
 	s = fk_stream(h);
 	da = device_side((const char *)(uintptr_t)dst, len, "cuMemcpyDtoDAsync (destination)");

@@ -293,6 +293,30 @@ uint64_t model_pages_settled(const char *sock, char *numa, size_t len)
 	return page;
 }
 
+struct test_child test_child_spawn(int (*fn)(void *arg, int out, int go), void *arg)
+{
+	static const int sigs[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGSYS };
+	int o[2], g[2];
+	struct test_child ch;
+
+	assert_int_equal(pipe2(o, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(g, O_CLOEXEC), 0);
+	ch.pid = fork();
+	assert_true(ch.pid >= 0);
+	if (ch.pid == 0) {
+		for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+			signal(sigs[i], SIG_DFL);
+		close(o[0]);
+		close(g[1]);
+		_exit(fn(arg, o[1], g[0]));
+	}
+	close(o[1]);
+	close(g[0]);
+	ch.out = o[0];
+	ch.go = g[1];
+	return ch;
+}
+
 /* Whether every thread of pid is stopped: 1, 0, or a negative errno. */
 static int pid_all_stopped(pid_t pid)
 {

@@ -157,6 +157,18 @@ void server_done(struct test_server *ts);
 long long pid_locked_bytes(pid_t pid);
 /* Sleeps ms milliseconds. */
 void sleep_ms(int ms);
+/* A worker process of a test: its pid, the pipe end it reports on (read
+ * it) and the one it is told on (write it). */
+struct test_child {
+	pid_t pid;
+	int out, go;
+};
+/* Forks a child that runs fn(arg, out, go) and exits with its status,
+ * cmocka's signal handlers put back to the defaults (they would go on to
+ * the next case in the child: a worker that faults dies of it, and its
+ * parent says so); a failure to fork fails the case. */
+struct test_child test_child_spawn(int (*fn)(void *arg, int out, int go), void *arg);
+
 /* Sends pid SIGSTOP and returns once every thread of it is stopped ('T'
  * in /proc/PID/task/TID/stat): kill(2) returns before the stop, and a
  * process on another core may run on a moment (accept a connection, say).
