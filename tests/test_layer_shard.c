@@ -375,6 +375,12 @@ static void plans_said_right(void **st)
 		assert_int_equal(wsrv_plan_parse(bad[i], strlen(bad[i]), &p), -EINVAL);
 	assert_int_equal(wsrv_plan_parse(plan_json, sizeof(plan_json) - 1, &p), 0);
 	wsrv_plan_free(p);
+	/* The C API's form of it. */
+	assert_int_equal(wsrv_plan_new(&p), 0);
+	assert_int_equal(wsrv_plan_add(p, "layers.*.self_attn.o_proj", WSRV_LAYER_SHARD_PEER, 4), 0);
+	assert_int_equal(wsrv_plan_add(p, "layers.*.self_attn.q_b_proj", WSRV_LAYER_SHARD_PEER, 0), -EINVAL);
+	assert_int_equal(wsrv_plan_add(p, "layers.*.self_attn.q_b_proj", WSRV_LAYER_SHARD_PEER + 1, 4), -EINVAL);
+	wsrv_plan_free(p);
 	assert_int_equal(wsrv_connect(F.srv.ts.sock, NULL, &c), 0);
 	assert_int_equal(wsrv_attach(c, "m", &m), 0);
 	assert_int_equal(wsrv_plan_parse(split, sizeof(split) - 1, &p), 0);
