@@ -94,13 +94,10 @@ int stream_peer_layout(struct wsrv_stream *s, const struct wsrv_plan *p)
 	size_t n = cl_ntensors(s->m);
 	int r;
 
-	for (size_t i = 0; i < n && !s->peer.k; i++) {
-		struct wsrv_tensor t;
-		const struct plan_rule *rule;
-		cl_tensor_nowait(s->m, (uint32_t)i, &t);
-		if ((rule = peer_rule(p, &t)))
-			s->peer.k = rule->k;
-	}
+	/* A plan without a peer source costs the open nothing here. */
+	for (size_t i = 0; p && i < p->nrules && !s->peer.k; i++)
+		if (p->rules[i].residency == WSRV_LAYER_SHARD_PEER)
+			s->peer.k = p->rules[i].k;
 	if (!s->peer.k)
 		return 0;
 	if ((r = peer_alloc(&s->peer, n)) < 0)
