@@ -533,14 +533,20 @@ static int lock_adopted(struct arena *a, struct errinfo *e)
 }
 
 /* An adopted arena's NUMA word: no policy of this server's placed it, so
- * the nodes its pages are on, sampled (arena_placement). */
+ * the nodes its pages are on, sampled (arena_placement); on a host of one
+ * node, that node, unsampled. */
 static void adopted_placement(struct arena *a)
 {
 	uint64_t counts[NUMA_MAX_NODES];
+	struct numa_choice only;
 	char list[64] = "";
 	size_t n = 0;
 	int nodes = 0;
 
+	if (numa_choose_here(NUMA_AUTO, -1, &only, NULL) == 0 && only.mode == NUMA_NODE) {
+		snprintf(a->numa.desc, sizeof(a->numa.desc), "%s", only.desc);
+		return;
+	}
 	if (arena_placement(a, counts) > 0)
 		for (int i = 0; i < NUMA_MAX_NODES && n < sizeof(list); i++)
 			if (counts[i]) {
