@@ -113,13 +113,19 @@ static struct copy_rec *new_rec(struct wsrv_stream *s, int32_t layer)
 	return c;
 }
 
-/* Whether some streamed tensor of layer l comes from a peer now. */
+/* Whether some streamed tensor of layer l comes from a peer now; what of
+ * a peer-sourced series comes from host memory this time is counted. */
 static bool from_peer(struct wsrv_stream *s, const struct st_layer *l)
 {
-	for (uint32_t i = 0; s->peer.k && i < l->nstreamed; i++)
+	bool any = false;
+
+	for (uint32_t i = 0; s->peer.k && i < l->nstreamed; i++) {
 		if (stream_peer_src(s, l->streamed[i]))
-			return true;
-	return false;
+			any = true;
+		else if (s->peer.owner[l->streamed[i]] >= 0)
+			s->st.peer_host_bytes += tp_view_bytes(s->m, s->views, l->streamed[i]);
+	}
+	return any;
 }
 
 /* Queues streamed tensor k of layer l into slot memory mem: from its
@@ -158,10 +164,6 @@ static int stream_load_layer(struct wsrv_stream *s, int pos, int k)
 
 	c->single = n == 1;
 	c->peer = !one && s->peer.k;
-	/* What of a peer-sourced series comes from host memory this time. */
-	for (uint32_t i = 0; s->peer.k && i < l->nstreamed; i++)
-		if (s->peer.owner[l->streamed[i]] >= 0 && !stream_peer_src(s, l->streamed[i]))
-			s->st.peer_host_bytes += tp_view_bytes(s->m, s->views, l->streamed[i]);
 	for (uint32_t i = 0; i < n && f >= 0; i++) {
 		double *timing = i == 0 ? c->t_first : i + 1 == n ? c->t_last : NULL;
 		struct wsrv_tensor t;

@@ -107,6 +107,7 @@ struct stream_peer {
 	struct dev_share *map;      /* per owner [k]: its region here (this rank's own: filled) */
 	uint32_t *region;           /* per owner [k]: the server's region id held; 0 */
 	uint8_t *state;             /* per owner [k]: enum peer_state */
+	uint64_t *fp;               /* per owner [k]: its region's key (fingerprint) */
 	struct dev_share_info info; /* the device's kind and granule */
 	double deadline;            /* until then an owner not there yet is waited for */
 	bool said;                  /* the one stderr line said */

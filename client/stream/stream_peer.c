@@ -72,7 +72,8 @@ static int peer_alloc(struct stream_peer *p, size_t n)
 	p->map = calloc(p->k, sizeof(*p->map));
 	p->region = calloc(p->k, sizeof(*p->region));
 	p->state = calloc(p->k, sizeof(*p->state));
-	if (!p->owner || !p->off || !p->bytes || !p->map || !p->region || !p->state)
+	p->fp = calloc(p->k, sizeof(*p->fp));
+	if (!p->owner || !p->off || !p->bytes || !p->map || !p->region || !p->state || !p->fp)
 		return cl_err(-ENOMEM, "out of memory");
 	for (size_t i = 0; i <= n; i++)
 		p->owner[i] = -1;
@@ -121,6 +122,8 @@ int stream_peer_layout(struct wsrv_stream *s, const struct wsrv_plan *p)
 		s->peer.off[i] = s->peer.bytes[o];
 		s->peer.bytes[o] += (t.size + 255) & ~255ULL;
 	}
+	for (unsigned o = 0; o < s->peer.k; o++) /* asked for again and again: once */
+		s->peer.fp[o] = fingerprint(s, o);
 	return 0;
 }
 
@@ -162,7 +165,7 @@ static int fill_own(struct wsrv_stream *s, unsigned me)
 	if ((r = stream_upload_set(s, m->ptr, WHERE_SHARD, s->peer.off)) < 0 || (r = o->share_seal(s->d, m)) < 0)
 		return r;
 	s->peer.state[me] = PEER_MAPPED;
-	if (region_call_open(s->m, PEER_KEY, s->peer.info.kind, fingerprint(s, me), region_len(&s->peer, me), false,
+	if (region_call_open(s->m, PEER_KEY, s->peer.info.kind, s->peer.fp[me], region_len(&s->peer, me), false,
 			     &a) < 0) {
 		cl_debug("stream %u: the layer shard is not offered: %s", s->id, wsrv_last_error());
 		return 0;
@@ -189,7 +192,7 @@ static bool try_owner(struct wsrv_stream *s, unsigned r)
 
 	if (s->peer.state[r] != PEER_WAIT)
 		return true;
-	if (region_call_open(s->m, PEER_KEY, s->peer.info.kind, fingerprint(s, r), region_len(&s->peer, r), true,
+	if (region_call_open(s->m, PEER_KEY, s->peer.info.kind, s->peer.fp[r], region_len(&s->peer, r), true,
 			     &a) < 0) {
 		host_for(s, r, wsrv_last_error());
 		return true;
@@ -295,5 +298,6 @@ void stream_peer_close(struct wsrv_stream *s)
 	free(p->map);
 	free(p->region);
 	free(p->state);
+	free(p->fp);
 	*p = (struct stream_peer){ 0 };
 }
